@@ -1,0 +1,44 @@
+import { loadConfig } from '../config';
+import { createLogger } from '../logger';
+import { startApiNode } from '../runtime/api-node';
+import { startInfrastructure, writeStackFile } from '../runtime/infrastructure';
+import { startWorkerNode } from '../runtime/worker-node';
+import { exitOnStartupError, onShutdown } from './shutdown';
+
+/**
+ * `npm start`: everything on one machine. Embedded PostgreSQL and Temporal dev server (unless
+ * DATABASE_URL / TEMPORAL_ADDRESS point elsewhere), migrations, one API node and one worker.
+ */
+async function main() {
+  const config = loadConfig();
+  const logger = createLogger(config.logLevel, 'stack');
+  const infra = await startInfrastructure(config, logger);
+  const stops: (() => Promise<void>)[] = [infra.stop];
+  const stopAll = async () => {
+    for (const stop of stops.reverse()) await stop().catch((error) => logger.warn({ err: error }, 'stop failed'));
+  };
+  try {
+    writeStackFile(config, infra);
+    const api = await startApiNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
+    stops.push(api.close);
+    const worker = await startWorkerNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
+    stops.push(worker.close);
+    onShutdown(logger, stopAll);
+    const lines = [
+      '',
+      `  API          ${api.url}`,
+      `  API docs     ${api.url}/docs`,
+      ...(infra.temporalUiUrl ? [`  Temporal UI  ${infra.temporalUiUrl}`] : [`  Temporal     ${infra.temporalAddress}`]),
+      `  Data         ${config.dataDir}`,
+      '',
+      '  Ctrl-C stops everything.',
+      '',
+    ];
+    process.stdout.write(`${lines.join('\n')}\n`);
+  } catch (error) {
+    await stopAll();
+    throw error;
+  }
+}
+
+main().catch(exitOnStartupError(createLogger('info', 'stack')));

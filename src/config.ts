@@ -1,0 +1,152 @@
+import path from 'node:path';
+import fs from 'node:fs';
+import dotenv from 'dotenv';
+import { z } from 'zod';
+
+/**
+ * All configuration is read and validated here, once. Nothing else reads process.env.
+ * A `.env` file in the working directory is loaded first; real environment variables win.
+ */
+
+const booleanFlag = (name: string, fallback: boolean) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return fallback;
+      const normalized = value.trim().toLowerCase();
+      if (['1', 'true', 'yes', 'on'].includes(normalized)) return true;
+      if (['0', 'false', 'no', 'off'].includes(normalized)) return false;
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be true or false, got "${value}"` });
+      return z.NEVER;
+    });
+
+const positiveInt = (name: string, fallback: number) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return fallback;
+      const parsed = Number(value);
+      if (!Number.isInteger(parsed) || parsed <= 0) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a positive integer, got "${value}"` });
+        return z.NEVER;
+      }
+      return parsed;
+    });
+
+const decimalString = (name: string, fallback: string) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return fallback;
+      if (!/^\d+(\.\d+)?$/.test(value.trim())) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a non-negative decimal, got "${value}"` });
+        return z.NEVER;
+      }
+      return value.trim();
+    });
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()));
+
+const EnvSchema = z.object({
+  PORT: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return 3000;
+      const parsed = Number(value);
+      if (!Number.isInteger(parsed) || parsed < 0 || parsed > 65535) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `PORT must be a port number, got "${value}"` });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+  HOST: optionalString,
+  DATA_DIR: optionalString,
+  DATABASE_URL: optionalString,
+  TEMPORAL_ADDRESS: optionalString,
+  TEMPORAL_NAMESPACE: optionalString,
+  TEMPORAL_TASK_QUEUE: optionalString,
+  TEMPORAL_CLI: optionalString,
+  ADMIN_API_KEY: optionalString,
+  STRONG_MODELS: optionalString,
+  STRONG_MODELS_FILE: optionalString,
+  DOMAIN_POLICY_FILE: optionalString,
+  ALLOW_PRIVATE_NETWORKS: booleanFlag('ALLOW_PRIVATE_NETWORKS', false),
+  LOCAL_SOLVER: optionalString,
+  LOG_LEVEL: optionalString,
+  BODY_LIMIT_BYTES: positiveInt('BODY_LIMIT_BYTES', 1024 * 1024),
+  PLATFORM_FEE_PERCENT: decimalString('PLATFORM_FEE_PERCENT', '10'),
+  DEFAULT_WEB_TASK_PRICE_POINTS: decimalString('DEFAULT_WEB_TASK_PRICE_POINTS', '10'),
+  DEFAULT_CHAT_PRICE_POINTS: decimalString('DEFAULT_CHAT_PRICE_POINTS', '100'),
+  DEFAULT_TASK_TIMEOUT_SECONDS: positiveInt('DEFAULT_TASK_TIMEOUT_SECONDS', 60),
+  MAX_TASK_ATTEMPTS: positiveInt('MAX_TASK_ATTEMPTS', 3),
+  ATTEMPT_TIMEOUT_SECONDS: positiveInt('ATTEMPT_TIMEOUT_SECONDS', 30),
+  ACCEPT_TIMEOUT_MS: positiveInt('ACCEPT_TIMEOUT_MS', 5000),
+  HEARTBEAT_INTERVAL_MS: positiveInt('HEARTBEAT_INTERVAL_MS', 15000),
+  RATE_LIMIT_PER_MINUTE: positiveInt('RATE_LIMIT_PER_MINUTE', 600),
+  NODE_ID: optionalString,
+  WORKFLOW_BUNDLE_PATH: optionalString,
+});
+
+export type Config = ReturnType<typeof loadConfig>;
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+  dotenv.config({ quiet: true } as dotenv.DotenvConfigOptions);
+  const parsed = EnvSchema.safeParse(env);
+  if (!parsed.success) {
+    const lines = parsed.error.issues.map((issue) => `  ${issue.path.join('.') || 'env'}: ${issue.message}`);
+    throw new Error(`Invalid configuration:\n${lines.join('\n')}`);
+  }
+  const e = parsed.data;
+  const root = path.resolve(__dirname, '..');
+  const dataDir = path.resolve(e.DATA_DIR ?? path.join(root, '.data'));
+  const localSolver = (e.LOCAL_SOLVER ?? 'on').toLowerCase();
+  if (!['on', 'off', 'true', 'false', '1', '0'].includes(localSolver)) {
+    throw new Error(`Invalid configuration:\n  LOCAL_SOLVER: must be "on" or "off", got "${e.LOCAL_SOLVER}"`);
+  }
+  return {
+    rootDir: root,
+    port: e.PORT,
+    host: e.HOST ?? '127.0.0.1',
+    dataDir,
+    databaseUrl: e.DATABASE_URL,
+    temporalAddress: e.TEMPORAL_ADDRESS,
+    temporalNamespace: e.TEMPORAL_NAMESPACE ?? 'default',
+    taskQueue: e.TEMPORAL_TASK_QUEUE ?? 'marketplace',
+    temporalCli: e.TEMPORAL_CLI,
+    adminApiKey: e.ADMIN_API_KEY,
+    strongModelsOverride: e.STRONG_MODELS,
+    strongModelsFile: path.resolve(root, e.STRONG_MODELS_FILE ?? 'config/strong-models.txt'),
+    domainPolicyFile: path.resolve(root, e.DOMAIN_POLICY_FILE ?? 'config/domain-policy.json'),
+    allowPrivateNetworks: e.ALLOW_PRIVATE_NETWORKS,
+    localSolver: ['on', 'true', '1'].includes(localSolver),
+    logLevel: e.LOG_LEVEL ?? 'info',
+    bodyLimitBytes: e.BODY_LIMIT_BYTES,
+    platformFeePercent: e.PLATFORM_FEE_PERCENT,
+    defaultWebTaskPricePoints: e.DEFAULT_WEB_TASK_PRICE_POINTS,
+    defaultChatPricePoints: e.DEFAULT_CHAT_PRICE_POINTS,
+    defaultTaskTimeoutSeconds: e.DEFAULT_TASK_TIMEOUT_SECONDS,
+    maxTaskAttempts: e.MAX_TASK_ATTEMPTS,
+    attemptTimeoutSeconds: e.ATTEMPT_TIMEOUT_SECONDS,
+    acceptTimeoutMs: e.ACCEPT_TIMEOUT_MS,
+    heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
+    rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    nodeId: e.NODE_ID,
+    workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
+  };
+}
+
+/** Strong-tier model allowlist: STRONG_MODELS wins over the shipped file. */
+export function readStrongModels(config: Config): string[] {
+  const source = config.strongModelsOverride ?? (fs.existsSync(config.strongModelsFile) ? fs.readFileSync(config.strongModelsFile, 'utf8') : '');
+  return source
+    .split(/[,\n]/)
+    .map((line) => line.replace(/#.*$/, '').trim())
+    .filter(Boolean);
+}

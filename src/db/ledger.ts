@@ -1,0 +1,227 @@
+import { sql, type DatabaseTransactionConnection } from 'slonik';
+import { z } from 'zod';
+import { ApiError } from '../errors';
+import type { Db } from './pool';
+
+/**
+ * The points ledger: the only module that moves points.
+ *
+ * Every movement is one append-only ledger entry with a unique idempotency key, written in the same
+ * transaction as the running balance it changes. Applying the same operation twice therefore applies it
+ * once: the second insert hits the unique key and the operation reports `applied: false`.
+ * Balance rows are changed by single UPDATE statements guarded by CHECK constraints (never negative),
+ * so concurrent operations on one account serialise on the row lock.
+ */
+
+export const PLATFORM_ACCOUNT_ID = 'platform';
+
+type Tx = DatabaseTransactionConnection;
+type Runner = Db | Tx;
+
+export interface LedgerResult {
+  applied: boolean;
+}
+
+const BalanceRow = z.object({
+  available_points: z.string(),
+  held_points: z.string(),
+  lifetime_earned_points: z.string(),
+  lifetime_spent_points: z.string(),
+});
+export type Balance = z.infer<typeof BalanceRow>;
+
+const HoldRow = z.object({
+  hold_id: z.string(),
+  account_id: z.string(),
+  amount: z.string(),
+  remaining: z.string(),
+  status: z.enum(['open', 'settled', 'released']),
+});
+export type Hold = z.infer<typeof HoldRow>;
+
+// On a pool this opens a transaction; inside one it nests as a savepoint.
+const inTransaction = <T>(db: Runner, fn: (tx: Tx) => Promise<T>): Promise<T> => db.transaction(fn);
+
+/** Inserts the entry unless its key exists; true when this call wrote it. */
+async function appendEntry(
+  tx: Tx,
+  entry: { accountId: string; kind: string; amount: string; holdId?: string | null; key: string },
+): Promise<boolean> {
+  const written = await tx.maybeOneFirst(sql.type(z.object({ entry_id: z.number() }))`
+    INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
+    VALUES (${entry.accountId}, ${entry.kind}, ${entry.amount}::numeric, ${entry.holdId ?? null}, ${entry.key})
+    ON CONFLICT (idempotency_key) DO NOTHING
+    RETURNING entry_id`);
+  return written !== null;
+}
+
+function assertPositive(amount: string, what: string) {
+  if (!/^\d+(\.\d+)?$/.test(amount) || /^0+(\.0+)?$/.test(amount)) {
+    throw new Error(`${what} must be a positive decimal string, got "${amount}"`);
+  }
+}
+
+function assertNonNegative(amount: string, what: string) {
+  if (!/^\d+(\.\d+)?$/.test(amount)) throw new Error(`${what} must be a non-negative decimal string, got "${amount}"`);
+}
+
+export async function getBalance(db: Runner, accountId: string): Promise<Balance | null> {
+  return db.maybeOne(sql.type(BalanceRow)`
+    SELECT trim_scale(available)::text AS available_points,
+           trim_scale(held)::text AS held_points,
+           trim_scale(lifetime_earned)::text AS lifetime_earned_points,
+           trim_scale(lifetime_spent)::text AS lifetime_spent_points
+    FROM balances WHERE account_id = ${accountId}`);
+}
+
+export async function getHold(db: Runner, holdId: string): Promise<Hold | null> {
+  return db.maybeOne(sql.type(HoldRow)`
+    SELECT hold_id, account_id, trim_scale(amount)::text AS amount, trim_scale(remaining)::text AS remaining, status
+    FROM holds WHERE hold_id = ${holdId}`);
+}
+
+export async function deposit(db: Runner, input: { accountId: string; amount: string; idempotencyKey: string }): Promise<LedgerResult> {
+  assertPositive(input.amount, 'deposit amount');
+  return inTransaction(db, async (tx) => {
+    const applied = await appendEntry(tx, { accountId: input.accountId, kind: 'deposit', amount: input.amount, key: input.idempotencyKey });
+    if (applied) {
+      await tx.query(sql.unsafe`
+        UPDATE balances SET available = available + ${input.amount}::numeric,
+          lifetime_deposited = lifetime_deposited + ${input.amount}::numeric, updated_at = now()
+        WHERE account_id = ${input.accountId}`);
+    }
+    return { applied };
+  });
+}
+
+/** Moves `amount` from available to held under `holdId`; 402 insufficient_balance when it does not fit. */
+export async function hold(db: Runner, input: { holdId: string; accountId: string; amount: string }): Promise<LedgerResult> {
+  assertNonNegative(input.amount, 'hold amount');
+  return inTransaction(db, async (tx) => {
+    const created = await tx.maybeOneFirst(sql.type(z.object({ hold_id: z.string() }))`
+      INSERT INTO holds (hold_id, account_id, amount, remaining)
+      VALUES (${input.holdId}, ${input.accountId}, ${input.amount}::numeric, ${input.amount}::numeric)
+      ON CONFLICT (hold_id) DO NOTHING RETURNING hold_id`);
+    if (created === null) return { applied: false };
+    await appendEntry(tx, { accountId: input.accountId, kind: 'hold', amount: input.amount, holdId: input.holdId, key: `hold:${input.holdId}` });
+    const moved = await tx.maybeOneFirst(sql.type(z.object({ account_id: z.string() }))`
+      UPDATE balances SET available = available - ${input.amount}::numeric, held = held + ${input.amount}::numeric, updated_at = now()
+      WHERE account_id = ${input.accountId} AND available >= ${input.amount}::numeric
+      RETURNING account_id`);
+    if (moved === null) {
+      throw new ApiError('insufficient_balance', `This request needs ${input.amount} points available; deposit points or lower max_price_points.`, {
+        required_points: input.amount,
+      });
+    }
+    return { applied: true };
+  });
+}
+
+async function lockOpenHold(tx: Tx, holdId: string): Promise<Hold | null> {
+  return tx.maybeOne(sql.type(HoldRow)`
+    SELECT hold_id, account_id, amount::text AS amount, remaining::text AS remaining, status
+    FROM holds WHERE hold_id = ${holdId} FOR UPDATE`);
+}
+
+/** Charges `amount` of an open hold to its account (held → spent). */
+export async function capture(db: Runner, input: { holdId: string; amount: string }): Promise<LedgerResult> {
+  assertNonNegative(input.amount, 'capture amount');
+  return inTransaction(db, async (tx) => {
+    const held = await lockOpenHold(tx, input.holdId);
+    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
+    const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'capture', amount: input.amount, holdId: input.holdId, key: `capture:${input.holdId}` });
+    if (!applied) return { applied };
+    if (held.status !== 'open') throw new Error(`hold ${input.holdId} is ${held.status}; it cannot be captured`);
+    const updated = await tx.maybeOneFirst(sql.type(z.object({ hold_id: z.string() }))`
+      UPDATE holds SET remaining = remaining - ${input.amount}::numeric
+      WHERE hold_id = ${input.holdId} AND remaining >= ${input.amount}::numeric RETURNING hold_id`);
+    if (updated === null) throw new Error(`capture of ${input.amount} exceeds what remains of hold ${input.holdId}`);
+    await tx.query(sql.unsafe`
+      UPDATE balances SET held = held - ${input.amount}::numeric, lifetime_spent = lifetime_spent + ${input.amount}::numeric, updated_at = now()
+      WHERE account_id = ${held.account_id}`);
+    return { applied };
+  });
+}
+
+/** Returns whatever remains of a hold to available and closes it. */
+export async function release(db: Runner, input: { holdId: string }): Promise<LedgerResult & { released: string }> {
+  return inTransaction(db, async (tx) => {
+    const held = await lockOpenHold(tx, input.holdId);
+    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
+    if (held.status !== 'open') return { applied: false, released: '0' };
+    const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'release', amount: held.remaining, holdId: input.holdId, key: `release:${input.holdId}` });
+    if (!applied) return { applied, released: '0' };
+    const captured = await tx.oneFirst(sql.type(z.object({ captured: z.boolean() }))`
+      SELECT remaining < amount AS captured FROM holds WHERE hold_id = ${input.holdId}`);
+    await tx.query(sql.unsafe`
+      UPDATE holds SET remaining = 0, status = ${captured ? 'settled' : 'released'}, closed_at = now() WHERE hold_id = ${input.holdId}`);
+    await tx.query(sql.unsafe`
+      UPDATE balances SET held = held - ${held.remaining}::numeric, available = available + ${held.remaining}::numeric, updated_at = now()
+      WHERE account_id = ${held.account_id}`);
+    return { applied, released: held.remaining };
+  });
+}
+
+/** Credits earned points (a solver's pay, or the platform fee). */
+export async function payout(
+  db: Runner,
+  input: { accountId: string; amount: string; idempotencyKey: string; holdId?: string; kind?: 'payout' | 'fee' },
+): Promise<LedgerResult> {
+  assertNonNegative(input.amount, 'payout amount');
+  return inTransaction(db, async (tx) => {
+    const applied = await appendEntry(tx, {
+      accountId: input.accountId,
+      kind: input.kind ?? 'payout',
+      amount: input.amount,
+      holdId: input.holdId,
+      key: input.idempotencyKey,
+    });
+    if (applied) {
+      await tx.query(sql.unsafe`
+        UPDATE balances SET available = available + ${input.amount}::numeric,
+          lifetime_earned = lifetime_earned + ${input.amount}::numeric, updated_at = now()
+        WHERE account_id = ${input.accountId}`);
+    }
+    return { applied };
+  });
+}
+
+/**
+ * Settles a hold exactly once: charges `price` (capped at the hold), pays the solver the price less the
+ * platform fee, credits the fee to the platform account, and releases the rest.
+ */
+export async function settle(
+  db: Runner,
+  input: { holdId: string; price: string; solverId: string; feePercent: string },
+): Promise<LedgerResult & { charged: string; solverEarned: string; fee: string }> {
+  assertNonNegative(input.price, 'price');
+  return inTransaction(db, async (tx) => {
+    const held = await lockOpenHold(tx, input.holdId);
+    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
+    const amounts = await tx.one(sql.type(z.object({ charged: z.string(), fee: z.string(), earned: z.string() }))`
+      WITH p AS (SELECT LEAST(${input.price}::numeric, ${held.amount}::numeric) AS charged)
+      SELECT trim_scale(charged)::text AS charged,
+             trim_scale(charged * ${input.feePercent}::numeric / 100)::text AS fee,
+             trim_scale(charged - charged * ${input.feePercent}::numeric / 100)::text AS earned
+      FROM p`);
+    const outcome = { charged: amounts.charged, solverEarned: amounts.earned, fee: amounts.fee };
+    if (held.status !== 'open') return { applied: false, ...outcome };
+    await capture(tx, { holdId: input.holdId, amount: amounts.charged });
+    await payout(tx, { accountId: input.solverId, amount: amounts.earned, holdId: input.holdId, idempotencyKey: `payout:${input.holdId}` });
+    await payout(tx, { accountId: PLATFORM_ACCOUNT_ID, amount: amounts.fee, holdId: input.holdId, idempotencyKey: `fee:${input.holdId}`, kind: 'fee' });
+    await release(tx, { holdId: input.holdId });
+    return { applied: true, ...outcome };
+  });
+}
+
+/** Balances recomputed from the entries alone; used to prove the running totals never drift. */
+export async function balanceFromEntries(db: Runner, accountId: string): Promise<Balance> {
+  return db.one(sql.type(BalanceRow)`
+    SELECT
+      trim_scale(COALESCE(SUM(CASE kind WHEN 'deposit' THEN amount WHEN 'payout' THEN amount WHEN 'fee' THEN amount
+                                  WHEN 'release' THEN amount WHEN 'hold' THEN -amount ELSE 0 END), 0))::text AS available_points,
+      trim_scale(COALESCE(SUM(CASE kind WHEN 'hold' THEN amount WHEN 'capture' THEN -amount WHEN 'release' THEN -amount ELSE 0 END), 0))::text AS held_points,
+      trim_scale(COALESCE(SUM(CASE WHEN kind IN ('payout', 'fee') THEN amount ELSE 0 END), 0))::text AS lifetime_earned_points,
+      trim_scale(COALESCE(SUM(CASE WHEN kind = 'capture' THEN amount ELSE 0 END), 0))::text AS lifetime_spent_points
+    FROM ledger_entries WHERE account_id = ${accountId}`);
+}

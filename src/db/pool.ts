@@ -1,0 +1,34 @@
+import { createPool, createTypeParserPreset, SchemaValidationError, type DatabasePool, type Interceptor, type QueryResultRow } from 'slonik';
+
+export type Db = DatabasePool;
+
+/** Every row of a typed query (`sql.type(Schema)`) is validated against its zod schema. */
+const resultParserInterceptor: Interceptor = {
+  name: 'result-parser',
+  transformRow: (context, query, row, fields) => {
+    const parser = context.resultParser;
+    if (!parser) return row;
+    const parsed = parser.safeParse(row);
+    if (!parsed.success) throw new SchemaValidationError(query, row as never, parsed.error.issues);
+    return parsed.data as QueryResultRow;
+  },
+};
+
+// Points are NUMERIC and must stay exact decimal strings; times are served as ISO 8601 UTC.
+const typeParsers = [
+  ...createTypeParserPreset().filter((parser) => !['numeric', 'timestamptz', 'timestamp', 'int8'].includes(parser.name)),
+  { name: 'numeric', parse: (value: string) => value },
+  { name: 'int8', parse: (value: string) => Number(value) },
+  { name: 'timestamptz', parse: (value: string) => new Date(value).toISOString() },
+];
+
+export async function createDb(connectionUri: string, options: { maximumPoolSize?: number } = {}): Promise<Db> {
+  return createPool(connectionUri, {
+    interceptors: [resultParserInterceptor],
+    typeParsers,
+    maximumPoolSize: options.maximumPoolSize ?? 10,
+    idleTimeout: 10_000,
+    connectionTimeout: 10_000,
+    captureStackTrace: false,
+  });
+}

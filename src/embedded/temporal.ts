@@ -1,0 +1,108 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import type { Logger } from '../logger';
+import { SEARCH_ATTRIBUTES } from '../temporal/search-attributes';
+import { pickPort } from './ports';
+
+export interface EmbeddedTemporalHandle {
+  address: string;
+  uiUrl: string;
+  stop(): Promise<void>;
+}
+
+/** The Temporal CLI: TEMPORAL_CLI, else the copy `scripts/ensure-tools.mjs` installs under .tools/, else PATH. */
+export function resolveTemporalCli(rootDir: string, configured?: string): string {
+  if (configured) return configured;
+  const local = path.join(rootDir, '.tools', 'bin', 'temporal');
+  if (fs.existsSync(local)) return local;
+  return 'temporal';
+}
+
+/**
+ * Runs the real Temporal dev server (`temporal server start-dev`) with its state in `dir` (SQLite file)
+ * and its Web UI. Ports are chosen per start so that several stacks can share one machine.
+ */
+export async function startEmbeddedTemporal(options: {
+  cli: string;
+  dir: string;
+  namespace: string;
+  logger: Logger;
+  preferredPort?: number;
+  ui?: boolean;
+}): Promise<EmbeddedTemporalHandle> {
+  fs.mkdirSync(options.dir, { recursive: true });
+  const port = await pickPort(options.preferredPort);
+  const uiPort = options.ui === false ? 0 : await pickPort(port + 1000);
+  const httpPort = await pickPort(undefined);
+  const metricsPort = await pickPort(undefined);
+  const args = [
+    'server', 'start-dev',
+    '--ip', '127.0.0.1',
+    '--port', String(port),
+    '--http-port', String(httpPort),
+    '--metrics-port', String(metricsPort),
+    '--db-filename', path.join(options.dir, 'temporal.sqlite'),
+    '--namespace', options.namespace,
+    '--log-level', 'warn',
+    '--ui-disable-news-fetch',
+    ...(options.ui === false ? ['--headless'] : ['--ui-port', String(uiPort)]),
+    ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]),
+  ];
+  const child = spawn(options.cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  const output: string[] = [];
+  const remember = (chunk: Buffer) => {
+    output.push(chunk.toString());
+    if (output.length > 50) output.shift();
+  };
+  child.stdout?.on('data', remember);
+  child.stderr?.on('data', remember);
+  const exited = new Promise<never>((_, reject) => {
+    child.once('error', (error) =>
+      reject(new Error(`Could not run the Temporal CLI "${options.cli}" (${error.message}). Run \`node scripts/ensure-tools.mjs\` or set TEMPORAL_CLI.`)),
+    );
+    child.once('exit', (code) => reject(new Error(`Temporal dev server exited (code ${code}) before it was ready:\n${output.join('')}`)));
+  });
+  exited.catch(() => undefined);
+  const address = `127.0.0.1:${port}`;
+  await Promise.race([waitForFrontend(address, options.namespace), exited]);
+  options.logger.debug({ address }, 'temporal dev server ready');
+  return {
+    address,
+    uiUrl: options.ui === false ? '' : `http://127.0.0.1:${uiPort}`,
+    stop: () => stopChild(child),
+  };
+}
+
+async function waitForFrontend(address: string, namespace: string, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  let lastError: unknown;
+  while (Date.now() < deadline) {
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1000 });
+      try {
+        await connection.workflowService.describeNamespace({ namespace });
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch (error) {
+      lastError = error;
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  }
+  throw new Error(`Temporal dev server at ${address} was not ready within ${timeoutMs} ms: ${String(lastError)}`);
+}
+
+function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill('SIGTERM');
+  });
+}

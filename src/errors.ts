@@ -1,0 +1,52 @@
+/**
+ * The one list of API error types. Every non-validation error the API returns is an ApiError,
+ * rendered by the error middleware as {"error":{"type","message"}}.
+ */
+export const ERROR_STATUS = {
+  bad_request: 400,
+  invalid_trust_mode: 400,
+  prompt_safety_violation: 400,
+  authentication_required: 401,
+  invalid_api_key: 401,
+  admin_authentication_required: 401,
+  invalid_admin_key: 401,
+  insufficient_balance: 402,
+  no_strong_solver_available: 402,
+  domain_blocked: 403,
+  admin_disabled: 403,
+  forbidden: 403,
+  not_found: 404,
+  task_not_found: 404,
+  model_not_found: 404,
+  account_not_found: 404,
+  method_not_allowed: 405,
+  task_already_finished: 409,
+  idempotency_conflict: 409,
+  payload_too_large: 413,
+  unsupported_media_type: 415,
+  rate_limited: 429,
+  internal_error: 500,
+  solver_failed: 502,
+  no_solver_available: 503,
+  service_unavailable: 503,
+  task_timeout: 504,
+} as const;
+
+export type ErrorType = keyof typeof ERROR_STATUS;
+
+export class ApiError extends Error {
+  readonly status: number;
+  constructor(
+    readonly type: ErrorType,
+    message: string,
+    readonly extra: Record<string, unknown> = {},
+    readonly headers: Record<string, string> = {},
+  ) {
+    super(message);
+    this.status = ERROR_STATUS[type];
+  }
+
+  toBody() {
+    return { error: { type: this.type, message: this.message, ...this.extra } };
+  }
+}

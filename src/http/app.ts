@@ -1,0 +1,45 @@
+import path from 'node:path';
+import express, { type Express, type Router } from 'express';
+import swaggerUiDist from 'swagger-ui-dist';
+import type { AppDeps } from './deps';
+import { errorHandler, jsonBody, notFound, requestContext } from './middleware';
+import { openApiDocument } from './openapi';
+import { accountRoutes } from './routes/account';
+import { adminRoutes } from './routes/admin';
+import { healthRoutes } from './routes/health';
+import { modelRoutes } from './routes/models';
+
+const DOCS_PAGE = `<!doctype html>
+<html><head><meta charset="utf-8"><title>Task Marketplace API</title>
+<link rel="stylesheet" href="/docs/assets/swagger-ui.css"></head>
+<body><div id="ui"></div>
+<script src="/docs/assets/swagger-ui-bundle.js"></script>
+<script>window.ui = SwaggerUIBundle({ url: '/openapi.json', dom_id: '#ui' });</script>
+</body></html>`;
+
+/** The Express app: common middleware, every route module, then 404 and the error renderer. */
+export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
+  const app = express();
+  app.disable('x-powered-by');
+  app.set('trust proxy', true);
+  app.use(requestContext(deps.logger));
+  app.use(jsonBody(deps.config.bodyLimitBytes));
+
+  app.get('/openapi.json', (_req, res) => {
+    res.json(openApiDocument());
+  });
+  app.use('/docs/assets', express.static(path.resolve(swaggerUiDist.getAbsoluteFSPath()), { index: false }));
+  app.get(['/docs', '/docs/'], (_req, res) => {
+    res.type('html').send(DOCS_PAGE);
+  });
+
+  app.use(healthRoutes(deps));
+  app.use(accountRoutes(deps));
+  app.use(modelRoutes(deps));
+  app.use(adminRoutes(deps));
+  for (const router of extraRouters) app.use(router);
+
+  app.use(notFound);
+  app.use(errorHandler());
+  return app;
+}

@@ -1,0 +1,58 @@
+import crypto from 'node:crypto';
+import type { Request, RequestHandler } from 'express';
+import { findAccountByApiKey, type Account } from '../db/accounts';
+import type { Db } from '../db/pool';
+import { ApiError } from '../errors';
+
+export function bearerToken(header: string | undefined): string | undefined {
+  if (!header) return undefined;
+  const match = /^Bearer\s+(.+)$/i.exec(header.trim());
+  return match ? match[1].trim() : undefined;
+}
+
+/** Resolves `Authorization: Bearer <api_key>` to an account, or throws the 401 that says what is wrong. */
+export async function authenticate(db: Db, authorization: string | undefined): Promise<Account> {
+  if (!authorization) {
+    throw new ApiError('authentication_required', 'Send your API key as "Authorization: Bearer <api_key>"; POST /v1/register gives you one.');
+  }
+  const token = bearerToken(authorization);
+  if (!token) throw new ApiError('invalid_api_key', 'The Authorization header must be "Bearer <api_key>".');
+  const account = await findAccountByApiKey(db, token);
+  if (!account) throw new ApiError('invalid_api_key', 'This API key is unknown or revoked.');
+  return account;
+}
+
+export function requireAccount(db: Db): RequestHandler {
+  return async (req, res, next) => {
+    res.locals.account = await authenticate(db, req.header('authorization'));
+    next();
+  };
+}
+
+export const accountOf = (res: { locals: Record<string, unknown> }) => res.locals.account as Account;
+
+const digest = (value: string) => crypto.createHash('sha256').update(value).digest();
+
+/**
+ * Admin key in any of Authorization (Bearer or bare), ADMIN_API_KEY or X-Admin-API-Key; every offered
+ * value is compared in constant time. Admin routes are off when no ADMIN_API_KEY is configured.
+ */
+export function requireAdmin(adminApiKey: string | undefined): RequestHandler {
+  const expected = adminApiKey ? digest(adminApiKey) : undefined;
+  return (req: Request, _res, next) => {
+    if (!expected) {
+      throw new ApiError('admin_disabled', 'Admin routes are disabled on this deployment: set ADMIN_API_KEY to enable them.');
+    }
+    const authorization = req.header('authorization');
+    const offered = [bearerToken(authorization) ?? authorization, req.header('admin_api_key'), req.header('x-admin-api-key')].filter(
+      (value): value is string => typeof value === 'string' && value.length > 0,
+    );
+    if (offered.length === 0) {
+      throw new ApiError('admin_authentication_required', 'Send the admin key in X-Admin-API-Key, ADMIN_API_KEY or "Authorization: Bearer <key>".');
+    }
+    let matched = false;
+    for (const value of offered) matched = crypto.timingSafeEqual(digest(value), expected) || matched;
+    if (!matched) throw new ApiError('invalid_admin_key', 'The admin key is not valid.');
+    next();
+  };
+}

@@ -1,0 +1,14 @@
+import type { Client } from '@temporalio/client';
+import type { Config } from '../config';
+import type { Db } from '../db/pool';
+import type { Logger } from '../logger';
+
+/** What the HTTP layer is given; built once by the API entry point. */
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  temporal: Client;
+  nodeId: string;
+  strongModels: () => string[];
+}

@@ -1,0 +1,25 @@
+/** Domain vocabularies, each defined once and used by schemas, SQL and workflows alike. */
+
+export const WEB_TASK_TYPES = ['web_search', 'proxy_fetch', 'screenshot', 'page_snapshot'] as const;
+export type WebTaskType = (typeof WEB_TASK_TYPES)[number];
+
+export const CHAT_TASK_TYPE = 'chat_completion' as const;
+export const CAPABILITY_TASK_TYPES = [...WEB_TASK_TYPES, CHAT_TASK_TYPE] as const;
+export type CapabilityTaskType = (typeof CAPABILITY_TASK_TYPES)[number];
+
+export const TIERS = ['strong', 'standard', 'basic'] as const;
+export const BILLING_TYPES = ['per_request', 'per_token'] as const;
+export const FULFILLMENT_PATHS = ['http', 'browser', 'search_api', 'local_model', 'provider_api'] as const;
+
+export const TASK_STATES = ['queued', 'assigned', 'completed', 'failed', 'timed_out'] as const;
+export type TaskState = (typeof TASK_STATES)[number];
+export const TERMINAL_TASK_STATES: readonly TaskState[] = ['completed', 'failed', 'timed_out'];
+
+export const ATTEMPT_OUTCOMES = ['pending', 'completed', 'error', 'rejected', 'timeout', 'disconnected', 'invalid_result', 'cancelled'] as const;
+export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+
+export const PUBLIC_MODEL_ID = 'service/strong';
+export const MODEL_ALIASES: Record<string, string> = { strong: PUBLIC_MODEL_ID, [PUBLIC_MODEL_ID]: PUBLIC_MODEL_ID };
+
+export const SNAPSHOT_FORMATS = ['markdown', 'ai', 'aria', 'role'] as const;
+export const SOLVER_PROTOCOL_VERSION = 1;

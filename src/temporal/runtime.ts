@@ -1,0 +1,21 @@
+import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
+import type { Logger } from '../logger';
+
+let installed = false;
+
+/** Routes the Temporal SDK's own logs into our JSON logger (once per process, before any worker exists). */
+export function installTemporalRuntime(logger: Logger) {
+  if (installed) return;
+  installed = true;
+  const target = logger.child({ component: 'temporal-sdk' });
+  const levels: Record<LogLevel, 'trace' | 'debug' | 'info' | 'warn' | 'error'> = {
+    TRACE: 'trace',
+    DEBUG: 'debug',
+    INFO: 'debug',
+    WARN: 'warn',
+    ERROR: 'error',
+  };
+  Runtime.install({
+    logger: new DefaultLogger('WARN', (entry) => target[levels[entry.level]]({ ...entry.meta }, entry.message)),
+  });
+}

@@ -1,0 +1,160 @@
+import crypto from 'node:crypto';
+import { createAccount } from '../src/db/accounts';
+import { balanceFromEntries, capture, deposit, getBalance, getHold, hold, payout, PLATFORM_ACCOUNT_ID, release, settle } from '../src/db/ledger';
+import { createDb, type Db } from '../src/db/pool';
+import { ApiError } from '../src/errors';
+import { testEndpoints } from './support/stack';
+
+let db: Db;
+beforeAll(async () => {
+  db = await createDb(testEndpoints().databaseUrl, { maximumPoolSize: 20 });
+});
+afterAll(async () => {
+  await db.end();
+});
+
+const newAccount = async (points?: string) => {
+  const { account } = await createAccount(db);
+  if (points) await deposit(db, { accountId: account.account_id, amount: points, idempotencyKey: `test:${crypto.randomUUID()}` });
+  return account.account_id;
+};
+const holdId = () => `hold_${crypto.randomUUID()}`;
+
+async function expectConsistent(accountId: string) {
+  const running = await getBalance(db, accountId);
+  const derived = await balanceFromEntries(db, accountId);
+  expect(running).toEqual(derived);
+}
+
+describe('points ledger', () => {
+  test('a deposit with the same idempotency key applies once', async () => {
+    const accountId = await newAccount();
+    const key = `deposit:${crypto.randomUUID()}`;
+    expect(await deposit(db, { accountId, amount: '12.5', idempotencyKey: key })).toEqual({ applied: true });
+    expect(await deposit(db, { accountId, amount: '12.5', idempotencyKey: key })).toEqual({ applied: false });
+    expect((await getBalance(db, accountId))?.available_points).toBe('12.5');
+    await expectConsistent(accountId);
+  });
+
+  test('decimal amounts stay exact (no binary floating point)', async () => {
+    const accountId = await newAccount();
+    for (let i = 0; i < 10; i++) await deposit(db, { accountId, amount: '0.1', idempotencyKey: `d:${crypto.randomUUID()}` });
+    expect((await getBalance(db, accountId))?.available_points).toBe('1');
+  });
+
+  test('hold moves points from available to held and refuses more than is available', async () => {
+    const accountId = await newAccount('10');
+    await hold(db, { holdId: holdId(), accountId, amount: '7' });
+    expect(await getBalance(db, accountId)).toMatchObject({ available_points: '3', held_points: '7' });
+    const refused = hold(db, { holdId: holdId(), accountId, amount: '3.01' });
+    await expect(refused).rejects.toBeInstanceOf(ApiError);
+    await expect(refused).rejects.toMatchObject({ type: 'insufficient_balance', status: 402 });
+    expect(await getBalance(db, accountId)).toMatchObject({ available_points: '3', held_points: '7' });
+    await expectConsistent(accountId);
+  });
+
+  test('the same hold applied twice holds once', async () => {
+    const accountId = await newAccount('10');
+    const id = holdId();
+    expect(await hold(db, { holdId: id, accountId, amount: '4' })).toEqual({ applied: true });
+    expect(await hold(db, { holdId: id, accountId, amount: '4' })).toEqual({ applied: false });
+    expect(await getBalance(db, accountId)).toMatchObject({ available_points: '6', held_points: '4' });
+  });
+
+  test('capture, payout and release each apply once when repeated', async () => {
+    const client = await newAccount('10');
+    const solver = await newAccount();
+    const id = holdId();
+    await hold(db, { holdId: id, accountId: client, amount: '10' });
+    expect(await capture(db, { holdId: id, amount: '3' })).toEqual({ applied: true });
+    expect(await capture(db, { holdId: id, amount: '3' })).toEqual({ applied: false });
+    expect(await payout(db, { accountId: solver, amount: '2.7', idempotencyKey: `payout:${id}` })).toEqual({ applied: true });
+    expect(await payout(db, { accountId: solver, amount: '2.7', idempotencyKey: `payout:${id}` })).toEqual({ applied: false });
+    expect(await release(db, { holdId: id })).toEqual({ applied: true, released: '7' });
+    expect(await release(db, { holdId: id })).toEqual({ applied: false, released: '0' });
+    expect(await getBalance(db, client)).toEqual({ available_points: '7', held_points: '0', lifetime_earned_points: '0', lifetime_spent_points: '3' });
+    expect(await getBalance(db, solver)).toMatchObject({ available_points: '2.7', lifetime_earned_points: '2.7' });
+    expect((await getHold(db, id))?.status).toBe('settled');
+    await expectConsistent(client);
+    await expectConsistent(solver);
+  });
+
+  test('settle charges the price, pays the solver less the fee, releases the rest, once', async () => {
+    const client = await newAccount('50');
+    const solver = await newAccount();
+    const id = holdId();
+    const platformBefore = await getBalance(db, PLATFORM_ACCOUNT_ID);
+    await hold(db, { holdId: id, accountId: client, amount: '10' });
+    const first = await settle(db, { holdId: id, price: '4', solverId: solver, feePercent: '10' });
+    const second = await settle(db, { holdId: id, price: '4', solverId: solver, feePercent: '10' });
+    expect(first).toEqual({ applied: true, charged: '4', solverEarned: '3.6', fee: '0.4' });
+    expect(second.applied).toBe(false);
+    expect(await getBalance(db, client)).toEqual({ available_points: '46', held_points: '0', lifetime_earned_points: '0', lifetime_spent_points: '4' });
+    expect(await getBalance(db, solver)).toMatchObject({ available_points: '3.6', lifetime_earned_points: '3.6' });
+    const platformAfter = await getBalance(db, PLATFORM_ACCOUNT_ID);
+    expect(Number(platformAfter!.lifetime_earned_points) - Number(platformBefore!.lifetime_earned_points)).toBeCloseTo(0.4, 9);
+    await expectConsistent(client);
+  });
+
+  test('settle caps the charge at the hold', async () => {
+    const client = await newAccount('10');
+    const solver = await newAccount();
+    const id = holdId();
+    await hold(db, { holdId: id, accountId: client, amount: '5' });
+    const settled = await settle(db, { holdId: id, price: '8', solverId: solver, feePercent: '0' });
+    expect(settled.charged).toBe('5');
+    expect(await getBalance(db, client)).toMatchObject({ available_points: '5', held_points: '0', lifetime_spent_points: '5' });
+  });
+
+  test('a released hold can no longer be settled or captured', async () => {
+    const client = await newAccount('10');
+    const solver = await newAccount();
+    const id = holdId();
+    await hold(db, { holdId: id, accountId: client, amount: '5' });
+    await release(db, { holdId: id });
+    expect((await settle(db, { holdId: id, price: '5', solverId: solver, feePercent: '10' })).applied).toBe(false);
+    await expect(capture(db, { holdId: id, amount: '1' })).rejects.toThrow(/released/);
+    expect(await getBalance(db, client)).toMatchObject({ available_points: '10', held_points: '0', lifetime_spent_points: '0' });
+    expect(await getBalance(db, solver)).toMatchObject({ available_points: '0' });
+  });
+
+  test('concurrent holds on one account never overdraw it', async () => {
+    const accountId = await newAccount('10');
+    const attempts = await Promise.allSettled(Array.from({ length: 25 }, () => hold(db, { holdId: holdId(), accountId, amount: '1' })));
+    const granted = attempts.filter((attempt) => attempt.status === 'fulfilled').length;
+    expect(granted).toBe(10);
+    for (const attempt of attempts) {
+      if (attempt.status === 'rejected') expect(attempt.reason).toMatchObject({ type: 'insufficient_balance' });
+    }
+    expect(await getBalance(db, accountId)).toMatchObject({ available_points: '0', held_points: '10' });
+    await expectConsistent(accountId);
+  });
+
+  test('concurrent settles of one hold pay exactly once', async () => {
+    const client = await newAccount('10');
+    const solver = await newAccount();
+    const id = holdId();
+    await hold(db, { holdId: id, accountId: client, amount: '10' });
+    const results = await Promise.all(Array.from({ length: 8 }, () => settle(db, { holdId: id, price: '6', solverId: solver, feePercent: '10' })));
+    expect(results.filter((result) => result.applied)).toHaveLength(1);
+    expect(await getBalance(db, solver)).toMatchObject({ available_points: '5.4' });
+    expect(await getBalance(db, client)).toMatchObject({ available_points: '4', held_points: '0', lifetime_spent_points: '6' });
+    await expectConsistent(client);
+    await expectConsistent(solver);
+  });
+
+  test('concurrent deposits with one key apply once', async () => {
+    const accountId = await newAccount();
+    const key = `deposit:${crypto.randomUUID()}`;
+    const results = await Promise.all(Array.from({ length: 8 }, () => deposit(db, { accountId, amount: '5', idempotencyKey: key })));
+    expect(results.filter((result) => result.applied)).toHaveLength(1);
+    expect((await getBalance(db, accountId))?.available_points).toBe('5');
+  });
+
+  test('ledger entries are append-only', async () => {
+    const accountId = await newAccount('1');
+    const { sql } = await import('slonik');
+    await expect(db.query(sql.unsafe`UPDATE ledger_entries SET amount = 100 WHERE account_id = ${accountId}`)).rejects.toThrow(/append-only/);
+    await expect(db.query(sql.unsafe`DELETE FROM ledger_entries WHERE account_id = ${accountId}`)).rejects.toThrow(/append-only/);
+  });
+});

@@ -1,0 +1,102 @@
+import { Writable } from 'node:stream';
+import pino from 'pino';
+import { loadConfig, type Config } from '../../src/config';
+import { createDb, type Db } from '../../src/db/pool';
+import { startApiNode, type ApiNode } from '../../src/runtime/api-node';
+import { startWorkerNode, type WorkerNode } from '../../src/runtime/worker-node';
+
+export const ADMIN_KEY = 'test-admin-key';
+
+export function testEndpoints() {
+  const databaseUrl = process.env.TEST_DATABASE_URL;
+  const temporalAddress = process.env.TEST_TEMPORAL_ADDRESS;
+  if (!databaseUrl || !temporalAddress) throw new Error('test servers are not running: run the tests with `npm test`');
+  return { databaseUrl, temporalAddress };
+}
+
+export function testConfig(overrides: Record<string, string> = {}): Config {
+  return loadConfig({
+    ...process.env,
+    ADMIN_API_KEY: ADMIN_KEY,
+    ALLOW_PRIVATE_NETWORKS: 'true',
+    LOCAL_SOLVER: 'off',
+    LOG_LEVEL: 'warn',
+    HOST: '127.0.0.1',
+    ...overrides,
+  });
+}
+
+/** A logger whose output the test can read (to prove what is and is not logged). */
+export function capturingLogger(level = 'info') {
+  const lines: string[] = [];
+  const stream = new Writable({
+    write(chunk, _encoding, callback) {
+      lines.push(chunk.toString());
+      callback();
+    },
+  });
+  return { logger: pino({ level }, stream), lines };
+}
+
+export interface TestStack {
+  api: ApiNode[];
+  worker?: WorkerNode;
+  url: string;
+  db: Db;
+  config: Config;
+  close(): Promise<void>;
+}
+
+/** Real API nodes on real ports and a real worker, against the servers globalSetup started. */
+export async function startTestStack(options: { apiNodes?: number; worker?: boolean; env?: Record<string, string>; logger?: pino.Logger } = {}): Promise<TestStack> {
+  const endpoints = testEndpoints();
+  const config = testConfig(options.env);
+  const logger = options.logger ?? pino({ level: 'warn' });
+  const api: ApiNode[] = [];
+  for (let i = 0; i < (options.apiNodes ?? 1); i++) {
+    api.push(await startApiNode({ config, logger, ...endpoints, port: 0 }));
+  }
+  const worker = options.worker === false ? undefined : await startWorkerNode({ config, logger, ...endpoints });
+  const db = await createDb(endpoints.databaseUrl);
+  return {
+    api,
+    worker,
+    url: api[0].url,
+    db,
+    config,
+    close: async () => {
+      await worker?.close();
+      for (const node of api) await node.close();
+      await db.end();
+    },
+  };
+}
+
+export async function api(base: string, method: string, path: string, options: { body?: unknown; headers?: Record<string, string>; raw?: string } = {}) {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { ...(options.body !== undefined ? { 'content-type': 'application/json' } : {}), ...options.headers },
+    body: options.raw ?? (options.body !== undefined ? JSON.stringify(options.body) : undefined),
+  });
+  const text = await response.text();
+  let json: any;
+  try {
+    json = text ? JSON.parse(text) : undefined;
+  } catch {
+    json = undefined;
+  }
+  return { status: response.status, headers: response.headers, json, text };
+}
+
+export async function registerAccount(base: string, depositPoints?: string) {
+  const registered = await api(base, 'POST', '/v1/register');
+  const account = registered.json as { account_id: string; api_key: string };
+  if (depositPoints) {
+    const deposited = await api(base, 'POST', '/v1/admin/deposit', {
+      body: { account_id: account.account_id, amount_points: depositPoints },
+      headers: { 'X-Admin-API-Key': ADMIN_KEY },
+    });
+    if (deposited.status !== 200) throw new Error(`deposit failed: ${deposited.text}`);
+  }
+  return { ...account, auth: { Authorization: `Bearer ${account.api_key}` } };
+}

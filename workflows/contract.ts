@@ -1,0 +1,20 @@
+/**
+ * Names shared by the workflows and the code that starts or signals them: task queues, signals,
+ * queries and workflow ids. Importable from workflow code (no I/O here).
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+
+export const DEFAULT_TASK_QUEUE = 'marketplace';
+
+/** Each API node runs a worker on its own queue: activities that must reach a solver's socket go there. */
+export const nodeTaskQueue = (nodeId: string) => `node-${nodeId}`;
+
+export const taskWorkflowId = (taskId: string) => `task-${taskId}`;
+export const chatWorkflowId = (completionId: string) => `chat-${completionId}`;
+
+export interface AdminCompletion {
+  solverId: string;
+  result: Record<string, unknown>;
+}
+export const adminCompleteSignal = defineSignal<[AdminCompletion]>('adminComplete');
+export const taskStatusQuery = defineQuery<string>('status');
