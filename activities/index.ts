@@ -1,20 +1,23 @@
-import type { Db } from '../src/db/pool';
-import type { Logger } from '../src/logger';
-import type { Config } from '../src/config';
+import type { ActivityDeps, NodeActivityDeps } from './deps';
+import { createDispatchActivities } from './dispatch';
+import { createTaskActivities } from './tasks';
 
-export interface ActivityDeps {
-  config: Config;
-  db: Db;
-  logger: Logger;
-}
+export type { ActivityDeps, NodeActivityDeps } from './deps';
 
-/** Activities are built by a factory: the worker entry point owns the pools and clients they use. */
+/** Activities of the workflow worker: built by a factory; the worker entry point owns the pools they use. */
 export function createActivities(deps: ActivityDeps) {
   return {
     async echo(message: string): Promise<string> {
       return message;
     },
+    ...createTaskActivities(deps),
   };
 }
 
+/** Activities of an API node's own task queue: they reach the solver sockets this node holds. */
+export function createNodeActivities(deps: NodeActivityDeps) {
+  return createDispatchActivities(deps);
+}
+
 export type Activities = ReturnType<typeof createActivities>;
+export type NodeActivities = ReturnType<typeof createNodeActivities>;

@@ -2,6 +2,7 @@
  * Names shared by the workflows and the code that starts or signals them: task queues, signals,
  * queries and workflow ids. Importable from workflow code (no I/O here).
  */
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
 
 export const DEFAULT_TASK_QUEUE = 'marketplace';
@@ -18,3 +19,25 @@ export interface AdminCompletion {
 }
 export const adminCompleteSignal = defineSignal<[AdminCompletion]>('adminComplete');
 export const taskStatusQuery = defineQuery<string>('status');
+
+export const TaskTypeAttribute = defineSearchAttributeKey('TaskType', SearchAttributeType.KEYWORD);
+export const AccountIdAttribute = defineSearchAttributeKey('AccountId', SearchAttributeType.KEYWORD);
+export const TaskStatusAttribute = defineSearchAttributeKey('TaskStatus', SearchAttributeType.KEYWORD);
+
+export interface TaskWorkflowInput {
+  taskId: string;
+  taskType: string;
+  maxPricePoints: string;
+  timeoutSeconds: number;
+  maxAttempts: number;
+  attemptTimeoutSeconds: number;
+  acceptTimeoutMs: number;
+  /** Set for chat: only strong-tier capabilities for these models are eligible. */
+  strongModels?: string[];
+}
+
+export interface TaskWorkflowResult {
+  taskId: string;
+  status: 'completed' | 'failed' | 'timed_out';
+  error?: { type: string; message: string };
+}

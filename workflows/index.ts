@@ -1,1 +1,2 @@
 export { smokeWorkflow } from './smoke';
+export { taskWorkflow } from './task';

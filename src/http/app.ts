@@ -8,6 +8,8 @@ import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { healthRoutes } from './routes/health';
 import { modelRoutes } from './routes/models';
+import { solverRoutes } from './routes/solver';
+import { taskRoutes } from './routes/tasks';
 
 const DOCS_PAGE = `<!doctype html>
 <html><head><meta charset="utf-8"><title>Task Marketplace API</title>
@@ -37,6 +39,8 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   app.use(accountRoutes(deps));
   app.use(modelRoutes(deps));
   app.use(adminRoutes(deps));
+  app.use(taskRoutes(deps));
+  app.use(solverRoutes(deps));
   for (const router of extraRouters) app.use(router);
 
   app.use(notFound);

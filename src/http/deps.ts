@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
+import type { TaskService } from '../tasks/service';
 
 /** What the HTTP layer is given; built once by the API entry point. */
 export interface AppDeps {
@@ -11,4 +12,5 @@ export interface AppDeps {
   temporal: Client;
   nodeId: string;
   strongModels: () => string[];
+  tasks: TaskService;
 }

@@ -2,14 +2,20 @@ import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { Config } from '../config';
 import { createDb } from '../db/pool';
+import { findUnstartedTasks } from '../db/tasks';
 import type { Logger } from '../logger';
+import { TaskService } from '../tasks/service';
 import { workflowBundle } from '../temporal/bundle';
-import { createWorkerConnection } from '../temporal/connection';
+import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
 
 export interface WorkerNode {
   close(): Promise<void>;
 }
+
+// A task row whose workflow start was not confirmed this long after creation lost its API node mid-request.
+const UNSTARTED_AFTER_SECONDS = 30;
+const SWEEP_EVERY_MS = 15_000;
 
 /** A Temporal worker process: runs every workflow and the activities that need only Postgres. */
 export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
@@ -17,6 +23,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   installTemporalRuntime(logger);
   const db = await createDb(options.databaseUrl);
   const connection = await createWorkerConnection(options.temporalAddress);
+  const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
@@ -26,12 +33,28 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
+
+  const tasks = new TaskService({ config, db, temporal, logger });
+  const sweep = setInterval(() => {
+    findUnstartedTasks(db, UNSTARTED_AFTER_SECONDS)
+      .then(async (stranded) => {
+        for (const task of stranded) {
+          logger.warn({ task_id: task.task_id }, 'starting the workflow of a stranded task');
+          await tasks.startWorkflow(task).catch((error) => logger.error({ err: error, task_id: task.task_id }, 'stranded task not started'));
+        }
+      })
+      .catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
+  }, SWEEP_EVERY_MS);
+  sweep.unref();
+
   logger.info({ task_queue: config.taskQueue }, 'temporal worker started');
   return {
     close: async () => {
+      clearInterval(sweep);
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
       await connection.close();
+      await temporal.connection.close();
       await db.end();
     },
   };

@@ -20,7 +20,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     ADMIN_API_KEY: ADMIN_KEY,
     ALLOW_PRIVATE_NETWORKS: 'true',
     LOCAL_SOLVER: 'off',
-    LOG_LEVEL: 'warn',
+    LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
     HOST: '127.0.0.1',
     ...overrides,
   });
@@ -51,7 +51,7 @@ export interface TestStack {
 export async function startTestStack(options: { apiNodes?: number; worker?: boolean; env?: Record<string, string>; logger?: pino.Logger } = {}): Promise<TestStack> {
   const endpoints = testEndpoints();
   const config = testConfig(options.env);
-  const logger = options.logger ?? pino({ level: 'warn' });
+  const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'warn' });
   const api: ApiNode[] = [];
   for (let i = 0; i < (options.apiNodes ?? 1); i++) {
     api.push(await startApiNode({ config, logger, ...endpoints, port: 0 }));

@@ -1,0 +1,14 @@
+import type { Config } from '../src/config';
+import type { Db } from '../src/db/pool';
+import type { SolverHub } from '../src/dispatch/hub';
+import type { Logger } from '../src/logger';
+
+export interface ActivityDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+}
+
+export interface NodeActivityDeps extends ActivityDeps {
+  hub: SolverHub;
+}

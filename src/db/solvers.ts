@@ -1,0 +1,133 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import type { SolverCapabilityInput } from '../schemas/requests';
+import type { Db } from './pool';
+
+/** Solver capabilities, the API nodes holding solver sockets, and solver statistics. */
+
+// A node that has not heartbeaten for this long is dead: its sockets no longer count as online.
+export const NODE_LIVENESS_SECONDS = 15;
+
+const CapabilityRow = z.object({
+  task_type: z.string(),
+  tier: z.string(),
+  billing_type: z.string(),
+  fulfillment_path: z.string(),
+  provider_name: z.string(),
+  model_name: z.string(),
+  marginal_cost: z.string(),
+  min_price_points: z.string(),
+  max_concurrent: z.number(),
+  active_attempts: z.number(),
+});
+export type CapabilityRecord = z.infer<typeof CapabilityRow>;
+
+const decimal = (value: number | string) => String(value);
+
+/**
+ * Replaces a solver's capabilities with `capabilities`. Rows that stay keep their running-attempt
+ * counters, so a re-registration in the middle of work never lets a solver exceed max_concurrent.
+ */
+export async function replaceCapabilities(db: Db, solverId: string, capabilities: SolverCapabilityInput[]): Promise<CapabilityRecord[]> {
+  return db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`
+      DELETE FROM solver_capabilities
+      WHERE solver_id = ${solverId}
+        AND (task_type, model_name) NOT IN (
+          SELECT * FROM unnest(${sql.array(capabilities.map((c) => c.task_type), 'text')}::text[], ${sql.array(capabilities.map((c) => c.model_name), 'text')}::text[]))`);
+    for (const capability of capabilities) {
+      await tx.query(sql.unsafe`
+        INSERT INTO solver_capabilities
+          (solver_id, task_type, tier, billing_type, fulfillment_path, provider_name, model_name, marginal_cost, min_price_points, max_concurrent)
+        VALUES (${solverId}, ${capability.task_type}, ${capability.tier}, ${capability.billing_type}, ${capability.fulfillment_path},
+                ${capability.provider_name}, ${capability.model_name}, ${decimal(capability.marginal_cost)}::numeric,
+                ${decimal(capability.min_price_points)}::numeric, ${capability.max_concurrent})
+        ON CONFLICT (solver_id, task_type, model_name) DO UPDATE SET
+          tier = EXCLUDED.tier, billing_type = EXCLUDED.billing_type, fulfillment_path = EXCLUDED.fulfillment_path,
+          provider_name = EXCLUDED.provider_name, marginal_cost = EXCLUDED.marginal_cost,
+          min_price_points = EXCLUDED.min_price_points, max_concurrent = EXCLUDED.max_concurrent, updated_at = now()`);
+    }
+    await tx.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
+    return listCapabilities(tx as unknown as Db, solverId);
+  });
+}
+
+export async function listCapabilities(db: Db, solverId: string): Promise<CapabilityRecord[]> {
+  const rows = await db.any(sql.type(CapabilityRow)`
+    SELECT task_type, tier, billing_type, fulfillment_path, provider_name, model_name,
+           trim_scale(marginal_cost)::text AS marginal_cost, trim_scale(min_price_points)::text AS min_price_points,
+           max_concurrent, active_attempts
+    FROM solver_capabilities WHERE solver_id = ${solverId} ORDER BY task_type, model_name`);
+  return [...rows];
+}
+
+export async function heartbeatNode(db: Db, nodeId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO api_nodes (node_id) VALUES (${nodeId})
+    ON CONFLICT (node_id) DO UPDATE SET last_seen_at = now()`);
+}
+
+export async function removeNode(db: Db, nodeId: string): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM api_nodes WHERE node_id = ${nodeId}`);
+}
+
+/** Drops rows of nodes long dead (their connections cascade), so the tables do not grow forever. */
+export async function pruneDeadNodes(db: Db): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM api_nodes WHERE last_seen_at < now() - interval '1 hour'`);
+}
+
+/** The newest socket of a solver wins: a reconnect on any node takes over its dispatch. */
+export async function registerConnection(db: Db, input: { solverId: string; connectionId: string; nodeId: string }): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO solver_connections (solver_id, connection_id, node_id) VALUES (${input.solverId}, ${input.connectionId}, ${input.nodeId})
+    ON CONFLICT (solver_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, node_id = EXCLUDED.node_id, connected_at = now()`);
+  await db.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${input.solverId}) ON CONFLICT DO NOTHING`);
+}
+
+export async function removeConnection(db: Db, input: { solverId: string; connectionId: string }): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM solver_connections WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`);
+}
+
+/** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
+export async function countOnlineSolvers(db: Db, taskType: string, options: { strongModels?: string[] } = {}): Promise<number> {
+  const strongOnly = options.strongModels !== undefined;
+  return db.oneFirst(sql.type(z.object({ count: z.number() }))`
+    SELECT count(DISTINCT c.solver_id)::int AS count
+    FROM solver_capabilities c
+    JOIN solver_connections sc ON sc.solver_id = c.solver_id
+    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+    WHERE c.task_type = ${taskType}
+      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))`);
+}
+
+const StatsRow = z.object({
+  solver_id: z.string(),
+  connected: z.boolean(),
+  node_id: z.string().nullable(),
+  attempts: z.number(),
+  completed: z.number(),
+  failed: z.number(),
+  total_latency_ms: z.number(),
+  active_attempts: z.number(),
+});
+
+export async function solverStats(db: Db, solverId: string) {
+  return db.maybeOne(sql.type(StatsRow)`
+    SELECT a.account_id AS solver_id,
+           (sc.solver_id IS NOT NULL AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})) AS connected,
+           sc.node_id,
+           COALESCE(s.attempts, 0) AS attempts, COALESCE(s.completed, 0) AS completed, COALESCE(s.failed, 0) AS failed,
+           COALESCE(s.total_latency_ms, 0)::bigint AS total_latency_ms,
+           COALESCE((SELECT sum(active_attempts) FROM solver_capabilities WHERE solver_id = a.account_id), 0)::int AS active_attempts
+    FROM accounts a
+    LEFT JOIN solver_stats s ON s.solver_id = a.account_id
+    LEFT JOIN solver_connections sc ON sc.solver_id = a.account_id
+    LEFT JOIN api_nodes n ON n.node_id = sc.node_id
+    WHERE a.account_id = ${solverId}`);
+}
+
+export async function solverOnlineCounts(db: Db) {
+  return db.oneFirst(sql.type(z.object({ count: z.number() }))`
+    SELECT count(*)::int AS count FROM solver_connections sc
+    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})`);
+}

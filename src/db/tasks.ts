@@ -1,0 +1,320 @@
+import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
+import { z } from 'zod';
+import type { AttemptOutcome, TaskState } from '../schemas/domain';
+import { hold, release, settle } from './ledger';
+import type { Db } from './pool';
+import { NODE_LIVENESS_SECONDS } from './solvers';
+
+/**
+ * Tasks and their attempts. The task row is the record clients poll; workflow activities keep it
+ * current. Every function here is idempotent, because activities may run more than once.
+ */
+
+type Runner = CommonQueryMethods;
+type Tx = DatabaseTransactionConnection;
+
+export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId}.a${attemptNumber}`;
+
+const TaskRow = z.object({
+  task_id: z.string(),
+  account_id: z.string(),
+  task_type: z.string(),
+  status: z.enum(['queued', 'assigned', 'completed', 'failed', 'timed_out']),
+  payload: z.record(z.any()),
+  max_price_points: z.string(),
+  price_points: z.string().nullable(),
+  timeout_seconds: z.number(),
+  solver_id: z.string().nullable(),
+  result: z.record(z.any()).nullable(),
+  error: z.object({ type: z.string(), message: z.string() }).passthrough().nullable(),
+  workflow_id: z.string(),
+  created_at: z.string(),
+  updated_at: z.string(),
+  completed_at: z.string().nullable(),
+});
+export type TaskRow = z.infer<typeof TaskRow>;
+
+const AttemptRow = z.object({
+  attempt_id: z.string(),
+  solver_id: z.string(),
+  started_at: z.string(),
+  ended_at: z.string().nullable(),
+  outcome: z.string(),
+});
+
+const TASK_COLUMNS = sql.fragment`
+  task_id, account_id, task_type, status, payload, trim_scale(max_price_points)::text AS max_price_points,
+  trim_scale(price_points)::text AS price_points, timeout_seconds, solver_id, result, error, workflow_id,
+  created_at, updated_at, completed_at`;
+
+export interface TaskRecord extends Omit<TaskRow, 'account_id'> {
+  attempts: { solver_id: string; started_at: string; ended_at: string | null; outcome: string }[];
+}
+
+export interface NewTask {
+  taskId: string;
+  accountId: string;
+  taskType: string;
+  payload: Record<string, unknown>;
+  maxPricePoints: string;
+  timeoutSeconds: number;
+  workflowId: string;
+  idempotencyKey?: string;
+}
+
+/**
+ * Inserts the task and holds its maximum price in one transaction: a task exists only with its hold.
+ * With an idempotency key already used by this account, returns that earlier task instead.
+ */
+export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task: TaskRow; created: boolean }> {
+  return db.transaction(async (tx) => {
+    const inserted = await tx.maybeOne(sql.type(TaskRow)`
+      INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key)
+      VALUES (${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
+              ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotencyKey ?? null})
+      ON CONFLICT (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+      RETURNING ${TASK_COLUMNS}`);
+    if (!inserted) {
+      const existing = await tx.one(sql.type(TaskRow)`
+        SELECT ${TASK_COLUMNS} FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotencyKey ?? null}`);
+      return { task: existing, created: false };
+    }
+    await hold(tx, { holdId: task.taskId, accountId: task.accountId, amount: task.maxPricePoints });
+    return { task: inserted, created: true };
+  });
+}
+
+export async function markWorkflowStarted(db: Runner, taskId: string): Promise<void> {
+  await db.query(sql.unsafe`UPDATE tasks SET workflow_started_at = now() WHERE task_id = ${taskId} AND workflow_started_at IS NULL`);
+}
+
+export async function getTaskRow(db: Runner, taskId: string): Promise<TaskRow | null> {
+  return db.maybeOne(sql.type(TaskRow)`SELECT ${TASK_COLUMNS} FROM tasks WHERE task_id = ${taskId}`);
+}
+
+/** The task record of decisions.md, or null when the task does not exist or belongs to another account. */
+export async function getTaskRecord(db: Runner, taskId: string, accountId?: string): Promise<TaskRecord | null> {
+  const row = await getTaskRow(db, taskId);
+  if (!row || (accountId !== undefined && row.account_id !== accountId)) return null;
+  const attempts = await db.any(sql.type(AttemptRow)`
+    SELECT attempt_id, solver_id, started_at, ended_at, outcome FROM task_attempts WHERE task_id = ${taskId} ORDER BY attempt_number`);
+  const { account_id: _account, ...record } = row;
+  return { ...record, attempts: attempts.map(({ attempt_id: _id, ...attempt }) => attempt) };
+}
+
+export interface Assignment {
+  attemptId: string;
+  solverId: string;
+  nodeId: string;
+  pricePoints: string;
+  billingType: string;
+  marginalCost: string;
+  modelName: string;
+}
+
+const CandidateRow = z.object({
+  solver_id: z.string(),
+  node_id: z.string(),
+  model_name: z.string(),
+  min_price_points: z.string(),
+  billing_type: z.string(),
+  marginal_cost: z.string(),
+});
+
+/**
+ * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots.
+ * Eligible: online on a live node, offers the task type at a price within the task's maximum, below
+ * max_concurrent, not tried before. Cheapest first; ties to the better record, then the least loaded.
+ * Returns the same assignment when called again for the same attempt.
+ */
+export async function reserveAttempt(
+  db: Db,
+  input: { taskId: string; attemptNumber: number; taskType: string; maxPricePoints: string; excludedSolverIds: string[]; strongModels?: string[] },
+): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number }> {
+  const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
+  return db.transaction(async (tx) => {
+    const existing = await tx.maybeOne(sql.type(CandidateRow)`
+      SELECT a.solver_id, a.node_id, a.model_name, trim_scale(a.price_points)::text AS min_price_points, c.billing_type,
+             trim_scale(c.marginal_cost)::text AS marginal_cost
+      FROM task_attempts a
+      LEFT JOIN solver_capabilities c ON c.solver_id = a.solver_id AND c.task_type = a.task_type AND c.model_name = a.model_name
+      WHERE a.attempt_id = ${attemptId}`);
+    if (existing) return { assignment: toAssignment(attemptId, existing) };
+
+    const strongOnly = input.strongModels !== undefined;
+    const eligible = sql.fragment`
+      FROM solver_capabilities c
+      JOIN solver_connections sc ON sc.solver_id = c.solver_id
+      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
+      WHERE c.task_type = ${input.taskType}
+        AND NOT (c.solver_id = ANY(${sql.array(input.excludedSolverIds, 'text')}))
+        AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(input.strongModels ?? [], 'text')})))`;
+    const candidates = await tx.any(sql.type(CandidateRow)`
+      SELECT c.solver_id, sc.node_id, c.model_name, trim_scale(c.min_price_points)::text AS min_price_points, c.billing_type,
+             trim_scale(c.marginal_cost)::text AS marginal_cost
+      ${eligible}
+        AND c.min_price_points <= ${input.maxPricePoints}::numeric
+        AND c.active_attempts < c.max_concurrent
+      ORDER BY c.min_price_points ASC,
+               (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) DESC,
+               COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) ASC,
+               c.active_attempts ASC
+      LIMIT 5`);
+    for (const candidate of candidates) {
+      // Guarded increment: re-evaluated under the row lock, so concurrent reservations never exceed the limit.
+      const reserved = await tx.maybeOneFirst(sql.type(z.object({ solver_id: z.string() }))`
+        UPDATE solver_capabilities SET active_attempts = active_attempts + 1
+        WHERE solver_id = ${candidate.solver_id} AND task_type = ${input.taskType} AND model_name = ${candidate.model_name}
+          AND active_attempts < max_concurrent
+        RETURNING solver_id`);
+      if (reserved === null) continue;
+      await tx.query(sql.unsafe`
+        INSERT INTO task_attempts (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points)
+        VALUES (${attemptId}, ${input.taskId}, ${input.attemptNumber}, ${candidate.solver_id}, ${input.taskType}, ${candidate.model_name},
+                ${candidate.node_id}, ${candidate.min_price_points}::numeric)`);
+      await tx.query(sql.unsafe`
+        UPDATE tasks SET status = 'assigned', solver_id = ${candidate.solver_id}, updated_at = now()
+        WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned')`);
+      await tx.query(sql.unsafe`UPDATE solver_stats SET attempts = attempts + 1 WHERE solver_id = ${candidate.solver_id}`);
+      return { assignment: toAssignment(attemptId, candidate) };
+    }
+    const untriedOnline = await tx.oneFirst(sql.type(z.object({ count: z.number() }))`
+      SELECT count(DISTINCT c.solver_id)::int AS count ${eligible}`);
+    return { assignment: null, untriedOnline };
+  });
+}
+
+function toAssignment(attemptId: string, row: z.infer<typeof CandidateRow>): Assignment {
+  return {
+    attemptId,
+    solverId: row.solver_id,
+    nodeId: row.node_id,
+    pricePoints: row.min_price_points,
+    billingType: row.billing_type,
+    marginalCost: row.marginal_cost,
+    modelName: row.model_name,
+  };
+}
+
+export async function markAttemptAccepted(db: Runner, attemptId: string): Promise<void> {
+  await db.query(sql.unsafe`UPDATE task_attempts SET accepted_at = now() WHERE attempt_id = ${attemptId} AND accepted_at IS NULL`);
+}
+
+/** Stores a validated solver result on its attempt (kept out of workflow history: screenshots are large). */
+export async function storeAttemptResult(db: Runner, attemptId: string, result: Record<string, unknown>): Promise<boolean> {
+  const stored = await db.maybeOneFirst(sql.type(z.object({ attempt_id: z.string() }))`
+    UPDATE task_attempts SET result = ${sql.jsonb(result as never)} WHERE attempt_id = ${attemptId} AND ended_at IS NULL
+    RETURNING attempt_id`);
+  return stored !== null;
+}
+
+/**
+ * Ends an attempt once: frees the solver's slot, counts it in the solver's record and, unless the task
+ * has finished, puts the task back to queued for reassignment.
+ */
+async function closeAttemptIn(tx: Tx, input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }) {
+  const closed = await tx.maybeOne(sql.type(z.object({ solver_id: z.string(), task_type: z.string(), model_name: z.string(), task_id: z.string(), latency_ms: z.number() }))`
+    UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb(input.error) : null}
+    WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
+    RETURNING solver_id, task_type, model_name, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms`);
+  if (!closed) return false;
+  await tx.query(sql.unsafe`
+    UPDATE solver_capabilities SET active_attempts = active_attempts - 1
+    WHERE solver_id = ${closed.solver_id} AND task_type = ${closed.task_type} AND model_name = ${closed.model_name} AND active_attempts > 0`);
+  const succeeded = input.outcome === 'completed';
+  await tx.query(sql.unsafe`
+    UPDATE solver_stats SET
+      completed = completed + ${succeeded ? 1 : 0},
+      failed = failed + ${succeeded || input.outcome === 'cancelled' ? 0 : 1},
+      total_latency_ms = total_latency_ms + ${succeeded ? closed.latency_ms : 0}
+    WHERE solver_id = ${closed.solver_id}`);
+  if (!succeeded) {
+    await tx.query(sql.unsafe`
+      UPDATE tasks SET status = 'queued', solver_id = NULL, updated_at = now()
+      WHERE task_id = ${closed.task_id} AND status = 'assigned' AND solver_id = ${closed.solver_id}`);
+  }
+  return true;
+}
+
+export async function closeAttempt(db: Db, input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }): Promise<boolean> {
+  return db.transaction((tx) => closeAttemptIn(tx, input));
+}
+
+export type Completion =
+  | { kind: 'attempt'; attemptId: string; pricePoints: string }
+  | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
+
+/**
+ * Completes a task once: settles its hold (charge, solver pay less fee, release of the rest) and
+ * records the result. A task already in a terminal state is left as it is.
+ */
+export async function completeTask(db: Db, input: { taskId: string; completion: Completion; feePercent: string }): Promise<{ applied: boolean; status: TaskState }> {
+  return db.transaction(async (tx) => {
+    const task = await tx.one(sql.type(z.object({ status: z.string(), max_price_points: z.string(), task_type: z.string() }))`
+      SELECT status, max_price_points::text AS max_price_points, task_type FROM tasks WHERE task_id = ${input.taskId} FOR UPDATE`);
+    if (['completed', 'failed', 'timed_out'].includes(task.status)) return { applied: false, status: task.status as TaskState };
+    let solverId: string;
+    let price: string;
+    let result: Record<string, unknown>;
+    if (input.completion.kind === 'attempt') {
+      const attempt = await tx.one(sql.type(z.object({ solver_id: z.string(), result: z.record(z.any()).nullable() }))`
+        SELECT solver_id, result FROM task_attempts WHERE attempt_id = ${input.completion.attemptId}`);
+      if (!attempt.result) throw new Error(`attempt ${input.completion.attemptId} has no stored result`);
+      solverId = attempt.solver_id;
+      price = input.completion.pricePoints;
+      result = attempt.result;
+      await closeAttemptIn(tx, { attemptId: input.completion.attemptId, outcome: 'completed' });
+    } else {
+      solverId = input.completion.solverId;
+      result = input.completion.result;
+      // The named solver's own price for this task type when it offers one, else the task's maximum.
+      const offered = await tx.maybeOneFirst(sql.type(z.object({ price: z.string() }))`
+        SELECT min(min_price_points)::text AS price FROM solver_capabilities WHERE solver_id = ${solverId} AND task_type = ${task.task_type}
+        HAVING count(*) > 0`);
+      price = offered ?? task.max_price_points;
+      const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
+        SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
+      for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });
+    }
+    const settled = await settle(tx, { holdId: input.taskId, price, solverId, feePercent: input.feePercent });
+    await tx.query(sql.unsafe`
+      UPDATE tasks SET status = 'completed', result = ${sql.jsonb(result as never)}, price_points = ${settled.charged}::numeric,
+        solver_id = ${solverId}, error = NULL, updated_at = now(), completed_at = now()
+      WHERE task_id = ${input.taskId}`);
+    return { applied: true, status: 'completed' as const };
+  });
+}
+
+/** Ends a task without a result (failed or timed out): releases its whole hold, once. */
+export async function finishTaskWithoutResult(
+  db: Db,
+  input: { taskId: string; status: 'failed' | 'timed_out'; error: { type: string; message: string } },
+): Promise<{ applied: boolean; status: TaskState }> {
+  return db.transaction(async (tx) => {
+    const status = await tx.oneFirst(sql.type(z.object({ status: z.string() }))`SELECT status FROM tasks WHERE task_id = ${input.taskId} FOR UPDATE`);
+    if (['completed', 'failed', 'timed_out'].includes(status)) return { applied: false, status: status as TaskState };
+    const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
+      SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
+    for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });
+    await release(tx, { holdId: input.taskId });
+    await tx.query(sql.unsafe`
+      UPDATE tasks SET status = ${input.status}, error = ${sql.jsonb(input.error)}, solver_id = NULL, updated_at = now(), completed_at = now()
+      WHERE task_id = ${input.taskId}`);
+    return { applied: true, status: input.status };
+  });
+}
+
+/** Tasks whose workflow start was never confirmed, older than `seconds`: a node died between insert and start. */
+export async function findUnstartedTasks(db: Runner, seconds: number) {
+  return db.any(sql.type(TaskRow)`
+    SELECT ${TASK_COLUMNS} FROM tasks
+    WHERE workflow_started_at IS NULL AND status = 'queued' AND created_at < now() - make_interval(secs => ${seconds})
+    ORDER BY created_at LIMIT 100`);
+}
+
+export async function taskCounts(db: Runner): Promise<Record<string, number>> {
+  const rows = await db.any(sql.type(z.object({ status: z.string(), count: z.number() }))`
+    SELECT status, count(*)::int AS count FROM tasks GROUP BY status`);
+  return Object.fromEntries(rows.map((row) => [row.status, row.count]));
+}

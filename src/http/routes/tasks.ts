@@ -1,0 +1,151 @@
+import { Router, type Response } from 'express';
+import { findAccount } from '../../db/accounts';
+import { getTaskRecord, type TaskRecord } from '../../db/tasks';
+import { ApiError } from '../../errors';
+import type { WebTaskType } from '../../schemas/domain';
+import {
+  AdminCompleteTaskBody,
+  CreateTaskBody,
+  FetchBody,
+  PAYLOAD_SCHEMAS,
+  ScreenshotBody,
+  SearchBody,
+  SnapshotBody,
+  type CreateTaskRequest,
+  type FetchRequest,
+  type ScreenshotRequest,
+  type SearchRequest,
+  type SnapshotRequest,
+} from '../../schemas/requests';
+import type { TaskService } from '../../tasks/service';
+import { adminCompleteSignal } from '../../../workflows/contract';
+import { accountOf, requireAccount, requireAdmin } from '../auth';
+import type { AppDeps } from '../deps';
+import { decimalText } from './admin';
+import { parseOrThrow, validateBody } from '../validation';
+
+// A convenience call waits a little past the task's own deadline, so the workflow's verdict wins.
+const WAIT_GRACE_MS = 5000;
+
+const idempotencyKeyOf = (header: string | undefined) => (header && header.length <= 255 ? header : undefined);
+
+export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
+  const router = Router();
+  const auth = requireAccount(deps.db);
+
+  router.post('/v1/tasks', auth, validateBody(CreateTaskBody), async (req, res) => {
+    const body = req.body as CreateTaskRequest;
+    // The payload is checked with the fields of the matching convenience body; errors point into it.
+    const payload = parseOrThrow(PAYLOAD_SCHEMAS[body.task_type], body.payload, ['body', 'payload']);
+    const task = await deps.tasks.create({
+      accountId: accountOf(res).account_id,
+      taskType: body.task_type,
+      payload,
+      maxPricePoints: body.max_price_points == null ? null : decimalText(body.max_price_points),
+      timeoutSeconds: body.timeout_seconds,
+      idempotencyKey: idempotencyKeyOf(req.header('idempotency-key')),
+    });
+    res.json(task);
+  });
+
+  router.get('/v1/tasks/:task_id', auth, async (req, res) => {
+    const task = await getTaskRecord(deps.db, req.params.task_id as string, accountOf(res).account_id);
+    if (!task) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
+    res.json(task);
+  });
+
+  /** Creates the task, waits for its verdict, and maps failure and timeout to 502 / 504 with the task id. */
+  async function runToCompletion(res: Response, taskType: WebTaskType, payload: Record<string, unknown>, timeoutSeconds?: number | null) {
+    await deps.tasks.ensureSolverOnline(taskType);
+    const started = Date.now();
+    const task = await deps.tasks.create({
+      accountId: accountOf(res).account_id,
+      taskType,
+      payload,
+      timeoutSeconds,
+      idempotencyKey: idempotencyKeyOf(res.req.header('idempotency-key')),
+    });
+    res.setHeader('X-Task-Id', task.task_id);
+    const waitMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS;
+    const verdict = ['completed', 'failed', 'timed_out'].includes(task.status) ? task : await deps.tasks.waitForResult(task, waitMs);
+    const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;
+    if (!finished || finished.status === 'timed_out' || !['completed', 'failed'].includes(finished.status)) {
+      throw new ApiError('task_timeout', `The task did not finish in ${task.timeout_seconds} s; poll GET /v1/tasks/${task.task_id}.`, { task_id: task.task_id });
+    }
+    if (finished.status === 'failed') {
+      throw new ApiError('solver_failed', `The task failed on every attempt: ${finished.error?.message ?? 'unknown error'}`, { task_id: task.task_id });
+    }
+    return { task: finished as TaskRecord & { result: Record<string, any> }, elapsedMs: Date.now() - started };
+  }
+
+  router.post('/v1/fetch', auth, validateBody(FetchBody), async (req, res) => {
+    const body = req.body as FetchRequest;
+    const { task, elapsedMs } = await runToCompletion(res, 'proxy_fetch', body, body.timeout);
+    const result = task.result;
+    res.json({
+      url: body.url,
+      final_url: result.final_url,
+      status_code: result.status_code,
+      content_type: result.content_type,
+      content: result.content,
+      title: result.title ?? null,
+      elapsed_ms: elapsedMs,
+      task_id: task.task_id,
+    });
+  });
+
+  router.post('/v1/search', auth, validateBody(SearchBody), async (req, res) => {
+    const body = req.body as SearchRequest;
+    const { task, elapsedMs } = await runToCompletion(res, 'web_search', body);
+    res.json({ query: body.query, results: task.result.results.slice(0, body.count), elapsed_ms: elapsedMs, task_id: task.task_id });
+  });
+
+  router.post('/v1/screenshot', auth, validateBody(ScreenshotBody), async (req, res) => {
+    const body = req.body as ScreenshotRequest;
+    const { task, elapsedMs } = await runToCompletion(res, 'screenshot', body);
+    const result = task.result;
+    // Raw PNG only when the client prefers it over JSON (Accept: image/png).
+    if (req.accepts(['application/json', 'image/png']) === 'image/png') {
+      res.type('image/png').setHeader('X-Elapsed-Ms', String(elapsedMs));
+      res.send(Buffer.from(result.image_base64, 'base64'));
+      return;
+    }
+    res.json({
+      url: body.url,
+      mime_type: 'image/png',
+      image_base64: result.image_base64,
+      width: result.width,
+      height: result.height,
+      full_page: body.full_page,
+      elapsed_ms: elapsedMs,
+      task_id: task.task_id,
+    });
+  });
+
+  router.post('/v1/snapshot', auth, validateBody(SnapshotBody), async (req, res) => {
+    const body = req.body as SnapshotRequest;
+    const { task, elapsedMs } = await runToCompletion(res, 'page_snapshot', body);
+    const result = task.result;
+    res.json({ url: result.url, snapshot: result.snapshot, snapshot_format: result.snapshot_format, title: result.title ?? null, elapsed_ms: elapsedMs });
+  });
+
+  router.post('/v1/admin/tasks/:task_id/complete', requireAdmin(deps.config.adminApiKey), validateBody(AdminCompleteTaskBody), async (req, res) => {
+    const taskId = req.params.task_id as string;
+    const body = req.body as { solver_id: string; result: Record<string, unknown> };
+    const task = await getTaskRecord(deps.db, taskId);
+    if (!task) throw new ApiError('task_not_found', `No task "${taskId}".`);
+    if (['completed', 'failed', 'timed_out'].includes(task.status)) {
+      throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}.`, { status: task.status });
+    }
+    if (!(await findAccount(deps.db, body.solver_id))) throw new ApiError('account_not_found', `No solver "${body.solver_id}".`);
+    await deps.temporal.workflow.getHandle(task.workflow_id).signal(adminCompleteSignal, { solverId: body.solver_id, result: body.result });
+    const verdict = await deps.tasks.waitForResult(task, 30_000);
+    const finished = await getTaskRecord(deps.db, taskId);
+    if (verdict && finished?.status !== 'completed') {
+      throw new ApiError('task_already_finished', `Task ${taskId} finished as ${finished?.status} before the completion arrived.`, { status: finished?.status });
+    }
+    res.json(finished);
+  });
+
+  return router;
+}

@@ -1,0 +1,109 @@
+import crypto from 'node:crypto';
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Config } from '../config';
+import type { Db } from '../db/pool';
+import { countOnlineSolvers } from '../db/solvers';
+import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type TaskRecord, type TaskRow } from '../db/tasks';
+import { ApiError } from '../errors';
+import type { Logger } from '../logger';
+import type { WebTaskType } from '../schemas/domain';
+import {
+  AccountIdAttribute,
+  DEFAULT_TASK_QUEUE,
+  TaskStatusAttribute,
+  TaskTypeAttribute,
+  taskWorkflowId,
+  type TaskWorkflowInput,
+  type TaskWorkflowResult,
+} from '../../workflows/contract';
+
+export interface CreateTaskInput {
+  accountId: string;
+  taskType: WebTaskType;
+  payload: Record<string, unknown>;
+  maxPricePoints?: string | null;
+  timeoutSeconds?: number | null;
+  idempotencyKey?: string;
+}
+
+/** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
+export class TaskService {
+  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger }) {}
+
+  /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
+  async create(input: CreateTaskInput): Promise<TaskRecord> {
+    const taskId = `task_${crypto.randomBytes(12).toString('hex')}`;
+    const { task, created } = await createTaskWithHold(this.deps.db, {
+      taskId,
+      accountId: input.accountId,
+      taskType: input.taskType,
+      payload: input.payload,
+      maxPricePoints: input.maxPricePoints ?? this.deps.config.defaultWebTaskPricePoints,
+      timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
+      workflowId: taskWorkflowId(taskId),
+      idempotencyKey: input.idempotencyKey,
+    });
+    if (created) await this.startWorkflow(task);
+    return (await getTaskRecord(this.deps.db, task.task_id))!;
+  }
+
+  /**
+   * Starts the workflow of a stored task. Idempotent (the workflow id is the task's), so the worker's
+   * sweep can call it for tasks whose API node died between the insert and the start.
+   */
+  async startWorkflow(task: TaskRow): Promise<void> {
+    const input: TaskWorkflowInput = {
+      taskId: task.task_id,
+      taskType: task.task_type,
+      maxPricePoints: task.max_price_points,
+      timeoutSeconds: task.timeout_seconds,
+      maxAttempts: this.deps.config.maxTaskAttempts,
+      attemptTimeoutSeconds: this.deps.config.attemptTimeoutSeconds,
+      acceptTimeoutMs: this.deps.config.acceptTimeoutMs,
+    };
+    try {
+      await this.deps.temporal.workflow.start('taskWorkflow', {
+        taskQueue: this.deps.config.taskQueue ?? DEFAULT_TASK_QUEUE,
+        workflowId: task.workflow_id,
+        args: [input],
+        typedSearchAttributes: [
+          { key: TaskTypeAttribute, value: task.task_type },
+          { key: AccountIdAttribute, value: task.account_id },
+          { key: TaskStatusAttribute, value: 'queued' },
+        ],
+      });
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) {
+        this.deps.logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
+        // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
+        await finishTaskWithoutResult(this.deps.db, {
+          taskId: task.task_id,
+          status: 'failed',
+          error: { type: 'service_unavailable', message: 'The task could not be started; its hold was released.' },
+        });
+        throw new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: task.task_id });
+      }
+    }
+    await markWorkflowStarted(this.deps.db, task.task_id);
+  }
+
+  /** Waits for the task to reach a terminal state; null when `timeoutMs` passes first. */
+  async waitForResult(task: TaskRecord, timeoutMs: number): Promise<TaskWorkflowResult | null> {
+    const handle = this.deps.temporal.workflow.getHandle(task.workflow_id);
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), timeoutMs);
+    });
+    try {
+      return await Promise.race([handle.result() as Promise<TaskWorkflowResult>, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async ensureSolverOnline(taskType: WebTaskType): Promise<void> {
+    if ((await countOnlineSolvers(this.deps.db, taskType)) === 0) {
+      throw new ApiError('no_solver_available', `No solver for ${taskType} is online right now; retry later.`);
+    }
+  }
+}

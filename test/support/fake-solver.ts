@@ -1,0 +1,137 @@
+import WebSocket from 'ws';
+import { api, registerAccount } from './stack';
+
+/**
+ * A real WebSocket solver speaking protocol v1, with scripted behaviour, for tests. (The reference
+ * solver agent does real work; this one answers instantly or misbehaves on purpose.)
+ */
+
+export type Behaviour =
+  | 'ok'
+  | 'error'
+  | 'never_accept'
+  | 'accept_then_silent'
+  | 'disconnect_after_accept'
+  | 'invalid_result'
+  | ((frame: TaskFrame, solver: FakeSolver) => void | Promise<void>);
+
+export interface TaskFrame {
+  type: 'task';
+  attempt_id: string;
+  task_id: string;
+  task_type: string;
+  payload: Record<string, any>;
+  deadline: string;
+}
+
+export const SAMPLE_RESULTS: Record<string, (payload: Record<string, any>) => Record<string, unknown>> = {
+  proxy_fetch: (payload) => ({ url: payload.url, final_url: payload.url, status_code: 200, content_type: payload.raw_html ? 'html' : 'markdown', content: '# Hello', title: 'Hello' }),
+  web_search: (payload) => ({ results: Array.from({ length: 10 }, (_, i) => ({ title: `Result ${i}`, url: `https://example.com/${i}`, snippet: `about ${payload.query}` })) }),
+  // 1x1 transparent PNG
+  screenshot: () => ({
+    mime_type: 'image/png',
+    image_base64: 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==',
+    width: 1,
+    height: 1,
+  }),
+  page_snapshot: (payload) => ({ url: payload.url, snapshot: '- heading "Hello" [level=1]', snapshot_format: payload.mode ?? 'markdown', title: 'Hello' }),
+};
+
+export class FakeSolver {
+  socket!: WebSocket;
+  solverId!: string;
+  apiKey!: string;
+  readonly received: TaskFrame[] = [];
+  readonly cancels: { attempt_id: string; reason: string }[] = [];
+  readonly protocolErrors: string[] = [];
+  private welcomed!: Promise<void>;
+
+  constructor(
+    private readonly url: string,
+    public behaviour: Behaviour = 'ok',
+  ) {}
+
+  static async start(url: string, options: { behaviour?: Behaviour; taskTypes?: string[]; price?: string; maxConcurrent?: number } = {}) {
+    const solver = new FakeSolver(url, options.behaviour ?? 'ok');
+    const account = await registerAccount(url);
+    solver.solverId = account.account_id;
+    solver.apiKey = account.api_key;
+    const capabilities = (options.taskTypes ?? ['proxy_fetch', 'web_search', 'screenshot', 'page_snapshot']).map((taskType) => ({
+      task_type: taskType,
+      tier: 'standard',
+      billing_type: 'per_request',
+      fulfillment_path: 'http',
+      provider_name: 'fake',
+      model_name: 'fake',
+      marginal_cost: 0,
+      min_price_points: options.price ?? '1',
+      max_concurrent: options.maxConcurrent ?? 8,
+    }));
+    const registered = await api(url, 'POST', '/v1/solver/capabilities', { body: capabilities, headers: { Authorization: `Bearer ${account.api_key}` } });
+    if (registered.status !== 200) throw new Error(`capabilities refused: ${registered.text}`);
+    await solver.connect();
+    return solver;
+  }
+
+  async connect(url = this.url) {
+    this.socket = new WebSocket(`${url.replace(/^http/, 'ws')}/v1/solver/connect`, { headers: { Authorization: `Bearer ${this.apiKey}` } });
+    this.welcomed = new Promise((resolve, reject) => {
+      this.socket.once('error', reject);
+      this.socket.on('message', (data) => {
+        const frame = JSON.parse(data.toString());
+        if (frame.type === 'welcome') resolve();
+        else if (frame.type === 'task') void this.onTask(frame);
+        else if (frame.type === 'cancel') this.cancels.push(frame);
+        else if (frame.type === 'protocol_error') this.protocolErrors.push(frame.message);
+      });
+    });
+    await this.welcomed;
+  }
+
+  send(frame: object) {
+    if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(frame));
+  }
+
+  private async onTask(frame: TaskFrame) {
+    this.received.push(frame);
+    const behaviour = this.behaviour;
+    if (typeof behaviour === 'function') return behaviour(frame, this);
+    if (behaviour === 'never_accept') return;
+    this.send({ type: 'accept', attempt_id: frame.attempt_id });
+    switch (behaviour) {
+      case 'ok':
+        this.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS[frame.task_type](frame.payload) });
+        return;
+      case 'error':
+        this.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'upstream_failed', message: 'scripted failure' }, retryable: true });
+        return;
+      case 'invalid_result':
+        this.send({ type: 'result', attempt_id: frame.attempt_id, result: { nonsense: true } });
+        return;
+      case 'disconnect_after_accept':
+        setTimeout(() => this.socket.terminate(), 50);
+        return;
+      case 'accept_then_silent':
+        return;
+    }
+  }
+
+  async close() {
+    if (this.socket.readyState === WebSocket.OPEN || this.socket.readyState === WebSocket.CONNECTING) {
+      await new Promise<void>((resolve) => {
+        this.socket.once('close', () => resolve());
+        this.socket.close();
+      });
+    }
+  }
+}
+
+export async function waitFor<T>(probe: () => Promise<T | undefined | null | false> | T | undefined | null | false, timeoutMs = 20_000, everyMs = 100): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}

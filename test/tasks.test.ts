@@ -1,0 +1,334 @@
+import WebSocket from 'ws';
+import { balanceFromEntries, getBalance } from '../src/db/ledger';
+import { FakeSolver, waitFor } from './support/fake-solver';
+import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+
+const FAST = { ACCEPT_TIMEOUT_MS: '1000', ATTEMPT_TIMEOUT_SECONDS: '3', HEARTBEAT_INTERVAL_MS: '1000', PLATFORM_FEE_PERCENT: '10' };
+
+describe('web tasks through Temporal and solver WebSockets', () => {
+  let stack: TestStack;
+  let solvers: FakeSolver[] = [];
+  const solver = async (options: Parameters<typeof FakeSolver.start>[1] = {}) => {
+    const started = await FakeSolver.start(stack.url, options);
+    solvers.push(started);
+    return started;
+  };
+
+  beforeAll(async () => {
+    stack = await startTestStack({ env: FAST });
+  });
+  afterEach(async () => {
+    await Promise.all(solvers.map((s) => s.close()));
+    solvers = [];
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+
+  const poll = (client: { auth: Record<string, string> }, taskId: string, until: (status: string) => boolean = (s) => ['completed', 'failed', 'timed_out'].includes(s)) =>
+    waitFor(async () => {
+      const response = await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: client.auth });
+      return until(response.json.status) ? response.json : undefined;
+    });
+
+  const expectLedgerExact = async (accountId: string) => {
+    expect(await getBalance(stack.db, accountId)).toEqual(await balanceFromEntries(stack.db, accountId));
+  };
+
+  test.each([
+    ['proxy_fetch', { url: 'https://example.com/a' }],
+    ['web_search', { query: 'marketplace', count: 3 }],
+    ['screenshot', { url: 'https://example.com/a', viewport: { width: 800, height: 600 } }],
+    ['page_snapshot', { url: 'https://example.com/a', mode: 'aria' }],
+  ])('%s: POST /v1/tasks then polling returns the completed record, charged at the solver price', async (taskType, payload) => {
+    const worker = await solver({ price: '2' });
+    const client = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: taskType, payload } });
+    expect(created.status).toBe(200);
+    expect(created.json).toMatchObject({ task_type: taskType, status: expect.stringMatching(/queued|assigned|completed/), max_price_points: '10', workflow_id: `task-${created.json.task_id}` });
+    const done = await poll(client, created.json.task_id);
+    expect(done).toMatchObject({ status: 'completed', price_points: '2', solver_id: worker.solverId, error: null });
+    expect(done.result).toBeTruthy();
+    expect(done.attempts).toEqual([expect.objectContaining({ solver_id: worker.solverId, outcome: 'completed' })]);
+    for (const key of ['created_at', 'updated_at', 'completed_at']) expect(new Date(done[key]).toISOString()).toBe(done[key]);
+    expect((await api(stack.url, 'GET', '/v1/balance', { headers: client.auth })).json).toMatchObject({ available_points: '98', held_points: '0', lifetime_spent_points: '2' });
+    expect((await getBalance(stack.db, worker.solverId))?.available_points).toBe('1.8');
+  });
+
+  test('convenience endpoints answer with the documented shapes', async () => {
+    await solver();
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/x' } });
+    expect(fetched.status).toBe(200);
+    expect(fetched.json).toEqual({
+      url: 'https://example.com/x', final_url: 'https://example.com/x', status_code: 200, content_type: 'markdown',
+      content: '# Hello', title: 'Hello', elapsed_ms: expect.any(Number), task_id: expect.stringMatching(/^task_/),
+    });
+    const searched = await api(stack.url, 'POST', '/v1/search', { headers: client.auth, body: { query: 'cats', count: 3 } });
+    expect(searched.json).toEqual({ query: 'cats', results: expect.any(Array), elapsed_ms: expect.any(Number), task_id: expect.any(String) });
+    expect(searched.json.results).toHaveLength(3);
+    const shot = await api(stack.url, 'POST', '/v1/screenshot', { headers: client.auth, body: { url: 'https://example.com/x', full_page: true } });
+    expect(shot.json).toEqual({
+      url: 'https://example.com/x', mime_type: 'image/png', image_base64: expect.any(String), width: 1, height: 1, full_page: true,
+      elapsed_ms: expect.any(Number), task_id: expect.any(String),
+    });
+    const png = await fetch(`${stack.url}/v1/screenshot`, { method: 'POST', headers: { ...client.auth, Accept: 'image/png', 'content-type': 'application/json' }, body: JSON.stringify({ url: 'https://example.com/x' }) });
+    expect(png.headers.get('content-type')).toBe('image/png');
+    expect(Buffer.from(await png.arrayBuffer()).subarray(1, 4).toString()).toBe('PNG');
+    const snap = await api(stack.url, 'POST', '/v1/snapshot', { headers: client.auth, body: { url: 'https://example.com/x', mode: 'aria' } });
+    expect(snap.json).toEqual({ url: 'https://example.com/x', snapshot: expect.any(String), snapshot_format: 'aria', title: 'Hello', elapsed_ms: expect.any(Number) });
+  });
+
+  test('payloads are validated per task type, with loc pointing into the payload', async () => {
+    const client = await registerAccount(stack.url, '100');
+    const response = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: '', count: 11 } } });
+    expect(response.status).toBe(422);
+    expect(response.json.detail).toEqual([
+      expect.objectContaining({ type: 'string_too_short', loc: ['body', 'payload', 'query'] }),
+      expect.objectContaining({ type: 'less_than_equal', loc: ['body', 'payload', 'count'], ctx: { le: 10 } }),
+    ]);
+    const badType = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'chat', payload: {} } });
+    expect(badType.json.detail[0]).toMatchObject({ type: 'literal_error', loc: ['body', 'task_type'] });
+    expect((await getBalance(stack.db, client.account_id))?.held_points).toBe('0');
+  });
+
+  test('a task that would overdraw the account is 402 insufficient_balance and creates nothing', async () => {
+    await solver();
+    const client = await registerAccount(stack.url, '5');
+    const response = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' } } });
+    expect(response.status).toBe(402);
+    expect(response.json.error.type).toBe('insufficient_balance');
+    expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('5');
+  });
+
+  test('another account\'s task and unknown ids are 404 task_not_found', async () => {
+    await solver();
+    const owner = await registerAccount(stack.url, '100');
+    const other = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: owner.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' } } });
+    expect((await api(stack.url, 'GET', `/v1/tasks/${created.json.task_id}`, { headers: other.auth })).json.error.type).toBe('task_not_found');
+    expect((await api(stack.url, 'GET', '/v1/tasks/task_nope', { headers: owner.auth })).status).toBe(404);
+  });
+
+  test('a solver that errors is replaced; the task is charged once at the second solver\'s price', async () => {
+    const failing = await solver({ behaviour: 'error', price: '1' });
+    const good = await solver({ price: '3' });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/r' } });
+    expect(fetched.status).toBe(200);
+    const record = (await api(stack.url, 'GET', `/v1/tasks/${fetched.json.task_id}`, { headers: client.auth })).json;
+    expect(record.attempts.map((attempt: { solver_id: string; outcome: string }) => [attempt.solver_id, attempt.outcome])).toEqual([
+      [failing.solverId, 'error'],
+      [good.solverId, 'completed'],
+    ]);
+    expect(record.price_points).toBe('3');
+    expect((await getBalance(stack.db, client.account_id))).toMatchObject({ available_points: '97', held_points: '0', lifetime_spent_points: '3' });
+    expect((await getBalance(stack.db, failing.solverId))?.available_points).toBe('0');
+    expect((await getBalance(stack.db, good.solverId))?.available_points).toBe('2.7');
+  });
+
+  test('a solver that never accepts is replaced after the acceptance deadline and told to cancel', async () => {
+    const silent = await solver({ behaviour: 'never_accept', price: '1' });
+    const good = await solver({ price: '2' });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/s' } });
+    expect(fetched.status).toBe(200);
+    const record = (await api(stack.url, 'GET', `/v1/tasks/${fetched.json.task_id}`, { headers: client.auth })).json;
+    expect(record.attempts.map((attempt: { outcome: string }) => attempt.outcome)).toEqual(['rejected', 'completed']);
+    expect(record.solver_id).toBe(good.solverId);
+    expect(silent.cancels.map((cancel) => cancel.reason)).toEqual(['accept_timeout']);
+  });
+
+  test('a solver that disconnects mid-task is replaced', async () => {
+    const dropping = await solver({ behaviour: 'disconnect_after_accept', price: '1' });
+    const good = await solver({ price: '2' });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/d' } });
+    expect(fetched.status).toBe(200);
+    const record = (await api(stack.url, 'GET', `/v1/tasks/${fetched.json.task_id}`, { headers: client.auth })).json;
+    expect(record.attempts.map((attempt: { solver_id: string; outcome: string }) => [attempt.solver_id, attempt.outcome])).toEqual([
+      [dropping.solverId, 'disconnected'],
+      [good.solverId, 'completed'],
+    ]);
+    expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('2');
+  });
+
+  test('a malformed result is a failed attempt and is never paid', async () => {
+    const bad = await solver({ behaviour: 'invalid_result', price: '1' });
+    await solver({ price: '2' });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/m' } });
+    const record = (await api(stack.url, 'GET', `/v1/tasks/${fetched.json.task_id}`, { headers: client.auth })).json;
+    expect(record.attempts[0]).toMatchObject({ solver_id: bad.solverId, outcome: 'invalid_result' });
+    expect((await getBalance(stack.db, bad.solverId))?.lifetime_earned_points).toBe('0');
+  });
+
+  test('when every attempt fails the task fails, the whole hold is released, and the convenience call is 502', async () => {
+    await solver({ behaviour: 'error', price: '1' });
+    await solver({ behaviour: 'error', price: '1' });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/f' } });
+    expect(fetched.status).toBe(502);
+    expect(fetched.json.error).toMatchObject({ type: 'solver_failed', task_id: expect.any(String) });
+    const record = (await api(stack.url, 'GET', `/v1/tasks/${fetched.json.error.task_id}`, { headers: client.auth })).json;
+    expect(record.status).toBe('failed');
+    expect(record.attempts).toHaveLength(2);
+    expect(record.error.type).toBe('solver_failed');
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
+    await expectLedgerExact(client.account_id);
+  });
+
+  test('the attempt limit bounds retries', async () => {
+    for (let i = 0; i < 4; i++) await solver({ behaviour: 'error', price: '1' });
+    const client = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' } } });
+    const done = await poll(client, created.json.task_id);
+    expect(done.status).toBe('failed');
+    expect(done.attempts).toHaveLength(3);
+  });
+
+  test('a queued task nobody takes times out at its deadline and releases its hold; the convenience call is 504 or 503', async () => {
+    const client = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'q' }, timeout_seconds: 2, max_price_points: '4' } });
+    expect(created.json.status).toBe('queued');
+    expect((await getBalance(stack.db, client.account_id))?.held_points).toBe('4');
+    const done = await poll(client, created.json.task_id);
+    expect(done).toMatchObject({ status: 'timed_out', error: { type: 'task_timeout' }, attempts: [] });
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0' });
+    const unavailable = await api(stack.url, 'POST', '/v1/search', { headers: client.auth, body: { query: 'q' } });
+    expect(unavailable.status).toBe(503);
+    expect(unavailable.json.error.type).toBe('no_solver_available');
+  });
+
+  test('a convenience call whose solver stays silent past the deadline is 504 with the task id', async () => {
+    await solver({ behaviour: 'accept_then_silent' });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/t', timeout: 2 } });
+    expect(fetched.status).toBe(504);
+    expect(fetched.json.error).toMatchObject({ type: 'task_timeout', task_id: expect.any(String) });
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0' });
+  });
+
+  test('solvers priced above the task\'s max price are not matched', async () => {
+    await solver({ price: '50' });
+    const client = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' }, max_price_points: 5, timeout_seconds: 1 } });
+    const done = await poll(client, created.json.task_id);
+    expect(done.status).toBe('timed_out');
+  });
+
+  test('max_concurrent is never exceeded', async () => {
+    let running = 0;
+    let peak = 0;
+    const slow = await solver({
+      maxConcurrent: 2,
+      behaviour: (frame, self) => {
+        running += 1;
+        peak = Math.max(peak, running);
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        setTimeout(() => {
+          running -= 1;
+          self.send({ type: 'result', attempt_id: frame.attempt_id, result: { results: [] } });
+        }, 300);
+      },
+      taskTypes: ['web_search'],
+    });
+    const client = await registerAccount(stack.url, '100');
+    const responses = await Promise.all(Array.from({ length: 6 }, () => api(stack.url, 'POST', '/v1/search', { headers: client.auth, body: { query: 'x' } })));
+    expect(responses.map((response) => response.status)).toEqual([200, 200, 200, 200, 200, 200]);
+    expect(peak).toBe(2);
+    expect(slow.received).toHaveLength(6);
+  });
+
+  test('stray and malformed frames are ignored or answered with protocol_error, without closing', async () => {
+    const noisy = await solver();
+    noisy.send({ type: 'result', attempt_id: 'not-current', result: {} });
+    noisy.socket.send('not json');
+    noisy.send({ type: 'accept' });
+    await waitFor(() => noisy.protocolErrors.length === 2);
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/p' } });
+    expect(fetched.status).toBe(200);
+  });
+
+  test('the WebSocket refuses a missing or bad key with HTTP 401 before the upgrade', async () => {
+    const refusal = (headers: Record<string, string>) =>
+      new Promise<{ status: number; body: any }>((resolve, reject) => {
+        const socket = new WebSocket(`${stack.url.replace('http', 'ws')}/v1/solver/connect`, { headers });
+        socket.on('open', () => reject(new Error('the upgrade was accepted')));
+        socket.on('unexpected-response', (_request, response) => {
+          let text = '';
+          response.on('data', (chunk: Buffer) => (text += chunk.toString()));
+          response.on('end', () => resolve({ status: response.statusCode ?? 0, body: JSON.parse(text) }));
+        });
+      });
+    expect(await refusal({})).toEqual({ status: 401, body: { error: { type: 'authentication_required', message: expect.any(String) } } });
+    expect((await refusal({ Authorization: 'Bearer tmk_wrong' })).body.error.type).toBe('invalid_api_key');
+  });
+
+  test('capabilities: unknown values are 422 literal_error; a strong chat claim needs an allowlisted model', async () => {
+    const account = await registerAccount(stack.url);
+    const base = { task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'p', model_name: 'm', marginal_cost: '0', min_price_points: 1, max_concurrent: 1 };
+    const unknown = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [{ ...base, tier: 'gold' }] });
+    expect(unknown.status).toBe(422);
+    expect(unknown.json.detail[0]).toMatchObject({ type: 'literal_error', loc: ['body', 0, 'tier'] });
+    const strong = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [{ ...base, task_type: 'chat_completion', tier: 'strong', model_name: 'tiny-llm' }] });
+    expect(strong.status).toBe(422);
+    expect(strong.json.detail[0].loc).toEqual(['body', 0, 'tier']);
+    const ok = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [{ ...base, task_type: 'chat_completion', tier: 'strong', model_name: 'gpt-4o' }, base] });
+    expect(ok.status).toBe(200);
+    expect(ok.json.capabilities).toHaveLength(2);
+    const replaced = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [base] });
+    expect(replaced.json.capabilities).toHaveLength(1);
+  });
+
+  test('solver stats count attempts and earnings', async () => {
+    const worker = await solver({ price: '2' });
+    const client = await registerAccount(stack.url, '100');
+    await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/st' } });
+    const stats = await api(stack.url, 'GET', '/v1/solver/stats', { headers: { Authorization: `Bearer ${worker.apiKey}` } });
+    expect(stats.json).toMatchObject({ solver_id: worker.solverId, connected: true, attempts: 1, completed: 1, failed: 0, success_rate: 1, lifetime_earned_points: '1.8' });
+  });
+
+  test('an admin completes a queued task once, paying the named solver; a second completion is 409', async () => {
+    const client = await registerAccount(stack.url, '100');
+    const payee = await registerAccount(stack.url);
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'manual' }, max_price_points: '6', timeout_seconds: 60 } });
+    const admin = { 'X-Admin-API-Key': ADMIN_KEY };
+    const result = { results: [{ title: 'Manual', url: 'https://example.com', snippet: 'by hand' }] };
+    const completed = await api(stack.url, 'POST', `/v1/admin/tasks/${created.json.task_id}/complete`, { headers: admin, body: { solver_id: payee.account_id, result } });
+    expect(completed.status).toBe(200);
+    expect(completed.json).toMatchObject({ status: 'completed', result, solver_id: payee.account_id, price_points: '6' });
+    const again = await api(stack.url, 'POST', `/v1/admin/tasks/${created.json.task_id}/complete`, { headers: admin, body: { solver_id: payee.account_id, result } });
+    expect(again.status).toBe(409);
+    expect(again.json.error.type).toBe('task_already_finished');
+    expect((await getBalance(stack.db, payee.account_id))?.available_points).toBe('5.4');
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '94', held_points: '0', lifetime_spent_points: '6' });
+    const unknown = await api(stack.url, 'POST', '/v1/admin/tasks/task_nope/complete', { headers: admin, body: { solver_id: payee.account_id, result } });
+    expect(unknown.status).toBe(404);
+  });
+
+  test('an admin completion while a solver holds the attempt cancels that attempt', async () => {
+    const busy = await solver({ behaviour: 'accept_then_silent' });
+    const client = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' }, timeout_seconds: 60 } });
+    await waitFor(() => busy.received.length === 1);
+    const result = { url: 'https://example.com', final_url: 'https://example.com', status_code: 200, content_type: 'markdown', content: 'x', title: 'x' };
+    const completed = await api(stack.url, 'POST', `/v1/admin/tasks/${created.json.task_id}/complete`, { headers: { 'X-Admin-API-Key': ADMIN_KEY }, body: { solver_id: busy.solverId, result } });
+    expect(completed.json.status).toBe('completed');
+    await waitFor(() => busy.cancels.length === 1);
+    expect(completed.json.attempts[0].outcome).toBe('cancelled');
+    expect((await getBalance(stack.db, busy.solverId))?.available_points).toBe('0.9');
+  });
+
+  test('an Idempotency-Key retry returns the first task instead of charging twice', async () => {
+    await solver();
+    const client = await registerAccount(stack.url, '100');
+    const headers = { ...client.auth, 'Idempotency-Key': 'retry-1' };
+    const first = await api(stack.url, 'POST', '/v1/tasks', { headers, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' } } });
+    const second = await api(stack.url, 'POST', '/v1/tasks', { headers, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' } } });
+    expect(second.json.task_id).toBe(first.json.task_id);
+    await poll(client, first.json.task_id);
+    expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('1');
+  });
+});

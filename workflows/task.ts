@@ -1,0 +1,162 @@
+import {
+  CancellationScope,
+  condition,
+  isCancellation,
+  log,
+  proxyActivities,
+  proxyLocalActivities,
+  setHandler,
+  upsertSearchAttributes,
+} from '@temporalio/workflow';
+import type { Activities, NodeActivities } from '../activities';
+import type { DispatchOutcome } from '../activities/dispatch';
+import type { Assignment } from '../src/db/tasks';
+import type { CapabilityTaskType } from '../src/schemas/domain';
+import {
+  adminCompleteSignal,
+  nodeTaskQueue,
+  TaskStatusAttribute,
+  taskStatusQuery,
+  type AdminCompletion,
+  type TaskWorkflowInput,
+  type TaskWorkflowResult,
+} from './contract';
+
+// Database bookkeeping is cheap and idempotent: local activities, retried briefly on transient errors.
+const db = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds', maximumAttempts: 20 },
+});
+
+// Waiting for a solver to free up or come online: short first, then every 2 s.
+const FIRST_WAIT_MS = 100;
+const MAX_WAIT_MS = 2000;
+
+/**
+ * One web task: match a solver, dispatch to the node holding its socket, reassign on error, silence or
+ * disconnect, and settle (or release) the points hold exactly once. Admins may complete it by signal.
+ */
+export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
+  const deadline = Date.now() + input.timeoutSeconds * 1000;
+  let status: string = 'queued';
+  let admin: AdminCompletion | undefined;
+  setHandler(adminCompleteSignal, (completion) => {
+    admin ??= completion;
+  });
+  setHandler(taskStatusQuery, () => status);
+  const setStatus = (next: string) => {
+    status = next;
+    upsertSearchAttributes([{ key: TaskStatusAttribute, value: next }]);
+  };
+
+  const excluded: string[] = [];
+  let attemptNumber = 0;
+  let waitMs = FIRST_WAIT_MS;
+  let lastError: { type: string; message: string } | undefined;
+
+  const end = async (final: 'failed' | 'timed_out', error: { type: string; message: string }): Promise<TaskWorkflowResult> => {
+    const outcome = await db.finishTaskWithoutResult({ taskId: input.taskId, status: final, error });
+    setStatus(outcome.status);
+    return { taskId: input.taskId, status: outcome.status as TaskWorkflowResult['status'], error: outcome.applied ? error : undefined };
+  };
+  const completeByAdmin = async (completion: AdminCompletion): Promise<TaskWorkflowResult> => {
+    const outcome = await db.completeTask({ taskId: input.taskId, completion: { kind: 'admin', solverId: completion.solverId, result: completion.result } });
+    setStatus(outcome.status);
+    log.info('task completed by an admin', { taskId: input.taskId, solverId: completion.solverId });
+    return { taskId: input.taskId, status: outcome.status as TaskWorkflowResult['status'] };
+  };
+
+  for (;;) {
+    if (admin) return completeByAdmin(admin);
+    const remaining = deadline - Date.now();
+    if (remaining <= 0) {
+      return end('timed_out', {
+        type: 'task_timeout',
+        message: attemptNumber === 0 ? 'No solver took the task before its deadline.' : 'The task did not finish before its deadline.',
+      });
+    }
+    if (attemptNumber >= input.maxAttempts) {
+      return end('failed', { type: 'solver_failed', message: `All ${attemptNumber} attempts failed${lastError ? `; last: ${lastError.message}` : '.'}` });
+    }
+    const reservation = await db.reserveAttempt({
+      taskId: input.taskId,
+      attemptNumber: attemptNumber + 1,
+      taskType: input.taskType,
+      maxPricePoints: input.maxPricePoints,
+      excludedSolverIds: excluded,
+      strongModels: input.strongModels,
+    });
+    if (!reservation.assignment) {
+      if (attemptNumber > 0 && reservation.untriedOnline === 0) {
+        return end('failed', { type: 'solver_failed', message: `No untried solver is online after ${attemptNumber} failed attempt(s)${lastError ? `; last: ${lastError.message}` : '.'}` });
+      }
+      await condition(() => admin !== undefined, Math.min(waitMs, remaining));
+      waitMs = Math.min(waitMs * 2, MAX_WAIT_MS);
+      continue;
+    }
+    attemptNumber += 1;
+    waitMs = FIRST_WAIT_MS;
+    const assignment = reservation.assignment;
+    setStatus('assigned');
+    const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), () => admin !== undefined);
+    if (outcome === 'superseded') continue;
+    if (outcome.ok) {
+      const completed = await db.completeTask({ taskId: input.taskId, completion: { kind: 'attempt', attemptId: assignment.attemptId, pricePoints: assignment.pricePoints } });
+      setStatus(completed.status);
+      return { taskId: input.taskId, status: completed.status as TaskWorkflowResult['status'] };
+    }
+    await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
+    log.info('attempt failed; reassigning', { taskId: input.taskId, solverId: assignment.solverId, outcome: outcome.outcome });
+    excluded.push(assignment.solverId);
+    lastError = outcome.error;
+    setStatus('queued');
+  }
+}
+
+/**
+ * Dispatches one attempt to the node holding the solver's socket. An admin completion arriving
+ * meanwhile cancels the attempt (the node sends the solver a `cancel` frame).
+ */
+async function runAttempt(
+  input: TaskWorkflowInput,
+  assignment: Assignment,
+  timeoutMs: number,
+  superseded: () => boolean,
+): Promise<DispatchOutcome | 'superseded'> {
+  const node = proxyActivities<NodeActivities>({
+    taskQueue: nodeTaskQueue(assignment.nodeId),
+    // A node that died stops polling its queue: fail fast and reassign.
+    scheduleToStartTimeout: '5 seconds',
+    startToCloseTimeout: timeoutMs + 2000,
+    heartbeatTimeout: '10 seconds',
+    // Never re-send an attempt: a failure goes back to the workflow, which picks another solver.
+    retry: { maximumAttempts: 1 },
+  });
+  const scope = new CancellationScope();
+  const dispatched = scope
+    .run(() =>
+      node.dispatchAttempt({
+        taskId: input.taskId,
+        attemptId: assignment.attemptId,
+        solverId: assignment.solverId,
+        taskType: input.taskType as CapabilityTaskType,
+        deadlineMs: Date.now() + timeoutMs,
+        acceptTimeoutMs: input.acceptTimeoutMs,
+      }),
+    )
+    .then(
+      (outcome): DispatchOutcome => outcome,
+      (error): DispatchOutcome | 'superseded' => {
+        if (isCancellation(error)) return 'superseded';
+        // The node died, or never picked the attempt up: treat like a disconnected solver.
+        return { ok: false, outcome: 'disconnected', error: { type: 'node_unavailable', message: String(error?.cause?.message ?? error?.message ?? error) }, retryable: true };
+      },
+    );
+  const winner = await Promise.race([dispatched, condition(superseded).then(() => 'superseded' as const)]);
+  if (winner === 'superseded') {
+    scope.cancel();
+    await dispatched;
+    return 'superseded';
+  }
+  return winner;
+}
