@@ -76,7 +76,7 @@ describe('HTTP foundation through the real app on a real port', () => {
 
   test('admin deposit accepts the key in each of the three headers', async () => {
     const account = await registerAccount(stack.url);
-    const headers = [{ Authorization: `Bearer ${ADMIN_KEY}` }, { ADMIN_API_KEY: ADMIN_KEY }, { 'X-Admin-API-Key': ADMIN_KEY }];
+    const headers: Record<string, string>[] = [{ Authorization: `Bearer ${ADMIN_KEY}` }, { ADMIN_API_KEY: ADMIN_KEY }, { 'X-Admin-API-Key': ADMIN_KEY }];
     for (const header of headers) {
       const response = await api(stack.url, 'POST', '/v1/admin/deposit', { headers: header, body: { account_id: account.account_id, amount_points: '1.25' } });
       expect(response.status).toBe(200);

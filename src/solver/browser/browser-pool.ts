@@ -1,0 +1,213 @@
+import { chromium, type Browser, type BrowserContext, type Page, type Route, type WebSocketRoute } from 'playwright-core';
+import type { Logger } from '../../logger';
+import { SolverError, firstLine, type SolverErrorType } from '../errors';
+import { Semaphore } from '../semaphore';
+import { assertTargetAllowed, type NetPolicy } from '../net-guard';
+import { BLOCKED_HEADER, policyResolver, startGuardProxy, type GuardProxy, type TargetResolver } from './guard-proxy';
+
+/** Flags for a headless Chromium that makes no network traffic of its own and never phones home. */
+export const CHROMIUM_ARGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-quic',
+  '--no-first-run',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+];
+
+export type Viewport = { width: number; height: number };
+
+export type BrowserPoolOptions = {
+  executablePath: string;
+  /** Pages open at once; on a 2-core machine throughput peaks at 2. */
+  pages: number;
+  policy: NetPolicy;
+  timeoutMs: number;
+  logger?: Logger;
+  /** How the guard proxy resolves hosts; defaults to the network policy. Setting it forces the proxy on. */
+  proxyResolver?: TargetResolver;
+};
+
+/**
+ * One warm Chromium shared by all browser tasks, with a bounded number of pages. Every task gets a
+ * fresh context (no cookies, storage or cache shared between clients), closed when the task ends or
+ * its signal fires; closing the context is what interrupts any Playwright call still running.
+ */
+export class BrowserPool {
+  private launching: Promise<Browser> | undefined;
+  private proxy: Promise<GuardProxy> | undefined;
+  private readonly slots: Semaphore;
+  private closed = false;
+
+  constructor(private readonly options: BrowserPoolOptions) {
+    this.slots = new Semaphore(options.pages);
+  }
+
+  private get guarded(): boolean {
+    return !this.options.policy.allowPrivateNetworks;
+  }
+
+  private get proxied(): boolean {
+    return this.guarded || this.options.proxyResolver !== undefined;
+  }
+
+  async start(): Promise<void> {
+    await this.browser();
+  }
+
+  async withPage<T>(viewport: Viewport, signal: AbortSignal, task: (page: Page) => Promise<T>): Promise<T> {
+    const release = await this.slots.acquire(signal);
+    let context: BrowserContext | undefined;
+    const closeContext = () => void context?.close().catch(() => undefined);
+    try {
+      const browser = await this.browser();
+      if (signal.aborted) throw signal.reason;
+      context = await browser.newContext({ viewport, serviceWorkers: 'block', acceptDownloads: false });
+      signal.addEventListener('abort', closeContext, { once: true });
+      context.setDefaultTimeout(this.options.timeoutMs);
+      context.setDefaultNavigationTimeout(this.options.timeoutMs);
+      if (this.guarded) await guardContext(context, this.options.policy);
+      const page = await context.newPage();
+      return await task(page);
+    } finally {
+      signal.removeEventListener('abort', closeContext);
+      await context?.close().catch(() => undefined);
+      release();
+    }
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    const launching = this.launching;
+    this.launching = undefined;
+    await launching?.then((browser) => browser.close()).catch(() => undefined);
+    await this.proxy?.then((proxy) => proxy.close()).catch(() => undefined);
+  }
+
+  private browser(): Promise<Browser> {
+    if (this.closed) return Promise.reject(new SolverError('shutting_down', 'the browser pool is closed'));
+    this.launching ??= this.launch().catch((error) => {
+      this.launching = undefined;
+      throw new SolverError('internal_error', `Chromium could not be started (${this.options.executablePath}): ${firstLine(String(error))}`);
+    });
+    return this.launching;
+  }
+
+  private async launch(): Promise<Browser> {
+    const proxy = this.proxied ? await this.guardProxy() : undefined;
+    const browser = await chromium.launch({
+      executablePath: this.options.executablePath,
+      headless: true,
+      args: CHROMIUM_ARGS,
+      ...(proxy && { proxy: { server: proxy.url } }),
+    });
+    browser.on('disconnected', () => {
+      // A crashed browser is relaunched by the next task.
+      if (this.launching && !this.closed) this.options.logger?.warn('chromium disconnected; it will be relaunched on demand');
+      this.launching = undefined;
+    });
+    this.options.logger?.info({ executablePath: this.options.executablePath, pages: this.options.pages, guardProxy: proxy?.url }, 'chromium started');
+    return browser;
+  }
+
+  private guardProxy(): Promise<GuardProxy> {
+    this.proxy ??= startGuardProxy(this.options.proxyResolver ?? policyResolver(this.options.policy));
+    return this.proxy;
+  }
+}
+
+/** Refuses, per request, any URL whose host the policy refuses; results are cached per host for the task. */
+async function guardContext(context: BrowserContext, policy: NetPolicy): Promise<void> {
+  const verdicts = new Map<string, Promise<boolean>>();
+  const allowed = (raw: string) => {
+    let url: URL;
+    try {
+      url = new URL(raw);
+    } catch {
+      return Promise.resolve(false);
+    }
+    if (url.protocol === 'data:' || url.protocol === 'blob:') return Promise.resolve(true);
+    const httpUrl = new URL(raw.replace(/^ws(s?):/i, 'http$1:'));
+    const key = `${httpUrl.protocol}//${httpUrl.host}`;
+    let verdict = verdicts.get(key);
+    if (!verdict) {
+      verdict = assertTargetAllowed(httpUrl, policy).then(
+        () => true,
+        () => false,
+      );
+      verdicts.set(key, verdict);
+    }
+    return verdict;
+  };
+  await context.route('**/*', async (route: Route) => {
+    const ok = await allowed(route.request().url());
+    await (ok ? route.continue() : route.abort('blockedbyclient')).catch(() => undefined);
+  });
+  await context.routeWebSocket(/.*/, async (socket: WebSocketRoute) => {
+    if (await allowed(socket.url())) socket.connectToServer();
+    else await socket.close({ code: 1008, reason: 'blocked by the solver network policy' }).catch(() => undefined);
+  });
+}
+
+export type OpenedPage = { finalUrl: string; status: number | null };
+
+/**
+ * Navigates to a client's URL after checking it. Waits for `load` when it comes in time, but a page
+ * whose subresources never finish is still used once its document is there.
+ */
+export async function openPage(page: Page, url: string, policy: NetPolicy, timeoutMs: number): Promise<OpenedPage> {
+  await assertTargetAllowed(url, policy);
+  const hops: string[] = [];
+  const onRequest = (request: { url(): string; isNavigationRequest(): boolean; frame(): unknown }) => {
+    try {
+      if (request.isNavigationRequest() && request.frame() === page.mainFrame()) hops.push(request.url());
+    } catch {
+      // Requests without a frame (service workers) are not navigation hops.
+    }
+  };
+  page.on('request', onRequest);
+  const started = Date.now();
+  try {
+    const response = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: timeoutMs });
+    if (response?.headers()[BLOCKED_HEADER]) {
+      throw new SolverError('target_blocked', `navigation to ${url} was redirected to a refused address`);
+    }
+    const remaining = timeoutMs - (Date.now() - started);
+    if (remaining > 0) await page.waitForLoadState('load', { timeout: remaining }).catch(() => undefined);
+    return { finalUrl: page.url(), status: response?.status() ?? null };
+  } catch (error) {
+    if (error instanceof SolverError) throw error;
+    await throwIfAnyHopRefused(hops, policy);
+    throw navigationError(url, firstLine((error as Error).message ?? String(error)), timeoutMs);
+  } finally {
+    page.off('request', onRequest);
+  }
+}
+
+/** Chromium network errors that every other solver would hit too are not worth a retry. */
+const NAVIGATION_ERRORS: Array<[pattern: RegExp, type: SolverErrorType, explanation: string]> = [
+  [/net::ERR_NAME_NOT_RESOLVED/, 'host_not_found', 'the host does not resolve'],
+  [/net::ERR_HTTP_RESPONSE_CODE_FAILURE/, 'http_error', 'the server answered with an HTTP error status and an empty page'],
+  [/net::ERR_(CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT)/, 'tls_error', 'the TLS certificate or handshake was refused'],
+  [/net::ERR_BLOCKED_BY_CLIENT/, 'target_blocked', 'the target is refused by the network policy'],
+];
+
+function navigationError(url: string, message: string, timeoutMs: number): SolverError {
+  if (/Timeout \d+ms exceeded/i.test(message)) return new SolverError('timeout', `loading ${url} took longer than ${timeoutMs} ms`);
+  const known = NAVIGATION_ERRORS.find(([pattern]) => pattern.test(message));
+  if (known) return new SolverError(known[1], `could not load ${url}: ${known[2]} (${message.match(/net::ERR_[A-Z_]+/)?.[0]})`);
+  return new SolverError('navigation_failed', `could not load ${url}: ${message}`);
+}
+
+async function throwIfAnyHopRefused(hops: string[], policy: NetPolicy): Promise<void> {
+  if (policy.allowPrivateNetworks) return;
+  for (const hop of hops) {
+    try {
+      await assertTargetAllowed(hop, policy);
+    } catch (error) {
+      if (error instanceof SolverError && error.type === 'target_blocked') throw error;
+    }
+  }
+}

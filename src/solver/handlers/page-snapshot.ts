@@ -1,0 +1,78 @@
+import type { Locator, Page } from 'playwright-core';
+import { SnapshotBody, type SnapshotRequest } from '../../schemas/requests';
+import type { SnapshotResultData } from '../../schemas/frames';
+import { withTimeLimit } from '../abort';
+import { SolverError, firstLine, toSolverError } from '../errors';
+import { openPage, type BrowserPool } from '../browser/browser-pool';
+import { htmlToMarkdown } from '../html/markdown';
+import type { NetPolicy } from '../net-guard';
+import { DEFAULT_VIEWPORT } from './screenshot';
+import { parsePayload, type TaskHandler } from './types';
+
+export type PageSnapshotOptions = { pool: BrowserPool; policy: NetPolicy; timeoutMs: number; maxBytes: number };
+
+type SnapshotFormat = SnapshotResultData['snapshot_format'];
+
+/**
+ * A structured view of the rendered page: `aria` is Playwright's ARIA snapshot (YAML), `ai` the same
+ * with element references ([ref=e12]) for agents, and no mode gives markdown of the rendered DOM.
+ * `selector` narrows any of them to the first element it matches.
+ */
+export function createPageSnapshotHandler(options: PageSnapshotOptions): TaskHandler {
+  return async (payload, { signal }) => {
+    const request = parsePayload(SnapshotBody, payload);
+    const limit = withTimeLimit(signal, options.timeoutMs, `the snapshot of ${request.url} took longer than ${options.timeoutMs} ms`);
+    try {
+      return await options.pool.withPage(DEFAULT_VIEWPORT, limit.signal, async (page) => {
+        const { finalUrl } = await openPage(page, request.url, options.policy, options.timeoutMs);
+        const scope = request.selector ? await selectScope(page, request.selector) : null;
+        const format: SnapshotFormat = request.mode ?? 'markdown';
+        const snapshot = await takeSnapshot(page, scope, request, finalUrl);
+        return {
+          url: finalUrl,
+          snapshot: truncate(snapshot, options.maxBytes),
+          snapshot_format: format,
+          title: (await page.title()) || null,
+        } satisfies SnapshotResultData;
+      });
+    } catch (error) {
+      throw toSolverError(error, limit.signal);
+    } finally {
+      limit.dispose();
+    }
+  };
+}
+
+async function selectScope(page: Page, selector: string): Promise<Locator> {
+  const matches = page.locator(selector);
+  let count: number;
+  try {
+    count = await matches.count();
+  } catch (error) {
+    throw new SolverError('invalid_selector', `the selector ${JSON.stringify(selector)} is not valid: ${firstLine((error as Error).message)}`);
+  }
+  if (count === 0) throw new SolverError('selector_not_found', `no element matches the selector ${JSON.stringify(selector)}`);
+  return matches.first();
+}
+
+async function takeSnapshot(page: Page, scope: Locator | null, request: SnapshotRequest, finalUrl: string): Promise<string> {
+  switch (request.mode) {
+    case 'aria':
+      return scope ? scope.ariaSnapshot() : page.ariaSnapshot();
+    case 'ai':
+      return scope ? scope.ariaSnapshot({ mode: 'ai' }) : page.ariaSnapshot({ mode: 'ai' });
+    default: {
+      if (!scope) return htmlToMarkdown(await page.content(), finalUrl).markdown;
+      const html = await scope.evaluate((element) => (element as unknown as { outerHTML: string }).outerHTML);
+      return htmlToMarkdown(html, finalUrl, { mainContentOnly: false, titleHeading: false }).markdown;
+    }
+  }
+}
+
+/** Cuts at a byte budget (UTF-8) and says so, so a client never mistakes a cut snapshot for the whole page. */
+export function truncate(text: string, maxBytes: number): string {
+  const bytes = Buffer.byteLength(text);
+  if (bytes <= maxBytes) return text;
+  const cut = Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD$/, '');
+  return `${cut}\n\n[snapshot truncated: ${maxBytes} of ${bytes} bytes shown]`;
+}

@@ -1,0 +1,107 @@
+import crypto from 'node:crypto';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { createDb, type Db } from '../src/db/pool';
+import { getBalance } from '../src/db/ledger';
+import { FakeSolver, SAMPLE_RESULTS, waitFor } from './support/fake-solver';
+import { spawnNode, type NodeProcess } from './support/processes';
+import { ADMIN_KEY, api, registerAccount, testEndpoints } from './support/stack';
+
+/** Two API processes and a separate worker process on one Temporal and one PostgreSQL. */
+describe('a deployment of several processes', () => {
+  const endpoints = testEndpoints();
+  const env = {
+    DATABASE_URL: endpoints.databaseUrl,
+    TEMPORAL_ADDRESS: endpoints.temporalAddress,
+    // A queue of its own, so that no other test's worker takes these workflows.
+    TEMPORAL_TASK_QUEUE: `multi-${crypto.randomBytes(4).toString('hex')}`,
+    ADMIN_API_KEY: ADMIN_KEY,
+    HEARTBEAT_INTERVAL_MS: '1000',
+    ACCEPT_TIMEOUT_MS: '2000',
+    HOST: '127.0.0.1',
+    LOCAL_SOLVER: 'off',
+    WORKFLOW_BUNDLE_PATH: process.env.WORKFLOW_BUNDLE_PATH ?? '',
+  };
+  let apiA: NodeProcess;
+  let apiB: NodeProcess;
+  let worker: NodeProcess;
+  let db: Db;
+  const urlA = () => urlOf(apiA);
+  const urlB = () => urlOf(apiB);
+  const urlOf = (node: NodeProcess) => {
+    const line = node.output.join('').split('\n').find((entry) => entry.includes('api listening'));
+    return JSON.parse(line!).url as string;
+  };
+
+  beforeAll(async () => {
+    [apiA, apiB, worker] = await Promise.all([
+      spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-a-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/),
+      spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-b-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/),
+      spawnNode('worker', env, /temporal worker started/),
+    ]);
+    db = await createDb(endpoints.databaseUrl);
+  }, 120_000);
+
+  afterAll(async () => {
+    await Promise.all([apiA?.kill(), apiB?.kill(), worker?.kill()]);
+    await db?.end();
+  });
+
+  test('a solver connected to node A serves a client calling node B', async () => {
+    const solver = await FakeSolver.start(urlA(), { price: '2' });
+    const client = await registerAccount(urlB(), '50');
+    const fetched = await api(urlB(), 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/cross' } });
+    expect(fetched.status).toBe(200);
+    expect(fetched.json.content).toBe('# Hello');
+    const record = await api(urlA(), 'GET', `/v1/tasks/${fetched.json.task_id}`, { headers: client.auth });
+    expect(record.json).toMatchObject({ status: 'completed', solver_id: solver.solverId, price_points: '2' });
+    await solver.close();
+  });
+
+  test('the worker killed mid-task and restarted: the task finishes with one charge and one payout', async () => {
+    let release: (() => void) | undefined;
+    const solver = await FakeSolver.start(urlA(), {
+      price: '3',
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        release = () => self.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS[frame.task_type](frame.payload) });
+      },
+    });
+    const client = await registerAccount(urlB(), '50');
+    const created = await api(urlB(), 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/k' } } });
+    const taskId = created.json.task_id as string;
+    await waitFor(() => release !== undefined);
+    await worker.kill('SIGKILL');
+    release!();
+    worker = await spawnNode('worker', env, /temporal worker started/);
+    const done = await waitFor(async () => {
+      const response = await api(urlB(), 'GET', `/v1/tasks/${taskId}`, { headers: client.auth });
+      return response.json.status === 'completed' ? response.json : undefined;
+    }, 60_000);
+    expect(done.solver_id).toBe(solver.solverId);
+    const entries = await db.any(sql.type(z.object({ kind: z.string(), count: z.number() }))`
+      SELECT kind, count(*)::int AS count FROM ledger_entries WHERE hold_id = ${taskId} GROUP BY kind ORDER BY kind`);
+    expect(Object.fromEntries(entries.map((entry) => [entry.kind, entry.count]))).toEqual({ capture: 1, fee: 1, hold: 1, payout: 1, release: 1 });
+    expect(await getBalance(db, client.account_id)).toMatchObject({ available_points: '47', held_points: '0', lifetime_spent_points: '3' });
+    expect((await getBalance(db, solver.solverId))?.available_points).toBe('2.7');
+    await solver.close();
+  }, 120_000);
+
+  test('when the node holding a solver dies, its attempt is reassigned to a solver on another node', async () => {
+    const doomedNode = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-c-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
+    const stranded = await FakeSolver.start(urlOf(doomedNode), { price: '1', behaviour: 'accept_then_silent' });
+    const survivor = await FakeSolver.start(urlA(), { price: '2' });
+    const client = await registerAccount(urlB(), '50');
+    const created = await api(urlB(), 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/n' } } });
+    await waitFor(() => stranded.received.length === 1);
+    await doomedNode.kill('SIGKILL');
+    const done = await waitFor(async () => {
+      const response = await api(urlB(), 'GET', `/v1/tasks/${created.json.task_id}`, { headers: client.auth });
+      return ['completed', 'failed', 'timed_out'].includes(response.json.status) ? response.json : undefined;
+    }, 60_000);
+    expect(done.status).toBe('completed');
+    expect(done.solver_id).toBe(survivor.solverId);
+    expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'disconnected' });
+    await survivor.close();
+  }, 120_000);
+});

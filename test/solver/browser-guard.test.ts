@@ -1,0 +1,59 @@
+import { BrowserPool, openPage } from '../../src/solver/browser/browser-pool';
+import { SolverError } from '../../src/solver/errors';
+import { startFixtureServer, type FixtureServer } from './helpers/fixture-server';
+
+/**
+ * page.route does not see redirects, so Chromium's traffic goes through the guard proxy. Here the
+ * proxy refuses 127.0.0.2 (standing in for an internal network) while 127.0.0.1 plays the public web.
+ */
+const policy = { allowPrivateNetworks: true };
+const pool = new BrowserPool({
+  executablePath: '/usr/bin/chromium',
+  pages: 1,
+  policy,
+  timeoutMs: 15_000,
+  proxyResolver: async (host) => {
+    if (host === '127.0.0.2') throw new SolverError('target_blocked', 'refused to connect to 127.0.0.2: test internal network');
+    return host;
+  },
+});
+let publicSite: FixtureServer;
+let internalSite: FixtureServer;
+
+beforeAll(async () => {
+  publicSite = await startFixtureServer('127.0.0.1');
+  internalSite = await startFixtureServer('127.0.0.2');
+  await pool.start();
+});
+afterAll(async () => {
+  await pool.close();
+  await publicSite.close();
+  await internalSite.close();
+});
+
+test('allowed pages load through the guard proxy', async () => {
+  const opened = await pool.withPage({ width: 800, height: 600 }, new AbortController().signal, async (page) => {
+    const result = await openPage(page, `${publicSite.baseUrl}/article.html`, policy, 15_000);
+    return { ...result, title: await page.title() };
+  });
+  expect(opened).toMatchObject({ finalUrl: `${publicSite.baseUrl}/article.html`, status: 200, title: 'Fixture Article' });
+});
+
+test('a redirect to a refused host is blocked before it reaches that host', async () => {
+  const target = encodeURIComponent(`${internalSite.baseUrl}/article.html`);
+  const navigation = pool.withPage({ width: 800, height: 600 }, new AbortController().signal, (page) =>
+    openPage(page, `${publicSite.baseUrl}/redirect-to?target=${target}`, policy, 15_000),
+  );
+  await expect(navigation).rejects.toMatchObject({ type: 'target_blocked' });
+  expect(internalSite.requests).toEqual([]);
+});
+
+test('subresources on a refused host are never requested', async () => {
+  const title = await pool.withPage({ width: 800, height: 600 }, new AbortController().signal, async (page) => {
+    await openPage(page, `${publicSite.baseUrl}/embeds?target=${encodeURIComponent(internalSite.baseUrl)}`, policy, 15_000);
+    await page.waitForTimeout(300);
+    return page.title();
+  });
+  expect(title).toBe('Embeds');
+  expect(internalSite.requests).toEqual([]);
+});

@@ -1,0 +1,103 @@
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import zlib from 'node:zlib';
+import type { AddressInfo } from 'node:net';
+
+/** A stand-in for remote websites: fixture pages and edge cases served on 127.0.0.1. */
+
+const FIXTURES = path.join(__dirname, '..', 'fixtures');
+
+export type FixtureServer = { baseUrl: string; port: number; requests: string[]; close(): Promise<void> };
+
+const LATIN1_HTML = '<html><head><title>Caf\u00e9 cr\u00e8me</title></head><body><h1>Caf\u00e9 cr\u00e8me br\u00fbl\u00e9e</h1><p>D\u00e9j\u00e0 vu \u00e0 la fran\u00e7aise, na\u00efve.</p></body></html>';
+
+function send(res: http.ServerResponse, status: number, type: string, body: string | Buffer, headers: http.OutgoingHttpHeaders = {}) {
+  res.writeHead(status, { 'content-type': type, 'content-length': Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+function route(req: http.IncomingMessage, res: http.ServerResponse): void {
+  const url = new URL(req.url ?? '/', 'http://fixture');
+  const redirect = url.pathname.match(/^\/redirect\/(\d+)$/);
+  if (redirect) {
+    const left = Number(redirect[1]);
+    res.writeHead(302, { location: left > 1 ? `/redirect/${left - 1}` : '/article.html' });
+    res.end();
+    return;
+  }
+  switch (url.pathname) {
+    case '/latin1.html':
+      return send(res, 200, 'text/html; charset=ISO-8859-1', Buffer.from(LATIN1_HTML, 'latin1'));
+    case '/latin1-meta.html':
+      return send(res, 200, 'text/html', Buffer.from(LATIN1_HTML.replace('<head>', '<head><meta charset="iso-8859-1">'), 'latin1'));
+    case '/gzip.html': {
+      const body = zlib.gzipSync(fs.readFileSync(path.join(FIXTURES, 'article.html')));
+      return send(res, 200, 'text/html; charset=utf-8', body, { 'content-encoding': 'gzip' });
+    }
+    case '/big.html': {
+      const size = Number(url.searchParams.get('bytes') ?? 1024 * 1024);
+      res.writeHead(200, { 'content-type': 'text/html' });
+      res.end(`<html><body>${'x'.repeat(size)}</body></html>`);
+      return;
+    }
+    case '/notes.txt':
+      return send(res, 200, 'text/plain; charset=utf-8', 'Plain notes.\nSecond line with ünïcode.\n');
+    case '/data.json':
+      return send(res, 200, 'application/json', JSON.stringify({ hello: 'world' }));
+    case '/image.png':
+      return send(res, 200, 'image/png', Buffer.from([0x89, 0x50, 0x4e, 0x47, 0, 0, 0, 0]));
+    case '/missing':
+      return send(res, 404, 'text/html', '<html><head><title>Not here</title></head><body><h1>Page not found</h1></body></html>');
+    case '/empty-404':
+      res.writeHead(404).end();
+      return;
+    case '/loop':
+      res.writeHead(302, { location: '/loop' });
+      res.end();
+      return;
+    case '/redirect-to':
+      res.writeHead(302, { location: url.searchParams.get('target') ?? '/' });
+      res.end();
+      return;
+    case '/embeds': {
+      // A page whose subresources point at another host.
+      const target = url.searchParams.get('target') ?? '';
+      return send(res, 200, 'text/html', `<html><head><title>Embeds</title></head><body><h1>Embeds</h1><img src="${target}/pixel.png"><iframe src="${target}/frame.html"></iframe><script>fetch('${target}/beacon').catch(() => {});</script></body></html>`);
+    }
+    case '/hang':
+      // Never answers: lets tests abort a request in flight.
+      return;
+    default: {
+      const file = path.join(FIXTURES, path.normalize(url.pathname).replace(/^(\.\.[/\\])+/, ''));
+      if (url.pathname.endsWith('.html') && fs.existsSync(file)) return send(res, 200, 'text/html; charset=utf-8', fs.readFileSync(file));
+      if (url.pathname.startsWith('/images/')) return send(res, 200, 'image/png', Buffer.alloc(0));
+      return send(res, 404, 'text/plain', 'not found');
+    }
+  }
+}
+
+export async function startFixtureServer(host = '127.0.0.1'): Promise<FixtureServer> {
+  const requests: string[] = [];
+  const server = http.createServer((req, res) => {
+    requests.push(req.url ?? '');
+    route(req, res);
+  });
+  const sockets = new Set<import('node:net').Socket>();
+  server.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, host, resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://${host}:${port}`,
+    port,
+    requests,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}

@@ -1,0 +1,46 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '../..');
+const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
+
+export interface NodeProcess {
+  child: ChildProcess;
+  output: string[];
+  kill(signal?: NodeJS.Signals): Promise<void>;
+}
+
+/** Runs `npm run api` / `npm run worker` entry points as real separate processes and waits until they serve. */
+export async function spawnNode(entry: 'api' | 'worker', env: Record<string, string>, readyPattern: RegExp, timeoutMs = 60_000): Promise<NodeProcess> {
+  const child = spawn(TSX, [path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'info', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    // Its own process group: tsx runs node as a child, and a kill must reach both, as a crash would.
+    detached: true,
+  });
+  const output: string[] = [];
+  const kill = (signal: NodeJS.Signals = 'SIGTERM') =>
+    new Promise<void>((resolve) => {
+      if (child.exitCode !== null || child.signalCode !== null) return resolve();
+      child.once('exit', () => resolve());
+      process.kill(-child.pid!, signal);
+    });
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${entry} did not start in time:\n${output.join('')}`)), timeoutMs);
+    const onData = (chunk: Buffer) => {
+      output.push(chunk.toString());
+      if (readyPattern.test(chunk.toString())) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${entry} exited with ${code}:\n${output.join('')}`));
+    });
+  });
+  return { child, output, kill };
+}
