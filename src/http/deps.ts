@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
+import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import type { TaskService } from '../tasks/service';
@@ -13,4 +14,6 @@ export interface AppDeps {
   nodeId: string;
   strongModels: () => string[];
   tasks: TaskService;
+  /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas). */
+  bus: NotifyBus;
 }

@@ -7,6 +7,7 @@ import { nodeTaskQueue } from '../../workflows/contract';
 import type { Config } from '../config';
 import { readStrongModels } from '../config';
 import { migrate } from '../db/migrate';
+import { NotifyBus } from '../db/notify';
 import { createDb } from '../db/pool';
 import { heartbeatNode, pruneDeadNodes, removeNode } from '../db/solvers';
 import { SolverHub } from '../dispatch/hub';
@@ -54,6 +55,8 @@ export async function startApiNode(options: {
   }, NODE_HEARTBEAT_MS);
   await pruneDeadNodes(db);
 
+  const bus = new NotifyBus(options.databaseUrl, logger);
+  await bus.start();
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const hub = new SolverHub({ db, logger, nodeId, heartbeatIntervalMs: config.heartbeatIntervalMs });
   const workerConnection = await createWorkerConnection(options.temporalAddress);
@@ -69,7 +72,7 @@ export async function startApiNode(options: {
   workerRun.catch((error) => logger.error({ err: error }, 'node worker stopped with an error'));
 
   const tasks = new TaskService({ config, db, temporal, logger });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks };
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus };
   const app = createApp(deps);
   const server = http.createServer(app);
   attachSolverSockets(server, { db, hub, logger });
@@ -96,6 +99,7 @@ export async function startApiNode(options: {
       await workerRun.catch(() => undefined);
       await workerConnection.close();
       await removeNode(db, nodeId).catch(() => undefined);
+      await bus.close();
       await temporal.connection.close();
       await db.end();
     },

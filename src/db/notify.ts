@@ -1,0 +1,93 @@
+import pg from 'pg';
+import type { Logger } from '../logger';
+
+/**
+ * PostgreSQL LISTEN/NOTIFY between API nodes: one dedicated connection per node (the slonik pool
+ * hands connections out per query, which LISTEN cannot use), reconnected with back-off when it drops.
+ * Channels are plain identifiers; payloads are JSON (NOTIFY limits them to 8000 bytes).
+ */
+
+type Handler = (payload: unknown) => void;
+
+const CHANNEL = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export class NotifyBus {
+  private client: pg.Client | undefined;
+  private readonly handlers = new Map<string, Set<Handler>>();
+  private closed = false;
+  private reconnectDelayMs = 250;
+  private ready: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly databaseUrl: string,
+    private readonly logger: Logger,
+  ) {}
+
+  async start(): Promise<void> {
+    this.ready = this.connect();
+    await this.ready;
+  }
+
+  /** Subscribes to a channel; resolves once LISTEN is in effect on the current connection. */
+  async subscribe(channel: string, handler: Handler): Promise<() => Promise<void>> {
+    if (!CHANNEL.test(channel)) throw new Error(`invalid channel name "${channel}"`);
+    let set = this.handlers.get(channel);
+    if (!set) {
+      set = new Set();
+      this.handlers.set(channel, set);
+      await this.ready;
+      await this.client?.query(`LISTEN ${channel}`);
+    }
+    set.add(handler);
+    return async () => {
+      const current = this.handlers.get(channel);
+      current?.delete(handler);
+      if (current && current.size === 0) {
+        this.handlers.delete(channel);
+        await this.client?.query(`UNLISTEN ${channel}`).catch(() => undefined);
+      }
+    };
+  }
+
+  async publish(channel: string, payload: unknown): Promise<void> {
+    if (!CHANNEL.test(channel)) throw new Error(`invalid channel name "${channel}"`);
+    await this.ready;
+    if (!this.client) throw new Error('notification connection is down');
+    await this.client.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify(payload)]);
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    await this.client?.end().catch(() => undefined);
+    this.client = undefined;
+  }
+
+  private async connect(): Promise<void> {
+    const client = new pg.Client({ connectionString: this.databaseUrl });
+    client.on('notification', (message) => {
+      const handlers = this.handlers.get(message.channel);
+      if (!handlers) return;
+      let payload: unknown;
+      try {
+        payload = message.payload ? JSON.parse(message.payload) : undefined;
+      } catch {
+        return;
+      }
+      for (const handler of handlers) handler(payload);
+    });
+    client.on('error', (error) => this.logger.warn({ err: error }, 'notification connection error'));
+    client.on('end', () => {
+      if (this.closed || this.client !== client) return;
+      this.client = undefined;
+      const delay = this.reconnectDelayMs;
+      this.reconnectDelayMs = Math.min(delay * 2, 5000);
+      setTimeout(() => {
+        this.ready = this.connect().catch((error) => this.logger.error({ err: error }, 'notification reconnect failed'));
+      }, delay).unref();
+    });
+    await client.connect();
+    for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`);
+    this.client = client;
+    this.reconnectDelayMs = 250;
+  }
+}
