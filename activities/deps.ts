@@ -1,5 +1,6 @@
 import type { Config } from '../src/config';
 import type { Db } from '../src/db/pool';
+import type { ChatRelay } from '../src/chat/relay';
 import type { SolverHub } from '../src/dispatch/hub';
 import type { Logger } from '../src/logger';
 
@@ -11,4 +12,5 @@ export interface ActivityDeps {
 
 export interface NodeActivityDeps extends ActivityDeps {
   hub: SolverHub;
+  relay: ChatRelay;
 }

@@ -11,11 +11,13 @@ export interface DispatchInput {
   taskType: CapabilityTaskType;
   deadlineMs: number;
   acceptTimeoutMs: number;
+  /** Chat: where to stream the deltas (the node serving the client's HTTP request). */
+  stream?: { clientNodeId: string; completionId: string };
 }
 
 export type DispatchOutcome =
-  | { ok: true }
-  | { ok: false; outcome: AttemptOutcome; error: { type: string; message: string }; retryable: boolean };
+  | { ok: true; chunks: number }
+  | { ok: false; outcome: AttemptOutcome; error: { type: string; message: string }; retryable: boolean; chunks: number };
 
 // Heartbeats carry cancellation to the activity and let Temporal notice a dead node.
 const HEARTBEAT_EVERY_MS = 1000;
@@ -24,14 +26,26 @@ const HEARTBEAT_EVERY_MS = 1000;
  * Runs on the API node that holds the solver's socket (its own task queue). Sends the task, waits for
  * acceptance and the result, stores a valid result with the attempt, and reports the outcome.
  */
-export function createDispatchActivities({ db, hub }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, logger }: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<DispatchOutcome> {
       const context = Context.current();
       const heartbeat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+      let chunks = 0;
+      // Deltas are relayed in order; a failed relay is logged, and the client sees the gap at the end.
+      let relayed: Promise<void> = Promise.resolve();
+      const stream = input.stream;
+      const onChunk = stream
+        ? (delta: Record<string, unknown>) => {
+            const seq = chunks++;
+            relayed = relayed
+              .then(() => relay.forward(stream.clientNodeId, stream.completionId, { type: 'chunk', seq, delta }))
+              .catch((error) => logger.warn({ err: error, attempt_id: input.attemptId }, 'chat delta not relayed'));
+          }
+        : undefined;
       try {
         const task = await getTaskRow(db, input.taskId);
-        if (!task) return { ok: false, outcome: 'error', error: { type: 'task_not_found', message: 'The task no longer exists.' }, retryable: false };
+        if (!task) return { ok: false, outcome: 'error', error: { type: 'task_not_found', message: 'The task no longer exists.' }, retryable: false, chunks };
         const result = await hub.runAttempt({
           solverId: input.solverId,
           attemptId: input.attemptId,
@@ -41,15 +55,21 @@ export function createDispatchActivities({ db, hub }: NodeActivityDeps) {
           deadline: new Date(input.deadlineMs),
           acceptTimeoutMs: input.acceptTimeoutMs,
           signal: context.cancellationSignal,
+          onChunk,
         });
         if (!(await storeAttemptResult(db, input.attemptId, result))) {
-          return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its result arrived.' }, retryable: true };
+          return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its result arrived.' }, retryable: true, chunks };
         }
-        return { ok: true };
+        if (stream) {
+          await relayed;
+          const usage = (result.usage as Record<string, unknown> | undefined) ?? null;
+          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', chunks, finish_reason: (result.finish_reason as string | null) ?? null, usage });
+        }
+        return { ok: true, chunks };
       } catch (error) {
         if (error instanceof AttemptFailure) {
           if (error.outcome === 'cancelled' && context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;
-          return { ok: false, outcome: error.outcome, error: { type: error.errorType, message: error.message }, retryable: error.retryable };
+          return { ok: false, outcome: error.outcome, error: { type: error.errorType, message: error.message }, retryable: error.retryable, chunks };
         }
         throw error;
       } finally {

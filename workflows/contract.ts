@@ -11,7 +11,8 @@ export const DEFAULT_TASK_QUEUE = 'marketplace';
 export const nodeTaskQueue = (nodeId: string) => `node-${nodeId}`;
 
 export const taskWorkflowId = (taskId: string) => `task-${taskId}`;
-export const chatWorkflowId = (completionId: string) => `chat-${completionId}`;
+/** A chat completion's workflow id is its OpenAI-style completion id, so ops find what clients quote. */
+export const chatWorkflowId = (taskId: string) => `chatcmpl-${taskId.replace(/^chat_/, '')}`;
 
 export interface AdminCompletion {
   solverId: string;
@@ -34,6 +35,8 @@ export interface TaskWorkflowInput {
   acceptTimeoutMs: number;
   /** Set for chat: only strong-tier capabilities for these models are eligible. */
   strongModels?: string[];
+  /** Set for chat: deltas go to this node, which serves the client's stream. */
+  stream?: { clientNodeId: string; completionId: string };
 }
 
 export interface TaskWorkflowResult {

@@ -1,2 +1,2 @@
 export { smokeWorkflow } from './smoke';
-export { taskWorkflow } from './task';
+export { chatCompletionWorkflow, taskWorkflow } from './task';

@@ -37,6 +37,25 @@ const MAX_WAIT_MS = 2000;
  * disconnect, and settle (or release) the points hold exactly once. Admins may complete it by signal.
  */
 export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
+  try {
+    return await runTask(input);
+  } catch (error) {
+    if (!isCancellation(error)) throw error;
+    // Cancelled (a chat client went away): the attempt scope is cancelled with us, which tells the
+    // solver to stop; the hold is released whatever happens next.
+    await CancellationScope.nonCancellable(() =>
+      db.finishTaskWithoutResult({ taskId: input.taskId, status: 'failed', error: { type: 'client_cancelled', message: 'The client went away before the result.' } }),
+    );
+    throw error;
+  }
+}
+
+/** Chat completions run the same orchestration, restricted to strong-tier solvers, with a delta stream. */
+export async function chatCompletionWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
+  return taskWorkflow(input);
+}
+
+async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   const deadline = Date.now() + input.timeoutSeconds * 1000;
   let status: string = 'queued';
   let admin: AdminCompletion | undefined;
@@ -101,11 +120,15 @@ export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkfl
     const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), () => admin !== undefined);
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
-      const completed = await db.completeTask({ taskId: input.taskId, completion: { kind: 'attempt', attemptId: assignment.attemptId, pricePoints: assignment.pricePoints } });
+      const completed = await db.completeTask({ taskId: input.taskId, completion: { kind: 'attempt', attemptId: assignment.attemptId } });
       setStatus(completed.status);
       return { taskId: input.taskId, status: completed.status as TaskWorkflowResult['status'] };
     }
     await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
+    if (input.stream && outcome.chunks !== 0) {
+      // The client already holds part of this solver's answer; another solver cannot continue it.
+      return end('failed', { type: 'solver_failed', message: `The solver failed after streaming began: ${outcome.error.message}` });
+    }
     log.info('attempt failed; reassigning', { taskId: input.taskId, solverId: assignment.solverId, outcome: outcome.outcome });
     excluded.push(assignment.solverId);
     lastError = outcome.error;
@@ -142,6 +165,7 @@ async function runAttempt(
         taskType: input.taskType as CapabilityTaskType,
         deadlineMs: Date.now() + timeoutMs,
         acceptTimeoutMs: input.acceptTimeoutMs,
+        stream: input.stream,
       }),
     )
     .then(
@@ -149,7 +173,8 @@ async function runAttempt(
       (error): DispatchOutcome | 'superseded' => {
         if (isCancellation(error)) return 'superseded';
         // The node died, or never picked the attempt up: treat like a disconnected solver.
-        return { ok: false, outcome: 'disconnected', error: { type: 'node_unavailable', message: String(error?.cause?.message ?? error?.message ?? error) }, retryable: true };
+        // How many deltas reached the client is unknown then (-1): a chat stream cannot be safely resumed elsewhere.
+        return { ok: false, outcome: 'disconnected', error: { type: 'node_unavailable', message: String(error?.cause?.message ?? error?.message ?? error) }, retryable: true, chunks: -1 };
       },
     );
   const winner = await Promise.race([dispatched, condition(superseded).then(() => 'superseded' as const)]);

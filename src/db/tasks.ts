@@ -134,11 +134,9 @@ export async function reserveAttempt(
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   return db.transaction(async (tx) => {
     const existing = await tx.maybeOne(sql.type(CandidateRow)`
-      SELECT a.solver_id, a.node_id, a.model_name, trim_scale(a.price_points)::text AS min_price_points, c.billing_type,
-             trim_scale(c.marginal_cost)::text AS marginal_cost
-      FROM task_attempts a
-      LEFT JOIN solver_capabilities c ON c.solver_id = a.solver_id AND c.task_type = a.task_type AND c.model_name = a.model_name
-      WHERE a.attempt_id = ${attemptId}`);
+      SELECT solver_id, node_id, model_name, trim_scale(price_points)::text AS min_price_points, billing_type,
+             trim_scale(marginal_cost)::text AS marginal_cost
+      FROM task_attempts WHERE attempt_id = ${attemptId}`);
     if (existing) return { assignment: toAssignment(attemptId, existing) };
 
     const strongOnly = input.strongModels !== undefined;
@@ -170,9 +168,10 @@ export async function reserveAttempt(
         RETURNING solver_id`);
       if (reserved === null) continue;
       await tx.query(sql.unsafe`
-        INSERT INTO task_attempts (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points)
+        INSERT INTO task_attempts
+          (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost)
         VALUES (${attemptId}, ${input.taskId}, ${input.attemptNumber}, ${candidate.solver_id}, ${input.taskType}, ${candidate.model_name},
-                ${candidate.node_id}, ${candidate.min_price_points}::numeric)`);
+                ${candidate.node_id}, ${candidate.min_price_points}::numeric, ${candidate.billing_type}, ${candidate.marginal_cost}::numeric)`);
       await tx.query(sql.unsafe`
         UPDATE tasks SET status = 'assigned', solver_id = ${candidate.solver_id}, updated_at = now()
         WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned')`);
@@ -241,9 +240,7 @@ export async function closeAttempt(db: Db, input: { attemptId: string; outcome: 
   return db.transaction((tx) => closeAttemptIn(tx, input));
 }
 
-export type Completion =
-  | { kind: 'attempt'; attemptId: string; pricePoints: string }
-  | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
+export type Completion = { kind: 'attempt'; attemptId: string } | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
 
 /**
  * Completes a task once: settles its hold (charge, solver pay less fee, release of the rest) and
@@ -258,11 +255,20 @@ export async function completeTask(db: Db, input: { taskId: string; completion: 
     let price: string;
     let result: Record<string, unknown>;
     if (input.completion.kind === 'attempt') {
-      const attempt = await tx.one(sql.type(z.object({ solver_id: z.string(), result: z.record(z.any()).nullable() }))`
-        SELECT solver_id, result FROM task_attempts WHERE attempt_id = ${input.completion.attemptId}`);
+      // per_request: the matched price; per_token: min_price_points + marginal_cost × total_tokens / 1000
+      // (settle caps it at the hold). Exact NUMERIC arithmetic, from the usage the solver reported.
+      const attempt = await tx.one(sql.type(z.object({ solver_id: z.string(), result: z.record(z.any()).nullable(), price: z.string() }))`
+        SELECT solver_id, result,
+          CASE billing_type
+            WHEN 'per_token' THEN price_points + marginal_cost * COALESCE(
+              (result -> 'usage' ->> 'total_tokens')::numeric,
+              COALESCE((result -> 'usage' ->> 'prompt_tokens')::numeric, 0) + COALESCE((result -> 'usage' ->> 'completion_tokens')::numeric, 0)) / 1000
+            ELSE price_points
+          END::text AS price
+        FROM task_attempts WHERE attempt_id = ${input.completion.attemptId}`);
       if (!attempt.result) throw new Error(`attempt ${input.completion.attemptId} has no stored result`);
       solverId = attempt.solver_id;
-      price = input.completion.pricePoints;
+      price = attempt.price;
       result = attempt.result;
       await closeAttemptIn(tx, { attemptId: input.completion.attemptId, outcome: 'completed' });
     } else {

@@ -6,6 +6,7 @@ import { errorHandler, jsonBody, notFound, requestContext } from './middleware';
 import { openApiDocument } from './openapi';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
+import { chatRoutes } from './routes/chat';
 import { healthRoutes } from './routes/health';
 import { modelRoutes } from './routes/models';
 import { solverRoutes } from './routes/solver';
@@ -41,6 +42,7 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   app.use(adminRoutes(deps));
   app.use(taskRoutes(deps));
   app.use(solverRoutes(deps));
+  app.use(chatRoutes(deps));
   for (const router of extraRouters) app.use(router);
 
   app.use(notFound);

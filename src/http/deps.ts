@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
+import type { ChatRelay } from '../chat/relay';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
@@ -16,4 +17,5 @@ export interface AppDeps {
   tasks: TaskService;
   /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas). */
   bus: NotifyBus;
+  relay: ChatRelay;
 }

@@ -6,6 +6,7 @@ import { createNodeActivities } from '../../activities';
 import { nodeTaskQueue } from '../../workflows/contract';
 import type { Config } from '../config';
 import { readStrongModels } from '../config';
+import { ChatRelay } from '../chat/relay';
 import { migrate } from '../db/migrate';
 import { NotifyBus } from '../db/notify';
 import { createDb } from '../db/pool';
@@ -58,13 +59,15 @@ export async function startApiNode(options: {
   const bus = new NotifyBus(options.databaseUrl, logger);
   await bus.start();
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
+  const relay = new ChatRelay({ bus, nodeId, logger });
+  await relay.start();
   const hub = new SolverHub({ db, logger, nodeId, heartbeatIntervalMs: config.heartbeatIntervalMs });
   const workerConnection = await createWorkerConnection(options.temporalAddress);
   const worker = await Worker.create({
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, hub }),
+    activities: createNodeActivities({ config, db, logger, hub, relay }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once.
     maxConcurrentActivityTaskExecutions: 1000,
   });
@@ -72,7 +75,7 @@ export async function startApiNode(options: {
   workerRun.catch((error) => logger.error({ err: error }, 'node worker stopped with an error'));
 
   const tasks = new TaskService({ config, db, temporal, logger });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus };
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay };
   const app = createApp(deps);
   const server = http.createServer(app);
   attachSolverSockets(server, { db, hub, logger });

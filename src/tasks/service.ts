@@ -6,9 +6,10 @@ import { countOnlineSolvers } from '../db/solvers';
 import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type TaskRecord, type TaskRow } from '../db/tasks';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
-import type { WebTaskType } from '../schemas/domain';
+import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
 import {
   AccountIdAttribute,
+  chatWorkflowId,
   DEFAULT_TASK_QUEUE,
   TaskStatusAttribute,
   TaskTypeAttribute,
@@ -18,12 +19,16 @@ import {
 } from '../../workflows/contract';
 
 export interface CreateTaskInput {
+  /** Chosen by the caller when it must listen for the task's events before the task starts. */
+  taskId?: string;
   accountId: string;
-  taskType: WebTaskType;
+  taskType: WebTaskType | typeof CHAT_TASK_TYPE;
   payload: Record<string, unknown>;
   maxPricePoints?: string | null;
   timeoutSeconds?: number | null;
   idempotencyKey?: string;
+  /** Chat: eligible strong-tier models, and the node that streams the deltas to the client. */
+  chat?: { strongModels: string[]; clientNodeId: string };
 }
 
 /** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
@@ -32,18 +37,18 @@ export class TaskService {
 
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
   async create(input: CreateTaskInput): Promise<TaskRecord> {
-    const taskId = `task_${crypto.randomBytes(12).toString('hex')}`;
+    const taskId = input.taskId ?? `${input.chat ? 'chat' : 'task'}_${crypto.randomBytes(12).toString('hex')}`;
     const { task, created } = await createTaskWithHold(this.deps.db, {
       taskId,
       accountId: input.accountId,
       taskType: input.taskType,
       payload: input.payload,
-      maxPricePoints: input.maxPricePoints ?? this.deps.config.defaultWebTaskPricePoints,
+      maxPricePoints: input.maxPricePoints ?? (input.chat ? this.deps.config.defaultChatPricePoints : this.deps.config.defaultWebTaskPricePoints),
       timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
-      workflowId: taskWorkflowId(taskId),
+      workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       idempotencyKey: input.idempotencyKey,
     });
-    if (created) await this.startWorkflow(task);
+    if (created) await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) });
     return (await getTaskRecord(this.deps.db, task.task_id))!;
   }
 
@@ -51,18 +56,25 @@ export class TaskService {
    * Starts the workflow of a stored task. Idempotent (the workflow id is the task's), so the worker's
    * sweep can call it for tasks whose API node died between the insert and the start.
    */
-  async startWorkflow(task: TaskRow): Promise<void> {
+  async startWorkflow(task: TaskRow, chat?: { strongModels: string[]; clientNodeId: string; completionId: string }): Promise<void> {
+    if (task.task_type === CHAT_TASK_TYPE && !chat) {
+      // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
+      await finishTaskWithoutResult(this.deps.db, { taskId: task.task_id, status: 'failed', error: { type: 'client_cancelled', message: 'The request ended before the completion started.' } });
+      return;
+    }
     const input: TaskWorkflowInput = {
       taskId: task.task_id,
       taskType: task.task_type,
       maxPricePoints: task.max_price_points,
       timeoutSeconds: task.timeout_seconds,
       maxAttempts: this.deps.config.maxTaskAttempts,
-      attemptTimeoutSeconds: this.deps.config.attemptTimeoutSeconds,
+      // A generation may legitimately stream for as long as the whole completion is allowed to take.
+      attemptTimeoutSeconds: chat ? task.timeout_seconds : this.deps.config.attemptTimeoutSeconds,
       acceptTimeoutMs: this.deps.config.acceptTimeoutMs,
+      ...(chat ? { strongModels: chat.strongModels, stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId } } : {}),
     };
     try {
-      await this.deps.temporal.workflow.start('taskWorkflow', {
+      await this.deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
         taskQueue: this.deps.config.taskQueue ?? DEFAULT_TASK_QUEUE,
         workflowId: task.workflow_id,
         args: [input],

@@ -51,12 +51,15 @@ export class FakeSolver {
     public behaviour: Behaviour = 'ok',
   ) {}
 
-  static async start(url: string, options: { behaviour?: Behaviour; taskTypes?: string[]; price?: string; maxConcurrent?: number } = {}) {
+  static async start(
+    url: string,
+    options: { behaviour?: Behaviour; taskTypes?: string[]; price?: string; maxConcurrent?: number; capabilities?: Record<string, unknown>[] } = {},
+  ) {
     const solver = new FakeSolver(url, options.behaviour ?? 'ok');
     const account = await registerAccount(url);
     solver.solverId = account.account_id;
     solver.apiKey = account.api_key;
-    const capabilities = (options.taskTypes ?? ['proxy_fetch', 'web_search', 'screenshot', 'page_snapshot']).map((taskType) => ({
+    const capabilities = options.capabilities ?? (options.taskTypes ?? ['proxy_fetch', 'web_search', 'screenshot', 'page_snapshot']).map((taskType) => ({
       task_type: taskType,
       tier: 'standard',
       billing_type: 'per_request',

@@ -1,0 +1,96 @@
+/**
+ * OpenAI chat-completions wire format: stream chunks, and the assembly of deltas into one message for
+ * non-streaming responses (content concatenated, tool-call deltas merged by index).
+ */
+
+export interface CompletionMeta {
+  id: string;
+  created: number;
+  model: string;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+export function normalizeUsage(raw: Record<string, unknown> | null | undefined): Usage {
+  const prompt = Number(raw?.prompt_tokens ?? 0) || 0;
+  const completion = Number(raw?.completion_tokens ?? 0) || 0;
+  const total = Number(raw?.total_tokens ?? prompt + completion) || prompt + completion;
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total };
+}
+
+export function chunk(meta: CompletionMeta, delta: Record<string, unknown>, finishReason: string | null = null, includeUsage = false) {
+  return {
+    id: meta.id,
+    object: 'chat.completion.chunk',
+    created: meta.created,
+    model: meta.model,
+    system_fingerprint: null,
+    choices: [{ index: 0, delta, logprobs: null, finish_reason: finishReason }],
+    ...(includeUsage ? { usage: null } : {}),
+  };
+}
+
+export function usageChunk(meta: CompletionMeta, usage: Usage) {
+  return { id: meta.id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, system_fingerprint: null, choices: [], usage };
+}
+
+interface ToolCall {
+  id?: string;
+  type?: string;
+  function: { name: string; arguments: string };
+}
+
+/** Accumulates streamed deltas into the assistant message a non-streaming response returns. */
+export class MessageAssembler {
+  private content = '';
+  private sawContent = false;
+  private refusal: string | null = null;
+  private readonly toolCalls = new Map<number, ToolCall>();
+
+  add(delta: Record<string, any>) {
+    if (typeof delta.content === 'string') {
+      this.content += delta.content;
+      this.sawContent = true;
+    }
+    if (typeof delta.refusal === 'string') this.refusal = (this.refusal ?? '') + delta.refusal;
+    if (Array.isArray(delta.tool_calls)) {
+      for (const part of delta.tool_calls) {
+        const index = Number(part.index ?? 0);
+        const call = this.toolCalls.get(index) ?? { function: { name: '', arguments: '' } };
+        if (part.id) call.id = part.id;
+        if (part.type) call.type = part.type;
+        if (part.function?.name) call.function.name += part.function.name;
+        if (typeof part.function?.arguments === 'string') call.function.arguments += part.function.arguments;
+        this.toolCalls.set(index, call);
+      }
+    }
+  }
+
+  message() {
+    const toolCalls = [...this.toolCalls.entries()]
+      .sort(([a], [b]) => a - b)
+      .map(([, call]) => ({ id: call.id ?? '', type: call.type ?? 'function', function: call.function }));
+    return {
+      role: 'assistant' as const,
+      content: this.sawContent || toolCalls.length === 0 ? this.content : null,
+      refusal: this.refusal,
+      ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
+    };
+  }
+}
+
+export function completionBody(meta: CompletionMeta, message: ReturnType<MessageAssembler['message']>, finishReason: string | null, usage: Usage) {
+  return {
+    id: meta.id,
+    object: 'chat.completion',
+    created: meta.created,
+    model: meta.model,
+    system_fingerprint: null,
+    choices: [{ index: 0, message, logprobs: null, finish_reason: finishReason ?? 'stop' }],
+    usage,
+  };
+}

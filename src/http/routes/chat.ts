@@ -1,0 +1,138 @@
+import crypto from 'node:crypto';
+import { Router, type Request, type Response } from 'express';
+import { chunk, completionBody, MessageAssembler, normalizeUsage, usageChunk, type CompletionMeta } from '../../chat/openai-format';
+import type { RelayEvent } from '../../chat/relay';
+import { countOnlineSolvers } from '../../db/solvers';
+import { ApiError } from '../../errors';
+import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
+import { ChatCompletionBody, type ChatCompletionRequest } from '../../schemas/requests';
+import type { TaskWorkflowResult } from '../../../workflows/contract';
+import { chatWorkflowId } from '../../../workflows/contract';
+import { accountOf, requireAccount } from '../auth';
+import type { AppDeps } from '../deps';
+import { validateBody } from '../validation';
+
+export const TRUST_MODES = ['standard', 'strict'] as const;
+
+// After the solver's final result, its last deltas may still be in flight on the relay.
+const END_GRACE_MS = 10_000;
+
+function trustModeOf(req: Request): (typeof TRUST_MODES)[number] {
+  const raw = req.header('x-service-trust-mode');
+  if (raw === undefined || raw.trim() === '') return 'standard';
+  const mode = raw.trim().toLowerCase();
+  if (!(TRUST_MODES as readonly string[]).includes(mode)) {
+    throw new ApiError('invalid_trust_mode', `X-Service-Trust-Mode must be "standard" or "strict", got "${raw}".`);
+  }
+  return mode as (typeof TRUST_MODES)[number];
+}
+
+/** Receives one completion's relay events; resolves `ended` when the solver's final result has been relayed. */
+function relayListener(deps: AppDeps, completionId: string, onDelta: (delta: Record<string, unknown>) => void) {
+  let resolveEnd!: (event: Extract<RelayEvent, { type: 'end' }>) => void;
+  const ended = new Promise<Extract<RelayEvent, { type: 'end' }>>((resolve) => {
+    resolveEnd = resolve;
+  });
+  const stop = deps.relay.listen(completionId, (event) => {
+    if (event.type === 'chunk') onDelta(event.delta);
+    else if (event.type === 'end') resolveEnd(event);
+  });
+  return { ended, stop };
+}
+
+const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T | null> =>
+  Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms).unref())]);
+
+function failureOf(verdict: TaskWorkflowResult | null): ApiError {
+  if (!verdict || verdict.status === 'timed_out') return new ApiError('task_timeout', 'The completion did not finish in time.');
+  return new ApiError('solver_failed', verdict.error?.message ?? 'The completion failed.');
+}
+
+export function chatRoutes(deps: AppDeps): Router {
+  const router = Router();
+  const auth = requireAccount(deps.db);
+
+  const handler = async (req: Request, res: Response) => {
+    const body = req.body as ChatCompletionRequest & Record<string, unknown>;
+    trustModeOf(req);
+    if (!MODEL_ALIASES[body.model]) {
+      throw new ApiError('model_not_found', `No model "${body.model}". Use "${PUBLIC_MODEL_ID}" (alias "strong").`);
+    }
+    const strongModels = deps.strongModels();
+    if ((await countOnlineSolvers(deps.db, CHAT_TASK_TYPE, { strongModels })) === 0) {
+      throw new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.');
+    }
+    const { stream, stream_options: streamOptions, ...rest } = body as ChatCompletionRequest & { stream_options?: { include_usage?: boolean } };
+    const payload = { ...rest, model: PUBLIC_MODEL_ID };
+    const taskId = `chat_${crypto.randomBytes(12).toString('hex')}`;
+    const meta: CompletionMeta = { id: chatWorkflowId(taskId), created: Math.floor(Date.now() / 1000), model: PUBLIC_MODEL_ID };
+    const includeUsage = Boolean(streamOptions?.include_usage);
+
+    const assembler = new MessageAssembler();
+    let streamed = 0;
+    const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
+    const listener = relayListener(deps, meta.id, (delta) => {
+      if (!stream) return assembler.add(delta);
+      send(chunk(meta, streamed === 0 ? { role: 'assistant', ...delta } : delta, null, includeUsage));
+      streamed += 1;
+    });
+    let finished = false;
+    let keepAlive: NodeJS.Timeout | undefined;
+    try {
+      const task = await deps.tasks.create({
+        taskId,
+        accountId: accountOf(res).account_id,
+        taskType: CHAT_TASK_TYPE,
+        payload,
+        timeoutSeconds: deps.config.chatTimeoutSeconds,
+        chat: { strongModels, clientNodeId: deps.nodeId },
+      });
+      const handle = deps.temporal.workflow.getHandle(task.workflow_id);
+      // A client that goes away cancels the workflow, which cancels the solver's attempt.
+      res.on('close', () => {
+        if (!finished) handle.cancel().catch(() => undefined);
+      });
+      if (stream) {
+        res.status(200).set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
+        res.flushHeaders();
+        keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
+      }
+      const verdict = (await handle.result().catch(() => null)) as TaskWorkflowResult | null;
+      const end = verdict?.status === 'completed' ? await withTimeout(listener.ended, END_GRACE_MS) : null;
+      finished = true;
+      if (!end) {
+        const failure = verdict?.status === 'completed' ? new ApiError('solver_failed', 'The completion stream was interrupted.') : failureOf(verdict);
+        if (!stream) throw failure;
+        send(failure.toBody());
+        res.end();
+        return;
+      }
+      const usage = normalizeUsage(end.usage);
+      if (!stream) {
+        res.json(completionBody(meta, assembler.message(), end.finish_reason, usage));
+        return;
+      }
+      if (streamed === 0) send(chunk(meta, { role: 'assistant', content: '' }, null, includeUsage));
+      send(chunk(meta, {}, end.finish_reason ?? 'stop', includeUsage));
+      if (includeUsage) send(usageChunk(meta, usage));
+      res.write('data: [DONE]\n\n');
+      res.end();
+    } catch (error) {
+      if (!res.headersSent) throw error;
+      // The stream has begun: report the failure in-band rather than cutting the stream silently.
+      const failure = error instanceof ApiError ? error : new ApiError('internal_error', 'The completion failed on our side; retry.');
+      if (!(error instanceof ApiError)) res.locals.log.error({ err: error }, 'chat stream failed');
+      send(failure.toBody());
+      res.end();
+    } finally {
+      finished = true;
+      clearInterval(keepAlive);
+      listener.stop();
+    }
+  };
+
+  router.post('/v1/chat/completions', auth, validateBody(ChatCompletionBody), handler);
+  // Temporary alias during the migration window; same behaviour.
+  router.post('/v1/inference/chat/completions', auth, validateBody(ChatCompletionBody), handler);
+  return router;
+}

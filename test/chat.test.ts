@@ -1,0 +1,278 @@
+import OpenAI from 'openai';
+import { getBalance } from '../src/db/ledger';
+import { FakeSolver, waitFor, type TaskFrame } from './support/fake-solver';
+import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
+
+const strongChat = (options: { billing?: 'per_token' | 'per_request'; min?: string; marginal?: string; model?: string } = {}) => [
+  {
+    task_type: 'chat_completion',
+    tier: 'strong',
+    billing_type: options.billing ?? 'per_token',
+    fulfillment_path: 'provider_api',
+    provider_name: 'fake',
+    model_name: options.model ?? 'gpt-4o',
+    marginal_cost: options.marginal ?? '2',
+    min_price_points: options.min ?? '1',
+    max_concurrent: 4,
+  },
+];
+
+/** A scripted strong-tier chat solver: streams `words` as deltas, then reports usage. */
+function talker(words: string[], usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }) {
+  return (frame: TaskFrame, self: FakeSolver) => {
+    self.send({ type: 'accept', attempt_id: frame.attempt_id });
+    words.forEach((word) => self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: word } }));
+    self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage } });
+  };
+}
+
+describe('chat completions', () => {
+  let stack: TestStack;
+  let solvers: FakeSolver[] = [];
+  const solver = async (behaviour: FakeSolver['behaviour'], capabilities = strongChat()) => {
+    const started = await FakeSolver.start(stack.url, { behaviour, capabilities });
+    solvers.push(started);
+    return started;
+  };
+  const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 });
+
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '1000', HEARTBEAT_INTERVAL_MS: '1000', PLATFORM_FEE_PERCENT: '10', SSE_KEEPALIVE_MS: '200' } });
+  });
+  afterEach(async () => {
+    await Promise.all(solvers.map((s) => s.close()));
+    solvers = [];
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+
+  test('no strong solver online: 402 no_strong_solver_available surfaces as an SDK error with status 402', async () => {
+    const client = await registerAccount(stack.url, '500');
+    await solver('ok', strongChat({ model: 'gpt-4o' }).map((capability) => ({ ...capability, tier: 'standard' })));
+    const error = await openai(client.api_key).chat.completions.create({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    expect(error.status).toBe(402);
+    expect(error.error).toMatchObject({ type: 'no_strong_solver_available' });
+  });
+
+  test('non-streaming: the deltas are assembled into one chat.completion, settled per token exactly', async () => {
+    const worker = await solver(talker(['Hello', ', ', 'world']));
+    const client = await registerAccount(stack.url, '500');
+    const completion = await openai(client.api_key).chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: 'hi' }], temperature: 0.5 });
+    expect(completion).toMatchObject({
+      object: 'chat.completion',
+      model: 'service/strong',
+      choices: [{ index: 0, message: { role: 'assistant', content: 'Hello, world' }, finish_reason: 'stop' }],
+      usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 },
+    });
+    expect(completion.id).toMatch(/^chatcmpl-/);
+    // per_token: 1 + 2 × 15 / 1000 = 1.03 charged; the solver earns 90 %.
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '498.97', held_points: '0', lifetime_spent_points: '1.03' });
+    expect((await getBalance(stack.db, worker.solverId))?.available_points).toBe('0.927');
+    expect(worker.received[0].payload).toMatchObject({ temperature: 0.5, messages: [{ role: 'user', content: 'hi' }] });
+  });
+
+  test('per_request billing charges min_price_points', async () => {
+    await solver(talker(['ok'], { prompt_tokens: 1000, completion_tokens: 1000, total_tokens: 2000 }), strongChat({ billing: 'per_request', min: '7' }));
+    const client = await registerAccount(stack.url, '500');
+    await openai(client.api_key).chat.completions.create({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }] });
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '493', held_points: '0', lifetime_spent_points: '7' });
+  });
+
+  test('streaming: one id and created, role first, finish_reason last, a usage chunk with no choices, then [DONE]', async () => {
+    await solver(talker(['a', 'b', 'c']));
+    const client = await registerAccount(stack.url, '500');
+    const stream = await openai(client.api_key).chat.completions.create({
+      model: 'service/strong',
+      messages: [{ role: 'user', content: 'hi' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    const chunks: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+    for await (const part of stream) chunks.push(part);
+    expect(new Set(chunks.map((part) => part.id)).size).toBe(1);
+    expect(new Set(chunks.map((part) => part.created)).size).toBe(1);
+    expect(chunks.every((part) => part.object === 'chat.completion.chunk')).toBe(true);
+    expect(chunks[0].choices[0].delta.role).toBe('assistant');
+    const content = chunks.flatMap((part) => part.choices.map((choice) => choice.delta.content ?? '')).join('');
+    expect(content).toBe('abc');
+    const last = chunks[chunks.length - 1];
+    expect(last.choices).toEqual([]);
+    expect(last.usage).toEqual({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
+    expect(chunks[chunks.length - 2].choices[0].finish_reason).toBe('stop');
+    const raw = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...client.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'strong', messages: [{ role: 'user', content: 'x' }], stream: true }),
+    });
+    expect(raw.headers.get('content-type')).toMatch(/text\/event-stream/);
+    expect((await raw.text()).trim().endsWith('data: [DONE]')).toBe(true);
+  });
+
+  test('tool calls: deltas merged by index into the message, and passed through to the solver', async () => {
+    const worker = await solver((frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      const deltas = [
+        { tool_calls: [{ index: 0, id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '' } }] },
+        { tool_calls: [{ index: 0, function: { arguments: '{"city":' } }] },
+        { tool_calls: [{ index: 1, id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '{}' } }] },
+        { tool_calls: [{ index: 0, function: { arguments: '"Paris"}' } }] },
+      ];
+      for (const delta of deltas) self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta });
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'tool_calls', usage: { prompt_tokens: 3, completion_tokens: 4 } } });
+    });
+    const client = await registerAccount(stack.url, '500');
+    const tools = [{ type: 'function' as const, function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+    const completion = await openai(client.api_key).chat.completions.create({
+      model: 'service/strong',
+      messages: [{ role: 'user', content: 'weather?' }],
+      tools,
+      tool_choice: 'auto',
+      parallel_tool_calls: true,
+      // Unknown fields pass through to the solver.
+      ...({ seed: 7 } as object),
+    });
+    expect(completion.choices[0].finish_reason).toBe('tool_calls');
+    expect(completion.choices[0].message.tool_calls).toEqual([
+      { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+      { id: 'call_2', type: 'function', function: { name: 'get_time', arguments: '{}' } },
+    ]);
+    expect(worker.received[0].payload).toMatchObject({ tools, tool_choice: 'auto', parallel_tool_calls: true, seed: 7 });
+    expect(worker.received[0].payload.stream).toBeUndefined();
+  });
+
+  test('a solver dropping before its first token is replaced by another strong solver', async () => {
+    const dropper = await solver((frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      setTimeout(() => self.socket.terminate(), 20);
+    }, strongChat({ min: '1' }));
+    const backup = await solver(talker(['saved']), strongChat({ min: '2' }));
+    const client = await registerAccount(stack.url, '500');
+    const completion = await openai(client.api_key).chat.completions.create({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }] });
+    expect(completion.choices[0].message.content).toBe('saved');
+    expect(dropper.received).toHaveLength(1);
+    expect(backup.received).toHaveLength(1);
+    expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('2.03');
+  });
+
+  test('a solver dropping after its first token ends the stream with an error event and releases the hold', async () => {
+    await solver((frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'partial' } });
+      setTimeout(() => self.socket.terminate(), 50);
+    }, strongChat({ min: '1' }));
+    const spare = await solver(talker(['never']), strongChat({ min: '2' }));
+    const client = await registerAccount(stack.url, '500');
+    const response = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...client.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    const text = await response.text();
+    const events = text.split('\n\n').filter((line) => line.startsWith('data: ')).map((line) => line.slice(6));
+    expect(JSON.parse(events[0]).choices[0].delta).toEqual({ role: 'assistant', content: 'partial' });
+    expect(JSON.parse(events[events.length - 1]).error).toMatchObject({ type: 'solver_failed' });
+    expect(text).not.toContain('[DONE]');
+    expect(spare.received).toHaveLength(0);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '500', held_points: '0', lifetime_spent_points: '0' });
+  });
+
+  test('keep-alive comments flow while the completion waits', async () => {
+    await solver((frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      setTimeout(() => talker(['late'])(frame, self), 700);
+    });
+    const client = await registerAccount(stack.url, '500');
+    const response = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...client.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    const text = await response.text();
+    expect(text).toContain(': keep-alive');
+    expect(text).toContain('"late"');
+  });
+
+  test('the client disconnecting cancels the workflow, tells the solver to stop, and releases the hold', async () => {
+    const worker = await solver((frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'thinking' } });
+    });
+    const client = await registerAccount(stack.url, '500');
+    const controller = new AbortController();
+    const response = await fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...client.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    await reader.read();
+    controller.abort();
+    await waitFor(() => worker.cancels.length === 1);
+    expect(worker.cancels[0].attempt_id).toBe(worker.received[0].attempt_id);
+    await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
+    expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('500');
+  });
+
+  test('X-Service-Trust-Mode accepts standard and strict; anything else is 400 invalid_trust_mode', async () => {
+    await solver(talker(['ok']));
+    const client = await registerAccount(stack.url, '500');
+    const call = (mode: string) =>
+      api(stack.url, 'POST', '/v1/chat/completions', { headers: { ...client.auth, 'X-Service-Trust-Mode': mode }, body: { model: 'service/strong', messages: [{ role: 'user', content: 'hi' }] } });
+    expect((await call('standard')).status).toBe(200);
+    expect((await call('strict')).status).toBe(200);
+    const refused = await call('paranoid');
+    expect(refused.status).toBe(400);
+    expect(refused.json.error.type).toBe('invalid_trust_mode');
+  });
+
+  test('the alias route behaves the same; unknown models are 404; validation is 422', async () => {
+    await solver(talker(['alias']));
+    const client = await registerAccount(stack.url, '500');
+    const aliased = await api(stack.url, 'POST', '/v1/inference/chat/completions', { headers: client.auth, body: { model: 'strong', messages: [{ role: 'user', content: 'hi' }] } });
+    expect(aliased.json.choices[0].message.content).toBe('alias');
+    const unknown = await api(stack.url, 'POST', '/v1/chat/completions', { headers: client.auth, body: { model: 'gpt-2', messages: [{ role: 'user', content: 'hi' }] } });
+    expect(unknown.status).toBe(404);
+    expect(unknown.json.error.type).toBe('model_not_found');
+    const invalid = await api(stack.url, 'POST', '/v1/chat/completions', { headers: client.auth, body: { model: 'strong', messages: [], temperature: 3 } });
+    expect(invalid.status).toBe(422);
+    expect(invalid.json.detail.map((d: { type: string }) => d.type).sort()).toEqual(['less_than_equal', 'too_short']);
+  });
+
+  test('only strong-tier solvers for allowlisted models ever receive chat', async () => {
+    const weak = await FakeSolver.start(stack.url, { behaviour: talker(['weak']), capabilities: strongChat({ min: '0' }).map((c) => ({ ...c, tier: 'standard', model_name: 'tiny' })) });
+    solvers.push(weak);
+    await solver(talker(['strong']), strongChat({ min: '5' }));
+    const client = await registerAccount(stack.url, '500');
+    const completion = await openai(client.api_key).chat.completions.create({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }] });
+    expect(completion.choices[0].message.content).toBe('strong');
+    expect(weak.received).toHaveLength(0);
+  });
+});
+
+describe('chat across API nodes', () => {
+  let stack: TestStack;
+  beforeAll(async () => {
+    stack = await startTestStack({ apiNodes: 2, env: { ACCEPT_TIMEOUT_MS: '1000', HEARTBEAT_INTERVAL_MS: '1000' } });
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+
+  test('deltas from a solver on node A reach a streaming client on node B in order', async () => {
+    const words = Array.from({ length: 50 }, (_, i) => `w${i} `);
+    const worker = await FakeSolver.start(stack.api[0].url, { behaviour: talker(words), capabilities: strongChat() });
+    const client = await registerAccount(stack.api[1].url, '500');
+    const stream = await new OpenAI({ apiKey: client.api_key, baseURL: `${stack.api[1].url}/v1`, maxRetries: 0 }).chat.completions.create({
+      model: 'service/strong',
+      messages: [{ role: 'user', content: 'count' }],
+      stream: true,
+    });
+    let text = '';
+    for await (const part of stream) text += part.choices[0]?.delta.content ?? '';
+    expect(text).toBe(words.join(''));
+    await worker.close();
+  });
+});
