@@ -1,0 +1,64 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+
+const ROOT = path.resolve(__dirname, '../..');
+
+export interface Service {
+  child: ChildProcess;
+  output: string[];
+  stop(): Promise<void>;
+  rssMb(): number;
+}
+
+/** Starts `src/bin/<entry>.ts` as its own node process (tsx loaded in-process, so the pid is the server's). */
+export async function startService(entry: 'api' | 'worker', env: Record<string, string>, ready: RegExp | (() => Promise<boolean>)): Promise<Service> {
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
+    cwd: ROOT,
+    env: { ...process.env, LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const output: string[] = [];
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${entry} did not start:\n${output.join('')}`)), 90_000);
+    const onData = (chunk: Buffer) => {
+      output.push(chunk.toString());
+      if (output.length > 200) output.shift();
+      if (ready instanceof RegExp && ready.test(chunk.toString())) {
+        clearTimeout(timer);
+        resolve();
+      }
+    };
+    if (typeof ready === 'function') {
+      const poll = async () => {
+        if (await ready().catch(() => false)) {
+          clearTimeout(timer);
+          resolve();
+        } else if (child.exitCode === null) setTimeout(poll, 200);
+      };
+      void poll();
+    }
+    child.stdout?.on('data', onData);
+    child.stderr?.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${entry} exited (${code}):\n${output.join('')}`)));
+  });
+  return {
+    child,
+    output,
+    rssMb: () => {
+      const status = fs.readFileSync(`/proc/${child.pid}/status`, 'utf8');
+      const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
+      return Math.round(kb / 102.4) / 10;
+    },
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        const timer = setTimeout(() => child.kill('SIGKILL'), 10_000);
+        child.once('exit', () => {
+          clearTimeout(timer);
+          resolve();
+        });
+        child.kill('SIGTERM');
+      }),
+  };
+}

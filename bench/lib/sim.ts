@@ -1,0 +1,101 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import WebSocket from 'ws';
+
+/** Simulated participants for the benchmark: HTTP helpers, instant WebSocket solvers, a fake OpenAI upstream. */
+
+export async function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  const response = await fetch(`${base}${path}`, {
+    method,
+    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const text = await response.text();
+  if (response.status >= 400) throw new Error(`${method} ${path} → ${response.status} ${text.slice(0, 300)}`);
+  return text ? JSON.parse(text) : undefined;
+}
+
+export async function register(base: string) {
+  const account = (await call(base, 'POST', '/v1/register')) as { account_id: string; api_key: string };
+  return { ...account, auth: { Authorization: `Bearer ${account.api_key}` } };
+}
+
+export interface TaskFrame {
+  type: 'task';
+  attempt_id: string;
+  task_id: string;
+  task_type: string;
+  payload: Record<string, any>;
+}
+
+export class SimSolver {
+  socket!: WebSocket;
+  constructor(
+    readonly apiKey: string,
+    readonly solverId: string,
+  ) {}
+
+  static async connect(base: string, account: { api_key: string; account_id: string }, onTask?: (frame: TaskFrame, solver: SimSolver) => void) {
+    const solver = new SimSolver(account.api_key, account.account_id);
+    solver.socket = new WebSocket(`${base.replace(/^http/, 'ws')}/v1/solver/connect`, { headers: { Authorization: `Bearer ${account.api_key}` }, perMessageDeflate: false });
+    await new Promise<void>((resolve, reject) => {
+      solver.socket.once('error', reject);
+      solver.socket.on('message', (data) => {
+        const frame = JSON.parse(data.toString());
+        if (frame.type === 'welcome') resolve();
+        else if (frame.type === 'task') onTask?.(frame, solver);
+      });
+    });
+    return solver;
+  }
+
+  send(frame: object) {
+    this.socket.send(JSON.stringify(frame));
+  }
+
+  close() {
+    this.socket.terminate();
+  }
+}
+
+export const FETCH_RESULT = (url: string) => ({ url, final_url: url, status_code: 200, content_type: 'markdown', content: '# Benchmark page\n\nHello.', title: 'Benchmark page' });
+
+/** A fake OpenAI-compatible upstream that streams `chunks` deltas as fast as it can. */
+export async function startFakeUpstream(chunks: number) {
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (part) => (body += part));
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const base = { id: 'up-1', object: 'chat.completion.chunk', created: 0, model: 'gpt-4o' };
+      for (let i = 0; i < chunks; i++) {
+        res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { content: `t${i} ` }, finish_reason: null }] })}\n\n`);
+      }
+      res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`);
+      res.write(`data: ${JSON.stringify({ ...base, choices: [], usage: { prompt_tokens: 10, completion_tokens: chunks, total_tokens: 10 + chunks } })}\n\n`);
+      res.end('data: [DONE]\n\n');
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
+  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
+
+/** Reads an SSE response, calling `onData` with each `data:` payload and its arrival time. */
+export async function readSse(response: Response, onData: (data: string, at: number) => void) {
+  const reader = response.body!.getReader();
+  const decoder = new TextDecoder();
+  let buffer = '';
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    const at = performance.now();
+    buffer += decoder.decode(value, { stream: true });
+    let boundary: number;
+    while ((boundary = buffer.indexOf('\n\n')) >= 0) {
+      const event = buffer.slice(0, boundary);
+      buffer = buffer.slice(boundary + 2);
+      for (const line of event.split('\n')) if (line.startsWith('data: ')) onData(line.slice(6), at);
+    }
+  }
+}

@@ -1,0 +1,306 @@
+import crypto from 'node:crypto';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { loadConfig } from '../src/config';
+import { createDb } from '../src/db/pool';
+import { pickPort } from '../src/embedded/ports';
+import { createLogger } from '../src/logger';
+import { startInfrastructure } from '../src/runtime/infrastructure';
+import { createTemporalClient } from '../src/temporal/connection';
+import { startService, type Service } from './lib/processes';
+import { call, FETCH_RESULT, readSse, register, SimSolver, startFakeUpstream, type TaskFrame } from './lib/sim';
+import { load, sleep, summarize, type Summary } from './lib/stats';
+
+/**
+ * `npm run bench`: the marketplace against Temporal's own ceiling and a direct model upstream, on one
+ * machine with the embedded defaults (or DATABASE_URL / TEMPORAL_ADDRESS). The API and the worker run
+ * as their own processes; simulated solvers and clients run here, so they do not share the API's CPU.
+ * Prints a table and writes bench-results.json. `--quick` takes a quarter of the samples.
+ */
+
+const quick = process.argv.includes('--quick');
+const skipSolver = process.argv.includes('--skip-solver');
+const scale = (n: number) => (quick ? Math.max(20, Math.round(n / 4)) : n);
+const ADMIN_KEY = 'bench-admin-key';
+const CHAT_CHUNKS = 50;
+
+interface Row {
+  figure: string;
+  concurrency?: number;
+  latency?: Summary;
+  perSecond?: number;
+  extra?: Record<string, unknown>;
+}
+
+async function main() {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'marketplace-bench-'));
+  fs.chmodSync(dataDir, 0o755);
+  const config = loadConfig({ ...process.env, DATA_DIR: dataDir });
+  const logger = createLogger('warn', 'bench');
+  const rows: Row[] = [];
+  const log = (line: string) => process.stdout.write(`${line}\n`);
+
+  log(`# benchmark on ${os.cpus().length} cores, node ${process.version}${quick ? ' (quick)' : ''}`);
+  const infra = await startInfrastructure(config, logger);
+  const port = await pickPort(undefined);
+  const env = {
+    DATABASE_URL: infra.databaseUrl,
+    TEMPORAL_ADDRESS: infra.temporalAddress,
+    DATA_DIR: dataDir,
+    ADMIN_API_KEY: ADMIN_KEY,
+    LOCAL_SOLVER: 'off',
+    ALLOW_PRIVATE_NETWORKS: 'true',
+    RATE_LIMIT_PER_MINUTE: '100000000',
+    HOST: '127.0.0.1',
+  };
+  const services: Service[] = [];
+  const db = await createDb(infra.databaseUrl);
+  const solvers: SimSolver[] = [];
+  try {
+    const worker = await startService('worker', { ...env, LOG_LEVEL: 'info' }, /temporal worker started/);
+    services.push(worker);
+    const base = `http://127.0.0.1:${port}`;
+    const api = await startService('api', { ...env, PORT: String(port), NODE_ID: 'bench-api' }, async () => (await fetch(`${base}/health`)).ok);
+    services.push(api);
+    log(`stack up: API ${base}, Temporal ${infra.temporalAddress}`);
+
+    // 1. Ceiling: one workflow running one activity, through the same server and worker.
+    const temporal = await createTemporalClient(infra.temporalAddress, config.temporalNamespace);
+    const smoke = () => temporal.workflow.execute('smokeWorkflow', { taskQueue: config.taskQueue, workflowId: `bench-${crypto.randomUUID()}`, args: ['x'] });
+    await load(8, 40, async () => void (await smoke()));
+    const ceiling: Record<number, { latency: Summary; perSecond: number }> = {};
+    for (const [concurrency, total] of [[1, scale(200)], [16, scale(800)], [64, scale(1600)]]) {
+      const run = await load(concurrency, total, async () => void (await smoke()));
+      ceiling[concurrency] = { latency: summarize(run.latencies), perSecond: run.perSecond };
+      rows.push({ figure: 'ceiling: workflow + 1 activity', concurrency, latency: ceiling[concurrency].latency, perSecond: run.perSecond });
+      log(`ceiling c=${concurrency}: ${JSON.stringify(ceiling[concurrency])}`);
+    }
+
+    // 2. Web task path: POST /v1/fetch end to end, instant solvers.
+    const client = await register(base);
+    await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '100000000' }, { 'X-Admin-API-Key': ADMIN_KEY });
+    const fetchCapability = { task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'bench', model_name: 'instant', marginal_cost: 0, min_price_points: 1, max_concurrent: 64 };
+    for (let i = 0; i < 4; i++) {
+      const account = await register(base);
+      await call(base, 'POST', '/v1/solver/capabilities', [fetchCapability], account.auth);
+      solvers.push(
+        await SimSolver.connect(base, account, (frame, solver) => {
+          solver.send({ type: 'accept', attempt_id: frame.attempt_id });
+          solver.send({ type: 'result', attempt_id: frame.attempt_id, result: FETCH_RESULT(frame.payload.url) });
+        }),
+      );
+    }
+    const fetchOnce = async () => void (await call(base, 'POST', '/v1/fetch', { url: 'https://example.com/bench' }, client.auth));
+    await load(8, 40, fetchOnce);
+    for (const [concurrency, total] of [[1, scale(200)], [16, scale(800)], [64, scale(1600)]]) {
+      const run = await load(concurrency, total, fetchOnce);
+      const latency = summarize(run.latencies);
+      rows.push({
+        figure: 'web task: POST /v1/fetch',
+        concurrency,
+        latency,
+        perSecond: run.perSecond,
+        extra: {
+          throughput_vs_ceiling: Math.round((run.perSecond / ceiling[concurrency].perSecond) * 100) / 100,
+          p50_vs_ceiling: Math.round((latency.p50 / ceiling[concurrency].latency.p50) * 100) / 100,
+          errors: run.errors,
+          ...(run.firstError ? { first_error: run.firstError } : {}),
+        },
+      });
+      log(`fetch c=${concurrency}: ${JSON.stringify(rows[rows.length - 1])}`);
+    }
+
+    // 3. Chat: strong solvers forwarding to a fake upstream; overhead = service TTFT − the solver's own time.
+    const upstream = await startFakeUpstream(CHAT_CHUNKS);
+    const sentAt = new Map<string, number>();
+    const solverFirstToken = new Map<string, number>();
+    const chatCapability = { task_type: 'chat_completion', tier: 'strong', billing_type: 'per_token', fulfillment_path: 'provider_api', provider_name: 'bench', model_name: 'gpt-4o', marginal_cost: '0.01', min_price_points: '1', max_concurrent: 64 };
+    const forwardToUpstream = async (frame: TaskFrame, solver: SimSolver) => {
+      const received = performance.now();
+      solver.send({ type: 'accept', attempt_id: frame.attempt_id });
+      const key = frame.task_id.replace(/^chat_/, '');
+      const response = await fetch(`${upstream.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...frame.payload, stream: true }) });
+      let seq = 0;
+      let usage: Record<string, number> = {};
+      await readSse(response, (data) => {
+        if (data === '[DONE]') return;
+        const part = JSON.parse(data);
+        if (part.usage) usage = part.usage;
+        const delta = part.choices?.[0]?.delta;
+        if (!delta || delta.content === undefined) return;
+        const now = performance.now();
+        if (seq === 0) solverFirstToken.set(key, now - received);
+        sentAt.set(`${key}:${seq++}`, now);
+        solver.send({ type: 'chunk', attempt_id: frame.attempt_id, delta });
+      });
+      solver.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage } });
+    };
+    for (let i = 0; i < 2; i++) {
+      const account = await register(base);
+      await call(base, 'POST', '/v1/solver/capabilities', [chatCapability], account.auth);
+      solvers.push(await SimSolver.connect(base, account, (frame, solver) => void forwardToUpstream(frame, solver)));
+    }
+    const relay: number[] = [];
+    const overheads: number[] = [];
+    const rates: number[] = [];
+    const chatOnce = async () => {
+      const started = performance.now();
+      const response = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...client.auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'benchmark' }], stream: true }),
+      });
+      if (response.status !== 200) throw new Error(`chat → ${response.status} ${await response.text()}`);
+      let first: number | undefined;
+      let last = 0;
+      let seq = 0;
+      let key = '';
+      await readSse(response, (data, at) => {
+        if (data === '[DONE]') return;
+        const part = JSON.parse(data);
+        if (part.error) throw new Error(part.error.message);
+        if (part.choices?.[0]?.delta?.content === undefined || part.choices[0].delta.content === '') return;
+        key = part.id.replace(/^chatcmpl-/, '');
+        first ??= at;
+        last = at;
+        const sent = sentAt.get(`${key}:${seq}`);
+        if (sent !== undefined) relay.push(at - sent);
+        sentAt.delete(`${key}:${seq++}`);
+      });
+      if (first === undefined) throw new Error('no token arrived');
+      overheads.push(first - started - (solverFirstToken.get(key) ?? 0));
+      solverFirstToken.delete(key);
+      if (seq > 1) rates.push((seq - 1) / ((last - first) / 1000));
+    };
+    const directOnce = async () => {
+      const started = performance.now();
+      const response = await fetch(`${upstream.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ stream: true }) });
+      let first: number | undefined;
+      await readSse(response, (data, at) => {
+        if (first === undefined && data.includes('"content"')) first = at;
+      });
+      directTtft.push(first! - started);
+    };
+    let directTtft: number[] = [];
+    await load(4, 20, chatOnce);
+    for (const [concurrency, total] of [[1, scale(100)], [32, scale(640)]]) {
+      relay.length = 0;
+      overheads.length = 0;
+      rates.length = 0;
+      const run = await load(concurrency, total, chatOnce);
+      directTtft = [];
+      await load(concurrency, total, directOnce);
+      rows.push({ figure: 'chat: TTFT overhead (service − solver)', concurrency, latency: summarize(overheads), perSecond: run.perSecond, extra: { errors: run.errors, ...(run.firstError ? { first_error: run.firstError } : {}) } });
+      rows.push({ figure: 'chat: chunk relay latency', concurrency, latency: summarize(relay), extra: { chunks_per_second_per_stream_p50: summarize(rates).p50 } });
+      rows.push({ figure: 'chat baseline: TTFT direct to upstream', concurrency, latency: summarize(directTtft) });
+      log(`chat c=${concurrency}: overhead ${JSON.stringify(summarize(overheads))} relay ${JSON.stringify(summarize(relay))}`);
+    }
+
+    // 4. Scale: API RSS with idle solvers, then with open SSE streams.
+    for (const solver of solvers.splice(0)) solver.close();
+    await sleep(1000);
+    const scaleRow: Record<string, number> = { rss_mb_start: api.rssMb() };
+    const idle: SimSolver[] = [];
+    const connectIdle = async (count: number) => {
+      const accounts = [];
+      for (let i = 0; i < count; i += 50) {
+        accounts.push(...(await Promise.all(Array.from({ length: Math.min(50, count - i) }, () => register(base)))));
+      }
+      for (let i = 0; i < accounts.length; i += 100) {
+        idle.push(...(await Promise.all(accounts.slice(i, i + 100).map((account) => SimSolver.connect(base, account)))));
+      }
+    };
+    await connectIdle(1000);
+    await sleep(2000);
+    scaleRow.rss_mb_1000_idle_solvers = api.rssMb();
+    await connectIdle(4000);
+    await sleep(2000);
+    scaleRow.rss_mb_5000_idle_solvers = api.rssMb();
+    log(`scale: ${JSON.stringify(scaleRow)}`);
+    for (const solver of idle.splice(0)) solver.close();
+    await sleep(3000);
+
+    const holders: { solver: SimSolver; frame: TaskFrame }[] = [];
+    const holdAccount = await register(base);
+    await call(base, 'POST', '/v1/solver/capabilities', [{ ...chatCapability, max_concurrent: 1100 }], holdAccount.auth);
+    const holder = await SimSolver.connect(base, holdAccount, (frame, solver) => {
+      solver.send({ type: 'accept', attempt_id: frame.attempt_id });
+      solver.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'holding' } });
+      holders.push({ solver, frame });
+    });
+    const streams = Array.from({ length: 1000 }, async () => {
+      const response = await fetch(`${base}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...client.auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hold' }], stream: true }),
+      });
+      await readSse(response, () => undefined);
+    });
+    const openDeadline = Date.now() + 180_000;
+    while (holders.length < 1000 && Date.now() < openDeadline) await sleep(500);
+    await sleep(2000);
+    scaleRow.open_sse_streams = holders.length;
+    scaleRow.rss_mb_1000_sse_streams = api.rssMb();
+    for (const { solver, frame } of holders) solver.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } } });
+    await Promise.allSettled(streams);
+    holder.close();
+    rows.push({ figure: 'scale: API process RSS (MB)', extra: scaleRow });
+    log(`scale: ${JSON.stringify(scaleRow)}`);
+
+    // 5. The ledger stays exact.
+    await sleep(3000);
+    const drift = await db.oneFirst(sql.type(z.object({ count: z.number() }))`
+      SELECT count(*)::int AS count FROM balances b
+      LEFT JOIN LATERAL (
+        SELECT COALESCE(SUM(CASE kind WHEN 'deposit' THEN amount WHEN 'payout' THEN amount WHEN 'fee' THEN amount WHEN 'release' THEN amount WHEN 'hold' THEN -amount ELSE 0 END), 0) AS available,
+               COALESCE(SUM(CASE kind WHEN 'hold' THEN amount WHEN 'capture' THEN -amount WHEN 'release' THEN -amount ELSE 0 END), 0) AS held
+        FROM ledger_entries e WHERE e.account_id = b.account_id) l ON true
+      WHERE b.available <> l.available OR b.held <> l.held OR b.available < 0 OR b.held < 0
+         OR b.available + b.held <> b.lifetime_deposited + b.lifetime_earned - b.lifetime_spent`);
+    const openHolds = await db.oneFirst(sql.type(z.object({ count: z.number() }))`
+      SELECT count(*)::int AS count FROM holds h JOIN tasks t ON t.task_id = h.hold_id
+      WHERE h.status = 'open' AND t.status IN ('completed', 'failed', 'timed_out')`);
+    const doubled = await db.oneFirst(sql.type(z.object({ count: z.number() }))`
+      SELECT count(*)::int AS count FROM (SELECT hold_id, kind FROM ledger_entries WHERE kind IN ('capture', 'payout') GROUP BY 1, 2 HAVING count(*) > 1) d`);
+    const ledgerLine = `ledger: ${drift === 0 && openHolds === 0 && doubled === 0 ? 'EXACT' : 'DRIFT'} (accounts off: ${drift}, open holds on finished tasks: ${openHolds}, double charges/payouts: ${doubled})`;
+    rows.push({ figure: 'ledger', extra: { accounts_off: drift, open_holds_on_finished_tasks: openHolds, double_movements: doubled } });
+
+    let solverBench: unknown;
+    if (!skipSolver) {
+      const { runSolverBenchmark } = await import('./solver');
+      solverBench = await runSolverBenchmark();
+    }
+
+    printTable(rows, log);
+    log(ledgerLine);
+    const out = path.resolve(__dirname, '..', 'bench-results.json');
+    fs.writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), cpus: os.cpus().length, quick, rows, solver: solverBench }, null, 2));
+    log(`wrote ${out}`);
+    await temporal.connection.close();
+    await upstream.close();
+  } finally {
+    for (const solver of solvers) solver.close();
+    for (const service of services.reverse()) await service.stop();
+    await db.end();
+    await infra.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+function printTable(rows: Row[], log: (line: string) => void) {
+  log('');
+  log('| figure | conc. | p50 ms | p95 ms | p99 ms | per s | notes |');
+  log('| --- | ---: | ---: | ---: | ---: | ---: | --- |');
+  for (const row of rows) {
+    const l = row.latency;
+    log(`| ${row.figure} | ${row.concurrency ?? ''} | ${l?.p50 ?? ''} | ${l?.p95 ?? ''} | ${l?.p99 ?? ''} | ${row.perSecond ?? ''} | ${row.extra ? JSON.stringify(row.extra) : ''} |`);
+  }
+}
+
+main().catch((error) => {
+  process.stderr.write(`benchmark failed: ${error instanceof Error ? error.stack : String(error)}\n`);
+  process.exit(1);
+});
