@@ -63,9 +63,11 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     admin ??= completion;
   });
   setHandler(taskStatusQuery, () => status);
+  // Every search-attribute upsert is a visibility write; only the final status is worth one
+  // (the task record in PostgreSQL and the `status` query show the transient states).
   const setStatus = (next: string) => {
     status = next;
-    upsertSearchAttributes([{ key: TaskStatusAttribute, value: next }]);
+    if (next === 'completed' || next === 'failed' || next === 'timed_out') upsertSearchAttributes([{ key: TaskStatusAttribute, value: next }]);
   };
 
   const excluded: string[] = [];
