@@ -108,6 +108,8 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     const created = await api(stack.url, 'POST', '/v1/tasks', { headers: owner.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' } } });
     expect((await api(stack.url, 'GET', `/v1/tasks/${created.json.task_id}`, { headers: other.auth })).json.error.type).toBe('task_not_found');
     expect((await api(stack.url, 'GET', '/v1/tasks/task_nope', { headers: owner.auth })).status).toBe(404);
+    // Let the task finish here, so it cannot be reassigned to the next test's solvers.
+    await poll(owner, created.json.task_id);
   });
 
   test('a solver that errors is replaced; the task is charged once at the second solver\'s price', async () => {
@@ -176,6 +178,23 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect(record.error.type).toBe('solver_failed');
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
     await expectLedgerExact(client.account_id);
+  });
+
+  test('a non-retryable solver error fails the task at once, without trying other solvers', async () => {
+    await solver({
+      price: '1',
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'target_blocked', message: 'refused target' }, retryable: false });
+      },
+    });
+    const spare = await solver({ price: '2' });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/nr' } });
+    expect(fetched.status).toBe(502);
+    expect(fetched.json.error.message).toContain('refused target');
+    expect(spare.received).toHaveLength(0);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0' });
   });
 
   test('the attempt limit bounds retries', async () => {

@@ -127,6 +127,10 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
       return { taskId: input.taskId, status: completed.status as TaskWorkflowResult['status'] };
     }
     await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
+    if (outcome.outcome === 'error' && !outcome.retryable) {
+      // The solver says the task itself cannot succeed (e.g. a refused target): no point trying others.
+      return end('failed', { type: 'solver_failed', message: outcome.error.message });
+    }
     if (input.stream && outcome.chunks !== 0) {
       // The client already holds part of this solver's answer; another solver cannot continue it.
       return end('failed', { type: 'solver_failed', message: `The solver failed after streaming began: ${outcome.error.message}` });

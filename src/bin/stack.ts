@@ -2,12 +2,14 @@ import { loadConfig } from '../config';
 import { createLogger } from '../logger';
 import { startApiNode } from '../runtime/api-node';
 import { startInfrastructure, writeStackFile } from '../runtime/infrastructure';
+import { startLocalSolver } from '../runtime/local-solver';
 import { startWorkerNode } from '../runtime/worker-node';
 import { exitOnStartupError, onShutdown } from './shutdown';
 
 /**
  * `npm start`: everything on one machine. Embedded PostgreSQL and Temporal dev server (unless
- * DATABASE_URL / TEMPORAL_ADDRESS point elsewhere), migrations, one API node and one worker.
+ * DATABASE_URL / TEMPORAL_ADDRESS point elsewhere), migrations, one API node, one worker and, unless
+ * LOCAL_SOLVER=off, the reference solver agent in-process.
  */
 async function main() {
   const config = loadConfig();
@@ -23,13 +25,18 @@ async function main() {
     stops.push(api.close);
     const worker = await startWorkerNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
     stops.push(worker.close);
+    // Last to start, first to stop: its running attempts finish while the API and worker are still up.
+    const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
+    if (solver) stops.push(solver.stop);
     onShutdown(logger, stopAll);
     const lines = [
       '',
-      `  API          ${api.url}`,
-      `  API docs     ${api.url}/docs`,
-      ...(infra.temporalUiUrl ? [`  Temporal UI  ${infra.temporalUiUrl}`] : [`  Temporal     ${infra.temporalAddress}`]),
-      `  Data         ${config.dataDir}`,
+      `  API           ${api.url}`,
+      `  API docs      ${api.url}/docs`,
+      ...(infra.temporalUiUrl ? [`  Temporal UI   ${infra.temporalUiUrl}`] : [`  Temporal      ${infra.temporalAddress}`]),
+      solver ? `  Local solver  serving ${solver.taskTypes.join(', ')} as ${solver.solverId}` : '  Local solver  off (LOCAL_SOLVER=off)',
+      ...(config.adminApiKey ? [] : ['  Admin         off: set ADMIN_API_KEY (e.g. in .env) to deposit points into accounts']),
+      `  Data          ${config.dataDir}`,
       '',
       '  Ctrl-C stops everything.',
       '',

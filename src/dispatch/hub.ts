@@ -39,6 +39,10 @@ interface Session {
   socket: WebSocket;
   alive: boolean;
   attempts: Map<string, PendingAttempt>;
+  /** The solver_connections row being written; a close must not delete it before it exists. */
+  registered: Promise<void>;
+  /** No task goes out before `welcome`, the first frame a solver receives. */
+  welcomed: boolean;
 }
 
 export interface AttemptRequest {
@@ -75,7 +79,7 @@ export class SolverHub {
 
   async attach(socket: WebSocket, solverId: string): Promise<void> {
     const previous = this.sessions.get(solverId);
-    const session: Session = { solverId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map() };
+    const session: Session = { solverId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map(), registered: Promise.resolve(), welcomed: false };
     this.sessions.set(solverId, session);
     if (previous) previous.socket.close(4001, 'replaced by a newer connection');
     socket.on('pong', () => {
@@ -84,15 +88,17 @@ export class SolverHub {
     socket.on('message', (data, isBinary) => this.onMessage(session, isBinary ? null : data.toString()));
     socket.on('close', () => this.detach(session));
     socket.on('error', (error) => this.deps.logger.debug({ err: error, solver_id: solverId }, 'solver socket error'));
-    await registerConnection(this.deps.db, { solverId, connectionId: session.connectionId, nodeId: this.deps.nodeId });
+    session.registered = registerConnection(this.deps.db, { solverId, connectionId: session.connectionId, nodeId: this.deps.nodeId });
+    await session.registered;
     this.send(session, { type: 'welcome', protocol: 1, solver_id: solverId, heartbeat_interval_ms: this.deps.heartbeatIntervalMs });
+    session.welcomed = true;
     this.deps.logger.info({ solver_id: solverId }, 'solver connected');
   }
 
   /** Sends the task to the solver and resolves with its validated result; rejects with an AttemptFailure. */
   runAttempt(request: AttemptRequest): Promise<Record<string, unknown>> {
     const session = this.sessions.get(request.solverId);
-    if (!session || session.socket.readyState !== session.socket.OPEN) {
+    if (!session || !session.welcomed || session.socket.readyState !== session.socket.OPEN) {
       return Promise.reject(new AttemptFailure('disconnected', 'solver_disconnected', 'The solver is not connected to this node.'));
     }
     return new Promise<Record<string, unknown>>((resolve, reject) => {
@@ -215,6 +221,8 @@ export class SolverHub {
     }
     if (this.sessions.get(session.solverId) === session) {
       this.sessions.delete(session.solverId);
+      // Otherwise a socket closed while its row was being written would leave the solver looking online.
+      await session.registered.catch(() => undefined);
       await removeConnection(this.deps.db, { solverId: session.solverId, connectionId: session.connectionId }).catch((error) =>
         this.deps.logger.warn({ err: error }, 'could not remove solver connection'),
       );

@@ -37,6 +37,7 @@ export async function startEmbeddedPostgres(dir: string, logger: Logger): Promis
     onLog: (message: string) => logger.debug({ component: 'postgres' }, message.trim()),
     onError: (error: unknown) => logger.error({ component: 'postgres', err: error }, 'embedded postgres error'),
   });
+  if (isRoot) assertReachableByPostgresUser(dir);
   if (!fs.existsSync(path.join(clusterDir, 'PG_VERSION'))) {
     logger.info({ dir: clusterDir }, 'initialising embedded PostgreSQL cluster');
     await server.initialise();
@@ -57,6 +58,19 @@ export async function startEmbeddedPostgres(dir: string, logger: Logger): Promis
       await server.stop();
     },
   };
+}
+
+/** Run by root, PostgreSQL runs as the `postgres` user, which must be able to enter every directory above its cluster. */
+function assertReachableByPostgresUser(dir: string) {
+  for (let current = path.resolve(dir); ; current = path.dirname(current)) {
+    if ((fs.statSync(current).mode & 0o001) === 0) {
+      throw new Error(
+        `PostgreSQL refuses to run as root, so it runs as the "postgres" user, which cannot enter ${current}. ` +
+          `Run \`chmod o+x ${current}\` or choose a DATA_DIR it can reach.`,
+      );
+    }
+    if (path.dirname(current) === current) return;
+  }
 }
 
 async function ensureDatabase(client: pg.Client) {

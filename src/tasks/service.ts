@@ -48,8 +48,11 @@ export class TaskService {
       workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       idempotencyKey: input.idempotencyKey,
     });
-    if (created) await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) });
-    return (await getTaskRecord(this.deps.db, task.task_id))!;
+    if (!created) return (await getTaskRecord(this.deps.db, task.task_id))!;
+    await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) });
+    // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
+    const { account_id: _account, ...record } = task;
+    return { ...record, attempts: [] };
   }
 
   /**

@@ -16,6 +16,8 @@ export function installTemporalRuntime(logger: Logger) {
     ERROR: 'error',
   };
   Runtime.install({
+    // Our entry points handle SIGINT/SIGTERM and stop the workers in order themselves.
+    shutdownSignals: [],
     logger: new DefaultLogger('WARN', (entry) => {
       // API nodes' workers run activities only; that is by design, not a warning.
       const level = entry.message.startsWith('No workflows registered') ? 'debug' : levels[entry.level];

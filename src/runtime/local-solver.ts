@@ -1,0 +1,137 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import { readStrongModels, type Config } from '../config';
+import type { Logger } from '../logger';
+import type { CapabilityTaskType } from '../schemas/domain';
+import { startSolverAgent } from '../solver/agent';
+import { DEFAULT_SEARCH_INDEX_DIR, parseSolverConfig, type Environment, type SolverConfig } from '../solver/config';
+
+/**
+ * The reference solver that `npm start` runs in-process, so that a fresh local stack answers web tasks
+ * out of the box. It is an ordinary solver: its own account (created through the API once and kept in
+ * DATA_DIR), capabilities, WebSocket and earnings.
+ */
+
+export interface LocalSolver {
+  solverId: string;
+  taskTypes: CapabilityTaskType[];
+  stop(): Promise<void>;
+}
+
+const SolverAccount = z.object({ account_id: z.string().min(1), api_key: z.string().min(1) });
+export type SolverAccount = z.infer<typeof SolverAccount>;
+
+// Registration and the WebSocket are on this machine; a solver not welcomed by then will not be.
+const CONNECT_WAIT_MS = 30_000;
+
+export const localSolverFile = (config: Config) => path.join(config.dataDir, 'local-solver.json');
+
+/**
+ * Chat is routed to strong-tier solvers only, and the API refuses a strong claim for a model off the
+ * allowlist (which would refuse the whole capability list, web tasks included): offer only allowlisted models.
+ */
+export function splitChatModels(config: Config): { offered: string[]; unlisted: string[] } {
+  const allowlist = readStrongModels(config);
+  const models = config.localSolverBackends.chatModels;
+  return { offered: models.filter((model) => allowlist.includes(model)), unlisted: models.filter((model) => !allowlist.includes(model)) };
+}
+
+/** The bundled solver's configuration, built by the solver's own parser from the service configuration. */
+export function localSolverConfig(config: Config, apiUrl: string, apiKey: string): SolverConfig {
+  const backends = config.localSolverBackends;
+  const chatModels = splitChatModels(config).offered;
+  // Without a search service configured, the shipped pages keep web_search working offline.
+  const searchIndexDir = backends.searchIndexDir ?? (backends.searxngUrl || backends.braveApiKey ? undefined : DEFAULT_SEARCH_INDEX_DIR);
+  const env: Environment = {
+    SOLVER_URL: apiUrl,
+    SOLVER_API_KEY: apiKey,
+    ALLOW_PRIVATE_NETWORKS: String(config.allowPrivateNetworks),
+    SEARCH_INDEX_DIR: searchIndexDir,
+    SEARXNG_URL: backends.searxngUrl,
+    BRAVE_API_KEY: backends.braveApiKey,
+    CHROMIUM_PATH: backends.chromiumPath,
+    LOG_LEVEL: config.logLevel,
+    // When every configured model is off the allowlist (startLocalSolver warns), chat is left out; any
+    // other combination goes to the solver's parser, which names what is missing.
+    ...(!(backends.chatModels.length > 0 && chatModels.length === 0) && {
+      CHAT_UPSTREAM_URL: backends.chatUpstreamUrl,
+      CHAT_UPSTREAM_API_KEY: backends.chatUpstreamApiKey,
+      CHAT_MODELS: chatModels.join(','),
+    }),
+  };
+  return parseSolverConfig([], env)!;
+}
+
+/** The solver account kept in DATA_DIR; registered anew when the file is missing or its key is unknown to the API. */
+export async function ensureLocalSolverAccount(config: Config, apiUrl: string, logger: Logger): Promise<SolverAccount> {
+  const file = localSolverFile(config);
+  const saved = readAccount(file);
+  if (saved && (await keyIsKnown(apiUrl, saved.api_key))) return saved;
+  if (saved) logger.warn({ file, account_id: saved.account_id }, 'the saved local solver key is unknown to this database; registering a new solver account');
+  const response = await fetch(`${apiUrl}/v1/register`, { method: 'POST' });
+  const text = await response.text();
+  if (!response.ok) throw new Error(`could not register the local solver's account: HTTP ${response.status} ${text.slice(0, 300)}`);
+  const account = SolverAccount.parse(JSON.parse(text));
+  writeAccount(file, account);
+  logger.info({ account_id: account.account_id, file }, 'local solver account created');
+  return account;
+}
+
+export async function startLocalSolver(options: { config: Config; apiUrl: string; logger: Logger }): Promise<LocalSolver> {
+  try {
+    return await startAgent(options);
+  } catch (error) {
+    // No `cause`: the logger would repeat its message after ours.
+    throw new Error(`The bundled solver did not start (LOCAL_SOLVER=off runs the stack without it): ${(error as Error).message}`);
+  }
+}
+
+async function startAgent(options: { config: Config; apiUrl: string; logger: Logger }): Promise<LocalSolver> {
+  const logger = options.logger.child({ component: 'local-solver' });
+  const { unlisted } = splitChatModels(options.config);
+  if (unlisted.length > 0) {
+    logger.warn({ models: unlisted }, 'CHAT_MODELS not on the strong-tier allowlist (STRONG_MODELS or config/strong-models.txt) are not offered');
+  }
+  const account = await ensureLocalSolverAccount(options.config, options.apiUrl, logger);
+  const agent = await startSolverAgent(localSolverConfig(options.config, options.apiUrl, account.api_key), { logger });
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const welcome = await Promise.race([
+      agent.connected,
+      new Promise<never>((_resolve, reject) => {
+        timer = setTimeout(() => reject(new Error(`the local solver was not welcomed by ${options.apiUrl} within ${CONNECT_WAIT_MS / 1000} s`)), CONNECT_WAIT_MS);
+      }),
+    ]);
+    return { solverId: welcome.solver_id, taskTypes: agent.taskTypes, stop: () => agent.stop() };
+  } catch (error) {
+    await agent.stop({ graceMs: 0 });
+    throw error;
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+function readAccount(file: string): SolverAccount | undefined {
+  try {
+    return SolverAccount.parse(JSON.parse(fs.readFileSync(file, 'utf8')));
+  } catch {
+    return undefined;
+  }
+}
+
+/** The file holds a credential: written whole (rename) and readable by its owner only. */
+function writeAccount(file: string, account: SolverAccount): void {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const temporary = `${file}.${process.pid}.tmp`;
+  fs.rmSync(temporary, { force: true });
+  fs.writeFileSync(temporary, `${JSON.stringify(account, null, 2)}\n`, { mode: 0o600 });
+  fs.renameSync(temporary, file);
+}
+
+/** Only a 401 proves the key unknown; any other answer leaves it to the agent's own retries. */
+async function keyIsKnown(apiUrl: string, apiKey: string): Promise<boolean> {
+  const response = await fetch(`${apiUrl}/v1/balance`, { headers: { authorization: `Bearer ${apiKey}` } });
+  await response.body?.cancel();
+  return response.status !== 401;
+}
