@@ -78,6 +78,7 @@ const EnvSchema = z.object({
   STRONG_MODELS_FILE: optionalString,
   DOMAIN_POLICY_FILE: optionalString,
   ALLOW_PRIVATE_NETWORKS: booleanFlag('ALLOW_PRIVATE_NETWORKS', false),
+  API_RUNS_WORKFLOWS: booleanFlag('API_RUNS_WORKFLOWS', true),
   LOCAL_SOLVER: optionalString,
   // Backends of the bundled solver; src/solver/config.ts validates them with the rest of its configuration.
   CHAT_UPSTREAM_URL: optionalString,
@@ -135,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     strongModelsFile: path.resolve(root, e.STRONG_MODELS_FILE ?? 'config/strong-models.txt'),
     domainPolicyFile: path.resolve(root, e.DOMAIN_POLICY_FILE ?? 'config/domain-policy.json'),
     allowPrivateNetworks: e.ALLOW_PRIVATE_NETWORKS,
+    apiRunsWorkflows: e.API_RUNS_WORKFLOWS,
     localSolver: ['on', 'true', '1'].includes(localSolver),
     localSolverBackends: {
       chatUpstreamUrl: e.CHAT_UPSTREAM_URL,

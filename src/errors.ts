@@ -26,6 +26,7 @@ export const ERROR_STATUS = {
   unsupported_media_type: 415,
   rate_limited: 429,
   internal_error: 500,
+  invalid_domain_policy: 500,
   solver_failed: 502,
   no_solver_available: 503,
   service_unavailable: 503,

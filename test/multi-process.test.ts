@@ -21,6 +21,8 @@ describe('a deployment of several processes', () => {
     HOST: '127.0.0.1',
     LOCAL_SOLVER: 'off',
     WORKFLOW_BUNDLE_PATH: process.env.WORKFLOW_BUNDLE_PATH ?? '',
+    // Workflows run only in the worker process here, so that killing it is a real crash of the orchestration.
+    API_RUNS_WORKFLOWS: 'false',
   };
   let apiA: NodeProcess;
   let apiB: NodeProcess;
@@ -44,6 +46,8 @@ describe('a deployment of several processes', () => {
 
   afterAll(async () => {
     await Promise.all([apiA?.kill(), apiB?.kill(), worker?.kill()]);
+    // The node killed on purpose would look alive for a few more seconds; forget it, as a restart would.
+    await db?.query(sql.unsafe`DELETE FROM api_nodes WHERE node_id LIKE ${`%${env.TEMPORAL_TASK_QUEUE}`}`);
     await db?.end();
   });
 

@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import type { AttemptOutcome, TaskState } from '../schemas/domain';
+import { WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
+import { withSafetyVerdict } from '../safety/results';
 import { hold, release, settle } from './ledger';
 import type { Db } from './pool';
 import { NODE_LIVENESS_SECONDS } from './solvers';
@@ -248,8 +249,9 @@ export type Completion = { kind: 'attempt'; attemptId: string } | { kind: 'admin
  */
 export async function completeTask(db: Db, input: { taskId: string; completion: Completion; feePercent: string }): Promise<{ applied: boolean; status: TaskState }> {
   return db.transaction(async (tx) => {
-    const task = await tx.one(sql.type(z.object({ status: z.string(), max_price_points: z.string(), task_type: z.string() }))`
-      SELECT status, max_price_points::text AS max_price_points, task_type FROM tasks WHERE task_id = ${input.taskId} FOR UPDATE`);
+    const task = await tx.one(sql.type(z.object({ status: z.string(), max_price_points: z.string(), task_type: z.string(), prompt_safety_scan: z.boolean() }))`
+      SELECT t.status, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan
+      FROM tasks t JOIN accounts a USING (account_id) WHERE t.task_id = ${input.taskId} FOR UPDATE OF t`);
     if (['completed', 'failed', 'timed_out'].includes(task.status)) return { applied: false, status: task.status as TaskState };
     let solverId: string;
     let price: string;
@@ -283,6 +285,9 @@ export async function completeTask(db: Db, input: { taskId: string; completion: 
         SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
       for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });
     }
+    // Web results are scanned once, where they are stored, so polling, the convenience responses and the
+    // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
+    if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
     const settled = await settle(tx, { holdId: input.taskId, price, solverId, feePercent: input.feePercent });
     await tx.query(sql.unsafe`
       UPDATE tasks SET status = 'completed', result = ${sql.jsonb(result as never)}, price_points = ${settled.charged}::numeric,

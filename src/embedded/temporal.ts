@@ -53,7 +53,10 @@ export async function startEmbeddedTemporal(options: {
     ...(options.ui === false ? ['--headless'] : ['--ui-port', String(uiPort)]),
     ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]),
   ];
-  const child = spawn(options.cli, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own process group: a terminal's Ctrl-C reaches only us, and we stop the server after our workers.
+  const child = spawn(options.cli, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const stopWithUs = () => child.kill('SIGKILL');
+  process.once('exit', stopWithUs);
   const output: string[] = [];
   const remember = (chunk: Buffer) => {
     output.push(chunk.toString());
@@ -74,7 +77,10 @@ export async function startEmbeddedTemporal(options: {
   return {
     address,
     uiUrl: options.ui === false ? '' : `http://127.0.0.1:${uiPort}`,
-    stop: () => stopChild(child),
+    stop: async () => {
+      await stopChild(child);
+      process.off('exit', stopWithUs);
+    },
   };
 }
 

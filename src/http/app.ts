@@ -4,10 +4,13 @@ import swaggerUiDist from 'swagger-ui-dist';
 import type { AppDeps } from './deps';
 import { errorHandler, jsonBody, notFound, requestContext } from './middleware';
 import { openApiDocument } from './openapi';
+import { installRateLimit } from './rate-limit';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { chatRoutes } from './routes/chat';
+import { COMPAT_SCRAPER_PREFIX, compatRoutes, firecrawlErrorDialect } from './routes/compat';
 import { healthRoutes } from './routes/health';
+import { limitRoutes } from './routes/limits';
 import { modelRoutes } from './routes/models';
 import { solverRoutes } from './routes/solver';
 import { taskRoutes } from './routes/tasks';
@@ -25,6 +28,7 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', true);
+  installRateLimit(app, { db: deps.db, limitPerMinute: deps.config.rateLimitPerMinute });
   app.use(requestContext(deps.logger));
   app.use(jsonBody(deps.config.bodyLimitBytes));
 
@@ -40,12 +44,15 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   app.use(accountRoutes(deps));
   app.use(modelRoutes(deps));
   app.use(adminRoutes(deps));
+  app.use(limitRoutes(deps));
   app.use(taskRoutes(deps));
   app.use(solverRoutes(deps));
   app.use(chatRoutes(deps));
+  app.use(compatRoutes(deps));
   for (const router of extraRouters) app.use(router);
 
   app.use(notFound);
+  app.use(COMPAT_SCRAPER_PREFIX, firecrawlErrorDialect());
   app.use(errorHandler());
   return app;
 }

@@ -3,6 +3,7 @@ import type { Request, RequestHandler } from 'express';
 import { findAccountByApiKey, type Account } from '../db/accounts';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
+import { enforceRateLimit } from './rate-limit';
 
 export function bearerToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
@@ -22,9 +23,12 @@ export async function authenticate(db: Db, authorization: string | undefined): P
   return account;
 }
 
+/** Authenticates the caller and counts the request against the account's rate limit. */
 export function requireAccount(db: Db): RequestHandler {
   return async (req, res, next) => {
-    res.locals.account = await authenticate(db, req.header('authorization'));
+    const account = await authenticate(db, req.header('authorization'));
+    res.locals.account = account;
+    await enforceRateLimit(req, res, account.account_id);
     next();
   };
 }

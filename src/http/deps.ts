@@ -4,6 +4,7 @@ import type { ChatRelay } from '../chat/relay';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
+import type { DomainGuard } from '../policy/guard';
 import type { TaskService } from '../tasks/service';
 
 /** What the HTTP layer is given; built once by the API entry point. */
@@ -18,4 +19,6 @@ export interface AppDeps {
   /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas). */
   bus: NotifyBus;
   relay: ChatRelay;
+  /** The domain policy in force on this node (reloaded on every node together). */
+  domainPolicy: DomainGuard;
 }

@@ -34,7 +34,8 @@ const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/inference/chat/completions', summary: 'Temporary alias of /v1/chat/completions', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: { 'X-Service-Trust-Mode': 'standard (default) or strict' } },
   { method: 'get', path: '/v1/models', summary: 'Public models', tag: 'inference', auth: 'none' },
   { method: 'get', path: '/v1/models/{model}', summary: 'A model descriptor (service/strong or strong)', tag: 'inference', auth: 'none', params: { model: 'service/strong or strong' } },
-  { method: 'post', path: '/v1/compat/scraper/scrape', summary: 'Firecrawl v1 compatible scrape', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody },
+  { method: 'post', path: '/v1/compat/scraper/scrape', summary: 'Firecrawl v1 compatible scrape', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: { 'Idempotency-Key': 'Retrying with the same key returns the first scrape\'s tasks' } },
+  { method: 'post', path: '/v1/compat/scraper/v1/scrape', summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody },
   { method: 'post', path: '/v1/solver/capabilities', summary: 'Register or replace solver capabilities', tag: 'solver', auth: 'bearer', body: bodies.SolverCapabilitiesBody },
   { method: 'get', path: '/v1/solver/stats', summary: 'Solver statistics', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/connect', summary: 'WebSocket upgrade for solver protocol v1 (see docs/solver-protocol.md)', tag: 'solver', auth: 'bearer' },
@@ -71,6 +72,9 @@ export function openApiDocument(): object {
     }
     if (route.auth !== 'none') {
       responses['401'] = { description: 'Missing or invalid credential', content: { 'application/json': { schema: ErrorBody } } };
+    }
+    if (route.auth === 'bearer') {
+      responses['429'] = { description: 'rate_limited (Retry-After and X-RateLimit-* headers)', content: { 'application/json': { schema: ErrorBody } } };
     }
     if (route.path.includes('chat/completions')) {
       responses['402'] = { description: 'no_strong_solver_available or insufficient_balance', content: { 'application/json': { schema: ErrorBody } } };

@@ -1,8 +1,9 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
-import { createNodeActivities } from '../../activities';
+import { createActivities, createNodeActivities } from '../../activities';
 import { nodeTaskQueue } from '../../workflows/contract';
 import type { Config } from '../config';
 import { readStrongModels } from '../config';
@@ -16,8 +17,10 @@ import { attachSolverSockets } from '../dispatch/ws-server';
 import { createApp } from '../http/app';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
+import { DomainGuard } from '../policy/guard';
 import { TaskService } from '../tasks/service';
-import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
+import { createWorkerConnection } from '../temporal/connection';
+import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
 
 export interface ApiNode {
@@ -47,6 +50,8 @@ export async function startApiNode(options: {
   const nodeId = options.nodeId ?? config.nodeId ?? `api-${crypto.randomBytes(4).toString('hex')}`;
   const logger = options.logger.child({ node_id: nodeId });
   installTemporalRuntime(logger);
+  // Read first: a broken policy file stops the node before it touches anything else.
+  const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId });
   const applied = await migrate(options.databaseUrl);
   if (applied.length) logger.info({ migrations: applied }, 'database migrated');
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
@@ -58,11 +63,14 @@ export async function startApiNode(options: {
 
   const bus = new NotifyBus(options.databaseUrl, logger);
   await bus.start();
-  const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
+  await domainPolicy.listen(bus);
+  // One native connection for this node's workers and its client: a client sharing a worker's
+  // connection can start workflows eagerly (the first workflow task comes back with the start call).
+  const workerConnection = await createWorkerConnection(options.temporalAddress);
+  const temporal = new Client({ connection: workerConnection, namespace: config.temporalNamespace });
   const relay = new ChatRelay({ bus, nodeId, logger });
   await relay.start();
   const hub = new SolverHub({ db, logger, nodeId, heartbeatIntervalMs: config.heartbeatIntervalMs });
-  const workerConnection = await createWorkerConnection(options.temporalAddress);
   const worker = await Worker.create({
     connection: workerConnection,
     namespace: config.temporalNamespace,
@@ -73,9 +81,21 @@ export async function startApiNode(options: {
   });
   const workerRun = worker.run();
   workerRun.catch((error) => logger.error({ err: error }, 'node worker stopped with an error'));
+  // Optionally this node also runs workflows, so that the workflows it starts begin here at once.
+  const workflowWorker = config.apiRunsWorkflows
+    ? await Worker.create({
+        connection: workerConnection,
+        namespace: config.temporalNamespace,
+        taskQueue: config.taskQueue,
+        workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
+        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }) }),
+      })
+    : undefined;
+  const workflowRun = workflowWorker?.run();
+  workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay };
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows });
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);
   attachSolverSockets(server, { db, hub, logger });
@@ -99,11 +119,12 @@ export async function startApiNode(options: {
       });
       await hub.close();
       if (worker.getState() === 'RUNNING') worker.shutdown();
+      if (workflowWorker?.getState() === 'RUNNING') workflowWorker.shutdown();
       await workerRun.catch(() => undefined);
-      await workerConnection.close();
+      await workflowRun?.catch(() => undefined);
       await removeNode(db, nodeId).catch(() => undefined);
       await bus.close();
-      await temporal.connection.close();
+      await workerConnection.close();
       await db.end();
     },
   };

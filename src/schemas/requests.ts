@@ -92,10 +92,14 @@ export const ChatCompletionBody = z
   .passthrough()
   .openapi('ChatCompletionRequest');
 
+/** The Firecrawl v1 scrape formats this service can produce; others (LLM extraction...) are refused. */
+export const SCRAPE_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'screenshot', 'screenshot@fullPage'] as const;
+
+// Extra Firecrawl keys (origin, waitFor, headers...) are accepted and ignored, so existing clients work.
 export const ScrapeBody = z
   .object({
     url: z.string().min(1),
-    formats: z.array(z.string()).optional(),
+    formats: z.array(z.enum(SCRAPE_FORMATS)).optional(),
     onlyMainContent: z.boolean().nullable().optional(),
     timeout: PositiveInt.nullable().optional(),
   })

@@ -33,7 +33,7 @@ export interface CreateTaskInput {
 
 /** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
 export class TaskService {
-  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger }) {}
+  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean }) {}
 
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
   async create(input: CreateTaskInput): Promise<TaskRecord> {
@@ -81,6 +81,8 @@ export class TaskService {
         taskQueue: this.deps.config.taskQueue ?? DEFAULT_TASK_QUEUE,
         workflowId: task.workflow_id,
         args: [input],
+        // With a workflow worker in this process, the first workflow task runs here without a round trip.
+        requestEagerStart: this.deps.eagerStart ?? false,
         typedSearchAttributes: [
           { key: TaskTypeAttribute, value: task.task_type },
           { key: AccountIdAttribute, value: task.account_id },

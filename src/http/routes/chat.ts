@@ -3,6 +3,7 @@ import { Router, type Request, type Response } from 'express';
 import { chunk, completionBody, MessageAssembler, normalizeUsage, usageChunk, type CompletionMeta } from '../../chat/openai-format';
 import type { RelayEvent } from '../../chat/relay';
 import { countOnlineSolvers } from '../../db/solvers';
+import { scanChatMessages } from '../../safety/scanner';
 import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
 import { ChatCompletionBody, type ChatCompletionRequest } from '../../schemas/requests';
@@ -54,7 +55,16 @@ export function chatRoutes(deps: AppDeps): Router {
 
   const handler = async (req: Request, res: Response) => {
     const body = req.body as ChatCompletionRequest & Record<string, unknown>;
-    trustModeOf(req);
+    const trustMode = trustModeOf(req);
+    // strict scans this request whatever the account says; standard follows the account setting.
+    if (trustMode === 'strict' || accountOf(res).prompt_safety_scan) {
+      const scan = scanChatMessages(body.messages);
+      if (scan.flagged) {
+        throw new ApiError('prompt_safety_violation', 'The request was refused by the prompt safety scan; remove the flagged content and retry.', {
+          findings: scan.findings,
+        });
+      }
+    }
     if (!MODEL_ALIASES[body.model]) {
       throw new ApiError('model_not_found', `No model "${body.model}". Use "${PUBLIC_MODEL_ID}" (alias "strong").`);
     }

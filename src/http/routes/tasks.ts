@@ -1,6 +1,6 @@
 import { Router, type Response } from 'express';
 import { findAccount } from '../../db/accounts';
-import { getTaskRecord, type TaskRecord } from '../../db/tasks';
+import { getTaskRecord } from '../../db/tasks';
 import { ApiError } from '../../errors';
 import type { WebTaskType } from '../../schemas/domain';
 import {
@@ -18,16 +18,12 @@ import {
   type SnapshotRequest,
 } from '../../schemas/requests';
 import type { TaskService } from '../../tasks/service';
+import { createWebTask, idempotencyKeyOf, runWebTask, safetyOf } from '../../tasks/web-tasks';
 import { adminCompleteSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
 import { decimalText } from './admin';
 import { parseOrThrow, validateBody } from '../validation';
-
-// A convenience call waits a little past the task's own deadline, so the workflow's verdict wins.
-const WAIT_GRACE_MS = 5000;
-
-const idempotencyKeyOf = (header: string | undefined) => (header && header.length <= 255 ? header : undefined);
 
 export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
   const router = Router();
@@ -37,13 +33,14 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     const body = req.body as CreateTaskRequest;
     // The payload is checked with the fields of the matching convenience body; errors point into it.
     const payload = parseOrThrow(PAYLOAD_SCHEMAS[body.task_type], body.payload, ['body', 'payload']);
-    const task = await deps.tasks.create({
+    const task = await createWebTask(deps, {
       accountId: accountOf(res).account_id,
       taskType: body.task_type,
       payload,
       maxPricePoints: body.max_price_points == null ? null : decimalText(body.max_price_points),
       timeoutSeconds: body.timeout_seconds,
       idempotencyKey: idempotencyKeyOf(req.header('idempotency-key')),
+      urlLoc: ['body', 'payload', 'url'],
     });
     res.json(task);
   });
@@ -54,29 +51,20 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     res.json(task);
   });
 
-  /** Creates the task, waits for its verdict, and maps failure and timeout to 502 / 504 with the task id. */
-  async function runToCompletion(res: Response, taskType: WebTaskType, payload: Record<string, unknown>, timeoutSeconds?: number | null) {
-    await deps.tasks.ensureSolverOnline(taskType);
-    const started = Date.now();
-    const task = await deps.tasks.create({
-      accountId: accountOf(res).account_id,
-      taskType,
-      payload,
-      timeoutSeconds,
-      idempotencyKey: idempotencyKeyOf(res.req.header('idempotency-key')),
-    });
-    res.setHeader('X-Task-Id', task.task_id);
-    const waitMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS;
-    const verdict = ['completed', 'failed', 'timed_out'].includes(task.status) ? task : await deps.tasks.waitForResult(task, waitMs);
-    const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;
-    if (!finished || finished.status === 'timed_out' || !['completed', 'failed'].includes(finished.status)) {
-      throw new ApiError('task_timeout', `The task did not finish in ${task.timeout_seconds} s; poll GET /v1/tasks/${task.task_id}.`, { task_id: task.task_id });
-    }
-    if (finished.status === 'failed') {
-      throw new ApiError('solver_failed', `The task failed on every attempt: ${finished.error?.message ?? 'unknown error'}`, { task_id: task.task_id });
-    }
-    return { task: finished as TaskRecord & { result: Record<string, any> }, elapsedMs: Date.now() - started };
-  }
+  /** Runs a convenience task for the calling account; the response names the task in X-Task-Id. */
+  const runToCompletion = (res: Response, taskType: WebTaskType, payload: Record<string, unknown>, timeoutSeconds?: number | null) =>
+    runWebTask(
+      deps,
+      {
+        accountId: accountOf(res).account_id,
+        taskType,
+        payload,
+        timeoutSeconds,
+        idempotencyKey: idempotencyKeyOf(res.req.header('idempotency-key')),
+        urlLoc: ['body', 'url'],
+      },
+      (task) => res.setHeader('X-Task-Id', task.task_id),
+    );
 
   router.post('/v1/fetch', auth, validateBody(FetchBody), async (req, res) => {
     const body = req.body as FetchRequest;
@@ -91,13 +79,15 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       title: result.title ?? null,
       elapsed_ms: elapsedMs,
       task_id: task.task_id,
+      ...safetyOf(result),
     });
   });
 
   router.post('/v1/search', auth, validateBody(SearchBody), async (req, res) => {
     const body = req.body as SearchRequest;
     const { task, elapsedMs } = await runToCompletion(res, 'web_search', body);
-    res.json({ query: body.query, results: task.result.results.slice(0, body.count), elapsed_ms: elapsedMs, task_id: task.task_id });
+    const shown = (location: string) => Number(/^results\[(\d+)\]/.exec(location)?.[1] ?? 0) < body.count;
+    res.json({ query: body.query, results: task.result.results.slice(0, body.count), elapsed_ms: elapsedMs, task_id: task.task_id, ...safetyOf(task.result, shown) });
   });
 
   router.post('/v1/screenshot', auth, validateBody(ScreenshotBody), async (req, res) => {
@@ -119,6 +109,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       full_page: body.full_page,
       elapsed_ms: elapsedMs,
       task_id: task.task_id,
+      ...safetyOf(result),
     });
   });
 
@@ -126,7 +117,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     const body = req.body as SnapshotRequest;
     const { task, elapsedMs } = await runToCompletion(res, 'page_snapshot', body);
     const result = task.result;
-    res.json({ url: result.url, snapshot: result.snapshot, snapshot_format: result.snapshot_format, title: result.title ?? null, elapsed_ms: elapsedMs });
+    res.json({ url: result.url, snapshot: result.snapshot, snapshot_format: result.snapshot_format, title: result.title ?? null, elapsed_ms: elapsedMs, ...safetyOf(result) });
   });
 
   router.post('/v1/admin/tasks/:task_id/complete', requireAdmin(deps.config.adminApiKey), validateBody(AdminCompleteTaskBody), async (req, res) => {

@@ -1,0 +1,44 @@
+import type { Express, Request, Response } from 'express';
+import { countRequest, type RateLimitState } from '../db/rate-limits';
+import type { Db } from '../db/pool';
+import { ApiError } from '../errors';
+
+/**
+ * The per-account rate limit of every authenticated request. createApp installs the limiter on the app
+ * and requireAccount enforces it right after authentication, so no route that authenticates can miss it.
+ */
+
+const LIMITER = 'rateLimiter';
+
+interface Limiter {
+  db: Db;
+  limitPerMinute: number;
+}
+
+export function installRateLimit(app: Express, limiter: Limiter): void {
+  app.locals[LIMITER] = limiter;
+}
+
+export function rateLimitHeaders(state: RateLimitState): Record<string, string> {
+  return {
+    'X-RateLimit-Limit': String(state.limit),
+    'X-RateLimit-Remaining': String(state.remaining),
+    'X-RateLimit-Reset': String(state.resetAt),
+  };
+}
+
+/** Counts the request; sets the X-RateLimit headers, or throws 429 rate_limited with Retry-After. */
+export async function enforceRateLimit(req: Request, res: Response, accountId: string): Promise<void> {
+  const limiter = req.app.locals[LIMITER] as Limiter | undefined;
+  // An app without a limiter would silently serve unlimited traffic: refuse loudly instead.
+  if (!limiter) throw new Error('rate limiter not installed on this app: build it with createApp');
+  const state = await countRequest(limiter.db, accountId, limiter.limitPerMinute);
+  const headers = rateLimitHeaders(state);
+  for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
+  if (state.limited) {
+    const message = state.simulated
+      ? 'This account is rate limited (simulated by an operator) until its rate limit is reset.'
+      : `This account made more than ${state.limit} requests this minute; retry after ${state.retryAfter} s.`;
+    throw new ApiError('rate_limited', message, { retry_after_seconds: state.retryAfter }, { ...headers, 'Retry-After': String(state.retryAfter) });
+  }
+}

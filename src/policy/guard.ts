@@ -1,0 +1,124 @@
+import dns from 'node:dns';
+import type { NotifyBus } from '../db/notify';
+import { ApiError } from '../errors';
+import { RequestValidationError } from '../http/validation';
+import type { Logger } from '../logger';
+import { evaluateAddress, evaluateTarget, type DomainPolicy, type Verdict } from './domain-policy';
+import { readDomainPolicy } from './loader';
+
+/** Every API node listens here; the node that handles the admin reload publishes. */
+export const DOMAIN_POLICY_CHANNEL = 'domain_policy_reload';
+
+// DNS is only a pre-check (the solver checks the addresses it actually connects to), so it must never
+// make a request slow: a lookup gets this long, and answers are reused for a short while.
+const DNS_TIMEOUT_MS = 1000;
+const DNS_CACHE_MS = 30_000;
+const DNS_FAILURE_CACHE_MS = 5_000;
+const DNS_CACHE_ENTRIES = 1000;
+
+/** The addresses of a host; rejects when it does not resolve. */
+export type Resolver = (host: string) => Promise<string[]>;
+
+const systemResolver: Resolver = async (host) => (await dns.promises.lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
+
+interface CacheEntry {
+  addresses: Promise<string[] | null>;
+  expiresAt: number;
+}
+
+/**
+ * The domain policy in force on this node: checks target URLs, re-reads the policy file on reload, and
+ * follows reloads made on other nodes through the notification bus.
+ */
+export class DomainGuard {
+  private policy: DomainPolicy;
+  private readonly cache = new Map<string, CacheEntry>();
+  private readonly resolve: Resolver;
+
+  constructor(
+    private readonly options: { file: string; allowPrivateNetworks: boolean; logger: Logger; nodeId: string; resolve?: Resolver; dnsTimeoutMs?: number },
+  ) {
+    this.resolve = options.resolve ?? systemResolver;
+    this.policy = readDomainPolicy(options.file);
+  }
+
+  /** Re-reads the file; an invalid file throws and leaves the policy in force unchanged. */
+  reload(): DomainPolicy {
+    this.policy = readDomainPolicy(this.options.file);
+    this.options.logger.info({ file: this.options.file, allow: this.policy.allow.length, deny: this.policy.deny.length }, 'domain policy loaded');
+    return this.policy;
+  }
+
+  /** Reloads here, then tells every other node to reload. */
+  async reloadEverywhere(bus: NotifyBus): Promise<DomainPolicy> {
+    const policy = this.reload();
+    await bus.publish(DOMAIN_POLICY_CHANNEL, { node_id: this.options.nodeId });
+    return policy;
+  }
+
+  async listen(bus: NotifyBus): Promise<() => Promise<void>> {
+    return bus.subscribe(DOMAIN_POLICY_CHANNEL, (payload) => {
+      if ((payload as { node_id?: string } | undefined)?.node_id === this.options.nodeId) return;
+      try {
+        this.reload();
+      } catch (error) {
+        this.options.logger.error({ err: error }, 'domain policy reload failed; the previous policy stays in force');
+      }
+    });
+  }
+
+  async check(url: string): Promise<Verdict> {
+    const verdict = evaluateTarget(this.policy, url, { allowPrivateNetworks: this.options.allowPrivateNetworks });
+    if (!('needsDns' in verdict)) return verdict;
+    const addresses = await this.addressesOf(verdict.needsDns);
+    // A name that does not resolve here is let through: the solver resolves it again and refuses a
+    // private answer itself, or reports that the host does not exist.
+    for (const address of addresses ?? []) {
+      const byAddress = evaluateAddress(verdict.needsDns, address);
+      if (!byAddress.allowed) return byAddress;
+    }
+    return { allowed: true };
+  }
+
+  /**
+   * Throws 403 domain_blocked when the policy refuses the URL, or the 422 of pydantic's `url_parsing`
+   * at `loc` when it is not an absolute URL at all (no host to judge).
+   */
+  async assertAllowed(url: string, loc: (string | number)[]): Promise<void> {
+    const verdict = await this.check(url);
+    if (verdict.allowed) return;
+    if (verdict.reason === 'invalid_url') {
+      throw new RequestValidationError([{ type: 'url_parsing', loc, msg: 'Input should be a valid URL, relative URL without a base', input: url }]);
+    }
+    throw new ApiError('domain_blocked', verdict.message, { url });
+  }
+
+  private addressesOf(host: string): Promise<string[] | null> {
+    const now = Date.now();
+    const cached = this.cache.get(host);
+    if (cached && cached.expiresAt > now) return cached.addresses;
+    const entry: CacheEntry = { expiresAt: now + DNS_CACHE_MS, addresses: Promise.resolve(null) };
+    entry.addresses = this.boundedLookup(host).then((addresses) => {
+      if (addresses === null) entry.expiresAt = Date.now() + DNS_FAILURE_CACHE_MS;
+      return addresses;
+    });
+    this.cache.delete(host);
+    this.cache.set(host, entry);
+    if (this.cache.size > DNS_CACHE_ENTRIES) this.cache.delete(this.cache.keys().next().value!);
+    return entry.addresses;
+  }
+
+  /** The host's addresses, or null when it does not resolve in time. */
+  private async boundedLookup(host: string): Promise<string[] | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), this.options.dnsTimeoutMs ?? DNS_TIMEOUT_MS);
+    });
+    try {
+      const addresses = await Promise.race([this.resolve(host).catch(() => null), timeout]);
+      return addresses && addresses.length > 0 ? addresses : null;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+}
