@@ -159,13 +159,15 @@ async function main() {
       let seq = 0;
       let key = '';
       await readSse(response, (data, at) => {
-        if (data === '[DONE]') return;
+        if (data === '[DONE]') {
+          last = at;
+          return;
+        }
         const part = JSON.parse(data);
         if (part.error) throw new Error(part.error.message);
         if (part.choices?.[0]?.delta?.content === undefined || part.choices[0].delta.content === '') return;
         key = part.id.replace(/^chatcmpl-/, '');
         first ??= at;
-        last = at;
         const sent = sentAt.get(`${key}:${seq}`);
         if (sent !== undefined) relay.push(at - sent);
         sentAt.delete(`${key}:${seq++}`);
@@ -173,7 +175,8 @@ async function main() {
       if (first === undefined) throw new Error('no token arrived');
       overheads.push(first - started - (solverFirstToken.get(key) ?? 0));
       solverFirstToken.delete(key);
-      if (seq > 1) rates.push((seq - 1) / ((last - first) / 1000));
+      // Chunks per second from the first token to the end of the stream (the settled final chunk).
+      if (seq > 1 && last > first) rates.push(seq / ((last - first) / 1000));
     };
     const directOnce = async () => {
       const started = performance.now();
@@ -268,7 +271,7 @@ async function main() {
     const ledgerLine = `ledger: ${drift === 0 && openHolds === 0 && doubled === 0 ? 'EXACT' : 'DRIFT'} (accounts off: ${drift}, open holds on finished tasks: ${openHolds}, double charges/payouts: ${doubled})`;
     rows.push({ figure: 'ledger', extra: { accounts_off: drift, open_holds_on_finished_tasks: openHolds, double_movements: doubled } });
 
-    let solverBench: unknown;
+    let solverBench: Awaited<ReturnType<typeof import('./solver').runSolverBenchmark>> | undefined;
     if (!skipSolver) {
       const { runSolverBenchmark } = await import('./solver');
       solverBench = await runSolverBenchmark();
@@ -276,6 +279,12 @@ async function main() {
 
     printTable(rows, log);
     log(ledgerLine);
+    if (solverBench) {
+      const { formatTable } = await import('./solver');
+      log('');
+      log('solver alone (reference agent handlers, pages on 127.0.0.1):');
+      log(formatTable([...solverBench.fetch, ...solverBench.screenshot]));
+    }
     const out = path.resolve(__dirname, '..', 'bench-results.json');
     fs.writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), cpus: os.cpus().length, quick, rows, solver: solverBench }, null, 2));
     log(`wrote ${out}`);

@@ -78,7 +78,7 @@ const EnvSchema = z.object({
   STRONG_MODELS_FILE: optionalString,
   DOMAIN_POLICY_FILE: optionalString,
   ALLOW_PRIVATE_NETWORKS: booleanFlag('ALLOW_PRIVATE_NETWORKS', false),
-  API_RUNS_WORKFLOWS: booleanFlag('API_RUNS_WORKFLOWS', true),
+  API_RUNS_WORKFLOWS: booleanFlag('API_RUNS_WORKFLOWS', false),
   LOCAL_SOLVER: optionalString,
   // Backends of the bundled solver; src/solver/config.ts validates them with the rest of its configuration.
   CHAT_UPSTREAM_URL: optionalString,

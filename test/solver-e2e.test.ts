@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import OpenAI from 'openai';
 import { createLogger } from '../src/logger';
 import { ensureLocalSolverAccount, localSolverFile, startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
 import { pngSize } from '../src/solver/png';
@@ -27,7 +28,13 @@ let solverEnv: Record<string, string>;
 
 beforeAll(async () => {
   site = await startFixtureServer();
-  upstream = await startFakeUpstream((_body, res) => streamChunks(res, [{ choices: [{ index: 0, delta: { content: 'hi' }, finish_reason: 'stop' }] }]));
+  upstream = await startFakeUpstream((_body, res) =>
+    streamChunks(res, [
+      { choices: [{ index: 0, delta: { role: 'assistant', content: 'Hello from ' }, finish_reason: null }] },
+      { choices: [{ index: 0, delta: { content: 'upstream' }, finish_reason: 'stop' }] },
+      { choices: [], usage: { prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 } },
+    ]),
+  );
   dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'solver-e2e-data-'));
   indexDir = fs.mkdtempSync(path.join(os.tmpdir(), 'solver-e2e-index-'));
   fs.writeFileSync(
@@ -127,4 +134,17 @@ test('a restart reuses the saved solver account; a saved key the database does n
   expect(savedAccount()).toEqual(replaced);
   expect(fs.statSync(localSolverFile(config)).mode & 0o777).toBe(0o600);
   expect((await api(stack.url, 'GET', '/v1/balance', { headers: { Authorization: `Bearer ${replaced.api_key}` } })).status).toBe(200);
+});
+
+test('a chat completion goes through the service to the upstream the bundled solver forwards to, streamed', async () => {
+  const openai = new OpenAI({ apiKey: client.api_key, baseURL: `${stack.url}/v1`, maxRetries: 0 });
+  const stream = await openai.chat.completions.create({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true, stream_options: { include_usage: true } });
+  let text = '';
+  let usage: unknown;
+  for await (const part of stream) {
+    text += part.choices[0]?.delta.content ?? '';
+    if (part.usage) usage = part.usage;
+  }
+  expect(text).toBe('Hello from upstream');
+  expect(usage).toEqual({ prompt_tokens: 5, completion_tokens: 2, total_tokens: 7 });
 });
