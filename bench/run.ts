@@ -159,15 +159,13 @@ async function main() {
       let seq = 0;
       let key = '';
       await readSse(response, (data, at) => {
-        if (data === '[DONE]') {
-          last = at;
-          return;
-        }
+        if (data === '[DONE]') return;
         const part = JSON.parse(data);
         if (part.error) throw new Error(part.error.message);
         if (part.choices?.[0]?.delta?.content === undefined || part.choices[0].delta.content === '') return;
         key = part.id.replace(/^chatcmpl-/, '');
         first ??= at;
+        last = at;
         const sent = sentAt.get(`${key}:${seq}`);
         if (sent !== undefined) relay.push(at - sent);
         sentAt.delete(`${key}:${seq++}`);
@@ -175,8 +173,9 @@ async function main() {
       if (first === undefined) throw new Error('no token arrived');
       overheads.push(first - started - (solverFirstToken.get(key) ?? 0));
       solverFirstToken.delete(key);
-      // Chunks per second from the first token to the end of the stream (the settled final chunk).
-      if (seq > 1 && last > first) rates.push(seq / ((last - first) / 1000));
+      // Chunks per second between the first and the last token; streams whose tokens all arrived in one
+      // read have no measurable span and are left out.
+      if (seq > 1 && last > first) rates.push((seq - 1) / ((last - first) / 1000));
     };
     const directOnce = async () => {
       const started = performance.now();
