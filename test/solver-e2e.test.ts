@@ -46,7 +46,7 @@ beforeAll(async () => {
   // gpt-4o is on the shipped strong-tier allowlist; house-model is not.
   solverEnv = { DATA_DIR: dataDir, SEARCH_INDEX_DIR: indexDir, CHAT_UPSTREAM_URL: upstream.baseUrl, CHAT_MODELS: 'gpt-4o,house-model' };
   solver = await startLocalSolver({ config: testConfig(solverEnv), apiUrl: stack.url, logger });
-  client = await registerAccount(stack.url, '100');
+  client = await registerAccount(stack.url, '1000');
 });
 
 afterAll(async () => {
