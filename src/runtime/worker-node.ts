@@ -21,7 +21,8 @@ const SWEEP_EVERY_MS = 15_000;
 export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
   const { config, logger } = options;
   installTemporalRuntime(logger);
-  const db = await createDb(options.databaseUrl);
+  // Local activities of many concurrent workflows share this pool.
+  const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
   const connection = await createWorkerConnection(options.temporalAddress);
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const worker = await Worker.create({
