@@ -38,6 +38,13 @@ export function createDispatchActivities({ db, hub, relay, logger }: NodeActivit
       const onChunk = stream
         ? (delta: Record<string, unknown>) => {
             const seq = chunks++;
+            if (relay.isLocal(stream.clientNodeId)) {
+              // Same node: hand the delta over synchronously (order is the call order).
+              relay
+                .forward(stream.clientNodeId, stream.completionId, { type: 'chunk', seq, delta })
+                .catch((error) => logger.warn({ err: error, attempt_id: input.attemptId }, 'chat delta not delivered'));
+              return;
+            }
             relayed = relayed
               .then(() => relay.forward(stream.clientNodeId, stream.completionId, { type: 'chunk', seq, delta }))
               .catch((error) => logger.warn({ err: error, attempt_id: input.attemptId }, 'chat delta not relayed'));

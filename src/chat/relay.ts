@@ -46,6 +46,11 @@ export class ChatRelay {
     return () => this.local.off(completionId, handler);
   }
 
+  /** True when the completion's client is served by this node: delivery is then a synchronous event. */
+  isLocal(targetNodeId: string): boolean {
+    return targetNodeId === this.deps.nodeId;
+  }
+
   /** Sends an event to the node serving the completion's client. */
   async forward(targetNodeId: string, completionId: string, event: RelayEvent): Promise<void> {
     if (targetNodeId === this.deps.nodeId) {

@@ -175,6 +175,19 @@ export class SolverHub {
     } catch {
       parsedJson = undefined;
     }
+    // Chat deltas are the hot path: a well-formed chunk frame skips the schema walk.
+    const candidate = parsedJson as { type?: unknown; attempt_id?: unknown; delta?: unknown } | undefined;
+    if (
+      candidate?.type === 'chunk' &&
+      typeof candidate.attempt_id === 'string' &&
+      candidate.attempt_id.length > 0 &&
+      typeof candidate.delta === 'object' &&
+      candidate.delta !== null &&
+      !Array.isArray(candidate.delta)
+    ) {
+      session.attempts.get(candidate.attempt_id)?.onChunk?.(candidate.delta as Record<string, unknown>);
+      return;
+    }
     const frame = SolverFrame.safeParse(parsedJson);
     if (!frame.success) {
       const problem = text === null ? 'binary frames are not part of protocol v1' : parsedJson === undefined ? 'the frame is not JSON' : frame.error.issues.map((issue) => `${issue.path.join('.') || 'frame'}: ${issue.message}`).join('; ');
