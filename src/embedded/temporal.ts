@@ -24,14 +24,28 @@ export function resolveTemporalCli(rootDir: string, configured?: string): string
  * Runs the real Temporal dev server (`temporal server start-dev`) with its state in `dir` (SQLite file)
  * and its Web UI. Ports are chosen per start so that several stacks can share one machine.
  */
-export async function startEmbeddedTemporal(options: {
+type TemporalOptions = {
   cli: string;
   dir: string;
   namespace: string;
   logger: Logger;
   preferredPort?: number;
   ui?: boolean;
-}): Promise<EmbeddedTemporalHandle> {
+};
+
+export async function startEmbeddedTemporal(options: TemporalOptions): Promise<EmbeddedTemporalHandle> {
+  // Two stacks starting at the same moment can both find a port free; the loser retries on others.
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await startOnce(attempt === 1 ? options : { ...options, preferredPort: undefined });
+    } catch (error) {
+      if (attempt >= 3 || !/address already in use/.test(String((error as Error).message))) throw error;
+      options.logger.debug({ attempt }, 'temporal port taken meanwhile; retrying on other ports');
+    }
+  }
+}
+
+async function startOnce(options: TemporalOptions): Promise<EmbeddedTemporalHandle> {
   fs.mkdirSync(options.dir, { recursive: true });
   const port = await pickPort(options.preferredPort);
   const uiPort = options.ui === false ? 0 : await pickPort(port + 1000);
@@ -58,7 +72,9 @@ export async function startEmbeddedTemporal(options: {
   const stopWithUs = () => child.kill('SIGKILL');
   process.once('exit', stopWithUs);
   const output: string[] = [];
+  let portTaken = false;
   const remember = (chunk: Buffer) => {
+    if (chunk.toString().includes('address already in use')) portTaken = true;
     output.push(chunk.toString());
     if (output.length > 50) output.shift();
   };
@@ -68,7 +84,9 @@ export async function startEmbeddedTemporal(options: {
     child.once('error', (error) =>
       reject(new Error(`Could not run the Temporal CLI "${options.cli}" (${error.message}). Run \`node scripts/ensure-tools.mjs\` or set TEMPORAL_CLI.`)),
     );
-    child.once('exit', (code) => reject(new Error(`Temporal dev server exited (code ${code}) before it was ready:\n${output.join('')}`)));
+    child.once('exit', (code) =>
+      reject(new Error(`Temporal dev server exited (code ${code}) before it was ready${portTaken ? ' (address already in use)' : ''}:\n${output.join('')}`)),
+    );
   });
   exited.catch(() => undefined);
   const address = `127.0.0.1:${port}`;
