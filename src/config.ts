@@ -2,6 +2,7 @@ import path from 'node:path';
 import fs from 'node:fs';
 import dotenv from 'dotenv';
 import { z } from 'zod';
+import { DEFAULT_TASK_QUEUE } from '../workflows/contract';
 
 /**
  * All configuration is read and validated here, once. Nothing else reads process.env.
@@ -129,7 +130,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     databaseUrl: e.DATABASE_URL,
     temporalAddress: e.TEMPORAL_ADDRESS,
     temporalNamespace: e.TEMPORAL_NAMESPACE ?? 'default',
-    taskQueue: e.TEMPORAL_TASK_QUEUE ?? 'marketplace',
+    taskQueue: e.TEMPORAL_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
     temporalCli: e.TEMPORAL_CLI,
     adminApiKey: e.ADMIN_API_KEY,
     strongModelsOverride: e.STRONG_MODELS,

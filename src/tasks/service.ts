@@ -10,7 +10,6 @@ import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
 import {
   AccountIdAttribute,
   chatWorkflowId,
-  DEFAULT_TASK_QUEUE,
   TaskStatusAttribute,
   TaskTypeAttribute,
   taskWorkflowId,
@@ -78,7 +77,7 @@ export class TaskService {
     };
     try {
       await this.deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
-        taskQueue: this.deps.config.taskQueue ?? DEFAULT_TASK_QUEUE,
+        taskQueue: this.deps.config.taskQueue,
         workflowId: task.workflow_id,
         args: [input],
         // With a workflow worker in this process, the first workflow task runs here without a round trip.
