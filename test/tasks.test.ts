@@ -1,7 +1,9 @@
 import WebSocket from 'ws';
 import { balanceFromEntries, getBalance } from '../src/db/ledger';
 import { FakeSolver, waitFor } from './support/fake-solver';
-import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { createTemporalClient } from '../src/temporal/connection';
+import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../workflows/contract';
+import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
 const FAST = { ACCEPT_TIMEOUT_MS: '1000', ATTEMPT_TIMEOUT_SECONDS: '3', HEARTBEAT_INTERVAL_MS: '1000', PLATFORM_FEE_PERCENT: '10' };
 
@@ -53,6 +55,19 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     for (const key of ['created_at', 'updated_at', 'completed_at']) expect(new Date(done[key]).toISOString()).toBe(done[key]);
     expect((await api(stack.url, 'GET', '/v1/balance', { headers: client.auth })).json).toMatchObject({ available_points: '98', held_points: '0', lifetime_spent_points: '2' });
     expect((await getBalance(stack.db, worker.solverId))?.available_points).toBe('1.8');
+  });
+
+  test('ops find each task in Temporal by its workflow id, with task type, account and final status as search attributes', async () => {
+    await solver();
+    const client = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'ops' } } });
+    await poll(client, created.json.task_id);
+    const temporal = await createTemporalClient(testEndpoints().temporalAddress, 'default');
+    const description = await temporal.workflow.getHandle(`task-${created.json.task_id}`).describe();
+    expect(description.typedSearchAttributes.get(TaskTypeAttribute)).toBe('web_search');
+    expect(description.typedSearchAttributes.get(AccountIdAttribute)).toBe(client.account_id);
+    expect(description.typedSearchAttributes.get(TaskStatusAttribute)).toBe('completed');
+    await temporal.connection.close();
   });
 
   test('convenience endpoints answer with the documented shapes', async () => {
