@@ -3,6 +3,16 @@ import { z } from './zod';
 /** Optional sign, digits with an optional decimal point, not made only of signs and dots. */
 export const DECIMAL_PATTERN = /^[+-]?(\d+(\.\d*)?|\.\d+)$/;
 
+/** Canonical decimal text for an amount given as number or string ("010.50" → "10.50"). */
+export function decimalText(value: number | string): string {
+  const text = typeof value === 'number' ? value.toString() : value.trim();
+  if (/e/i.test(text)) return Number(text).toFixed(20).replace(/\.?0+$/, '');
+  const unsigned = text.replace(/^\+/, '');
+  const [whole, fraction] = unsigned.split('.');
+  const cleanWhole = (whole ?? '').replace(/^(-?)0+(?=\d)/, '$1') || '0';
+  return fraction ? `${cleanWhole}.${fraction}` : cleanWhole;
+}
+
 /** A number >= 0, or a decimal string (api-spec "Numeric string"). */
 export const NonNegativeNumeric = z
   .union([z.number().min(0), z.string().regex(DECIMAL_PATTERN, 'decimal')])

@@ -5,20 +5,11 @@ import { deposit, getBalance } from '../../db/ledger';
 import { statusCounts } from '../../db/status';
 import { sql } from 'slonik';
 import { ApiError } from '../../errors';
+import { decimalText } from '../../schemas/common';
 import { DepositBody } from '../../schemas/requests';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
 import { validateBody } from '../validation';
-
-/** Canonical decimal text for an amount given as number or string ("010.50" → "10.50"). */
-export function decimalText(value: number | string): string {
-  const text = typeof value === 'number' ? value.toString() : value.trim();
-  if (/e/i.test(text)) return Number(text).toFixed(20).replace(/\.?0+$/, '');
-  const unsigned = text.replace(/^\+/, '');
-  const [whole, fraction] = unsigned.split('.');
-  const cleanWhole = (whole ?? '').replace(/^(-?)0+(?=\d)/, '$1') || '0';
-  return fraction ? `${cleanWhole}.${fraction}` : cleanWhole;
-}
 
 export function adminRoutes(deps: AppDeps): Router {
   const router = Router();

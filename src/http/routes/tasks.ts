@@ -17,12 +17,12 @@ import {
   type SearchRequest,
   type SnapshotRequest,
 } from '../../schemas/requests';
+import { decimalText } from '../../schemas/common';
 import type { TaskService } from '../../tasks/service';
 import { createWebTask, idempotencyKeyOf, runWebTask, safetyOf } from '../../tasks/web-tasks';
 import { adminCompleteSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
-import { decimalText } from './admin';
 import { parseOrThrow, validateBody } from '../validation';
 
 export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
