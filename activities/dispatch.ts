@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
-import { getTaskRow, storeAttemptResult } from '../src/db/tasks';
+import { completeTask, getTaskRow, storeAttemptResult } from '../src/db/tasks';
 import { AttemptFailure } from '../src/dispatch/hub';
-import type { AttemptOutcome, CapabilityTaskType } from '../src/schemas/domain';
+import type { AttemptOutcome, CapabilityTaskType, TaskState } from '../src/schemas/domain';
 import type { NodeActivityDeps } from './deps';
 
 export interface DispatchInput {
@@ -16,7 +16,8 @@ export interface DispatchInput {
 }
 
 export type DispatchOutcome =
-  | { ok: true; chunks: number }
+  /** The result is stored and the task completed and settled (`status` is the task's state after that). */
+  | { ok: true; chunks: number; status: TaskState }
   | { ok: false; outcome: AttemptOutcome; error: { type: string; message: string }; retryable: boolean; chunks: number };
 
 // Heartbeats carry cancellation to the activity and let Temporal notice a dead node.
@@ -24,9 +25,11 @@ const HEARTBEAT_EVERY_MS = 1000;
 
 /**
  * Runs on the API node that holds the solver's socket (its own task queue). Sends the task, waits for
- * acceptance and the result, stores a valid result with the attempt, and reports the outcome.
+ * acceptance and the result, stores a valid result with the attempt, completes and settles the task
+ * (once: keyed in the ledger, and a task already finished is left as it is), and reports the outcome.
+ * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, logger }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, logger, config }: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<DispatchOutcome> {
       const context = Context.current();
@@ -67,12 +70,13 @@ export function createDispatchActivities({ db, hub, relay, logger }: NodeActivit
         if (!(await storeAttemptResult(db, input.attemptId, result))) {
           return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its result arrived.' }, retryable: true, chunks };
         }
+        const completed = await completeTask(db, { taskId: input.taskId, completion: { kind: 'attempt', attemptId: input.attemptId }, feePercent: config.platformFeePercent });
         if (stream) {
           await relayed;
           const usage = (result.usage as Record<string, unknown> | undefined) ?? null;
           await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', chunks, finish_reason: (result.finish_reason as string | null) ?? null, usage });
         }
-        return { ok: true, chunks };
+        return { ok: true, chunks, status: completed.status };
       } catch (error) {
         if (error instanceof AttemptFailure) {
           if (error.outcome === 'cancelled' && context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;

@@ -106,6 +106,29 @@ describe('points ledger', () => {
     expect(await getBalance(db, client)).toMatchObject({ available_points: '5', held_points: '0', lifetime_spent_points: '5' });
   });
 
+  test('settle where the solver is the paying account moves each of its balances once', async () => {
+    const account = await newAccount('20');
+    const id = holdId();
+    await hold(db, { holdId: id, accountId: account, amount: '10' });
+    await settle(db, { holdId: id, price: '4', solverId: account, feePercent: '25' });
+    // 20 − 4 charged + 3 earned back; the rest of the hold (6) returns to available.
+    expect(await getBalance(db, account)).toEqual({ available_points: '19', held_points: '0', lifetime_earned_points: '3', lifetime_spent_points: '4' });
+    expect((await getHold(db, id))?.status).toBe('settled');
+    await expectConsistent(account);
+  });
+
+  test('settle at price 0 releases the whole hold and charges nothing', async () => {
+    const client = await newAccount('10');
+    const solver = await newAccount();
+    const id = holdId();
+    await hold(db, { holdId: id, accountId: client, amount: '5' });
+    expect(await settle(db, { holdId: id, price: '0', solverId: solver, feePercent: '10' })).toEqual({ applied: true, charged: '0', solverEarned: '0', fee: '0' });
+    expect(await getHold(db, id)).toMatchObject({ status: 'released', remaining: '0' });
+    expect(await getBalance(db, client)).toEqual({ available_points: '10', held_points: '0', lifetime_earned_points: '0', lifetime_spent_points: '0' });
+    await expectConsistent(client);
+    await expectConsistent(solver);
+  });
+
   test('a released hold can no longer be settled or captured', async () => {
     const client = await newAccount('10');
     const solver = await newAccount();
@@ -141,6 +164,19 @@ describe('points ledger', () => {
     expect(await getBalance(db, client)).toMatchObject({ available_points: '4', held_points: '0', lifetime_spent_points: '6' });
     await expectConsistent(client);
     await expectConsistent(solver);
+  });
+
+  test('concurrent settles between the same accounts in both directions all apply (no deadlock)', async () => {
+    const a = await newAccount('1000');
+    const b = await newAccount('1000');
+    const holds = Array.from({ length: 24 }, (_, i) => ({ id: holdId(), payer: i % 2 ? a : b, payee: i % 2 ? b : a }));
+    for (const h of holds) await hold(db, { holdId: h.id, accountId: h.payer, amount: '10' });
+    const results = await Promise.all(holds.map((h) => settle(db, { holdId: h.id, price: '4', solverId: h.payee, feePercent: '25' })));
+    expect(results.every((result) => result.applied)).toBe(true);
+    // Each account paid 12 × 4 and earned 12 × 3.
+    expect(await getBalance(db, a)).toEqual({ available_points: '988', held_points: '0', lifetime_earned_points: '36', lifetime_spent_points: '48' });
+    await expectConsistent(a);
+    await expectConsistent(b);
   });
 
   test('concurrent deposits with one key apply once', async () => {

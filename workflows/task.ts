@@ -108,6 +108,11 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
       strongModels: input.strongModels,
     });
     if (!reservation.assignment) {
+      if (reservation.finishedAs) {
+        // Finished meanwhile, e.g. an attempt completed and settled whose report to us was lost with its node.
+        setStatus(reservation.finishedAs);
+        return { taskId: input.taskId, status: reservation.finishedAs as TaskWorkflowResult['status'] };
+      }
       if (attemptNumber > 0 && reservation.untriedOnline === 0) {
         return end('failed', { type: 'solver_failed', message: `No untried solver is online after ${attemptNumber} failed attempt(s)${lastError ? `; last: ${lastError.message}` : '.'}` });
       }
@@ -122,9 +127,9 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), () => admin !== undefined);
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
-      const completed = await db.completeTask({ taskId: input.taskId, completion: { kind: 'attempt', attemptId: assignment.attemptId } });
-      setStatus(completed.status);
-      return { taskId: input.taskId, status: completed.status as TaskWorkflowResult['status'] };
+      // The dispatch activity stored the result and settled the task.
+      setStatus(outcome.status);
+      return { taskId: input.taskId, status: outcome.status as TaskWorkflowResult['status'] };
     }
     await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
     if (outcome.outcome === 'error' && !outcome.retryable) {

@@ -39,8 +39,9 @@ const HoldRow = z.object({
 });
 export type Hold = z.infer<typeof HoldRow>;
 
-// On a pool this opens a transaction; inside one it nests as a savepoint.
-const inTransaction = <T>(db: Runner, fn: (tx: Tx) => Promise<T>): Promise<T> => db.transaction(fn);
+// On a pool this opens a transaction; inside one it joins it (a failure aborts the caller's whole
+// transaction anyway, and a savepoint would cost two more round trips).
+const inTransaction = <T>(db: Runner, fn: (tx: Tx) => Promise<T>): Promise<T> => ('connect' in db ? db.transaction(fn) : fn(db));
 
 /** Inserts the entry unless its key exists; true when this call wrote it. */
 async function appendEntry(
@@ -204,22 +205,58 @@ export async function settle(
   input: { holdId: string; price: string; solverId: string; feePercent: string },
 ): Promise<LedgerResult & { charged: string; solverEarned: string; fee: string }> {
   assertNonNegative(input.price, 'price');
+  assertNonNegative(input.feePercent, 'fee percent');
   return inTransaction(db, async (tx) => {
-    const held = await lockOpenHold(tx, input.holdId);
-    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
-    const amounts = await tx.one(sql.type(z.object({ charged: z.string(), fee: z.string(), earned: z.string() }))`
-      WITH p AS (SELECT LEAST(${input.price}::numeric, ${held.amount}::numeric) AS charged)
-      SELECT trim_scale(charged)::text AS charged,
+    const held = await tx.maybeOne(sql.type(z.object({ account_id: z.string(), status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string() }))`
+      WITH h AS (SELECT account_id, status, remaining, LEAST(${input.price}::numeric, amount) AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE)
+      SELECT account_id, status,
+             trim_scale(charged)::text AS charged,
              trim_scale(charged * ${input.feePercent}::numeric / 100)::text AS fee,
-             trim_scale(charged - charged * ${input.feePercent}::numeric / 100)::text AS earned
-      FROM p`);
-    const outcome = { charged: amounts.charged, solverEarned: amounts.earned, fee: amounts.fee };
+             trim_scale(charged - charged * ${input.feePercent}::numeric / 100)::text AS earned,
+             trim_scale(remaining - charged)::text AS rest
+      FROM h`);
+    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
+    const outcome = { charged: held.charged, solverEarned: held.earned, fee: held.fee };
     if (held.status !== 'open') return { applied: false, ...outcome };
-    // One transaction for the four movements: every step is keyed, so all apply or none, once.
-    await captureIn(tx, { holdId: input.holdId, amount: amounts.charged });
-    await payoutIn(tx, { accountId: input.solverId, amount: amounts.earned, holdId: input.holdId, idempotencyKey: `payout:${input.holdId}` });
-    await payoutIn(tx, { accountId: PLATFORM_ACCOUNT_ID, amount: amounts.fee, holdId: input.holdId, idempotencyKey: `fee:${input.holdId}`, kind: 'fee' });
-    await releaseIn(tx, { holdId: input.holdId });
+    if (held.rest.startsWith('-')) throw new Error(`capture of ${held.charged} exceeds what remains of hold ${input.holdId}`);
+    // Concurrent settlements touch overlapping accounts (the platform's always): lock the balance rows in
+    // one global order first, or two of them could each hold a row the other waits for.
+    await tx.query(sql.unsafe`
+      SELECT 1 FROM balances WHERE account_id = ANY(${sql.array([held.account_id, input.solverId, PLATFORM_ACCOUNT_ID], 'text')})
+      ORDER BY account_id FOR UPDATE`);
+    // The four movements (capture, solver pay, fee, release of the rest) in one statement: each entry is
+    // keyed, and each account's balance row changes once by the sum of its entries.
+    const written = await tx.oneFirst(sql.type(z.object({ written: z.number() }))`
+      WITH entries AS (
+        INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
+        VALUES (${held.account_id}, 'capture', ${held.charged}::numeric, ${input.holdId}, ${`capture:${input.holdId}`}),
+               (${input.solverId}, 'payout', ${held.earned}::numeric, ${input.holdId}, ${`payout:${input.holdId}`}),
+               (${PLATFORM_ACCOUNT_ID}, 'fee', ${held.fee}::numeric, ${input.holdId}, ${`fee:${input.holdId}`}),
+               (${held.account_id}, 'release', ${held.rest}::numeric, ${input.holdId}, ${`release:${input.holdId}`})
+        ON CONFLICT (idempotency_key) DO NOTHING
+        RETURNING account_id, kind, amount
+      ), deltas AS (
+        SELECT account_id,
+               SUM(CASE WHEN kind IN ('payout', 'fee', 'release') THEN amount ELSE 0 END) AS available,
+               SUM(CASE WHEN kind IN ('capture', 'release') THEN amount ELSE 0 END) AS held,
+               SUM(CASE WHEN kind IN ('payout', 'fee') THEN amount ELSE 0 END) AS earned,
+               SUM(CASE WHEN kind = 'capture' THEN amount ELSE 0 END) AS spent
+        FROM entries GROUP BY account_id
+      ), moved AS (
+        UPDATE balances b SET available = b.available + d.available, held = b.held - d.held,
+          lifetime_earned = b.lifetime_earned + d.earned, lifetime_spent = b.lifetime_spent + d.spent, updated_at = now()
+        FROM deltas d WHERE b.account_id = d.account_id
+        RETURNING b.account_id
+      ), closed AS (
+        UPDATE holds SET status = CASE WHEN remaining - ${held.charged}::numeric < amount THEN 'settled' ELSE 'released' END,
+          remaining = 0, closed_at = now()
+        WHERE hold_id = ${input.holdId}
+        RETURNING hold_id
+      )
+      -- Data-modifying CTEs run to completion whether or not the final SELECT reads them.
+      SELECT count(*)::int AS written FROM entries`);
+    // Under the hold's row lock an open hold has none of its settlement entries yet.
+    if (written !== 4) throw new Error(`settlement of hold ${input.holdId} wrote ${written} of its 4 entries`);
     return { applied: true, ...outcome };
   });
 }

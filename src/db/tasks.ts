@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
+import { TERMINAL_TASK_STATES, WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
 import { withSafetyVerdict } from '../safety/results';
 import { hold, release, settle } from './ledger';
 import type { Db } from './pool';
@@ -131,58 +131,60 @@ const CandidateRow = z.object({
 export async function reserveAttempt(
   db: Db,
   input: { taskId: string; attemptNumber: number; taskType: string; maxPricePoints: string; excludedSolverIds: string[]; strongModels?: string[] },
-): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number }> {
+): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number; finishedAs: TaskState | null }> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
-  return db.transaction(async (tx) => {
-    const existing = await tx.maybeOne(sql.type(CandidateRow)`
-      SELECT solver_id, node_id, model_name, trim_scale(price_points)::text AS min_price_points, billing_type,
-             trim_scale(marginal_cost)::text AS marginal_cost
-      FROM task_attempts WHERE attempt_id = ${attemptId}`);
-    if (existing) return { assignment: toAssignment(attemptId, existing) };
-
-    const strongOnly = input.strongModels !== undefined;
-    const eligible = sql.fragment`
-      FROM solver_capabilities c
-      JOIN solver_connections sc ON sc.solver_id = c.solver_id
-      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
-      LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
-      WHERE c.task_type = ${input.taskType}
-        AND NOT (c.solver_id = ANY(${sql.array(input.excludedSolverIds, 'text')}))
-        AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(input.strongModels ?? [], 'text')})))`;
-    const candidates = await tx.any(sql.type(CandidateRow)`
-      SELECT c.solver_id, sc.node_id, c.model_name, trim_scale(c.min_price_points)::text AS min_price_points, c.billing_type,
-             trim_scale(c.marginal_cost)::text AS marginal_cost
+  const strongOnly = input.strongModels !== undefined;
+  const eligible = sql.fragment`
+    FROM solver_capabilities c
+    JOIN solver_connections sc ON sc.solver_id = c.solver_id
+    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+    LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
+    WHERE c.task_type = ${input.taskType}
+      AND NOT (c.solver_id = ANY(${sql.array(input.excludedSolverIds, 'text')}))
+      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(input.strongModels ?? [], 'text')})))`;
+  // One statement, so one round trip and atomic without a transaction. The candidate row is locked and,
+  // after waiting for a concurrent reservation, re-checked against max_concurrent (the next candidate is
+  // taken when it no longer fits), so concurrent reservations never exceed a solver's limit.
+  const row = await db.maybeOne(sql.type(CandidateRow)`
+    WITH existing AS (
+      SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost
+      FROM task_attempts WHERE attempt_id = ${attemptId}
+    ), pick AS (
+      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost
       ${eligible}
+        AND NOT EXISTS (SELECT 1 FROM existing)
+        AND EXISTS (SELECT 1 FROM tasks WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned'))
         AND c.min_price_points <= ${input.maxPricePoints}::numeric
         AND c.active_attempts < c.max_concurrent
       ORDER BY c.min_price_points ASC,
                (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) DESC,
                COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) ASC,
                c.active_attempts ASC
-      LIMIT 5`);
-    for (const candidate of candidates) {
-      // Guarded increment: re-evaluated under the row lock, so concurrent reservations never exceed the limit.
-      const reserved = await tx.maybeOneFirst(sql.type(z.object({ solver_id: z.string() }))`
-        UPDATE solver_capabilities SET active_attempts = active_attempts + 1
-        WHERE solver_id = ${candidate.solver_id} AND task_type = ${input.taskType} AND model_name = ${candidate.model_name}
-          AND active_attempts < max_concurrent
-        RETURNING solver_id`);
-      if (reserved === null) continue;
-      await tx.query(sql.unsafe`
-        INSERT INTO task_attempts
-          (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost)
-        VALUES (${attemptId}, ${input.taskId}, ${input.attemptNumber}, ${candidate.solver_id}, ${input.taskType}, ${candidate.model_name},
-                ${candidate.node_id}, ${candidate.min_price_points}::numeric, ${candidate.billing_type}, ${candidate.marginal_cost}::numeric)`);
-      await tx.query(sql.unsafe`
-        UPDATE tasks SET status = 'assigned', solver_id = ${candidate.solver_id}, updated_at = now()
-        WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned')`);
-      await tx.query(sql.unsafe`UPDATE solver_stats SET attempts = attempts + 1 WHERE solver_id = ${candidate.solver_id}`);
-      return { assignment: toAssignment(attemptId, candidate) };
-    }
-    const untriedOnline = await tx.oneFirst(sql.type(z.object({ count: z.number() }))`
-      SELECT count(DISTINCT c.solver_id)::int AS count ${eligible}`);
-    return { assignment: null, untriedOnline };
-  });
+      LIMIT 1
+      FOR UPDATE OF c
+    ), reserved AS (
+      UPDATE solver_capabilities c SET active_attempts = c.active_attempts + 1
+      FROM pick p
+      WHERE c.solver_id = p.solver_id AND c.task_type = p.task_type AND c.model_name = p.model_name AND c.active_attempts < c.max_concurrent
+      RETURNING p.*
+    ), attempt AS (
+      INSERT INTO task_attempts
+        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost)
+      SELECT ${attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost
+      FROM reserved
+    ), assigned AS (
+      UPDATE tasks SET status = 'assigned', solver_id = r.solver_id, updated_at = now()
+      FROM reserved r WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned')
+    ), counted AS (
+      UPDATE solver_stats s SET attempts = s.attempts + 1 FROM reserved r WHERE s.solver_id = r.solver_id
+    )
+    SELECT solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost
+    FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost FROM reserved) chosen`);
+  if (row) return { assignment: toAssignment(attemptId, row) };
+  const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
+    SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
+  const finishedAs = status && (TERMINAL_TASK_STATES as readonly string[]).includes(status) ? (status as TaskState) : null;
+  return { assignment: null, untriedOnline: count, finishedAs };
 }
 
 function toAssignment(attemptId: string, row: z.infer<typeof CandidateRow>): Assignment {
@@ -213,32 +215,37 @@ export async function storeAttemptResult(db: Runner, attemptId: string, result: 
  * Ends an attempt once: frees the solver's slot, counts it in the solver's record and, unless the task
  * has finished, puts the task back to queued for reassignment.
  */
-async function closeAttemptIn(tx: Tx, input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }) {
-  const closed = await tx.maybeOne(sql.type(z.object({ solver_id: z.string(), task_type: z.string(), model_name: z.string(), task_id: z.string(), latency_ms: z.number() }))`
-    UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb(input.error) : null}
-    WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
-    RETURNING solver_id, task_type, model_name, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms`);
-  if (!closed) return false;
-  await tx.query(sql.unsafe`
-    UPDATE solver_capabilities SET active_attempts = active_attempts - 1
-    WHERE solver_id = ${closed.solver_id} AND task_type = ${closed.task_type} AND model_name = ${closed.model_name} AND active_attempts > 0`);
+async function closeAttemptIn(tx: Runner, input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }) {
   const succeeded = input.outcome === 'completed';
-  await tx.query(sql.unsafe`
-    UPDATE solver_stats SET
-      completed = completed + ${succeeded ? 1 : 0},
-      failed = failed + ${succeeded || input.outcome === 'cancelled' ? 0 : 1},
-      total_latency_ms = total_latency_ms + ${succeeded ? closed.latency_ms : 0}
-    WHERE solver_id = ${closed.solver_id}`);
-  if (!succeeded) {
-    await tx.query(sql.unsafe`
-      UPDATE tasks SET status = 'queued', solver_id = NULL, updated_at = now()
-      WHERE task_id = ${closed.task_id} AND status = 'assigned' AND solver_id = ${closed.solver_id}`);
-  }
-  return true;
+  const failed = !succeeded && input.outcome !== 'cancelled';
+  // One statement: the attempt ends once (ended_at IS NULL), and only then are the slot, the stats
+  // and the task's state touched.
+  const closed = await tx.oneFirst(sql.type(z.object({ closed: z.number() }))`
+    WITH closed AS (
+      UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb(input.error) : null}
+      WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
+      RETURNING solver_id, task_type, model_name, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
+    ), freed AS (
+      UPDATE solver_capabilities c SET active_attempts = GREATEST(c.active_attempts - 1, 0)
+      FROM closed WHERE c.solver_id = closed.solver_id AND c.task_type = closed.task_type AND c.model_name = closed.model_name
+      RETURNING closed.solver_id, closed.latency_ms
+    ), counted AS (
+      -- Reads freed, so the capability row is locked before the stats row, in the order matching locks them.
+      UPDATE solver_stats s SET
+        completed = s.completed + ${succeeded ? 1 : 0},
+        failed = s.failed + ${failed ? 1 : 0},
+        total_latency_ms = s.total_latency_ms + ${succeeded ? sql.fragment`freed.latency_ms` : sql.fragment`0`}
+      FROM freed WHERE s.solver_id = freed.solver_id
+    ), requeued AS (
+      UPDATE tasks t SET status = 'queued', solver_id = NULL, updated_at = now()
+      FROM closed WHERE ${!succeeded} AND t.task_id = closed.task_id AND t.status = 'assigned' AND t.solver_id = closed.solver_id
+    )
+    SELECT count(*)::int AS closed FROM closed`);
+  return closed > 0;
 }
 
 export async function closeAttempt(db: Db, input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }): Promise<boolean> {
-  return db.transaction((tx) => closeAttemptIn(tx, input));
+  return closeAttemptIn(db, input);
 }
 
 export type Completion = { kind: 'attempt'; attemptId: string } | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
@@ -252,7 +259,7 @@ export async function completeTask(db: Db, input: { taskId: string; completion: 
     const task = await tx.one(sql.type(z.object({ status: z.string(), max_price_points: z.string(), task_type: z.string(), prompt_safety_scan: z.boolean() }))`
       SELECT t.status, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan
       FROM tasks t JOIN accounts a USING (account_id) WHERE t.task_id = ${input.taskId} FOR UPDATE OF t`);
-    if (['completed', 'failed', 'timed_out'].includes(task.status)) return { applied: false, status: task.status as TaskState };
+    if ((TERMINAL_TASK_STATES as readonly string[]).includes(task.status)) return { applied: false, status: task.status as TaskState };
     let solverId: string;
     let price: string;
     let result: Record<string, unknown>;
@@ -304,7 +311,7 @@ export async function finishTaskWithoutResult(
 ): Promise<{ applied: boolean; status: TaskState }> {
   return db.transaction(async (tx) => {
     const status = await tx.oneFirst(sql.type(z.object({ status: z.string() }))`SELECT status FROM tasks WHERE task_id = ${input.taskId} FOR UPDATE`);
-    if (['completed', 'failed', 'timed_out'].includes(status)) return { applied: false, status: status as TaskState };
+    if ((TERMINAL_TASK_STATES as readonly string[]).includes(status)) return { applied: false, status: status as TaskState };
     const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
       SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
     for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });

@@ -1,0 +1,134 @@
+import crypto from 'node:crypto';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { createAccount } from '../src/db/accounts';
+import { deposit } from '../src/db/ledger';
+import { createDb, type Db } from '../src/db/pool';
+import { heartbeatNode, registerConnection, replaceCapabilities } from '../src/db/solvers';
+import { closeAttempt, createTaskWithHold, finishTaskWithoutResult, reserveAttempt } from '../src/db/tasks';
+import { testEndpoints } from './support/stack';
+
+let db: Db;
+beforeAll(async () => {
+  db = await createDb(testEndpoints().databaseUrl, { maximumPoolSize: 30 });
+});
+afterAll(async () => {
+  await db.end();
+});
+
+// Strong-tier chat capabilities with a model of their own per test: only this test's solvers match.
+const TASK_TYPE = 'chat_completion';
+const capability = (model: string, price: string, maxConcurrent: number) => ({
+  task_type: TASK_TYPE,
+  tier: 'strong',
+  billing_type: 'per_request',
+  fulfillment_path: 'provider_api',
+  provider_name: 'p',
+  model_name: model,
+  marginal_cost: '0',
+  min_price_points: price,
+  max_concurrent: maxConcurrent,
+});
+
+async function onlineSolver(model: string, price: string, maxConcurrent: number) {
+  const { account } = await createAccount(db);
+  const nodeId = `node-${crypto.randomUUID()}`;
+  await heartbeatNode(db, nodeId);
+  await replaceCapabilities(db, account.account_id, [capability(model, price, maxConcurrent) as never]);
+  await registerConnection(db, { solverId: account.account_id, connectionId: crypto.randomUUID(), nodeId });
+  return account.account_id;
+}
+
+async function newTasks(count: number) {
+  const { account } = await createAccount(db);
+  await deposit(db, { accountId: account.account_id, amount: '1000', idempotencyKey: `t:${crypto.randomUUID()}` });
+  const ids: string[] = [];
+  for (let i = 0; i < count; i++) {
+    const taskId = `task_${crypto.randomBytes(8).toString('hex')}`;
+    await createTaskWithHold(db, { taskId, accountId: account.account_id, taskType: TASK_TYPE, payload: {}, maxPricePoints: '5', timeoutSeconds: 60, workflowId: `task-${taskId}` });
+    ids.push(taskId);
+  }
+  return ids;
+}
+
+const activeAttempts = (solverId: string) =>
+  db.oneFirst(sql.type(z.object({ active: z.number() }))`SELECT active_attempts AS active FROM solver_capabilities WHERE solver_id = ${solverId}`);
+
+describe('matching (reserveAttempt)', () => {
+  test('concurrent reservations fill the cheapest solver to its limit, then the next, and never beyond', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model] };
+    const cheap = await onlineSolver(model, '1', 3);
+    const dear = await onlineSolver(model, '2', 2);
+    const tasks = await newTasks(12);
+    const results = await Promise.all(
+      tasks.map((taskId) => reserveAttempt(db, { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] })),
+    );
+    const assigned = results.flatMap((result) => (result.assignment ? [result.assignment.solverId] : []));
+    expect(assigned.filter((id) => id === cheap)).toHaveLength(3);
+    expect(assigned.filter((id) => id === dear)).toHaveLength(2);
+    expect(assigned).toHaveLength(5);
+    for (const result of results) if (!result.assignment) expect(result.untriedOnline).toBe(2);
+    expect(await activeAttempts(cheap)).toBe(3);
+    expect(await activeAttempts(dear)).toBe(2);
+  });
+
+  test('reserving the same attempt again returns the same assignment and takes no second slot', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model] };
+    const only = await onlineSolver(model, '1', 5);
+    const [taskId] = await newTasks(1);
+    const input = { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] };
+    const first = await reserveAttempt(db, input);
+    const again = await reserveAttempt(db, input);
+    expect(again).toEqual(first);
+    expect(first.assignment).toMatchObject({ solverId: only, pricePoints: '1', attemptId: `${taskId}.a1` });
+    expect(await activeAttempts(only)).toBe(1);
+  });
+
+  test('closing an attempt frees its slot once; excluded and too-expensive solvers are not matched', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model] };
+    const tried = await onlineSolver(model, '1', 1);
+    await onlineSolver(model, '9', 1);
+    const [taskId] = await newTasks(1);
+    const first = await reserveAttempt(db, { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] });
+    expect(first.assignment?.solverId).toBe(tried);
+    expect(await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error', error: { type: 'x', message: 'x' } })).toBe(true);
+    expect(await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error' })).toBe(false);
+    expect(await activeAttempts(tried)).toBe(0);
+    const second = await reserveAttempt(db, { ...match, taskId, attemptNumber: 2, excludedSolverIds: [tried] });
+    expect(second).toEqual({ assignment: null, untriedOnline: 1, finishedAs: null });
+    const task = await db.one(sql.type(z.object({ status: z.string(), solver_id: z.string().nullable() }))`SELECT status, solver_id FROM tasks WHERE task_id = ${taskId}`);
+    expect(task).toEqual({ status: 'queued', solver_id: null });
+  });
+
+  test('a task that has finished gets no new attempt and reports how it ended', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const only = await onlineSolver(model, '1', 5);
+    const [taskId] = await newTasks(1);
+    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+    const reservation = await reserveAttempt(db, { taskId, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
+    expect(reservation).toEqual({ assignment: null, untriedOnline: 1, finishedAs: 'failed' });
+    expect(await activeAttempts(only)).toBe(0);
+  });
+
+  test('reservations and attempt closings on one solver running at once neither deadlock nor lose a slot', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const busy = await onlineSolver(model, '1', 100);
+    const tasks = await newTasks(80);
+    const reserve = (taskId: string) => reserveAttempt(db, { taskId, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
+    let previous = await Promise.all(tasks.slice(0, 20).map(reserve));
+    // Each round closes the last twenty attempts while the next twenty are being matched to the same solver.
+    for (let round = 1; round < 4; round++) {
+      const [closed, next] = await Promise.all([
+        Promise.all(previous.map((r) => closeAttempt(db, { attemptId: r.assignment!.attemptId, outcome: 'completed' }))),
+        Promise.all(tasks.slice(round * 20, round * 20 + 20).map(reserve)),
+      ]);
+      expect(closed.every(Boolean)).toBe(true);
+      expect(next.every((r) => r.assignment?.solverId === busy)).toBe(true);
+      previous = next;
+    }
+    expect(await activeAttempts(busy)).toBe(20);
+  });
+});
