@@ -23,6 +23,9 @@ import { load, sleep, summarize, type Summary } from './lib/stats';
 
 const quick = process.argv.includes('--quick');
 const skipSolver = process.argv.includes('--skip-solver');
+// `--only=ceiling,web,chat,scale` runs some phases (the web ratios need the ceiling phase).
+const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length).split(',');
+const runs = (phase: 'ceiling' | 'web' | 'chat' | 'scale') => !only || only.includes(phase);
 const scale = (n: number) => (quick ? Math.max(20, Math.round(n / 4)) : n);
 const ADMIN_KEY = 'bench-admin-key';
 const CHAT_CHUNKS = 50;
@@ -70,9 +73,9 @@ async function main() {
     // 1. Ceiling: one workflow running one activity, through the same server and worker.
     const temporal = await createTemporalClient(infra.temporalAddress, config.temporalNamespace);
     const smoke = () => temporal.workflow.execute('smokeWorkflow', { taskQueue: config.taskQueue, workflowId: `bench-${crypto.randomUUID()}`, args: ['x'] });
-    await load(8, 40, async () => void (await smoke()));
     const ceiling: Record<number, { latency: Summary; perSecond: number }> = {};
-    for (const [concurrency, total] of [[1, scale(200)], [16, scale(800)], [64, scale(1600)]]) {
+    if (runs('ceiling')) await load(8, 40, async () => void (await smoke()));
+    for (const [concurrency, total] of runs('ceiling') ? [[1, scale(200)], [16, scale(800)], [64, scale(1600)]] : []) {
       const run = await load(concurrency, total, async () => void (await smoke()));
       ceiling[concurrency] = { latency: summarize(run.latencies), perSecond: run.perSecond };
       rows.push({ figure: 'ceiling: workflow + 1 activity', concurrency, latency: ceiling[concurrency].latency, perSecond: run.perSecond });
@@ -94,8 +97,8 @@ async function main() {
       );
     }
     const fetchOnce = async () => void (await call(base, 'POST', '/v1/fetch', { url: 'https://example.com/bench' }, client.auth));
-    await load(8, 40, fetchOnce);
-    for (const [concurrency, total] of [[1, scale(200)], [16, scale(800)], [64, scale(1600)]]) {
+    if (runs('web')) await load(8, 40, fetchOnce);
+    for (const [concurrency, total] of runs('web') ? [[1, scale(200)], [16, scale(800)], [64, scale(1600)]] : []) {
       const run = await load(concurrency, total, fetchOnce);
       const latency = summarize(run.latencies);
       rows.push({
@@ -104,8 +107,12 @@ async function main() {
         latency,
         perSecond: run.perSecond,
         extra: {
-          throughput_vs_ceiling: Math.round((run.perSecond / ceiling[concurrency].perSecond) * 100) / 100,
-          p50_vs_ceiling: Math.round((latency.p50 / ceiling[concurrency].latency.p50) * 100) / 100,
+          ...(ceiling[concurrency]
+            ? {
+                throughput_vs_ceiling: Math.round((run.perSecond / ceiling[concurrency].perSecond) * 100) / 100,
+                p50_vs_ceiling: Math.round((latency.p50 / ceiling[concurrency].latency.p50) * 100) / 100,
+              }
+            : {}),
           errors: run.errors,
           ...(run.firstError ? { first_error: run.firstError } : {}),
         },
@@ -187,8 +194,8 @@ async function main() {
       directTtft.push(first! - started);
     };
     let directTtft: number[] = [];
-    await load(4, 20, chatOnce);
-    for (const [concurrency, total] of [[1, scale(100)], [32, scale(640)]]) {
+    if (runs('chat')) await load(4, 20, chatOnce);
+    for (const [concurrency, total] of runs('chat') ? [[1, scale(100)], [32, scale(640)]] : []) {
       relay.length = 0;
       overheads.length = 0;
       rates.length = 0;
@@ -202,55 +209,57 @@ async function main() {
     }
 
     // 4. Scale: API RSS with idle solvers, then with open SSE streams.
-    for (const solver of solvers.splice(0)) solver.close();
-    await sleep(1000);
-    const scaleRow: Record<string, number> = { rss_mb_start: api.rssMb() };
-    const idle: SimSolver[] = [];
-    const connectIdle = async (count: number) => {
-      const accounts = [];
-      for (let i = 0; i < count; i += 50) {
-        accounts.push(...(await Promise.all(Array.from({ length: Math.min(50, count - i) }, () => register(base)))));
-      }
-      for (let i = 0; i < accounts.length; i += 100) {
-        idle.push(...(await Promise.all(accounts.slice(i, i + 100).map((account) => SimSolver.connect(base, account)))));
-      }
-    };
-    await connectIdle(1000);
-    await sleep(2000);
-    scaleRow.rss_mb_1000_idle_solvers = api.rssMb();
-    await connectIdle(4000);
-    await sleep(2000);
-    scaleRow.rss_mb_5000_idle_solvers = api.rssMb();
-    log(`scale: ${JSON.stringify(scaleRow)}`);
-    for (const solver of idle.splice(0)) solver.close();
-    await sleep(3000);
+    if (runs('scale')) {
+      for (const solver of solvers.splice(0)) solver.close();
+      await sleep(1000);
+      const scaleRow: Record<string, number> = { rss_mb_start: api.rssMb() };
+      const idle: SimSolver[] = [];
+      const connectIdle = async (count: number) => {
+        const accounts = [];
+        for (let i = 0; i < count; i += 50) {
+          accounts.push(...(await Promise.all(Array.from({ length: Math.min(50, count - i) }, () => register(base)))));
+        }
+        for (let i = 0; i < accounts.length; i += 100) {
+          idle.push(...(await Promise.all(accounts.slice(i, i + 100).map((account) => SimSolver.connect(base, account)))));
+        }
+      };
+      await connectIdle(1000);
+      await sleep(2000);
+      scaleRow.rss_mb_1000_idle_solvers = api.rssMb();
+      await connectIdle(4000);
+      await sleep(2000);
+      scaleRow.rss_mb_5000_idle_solvers = api.rssMb();
+      log(`scale: ${JSON.stringify(scaleRow)}`);
+      for (const solver of idle.splice(0)) solver.close();
+      await sleep(3000);
 
-    const holders: { solver: SimSolver; frame: TaskFrame }[] = [];
-    const holdAccount = await register(base);
-    await call(base, 'POST', '/v1/solver/capabilities', [{ ...chatCapability, max_concurrent: 1100 }], holdAccount.auth);
-    const holder = await SimSolver.connect(base, holdAccount, (frame, solver) => {
-      solver.send({ type: 'accept', attempt_id: frame.attempt_id });
-      solver.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'holding' } });
-      holders.push({ solver, frame });
-    });
-    const streams = Array.from({ length: 1000 }, async () => {
-      const response = await fetch(`${base}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { ...client.auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hold' }], stream: true }),
+      const holders: { solver: SimSolver; frame: TaskFrame }[] = [];
+      const holdAccount = await register(base);
+      await call(base, 'POST', '/v1/solver/capabilities', [{ ...chatCapability, max_concurrent: 1100 }], holdAccount.auth);
+      const holder = await SimSolver.connect(base, holdAccount, (frame, solver) => {
+        solver.send({ type: 'accept', attempt_id: frame.attempt_id });
+        solver.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'holding' } });
+        holders.push({ solver, frame });
       });
-      await readSse(response, () => undefined);
-    });
-    const openDeadline = Date.now() + 180_000;
-    while (holders.length < 1000 && Date.now() < openDeadline) await sleep(500);
-    await sleep(2000);
-    scaleRow.open_sse_streams = holders.length;
-    scaleRow.rss_mb_1000_sse_streams = api.rssMb();
-    for (const { solver, frame } of holders) solver.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } } });
-    await Promise.allSettled(streams);
-    holder.close();
-    rows.push({ figure: 'scale: API process RSS (MB)', extra: scaleRow });
-    log(`scale: ${JSON.stringify(scaleRow)}`);
+      const streams = Array.from({ length: 1000 }, async () => {
+        const response = await fetch(`${base}/v1/chat/completions`, {
+          method: 'POST',
+          headers: { ...client.auth, 'content-type': 'application/json' },
+          body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hold' }], stream: true }),
+        });
+        await readSse(response, () => undefined);
+      });
+      const openDeadline = Date.now() + 180_000;
+      while (holders.length < 1000 && Date.now() < openDeadline) await sleep(500);
+      await sleep(2000);
+      scaleRow.open_sse_streams = holders.length;
+      scaleRow.rss_mb_1000_sse_streams = api.rssMb();
+      for (const { solver, frame } of holders) solver.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } } });
+      await Promise.allSettled(streams);
+      holder.close();
+      rows.push({ figure: 'scale: API process RSS (MB)', extra: scaleRow });
+      log(`scale: ${JSON.stringify(scaleRow)}`);
+    }
 
     // 5. The ledger stays exact.
     await sleep(3000);

@@ -11,9 +11,16 @@ export interface Service {
   rssMb(): number;
 }
 
+/** The node flags of `npm run <entry>` (e.g. the API's smaller young generation), so the figures are those of the real command. */
+function nodeFlagsOf(entry: string): string[] {
+  const scripts = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
+  const words = (scripts[entry] ?? '').split(/\s+/);
+  return words[0] === 'node' ? words.slice(1).filter((word) => /^--(?!import)/.test(word)) : [];
+}
+
 /** Starts `src/bin/<entry>.ts` as its own node process (tsx loaded in-process, so the pid is the server's). */
 export async function startService(entry: 'api' | 'worker', env: Record<string, string>, ready: RegExp | (() => Promise<boolean>)): Promise<Service> {
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
+  const child = spawn(process.execPath, [...nodeFlagsOf(entry), '--import', 'tsx', path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
