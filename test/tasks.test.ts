@@ -51,7 +51,7 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     const done = await poll(client, created.json.task_id);
     expect(done).toMatchObject({ status: 'completed', price_points: '2', solver_id: worker.solverId, error: null });
     expect(done.result).toBeTruthy();
-    expect(done.attempts).toEqual([expect.objectContaining({ solver_id: worker.solverId, outcome: 'completed' })]);
+    expect(done.attempts).toEqual([{ solver_id: worker.solverId, outcome: 'completed', started_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), ended_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) }]);
     for (const key of ['created_at', 'updated_at', 'completed_at']) expect(new Date(done[key]).toISOString()).toBe(done[key]);
     expect((await api(stack.url, 'GET', '/v1/balance', { headers: client.auth })).json).toMatchObject({ available_points: '98', held_points: '0', lifetime_spent_points: '2' });
     expect((await getBalance(stack.db, worker.solverId))?.available_points).toBe('1.8');

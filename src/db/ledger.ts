@@ -1,4 +1,4 @@
-import { sql, type DatabaseTransactionConnection } from 'slonik';
+import { CheckIntegrityConstraintViolationError, sql, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { ApiError } from '../errors';
 import type { Db } from './pool';
@@ -98,22 +98,35 @@ export async function deposit(db: Runner, input: { accountId: string; amount: st
 /** Moves `amount` from available to held under `holdId`; 402 insufficient_balance when it does not fit. */
 export async function hold(db: Runner, input: { holdId: string; accountId: string; amount: string }): Promise<LedgerResult> {
   assertNonNegative(input.amount, 'hold amount');
+  const insufficient = () =>
+    new ApiError('insufficient_balance', `This request needs ${input.amount} points available; deposit points or lower max_price_points.`, {
+      required_points: input.amount,
+    });
   return inTransaction(db, async (tx) => {
-    const created = await tx.maybeOneFirst(sql.type(z.object({ hold_id: z.string() }))`
-      INSERT INTO holds (hold_id, account_id, amount, remaining)
-      VALUES (${input.holdId}, ${input.accountId}, ${input.amount}::numeric, ${input.amount}::numeric)
-      ON CONFLICT (hold_id) DO NOTHING RETURNING hold_id`);
-    if (created === null) return { applied: false };
-    await appendEntry(tx, { accountId: input.accountId, kind: 'hold', amount: input.amount, holdId: input.holdId, key: `hold:${input.holdId}` });
-    const moved = await tx.maybeOneFirst(sql.type(z.object({ account_id: z.string() }))`
-      UPDATE balances SET available = available - ${input.amount}::numeric, held = held + ${input.amount}::numeric, updated_at = now()
-      WHERE account_id = ${input.accountId} AND available >= ${input.amount}::numeric
-      RETURNING account_id`);
-    if (moved === null) {
-      throw new ApiError('insufficient_balance', `This request needs ${input.amount} points available; deposit points or lower max_price_points.`, {
-        required_points: input.amount,
+    // One statement: the hold, its entry and the balance move together. A second hold with the same id
+    // waits on the first's key and then does nothing; a balance that would go negative fails its CHECK.
+    const done = await tx
+      .one(sql.type(z.object({ created: z.number(), moved: z.number() }))`
+        WITH h AS (
+          INSERT INTO holds (hold_id, account_id, amount, remaining)
+          VALUES (${input.holdId}, ${input.accountId}, ${input.amount}::numeric, ${input.amount}::numeric)
+          ON CONFLICT (hold_id) DO NOTHING RETURNING hold_id
+        ), e AS (
+          INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
+          SELECT ${input.accountId}, 'hold', ${input.amount}::numeric, hold_id, 'hold:' || hold_id FROM h
+          ON CONFLICT (idempotency_key) DO NOTHING
+        ), b AS (
+          UPDATE balances SET available = available - ${input.amount}::numeric, held = held + ${input.amount}::numeric, updated_at = now()
+          FROM h WHERE account_id = ${input.accountId}
+          RETURNING account_id
+        )
+        SELECT (SELECT count(*) FROM h)::int AS created, (SELECT count(*) FROM b)::int AS moved`)
+      .catch((error) => {
+        throw error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'balances_available_check' ? insufficient() : error;
       });
-    }
+    if (done.created === 0) return { applied: false };
+    // No balance row: the account does not exist (the caller's transaction rolls the hold back).
+    if (done.moved === 0) throw insufficient();
     return { applied: true };
   });
 }

@@ -23,7 +23,7 @@ const typeParsers = [
 ];
 
 export async function createDb(connectionUri: string, options: { maximumPoolSize?: number } = {}): Promise<Db> {
-  return createPool(connectionUri, {
+  const pool = await createPool(connectionUri, {
     interceptors: [resultParserInterceptor],
     typeParsers,
     maximumPoolSize: options.maximumPoolSize ?? 10,
@@ -31,4 +31,8 @@ export async function createDb(connectionUri: string, options: { maximumPoolSize
     connectionTimeout: 10_000,
     captureStackTrace: false,
   });
+  // slonik also emits each query error on the pool. Unheard, Node would throw ERR_UNHANDLED_ERROR in place
+  // of the error itself, and callers could not tell a constraint violation from any other failure.
+  pool.on('error', () => undefined);
+  return pool;
 }

@@ -95,11 +95,16 @@ export async function getTaskRow(db: Runner, taskId: string): Promise<TaskRow | 
 
 /** The task record of decisions.md, or null when the task does not exist or belongs to another account. */
 export async function getTaskRecord(db: Runner, taskId: string, accountId?: string): Promise<TaskRecord | null> {
-  const row = await getTaskRow(db, taskId);
+  // One round trip: the attempts come along as JSON, their times in the same ISO 8601 form as the task's.
+  const iso = (column: string) => sql.fragment`to_char(${sql.identifier(['ta', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  const row = await db.maybeOne(sql.type(TaskRow.extend({ attempts: z.array(AttemptRow) }))`
+    SELECT ${TASK_COLUMNS},
+      COALESCE((SELECT json_agg(json_build_object('attempt_id', ta.attempt_id, 'solver_id', ta.solver_id, 'started_at', ${iso('started_at')},
+                                                  'ended_at', ${iso('ended_at')}, 'outcome', ta.outcome) ORDER BY ta.attempt_number)
+                FROM task_attempts ta WHERE ta.task_id = tasks.task_id), '[]') AS attempts
+    FROM tasks WHERE task_id = ${taskId}`);
   if (!row || (accountId !== undefined && row.account_id !== accountId)) return null;
-  const attempts = await db.any(sql.type(AttemptRow)`
-    SELECT attempt_id, solver_id, started_at, ended_at, outcome FROM task_attempts WHERE task_id = ${taskId} ORDER BY attempt_number`);
-  const { account_id: _account, ...record } = row;
+  const { account_id: _account, attempts, ...record } = row;
   return { ...record, attempts: attempts.map(({ attempt_id: _id, ...attempt }) => attempt) };
 }
 
