@@ -1,4 +1,5 @@
 import {
+  ActivityFailure,
   CancellationScope,
   condition,
   isCancellation,
@@ -6,6 +7,7 @@ import {
   proxyActivities,
   proxyLocalActivities,
   setHandler,
+  TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities, NodeActivities } from '../activities';
@@ -159,8 +161,9 @@ async function runAttempt(
 ): Promise<DispatchOutcome | 'superseded'> {
   const node = proxyActivities<NodeActivities>({
     taskQueue: nodeTaskQueue(assignment.nodeId),
-    // A node that died stops polling its queue: fail fast and reassign.
-    scheduleToStartTimeout: '5 seconds',
+    // A node that died stops polling its queue: give up and reassign. Long enough for a live node
+    // under a burst of starts to pick the attempt up.
+    scheduleToStartTimeout: '15 seconds',
     startToCloseTimeout: timeoutMs + 2000,
     heartbeatTimeout: '10 seconds',
     // Never re-send an attempt: a failure goes back to the workflow, which picks another solver.
@@ -183,9 +186,17 @@ async function runAttempt(
       (outcome): DispatchOutcome => outcome,
       (error): DispatchOutcome | 'superseded' => {
         if (isCancellation(error)) return 'superseded';
-        // The node died, or never picked the attempt up: treat like a disconnected solver.
-        // How many deltas reached the client is unknown then (-1): a chat stream cannot be safely resumed elsewhere.
-        return { ok: false, outcome: 'disconnected', error: { type: 'node_unavailable', message: String(error?.cause?.message ?? error?.message ?? error) }, retryable: true, chunks: -1 };
+        // The node died, or never picked the attempt up: treat like a disconnected solver. An attempt that
+        // never started sent nothing; otherwise how many deltas reached the client is unknown (-1), and a
+        // chat stream cannot be safely resumed elsewhere.
+        const neverStarted = error instanceof ActivityFailure && error.cause instanceof TimeoutFailure && error.cause.timeoutType === 'SCHEDULE_TO_START';
+        return {
+          ok: false,
+          outcome: 'disconnected',
+          error: { type: 'node_unavailable', message: String(error?.cause?.message ?? error?.message ?? error) },
+          retryable: true,
+          chunks: neverStarted ? 0 : -1,
+        };
       },
     );
   const winner = await Promise.race([dispatched, condition(superseded).then(() => 'superseded' as const)]);
