@@ -131,4 +131,24 @@ describe('matching (reserveAttempt)', () => {
     }
     expect(await activeAttempts(busy)).toBe(20);
   });
+
+  test('a task created with matching holds its first attempt; a refused hold leaves no slot taken', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const only = await onlineSolver(model, '1', 2);
+    const { account } = await createAccount(db);
+    await deposit(db, { accountId: account.account_id, amount: '5', idempotencyKey: `t:${crypto.randomUUID()}` });
+    const newTask = (maxPricePoints: string) => {
+      const taskId = `task_${crypto.randomBytes(8).toString('hex')}`;
+      return createTaskWithHold(db, { taskId, accountId: account.account_id, taskType: TASK_TYPE, payload: {}, maxPricePoints, timeoutSeconds: 60, workflowId: `task-${taskId}`, match: { strongModels: [model] } });
+    };
+    const created = await newTask('5');
+    expect(created.firstAssignment).toMatchObject({ solverId: only, attemptId: `${created.task.task_id}.a1` });
+    expect(created.task).toMatchObject({ status: 'assigned', solver_id: only });
+    expect(await activeAttempts(only)).toBe(1);
+    await expect(newTask('5')).rejects.toMatchObject({ type: 'insufficient_balance' });
+    expect(await activeAttempts(only)).toBe(1);
+    // The workflow's own matching of attempt 1 (e.g. after a restart) finds the same reservation.
+    const again = await reserveAttempt(db, { taskId: created.task.task_id, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
+    expect(again.assignment).toEqual(created.firstAssignment);
+  });
 });

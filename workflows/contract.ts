@@ -4,6 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
+import type { Assignment } from '../src/db/tasks';
 
 export const DEFAULT_TASK_QUEUE = 'marketplace';
 
@@ -37,6 +38,8 @@ export interface TaskWorkflowInput {
   strongModels?: string[];
   /** Set for chat: deltas go to this node, which serves the client's stream. */
   stream?: { clientNodeId: string; completionId: string };
+  /** Attempt 1, when it was matched as the task was created. */
+  firstAssignment?: Assignment;
 }
 
 export interface TaskWorkflowResult {

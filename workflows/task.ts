@@ -101,14 +101,19 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     if (attemptNumber >= input.maxAttempts) {
       return end('failed', { type: 'solver_failed', message: `All ${attemptNumber} attempts failed${lastError ? `; last: ${lastError.message}` : '.'}` });
     }
-    const reservation = await db.reserveAttempt({
-      taskId: input.taskId,
-      attemptNumber: attemptNumber + 1,
-      taskType: input.taskType,
-      maxPricePoints: input.maxPricePoints,
-      excludedSolverIds: excluded,
-      strongModels: input.strongModels,
-    });
+    // Attempt 1 may have been matched with the task itself; otherwise (and for the sweep's restarts, which
+    // find that same reservation again) a local activity matches.
+    const reservation =
+      attemptNumber === 0 && input.firstAssignment
+        ? { assignment: input.firstAssignment, untriedOnline: 1, finishedAs: null }
+        : await db.reserveAttempt({
+            taskId: input.taskId,
+            attemptNumber: attemptNumber + 1,
+            taskType: input.taskType,
+            maxPricePoints: input.maxPricePoints,
+            excludedSolverIds: excluded,
+            strongModels: input.strongModels,
+          });
     if (!reservation.assignment) {
       if (reservation.finishedAs) {
         // Finished meanwhile, e.g. an attempt completed and settled whose report to us was lost with its node.

@@ -61,13 +61,18 @@ export interface NewTask {
   timeoutSeconds: number;
   workflowId: string;
   idempotencyKey?: string;
+  /**
+   * Match the first attempt in the same transaction (chat: among these strong-tier models), so the
+   * workflow can dispatch at once. Without a solver free now, the workflow matches later as usual.
+   */
+  match?: { strongModels?: string[] };
 }
 
 /**
  * Inserts the task and holds its maximum price in one transaction: a task exists only with its hold.
  * With an idempotency key already used by this account, returns that earlier task instead.
  */
-export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task: TaskRow; created: boolean }> {
+export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task: TaskRow; created: boolean; firstAssignment: Assignment | null }> {
   return db.transaction(async (tx) => {
     const inserted = await tx.maybeOne(sql.type(TaskRow)`
       INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key)
@@ -78,10 +83,15 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task:
     if (!inserted) {
       const existing = await tx.one(sql.type(TaskRow)`
         SELECT ${TASK_COLUMNS} FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotencyKey ?? null}`);
-      return { task: existing, created: false };
+      return { task: existing, created: false, firstAssignment: null };
     }
+    // Matching before the hold: rows are locked in the order settlement locks them (solver, then balances).
+    const reservation = task.match
+      ? await reserveAttempt(tx, { taskId: task.taskId, attemptNumber: 1, taskType: task.taskType, maxPricePoints: task.maxPricePoints, excludedSolverIds: [], strongModels: task.match.strongModels })
+      : { assignment: null };
     await hold(tx, { holdId: task.taskId, accountId: task.accountId, amount: task.maxPricePoints });
-    return { task: inserted, created: true };
+    const assigned = reservation.assignment;
+    return { task: assigned ? { ...inserted, status: 'assigned' as const, solver_id: assigned.solverId } : inserted, created: true, firstAssignment: assigned };
   });
 }
 
@@ -134,7 +144,7 @@ const CandidateRow = z.object({
  * Returns the same assignment when called again for the same attempt.
  */
 export async function reserveAttempt(
-  db: Db,
+  db: Runner,
   input: { taskId: string; attemptNumber: number; taskType: string; maxPricePoints: string; excludedSolverIds: string[]; strongModels?: string[] },
 ): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number; finishedAs: TaskState | null }> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);

@@ -3,7 +3,7 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { countOnlineSolvers } from '../db/solvers';
-import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type TaskRecord, type TaskRow } from '../db/tasks';
+import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type Assignment, type TaskRecord, type TaskRow } from '../db/tasks';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
 import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
@@ -37,7 +37,7 @@ export class TaskService {
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
   async create(input: CreateTaskInput): Promise<TaskRecord> {
     const taskId = input.taskId ?? `${input.chat ? 'chat' : 'task'}_${crypto.randomBytes(12).toString('hex')}`;
-    const { task, created } = await createTaskWithHold(this.deps.db, {
+    const { task, created, firstAssignment } = await createTaskWithHold(this.deps.db, {
       taskId,
       accountId: input.accountId,
       taskType: input.taskType,
@@ -46,9 +46,10 @@ export class TaskService {
       timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
       workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       idempotencyKey: input.idempotencyKey,
+      match: { strongModels: input.chat?.strongModels },
     });
     if (!created) return (await getTaskRecord(this.deps.db, task.task_id))!;
-    await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) });
+    await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) }, firstAssignment ?? undefined);
     // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
     const { account_id: _account, ...record } = task;
     return { ...record, attempts: [] };
@@ -58,7 +59,7 @@ export class TaskService {
    * Starts the workflow of a stored task. Idempotent (the workflow id is the task's), so the worker's
    * sweep can call it for tasks whose API node died between the insert and the start.
    */
-  async startWorkflow(task: TaskRow, chat?: { strongModels: string[]; clientNodeId: string; completionId: string }): Promise<void> {
+  async startWorkflow(task: TaskRow, chat?: { strongModels: string[]; clientNodeId: string; completionId: string }, firstAssignment?: Assignment): Promise<void> {
     if (task.task_type === CHAT_TASK_TYPE && !chat) {
       // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
       await finishTaskWithoutResult(this.deps.db, { taskId: task.task_id, status: 'failed', error: { type: 'client_cancelled', message: 'The request ended before the completion started.' } });
@@ -74,6 +75,7 @@ export class TaskService {
       attemptTimeoutSeconds: chat ? task.timeout_seconds : this.deps.config.attemptTimeoutSeconds,
       acceptTimeoutMs: this.deps.config.acceptTimeoutMs,
       ...(chat ? { strongModels: chat.strongModels, stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId } } : {}),
+      ...(firstAssignment ? { firstAssignment } : {}),
     };
     try {
       await this.deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
