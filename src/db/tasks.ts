@@ -14,6 +14,13 @@ import { NODE_LIVENESS_SECONDS } from './solvers';
 type Runner = CommonQueryMethods;
 type Tx = DatabaseTransactionConnection;
 
+/** NOTIFY channel on which a task's terminal state is announced when its transaction commits. */
+export const TASK_FINISHED_CHANNEL = 'task_finished';
+
+async function announceFinished(tx: Runner, taskId: string, status: TaskState) {
+  await tx.query(sql.unsafe`SELECT pg_notify(${TASK_FINISHED_CHANNEL}, ${JSON.stringify({ task_id: taskId, status })})`);
+}
+
 export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId}.a${attemptNumber}`;
 
 const TaskRow = z.object({
@@ -315,6 +322,7 @@ export async function completeTask(db: Db, input: { taskId: string; completion: 
       UPDATE tasks SET status = 'completed', result = ${sql.jsonb(result as never)}, price_points = ${settled.charged}::numeric,
         solver_id = ${solverId}, error = NULL, updated_at = now(), completed_at = now()
       WHERE task_id = ${input.taskId}`);
+    await announceFinished(tx, input.taskId, 'completed');
     return { applied: true, status: 'completed' as const };
   });
 }
@@ -334,6 +342,7 @@ export async function finishTaskWithoutResult(
     await tx.query(sql.unsafe`
       UPDATE tasks SET status = ${input.status}, error = ${sql.jsonb(input.error)}, solver_id = NULL, updated_at = now(), completed_at = now()
       WHERE task_id = ${input.taskId}`);
+    await announceFinished(tx, input.taskId, input.status);
     return { applied: true, status: input.status };
   });
 }

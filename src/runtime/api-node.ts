@@ -18,6 +18,7 @@ import { createApp } from '../http/app';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { DomainGuard } from '../policy/guard';
+import { TaskFinishedWatch } from '../tasks/finished';
 import { TaskService } from '../tasks/service';
 import { createWorkerConnection } from '../temporal/connection';
 import { workflowBundle } from '../temporal/bundle';
@@ -94,7 +95,7 @@ export async function startApiNode(options: {
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows });
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus) });
   const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);

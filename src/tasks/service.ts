@@ -6,6 +6,7 @@ import { countOnlineSolvers } from '../db/solvers';
 import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type Assignment, type TaskRecord, type TaskRow } from '../db/tasks';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
+import type { TaskFinishedWatch } from './finished';
 import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
 import {
   AccountIdAttribute,
@@ -32,7 +33,7 @@ export interface CreateTaskInput {
 
 /** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
 export class TaskService {
-  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean }) {}
+  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch }) {}
 
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
   async create(input: CreateTaskInput): Promise<TaskRecord> {
@@ -112,10 +113,17 @@ export class TaskService {
     const timeout = new Promise<null>((resolve) => {
       timer = setTimeout(() => resolve(null), timeoutMs);
     });
+    // The stored terminal state is final: answering on its commit saves the workflow's last step.
+    const announced = this.deps.finished?.wait(task.task_id);
+    const stored = announced?.finished.then((status) => ({ taskId: task.task_id, status: status as TaskWorkflowResult['status'] }));
     try {
-      return await Promise.race([handle.result() as Promise<TaskWorkflowResult>, timeout]);
+      const result = handle.result() as Promise<TaskWorkflowResult>;
+      // Whichever comes second is ignored; a late failure of the result call must not go unhandled.
+      result.catch(() => undefined);
+      return await Promise.race([result, timeout, ...(stored ? [stored] : [])]);
     } finally {
       clearTimeout(timer);
+      announced?.stop();
     }
   }
 
