@@ -66,6 +66,8 @@ export class BrowserPool {
       if (signal.aborted) throw signal.reason;
       context = await browser.newContext({ viewport, serviceWorkers: 'block', acceptDownloads: false });
       signal.addEventListener('abort', closeContext, { once: true });
+      // An abort while the context was being created fired before anyone listened.
+      if (signal.aborted) throw signal.reason;
       context.setDefaultTimeout(this.options.timeoutMs);
       context.setDefaultNavigationTimeout(this.options.timeoutMs);
       if (this.guarded) await guardContext(context, this.options.policy);
