@@ -71,7 +71,8 @@ export class BrowserPool {
       context.setDefaultTimeout(this.options.timeoutMs);
       context.setDefaultNavigationTimeout(this.options.timeoutMs);
       if (this.guarded) await guardContext(context, this.options.policy);
-      const page = await context.newPage();
+      // Closing a context does not always settle a newPage() still in flight: stop waiting on abort.
+      const page = await untilAborted(context.newPage(), signal);
       return await task(page);
     } finally {
       signal.removeEventListener('abort', closeContext);
@@ -216,4 +217,15 @@ async function throwIfAnyHopRefused(hops: string[], policy: NetPolicy): Promise<
       if (error instanceof SolverError && error.type === 'target_blocked') throw error;
     }
   }
+}
+
+/** `promise`, or the signal's reason as soon as it aborts (the promise's own outcome is then ignored). */
+function untilAborted<T>(promise: Promise<T>, signal: AbortSignal): Promise<T> {
+  promise.catch(() => undefined);
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    promise.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }
