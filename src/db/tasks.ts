@@ -70,9 +70,10 @@ export interface NewTask {
   idempotencyKey?: string;
   /**
    * Match the first attempt in the same transaction (chat: among these strong-tier models), so the
-   * workflow can dispatch at once. Without a solver free now, the workflow matches later as usual.
+   * workflow can dispatch at once. Without a solver free now, the workflow matches later as usual; with
+   * none online at all, `unavailable` (when given) is thrown and nothing is created.
    */
-  match?: { strongModels?: string[] };
+  match?: { strongModels?: string[]; unavailable?: Error };
 }
 
 /**
@@ -96,6 +97,7 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task:
     const reservation = task.match
       ? await reserveAttempt(tx, { taskId: task.taskId, attemptNumber: 1, taskType: task.taskType, maxPricePoints: task.maxPricePoints, excludedSolverIds: [], strongModels: task.match.strongModels })
       : { assignment: null };
+    if (!reservation.assignment && 'untriedOnline' in reservation && reservation.untriedOnline === 0 && task.match?.unavailable) throw task.match.unavailable;
     await hold(tx, { holdId: task.taskId, accountId: task.accountId, amount: task.maxPricePoints });
     const assigned = reservation.assignment;
     return { task: assigned ? { ...inserted, status: 'assigned' as const, solver_id: assigned.solverId } : inserted, created: true, firstAssignment: assigned };

@@ -27,6 +27,8 @@ export interface CreateTaskInput {
   maxPricePoints?: string | null;
   timeoutSeconds?: number | null;
   idempotencyKey?: string;
+  /** Thrown, with nothing created, when no eligible solver is online at all (a new task only). */
+  unavailable?: ApiError;
   /** Chat: eligible strong-tier models, and the node that streams the deltas to the client. */
   chat?: { strongModels: string[]; clientNodeId: string };
 }
@@ -47,7 +49,7 @@ export class TaskService {
       timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
       workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       idempotencyKey: input.idempotencyKey,
-      match: { strongModels: input.chat?.strongModels },
+      match: { strongModels: input.chat?.strongModels, unavailable: input.unavailable },
     });
     if (!created) return (await getTaskRecord(this.deps.db, task.task_id))!;
     await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) }, firstAssignment ?? undefined);
@@ -103,7 +105,8 @@ export class TaskService {
         throw new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: task.task_id });
       }
     }
-    await markWorkflowStarted(this.deps.db, task.task_id);
+    // Only the stranded-task sweep reads this mark; the caller need not wait for it.
+    void markWorkflowStarted(this.deps.db, task.task_id).catch((error) => this.deps.logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
   }
 
   /** Waits for the task to reach a terminal state; null when `timeoutMs` passes first. */
@@ -128,8 +131,8 @@ export class TaskService {
   }
 
   async ensureSolverOnline(taskType: WebTaskType): Promise<void> {
-    if ((await countOnlineSolvers(this.deps.db, taskType)) === 0) {
-      throw new ApiError('no_solver_available', `No solver for ${taskType} is online right now; retry later.`);
-    }
+    if ((await countOnlineSolvers(this.deps.db, taskType)) === 0) throw noSolverOnline(taskType);
   }
 }
+
+export const noSolverOnline = (taskType: WebTaskType) => new ApiError('no_solver_available', `No solver for ${taskType} is online right now; retry later.`);

@@ -4,7 +4,7 @@ import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
 import type { ScanResult } from '../safety/scanner';
 import type { WebTaskType } from '../schemas/domain';
-import type { TaskService } from './service';
+import { noSolverOnline, type TaskService } from './service';
 
 /**
  * How the HTTP routes create and run web tasks (POST /v1/tasks, the convenience endpoints, the scrape
@@ -62,9 +62,9 @@ export async function runWebTask(
   onCreated: (task: TaskRecord) => void = () => undefined,
 ): Promise<{ task: CompletedTask; elapsedMs: number }> {
   await assertTargetAllowed(deps, input);
-  await deps.tasks.ensureSolverOnline(input.taskType);
   const started = Date.now();
-  const task = await deps.tasks.create(toCreateInput(input));
+  // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
+  const task = await deps.tasks.create({ ...toCreateInput(input), unavailable: noSolverOnline(input.taskType) });
   onCreated(task);
   const waitMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS;
   const verdict = TERMINAL.includes(task.status) ? task : await deps.tasks.waitForResult(task, waitMs);

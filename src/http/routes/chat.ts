@@ -2,7 +2,6 @@ import crypto from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { chunk, completionBody, MessageAssembler, normalizeUsage, usageChunk, type CompletionMeta } from '../../chat/openai-format';
 import type { RelayEvent } from '../../chat/relay';
-import { countOnlineSolvers } from '../../db/solvers';
 import { scanChatMessages } from '../../safety/scanner';
 import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
@@ -69,9 +68,6 @@ export function chatRoutes(deps: AppDeps): Router {
       throw new ApiError('model_not_found', `No model "${body.model}". Use "${PUBLIC_MODEL_ID}" (alias "strong").`);
     }
     const strongModels = deps.strongModels();
-    if ((await countOnlineSolvers(deps.db, CHAT_TASK_TYPE, { strongModels })) === 0) {
-      throw new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.');
-    }
     const { stream, stream_options: streamOptions, ...rest } = body as ChatCompletionRequest & { stream_options?: { include_usage?: boolean } };
     const payload = { ...rest, model: PUBLIC_MODEL_ID };
     const taskId = `chat_${crypto.randomBytes(12).toString('hex')}`;
@@ -96,6 +92,8 @@ export function chatRoutes(deps: AppDeps): Router {
         payload,
         timeoutSeconds: deps.config.chatTimeoutSeconds,
         chat: { strongModels, clientNodeId: deps.nodeId },
+        // Checked as the task is created (nothing is created then), before any SSE header is sent.
+        unavailable: new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
       });
       const handle = deps.temporal.workflow.getHandle(task.workflow_id);
       // A client that goes away cancels the workflow, which cancels the solver's attempt.
