@@ -46,7 +46,11 @@ describe('terminal states are announced when they commit', () => {
 
   test('a task that was already finished is not announced again', async () => {
     const taskId = await newTask();
+    // Let the first announcement arrive before listening for a second one.
+    const first = watch.wait(taskId);
     await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+    await expect(first.finished).resolves.toBe('failed');
+    first.stop();
     const waiting = watch.wait(taskId);
     const second = await finishTaskWithoutResult(db, { taskId, status: 'timed_out', error: { type: 'x', message: 'x' } });
     expect(second.applied).toBe(false);

@@ -105,7 +105,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     // find that same reservation again) a local activity matches.
     const reservation =
       attemptNumber === 0 && input.firstAssignment
-        ? { assignment: input.firstAssignment, untriedOnline: 1, finishedAs: null }
+        ? { assignment: input.firstAssignment }
         : await db.reserveAttempt({
             taskId: input.taskId,
             attemptNumber: attemptNumber + 1,

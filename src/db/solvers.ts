@@ -89,15 +89,26 @@ export async function removeConnection(db: Db, input: { solverId: string; connec
 }
 
 /** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
-export async function countOnlineSolvers(db: Db, taskType: string, options: { strongModels?: string[] } = {}): Promise<number> {
+/**
+ * The solvers that may take a task of this type: a capability for it, connected to a live API node, not
+ * excluded, and (chat) strong-tier for one of the allowed models. `FROM … WHERE …`, with the
+ * capability as `c`, its connection as `sc` and the solver's record as `s`.
+ */
+export function eligibleSolvers(taskType: string, options: { strongModels?: string[]; excludedSolverIds?: string[] } = {}) {
   const strongOnly = options.strongModels !== undefined;
-  return db.oneFirst(sql.type(z.object({ count: z.number() }))`
-    SELECT count(DISTINCT c.solver_id)::int AS count
+  return sql.fragment`
     FROM solver_capabilities c
     JOIN solver_connections sc ON sc.solver_id = c.solver_id
     JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+    LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
     WHERE c.task_type = ${taskType}
-      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))`);
+      AND NOT (c.solver_id = ANY(${sql.array(options.excludedSolverIds ?? [], 'text')}))
+      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))`;
+}
+
+export async function countOnlineSolvers(db: Db, taskType: string, options: { strongModels?: string[] } = {}): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ count: z.number() }))`
+    SELECT count(DISTINCT c.solver_id)::int AS count ${eligibleSolvers(taskType, options)}`);
 }
 
 const StatsRow = z.object({

@@ -4,7 +4,7 @@ import { TERMINAL_TASK_STATES, WEB_TASK_TYPES, type AttemptOutcome, type TaskSta
 import { withSafetyVerdict } from '../safety/results';
 import { hold, release, settle } from './ledger';
 import type { Db } from './pool';
-import { NODE_LIVENESS_SECONDS } from './solvers';
+import { eligibleSolvers } from './solvers';
 
 /**
  * Tasks and their attempts. The task row is the record clients poll; workflow activities keep it
@@ -96,10 +96,10 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task:
     // Matching before the hold: rows are locked in the order settlement locks them (solver, then balances).
     const reservation = task.match
       ? await reserveAttempt(tx, { taskId: task.taskId, attemptNumber: 1, taskType: task.taskType, maxPricePoints: task.maxPricePoints, excludedSolverIds: [], strongModels: task.match.strongModels })
-      : { assignment: null };
-    if (!reservation.assignment && 'untriedOnline' in reservation && reservation.untriedOnline === 0 && task.match?.unavailable) throw task.match.unavailable;
+      : null;
+    if (reservation && !reservation.assignment && reservation.untriedOnline === 0 && task.match?.unavailable) throw task.match.unavailable;
     await hold(tx, { holdId: task.taskId, accountId: task.accountId, amount: task.maxPricePoints });
-    const assigned = reservation.assignment;
+    const assigned = reservation?.assignment ?? null;
     return { task: assigned ? { ...inserted, status: 'assigned' as const, solver_id: assigned.solverId } : inserted, created: true, firstAssignment: assigned };
   });
 }
@@ -157,15 +157,7 @@ export async function reserveAttempt(
   input: { taskId: string; attemptNumber: number; taskType: string; maxPricePoints: string; excludedSolverIds: string[]; strongModels?: string[] },
 ): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number; finishedAs: TaskState | null }> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
-  const strongOnly = input.strongModels !== undefined;
-  const eligible = sql.fragment`
-    FROM solver_capabilities c
-    JOIN solver_connections sc ON sc.solver_id = c.solver_id
-    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
-    LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
-    WHERE c.task_type = ${input.taskType}
-      AND NOT (c.solver_id = ANY(${sql.array(input.excludedSolverIds, 'text')}))
-      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(input.strongModels ?? [], 'text')})))`;
+  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
   // One statement, so one round trip and atomic without a transaction. The candidate row is locked and,
   // after waiting for a concurrent reservation, re-checked against max_concurrent (the next candidate is
   // taken when it no longer fits), so concurrent reservations never exceed a solver's limit.

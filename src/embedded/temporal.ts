@@ -21,19 +21,19 @@ export function resolveTemporalCli(rootDir: string, configured?: string): string
 }
 
 /**
- * Runs the real Temporal dev server (`temporal server start-dev`) with its state in `dir` (SQLite file)
- * and its Web UI. Ports are chosen per start so that several stacks can share one machine.
- */
-/**
  * Server settings that differ from the dev server's defaults. The dev server has one history shard,
  * and each shard reads its transfer queue (the hand-off of every new workflow or activity task to
  * matching) at most `transferProcessorMaxPollRPS` times a second, 20 by default: a chain of steps then
  * waits ~45 ms per hop. At 200 a hop costs a few ms (one-activity workflow 100 → ~35 ms here).
  */
-export const DYNAMIC_CONFIG: Record<string, unknown> = {
+const DYNAMIC_CONFIG: Record<string, unknown> = {
   'history.transferProcessorMaxPollRPS': 200,
 };
 
+/**
+ * Runs the real Temporal dev server (`temporal server start-dev`) with its state in `dir` (SQLite file)
+ * and its Web UI. Ports are chosen per start so that several stacks can share one machine.
+ */
 type TemporalOptions = {
   cli: string;
   dir: string;

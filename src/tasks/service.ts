@@ -6,7 +6,6 @@ import { countOnlineSolvers } from '../db/solvers';
 import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type Assignment, type TaskRecord, type TaskRow } from '../db/tasks';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
-import type { TaskFinishedWatch } from './finished';
 import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
 import {
   AccountIdAttribute,
@@ -17,6 +16,7 @@ import {
   type TaskWorkflowInput,
   type TaskWorkflowResult,
 } from '../../workflows/contract';
+import type { TaskFinishedWatch } from './finished';
 
 export interface CreateTaskInput {
   /** Chosen by the caller when it must listen for the task's events before the task starts. */
@@ -52,7 +52,7 @@ export class TaskService {
       match: { strongModels: input.chat?.strongModels, unavailable: input.unavailable },
     });
     if (!created) return (await getTaskRecord(this.deps.db, task.task_id))!;
-    await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) }, firstAssignment ?? undefined);
+    await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) }, firstAssignment);
     // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
     const { account_id: _account, ...record } = task;
     return { ...record, attempts: [] };
@@ -62,7 +62,7 @@ export class TaskService {
    * Starts the workflow of a stored task. Idempotent (the workflow id is the task's), so the worker's
    * sweep can call it for tasks whose API node died between the insert and the start.
    */
-  async startWorkflow(task: TaskRow, chat?: { strongModels: string[]; clientNodeId: string; completionId: string }, firstAssignment?: Assignment): Promise<void> {
+  async startWorkflow(task: TaskRow, chat?: { strongModels: string[]; clientNodeId: string; completionId: string }, firstAssignment?: Assignment | null): Promise<void> {
     if (task.task_type === CHAT_TASK_TYPE && !chat) {
       // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
       await finishTaskWithoutResult(this.deps.db, { taskId: task.task_id, status: 'failed', error: { type: 'client_cancelled', message: 'The request ended before the completion started.' } });
