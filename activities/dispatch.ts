@@ -1,5 +1,5 @@
 import { Context } from '@temporalio/activity';
-import { completeTask, getTaskRow, storeAttemptResult } from '../src/db/tasks';
+import { completeTask, getTaskRow } from '../src/db/tasks';
 import { AttemptFailure } from '../src/dispatch/hub';
 import type { AttemptOutcome, CapabilityTaskType, TaskState } from '../src/schemas/domain';
 import type { NodeActivityDeps } from './deps';
@@ -25,7 +25,7 @@ const HEARTBEAT_EVERY_MS = 1000;
 
 /**
  * Runs on the API node that holds the solver's socket (its own task queue). Sends the task, waits for
- * acceptance and the result, stores a valid result with the attempt, completes and settles the task
+ * acceptance and the result, completes the task with a valid result and settles it
  * (once: keyed in the ledger, and a task already finished is left as it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
@@ -67,10 +67,10 @@ export function createDispatchActivities({ db, hub, relay, logger, config }: Nod
           signal: context.cancellationSignal,
           onChunk,
         });
-        if (!(await storeAttemptResult(db, input.attemptId, result))) {
+        const completed = await completeTask(db, { taskId: input.taskId, completion: { kind: 'attempt', attemptId: input.attemptId, result }, feePercent: config.platformFeePercent });
+        if (completed.attemptClosed) {
           return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its result arrived.' }, retryable: true, chunks };
         }
-        const completed = await completeTask(db, { taskId: input.taskId, completion: { kind: 'attempt', attemptId: input.attemptId }, feePercent: config.platformFeePercent });
         if (stream) {
           await relayed;
           const usage = (result.usage as Record<string, unknown> | undefined) ?? null;

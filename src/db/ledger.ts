@@ -220,23 +220,27 @@ export async function settle(
   assertNonNegative(input.price, 'price');
   assertNonNegative(input.feePercent, 'fee percent');
   return inTransaction(db, async (tx) => {
-    const held = await tx.maybeOne(sql.type(z.object({ account_id: z.string(), status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string() }))`
-      WITH h AS (SELECT account_id, status, remaining, LEAST(${input.price}::numeric, amount) AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE)
+    // The hold's row is locked first; then, when it is open, the balance rows of everyone it pays, in one
+    // global order: concurrent settlements touch overlapping accounts (the platform's always), and each
+    // could otherwise hold a row another waits for. One statement, so one round trip.
+    const held = await tx.maybeOne(sql.type(z.object({ account_id: z.string(), status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string(), locked: z.number() }))`
+      WITH h AS (SELECT account_id, status, remaining, LEAST(${input.price}::numeric, amount) AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE),
+      locked AS (
+        SELECT b.account_id FROM balances b, h
+        WHERE h.status = 'open' AND b.account_id = ANY(ARRAY[h.account_id, ${input.solverId}, ${PLATFORM_ACCOUNT_ID}])
+        ORDER BY b.account_id FOR UPDATE OF b
+      )
       SELECT account_id, status,
              trim_scale(charged)::text AS charged,
              trim_scale(charged * ${input.feePercent}::numeric / 100)::text AS fee,
              trim_scale(charged - charged * ${input.feePercent}::numeric / 100)::text AS earned,
-             trim_scale(remaining - charged)::text AS rest
+             trim_scale(remaining - charged)::text AS rest,
+             (SELECT count(*)::int FROM locked) AS locked
       FROM h`);
     if (!held) throw new Error(`hold ${input.holdId} does not exist`);
     const outcome = { charged: held.charged, solverEarned: held.earned, fee: held.fee };
     if (held.status !== 'open') return { applied: false, ...outcome };
     if (held.rest.startsWith('-')) throw new Error(`capture of ${held.charged} exceeds what remains of hold ${input.holdId}`);
-    // Concurrent settlements touch overlapping accounts (the platform's always): lock the balance rows in
-    // one global order first, or two of them could each hold a row the other waits for.
-    await tx.query(sql.unsafe`
-      SELECT 1 FROM balances WHERE account_id = ANY(${sql.array([held.account_id, input.solverId, PLATFORM_ACCOUNT_ID], 'text')})
-      ORDER BY account_id FOR UPDATE`);
     // The four movements (capture, solver pay, fee, release of the rest) in one statement: each entry is
     // keyed, and each account's balance row changes once by the sum of its entries.
     const written = await tx.oneFirst(sql.type(z.object({ written: z.number() }))`

@@ -17,8 +17,15 @@ type Tx = DatabaseTransactionConnection;
 /** NOTIFY channel on which a task's terminal state is announced when its transaction commits. */
 export const TASK_FINISHED_CHANNEL = 'task_finished';
 
-async function announceFinished(tx: Runner, taskId: string, status: TaskState) {
-  await tx.query(sql.unsafe`SELECT pg_notify(${TASK_FINISHED_CHANNEL}, ${JSON.stringify({ task_id: taskId, status })})`);
+/** Moves the task to its terminal state and announces it (delivered when the transaction commits). */
+async function finishRow(tx: Runner, taskId: string, status: TaskState, fields: ReturnType<typeof sql.fragment>) {
+  await tx.query(sql.unsafe`
+    WITH finished AS (
+      UPDATE tasks SET status = ${status}, ${fields}, updated_at = now(), completed_at = now()
+      WHERE task_id = ${taskId}
+      RETURNING task_id
+    )
+    SELECT pg_notify(${TASK_FINISHED_CHANNEL}, ${JSON.stringify({ task_id: taskId, status })}) FROM finished`);
 }
 
 export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId}.a${attemptNumber}`;
@@ -219,14 +226,6 @@ export async function markAttemptAccepted(db: Runner, attemptId: string): Promis
   await db.query(sql.unsafe`UPDATE task_attempts SET accepted_at = now() WHERE attempt_id = ${attemptId} AND accepted_at IS NULL`);
 }
 
-/** Stores a validated solver result on its attempt (kept out of workflow history: screenshots are large). */
-export async function storeAttemptResult(db: Runner, attemptId: string, result: Record<string, unknown>): Promise<boolean> {
-  const stored = await db.maybeOneFirst(sql.type(z.object({ attempt_id: z.string() }))`
-    UPDATE task_attempts SET result = ${sql.jsonb(result as never)} WHERE attempt_id = ${attemptId} AND ended_at IS NULL
-    RETURNING attempt_id`);
-  return stored !== null;
-}
-
 /**
  * Ends an attempt once: frees the solver's slot, counts it in the solver's record and, unless the task
  * has finished, puts the task back to queued for reassignment.
@@ -264,41 +263,53 @@ export async function closeAttempt(db: Db, input: { attemptId: string; outcome: 
   return closeAttemptIn(db, input);
 }
 
-export type Completion = { kind: 'attempt'; attemptId: string } | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
+export type Completion =
+  /** A solver's validated result for its (still open) attempt. */
+  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown> }
+  | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
 
 /**
  * Completes a task once: settles its hold (charge, solver pay less fee, release of the rest) and
- * records the result. A task already in a terminal state is left as it is.
+ * records the result. A task already in a terminal state is left as it is; so is one whose attempt
+ * ended meanwhile (`attemptClosed`: e.g. timed out and reassigned while its result was on the way).
  */
-export async function completeTask(db: Db, input: { taskId: string; completion: Completion; feePercent: string }): Promise<{ applied: boolean; status: TaskState }> {
+export async function completeTask(
+  db: Db,
+  input: { taskId: string; completion: Completion; feePercent: string },
+): Promise<{ applied: boolean; status: TaskState; attemptClosed?: boolean }> {
   return db.transaction(async (tx) => {
-    const task = await tx.one(sql.type(z.object({ status: z.string(), max_price_points: z.string(), task_type: z.string(), prompt_safety_scan: z.boolean() }))`
-      SELECT t.status, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan
-      FROM tasks t JOIN accounts a USING (account_id) WHERE t.task_id = ${input.taskId} FOR UPDATE OF t`);
+    const { completion } = input;
+    const usage = completion.kind === 'attempt' && isRecord(completion.result.usage) ? completion.result.usage : {};
+    // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
+    // per_request: the matched price; per_token: min_price_points + marginal_cost × total_tokens / 1000
+    // (settle caps it at the hold). Exact NUMERIC arithmetic, from the usage the solver reported.
+    const task = await tx.one(sql.type(
+      z.object({ status: z.string(), max_price_points: z.string(), task_type: z.string(), prompt_safety_scan: z.boolean(), solver_id: z.string().nullable(), price: z.string().nullable() }),
+    )`
+      SELECT t.status, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan, ta.solver_id,
+        CASE ta.billing_type
+          WHEN 'per_token' THEN ta.price_points + ta.marginal_cost * COALESCE(
+            (u.usage ->> 'total_tokens')::numeric,
+            COALESCE((u.usage ->> 'prompt_tokens')::numeric, 0) + COALESCE((u.usage ->> 'completion_tokens')::numeric, 0)) / 1000
+          ELSE ta.price_points
+        END::text AS price
+      FROM tasks t JOIN accounts a USING (account_id)
+        CROSS JOIN (SELECT ${sql.jsonb(usage as never)} AS usage) u
+        LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
+      WHERE t.task_id = ${input.taskId} FOR UPDATE OF t`);
     if ((TERMINAL_TASK_STATES as readonly string[]).includes(task.status)) return { applied: false, status: task.status as TaskState };
     let solverId: string;
     let price: string;
-    let result: Record<string, unknown>;
-    if (input.completion.kind === 'attempt') {
-      // per_request: the matched price; per_token: min_price_points + marginal_cost × total_tokens / 1000
-      // (settle caps it at the hold). Exact NUMERIC arithmetic, from the usage the solver reported.
-      const attempt = await tx.one(sql.type(z.object({ solver_id: z.string(), result: z.record(z.any()).nullable(), price: z.string() }))`
-        SELECT solver_id, result,
-          CASE billing_type
-            WHEN 'per_token' THEN price_points + marginal_cost * COALESCE(
-              (result -> 'usage' ->> 'total_tokens')::numeric,
-              COALESCE((result -> 'usage' ->> 'prompt_tokens')::numeric, 0) + COALESCE((result -> 'usage' ->> 'completion_tokens')::numeric, 0)) / 1000
-            ELSE price_points
-          END::text AS price
-        FROM task_attempts WHERE attempt_id = ${input.completion.attemptId}`);
-      if (!attempt.result) throw new Error(`attempt ${input.completion.attemptId} has no stored result`);
-      solverId = attempt.solver_id;
-      price = attempt.price;
-      result = attempt.result;
-      await closeAttemptIn(tx, { attemptId: input.completion.attemptId, outcome: 'completed' });
+    if (completion.kind === 'attempt') {
+      if (!task.solver_id || !task.price) throw new Error(`attempt ${completion.attemptId} of task ${input.taskId} does not exist`);
+      // Only an open attempt may complete the task; closing it is the guard (once, under its row lock).
+      if (!(await closeAttemptIn(tx, { attemptId: completion.attemptId, outcome: 'completed' }))) {
+        return { applied: false, status: task.status as TaskState, attemptClosed: true };
+      }
+      solverId = task.solver_id;
+      price = task.price;
     } else {
-      solverId = input.completion.solverId;
-      result = input.completion.result;
+      solverId = completion.solverId;
       // The named solver's own price for this task type when it offers one, else the task's maximum.
       const offered = await tx.maybeOneFirst(sql.type(z.object({ price: z.string() }))`
         SELECT min(min_price_points)::text AS price FROM solver_capabilities WHERE solver_id = ${solverId} AND task_type = ${task.task_type}
@@ -310,16 +321,20 @@ export async function completeTask(db: Db, input: { taskId: string; completion: 
     }
     // Web results are scanned once, where they are stored, so polling, the convenience responses and the
     // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
+    let result = completion.result;
     if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
     const settled = await settle(tx, { holdId: input.taskId, price, solverId, feePercent: input.feePercent });
-    await tx.query(sql.unsafe`
-      UPDATE tasks SET status = 'completed', result = ${sql.jsonb(result as never)}, price_points = ${settled.charged}::numeric,
-        solver_id = ${solverId}, error = NULL, updated_at = now(), completed_at = now()
-      WHERE task_id = ${input.taskId}`);
-    await announceFinished(tx, input.taskId, 'completed');
+    await finishRow(
+      tx,
+      input.taskId,
+      'completed',
+      sql.fragment`result = ${sql.jsonb(result as never)}, price_points = ${settled.charged}::numeric, solver_id = ${solverId}, error = NULL`,
+    );
     return { applied: true, status: 'completed' as const };
   });
 }
+
+const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Ends a task without a result (failed or timed out): releases its whole hold, once. */
 export async function finishTaskWithoutResult(
@@ -333,10 +348,7 @@ export async function finishTaskWithoutResult(
       SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
     for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });
     await release(tx, { holdId: input.taskId });
-    await tx.query(sql.unsafe`
-      UPDATE tasks SET status = ${input.status}, error = ${sql.jsonb(input.error)}, solver_id = NULL, updated_at = now(), completed_at = now()
-      WHERE task_id = ${input.taskId}`);
-    await announceFinished(tx, input.taskId, input.status);
+    await finishRow(tx, input.taskId, input.status, sql.fragment`error = ${sql.jsonb(input.error)}, solver_id = NULL`);
     return { applied: true, status: input.status };
   });
 }
@@ -345,7 +357,8 @@ export async function finishTaskWithoutResult(
 export async function findUnstartedTasks(db: Runner, seconds: number) {
   return db.any(sql.type(TaskRow)`
     SELECT ${TASK_COLUMNS} FROM tasks
-    WHERE workflow_started_at IS NULL AND status = 'queued' AND created_at < now() - make_interval(secs => ${seconds})
+    -- 'assigned' too: the first attempt may be matched with the task itself (the restarted workflow finds it).
+    WHERE workflow_started_at IS NULL AND status IN ('queued', 'assigned') AND created_at < now() - make_interval(secs => ${seconds})
     ORDER BY created_at LIMIT 100`);
 }
 
