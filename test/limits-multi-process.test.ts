@@ -104,7 +104,10 @@ describe('limits and policy shared by API processes', () => {
     const invalid = await api(urlB(), 'POST', '/v1/search', { headers: client.auth, body: { query: '' } });
     expect(invalid.status).toBe(422);
     expect(invalid.headers.get('x-ratelimit-remaining')).not.toBeNull();
-    for (const response of [await api(urlA(), 'GET', '/health'), await api(urlA(), 'GET', '/v1/balance'), await api(urlA(), 'GET', '/v1/models')]) {
+    const unknownKey = await api(urlA(), 'GET', '/v1/balance', { headers: { Authorization: 'Bearer tmk_not-a-key' } });
+    expect(unknownKey.status).toBe(401);
+    expect(unknownKey.json.error.type).toBe('invalid_api_key');
+    for (const response of [await api(urlA(), 'GET', '/health'), await api(urlA(), 'GET', '/v1/balance'), unknownKey, await api(urlA(), 'GET', '/v1/models')]) {
       expect(response.headers.get('x-ratelimit-limit')).toBeNull();
     }
   });

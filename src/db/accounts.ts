@@ -7,7 +7,7 @@ import type { Db } from './pool';
 
 const KEY_PREFIX = 'tmk_';
 
-const AccountRow = z.object({
+export const AccountRow = z.object({
   account_id: z.string(),
   kind: z.enum(['user', 'platform']),
   prompt_safety_scan: z.boolean(),
@@ -35,11 +35,14 @@ export async function createAccount(db: Db): Promise<{ account: Account; apiKey:
   return { account, apiKey };
 }
 
+/** The account of a live (unrevoked) API key, as a row source: authentication reads it, alone or with the request count. */
+export const accountOfKey = (apiKey: string) => sql.fragment`
+  SELECT a.account_id, a.kind, a.prompt_safety_scan, a.created_at
+  FROM api_keys k JOIN accounts a USING (account_id)
+  WHERE k.key_hash = ${sql.binary(hashApiKey(apiKey))} AND k.revoked_at IS NULL`;
+
 export async function findAccountByApiKey(db: Db, apiKey: string): Promise<Account | null> {
-  return db.maybeOne(sql.type(AccountRow)`
-    SELECT a.account_id, a.kind, a.prompt_safety_scan, a.created_at
-    FROM api_keys k JOIN accounts a USING (account_id)
-    WHERE k.key_hash = ${sql.binary(hashApiKey(apiKey))} AND k.revoked_at IS NULL`);
+  return db.maybeOne(sql.type(AccountRow)`${accountOfKey(apiKey)}`);
 }
 
 export async function findAccount(db: Db, accountId: string): Promise<Account | null> {

@@ -1,5 +1,6 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
+import { AccountRow, accountOfKey, type Account } from './accounts';
 import type { Db } from './pool';
 
 /**
@@ -30,22 +31,40 @@ export interface RateLimitState {
 }
 
 /**
- * Counts one request and reports whether it is within the limit: one atomic upsert (a new window
- * starts from 1, the same window increments), so concurrent requests serialise on the account's row.
+ * Counts one request of each account the `accounts` row source yields (a column `account_id`): one atomic
+ * upsert (a new window starts from 1, the same window increments), so concurrent requests serialise on
+ * the account's row.
  */
-export async function countRequest(db: Db, accountId: string, limit: number): Promise<RateLimitState> {
-  const row = await db.one(sql.type(CounterRow)`
-    WITH clock AS (
-      SELECT to_timestamp(floor(extract(epoch FROM now()) / ${RATE_LIMIT_WINDOW_SECONDS}) * ${RATE_LIMIT_WINDOW_SECONDS}) AS window_start
-    )
+const countFor = (accounts: ReturnType<typeof sql.fragment>) => sql.fragment`
+  WITH clock AS (
+    SELECT to_timestamp(floor(extract(epoch FROM now()) / ${RATE_LIMIT_WINDOW_SECONDS}) * ${RATE_LIMIT_WINDOW_SECONDS}) AS window_start
+  ), counted AS (
     INSERT INTO rate_limits AS r (account_id, window_start, window_count, total_count)
-    SELECT ${accountId}, clock.window_start, 1, 1 FROM clock
+    SELECT counting.account_id, clock.window_start, 1, 1 FROM (${accounts}) counting, clock
     ON CONFLICT (account_id) DO UPDATE SET
       window_count = CASE WHEN r.window_start = EXCLUDED.window_start THEN r.window_count + 1 ELSE 1 END,
       window_start = EXCLUDED.window_start,
       total_count = r.total_count + 1
-    RETURNING r.window_count, extract(epoch FROM r.window_start)::bigint + ${RATE_LIMIT_WINDOW_SECONDS} AS reset_at,
-      r.total_count, r.refuse_from_total, extract(epoch FROM now())::float8 AS now_epoch`);
+    RETURNING r.account_id, r.window_count, extract(epoch FROM r.window_start)::bigint + ${RATE_LIMIT_WINDOW_SECONDS} AS reset_at,
+      r.total_count, r.refuse_from_total, extract(epoch FROM now())::float8 AS now_epoch
+  )`;
+
+/**
+ * Authenticates an API key and counts the request in one round trip; null for an unknown or revoked
+ * key, whose request is not counted against anyone.
+ */
+export async function countKeyedRequest(db: Db, apiKey: string, limit: number): Promise<{ account: Account; state: RateLimitState } | null> {
+  const row = await db.maybeOne(sql.type(AccountRow.merge(CounterRow))`
+    ${countFor(accountOfKey(apiKey))}
+    SELECT a.account_id, a.kind, a.prompt_safety_scan, a.created_at,
+      c.window_count, c.reset_at, c.total_count, c.refuse_from_total, c.now_epoch
+    FROM counted c JOIN accounts a USING (account_id)`);
+  if (!row) return null;
+  const { account_id, kind, prompt_safety_scan, created_at, ...counter } = row;
+  return { account: { account_id, kind, prompt_safety_scan, created_at }, state: stateOf(counter, limit) };
+}
+
+function stateOf(row: z.infer<typeof CounterRow>, limit: number): RateLimitState {
   const simulated = row.refuse_from_total !== null && row.total_count >= row.refuse_from_total;
   const limited = simulated || row.window_count > limit;
   const windowRemaining = Math.max(0, limit - row.window_count);

@@ -3,7 +3,7 @@ import type { Request, RequestHandler } from 'express';
 import { findAccountByApiKey, type Account } from '../db/accounts';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
-import { enforceRateLimit } from './rate-limit';
+import { admitRequest, unknownApiKey } from './rate-limit';
 
 export function bearerToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
@@ -11,24 +11,27 @@ export function bearerToken(header: string | undefined): string | undefined {
   return match ? match[1].trim() : undefined;
 }
 
-/** Resolves `Authorization: Bearer <api_key>` to an account, or throws the 401 that says what is wrong. */
-export async function authenticate(db: Db, authorization: string | undefined): Promise<Account> {
+/** The API key of `Authorization: Bearer <api_key>`, or the 401 that says what is wrong with the header. */
+function apiKeyOf(authorization: string | undefined): string {
   if (!authorization) {
     throw new ApiError('authentication_required', 'Send your API key as "Authorization: Bearer <api_key>"; POST /v1/register gives you one.');
   }
   const token = bearerToken(authorization);
   if (!token) throw new ApiError('invalid_api_key', 'The Authorization header must be "Bearer <api_key>".');
-  const account = await findAccountByApiKey(db, token);
-  if (!account) throw new ApiError('invalid_api_key', 'This API key is unknown or revoked.');
+  return token;
+}
+
+/** Resolves `Authorization: Bearer <api_key>` to an account, or throws the 401 that says what is wrong. */
+export async function authenticate(db: Db, authorization: string | undefined): Promise<Account> {
+  const account = await findAccountByApiKey(db, apiKeyOf(authorization));
+  if (!account) throw unknownApiKey();
   return account;
 }
 
-/** Authenticates the caller and counts the request against the account's rate limit. */
-export function requireAccount(db: Db): RequestHandler {
+/** Authenticates the caller and counts the request against the account's rate limit, in one statement. */
+export function requireAccount(): RequestHandler {
   return async (req, res, next) => {
-    const account = await authenticate(db, req.header('authorization'));
-    res.locals.account = account;
-    await enforceRateLimit(req, res, account.account_id);
+    res.locals.account = await admitRequest(req, res, apiKeyOf(req.header('authorization')));
     next();
   };
 }

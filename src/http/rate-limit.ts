@@ -1,5 +1,6 @@
 import type { Express, Request, Response } from 'express';
-import { countRequest, type RateLimitState } from '../db/rate-limits';
+import type { Account } from '../db/accounts';
+import { countKeyedRequest, type RateLimitState } from '../db/rate-limits';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
 
@@ -27,12 +28,17 @@ export function rateLimitHeaders(state: RateLimitState): Record<string, string> 
   };
 }
 
-/** Counts the request; sets the X-RateLimit headers, or throws 429 rate_limited with Retry-After. */
-export async function enforceRateLimit(req: Request, res: Response, accountId: string): Promise<void> {
+/**
+ * Authenticates the API key and counts the request (one statement); sets the X-RateLimit headers, or
+ * throws 401 invalid_api_key, or 429 rate_limited with Retry-After.
+ */
+export async function admitRequest(req: Request, res: Response, apiKey: string): Promise<Account> {
   const limiter = req.app.locals[LIMITER] as Limiter | undefined;
   // An app without a limiter would silently serve unlimited traffic: refuse loudly instead.
   if (!limiter) throw new Error('rate limiter not installed on this app: build it with createApp');
-  const state = await countRequest(limiter.db, accountId, limiter.limitPerMinute);
+  const admitted = await countKeyedRequest(limiter.db, apiKey, limiter.limitPerMinute);
+  if (!admitted) throw unknownApiKey();
+  const { state } = admitted;
   const headers = rateLimitHeaders(state);
   for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
   if (state.limited) {
@@ -41,4 +47,7 @@ export async function enforceRateLimit(req: Request, res: Response, accountId: s
       : `This account made more than ${state.limit} requests this minute; retry after ${state.retryAfter} s.`;
     throw new ApiError('rate_limited', message, { retry_after_seconds: state.retryAfter }, { ...headers, 'Retry-After': String(state.retryAfter) });
   }
+  return admitted.account;
 }
+
+export const unknownApiKey = () => new ApiError('invalid_api_key', 'This API key is unknown or revoked.');

@@ -8,7 +8,7 @@ import { validateBody } from '../validation';
 
 export function accountRoutes(deps: AppDeps): Router {
   const router = Router();
-  const auth = requireAccount(deps.db);
+  const auth = requireAccount();
 
   router.post('/v1/register', async (_req, res) => {
     const { account, apiKey } = await createAccount(deps.db);

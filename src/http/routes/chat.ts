@@ -50,7 +50,7 @@ function failureOf(verdict: TaskWorkflowResult | null): ApiError {
 
 export function chatRoutes(deps: AppDeps): Router {
   const router = Router();
-  const auth = requireAccount(deps.db);
+  const auth = requireAccount();
 
   const handler = async (req: Request, res: Response) => {
     const body = req.body as ChatCompletionRequest & Record<string, unknown>;

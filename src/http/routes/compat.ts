@@ -15,7 +15,7 @@ export const COMPAT_SCRAPER_PREFIX = '/v1/compat/scraper';
 
 export function compatRoutes(deps: AppDeps): Router {
   const router = Router();
-  const auth = requireAccount(deps.db);
+  const auth = requireAccount();
 
   router.post([`${COMPAT_SCRAPER_PREFIX}/scrape`, `${COMPAT_SCRAPER_PREFIX}/v1/scrape`], auth, validateBody(ScrapeBody), async (req, res) => {
     const body = req.body as ScrapeRequest;

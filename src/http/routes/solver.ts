@@ -32,7 +32,7 @@ function checkCapabilities(capabilities: SolverCapabilityInput[], strongModels: 
 
 export function solverRoutes(deps: AppDeps): Router {
   const router = Router();
-  const auth = requireAccount(deps.db);
+  const auth = requireAccount();
 
   router.post('/v1/solver/capabilities', auth, validateBody(SolverCapabilitiesBody), async (req, res) => {
     const capabilities = req.body as SolverCapabilityInput[];

@@ -27,7 +27,7 @@ import { parseOrThrow, validateBody } from '../validation';
 
 export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
   const router = Router();
-  const auth = requireAccount(deps.db);
+  const auth = requireAccount();
 
   router.post('/v1/tasks', auth, validateBody(CreateTaskBody), async (req, res) => {
     const body = req.body as CreateTaskRequest;
