@@ -10,8 +10,9 @@ import { pickPort } from '../src/embedded/ports';
 import { createLogger } from '../src/logger';
 import { startInfrastructure } from '../src/runtime/infrastructure';
 import { createTemporalClient } from '../src/temporal/connection';
+import { cpuPerCall, cpuSnapshot } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
-import { call, FETCH_RESULT, readSse, register, SimSolver, startFakeUpstream, type TaskFrame } from './lib/sim';
+import { call, FETCH_RESULT, readSse, register, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { load, sleep, summarize, type Summary } from './lib/stats';
 
 /**
@@ -28,7 +29,11 @@ const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--onl
 const runs = (phase: 'ceiling' | 'web' | 'chat' | 'scale') => !only || only.includes(phase);
 const scale = (n: number) => (quick ? Math.max(20, Math.round(n / 4)) : n);
 const ADMIN_KEY = 'bench-admin-key';
-const CHAT_CHUNKS = 50;
+// Chat streams as a model does (a first token after 100 ms, then 50 chunks a second, 100 chunks): 32 such
+// streams are open at once at about 15 starts a second. The burst phase streams 50 chunks at once in a
+// closed loop instead, which saturates the service and measures its queueing.
+const MODEL_PACING: Pacing = { chunks: 100, firstTokenMs: 100, chunkIntervalMs: 20 };
+const BURST_PACING: Pacing = { chunks: 50, firstTokenMs: 0, chunkIntervalMs: 0 };
 
 interface Row {
   figure: string;
@@ -69,20 +74,20 @@ async function main() {
     const api = await startService('api', { ...env, PORT: String(port), NODE_ID: 'bench-api' }, async () => (await fetch(`${base}/health`)).ok);
     services.push(api);
     log(`stack up: API ${base}, Temporal ${infra.temporalAddress}`);
+    // Runs a load phase and reports the CPU each process spent per completed call.
+    const measured = async (concurrency: number, total: number, fn: () => Promise<void>, options: { rampMs?: number } = {}) => {
+      const before = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
+      const run = await load(concurrency, total, fn, options);
+      const cpu = cpuPerCall(before, cpuSnapshot({ api: api.child.pid, worker: worker.child.pid }), run.latencies.length);
+      return { ...run, cpu };
+    };
 
     // 1. Ceiling: one workflow running one activity, through the same server and worker.
+    // 2. Web task path: POST /v1/fetch end to end, instant solvers.
+    // Each web run follows the ceiling run at the same concurrency: the dev server's cost per workflow
+    // grows with its store, so figures taken far apart would compare different servers.
     const temporal = await createTemporalClient(infra.temporalAddress, config.temporalNamespace);
     const smoke = () => temporal.workflow.execute('smokeWorkflow', { taskQueue: config.taskQueue, workflowId: `bench-${crypto.randomUUID()}`, args: ['x'] });
-    const ceiling: Record<number, { latency: Summary; perSecond: number }> = {};
-    if (runs('ceiling')) await load(8, 40, async () => void (await smoke()));
-    for (const [concurrency, total] of runs('ceiling') ? [[1, scale(200)], [16, scale(800)], [64, scale(1600)]] : []) {
-      const run = await load(concurrency, total, async () => void (await smoke()));
-      ceiling[concurrency] = { latency: summarize(run.latencies), perSecond: run.perSecond };
-      rows.push({ figure: 'ceiling: workflow + 1 activity', concurrency, latency: ceiling[concurrency].latency, perSecond: run.perSecond });
-      log(`ceiling c=${concurrency}: ${JSON.stringify(ceiling[concurrency])}`);
-    }
-
-    // 2. Web task path: POST /v1/fetch end to end, instant solvers.
     const client = await register(base);
     await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '100000000' }, { 'X-Admin-API-Key': ADMIN_KEY });
     const fetchCapability = { task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'bench', model_name: 'instant', marginal_cost: 0, min_price_points: 1, max_concurrent: 64 };
@@ -97,9 +102,18 @@ async function main() {
       );
     }
     const fetchOnce = async () => void (await call(base, 'POST', '/v1/fetch', { url: 'https://example.com/bench' }, client.auth));
+    if (runs('ceiling')) await load(8, 40, async () => void (await smoke()));
     if (runs('web')) await load(8, 40, fetchOnce);
-    for (const [concurrency, total] of runs('web') ? [[1, scale(200)], [16, scale(800)], [64, scale(1600)]] : []) {
-      const run = await load(concurrency, total, fetchOnce);
+    const ceiling: Record<number, { latency: Summary; perSecond: number }> = {};
+    for (const [concurrency, total] of [[1, scale(200)], [16, scale(800)], [64, scale(1600)]]) {
+      if (runs('ceiling')) {
+        const run = await measured(concurrency, total, async () => void (await smoke()));
+        ceiling[concurrency] = { latency: summarize(run.latencies), perSecond: run.perSecond };
+        rows.push({ figure: 'ceiling: workflow + 1 activity', concurrency, latency: ceiling[concurrency].latency, perSecond: run.perSecond, extra: { cpu_ms_per_call: run.cpu } });
+        log(`ceiling c=${concurrency}: ${JSON.stringify(rows[rows.length - 1])}`);
+      }
+      if (!runs('web')) continue;
+      const run = await measured(concurrency, total, fetchOnce);
       const latency = summarize(run.latencies);
       rows.push({
         figure: 'web task: POST /v1/fetch',
@@ -115,13 +129,14 @@ async function main() {
             : {}),
           errors: run.errors,
           ...(run.firstError ? { first_error: run.firstError } : {}),
+          cpu_ms_per_call: run.cpu,
         },
       });
       log(`fetch c=${concurrency}: ${JSON.stringify(rows[rows.length - 1])}`);
     }
 
     // 3. Chat: strong solvers forwarding to a fake upstream; overhead = service TTFT − the solver's own time.
-    const upstream = await startFakeUpstream(CHAT_CHUNKS);
+    const upstream = await startFakeUpstream(MODEL_PACING);
     const sentAt = new Map<string, number>();
     const solverFirstToken = new Map<string, number>();
     const chatCapability = { task_type: 'chat_completion', tier: 'strong', billing_type: 'per_token', fulfillment_path: 'provider_api', provider_name: 'bench', model_name: 'gpt-4o', marginal_cost: '0.01', min_price_points: '1', max_concurrent: 64 };
@@ -195,18 +210,27 @@ async function main() {
     };
     let directTtft: number[] = [];
     if (runs('chat')) await load(4, 20, chatOnce);
-    for (const [concurrency, total] of runs('chat') ? [[1, scale(100)], [32, scale(640)]] : []) {
+    const chatPhases = [
+      { label: 'chat', pacing: MODEL_PACING, concurrency: 1, total: scale(60), steady: true },
+      { label: 'chat', pacing: MODEL_PACING, concurrency: 32, total: scale(320), steady: true },
+      { label: 'chat burst (instant upstream, closed loop)', pacing: BURST_PACING, concurrency: 32, total: scale(640), steady: false },
+    ];
+    for (const { label, pacing, concurrency, total, steady } of runs('chat') ? chatPhases : []) {
+      // Steady phases start their streams spread over one stream's length, as independent clients would.
+      const rampMs = steady ? pacing.firstTokenMs + pacing.chunks * pacing.chunkIntervalMs : 0;
+      upstream.setPacing(pacing);
       relay.length = 0;
       overheads.length = 0;
       rates.length = 0;
-      const run = await load(concurrency, total, chatOnce);
+      const run = await measured(concurrency, total, chatOnce, { rampMs });
       directTtft = [];
-      await load(concurrency, total, directOnce);
-      rows.push({ figure: 'chat: TTFT overhead (service − solver)', concurrency, latency: summarize(overheads), perSecond: run.perSecond, extra: { errors: run.errors, ...(run.firstError ? { first_error: run.firstError } : {}) } });
-      rows.push({ figure: 'chat: chunk relay latency', concurrency, latency: summarize(relay), extra: { chunks_per_second_per_stream_p50: summarize(rates).p50 } });
-      rows.push({ figure: 'chat baseline: TTFT direct to upstream', concurrency, latency: summarize(directTtft) });
-      log(`chat c=${concurrency}: overhead ${JSON.stringify(summarize(overheads))} relay ${JSON.stringify(summarize(relay))}`);
+      await load(concurrency, total, directOnce, { rampMs });
+      rows.push({ figure: `${label}: TTFT overhead (service − solver)`, concurrency, latency: summarize(overheads), perSecond: run.perSecond, extra: { errors: run.errors, ...(run.firstError ? { first_error: run.firstError } : {}), cpu_ms_per_call: run.cpu } });
+      rows.push({ figure: `${label}: chunk relay latency`, concurrency, latency: summarize(relay), extra: { chunks_per_second_per_stream_p50: summarize(rates).p50 } });
+      rows.push({ figure: `${label} baseline: TTFT direct to upstream`, concurrency, latency: summarize(directTtft) });
+      log(`${label} c=${concurrency}: overhead ${JSON.stringify(summarize(overheads))} relay ${JSON.stringify(summarize(relay))} per s ${run.perSecond} errors ${run.errors}`);
     }
+    upstream.setPacing(BURST_PACING);
 
     // 4. Scale: API RSS with idle solvers, then with open SSE streams.
     if (runs('scale')) {

@@ -18,9 +18,12 @@ function nodeFlagsOf(entry: string): string[] {
   return words[0] === 'node' ? words.slice(1).filter((word) => /^--(?!import)/.test(word)) : [];
 }
 
-/** Starts `src/bin/<entry>.ts` as its own node process (tsx loaded in-process, so the pid is the server's). */
+/**
+ * Starts `src/bin/<entry>.ts` as its own node process (tsx loaded in-process, so the pid is the server's).
+ * BENCH_NODE_FLAGS adds node flags to both services, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them.
+ */
 export async function startService(entry: 'api' | 'worker', env: Record<string, string>, ready: RegExp | (() => Promise<boolean>)): Promise<Service> {
-  const child = spawn(process.execPath, [...nodeFlagsOf(entry), '--import', 'tsx', path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
+  const child = spawn(process.execPath, [...nodeFlagsOf(entry), ...(process.env.BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? []), '--import', 'tsx', path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -60,15 +60,26 @@ export class SimSolver {
 
 export const FETCH_RESULT = (url: string) => ({ url, final_url: url, status_code: 200, content_type: 'markdown', content: '# Benchmark page\n\nHello.', title: 'Benchmark page' });
 
-/** A fake OpenAI-compatible upstream that streams `chunks` deltas as fast as it can. */
-export async function startFakeUpstream(chunks: number) {
+/** How the fake upstream streams: all at once (0 ms) or like a model, a first token after a delay and then one chunk every interval. */
+export interface Pacing {
+  chunks: number;
+  firstTokenMs: number;
+  chunkIntervalMs: number;
+}
+
+/** A fake OpenAI-compatible upstream; `setPacing` switches how it streams between benchmark phases. */
+export async function startFakeUpstream(initial: Pacing) {
+  let pacing = initial;
   const server = http.createServer((req, res) => {
     let body = '';
     req.on('data', (part) => (body += part));
-    req.on('end', () => {
+    req.on('end', async () => {
+      const { chunks, firstTokenMs, chunkIntervalMs } = pacing;
       res.writeHead(200, { 'content-type': 'text/event-stream' });
       const base = { id: 'up-1', object: 'chat.completion.chunk', created: 0, model: 'gpt-4o' };
+      if (firstTokenMs > 0) await sleep(firstTokenMs);
       for (let i = 0; i < chunks; i++) {
+        if (i > 0 && chunkIntervalMs > 0) await sleep(chunkIntervalMs);
         res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { content: `t${i} ` }, finish_reason: null }] })}\n\n`);
       }
       res.write(`data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: {}, finish_reason: 'stop' }] })}\n\n`);
@@ -78,8 +89,16 @@ export async function startFakeUpstream(chunks: number) {
   });
   server.keepAliveTimeout = 60_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', () => resolve()));
-  return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    setPacing: (next: Pacing) => {
+      pacing = next;
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
 }
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Reads an SSE response, calling `onData` with each `data:` payload and its arrival time. */
 export async function readSse(response: Response, onData: (data: string, at: number) => void) {

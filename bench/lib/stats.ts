@@ -20,15 +20,25 @@ export function summarize(values: number[]): Summary {
   };
 }
 
-/** Runs `total` calls of `fn` with `concurrency` callers; returns latencies (ms) and throughput (calls/s). */
-export async function load(concurrency: number, total: number, fn: (i: number) => Promise<void>): Promise<{ latencies: number[]; perSecond: number; errors: number; firstError?: string }> {
+/**
+ * Runs `total` calls of `fn` with `concurrency` callers; returns latencies (ms) and throughput (calls/s).
+ * With `rampMs`, the callers start evenly spread over that time instead of all at once, so calls of a
+ * fixed length do not stay in lockstep waves.
+ */
+export async function load(
+  concurrency: number,
+  total: number,
+  fn: (i: number) => Promise<void>,
+  options: { rampMs?: number } = {},
+): Promise<{ latencies: number[]; perSecond: number; errors: number; firstError?: string }> {
   const latencies: number[] = [];
   let next = 0;
   let errors = 0;
   let firstError: string | undefined;
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: concurrency }, async () => {
+    Array.from({ length: concurrency }, async (_, caller) => {
+      if (options.rampMs) await sleep((options.rampMs * caller) / concurrency);
       for (;;) {
         const i = next++;
         if (i >= total) return;
