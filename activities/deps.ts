@@ -3,6 +3,7 @@ import type { Db } from '../src/db/pool';
 import type { ChatRelay } from '../src/chat/relay';
 import type { SolverHub } from '../src/dispatch/hub';
 import type { Logger } from '../src/logger';
+import type { RecentPayloads } from '../src/tasks/recent-payloads';
 
 export interface ActivityDeps {
   config: Config;
@@ -13,4 +14,6 @@ export interface ActivityDeps {
 export interface NodeActivityDeps extends ActivityDeps {
   hub: SolverHub;
   relay: ChatRelay;
+  /** Payloads of tasks this node just created (its first attempts need not read them back). */
+  payloads?: RecentPayloads;
 }

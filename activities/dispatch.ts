@@ -29,7 +29,7 @@ const HEARTBEAT_EVERY_MS = 1000;
  * (once: keyed in the ledger, and a task already finished is left as it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, logger, config }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, logger, config, payloads }: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<DispatchOutcome> {
       const context = Context.current();
@@ -54,14 +54,14 @@ export function createDispatchActivities({ db, hub, relay, logger, config }: Nod
           }
         : undefined;
       try {
-        const task = await getTaskRow(db, input.taskId);
-        if (!task) return { ok: false, outcome: 'error', error: { type: 'task_not_found', message: 'The task no longer exists.' }, retryable: false, chunks };
+        const payload = payloads?.take(input.taskId) ?? (await getTaskRow(db, input.taskId))?.payload;
+        if (!payload) return { ok: false, outcome: 'error', error: { type: 'task_not_found', message: 'The task no longer exists.' }, retryable: false, chunks };
         const result = await hub.runAttempt({
           solverId: input.solverId,
           attemptId: input.attemptId,
           taskId: input.taskId,
           taskType: input.taskType,
-          payload: task.payload,
+          payload,
           deadline: new Date(input.deadlineMs),
           acceptTimeoutMs: input.acceptTimeoutMs,
           signal: context.cancellationSignal,

@@ -235,7 +235,7 @@ export async function settle(
              trim_scale(charged * ${input.feePercent}::numeric / 100)::text AS fee,
              trim_scale(charged - charged * ${input.feePercent}::numeric / 100)::text AS earned,
              trim_scale(remaining - charged)::text AS rest,
-             (SELECT count(*)::int FROM locked) AS locked
+             (SELECT count(*)::int FROM locked) AS locked -- a CTE runs only when read: this takes the locks
       FROM h`);
     if (!held) throw new Error(`hold ${input.holdId} does not exist`);
     const outcome = { charged: held.charged, solverEarned: held.earned, fee: held.fee };

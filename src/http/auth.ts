@@ -3,7 +3,7 @@ import type { Request, RequestHandler } from 'express';
 import { findAccountByApiKey, type Account } from '../db/accounts';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
-import { admitRequest, unknownApiKey } from './rate-limit';
+import { admitRequest } from './rate-limit';
 
 export function bearerToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
@@ -21,6 +21,8 @@ function apiKeyOf(authorization: string | undefined): string {
   return token;
 }
 
+const unknownApiKey = () => new ApiError('invalid_api_key', 'This API key is unknown or revoked.');
+
 /** Resolves `Authorization: Bearer <api_key>` to an account, or throws the 401 that says what is wrong. */
 export async function authenticate(db: Db, authorization: string | undefined): Promise<Account> {
   const account = await findAccountByApiKey(db, apiKeyOf(authorization));
@@ -31,7 +33,9 @@ export async function authenticate(db: Db, authorization: string | undefined): P
 /** Authenticates the caller and counts the request against the account's rate limit, in one statement. */
 export function requireAccount(): RequestHandler {
   return async (req, res, next) => {
-    res.locals.account = await admitRequest(req, res, apiKeyOf(req.header('authorization')));
+    const account = await admitRequest(req, res, apiKeyOf(req.header('authorization')));
+    if (!account) throw unknownApiKey();
+    res.locals.account = account;
     next();
   };
 }

@@ -30,14 +30,14 @@ export function rateLimitHeaders(state: RateLimitState): Record<string, string> 
 
 /**
  * Authenticates the API key and counts the request (one statement); sets the X-RateLimit headers, or
- * throws 401 invalid_api_key, or 429 rate_limited with Retry-After.
+ * throws 429 rate_limited with Retry-After. Null for an unknown or revoked key (nothing counted).
  */
-export async function admitRequest(req: Request, res: Response, apiKey: string): Promise<Account> {
+export async function admitRequest(req: Request, res: Response, apiKey: string): Promise<Account | null> {
   const limiter = req.app.locals[LIMITER] as Limiter | undefined;
   // An app without a limiter would silently serve unlimited traffic: refuse loudly instead.
   if (!limiter) throw new Error('rate limiter not installed on this app: build it with createApp');
   const admitted = await countKeyedRequest(limiter.db, apiKey, limiter.limitPerMinute);
-  if (!admitted) throw unknownApiKey();
+  if (!admitted) return null;
   const { state } = admitted;
   const headers = rateLimitHeaders(state);
   for (const [name, value] of Object.entries(headers)) res.setHeader(name, value);
@@ -49,5 +49,3 @@ export async function admitRequest(req: Request, res: Response, apiKey: string):
   }
   return admitted.account;
 }
-
-export const unknownApiKey = () => new ApiError('invalid_api_key', 'This API key is unknown or revoked.');

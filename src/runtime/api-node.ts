@@ -19,6 +19,7 @@ import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { DomainGuard } from '../policy/guard';
 import { TaskFinishedWatch } from '../tasks/finished';
+import { RecentPayloads } from '../tasks/recent-payloads';
 import { TaskService } from '../tasks/service';
 import { createWorkerConnection } from '../temporal/connection';
 import { workflowBundle } from '../temporal/bundle';
@@ -72,11 +73,12 @@ export async function startApiNode(options: {
   const relay = new ChatRelay({ bus, nodeId, logger });
   await relay.start();
   const hub = new SolverHub({ db, logger, nodeId, heartbeatIntervalMs: config.heartbeatIntervalMs });
+  const payloads = new RecentPayloads();
   const worker = await Worker.create({
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, hub, relay }),
+    activities: createNodeActivities({ config, db, logger, hub, relay, payloads }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once.
     maxConcurrentActivityTaskExecutions: 1000,
     // Half the dispatch activity's heartbeat timeout: a single lost or late heartbeat is survived.
@@ -97,7 +99,7 @@ export async function startApiNode(options: {
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus) });
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads });
   const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);

@@ -17,6 +17,7 @@ import {
   type TaskWorkflowResult,
 } from '../../workflows/contract';
 import type { TaskFinishedWatch } from './finished';
+import type { RecentPayloads } from './recent-payloads';
 
 export interface CreateTaskInput {
   /** Chosen by the caller when it must listen for the task's events before the task starts. */
@@ -35,7 +36,9 @@ export interface CreateTaskInput {
 
 /** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
 export class TaskService {
-  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch }) {}
+  constructor(
+    private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch; payloads?: RecentPayloads },
+  ) {}
 
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
   async create(input: CreateTaskInput): Promise<TaskRecord> {
@@ -52,6 +55,7 @@ export class TaskService {
       match: { strongModels: input.chat?.strongModels, unavailable: input.unavailable },
     });
     if (!created) return (await getTaskRecord(this.deps.db, task.task_id))!;
+    this.deps.payloads?.remember(task.task_id, task.payload);
     await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) }, firstAssignment);
     // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
     const { account_id: _account, ...record } = task;
