@@ -170,9 +170,7 @@ async function runAttempt(
     // under a burst of starts to pick the attempt up.
     scheduleToStartTimeout: '15 seconds',
     startToCloseTimeout: timeoutMs + 2000,
-    // The node sends a heartbeat at most every 8 s (its worker's throttle), so one heartbeat lost or late
-    // under load is not taken for a dead node; a dead one is noticed within 20 s.
-    heartbeatTimeout: '20 seconds',
+    heartbeatTimeout: '10 seconds',
     // Never re-send an attempt: a failure goes back to the workflow, which picks another solver.
     retry: { maximumAttempts: 1 },
   });

@@ -81,8 +81,6 @@ export async function startApiNode(options: {
     activities: createNodeActivities({ config, db, logger, hub, relay, payloads }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once.
     maxConcurrentActivityTaskExecutions: 1000,
-    // Half the dispatch activity's heartbeat timeout: a single lost or late heartbeat is survived.
-    maxHeartbeatThrottleInterval: '8 seconds',
   });
   const workerRun = worker.run();
   workerRun.catch((error) => logger.error({ err: error }, 'node worker stopped with an error'));
