@@ -1,6 +1,7 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import WebSocket from 'ws';
+import { sleep } from './stats';
 
 /** Simulated participants for the benchmark: HTTP helpers, instant WebSocket solvers, a fake OpenAI upstream. */
 
@@ -97,8 +98,6 @@ export async function startFakeUpstream(initial: Pacing) {
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 }
-
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** Reads an SSE response, calling `onData` with each `data:` payload and its arrival time. */
 export async function readSse(response: Response, onData: (data: string, at: number) => void) {

@@ -140,44 +140,40 @@ async function lockOpenHold(tx: Tx, holdId: string): Promise<Hold | null> {
 /** Charges `amount` of an open hold to its account (held → spent). */
 export async function capture(db: Runner, input: { holdId: string; amount: string }): Promise<LedgerResult> {
   assertNonNegative(input.amount, 'capture amount');
-  return inTransaction(db, (tx) => captureIn(tx, input));
-}
-
-async function captureIn(tx: Tx, input: { holdId: string; amount: string }): Promise<LedgerResult> {
-  const held = await lockOpenHold(tx, input.holdId);
-  if (!held) throw new Error(`hold ${input.holdId} does not exist`);
-  const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'capture', amount: input.amount, holdId: input.holdId, key: `capture:${input.holdId}` });
-  if (!applied) return { applied };
-  if (held.status !== 'open') throw new Error(`hold ${input.holdId} is ${held.status}; it cannot be captured`);
-  const updated = await tx.maybeOneFirst(sql.type(z.object({ hold_id: z.string() }))`
-    UPDATE holds SET remaining = remaining - ${input.amount}::numeric
-    WHERE hold_id = ${input.holdId} AND remaining >= ${input.amount}::numeric RETURNING hold_id`);
-  if (updated === null) throw new Error(`capture of ${input.amount} exceeds what remains of hold ${input.holdId}`);
-  await tx.query(sql.unsafe`
-    UPDATE balances SET held = held - ${input.amount}::numeric, lifetime_spent = lifetime_spent + ${input.amount}::numeric, updated_at = now()
-    WHERE account_id = ${held.account_id}`);
-  return { applied };
+  return inTransaction(db, async (tx) => {
+    const held = await lockOpenHold(tx, input.holdId);
+    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
+    const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'capture', amount: input.amount, holdId: input.holdId, key: `capture:${input.holdId}` });
+    if (!applied) return { applied };
+    if (held.status !== 'open') throw new Error(`hold ${input.holdId} is ${held.status}; it cannot be captured`);
+    const updated = await tx.maybeOneFirst(sql.type(z.object({ hold_id: z.string() }))`
+      UPDATE holds SET remaining = remaining - ${input.amount}::numeric
+      WHERE hold_id = ${input.holdId} AND remaining >= ${input.amount}::numeric RETURNING hold_id`);
+    if (updated === null) throw new Error(`capture of ${input.amount} exceeds what remains of hold ${input.holdId}`);
+    await tx.query(sql.unsafe`
+      UPDATE balances SET held = held - ${input.amount}::numeric, lifetime_spent = lifetime_spent + ${input.amount}::numeric, updated_at = now()
+      WHERE account_id = ${held.account_id}`);
+    return { applied };
+  });
 }
 
 /** Returns whatever remains of a hold to available and closes it. */
 export async function release(db: Runner, input: { holdId: string }): Promise<LedgerResult & { released: string }> {
-  return inTransaction(db, (tx) => releaseIn(tx, input));
-}
-
-async function releaseIn(tx: Tx, input: { holdId: string }): Promise<LedgerResult & { released: string }> {
-  const held = await lockOpenHold(tx, input.holdId);
-  if (!held) throw new Error(`hold ${input.holdId} does not exist`);
-  if (held.status !== 'open') return { applied: false, released: '0' };
-  const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'release', amount: held.remaining, holdId: input.holdId, key: `release:${input.holdId}` });
-  if (!applied) return { applied, released: '0' };
-  const captured = await tx.oneFirst(sql.type(z.object({ captured: z.boolean() }))`
-    SELECT remaining < amount AS captured FROM holds WHERE hold_id = ${input.holdId}`);
-  await tx.query(sql.unsafe`
-    UPDATE holds SET remaining = 0, status = ${captured ? 'settled' : 'released'}, closed_at = now() WHERE hold_id = ${input.holdId}`);
-  await tx.query(sql.unsafe`
-    UPDATE balances SET held = held - ${held.remaining}::numeric, available = available + ${held.remaining}::numeric, updated_at = now()
-    WHERE account_id = ${held.account_id}`);
-  return { applied, released: held.remaining };
+  return inTransaction(db, async (tx) => {
+    const held = await lockOpenHold(tx, input.holdId);
+    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
+    if (held.status !== 'open') return { applied: false, released: '0' };
+    const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'release', amount: held.remaining, holdId: input.holdId, key: `release:${input.holdId}` });
+    if (!applied) return { applied, released: '0' };
+    const captured = await tx.oneFirst(sql.type(z.object({ captured: z.boolean() }))`
+      SELECT remaining < amount AS captured FROM holds WHERE hold_id = ${input.holdId}`);
+    await tx.query(sql.unsafe`
+      UPDATE holds SET remaining = 0, status = ${captured ? 'settled' : 'released'}, closed_at = now() WHERE hold_id = ${input.holdId}`);
+    await tx.query(sql.unsafe`
+      UPDATE balances SET held = held - ${held.remaining}::numeric, available = available + ${held.remaining}::numeric, updated_at = now()
+      WHERE account_id = ${held.account_id}`);
+    return { applied, released: held.remaining };
+  });
 }
 
 /** Credits earned points (a solver's pay, or the platform fee). */
@@ -186,27 +182,22 @@ export async function payout(
   input: { accountId: string; amount: string; idempotencyKey: string; holdId?: string; kind?: 'payout' | 'fee' },
 ): Promise<LedgerResult> {
   assertNonNegative(input.amount, 'payout amount');
-  return inTransaction(db, (tx) => payoutIn(tx, input));
-}
-
-async function payoutIn(
-  tx: Tx,
-  input: { accountId: string; amount: string; idempotencyKey: string; holdId?: string; kind?: 'payout' | 'fee' },
-): Promise<LedgerResult> {
-  const applied = await appendEntry(tx, {
-    accountId: input.accountId,
-    kind: input.kind ?? 'payout',
-    amount: input.amount,
-    holdId: input.holdId,
-    key: input.idempotencyKey,
+  return inTransaction(db, async (tx) => {
+    const applied = await appendEntry(tx, {
+      accountId: input.accountId,
+      kind: input.kind ?? 'payout',
+      amount: input.amount,
+      holdId: input.holdId,
+      key: input.idempotencyKey,
+    });
+    if (applied) {
+      await tx.query(sql.unsafe`
+        UPDATE balances SET available = available + ${input.amount}::numeric,
+          lifetime_earned = lifetime_earned + ${input.amount}::numeric, updated_at = now()
+        WHERE account_id = ${input.accountId}`);
+    }
+    return { applied };
   });
-  if (applied) {
-    await tx.query(sql.unsafe`
-      UPDATE balances SET available = available + ${input.amount}::numeric,
-        lifetime_earned = lifetime_earned + ${input.amount}::numeric, updated_at = now()
-      WHERE account_id = ${input.accountId}`);
-  }
-  return { applied };
 }
 
 /**

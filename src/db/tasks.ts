@@ -1,6 +1,6 @@
-import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
+import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { TERMINAL_TASK_STATES, WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
+import { isTerminalState, WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
 import { withSafetyVerdict } from '../safety/results';
 import { hold, release, settle } from './ledger';
 import type { Db } from './pool';
@@ -12,7 +12,6 @@ import { eligibleSolvers } from './solvers';
  */
 
 type Runner = CommonQueryMethods;
-type Tx = DatabaseTransactionConnection;
 
 /** NOTIFY channel on which a task's terminal state is announced when its transaction commits. */
 export const TASK_FINISHED_CHANNEL = 'task_finished';
@@ -80,7 +79,7 @@ export interface NewTask {
    * workflow can dispatch at once. Without a solver free now, the workflow matches later as usual; with
    * none online at all, `unavailable` (when given) is thrown and nothing is created.
    */
-  match?: { strongModels?: string[]; unavailable?: Error };
+  match?: { strongModels?: string[]; unavailable?: () => Error };
 }
 
 /**
@@ -104,7 +103,7 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task:
     const reservation = task.match
       ? await reserveAttempt(tx, { taskId: task.taskId, attemptNumber: 1, taskType: task.taskType, maxPricePoints: task.maxPricePoints, excludedSolverIds: [], strongModels: task.match.strongModels })
       : null;
-    if (reservation && !reservation.assignment && reservation.untriedOnline === 0 && task.match?.unavailable) throw task.match.unavailable;
+    if (reservation && !reservation.assignment && reservation.untriedOnline === 0 && task.match?.unavailable) throw task.match.unavailable();
     await hold(tx, { holdId: task.taskId, accountId: task.accountId, amount: task.maxPricePoints });
     const assigned = reservation?.assignment ?? null;
     return { task: assigned ? { ...inserted, status: 'assigned' as const, solver_id: assigned.solverId } : inserted, created: true, firstAssignment: assigned };
@@ -206,7 +205,7 @@ export async function reserveAttempt(
   if (row) return { assignment: toAssignment(attemptId, row) };
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
     SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
-  const finishedAs = status && (TERMINAL_TASK_STATES as readonly string[]).includes(status) ? (status as TaskState) : null;
+  const finishedAs = status && isTerminalState(status) ? status : null;
   return { assignment: null, untriedOnline: count, finishedAs };
 }
 
@@ -297,7 +296,7 @@ export async function completeTask(
         CROSS JOIN (SELECT ${sql.jsonb(usage as never)} AS usage) u
         LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
       WHERE t.task_id = ${input.taskId} FOR UPDATE OF t`);
-    if ((TERMINAL_TASK_STATES as readonly string[]).includes(task.status)) return { applied: false, status: task.status as TaskState };
+    if (isTerminalState(task.status)) return { applied: false, status: task.status };
     let solverId: string;
     let price: string;
     if (completion.kind === 'attempt') {
@@ -343,7 +342,7 @@ export async function finishTaskWithoutResult(
 ): Promise<{ applied: boolean; status: TaskState }> {
   return db.transaction(async (tx) => {
     const status = await tx.oneFirst(sql.type(z.object({ status: z.string() }))`SELECT status FROM tasks WHERE task_id = ${input.taskId} FOR UPDATE`);
-    if ((TERMINAL_TASK_STATES as readonly string[]).includes(status)) return { applied: false, status: status as TaskState };
+    if (isTerminalState(status)) return { applied: false, status };
     const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
       SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
     for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });

@@ -13,7 +13,8 @@ export const FULFILLMENT_PATHS = ['http', 'browser', 'search_api', 'local_model'
 
 export const TASK_STATES = ['queued', 'assigned', 'completed', 'failed', 'timed_out'] as const;
 export type TaskState = (typeof TASK_STATES)[number];
-export const TERMINAL_TASK_STATES: readonly TaskState[] = ['completed', 'failed', 'timed_out'];
+const TERMINAL_TASK_STATES: readonly TaskState[] = ['completed', 'failed', 'timed_out'];
+export const isTerminalState = (status: string): status is TaskState => (TERMINAL_TASK_STATES as readonly string[]).includes(status);
 
 export const ATTEMPT_OUTCOMES = ['pending', 'completed', 'error', 'rejected', 'timeout', 'disconnected', 'invalid_result', 'cancelled'] as const;
 export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];

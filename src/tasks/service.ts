@@ -28,8 +28,8 @@ export interface CreateTaskInput {
   maxPricePoints?: string | null;
   timeoutSeconds?: number | null;
   idempotencyKey?: string;
-  /** Thrown, with nothing created, when no eligible solver is online at all (a new task only). */
-  unavailable?: ApiError;
+  /** The error thrown, with nothing created, when no eligible solver is online at all (a new task only). */
+  unavailable?: () => ApiError;
   /** Chat: eligible strong-tier models, and the node that streams the deltas to the client. */
   chat?: { strongModels: string[]; clientNodeId: string };
 }

@@ -3,7 +3,7 @@ import { getTaskRecord, type TaskRecord } from '../db/tasks';
 import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
 import type { ScanResult } from '../safety/scanner';
-import type { WebTaskType } from '../schemas/domain';
+import { isTerminalState, type WebTaskType } from '../schemas/domain';
 import { noSolverOnline, type TaskService } from './service';
 
 /**
@@ -34,8 +34,6 @@ export type CompletedTask = TaskRecord & { result: Record<string, any> };
 // A convenience call waits a little past the task's own deadline, so the workflow's verdict wins.
 const WAIT_GRACE_MS = 5000;
 
-const TERMINAL = ['completed', 'failed', 'timed_out'];
-
 /** Idempotency keys longer than this are ignored rather than stored. */
 export const idempotencyKeyOf = (header: string | undefined) => (header && header.length <= 255 ? header : undefined);
 
@@ -64,10 +62,10 @@ export async function runWebTask(
   await assertTargetAllowed(deps, input);
   const started = Date.now();
   // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
-  const task = await deps.tasks.create({ ...toCreateInput(input), unavailable: noSolverOnline(input.taskType) });
+  const task = await deps.tasks.create({ ...toCreateInput(input), unavailable: () => noSolverOnline(input.taskType) });
   onCreated(task);
   const waitMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS;
-  const verdict = TERMINAL.includes(task.status) ? task : await deps.tasks.waitForResult(task, waitMs);
+  const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task, waitMs);
   const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;
   if (!finished || finished.status === 'timed_out' || !['completed', 'failed'].includes(finished.status)) {
     throw new ApiError('task_timeout', `The task did not finish in ${task.timeout_seconds} s; poll GET /v1/tasks/${task.task_id}.`, { task_id: task.task_id });

@@ -93,7 +93,7 @@ export function chatRoutes(deps: AppDeps): Router {
         timeoutSeconds: deps.config.chatTimeoutSeconds,
         chat: { strongModels, clientNodeId: deps.nodeId },
         // Checked as the task is created (nothing is created then), before any SSE header is sent.
-        unavailable: new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
+        unavailable: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
       });
       const handle = deps.temporal.workflow.getHandle(task.workflow_id);
       // A client that goes away cancels the workflow, which cancels the solver's attempt.

@@ -2,7 +2,7 @@ import { Router, type Response } from 'express';
 import { findAccount } from '../../db/accounts';
 import { getTaskRecord } from '../../db/tasks';
 import { ApiError } from '../../errors';
-import type { WebTaskType } from '../../schemas/domain';
+import { isTerminalState, type WebTaskType } from '../../schemas/domain';
 import {
   AdminCompleteTaskBody,
   CreateTaskBody,
@@ -125,7 +125,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     const body = req.body as { solver_id: string; result: Record<string, unknown> };
     const task = await getTaskRecord(deps.db, taskId);
     if (!task) throw new ApiError('task_not_found', `No task "${taskId}".`);
-    if (['completed', 'failed', 'timed_out'].includes(task.status)) {
+    if (isTerminalState(task.status)) {
       throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}.`, { status: task.status });
     }
     if (!(await findAccount(deps.db, body.solver_id))) throw new ApiError('account_not_found', `No solver "${body.solver_id}".`);
