@@ -44,12 +44,12 @@ export function createDispatchActivities({ db, hub, relay, logger, config, paylo
             if (relay.isLocal(stream.clientNodeId)) {
               // Same node: hand the delta over synchronously (order is the call order).
               relay
-                .forward(stream.clientNodeId, stream.completionId, { type: 'chunk', seq, delta })
+                .forward(stream.clientNodeId, stream.completionId, { type: 'chunk', attempt: input.attemptId, seq, delta })
                 .catch((error) => logger.warn({ err: error, attempt_id: input.attemptId }, 'chat delta not delivered'));
               return;
             }
             relayed = relayed
-              .then(() => relay.forward(stream.clientNodeId, stream.completionId, { type: 'chunk', seq, delta }))
+              .then(() => relay.forward(stream.clientNodeId, stream.completionId, { type: 'chunk', attempt: input.attemptId, seq, delta }))
               .catch((error) => logger.warn({ err: error, attempt_id: input.attemptId }, 'chat delta not relayed'));
           }
         : undefined;
@@ -74,7 +74,7 @@ export function createDispatchActivities({ db, hub, relay, logger, config, paylo
         if (stream) {
           await relayed;
           const usage = (result.usage as Record<string, unknown> | undefined) ?? null;
-          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', chunks, finish_reason: (result.finish_reason as string | null) ?? null, usage });
+          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks, finish_reason: (result.finish_reason as string | null) ?? null, usage });
         }
         return { ok: true, chunks, status: completed.status };
       } catch (error) {

@@ -1,4 +1,5 @@
 import type { ActivityDeps, NodeActivityDeps } from './deps';
+import { createChatStreamActivities } from './chat-stream';
 import { createDispatchActivities } from './dispatch';
 import { createTaskActivities } from './tasks';
 
@@ -16,7 +17,7 @@ export function createActivities(deps: ActivityDeps) {
 
 /** Activities of an API node's own task queue: they reach the solver sockets this node holds. */
 export function createNodeActivities(deps: NodeActivityDeps) {
-  return createDispatchActivities(deps);
+  return { ...createDispatchActivities(deps), ...createChatStreamActivities(deps) };
 }
 
 export type Activities = ReturnType<typeof createActivities>;

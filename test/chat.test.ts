@@ -1,30 +1,7 @@
 import OpenAI from 'openai';
 import { getBalance } from '../src/db/ledger';
-import { FakeSolver, waitFor, type TaskFrame } from './support/fake-solver';
+import { FakeSolver, strongChat, talker, waitFor } from './support/fake-solver';
 import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
-
-const strongChat = (options: { billing?: 'per_token' | 'per_request'; min?: string; marginal?: string; model?: string } = {}) => [
-  {
-    task_type: 'chat_completion',
-    tier: 'strong',
-    billing_type: options.billing ?? 'per_token',
-    fulfillment_path: 'provider_api',
-    provider_name: 'fake',
-    model_name: options.model ?? 'gpt-4o',
-    marginal_cost: options.marginal ?? '2',
-    min_price_points: options.min ?? '1',
-    max_concurrent: 4,
-  },
-];
-
-/** A scripted strong-tier chat solver: streams `words` as deltas, then reports usage. */
-function talker(words: string[], usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }) {
-  return (frame: TaskFrame, self: FakeSolver) => {
-    self.send({ type: 'accept', attempt_id: frame.attempt_id });
-    words.forEach((word) => self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: word } }));
-    self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage } });
-  };
-}
 
 describe('chat completions', () => {
   let stack: TestStack;

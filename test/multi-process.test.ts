@@ -3,7 +3,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { createDb, type Db } from '../src/db/pool';
 import { getBalance } from '../src/db/ledger';
-import { FakeSolver, SAMPLE_RESULTS, waitFor } from './support/fake-solver';
+import { FakeSolver, SAMPLE_RESULTS, strongChat, talker, waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
 import { ADMIN_KEY, api, registerAccount, testEndpoints } from './support/stack';
 
@@ -106,6 +106,33 @@ describe('a deployment of several processes', () => {
     expect(done.status).toBe('completed');
     expect(done.solver_id).toBe(survivor.solverId);
     expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'disconnected' });
+    await survivor.close();
+  }, 120_000);
+
+  test('a chat whose solver node dies before the first token is answered in full by a solver on another node', async () => {
+    const doomedNode = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-d-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
+    const stranded = await FakeSolver.start(urlOf(doomedNode), { behaviour: 'accept_then_silent', capabilities: strongChat({ min: '1' }) });
+    const words = ['answered ', 'in ', 'full'];
+    const survivor = await FakeSolver.start(urlA(), { behaviour: talker(words), capabilities: strongChat({ min: '2' }) });
+    const client = await registerAccount(urlB(), '500');
+    const response = fetch(`${urlB()}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...client.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    });
+    await waitFor(() => stranded.received.length === 1);
+    await doomedNode.kill('SIGKILL');
+    // The lost attempt's node never reports; the workflow learns from the client's node that no delta
+    // reached the client, and gives the chat to the other solver.
+    const text = await (await response).text();
+    const events = text.split('\n\n').filter((line) => line.startsWith('data: ')).map((line) => line.slice(6));
+    expect(events.at(-1)).toBe('[DONE]');
+    const content = events.slice(0, -1).map((event) => JSON.parse(event).choices[0]?.delta?.content ?? '').join('');
+    expect(content).toBe(words.join(''));
+    expect(survivor.received).toHaveLength(1);
+    const spent = await getBalance(db, client.account_id);
+    expect(spent).toMatchObject({ held_points: '0' });
+    expect(Number(spent?.lifetime_spent_points)).toBeGreaterThan(0);
     await survivor.close();
   }, 120_000);
 });

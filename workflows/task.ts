@@ -4,6 +4,7 @@ import {
   condition,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setHandler,
@@ -143,7 +144,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
       // The solver says the task itself cannot succeed (e.g. a refused target): no point trying others.
       return end('failed', { type: 'solver_failed', message: outcome.error.message });
     }
-    if (input.stream && outcome.chunks !== 0) {
+    if (input.stream && (await deltasGiven(input.stream, assignment.attemptId, outcome.chunks)) !== 0) {
       // The client already holds part of this solver's answer; another solver cannot continue it.
       return end('failed', { type: 'solver_failed', message: `The solver failed after streaming began: ${outcome.error.message}` });
     }
@@ -151,6 +152,30 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     excluded.push(assignment.solverId);
     lastError = outcome.error;
     setStatus('queued');
+  }
+}
+
+// Workflows started before the client node could be asked keep failing such a stream on replay.
+const FENCE_LOST_ATTEMPT_PATCH = 'fence-lost-chat-attempt';
+
+/**
+ * How many deltas of a chat the client holds. A failed attempt reports its own count; one lost with its
+ * node (or never run) cannot (-1), so the client's node shuts it out and answers: if it gave the client
+ * nothing, another solver can still answer from the start. No answer from that node counts as some.
+ */
+async function deltasGiven(stream: NonNullable<TaskWorkflowInput['stream']>, attemptId: string, reported: number): Promise<number> {
+  if (reported >= 0 || !patched(FENCE_LOST_ATTEMPT_PATCH)) return reported;
+  const clientNode = proxyActivities<NodeActivities>({
+    taskQueue: nodeTaskQueue(stream.clientNodeId),
+    scheduleToStartTimeout: '5 seconds',
+    startToCloseTimeout: '5 seconds',
+    retry: { maximumAttempts: 1 },
+  });
+  try {
+    return (await clientNode.fenceChatAttempt({ completionId: stream.completionId, attemptId })) ?? -1;
+  } catch (error) {
+    if (isCancellation(error)) throw error;
+    return -1;
   }
 }
 
@@ -192,8 +217,7 @@ async function runAttempt(
       (error): DispatchOutcome | 'superseded' => {
         if (isCancellation(error)) return 'superseded';
         // The node died, or never picked the attempt up: treat like a disconnected solver. An attempt that
-        // never started sent nothing; otherwise how many deltas reached the client is unknown (-1), and a
-        // chat stream cannot be safely resumed elsewhere.
+        // never started sent nothing; otherwise how many deltas reached the client is unknown here (-1).
         const neverStarted = error instanceof ActivityFailure && error.cause instanceof TimeoutFailure && error.cause.timeoutType === 'SCHEDULE_TO_START';
         return {
           ok: false,

@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import type { NotifyBus } from '../db/notify';
 import type { Logger } from '../logger';
 
@@ -9,10 +8,10 @@ import type { Logger } from '../logger';
  * enter workflow history.
  */
 
+/** Every event names the attempt that sent it, so that a fenced attempt's late events can be dropped. */
 export type RelayEvent =
-  | { type: 'chunk'; seq: number; delta: Record<string, unknown> }
-  | { type: 'end'; chunks: number; finish_reason: string | null; usage: Record<string, unknown> | null }
-  | { type: 'reset'; reason: string };
+  | { type: 'chunk'; attempt: string; seq: number; delta: Record<string, unknown> }
+  | { type: 'end'; attempt: string; chunks: number; finish_reason: string | null; usage: Record<string, unknown> | null };
 
 interface Envelope {
   completionId: string;
@@ -24,26 +23,49 @@ const MAX_NOTIFY_BYTES = 7000;
 
 export const relayChannel = (nodeId: string) => `chat_${nodeId.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63);
 
+/** One client stream served by this node. */
+interface Listener {
+  handler: (event: RelayEvent) => void;
+  /** Deltas handed to the client's response so far. */
+  delivered: number;
+  /** Attempts whose events are no longer accepted. */
+  fenced: Set<string>;
+}
+
 export class ChatRelay {
-  private readonly local = new EventEmitter();
+  private readonly listeners = new Map<string, Listener>();
 
   constructor(
     private readonly deps: { bus: NotifyBus; nodeId: string; logger: Logger },
-  ) {
-    this.local.setMaxListeners(0);
-  }
+  ) {}
 
   async start(): Promise<void> {
     await this.deps.bus.subscribe(relayChannel(this.deps.nodeId), (payload) => {
       const envelope = payload as Envelope;
-      if (envelope?.completionId) this.local.emit(envelope.completionId, envelope.event);
+      if (envelope?.completionId) this.deliver(envelope.completionId, envelope.event);
     });
   }
 
   /** Receives the events of one completion on this node until the returned function is called. */
   listen(completionId: string, handler: (event: RelayEvent) => void): () => void {
-    this.local.on(completionId, handler);
-    return () => this.local.off(completionId, handler);
+    const listener: Listener = { handler, delivered: 0, fenced: new Set() };
+    this.listeners.set(completionId, listener);
+    return () => {
+      if (this.listeners.get(completionId) === listener) this.listeners.delete(completionId);
+    };
+  }
+
+  /**
+   * Stops accepting an attempt's events and says how many deltas this completion's client has been
+   * given, or null when this node no longer serves the completion (its client is gone). An attempt
+   * whose node stopped answering may still be running; after this, nothing it sends reaches the client,
+   * so a count of 0 lets another solver start the answer afresh.
+   */
+  fence(completionId: string, attemptId: string): number | null {
+    const listener = this.listeners.get(completionId);
+    if (!listener) return null;
+    listener.fenced.add(attemptId);
+    return listener.delivered;
   }
 
   /** True when the completion's client is served by this node: delivery is then a synchronous event. */
@@ -54,12 +76,19 @@ export class ChatRelay {
   /** Sends an event to the node serving the completion's client. */
   async forward(targetNodeId: string, completionId: string, event: RelayEvent): Promise<void> {
     if (targetNodeId === this.deps.nodeId) {
-      this.local.emit(completionId, event);
+      this.deliver(completionId, event);
       return;
     }
     for (const part of splitForNotify(event)) {
       await this.deps.bus.publish(relayChannel(targetNodeId), { completionId, event: part } satisfies Envelope);
     }
+  }
+
+  private deliver(completionId: string, event: RelayEvent): void {
+    const listener = this.listeners.get(completionId);
+    if (!listener || listener.fenced.has(event.attempt)) return;
+    if (event.type === 'chunk') listener.delivered += 1;
+    listener.handler(event);
   }
 }
 
@@ -71,7 +100,7 @@ function splitForNotify(event: RelayEvent): RelayEvent[] {
   const pieces: RelayEvent[] = [];
   const size = Math.floor(MAX_NOTIFY_BYTES / 4);
   for (let offset = 0; offset < content.length; offset += size) {
-    pieces.push({ type: 'chunk', seq: event.seq, delta: { ...(offset === 0 ? rest : {}), content: content.slice(offset, offset + size) } });
+    pieces.push({ type: 'chunk', attempt: event.attempt, seq: event.seq, delta: { ...(offset === 0 ? rest : {}), content: content.slice(offset, offset + size) } });
   }
   return pieces;
 }
