@@ -2,9 +2,9 @@ import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { Config } from '../config';
 import { createDb } from '../db/pool';
-import { findUnstartedTasks } from '../db/tasks';
 import type { Logger } from '../logger';
 import { TaskService } from '../tasks/service';
+import { sweepUnstartedTasks } from '../tasks/sweep';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
@@ -37,14 +37,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
 
   const tasks = new TaskService({ config, db, temporal, logger });
   const sweep = setInterval(() => {
-    findUnstartedTasks(db, UNSTARTED_AFTER_SECONDS)
-      .then(async (stranded) => {
-        for (const task of stranded) {
-          logger.warn({ task_id: task.task_id }, 'starting the workflow of a stranded task');
-          await tasks.startWorkflow(task).catch((error) => logger.error({ err: error, task_id: task.task_id }, 'stranded task not started'));
-        }
-      })
-      .catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
+    sweepUnstartedTasks({ db, tasks, logger }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
   }, SWEEP_EVERY_MS);
   sweep.unref();
 

@@ -1,0 +1,93 @@
+import crypto from 'node:crypto';
+import type { Client } from '@temporalio/client';
+import pino from 'pino';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { chatWorkflowId, taskWorkflowId } from '../workflows/contract';
+import { getBalance } from '../src/db/ledger';
+import { createTaskWithHold, finishTaskWithoutResult } from '../src/db/tasks';
+import { CHAT_TASK_TYPE } from '../src/schemas/domain';
+import { TaskService } from '../src/tasks/service';
+import { sweepUnstartedTasks } from '../src/tasks/sweep';
+import { createTemporalClient } from '../src/temporal/connection';
+import { FakeSolver, waitFor } from './support/fake-solver';
+import { api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
+
+/** A node that dies between storing a task and starting its workflow leaves the task to the worker's sweep. */
+describe('the stranded-task sweep', () => {
+  let stack: TestStack;
+  let temporal: Client;
+  let tasks: TaskService;
+  const logger = pino({ level: 'silent' });
+
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '2000' } });
+    temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
+    tasks = new TaskService({ config: stack.config, db: stack.db, temporal, logger });
+  });
+  afterAll(async () => {
+    await temporal?.connection.close();
+    await stack.close();
+  });
+
+  // What a node stores before it starts the workflow: the task, its hold and, with a solver free, attempt 1.
+  const strand = (accountId: string, taskType: string, match: boolean) => {
+    const taskId = `${taskType === CHAT_TASK_TYPE ? 'chat' : 'task'}_${crypto.randomBytes(12).toString('hex')}`;
+    return createTaskWithHold(stack.db, {
+      taskId,
+      accountId,
+      taskType,
+      payload: taskType === CHAT_TASK_TYPE ? { messages: [{ role: 'user', content: 'hi' }] } : { url: 'https://example.com/swept' },
+      maxPricePoints: '5',
+      timeoutSeconds: 60,
+      workflowId: taskType === CHAT_TASK_TYPE ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
+      ...(match ? { match: {} } : {}),
+    });
+  };
+
+  test('a task matched before its node died is run on that reservation, charged once', async () => {
+    const solver = await FakeSolver.start(stack.url, { price: '2', taskTypes: ['proxy_fetch'] });
+    const client = await registerAccount(stack.url, '50');
+    const { task, firstAssignment } = await strand(client.account_id, 'proxy_fetch', true);
+    expect(task.status).toBe('assigned');
+    expect(firstAssignment?.solverId).toBe(solver.solverId);
+
+    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 0)).toContain(task.task_id);
+    const done = await waitFor(async () => {
+      const response = await api(stack.url, 'GET', `/v1/tasks/${task.task_id}`, { headers: client.auth });
+      return response.json.status === 'completed' ? response.json : undefined;
+    });
+    expect(done.solver_id).toBe(solver.solverId);
+    expect(done.attempts).toHaveLength(1);
+    expect(solver.received).toHaveLength(1);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '48', held_points: '0', lifetime_spent_points: '2' });
+    // The start is recorded, so later sweeps leave the task alone.
+    await waitFor(() =>
+      stack.db.oneFirst(sql.type(z.object({ started: z.boolean() }))`SELECT workflow_started_at IS NOT NULL AS started FROM tasks WHERE task_id = ${task.task_id}`),
+    );
+    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 0)).not.toContain(task.task_id);
+    await solver.close();
+  });
+
+  test('a chat whose client request died with its node is failed and its hold released', async () => {
+    const client = await registerAccount(stack.url, '50');
+    const { task } = await strand(client.account_id, CHAT_TASK_TYPE, false);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ held_points: '5' });
+
+    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 0)).toContain(task.task_id);
+    const record = await api(stack.url, 'GET', `/v1/tasks/${task.task_id}`, { headers: client.auth });
+    expect(record.json).toMatchObject({ status: 'failed', error: { type: 'client_cancelled' } });
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '50', held_points: '0', lifetime_spent_points: '0' });
+  });
+
+  test('a task younger than the limit is left to its own node', async () => {
+    const client = await registerAccount(stack.url, '50');
+    const { task } = await strand(client.account_id, 'proxy_fetch', false);
+    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 30)).not.toContain(task.task_id);
+    const row = await stack.db.one(sql.type(z.object({ status: z.string(), started: z.boolean() }))`
+      SELECT status, workflow_started_at IS NOT NULL AS started FROM tasks WHERE task_id = ${task.task_id}`);
+    expect(row).toEqual({ status: 'queued', started: false });
+    // Other suites' workers sweep too: leave nothing stranded for them.
+    await finishTaskWithoutResult(stack.db, { taskId: task.task_id, status: 'failed', error: { type: 'test_cleanup', message: 'cleanup' } });
+  });
+});
