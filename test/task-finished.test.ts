@@ -42,6 +42,8 @@ describe('terminal states are announced when they commit', () => {
     expect(otherSeen).toBe(false);
     waiting.stop();
     otherWait.stop();
+    // A task left open would be started by a later suite's stranded-task sweep.
+    await finishTaskWithoutResult(db, { taskId: other, status: 'failed', error: { type: 'test_cleanup', message: 'x' } });
   });
 
   test('a task that was already finished is not announced again', async () => {
