@@ -14,6 +14,7 @@ export function createTaskActivities({ db, config }: ActivityDeps) {
       taskType: string;
       maxPricePoints: string;
       excludedSolverIds: string[];
+      lastResortSolverIds?: string[];
       strongModels?: string[];
     }) {
       return reserveAttempt(db, input);

@@ -132,6 +132,19 @@ describe('matching (reserveAttempt)', () => {
     expect(await activeAttempts(busy)).toBe(20);
   });
 
+  test('a last-resort solver is offered only when no other solver fits', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
+    const cheap = await onlineSolver(model, '1', 1);
+    const dear = await onlineSolver(model, '2', 1);
+    const [first, second] = await newTasks(2);
+    const passedOver = await reserveAttempt(db, { ...match, taskId: first, attemptNumber: 1, lastResortSolverIds: [cheap] });
+    expect(passedOver.assignment?.solverId).toBe(dear);
+    // The other solver is now full: the last resort is taken rather than none.
+    const taken = await reserveAttempt(db, { ...match, taskId: second, attemptNumber: 1, lastResortSolverIds: [cheap] });
+    expect(taken.assignment?.solverId).toBe(cheap);
+  });
+
   test('a task created with matching holds its first attempt; a refused hold leaves no slot taken', async () => {
     const model = `model-${crypto.randomBytes(4).toString('hex')}`;
     const only = await onlineSolver(model, '1', 2);

@@ -74,6 +74,9 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   };
 
   const excluded: string[] = [];
+  // Solvers whose attempt was lost with its node rather than failed by them: offered again only when no
+  // other solver fits (a node that died drops out of matching once its liveness lapses).
+  const lastResort: string[] = [];
   let attemptNumber = 0;
   let waitMs = FIRST_WAIT_MS;
   let lastError: { type: string; message: string } | undefined;
@@ -113,6 +116,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
             taskType: input.taskType,
             maxPricePoints: input.maxPricePoints,
             excludedSolverIds: excluded,
+            lastResortSolverIds: lastResort,
             strongModels: input.strongModels,
           });
     if (!reservation.assignment) {
@@ -149,7 +153,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
       return end('failed', { type: 'solver_failed', message: `The solver failed after streaming began: ${outcome.error.message}` });
     }
     log.info('attempt failed; reassigning', { taskId: input.taskId, solverId: assignment.solverId, outcome: outcome.outcome });
-    excluded.push(assignment.solverId);
+    if (outcome.error.type === 'node_unavailable') lastResort.push(assignment.solverId);
+    else excluded.push(assignment.solverId);
     lastError = outcome.error;
     setStatus('queued');
   }

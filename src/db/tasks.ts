@@ -160,7 +160,16 @@ const CandidateRow = z.object({
  */
 export async function reserveAttempt(
   db: Runner,
-  input: { taskId: string; attemptNumber: number; taskType: string; maxPricePoints: string; excludedSolverIds: string[]; strongModels?: string[] },
+  input: {
+    taskId: string;
+    attemptNumber: number;
+    taskType: string;
+    maxPricePoints: string;
+    excludedSolverIds: string[];
+    /** Still eligible, but offered only when no other solver fits (e.g. an attempt lost with its node). */
+    lastResortSolverIds?: string[];
+    strongModels?: string[];
+  },
 ): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number; finishedAs: TaskState | null }> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
@@ -178,7 +187,8 @@ export async function reserveAttempt(
         AND EXISTS (SELECT 1 FROM tasks WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned'))
         AND c.min_price_points <= ${input.maxPricePoints}::numeric
         AND c.active_attempts < c.max_concurrent
-      ORDER BY c.min_price_points ASC,
+      ORDER BY c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) ASC,
+               c.min_price_points ASC,
                (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) DESC,
                COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) ASC,
                c.active_attempts ASC
