@@ -31,37 +31,29 @@ export interface RateLimitState {
 }
 
 /**
- * Counts one request of each account the `accounts` row source yields (a column `account_id`): one atomic
- * upsert (a new window starts from 1, the same window increments), so concurrent requests serialise on
- * the account's row.
- */
-const countFor = (accounts: ReturnType<typeof sql.fragment>) => sql.fragment`
-  WITH clock AS (
-    SELECT to_timestamp(floor(extract(epoch FROM now()) / ${RATE_LIMIT_WINDOW_SECONDS}) * ${RATE_LIMIT_WINDOW_SECONDS}) AS window_start
-  ), counted AS (
-    INSERT INTO rate_limits AS r (account_id, window_start, window_count, total_count)
-    SELECT counting.account_id, clock.window_start, 1, 1 FROM (${accounts}) counting, clock
-    ON CONFLICT (account_id) DO UPDATE SET
-      window_count = CASE WHEN r.window_start = EXCLUDED.window_start THEN r.window_count + 1 ELSE 1 END,
-      window_start = EXCLUDED.window_start,
-      total_count = r.total_count + 1
-    RETURNING r.account_id, r.window_count, extract(epoch FROM r.window_start)::bigint + ${RATE_LIMIT_WINDOW_SECONDS} AS reset_at,
-      r.total_count, r.refuse_from_total, extract(epoch FROM now())::float8 AS now_epoch
-  )`;
-
-/**
  * Authenticates an API key and counts the request in one round trip; null for an unknown or revoked
- * key, whose request is not counted against anyone.
+ * key, whose request is not counted against anyone. The count is one atomic upsert (a new window starts
+ * from 1, the same window increments), so concurrent requests serialise on the account's row.
  */
 export async function countKeyedRequest(db: Db, apiKey: string, limit: number): Promise<{ account: Account; state: RateLimitState } | null> {
   const row = await db.maybeOne(sql.type(AccountRow.merge(CounterRow))`
-    ${countFor(accountOfKey(apiKey))}
-    SELECT a.account_id, a.kind, a.prompt_safety_scan, a.created_at,
-      c.window_count, c.reset_at, c.total_count, c.refuse_from_total, c.now_epoch
-    FROM counted c JOIN accounts a USING (account_id)`);
+    WITH keyed AS (${accountOfKey(apiKey)}), clock AS (
+      SELECT to_timestamp(floor(extract(epoch FROM now()) / ${RATE_LIMIT_WINDOW_SECONDS}) * ${RATE_LIMIT_WINDOW_SECONDS}) AS window_start
+    ), counted AS (
+      INSERT INTO rate_limits AS r (account_id, window_start, window_count, total_count)
+      SELECT keyed.account_id, clock.window_start, 1, 1 FROM keyed, clock
+      ON CONFLICT (account_id) DO UPDATE SET
+        window_count = CASE WHEN r.window_start = EXCLUDED.window_start THEN r.window_count + 1 ELSE 1 END,
+        window_start = EXCLUDED.window_start,
+        total_count = r.total_count + 1
+      RETURNING r.account_id, r.window_count, extract(epoch FROM r.window_start)::bigint + ${RATE_LIMIT_WINDOW_SECONDS} AS reset_at,
+        r.total_count, r.refuse_from_total, extract(epoch FROM now())::float8 AS now_epoch
+    )
+    SELECT keyed.*, counted.window_count, counted.reset_at, counted.total_count, counted.refuse_from_total, counted.now_epoch
+    FROM counted JOIN keyed USING (account_id)`);
   if (!row) return null;
-  const { account_id, kind, prompt_safety_scan, created_at, ...counter } = row;
-  return { account: { account_id, kind, prompt_safety_scan, created_at }, state: stateOf(counter, limit) };
+  const { window_count, reset_at, total_count, refuse_from_total, now_epoch, ...account } = row;
+  return { account, state: stateOf({ window_count, reset_at, total_count, refuse_from_total, now_epoch }, limit) };
 }
 
 function stateOf(row: z.infer<typeof CounterRow>, limit: number): RateLimitState {

@@ -88,7 +88,6 @@ export async function removeConnection(db: Db, input: { solverId: string; connec
   await db.query(sql.unsafe`DELETE FROM solver_connections WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`);
 }
 
-/** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
 /**
  * The solvers that may take a task of this type: a capability for it, connected to a live API node, not
  * excluded, and (chat) strong-tier for one of the allowed models. `FROM … WHERE …`, with the
@@ -106,6 +105,7 @@ export function eligibleSolvers(taskType: string, options: { strongModels?: stri
       AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))`;
 }
 
+/** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
 export async function countOnlineSolvers(db: Db, taskType: string, options: { strongModels?: string[] } = {}): Promise<number> {
   return db.oneFirst(sql.type(z.object({ count: z.number() }))`
     SELECT count(DISTINCT c.solver_id)::int AS count ${eligibleSolvers(taskType, options)}`);
