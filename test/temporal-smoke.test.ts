@@ -21,4 +21,15 @@ describe('Temporal', () => {
     expect(result).toBe('hello');
     await client.connection.close();
   });
+
+  test('the embedded server keeps each task queue in one partition, so tasks are not forwarded between partitions', async () => {
+    const client = await createTemporalClient(testEndpoints().temporalAddress, 'default');
+    const partitions = await client.workflowService.listTaskQueuePartitions({
+      namespace: 'default',
+      taskQueue: { name: stack.config.taskQueue },
+    });
+    expect(partitions.workflowTaskQueuePartitions).toHaveLength(1);
+    expect(partitions.activityTaskQueuePartitions).toHaveLength(1);
+    await client.connection.close();
+  });
 });

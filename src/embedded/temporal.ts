@@ -21,13 +21,18 @@ export function resolveTemporalCli(rootDir: string, configured?: string): string
 }
 
 /**
- * Server settings that differ from the dev server's defaults. The dev server has one history shard,
- * and each shard reads its transfer queue (the hand-off of every new workflow or activity task to
- * matching) at most `transferProcessorMaxPollRPS` times a second, 20 by default: a chain of steps then
- * waits ~45 ms per hop. At 200 a hop costs a few ms (one-activity workflow 100 → ~35 ms here).
+ * Server settings that differ from the dev server's defaults (docs/performance.md has the figures).
+ * - The dev server has one history shard, and each shard reads its transfer queue (the hand-off of every
+ *   new workflow or activity task to matching) at most `transferProcessorMaxPollRPS` times a second, 20
+ *   by default: a chain of steps then waits ~45 ms per hop. At 200 a hop costs a few ms.
+ * - Task queues have 4 partitions by default, which spread a queue over several matching hosts. With
+ *   one host they only add forwarding between partitions, and a task stuck on a partition without a
+ *   poller waited 4–6 s under load. One partition keeps each queue first-in, first-out.
  */
 const DYNAMIC_CONFIG: Record<string, unknown> = {
   'history.transferProcessorMaxPollRPS': 200,
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
 };
 
 /**
