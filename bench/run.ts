@@ -308,6 +308,12 @@ async function main() {
       SELECT count(*)::int AS count FROM (SELECT hold_id, kind FROM ledger_entries WHERE kind IN ('capture', 'payout') GROUP BY 1, 2 HAVING count(*) > 1) d`);
     const ledgerLine = `ledger: ${drift === 0 && openHolds === 0 && doubled === 0 ? 'EXACT' : 'DRIFT'} (accounts off: ${drift}, open holds on finished tasks: ${openHolds}, double charges/payouts: ${doubled})`;
     rows.push({ figure: 'ledger', extra: { accounts_off: drift, open_holds_on_finished_tasks: openHolds, double_movements: doubled } });
+    // An attempt whose activity never ran, or whose node went away, is reassigned by its workflow.
+    const lost = await db.one(sql.type(z.object({ lost: z.number(), completed: z.number() }))`
+      SELECT count(*)::int AS lost, count(*) FILTER (WHERE t.status = 'completed')::int AS completed
+      FROM task_attempts a JOIN tasks t USING (task_id) WHERE a.error->>'type' = 'node_unavailable'`);
+    const lostLine = `lost attempts (activity lost or never run): ${lost.lost}, their tasks completed after reassignment: ${lost.completed}`;
+    rows.push({ figure: 'lost attempts', extra: { lost: lost.lost, tasks_completed: lost.completed } });
 
     let solverBench: Awaited<ReturnType<typeof import('./solver').runSolverBenchmark>> | undefined;
     if (!skipSolver) {
@@ -317,6 +323,7 @@ async function main() {
 
     printTable(rows, log);
     log(ledgerLine);
+    log(lostLine);
     if (solverBench) {
       const { formatTable } = await import('./solver');
       log('');
