@@ -3,10 +3,12 @@ import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { NotifyBus } from '../src/db/notify';
 import { createDb, type Db } from '../src/db/pool';
-import { createTaskWithHold, finishTaskWithoutResult } from '../src/db/tasks';
+import type { Client } from '@temporalio/client';
+import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord } from '../src/db/tasks';
 import { createLogger } from '../src/logger';
 import { TaskFinishedWatch } from '../src/tasks/finished';
-import { testEndpoints } from './support/stack';
+import { TaskService } from '../src/tasks/service';
+import { testConfig, testEndpoints } from './support/stack';
 
 let db: Db;
 let bus: NotifyBus;
@@ -46,18 +48,65 @@ describe('terminal states are announced when they commit', () => {
     await finishTaskWithoutResult(db, { taskId: other, status: 'failed', error: { type: 'test_cleanup', message: 'x' } });
   });
 
-  test('a task that was already finished is not announced again', async () => {
+  test('a waiter that registers just after its task finished still learns the final status', async () => {
     const taskId = await newTask();
-    // Let the first announcement arrive before listening for a second one.
     const first = watch.wait(taskId);
     await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
     await expect(first.finished).resolves.toBe('failed');
     first.stop();
-    const waiting = watch.wait(taskId);
+    // A fast solver can finish the task before the creating request begins to wait for it.
+    const late = watch.wait(taskId);
+    await expect(late.finished).resolves.toBe('failed');
+    late.stop();
+  });
+
+  test('a finish that does not apply announces nothing: the task keeps its first terminal state', async () => {
+    const taskId = await newTask();
+    const first = watch.wait(taskId);
+    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+    await expect(first.finished).resolves.toBe('failed');
+    first.stop();
     const second = await finishTaskWithoutResult(db, { taskId, status: 'timed_out', error: { type: 'x', message: 'x' } });
     expect(second.applied).toBe(false);
-    const outcome = await Promise.race([waiting.finished, new Promise((resolve) => setTimeout(() => resolve('silent'), 500))]);
-    expect(outcome).toBe('silent');
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    const waiting = watch.wait(taskId);
+    await expect(waiting.finished).resolves.toBe('failed');
     waiting.stop();
+  });
+});
+
+describe('waiting for a task', () => {
+  // A Temporal client whose workflow result is counted and answered by the test.
+  function temporalWith(result: () => Promise<unknown>) {
+    const calls = { result: 0 };
+    const client = { workflow: { getHandle: () => ({ result: () => (calls.result++, result()) }) } } as unknown as Client;
+    return { client, calls };
+  }
+  const serviceWith = (temporal: Client, resultFallbackMs?: number) =>
+    new TaskService({ config: testConfig(), db, temporal, logger: createLogger('warn', 'test'), finished: watch, resultFallbackMs });
+  const recordOf = async (taskId: string) => (await getTaskRecord(db, taskId))!;
+
+  test('an announced terminal state answers without asking Temporal for the workflow result', async () => {
+    const taskId = await newTask();
+    const { client, calls } = temporalWith(() => new Promise(() => undefined));
+    const waiting = serviceWith(client).waitForResult(await recordOf(taskId), 10_000);
+    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+    await expect(waiting).resolves.toEqual({ taskId, status: 'failed' });
+    expect(calls.result).toBe(0);
+  });
+
+  test('without an announcement the workflow result answers once the fallback delay has passed', async () => {
+    const taskId = await newTask();
+    const { client, calls } = temporalWith(async () => ({ taskId, status: 'completed' }));
+    await expect(serviceWith(client, 50).waitForResult(await recordOf(taskId), 10_000)).resolves.toEqual({ taskId, status: 'completed' });
+    expect(calls.result).toBe(1);
+    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'test_cleanup', message: 'x' } });
+  });
+
+  test('neither within the time allowed: null', async () => {
+    const taskId = await newTask();
+    const { client } = temporalWith(() => new Promise(() => undefined));
+    await expect(serviceWith(client, 50).waitForResult(await recordOf(taskId), 200)).resolves.toBeNull();
+    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'test_cleanup', message: 'x' } });
   });
 });

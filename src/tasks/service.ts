@@ -34,10 +34,13 @@ export interface CreateTaskInput {
   chat?: { strongModels: string[]; clientNodeId: string };
 }
 
+// Longer than nearly every web task takes, so the long poll is rarely opened.
+const RESULT_FALLBACK_MS = 5000;
+
 /** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
 export class TaskService {
   constructor(
-    private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch; payloads?: RecentPayloads },
+    private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch; payloads?: RecentPayloads; resultFallbackMs?: number },
   ) {}
 
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
@@ -113,23 +116,34 @@ export class TaskService {
     void markWorkflowStarted(this.deps.db, task.task_id).catch((error) => this.deps.logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
   }
 
-  /** Waits for the task to reach a terminal state; null when `timeoutMs` passes first. */
+  /**
+   * Waits for the task to reach a terminal state; null when `timeoutMs` passes first. The stored state,
+   * announced when it commits, is the answer; the workflow's result (a long poll the server answers by
+   * reading the history) is asked for only if no announcement came within `resultFallbackMs`, e.g.
+   * while this node's notification connection was down.
+   */
   async waitForResult(task: TaskRecord, timeoutMs: number): Promise<TaskWorkflowResult | null> {
     const handle = this.deps.temporal.workflow.getHandle(task.workflow_id);
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<null>((resolve) => {
-      timer = setTimeout(() => resolve(null), timeoutMs);
-    });
-    // The stored terminal state is final: answering on its commit saves the workflow's last step.
-    const announced = this.deps.finished?.wait(task.task_id);
-    const stored = announced?.finished.then((status) => ({ taskId: task.task_id, status: status as TaskWorkflowResult['status'] }));
-    try {
+    const timers: NodeJS.Timeout[] = [];
+    const after = <T>(ms: number, value: () => T | Promise<T>) =>
+      new Promise<T>((resolve) => {
+        timers.push(setTimeout(() => resolve(value()), ms));
+      });
+    const fromWorkflow = () => {
       const result = handle.result() as Promise<TaskWorkflowResult>;
       // Whichever comes second is ignored; a late failure of the result call must not go unhandled.
       result.catch(() => undefined);
-      return await Promise.race([result, timeout, ...(stored ? [stored] : [])]);
+      return result;
+    };
+    const announced = this.deps.finished?.wait(task.task_id);
+    const stored = announced?.finished.then((status) => ({ taskId: task.task_id, status: status as TaskWorkflowResult['status'] }));
+    try {
+      return await Promise.race([
+        after(timeoutMs, () => null),
+        stored ? Promise.race([stored, after(this.deps.resultFallbackMs ?? RESULT_FALLBACK_MS, fromWorkflow)]) : fromWorkflow(),
+      ]);
     } finally {
-      clearTimeout(timer);
+      for (const timer of timers) clearTimeout(timer);
       announced?.stop();
     }
   }
