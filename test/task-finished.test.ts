@@ -1,9 +1,9 @@
 import crypto from 'node:crypto';
+import type { Client } from '@temporalio/client';
 import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { NotifyBus } from '../src/db/notify';
 import { createDb, type Db } from '../src/db/pool';
-import type { Client } from '@temporalio/client';
 import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord } from '../src/db/tasks';
 import { createLogger } from '../src/logger';
 import { TaskFinishedWatch } from '../src/tasks/finished';
@@ -32,6 +32,13 @@ async function newTask() {
   return taskId;
 }
 
+async function failAndSeeAnnounced(taskId: string) {
+  const waiting = watch.wait(taskId);
+  await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+  await expect(waiting.finished).resolves.toBe('failed');
+  waiting.stop();
+}
+
 describe('terminal states are announced when they commit', () => {
   test('a waiter learns the final status of its task, and only of its task', async () => {
     const [mine, other] = [await newTask(), await newTask()];
@@ -50,10 +57,7 @@ describe('terminal states are announced when they commit', () => {
 
   test('a waiter that registers just after its task finished still learns the final status', async () => {
     const taskId = await newTask();
-    const first = watch.wait(taskId);
-    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
-    await expect(first.finished).resolves.toBe('failed');
-    first.stop();
+    await failAndSeeAnnounced(taskId);
     // A fast solver can finish the task before the creating request begins to wait for it.
     const late = watch.wait(taskId);
     await expect(late.finished).resolves.toBe('failed');
@@ -62,10 +66,7 @@ describe('terminal states are announced when they commit', () => {
 
   test('a finish that does not apply announces nothing: the task keeps its first terminal state', async () => {
     const taskId = await newTask();
-    const first = watch.wait(taskId);
-    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
-    await expect(first.finished).resolves.toBe('failed');
-    first.stop();
+    await failAndSeeAnnounced(taskId);
     const second = await finishTaskWithoutResult(db, { taskId, status: 'timed_out', error: { type: 'x', message: 'x' } });
     expect(second.applied).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 300));
