@@ -36,6 +36,8 @@ export interface CreateTaskInput {
 
 // Longer than nearly every web task takes, so the long poll is rarely opened.
 const RESULT_FALLBACK_MS = 5000;
+// A caller waits a little past the task's own deadline, so the workflow's verdict wins.
+const WAIT_GRACE_MS = 5000;
 
 /** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
 export class TaskService {
@@ -117,12 +119,13 @@ export class TaskService {
   }
 
   /**
-   * Waits for the task to reach a terminal state; null when `timeoutMs` passes first. The stored state,
+   * Waits for the task to reach a terminal state; null when `timeoutMs` (by default a little past the
+   * task's deadline) passes first. The stored state,
    * announced when it commits, is the answer; the workflow's result (a long poll the server answers by
    * reading the history) is asked for only if no announcement came within `resultFallbackMs`, e.g.
    * while this node's notification connection was down.
    */
-  async waitForResult(task: TaskRecord, timeoutMs: number): Promise<TaskWorkflowResult | null> {
+  async waitForResult(task: TaskRecord, timeoutMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS): Promise<TaskWorkflowResult | null> {
     const handle = this.deps.temporal.workflow.getHandle(task.workflow_id);
     const timers: NodeJS.Timeout[] = [];
     const after = <T>(ms: number, value: () => T | Promise<T>) =>

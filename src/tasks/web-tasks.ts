@@ -31,9 +31,6 @@ export interface WebTaskInput {
 
 export type CompletedTask = TaskRecord & { result: Record<string, any> };
 
-// A convenience call waits a little past the task's own deadline, so the workflow's verdict wins.
-const WAIT_GRACE_MS = 5000;
-
 /** Idempotency keys longer than this are ignored rather than stored. */
 export const idempotencyKeyOf = (header: string | undefined) => (header && header.length <= 255 ? header : undefined);
 
@@ -64,8 +61,7 @@ export async function runWebTask(
   // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
   const task = await deps.tasks.create({ ...toCreateInput(input), unavailable: () => noSolverOnline(input.taskType) });
   onCreated(task);
-  const waitMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS;
-  const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task, waitMs);
+  const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task);
   const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;
   if (!finished || finished.status === 'timed_out' || !['completed', 'failed'].includes(finished.status)) {
     throw new ApiError('task_timeout', `The task did not finish in ${task.timeout_seconds} s; poll GET /v1/tasks/${task.task_id}.`, { task_id: task.task_id });

@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { chunk, completionBody, MessageAssembler, normalizeUsage, usageChunk, type CompletionMeta } from '../../chat/openai-format';
 import type { RelayEvent } from '../../chat/relay';
+import { getTaskRecord } from '../../db/tasks';
 import { scanChatMessages } from '../../safety/scanner';
 import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
@@ -105,7 +106,9 @@ export function chatRoutes(deps: AppDeps): Router {
         res.flushHeaders();
         keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
       }
-      const verdict = (await handle.result().catch(() => null)) as TaskWorkflowResult | null;
+      const verdict = await deps.tasks.waitForResult(task).catch(() => null);
+      // The announced state carries no message; a failure's is on the task.
+      if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await getTaskRecord(deps.db, task.task_id))?.error ?? undefined;
       const end = verdict?.status === 'completed' ? await withTimeout(listener.ended, END_GRACE_MS) : null;
       finished = true;
       if (!end) {
