@@ -85,7 +85,11 @@ export function evaluateAddress(host: string, address: string): Verdict {
   const reason = refusalReason(address);
   if (!reason) return { allowed: true };
   const shown = normalizeHost(host) === address ? address : `${normalizeHost(host)} (${address})`;
-  return { allowed: false, reason: 'private_network', message: `Targets on ${reason} networks are refused: ${shown}.` };
+  return privateNetworkRefusal(reason, shown);
+}
+
+function privateNetworkRefusal(network: string, shown: string): Verdict {
+  return { allowed: false, reason: 'private_network', message: `Targets on ${network} networks are refused: ${shown}. Only public addresses are served.` };
 }
 
 export function parseTarget(raw: string): { url: URL; host: string } | Verdict {
@@ -113,7 +117,7 @@ export function evaluateTarget(policy: DomainPolicy, raw: string, options: { all
   if (options.allowPrivateNetworks || policy.allow_private_networks) return { allowed: true };
   if (net.isIP(target.host)) return evaluateAddress(target.host, target.host);
   if (isLocalName(target.host)) {
-    return { allowed: false, reason: 'private_network', message: `Targets on loopback networks are refused: ${target.host}.` };
+    return privateNetworkRefusal('loopback', target.host);
   }
   return { needsDns: target.host };
 }

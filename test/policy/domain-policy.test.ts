@@ -71,7 +71,10 @@ describe('domain policy rules', () => {
     ['gopher://example.com/', 'scheme'],
     ['example.com', 'invalid_url'],
   ])('%s is refused (%s) when private networks are not allowed', (url, reason) => {
-    expect(evaluateTarget(open, url, strict)).toMatchObject({ allowed: false, reason });
+    const verdict = evaluateTarget(open, url, strict);
+    expect(verdict).toMatchObject({ allowed: false, reason });
+    // A private-network refusal says what would be served instead.
+    if (reason === 'private_network') expect(verdict).toMatchObject({ message: expect.stringContaining('Only public addresses are served.') });
   });
 
   test('public literal addresses pass; names need DNS; the switch (file or environment) admits private targets', () => {
