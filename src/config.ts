@@ -102,6 +102,7 @@ const EnvSchema = z.object({
   ACCEPT_TIMEOUT_MS: positiveInt('ACCEPT_TIMEOUT_MS', 5000),
   HEARTBEAT_INTERVAL_MS: positiveInt('HEARTBEAT_INTERVAL_MS', 15000),
   RATE_LIMIT_PER_MINUTE: positiveInt('RATE_LIMIT_PER_MINUTE', 600),
+  SHUTDOWN_GRACE_MS: positiveInt('SHUTDOWN_GRACE_MS', 10000),
   NODE_ID: optionalString,
   WORKFLOW_BUNDLE_PATH: optionalString,
 });
@@ -161,6 +162,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     acceptTimeoutMs: e.ACCEPT_TIMEOUT_MS,
     heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     nodeId: e.NODE_ID,
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
   };

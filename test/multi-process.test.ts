@@ -109,6 +109,33 @@ describe('a deployment of several processes', () => {
     await survivor.close();
   }, 120_000);
 
+  test('an API node asked to stop finishes its requests in flight, takes no new connections and exits cleanly', async () => {
+    const leaving = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-d-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
+    let release: (() => void) | undefined;
+    const solver = await FakeSolver.start(urlOf(leaving), {
+      price: '2',
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        release = () => self.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS[frame.task_type](frame.payload) });
+      },
+    });
+    const client = await registerAccount(urlA(), '50');
+    const answer = api(urlOf(leaving), 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/drain' } });
+    await waitFor(() => release !== undefined);
+    const exited = new Promise<number | null>((resolve) => leaving.child.once('exit', (code) => resolve(code)));
+    process.kill(-leaving.child.pid!, 'SIGTERM');
+    // The listener closes at once; the request in flight is still served.
+    await waitFor(async () => (await fetch(`${urlOf(leaving)}/health`).then(() => false, () => true)) || undefined);
+    release!();
+    const fetched = await answer;
+    expect(fetched.status).toBe(200);
+    expect(fetched.json.content).toBe('# Hello');
+    expect(await exited).toBe(0);
+    const problems = leaving.output.join('').split('\n').filter((line) => /"level":(40|50|60)/.test(line));
+    expect(problems).toEqual([]);
+    await solver.close();
+  }, 120_000);
+
   test('a chat whose solver node dies before the first token is answered in full by a solver on another node', async () => {
     const doomedNode = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-d-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
     const stranded = await FakeSolver.start(urlOf(doomedNode), { behaviour: 'accept_then_silent', capabilities: strongChat({ min: '1' }) });

@@ -1,19 +1,21 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { waitFor } from './support/fake-solver';
 
 const ROOT = path.resolve(__dirname, '..');
 
 /** `npm start`'s entry point, twice at once on one machine, with different PORT and DATA_DIR. */
-function startStack(port: number, dataDir: string) {
+function startStack(port: number, dataDir: string, localSolver: 'on' | 'off') {
   const child = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'src', 'bin', 'stack.ts')], {
     cwd: ROOT,
-    env: { ...process.env, PORT: String(port), DATA_DIR: dataDir, LOCAL_SOLVER: 'off', LOG_LEVEL: 'warn', DATABASE_URL: '', TEMPORAL_ADDRESS: '' },
+    env: { ...process.env, PORT: String(port), DATA_DIR: dataDir, LOCAL_SOLVER: localSolver, LOG_LEVEL: 'warn', DATABASE_URL: '', TEMPORAL_ADDRESS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
   let output = '';
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const ready = new Promise<string>((resolve, reject) => {
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
@@ -22,23 +24,22 @@ function startStack(port: number, dataDir: string) {
     child.stderr!.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.once('exit', (code) => reject(new Error(`stack exited with ${code}:\n${output}`)));
   });
-  return { child, ready };
+  return { child, ready, exited, output: () => output };
 }
 
-const stop = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (child.exitCode !== null) return resolve();
-    child.once('exit', () => resolve());
-    process.kill(-child.pid!, 'SIGINT');
-  });
+// As a terminal's Ctrl-C (SIGINT) or its closing (SIGHUP): the signal reaches the whole foreground process group.
+const signalGroup = (child: ChildProcess, signal: NodeJS.Signals) => {
+  if (child.exitCode === null) process.kill(-child.pid!, signal);
+};
 
-test('two stacks with different PORT and DATA_DIR start side by side and stop on Ctrl-C', async () => {
+test('two stacks with different PORT and DATA_DIR start side by side and stop cleanly on Ctrl-C or a closed terminal', async () => {
   const dirs = [0, 1].map(() => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'marketplace-stack-'));
     fs.chmodSync(dir, 0o755);
     return dir;
   });
-  const stacks = [startStack(3611, dirs[0]), startStack(3612, dirs[1])];
+  // The second runs the bundled solver, whose Chromium must also stop with the stack, and quietly.
+  const stacks = [startStack(3611, dirs[0], 'off'), startStack(3612, dirs[1], 'on')];
   try {
     const banners = await Promise.all(stacks.map((stack) => stack.ready));
     for (const [i, port] of [3611, 3612].entries()) {
@@ -49,12 +50,35 @@ test('two stacks with different PORT and DATA_DIR start side by side and stop on
     const uiUrls = banners.map((banner) => /Temporal UI\s+(\S+)/.exec(banner)?.[1]);
     expect(new Set(uiUrls).size).toBe(2);
   } finally {
-    await Promise.all(stacks.map((stack) => stop(stack.child)));
+    signalGroup(stacks[0].child, 'SIGINT');
+    signalGroup(stacks[1].child, 'SIGHUP');
   }
-  // Nothing of either stack is left running: no PostgreSQL, no Temporal dev server on their data dirs.
-  const processes = execFileSync('ps', ['-eo', 'args']).toString();
-  for (const dir of dirs) {
-    expect(processes).not.toContain(dir);
-    fs.rmSync(dir, { recursive: true, force: true });
+  // A closed terminal's SIGHUP ends tsx's own process at once; the stack's process, and everything it runs, stops
+  // as after Ctrl-C: in order (API, worker, then its servers), nothing logged at warn or above, nothing left running.
+  const stackPids = dirs.map((dir) => JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8')).pid as number);
+  const running = () => {
+    const processes = execFileSync('ps', ['-eo', 'args']).toString();
+    return stackPids.some(isAlive) || dirs.some((dir) => processes.includes(dir));
+  };
+  try {
+    expect(await stacks[0].exited).toBe(0);
+    await waitFor(() => !running(), 60_000, 250);
+    for (const stack of stacks) expect(stack.output().split('\n').filter((line) => line.startsWith('{'))).toEqual([]);
+  } finally {
+    // Whatever a failed stop left behind must not outlive the test.
+    for (const pid of stackPids.filter(isAlive)) process.kill(pid, 'SIGKILL');
+    for (const dir of dirs) {
+      spawnSync('pkill', ['-KILL', '-f', dir]);
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
   }
 }, 180_000);
+
+function isAlive(pid: number) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}

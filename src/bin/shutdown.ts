@@ -1,10 +1,10 @@
 import type { Logger } from '../logger';
 
 /**
- * Runs `stop` once on SIGINT/SIGTERM. npm and tsx relay the signal the terminal already sent, so a
- * repeat within a few seconds is the same request; a later one forces the exit.
+ * Runs `stop` once on SIGINT/SIGTERM (and any other `signals`). npm and tsx relay the signal the terminal
+ * already sent, so a repeat within a few seconds is the same request; a later one forces the exit.
  */
-export function onShutdown(logger: Logger, stop: () => Promise<void>) {
+export function onShutdown(logger: Logger, stop: () => Promise<void>, signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM']) {
   let stopping = 0;
   const handler = (signal: NodeJS.Signals) => {
     if (stopping && Date.now() - stopping < 3000) return;
@@ -21,8 +21,7 @@ export function onShutdown(logger: Logger, stop: () => Promise<void>) {
         process.exit(1);
       });
   };
-  process.on('SIGINT', handler);
-  process.on('SIGTERM', handler);
+  for (const signal of signals) process.on(signal, handler);
 }
 
 export function exitOnStartupError(logger: Logger) {

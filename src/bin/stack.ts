@@ -21,14 +21,17 @@ async function main() {
   };
   try {
     writeStackFile(config, infra);
-    const api = await startApiNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
-    stops.push(api.close);
+    // Stopped in reverse order: the API lets its requests in flight finish while the workflows still run.
     const worker = await startWorkerNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
     stops.push(worker.close);
+    const api = await startApiNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
+    stops.push(api.close);
     // Last to start, first to stop: its running attempts finish while the API and worker are still up.
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
     if (solver) stops.push(solver.stop);
-    onShutdown(logger, stopAll);
+    // Closing the terminal (SIGHUP) stops the stack too: its embedded servers run in their own process
+    // groups and would otherwise outlive it, holding DATA_DIR.
+    onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
     const lines = [
       '',
       `  API           ${api.url}`,

@@ -1,10 +1,10 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import type { Logger } from '../logger';
 import { SEARCH_ATTRIBUTES } from '../temporal/search-attributes';
 import { pickPort } from './ports';
+import { spawnServer } from './server-process';
 
 export interface EmbeddedTemporalHandle {
   address: string;
@@ -86,38 +86,25 @@ async function startOnce(options: TemporalOptions): Promise<EmbeddedTemporalHand
     ...(options.ui === false ? ['--headless'] : ['--ui-port', String(uiPort)]),
     ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]),
   ];
-  // Its own process group: a terminal's Ctrl-C reaches only us, and we stop the server after our workers.
-  const child = spawn(options.cli, args, { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  const stopWithUs = () => child.kill('SIGKILL');
-  process.once('exit', stopWithUs);
-  const output: string[] = [];
-  let portTaken = false;
-  const remember = (chunk: Buffer) => {
-    if (chunk.toString().includes('address already in use')) portTaken = true;
-    output.push(chunk.toString());
-    if (output.length > 50) output.shift();
-  };
-  child.stdout?.on('data', remember);
-  child.stderr?.on('data', remember);
-  const exited = new Promise<never>((_, reject) => {
-    child.once('error', (error) =>
-      reject(new Error(`Could not run the Temporal CLI "${options.cli}" (${error.message}). Run \`node scripts/ensure-tools.mjs\` or set TEMPORAL_CLI.`)),
-    );
-    child.once('exit', (code) =>
-      reject(new Error(`Temporal dev server exited (code ${code}) before it was ready${portTaken ? ' (address already in use)' : ''}:\n${output.join('')}`)),
-    );
+  const server = spawnServer(options.cli, args, { stopSignal: 'SIGTERM' });
+  const exited = server.exited.catch((error: NodeJS.ErrnoException) => {
+    if (error.code) throw new Error(`Could not run the Temporal CLI "${options.cli}" (${error.message}). Run \`node scripts/ensure-tools.mjs\` or set TEMPORAL_CLI.`);
+    const output = server.output();
+    throw new Error(`Temporal dev server exited before it was ready${output.includes('address already in use') ? ' (address already in use)' : ''}:\n${output}`);
   });
   exited.catch(() => undefined);
   const address = `127.0.0.1:${port}`;
-  await Promise.race([waitForFrontend(address, options.namespace), exited]);
+  try {
+    await Promise.race([waitForFrontend(address, options.namespace), exited]);
+  } catch (error) {
+    await server.stop();
+    throw error;
+  }
   options.logger.debug({ address }, 'temporal dev server ready');
   return {
     address,
     uiUrl: options.ui === false ? '' : `http://127.0.0.1:${uiPort}`,
-    stop: async () => {
-      await stopChild(child);
-      process.off('exit', stopWithUs);
-    },
+    stop: server.stop,
   };
 }
 
@@ -139,16 +126,4 @@ async function waitForFrontend(address: string, namespace: string, timeoutMs = 6
     }
   }
   throw new Error(`Temporal dev server at ${address} was not ready within ${timeoutMs} ms: ${String(lastError)}`);
-}
-
-function stopChild(child: ChildProcess, graceMs = 10_000): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
-  return new Promise((resolve) => {
-    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
-    child.once('exit', () => {
-      clearTimeout(timer);
-      resolve();
-    });
-    child.kill('SIGTERM');
-  });
 }

@@ -15,6 +15,7 @@ import { heartbeatNode, pruneDeadNodes, removeNode } from '../db/solvers';
 import { SolverHub } from '../dispatch/hub';
 import { attachSolverSockets } from '../dispatch/ws-server';
 import { createApp } from '../http/app';
+import { InFlightRequests } from '../http/in-flight-requests';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { DomainGuard } from '../policy/guard';
@@ -103,6 +104,7 @@ export async function startApiNode(options: {
   const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);
+  const requests = new InFlightRequests(server);
   attachSolverSockets(server, { db, hub, logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -118,16 +120,20 @@ export async function startApiNode(options: {
     hub,
     close: async () => {
       clearInterval(nodeHeartbeat);
-      await new Promise<void>((resolve) => {
-        server.close(() => resolve());
-        server.closeAllConnections();
-      });
+      // Drain: take no new connections and no new attempts (matching forgets this node's solvers), and let
+      // the requests in flight finish while their solvers' sockets and this node's dispatch worker stay up.
+      const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      await removeNode(db, nodeId).catch((error) => logger.warn({ err: error }, 'could not leave matching'));
+      const left = await requests.drained(config.shutdownGraceMs);
+      if (left > 0) logger.warn({ requests: left, grace_ms: config.shutdownGraceMs }, 'requests still in flight after the shutdown grace; closing them');
+      server.closeAllConnections();
+      // The listener's close waits for the solvers' upgraded sockets too, which the hub closes.
       await hub.close();
+      await closed;
       if (worker.getState() === 'RUNNING') worker.shutdown();
       if (workflowWorker?.getState() === 'RUNNING') workflowWorker.shutdown();
       await workerRun.catch(() => undefined);
       await workflowRun?.catch(() => undefined);
-      await removeNode(db, nodeId).catch(() => undefined);
       await bus.close();
       await workerConnection.close();
       await db.end();

@@ -200,7 +200,8 @@ class AgentRuntime {
         clearTimeout(this.watchdog);
         if (this.socket === socket) this.socket = null;
         this.welcome = null;
-        if (welcomed) this.logger.warn({ code, reason: reason.toString() }, 'disconnected from the marketplace');
+        // Our own stop() closing the socket is expected; anything else is worth a warning.
+        if (welcomed) this.logger[this.halt.signal.aborted ? 'info' : 'warn']({ code, reason: reason.toString() }, 'disconnected from the marketplace');
         this.abandonAttempts();
         resolve(welcomed);
       });

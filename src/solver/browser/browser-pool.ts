@@ -105,10 +105,12 @@ export class BrowserPool {
       headless: true,
       args: CHROMIUM_ARGS,
       ...(proxy && { proxy: { server: proxy.url } }),
-      // Playwright would close Chromium and exit the process on Ctrl-C; the program that embeds the agent
-      // stops it gracefully instead (running tasks finish, then close()). Chromium still dies with the process.
+      // Playwright would close Chromium and exit the process on Ctrl-C (or a closed terminal); the program
+      // that embeds the agent stops it gracefully instead (running tasks finish, then close()). Chromium
+      // still dies with the process.
       handleSIGINT: false,
       handleSIGTERM: false,
+      handleSIGHUP: false,
     });
     browser.on('disconnected', () => {
       // A crashed browser is relaunched by the next task.

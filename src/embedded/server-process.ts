@@ -1,0 +1,52 @@
+import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+
+export interface ServerProcess {
+  child: ChildProcess;
+  /** The last lines it printed, for error messages. */
+  output(): string;
+  /** Rejects when the process exits (or cannot be run at all). */
+  exited: Promise<never>;
+  stop(): Promise<void>;
+}
+
+/**
+ * Runs an embedded server in its own process group: a terminal's Ctrl-C then reaches only us, and we stop
+ * it after the API and workers that use it. `stopSignal` asks it to shut down cleanly; SIGKILL follows
+ * after the grace. Should we exit first, it gets the same request (and is not left running).
+ */
+export function spawnServer(command: string, args: string[], options: { stopSignal: NodeJS.Signals; graceMs?: number; spawn?: SpawnOptions }): ServerProcess {
+  const child = spawn(command, args, { ...options.spawn, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  const stopWithUs = () => child.kill(options.stopSignal);
+  process.once('exit', stopWithUs);
+  const lines: string[] = [];
+  const remember = (chunk: Buffer) => {
+    lines.push(chunk.toString());
+    if (lines.length > 50) lines.shift();
+  };
+  child.stdout?.on('data', remember);
+  child.stderr?.on('data', remember);
+  const exited = new Promise<never>((_, reject) => {
+    child.once('error', reject);
+    child.once('exit', (code, signal) => reject(new Error(`${command} exited (${signal ?? `code ${code}`})`)));
+  });
+  exited.catch(() => undefined);
+  child.once('exit', () => process.off('exit', stopWithUs));
+  return {
+    child,
+    output: () => lines.join(''),
+    exited,
+    stop: () => stopChild(child, options.stopSignal, options.graceMs ?? 10_000),
+  };
+}
+
+function stopChild(child: ChildProcess, signal: NodeJS.Signals, graceMs: number): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => child.kill('SIGKILL'), graceMs);
+    child.once('exit', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+    child.kill(signal);
+  });
+}
