@@ -120,10 +120,9 @@ export class TaskService {
 
   /**
    * Waits for the task to reach a terminal state; null when `timeoutMs` (by default a little past the
-   * task's deadline) passes first. The stored state,
-   * announced when it commits, is the answer; the workflow's result (a long poll the server answers by
-   * reading the history) is asked for only if no announcement came within `resultFallbackMs`, e.g.
-   * while this node's notification connection was down.
+   * task's deadline) passes first. The stored state, announced when it commits, is the answer; the
+   * workflow's result (a long poll the server answers by reading the history) is asked for only if no
+   * announcement came within `resultFallbackMs`, e.g. while this node's notification connection was down.
    */
   async waitForResult(task: TaskRecord, timeoutMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS): Promise<TaskWorkflowResult | null> {
     const handle = this.deps.temporal.workflow.getHandle(task.workflow_id);
