@@ -11,7 +11,7 @@ import type { TaskHandler } from '../src/solver/handlers/types';
  * markdown) and screenshots (warm Chromium, one context per task) against pages served on 127.0.0.1.
  * Each run stops after a time budget or a request budget, whichever comes first.
  *
- *   npx tsx bench/solver.ts
+ *   npm run bench:solver
  */
 
 const FETCH_CONCURRENCY = [1, 4, 16];

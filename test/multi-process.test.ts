@@ -30,10 +30,11 @@ describe('a deployment of several processes', () => {
   let db: Db;
   const urlA = () => urlOf(apiA);
   const urlB = () => urlOf(apiB);
-  const urlOf = (node: NodeProcess) => {
+  const listening = (node: NodeProcess) => {
     const line = node.output.join('').split('\n').find((entry) => entry.includes('api listening'));
-    return JSON.parse(line!).url as string;
+    return JSON.parse(line!) as { url: string; pid: number };
   };
+  const urlOf = (node: NodeProcess) => listening(node).url;
 
   beforeAll(async () => {
     [apiA, apiB, worker] = await Promise.all([
@@ -123,7 +124,13 @@ describe('a deployment of several processes', () => {
     const answer = api(urlOf(leaving), 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/drain' } });
     await waitFor(() => release !== undefined);
     const exited = new Promise<number | null>((resolve) => leaving.child.once('exit', (code) => resolve(code)));
+    // The signal finds the server busy (here paused for a moment), as it may be under load: it must still
+    // drain, and nothing between the terminal and the server may kill it for being slow to react.
+    const server = listening(leaving).pid;
+    process.kill(server, 'SIGSTOP');
     process.kill(-leaving.child.pid!, 'SIGTERM');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    process.kill(server, 'SIGCONT');
     // The listener closes at once; the request in flight is still served.
     await waitFor(async () => (await fetch(`${urlOf(leaving)}/health`).then(() => false, () => true)) || undefined);
     release!();

@@ -2,13 +2,14 @@ import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_pr
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { npmScriptNodeArgs } from '../scripts/npm-script';
 import { waitFor } from './support/fake-solver';
 
 const ROOT = path.resolve(__dirname, '..');
 
 /** `npm start`'s entry point, twice at once on one machine, with different PORT and DATA_DIR. */
 function startStack(port: number, dataDir: string, localSolver: 'on' | 'off') {
-  const child = spawn(path.join(ROOT, 'node_modules', '.bin', 'tsx'), [path.join(ROOT, 'src', 'bin', 'stack.ts')], {
+  const child = spawn(process.execPath, npmScriptNodeArgs('start'), {
     cwd: ROOT,
     env: { ...process.env, PORT: String(port), DATA_DIR: dataDir, LOCAL_SOLVER: localSolver, LOG_LEVEL: 'warn', DATABASE_URL: '', TEMPORAL_ADDRESS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -53,15 +54,15 @@ test('two stacks with different PORT and DATA_DIR start side by side and stop cl
     signalGroup(stacks[0].child, 'SIGINT');
     signalGroup(stacks[1].child, 'SIGHUP');
   }
-  // A closed terminal's SIGHUP ends tsx's own process at once; the stack's process, and everything it runs, stops
-  // as after Ctrl-C: in order (API, worker, then its servers), nothing logged at warn or above, nothing left running.
+  // Either way the stack, and everything it runs, stops in order (API, worker, then its servers) and exits 0,
+  // with nothing logged at warn or above and nothing left running.
   const stackPids = dirs.map((dir) => JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8')).pid as number);
   const running = () => {
     const processes = execFileSync('ps', ['-eo', 'args']).toString();
     return stackPids.some(isAlive) || dirs.some((dir) => processes.includes(dir));
   };
   try {
-    expect(await stacks[0].exited).toBe(0);
+    expect(await Promise.all(stacks.map((stack) => stack.exited))).toEqual([0, 0]);
     await waitFor(() => !running(), 60_000, 250);
     for (const stack of stacks) expect(stack.output().split('\n').filter((line) => line.startsWith('{'))).toEqual([]);
   } finally {

@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { npmScriptNodeArgs } from '../../scripts/npm-script';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -11,19 +12,12 @@ export interface Service {
   rssMb(): number;
 }
 
-/** The node flags of `npm run <entry>` (e.g. the API's smaller young generation), so the figures are those of the real command. */
-function nodeFlagsOf(entry: string): string[] {
-  const scripts = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).scripts as Record<string, string>;
-  const words = (scripts[entry] ?? '').split(/\s+/);
-  return words[0] === 'node' ? words.slice(1).filter((word) => /^--(?!import)/.test(word)) : [];
-}
-
 /**
- * Starts `src/bin/<entry>.ts` as its own node process (tsx loaded in-process, so the pid is the server's).
+ * Starts `npm run <entry>`'s node process itself (tsx loaded in-process, so the pid is the server's).
  * BENCH_NODE_FLAGS adds node flags to both services, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them.
  */
 export async function startService(entry: 'api' | 'worker', env: Record<string, string>, ready: RegExp | (() => Promise<boolean>)): Promise<Service> {
-  const child = spawn(process.execPath, [...nodeFlagsOf(entry), ...(process.env.BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? []), '--import', 'tsx', path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
+  const child = spawn(process.execPath, [...(process.env.BENCH_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? []), ...npmScriptNodeArgs(entry)], {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

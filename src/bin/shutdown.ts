@@ -1,8 +1,8 @@
 import type { Logger } from '../logger';
 
 /**
- * Runs `stop` once on SIGINT/SIGTERM (and any other `signals`). npm and tsx relay the signal the terminal
- * already sent, so a repeat within a few seconds is the same request; a later one forces the exit.
+ * Runs `stop` once on SIGINT/SIGTERM (and any other `signals`). npm relays the signal the terminal already
+ * sent, so a repeat within a few seconds is the same request; a later one forces the exit.
  */
 export function onShutdown(logger: Logger, stop: () => Promise<void>, signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM']) {
   let stopping = 0;

@@ -2,7 +2,7 @@ import { createLogger } from '../logger';
 import { SOLVER_USAGE, SolverConfigError, loadSolverConfig } from '../solver/config';
 import { startSolverAgent } from '../solver/agent';
 
-/** The reference solver as a standalone program: `tsx src/bin/solver.ts --url ... --api-key ...`. */
+/** The reference solver as a standalone program: `npm run solver -- --url ... --api-key ...`. */
 async function main(): Promise<void> {
   let config;
   try {

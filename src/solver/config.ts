@@ -24,7 +24,7 @@ const CLI_OPTIONS = {
   help: { type: 'boolean', short: 'h' },
 } as const;
 
-export const SOLVER_USAGE = `Usage: tsx src/bin/solver.ts --url http://host:port --api-key KEY [--tasks proxy_fetch,web_search,...] [--max-concurrent N]
+export const SOLVER_USAGE = `Usage: npm run solver -- --url http://host:port --api-key KEY [--tasks proxy_fetch,web_search,...] [--max-concurrent N]
 
 Every option has an environment variable: SOLVER_URL, SOLVER_API_KEY, SOLVER_TASK_TYPES, SOLVER_MAX_CONCURRENT.
 See docs/solver-agent.md for the full configuration table.`;

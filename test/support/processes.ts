@@ -1,8 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { npmScriptNodeArgs } from '../../scripts/npm-script';
 
 const ROOT = path.resolve(__dirname, '../..');
-const TSX = path.join(ROOT, 'node_modules', '.bin', 'tsx');
 
 export interface NodeProcess {
   child: ChildProcess;
@@ -12,11 +12,11 @@ export interface NodeProcess {
 
 /** Runs `npm run api` / `npm run worker` entry points as real separate processes and waits until they serve. */
 export async function spawnNode(entry: 'api' | 'worker', env: Record<string, string>, readyPattern: RegExp, timeoutMs = 60_000): Promise<NodeProcess> {
-  const child = spawn(TSX, [path.join(ROOT, 'src', 'bin', `${entry}.ts`)], {
+  const child = spawn(process.execPath, npmScriptNodeArgs(entry), {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
-    // Its own process group: tsx runs node as a child, and a kill must reach both, as a crash would.
+    // Its own process group, as a terminal or container gives it; a signal goes to the whole group.
     detached: true,
   });
   const output: string[] = [];
