@@ -2,12 +2,16 @@ import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process'
 
 export interface ServerProcess {
   child: ChildProcess;
-  /** The last lines it printed, for error messages. */
+  /** The start and the end of what it printed, for error messages (a crash names its cause first). */
   output(): string;
   /** Rejects when the process exits (or cannot be run at all). */
   exited: Promise<never>;
   stop(): Promise<void>;
 }
+
+// A Go panic prints its cause first and then a long trace; both ends are kept.
+const OUTPUT_HEAD_CHARS = 4096;
+const OUTPUT_TAIL_CHUNKS = 50;
 
 /**
  * Runs an embedded server in its own process group: a terminal's Ctrl-C then reaches only us, and we stop
@@ -18,10 +22,22 @@ export function spawnServer(command: string, args: string[], options: { stopSign
   const child = spawn(command, args, { ...options.spawn, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const stopWithUs = () => child.kill(options.stopSignal);
   process.once('exit', stopWithUs);
-  const lines: string[] = [];
+  const head: string[] = [];
+  let headLength = 0;
+  const tail: string[] = [];
+  let skipped = false;
   const remember = (chunk: Buffer) => {
-    lines.push(chunk.toString());
-    if (lines.length > 50) lines.shift();
+    const text = chunk.toString();
+    if (headLength < OUTPUT_HEAD_CHARS) {
+      head.push(text);
+      headLength += text.length;
+      return;
+    }
+    tail.push(text);
+    if (tail.length > OUTPUT_TAIL_CHUNKS) {
+      tail.shift();
+      skipped = true;
+    }
   };
   child.stdout?.on('data', remember);
   child.stderr?.on('data', remember);
@@ -33,7 +49,7 @@ export function spawnServer(command: string, args: string[], options: { stopSign
   child.once('exit', () => process.off('exit', stopWithUs));
   return {
     child,
-    output: () => lines.join(''),
+    output: () => `${head.join('')}${skipped ? '\n…\n' : ''}${tail.join('')}`,
     exited,
     stop: () => stopChild(child, options.stopSignal, options.graceMs ?? 10_000),
   };
