@@ -11,7 +11,7 @@ export interface ServerProcess {
 
 // A Go panic prints its cause first and then a long trace; both ends are kept.
 const OUTPUT_HEAD_CHARS = 4096;
-const OUTPUT_TAIL_CHUNKS = 50;
+const OUTPUT_TAIL_CHARS = 8192;
 
 /**
  * Runs an embedded server in its own process group: a terminal's Ctrl-C then reaches only us, and we stop
@@ -24,18 +24,19 @@ export function spawnServer(command: string, args: string[], options: { stopSign
   process.once('exit', stopWithUs);
   const head: string[] = [];
   let headLength = 0;
-  const tail: string[] = [];
+  let tail = '';
   let skipped = false;
   const remember = (chunk: Buffer) => {
-    const text = chunk.toString();
+    let text = chunk.toString();
     if (headLength < OUTPUT_HEAD_CHARS) {
-      head.push(text);
-      headLength += text.length;
-      return;
+      const kept = text.slice(0, OUTPUT_HEAD_CHARS - headLength);
+      head.push(kept);
+      headLength += kept.length;
+      text = text.slice(kept.length);
     }
-    tail.push(text);
-    if (tail.length > OUTPUT_TAIL_CHUNKS) {
-      tail.shift();
+    tail += text;
+    if (tail.length > OUTPUT_TAIL_CHARS) {
+      tail = tail.slice(-OUTPUT_TAIL_CHARS);
       skipped = true;
     }
   };
@@ -49,7 +50,7 @@ export function spawnServer(command: string, args: string[], options: { stopSign
   child.once('exit', () => process.off('exit', stopWithUs));
   return {
     child,
-    output: () => `${head.join('')}${skipped ? '\n…\n' : ''}${tail.join('')}`,
+    output: () => `${head.join('')}${skipped ? '\n…\n' : ''}${tail}`,
     exited,
     stop: () => stopChild(child, options.stopSignal, options.graceMs ?? 10_000),
   };
