@@ -134,7 +134,9 @@ describe('a deployment of several processes', () => {
     // The listener closes at once; the request in flight is still served.
     await waitFor(async () => (await fetch(`${urlOf(leaving)}/health`).then(() => false, () => true)) || undefined);
     release!();
-    const fetched = await answer;
+    const fetched = await answer.catch((error) => {
+      throw new Error(`the request in flight failed (${error.cause ?? error}); the node printed:\n${leaving.output.join('')}`);
+    });
     expect(fetched.status).toBe(200);
     expect(fetched.json.content).toBe('# Hello');
     expect(await exited).toBe(0);

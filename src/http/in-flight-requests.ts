@@ -7,7 +7,8 @@ export class InFlightRequests {
   private onIdle: (() => void) | undefined;
 
   constructor(server: http.Server) {
-    server.on('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
+    // Ahead of the app, which may answer before later listeners run (as /health does).
+    server.prependListener('request', (_req: http.IncomingMessage, res: http.ServerResponse) => {
       this.count += 1;
       // A keep-alive connection would otherwise carry new requests to a node that is going away.
       if (this.draining && !res.headersSent) res.setHeader('Connection', 'close');

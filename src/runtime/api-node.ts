@@ -123,8 +123,9 @@ export async function startApiNode(options: {
       // Drain: take no new connections and no new attempts (matching forgets this node's solvers), and let
       // the requests in flight finish while their solvers' sockets and this node's dispatch worker stay up.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      const drained = requests.drained(config.shutdownGraceMs);
       await removeNode(db, nodeId).catch((error) => logger.warn({ err: error }, 'could not leave matching'));
-      const left = await requests.drained(config.shutdownGraceMs);
+      const left = await drained;
       if (left > 0) logger.warn({ requests: left, grace_ms: config.shutdownGraceMs }, 'requests still in flight after the shutdown grace; closing them');
       server.closeAllConnections();
       // The listener's close waits for the solvers' upgraded sockets too, which the hub closes.

@@ -1,0 +1,58 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { InFlightRequests } from '../src/http/in-flight-requests';
+
+describe('requests in flight on a node that is stopping', () => {
+  let server: http.Server;
+  let requests: InFlightRequests;
+  let url: string;
+  let hold: Promise<void> = Promise.resolve();
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+  beforeEach(async () => {
+    hold = Promise.resolve();
+    // Answers at once unless told to wait, as /health does.
+    server = http.createServer((req, res) => {
+      if (req.url === '/slow') void hold.then(() => res.end('slow'));
+      else res.end('ok');
+    });
+    requests = new InFlightRequests(server);
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  });
+
+  afterEach(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  afterAll(() => agent.destroy());
+
+  const get = (path: string) =>
+    new Promise<http.IncomingMessage>((resolve, reject) => {
+      http.get(`${url}${path}`, { agent }, (res) => {
+        res.resume();
+        res.on('end', () => resolve(res));
+      }).on('error', reject);
+    });
+
+  test('once draining, every response asks the client to close its connection, even one the app sends at once', async () => {
+    expect((await get('/')).headers.connection).toBe('keep-alive');
+    const drained = requests.drained(5000);
+    // A keep-alive client (a load balancer, say) would otherwise go on sending requests to a node going away.
+    expect((await get('/')).headers.connection).toBe('close');
+    await expect(drained).resolves.toBe(0);
+  });
+
+  test('draining waits for the requests in flight, and only up to the grace', async () => {
+    let release!: () => void;
+    hold = new Promise((resolve) => (release = resolve));
+    const slow = get('/slow');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    await expect(requests.drained(100)).resolves.toBe(1);
+    const drained = requests.drained(5000);
+    release();
+    expect((await slow).statusCode).toBe(200);
+    await expect(drained).resolves.toBe(0);
+  });
+});
