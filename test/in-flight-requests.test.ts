@@ -14,7 +14,12 @@ describe('requests in flight on a node that is stopping', () => {
     // Answers at once unless told to wait, as /health does.
     server = http.createServer((req, res) => {
       if (req.url === '/slow') void hold.then(() => res.end('slow'));
-      else res.end('ok');
+      else if (req.url === '/stream') {
+        // Headers out at once, the body later: as an SSE stream.
+        res.writeHead(200, { 'content-type': 'text/plain' });
+        res.write('first ');
+        void hold.then(() => res.end('last'));
+      } else res.end('ok');
     });
     requests = new InFlightRequests(server);
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
@@ -28,11 +33,13 @@ describe('requests in flight on a node that is stopping', () => {
 
   afterAll(() => agent.destroy());
 
+  // The response, and the connection it came on (the agent takes it back once the body has ended).
   const get = (path: string) =>
-    new Promise<http.IncomingMessage>((resolve, reject) => {
+    new Promise<http.IncomingMessage & { socketUsed: import('node:net').Socket }>((resolve, reject) => {
       http.get(`${url}${path}`, { agent }, (res) => {
+        const socketUsed = res.socket;
         res.resume();
-        res.on('end', () => resolve(res));
+        res.on('end', () => resolve(Object.assign(res, { socketUsed })));
       }).on('error', reject);
     });
 
@@ -52,7 +59,25 @@ describe('requests in flight on a node that is stopping', () => {
     await expect(requests.drained(100)).resolves.toBe(1);
     const drained = requests.drained(5000);
     release();
-    expect((await slow).statusCode).toBe(200);
+    const answered = await slow;
+    expect(answered.statusCode).toBe(200);
+    // Answered after the drain began: its client is told to close the connection too.
+    expect(answered.headers.connection).toBe('close');
     await expect(drained).resolves.toBe(0);
+  });
+
+  test('a response whose headers went out before the drain began has its connection closed when it ends', async () => {
+    let release!: () => void;
+    hold = new Promise((resolve) => (release = resolve));
+    const streaming = get('/stream');
+    await new Promise((resolve) => setTimeout(resolve, 50));
+    const drained = requests.drained(5000);
+    release();
+    const answered = await streaming;
+    expect(answered.headers.connection).toBe('keep-alive');
+    await expect(drained).resolves.toBe(0);
+    // Closed by the server (with keep-alive, the agent would hold it open for the next request).
+    await new Promise<void>((resolve) => (answered.socketUsed.destroyed ? resolve() : answered.socketUsed.once('close', () => resolve())));
+    expect(answered.socketUsed.destroyed).toBe(true);
   });
 });
