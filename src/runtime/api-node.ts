@@ -81,8 +81,8 @@ export async function startApiNode(options: {
     taskQueue: nodeTaskQueue(nodeId),
     activities: createNodeActivities({ config, db, logger, hub, relay, payloads }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once, with room to spare above
-    // the benchmark's 1,000 held streams. The rare lost activity task (docs/performance.md) recurred with
-    // this many too, so it is no fix for that; the workflow reassigns such an attempt.
+    // the benchmark's 1,000 held streams. The rare activity task lost under a burst is the Temporal
+    // server's (docs/performance.md), not a matter of slots; the workflow reassigns such an attempt.
     maxConcurrentActivityTaskExecutions: 2000,
   });
   const workerRun = worker.run();
