@@ -51,11 +51,17 @@ describe('requests in flight on a node that is stopping', () => {
     await expect(drained).resolves.toBe(0);
   });
 
-  test('draining waits for the requests in flight, and only up to the grace', async () => {
+  // A request the server holds until `release`, already under way when the test goes on.
+  const inFlight = async (path: string) => {
     let release!: () => void;
     hold = new Promise((resolve) => (release = resolve));
-    const slow = get('/slow');
+    const response = get(path);
     await new Promise((resolve) => setTimeout(resolve, 50));
+    return { response, release };
+  };
+
+  test('draining waits for the requests in flight, and only up to the grace', async () => {
+    const { response: slow, release } = await inFlight('/slow');
     await expect(requests.drained(100)).resolves.toBe(1);
     const drained = requests.drained(5000);
     release();
@@ -67,10 +73,7 @@ describe('requests in flight on a node that is stopping', () => {
   });
 
   test('a response whose headers went out before the drain began has its connection closed when it ends', async () => {
-    let release!: () => void;
-    hold = new Promise((resolve) => (release = resolve));
-    const streaming = get('/stream');
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    const { response: streaming, release } = await inFlight('/stream');
     const drained = requests.drained(5000);
     release();
     const answered = await streaming;
