@@ -3,6 +3,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { createDb, type Db } from '../src/db/pool';
 import { getBalance } from '../src/db/ledger';
+import { removeNode } from '../src/db/solvers';
 import { FakeSolver, SAMPLE_RESULTS, strongChat, talker, waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
 import { ADMIN_KEY, api, registerAccount, testEndpoints } from './support/stack';
@@ -32,9 +33,11 @@ describe('a deployment of several processes', () => {
   const urlB = () => urlOf(apiB);
   const listening = (node: NodeProcess) => {
     const line = node.output.join('').split('\n').find((entry) => entry.includes('api listening'));
-    return JSON.parse(line!) as { url: string; pid: number };
+    return JSON.parse(line!) as { url: string; pid: number; node_id: string };
   };
   const urlOf = (node: NodeProcess) => listening(node).url;
+  // As a restart under the same NODE_ID would: matching stops offering the node's solvers at once.
+  const forgetNode = (node: NodeProcess) => removeNode(db, listening(node).node_id);
 
   beforeAll(async () => {
     [apiA, apiB, worker] = await Promise.all([
@@ -108,6 +111,8 @@ describe('a deployment of several processes', () => {
     expect(done.solver_id).toBe(survivor.solverId);
     expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'disconnected' });
     await survivor.close();
+    // Otherwise it would look alive for a few more seconds, and its cheaper solver would get the next test's task.
+    await forgetNode(doomedNode);
   }, 120_000);
 
   test('an API node asked to stop finishes its requests in flight, takes no new connections and exits cleanly', async () => {
