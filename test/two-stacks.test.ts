@@ -33,47 +33,73 @@ const signalGroup = (child: ChildProcess, signal: NodeJS.Signals) => {
   if (child.exitCode === null) process.kill(-child.pid!, signal);
 };
 
-test('two stacks with different PORT and DATA_DIR start side by side and stop cleanly on Ctrl-C or a closed terminal', async () => {
-  const dirs = [0, 1].map(() => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'marketplace-stack-'));
-    fs.chmodSync(dir, 0o755);
-    return dir;
-  });
-  // The second runs the bundled solver, whose Chromium must also stop with the stack, and quietly.
-  const stacks = [startStack(3611, dirs[0], 'off'), startStack(3612, dirs[1], 'on')];
-  try {
-    const banners = await Promise.all(stacks.map((stack) => stack.ready));
-    for (const [i, port] of [3611, 3612].entries()) {
-      expect(banners[i]).toContain(`http://127.0.0.1:${port}`);
-      const health = await fetch(`http://127.0.0.1:${port}/health`);
-      expect(health.status).toBe(200);
-    }
-    const uiUrls = banners.map((banner) => /Temporal UI\s+(\S+)/.exec(banner)?.[1]);
-    expect(new Set(uiUrls).size).toBe(2);
-  } finally {
-    signalGroup(stacks[0].child, 'SIGINT');
-    signalGroup(stacks[1].child, 'SIGHUP');
+/** A fresh DATA_DIR that PostgreSQL's system user can enter when the tests run as root. */
+function dataDir() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'marketplace-stack-'));
+  fs.chmodSync(dir, 0o755);
+  return dir;
+}
+
+/** Whether any process still runs on one of these data directories (the stacks' embedded servers name them). */
+function runningOn(dirs: string[]) {
+  const processes = execFileSync('ps', ['-eo', 'args']).toString();
+  return dirs.some((dir) => processes.includes(dir));
+}
+
+/** Whatever a failed start or stop left behind must not outlive the test. */
+function removeStacks(dirs: string[]) {
+  for (const dir of dirs) {
+    const file = path.join(dir, 'stack.json');
+    const pid = fs.existsSync(file) ? (JSON.parse(fs.readFileSync(file, 'utf8')).pid as number) : undefined;
+    if (pid && isAlive(pid)) process.kill(pid, 'SIGKILL');
+    spawnSync('pkill', ['-KILL', '-f', dir]);
+    fs.rmSync(dir, { recursive: true, force: true });
   }
-  // Either way the stack, and everything it runs, stops in order (API, worker, then its servers) and exits 0,
-  // with nothing logged at warn or above and nothing left running.
-  const stackPids = dirs.map((dir) => JSON.parse(fs.readFileSync(path.join(dir, 'stack.json'), 'utf8')).pid as number);
-  const running = () => {
-    const processes = execFileSync('ps', ['-eo', 'args']).toString();
-    return stackPids.some(isAlive) || dirs.some((dir) => processes.includes(dir));
-  };
+}
+
+test('two stacks with different PORT and DATA_DIR start side by side and stop cleanly on Ctrl-C or a closed terminal', async () => {
+  const dirs = [dataDir(), dataDir()];
   try {
+    // The second runs the bundled solver, whose Chromium must also stop with the stack, and quietly.
+    const stacks = [startStack(3611, dirs[0], 'off'), startStack(3612, dirs[1], 'on')];
+    try {
+      const banners = await Promise.all(stacks.map((stack) => stack.ready));
+      for (const [i, port] of [3611, 3612].entries()) {
+        expect(banners[i]).toContain(`http://127.0.0.1:${port}`);
+        const health = await fetch(`http://127.0.0.1:${port}/health`);
+        expect(health.status).toBe(200);
+      }
+      const uiUrls = banners.map((banner) => /Temporal UI\s+(\S+)/.exec(banner)?.[1]);
+      expect(new Set(uiUrls).size).toBe(2);
+    } finally {
+      signalGroup(stacks[0].child, 'SIGINT');
+      signalGroup(stacks[1].child, 'SIGHUP');
+    }
+    // Either way the stack, and everything it runs, stops in order (API, worker, then its servers) and exits 0,
+    // with nothing logged at warn or above and nothing left running.
     expect(await Promise.all(stacks.map((stack) => stack.exited))).toEqual([0, 0]);
-    await waitFor(() => !running(), 60_000, 250);
+    await waitFor(() => !runningOn(dirs), 60_000, 250);
     for (const stack of stacks) expect(stack.output().split('\n').filter((line) => line.startsWith('{'))).toEqual([]);
   } finally {
-    // Whatever a failed stop left behind must not outlive the test.
-    for (const pid of stackPids.filter(isAlive)) process.kill(pid, 'SIGKILL');
-    for (const dir of dirs) {
-      spawnSync('pkill', ['-KILL', '-f', dir]);
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
+    removeStacks(dirs);
   }
 }, 180_000);
+
+test('Ctrl-C while the stack is still starting stops what has already started', async () => {
+  const dir = dataDir();
+  try {
+    const stack = startStack(3613, dir, 'off');
+    stack.ready.catch(() => undefined);
+    // Its Temporal dev server is starting (PostgreSQL already runs), long before the stack is ready.
+    await waitFor(() => execFileSync('ps', ['-eo', 'args']).toString().split('\n').some((line) => line.includes('start-dev') && line.includes(dir)), 60_000, 50);
+    signalGroup(stack.child, 'SIGINT');
+    expect(await stack.exited).toBe(0);
+    // The embedded servers run in their own process groups, so the terminal's signal does not reach them.
+    await waitFor(() => !runningOn([dir]), 30_000, 250);
+  } finally {
+    removeStacks([dir]);
+  }
+}, 120_000);
 
 function isAlive(pid: number) {
   try {

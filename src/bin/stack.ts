@@ -14,12 +14,19 @@ import { exitOnStartupError, onShutdown } from './shutdown';
 async function main() {
   const config = loadConfig();
   const logger = createLogger(config.logLevel, 'stack');
-  const infra = await startInfrastructure(config, logger);
-  const stops: (() => Promise<void>)[] = [infra.stop];
-  const stopAll = async () => {
-    for (const stop of stops.reverse()) await stop().catch((error) => logger.warn({ err: error }, 'stop failed'));
-  };
+  const stops: (() => Promise<void>)[] = [];
+  let stopping: Promise<void> | undefined;
+  const stopAll = () =>
+    (stopping ??= (async () => {
+      for (const stop of stops.reverse()) await stop().catch((error) => logger.warn({ err: error }, 'stop failed'));
+    })());
+  // From the start: Ctrl-C (or a closed terminal) while the stack is still starting stops what has started.
+  // Its embedded servers run in their own process groups and would otherwise outlive it, holding DATA_DIR;
+  // on our exit, those not yet handed over are asked to stop too.
+  onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
   try {
+    const infra = await startInfrastructure(config, logger);
+    stops.push(infra.stop);
     writeStackFile(config, infra);
     // Stopped in reverse order: the API lets its requests in flight finish while the workflows still run.
     const worker = await startWorkerNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
@@ -29,9 +36,6 @@ async function main() {
     // Last to start, first to stop: its running attempts finish while the API and worker are still up.
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
     if (solver) stops.push(solver.stop);
-    // Closing the terminal (SIGHUP) stops the stack too: its embedded servers run in their own process
-    // groups and would otherwise outlive it, holding DATA_DIR.
-    onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
     const lines = [
       '',
       `  API           ${api.url}`,
@@ -46,8 +50,10 @@ async function main() {
     ];
     process.stdout.write(`${lines.join('\n')}\n`);
   } catch (error) {
+    // A start-up cut short by a stop request is not a failure: the shutdown handler exits when done.
+    const asked = stopping !== undefined;
     await stopAll();
-    throw error;
+    if (!asked) throw error;
   }
 }
 
