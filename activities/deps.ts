@@ -1,6 +1,7 @@
 import type { Config } from '../src/config';
 import type { Db } from '../src/db/pool';
 import type { ChatRelay } from '../src/chat/relay';
+import type { EarlyAttempts } from '../src/dispatch/early-attempts';
 import type { SolverHub } from '../src/dispatch/hub';
 import type { Logger } from '../src/logger';
 import type { RecentPayloads } from '../src/tasks/recent-payloads';
@@ -16,4 +17,6 @@ export interface NodeActivityDeps extends ActivityDeps {
   relay: ChatRelay;
   /** Payloads of tasks this node just created (its first attempts need not read them back). */
   payloads?: RecentPayloads;
+  /** Chat attempts this node sent as their completion was created, for their activities to take over. */
+  earlyAttempts?: EarlyAttempts;
 }

@@ -1,5 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { completeTask, getTaskRow } from '../src/db/tasks';
+import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { AttemptFailure } from '../src/dispatch/hub';
 import type { AttemptOutcome, CapabilityTaskType, TaskState } from '../src/schemas/domain';
 import type { NodeActivityDeps } from './deps';
@@ -13,6 +14,8 @@ export interface DispatchInput {
   acceptTimeoutMs: number;
   /** Chat: where to stream the deltas (the node serving the client's HTTP request). */
   stream?: { clientNodeId: string; completionId: string };
+  /** The task went to the solver as it was created (src/dispatch/early-attempts.ts): take that attempt over. */
+  startedEarly?: boolean;
 }
 
 export type DispatchOutcome =
@@ -24,63 +27,59 @@ export type DispatchOutcome =
 const HEARTBEAT_EVERY_MS = 1000;
 
 /**
- * Runs on the API node that holds the solver's socket (its own task queue). Sends the task, waits for
- * acceptance and the result, completes the task with a valid result and settles it
- * (once: keyed in the ledger, and a task already finished is left as it is), and reports the outcome.
+ * Runs on the API node that holds the solver's socket (its own task queue). Sends the task (or takes over
+ * the attempt sent as the task was created), waits for acceptance and the result, completes the task
+ * with a valid result and settles it (once: keyed in the ledger, and a task already finished is left as
+ * it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, logger, config, payloads }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, logger, config, payloads, earlyAttempts }: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<DispatchOutcome> {
       const context = Context.current();
+      const early = input.startedEarly ? earlyAttempts?.adopt(input.attemptId, context.cancellationSignal) : undefined;
+      if (input.startedEarly && !early) {
+        // Abandoned before this activity ran (its client went away, or the workflow gave up on it): what
+        // it streamed meanwhile is unknown here (-1); sending the task again would repeat the answer.
+        return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its workflow took it over.' }, retryable: true, chunks: -1 };
+      }
       const heartbeat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
-      let chunks = 0;
-      // Deltas are relayed in order; a failed relay is logged, and the client sees the gap at the end.
-      let relayed: Promise<void> = Promise.resolve();
       const stream = input.stream;
-      const onChunk = stream
-        ? (delta: Record<string, unknown>) => {
-            const seq = chunks++;
-            if (relay.isLocal(stream.clientNodeId)) {
-              // Same node: hand the delta over synchronously (order is the call order).
-              relay
-                .forward(stream.clientNodeId, stream.completionId, { type: 'chunk', attempt: input.attemptId, seq, delta })
-                .catch((error) => logger.warn({ err: error, attempt_id: input.attemptId }, 'chat delta not delivered'));
-              return;
-            }
-            relayed = relayed
-              .then(() => relay.forward(stream.clientNodeId, stream.completionId, { type: 'chunk', attempt: input.attemptId, seq, delta }))
-              .catch((error) => logger.warn({ err: error, attempt_id: input.attemptId }, 'chat delta not relayed'));
-          }
-        : undefined;
+      const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
+      const chunks = () => deltas?.chunks ?? 0;
       try {
-        const payload = payloads?.take(input.taskId) ?? (await getTaskRow(db, input.taskId))?.payload;
-        if (!payload) return { ok: false, outcome: 'error', error: { type: 'task_not_found', message: 'The task no longer exists.' }, retryable: false, chunks };
-        const result = await hub.runAttempt({
-          solverId: input.solverId,
-          attemptId: input.attemptId,
-          taskId: input.taskId,
-          taskType: input.taskType,
-          payload,
-          deadline: new Date(input.deadlineMs),
-          acceptTimeoutMs: input.acceptTimeoutMs,
-          signal: context.cancellationSignal,
-          onChunk,
-        });
+        let result: Record<string, unknown>;
+        if (early) {
+          result = await early.result;
+        } else {
+          const payload = payloads?.take(input.taskId) ?? (await getTaskRow(db, input.taskId))?.payload;
+          if (!payload) return { ok: false, outcome: 'error', error: { type: 'task_not_found', message: 'The task no longer exists.' }, retryable: false, chunks: chunks() };
+          result = await hub.runAttempt({
+            solverId: input.solverId,
+            attemptId: input.attemptId,
+            taskId: input.taskId,
+            taskType: input.taskType,
+            payload,
+            deadline: new Date(input.deadlineMs),
+            acceptTimeoutMs: input.acceptTimeoutMs,
+            signal: context.cancellationSignal,
+            onChunk: deltas?.onChunk,
+          });
+        }
         const completed = await completeTask(db, { taskId: input.taskId, completion: { kind: 'attempt', attemptId: input.attemptId, result }, feePercent: config.platformFeePercent });
         if (completed.attemptClosed) {
-          return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its result arrived.' }, retryable: true, chunks };
+          return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its result arrived.' }, retryable: true, chunks: chunks() };
         }
         if (stream) {
-          await relayed;
+          await deltas?.flushed();
           const usage = (result.usage as Record<string, unknown> | undefined) ?? null;
-          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks, finish_reason: (result.finish_reason as string | null) ?? null, usage });
+          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage });
         }
-        return { ok: true, chunks, status: completed.status };
+        return { ok: true, chunks: chunks(), status: completed.status };
       } catch (error) {
         if (error instanceof AttemptFailure) {
           if (error.outcome === 'cancelled' && context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;
-          return { ok: false, outcome: error.outcome, error: { type: error.errorType, message: error.message }, retryable: error.retryable, chunks };
+          return { ok: false, outcome: error.outcome, error: { type: error.errorType, message: error.message }, retryable: error.retryable, chunks: chunks() };
         }
         throw error;
       } finally {

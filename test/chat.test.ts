@@ -1,7 +1,9 @@
 import OpenAI from 'openai';
+import pino from 'pino';
 import { getBalance } from '../src/db/ledger';
+import { startWorkerNode, type WorkerNode } from '../src/runtime/worker-node';
 import { FakeSolver, strongChat, talker, waitFor } from './support/fake-solver';
-import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
 describe('chat completions', () => {
   let stack: TestStack;
@@ -269,6 +271,77 @@ describe('chat across API nodes', () => {
     let text = '';
     for await (const part of stream) text += part.choices[0]?.delta.content ?? '';
     expect(text).toBe(words.join(''));
+    await worker.close();
+  });
+});
+
+/**
+ * A chat's first attempt goes to a solver on the client's node as the completion is created, while its
+ * workflow starts; the workflow's dispatch activity takes it over. No workflow worker runs here at first,
+ * so whatever the solver receives went out before the workflow ran at all.
+ */
+describe('chat before its workflow runs', () => {
+  let stack: TestStack;
+  let workflows: WorkerNode | undefined;
+  beforeAll(async () => {
+    stack = await startTestStack({ worker: false, env: { ACCEPT_TIMEOUT_MS: '5000', HEARTBEAT_INTERVAL_MS: '1000' } });
+  });
+  afterEach(async () => {
+    await workflows?.close();
+    workflows = undefined;
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+  const startWorkflows = async () => {
+    workflows = await startWorkerNode({ config: stack.config, logger: pino({ level: 'warn' }), ...testEndpoints() });
+  };
+  const streamChat = (client: { auth: Record<string, string> }, signal?: AbortSignal) =>
+    fetch(`${stack.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { ...client.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      signal,
+    });
+
+  test('the solver answers before the workflow runs; the workflow takes the attempt over: one task frame, streamed, settled once', async () => {
+    const worker = await FakeSolver.start(stack.url, { behaviour: talker(['before', ' the workflow']), capabilities: strongChat({ min: '1' }) });
+    const client = await registerAccount(stack.url, '500');
+    const response = await streamChat(client);
+    expect(response.status).toBe(200);
+    await waitFor(() => worker.received.length === 1);
+    await startWorkflows();
+    const text = await response.text();
+    const deltas = text.split('\n\n').filter((event) => event.startsWith('data: {')).map((event) => JSON.parse(event.slice(6)).choices?.[0]?.delta?.content ?? '');
+    expect(deltas.join('')).toBe('before the workflow');
+    expect(text).toContain('data: [DONE]');
+    expect(worker.received).toHaveLength(1);
+    // per_token: 1 + 2 × 15 / 1000 = 1.03, charged once.
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '498.97', held_points: '0', lifetime_spent_points: '1.03' });
+    await worker.close();
+  });
+
+  test('a client going away before the workflow runs stops the solver at once; the workflow then releases the hold', async () => {
+    const worker = await FakeSolver.start(stack.url, {
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'thinking' } });
+      },
+      capabilities: strongChat({ min: '1' }),
+    });
+    const client = await registerAccount(stack.url, '500');
+    const controller = new AbortController();
+    const response = await streamChat(client, controller.signal);
+    const reader = response.body!.getReader();
+    expect(new TextDecoder().decode((await reader.read()).value)).toContain('thinking');
+    controller.abort();
+    await waitFor(() => worker.cancels.length === 1);
+    expect(worker.cancels[0]).toMatchObject({ attempt_id: worker.received[0].attempt_id, reason: 'cancelled' });
+    expect((await getBalance(stack.db, client.account_id))?.held_points).not.toBe('0');
+    await startWorkflows();
+    await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '500', lifetime_spent_points: '0' });
+    expect(worker.received).toHaveLength(1);
     await worker.close();
   });
 });

@@ -40,6 +40,8 @@ export interface TaskWorkflowInput {
   stream?: { clientNodeId: string; completionId: string };
   /** Attempt 1, when it was matched as the task was created. */
   firstAssignment?: Assignment;
+  /** Attempt 1 went to its solver as the task was created; its dispatch activity takes it over. */
+  firstAttemptStartedEarly?: boolean;
 }
 
 export interface TaskWorkflowResult {

@@ -107,8 +107,9 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     }
     // Attempt 1 may have been matched with the task itself; otherwise (and for the sweep's restarts, which
     // find that same reservation again) a local activity matches.
+    const matchedWithTask = attemptNumber === 0 && input.firstAssignment !== undefined;
     const reservation =
-      attemptNumber === 0 && input.firstAssignment
+      matchedWithTask && input.firstAssignment
         ? { assignment: input.firstAssignment }
         : await db.reserveAttempt({
             taskId: input.taskId,
@@ -136,7 +137,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     waitMs = FIRST_WAIT_MS;
     const assignment = reservation.assignment;
     setStatus('assigned');
-    const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), () => admin !== undefined);
+    const startedEarly = matchedWithTask && input.firstAttemptStartedEarly === true;
+    const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), () => admin !== undefined, startedEarly);
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
       // The dispatch activity stored the result and settled the task.
@@ -193,6 +195,7 @@ async function runAttempt(
   assignment: Assignment,
   timeoutMs: number,
   superseded: () => boolean,
+  startedEarly: boolean,
 ): Promise<DispatchOutcome | 'superseded'> {
   const node = proxyActivities<NodeActivities>({
     taskQueue: nodeTaskQueue(assignment.nodeId),
@@ -215,6 +218,7 @@ async function runAttempt(
         deadlineMs: Date.now() + timeoutMs,
         acceptTimeoutMs: input.acceptTimeoutMs,
         stream: input.stream,
+        ...(startedEarly ? { startedEarly } : {}),
       }),
     )
     .then(
@@ -222,14 +226,15 @@ async function runAttempt(
       (error): DispatchOutcome | 'superseded' => {
         if (isCancellation(error)) return 'superseded';
         // The node died, or never picked the attempt up: treat like a disconnected solver. An attempt that
-        // never started sent nothing; otherwise how many deltas reached the client is unknown here (-1).
+        // never started sent nothing, unless it went out early without it; otherwise how many deltas
+        // reached the client is unknown here (-1).
         const neverStarted = error instanceof ActivityFailure && error.cause instanceof TimeoutFailure && error.cause.timeoutType === 'SCHEDULE_TO_START';
         return {
           ok: false,
           outcome: 'disconnected',
           error: { type: 'node_unavailable', message: String(error?.cause?.message ?? error?.message ?? error) },
           retryable: true,
-          chunks: neverStarted ? 0 : -1,
+          chunks: neverStarted && !startedEarly ? 0 : -1,
         };
       },
     );

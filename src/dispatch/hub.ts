@@ -77,6 +77,12 @@ export class SolverHub {
     return this.sessions.has(solverId);
   }
 
+  /** True when a task sent to this solver now would go out: its socket is here, open and welcomed. */
+  canDispatch(solverId: string): boolean {
+    const session = this.sessions.get(solverId);
+    return session !== undefined && session.welcomed && session.socket.readyState === session.socket.OPEN;
+  }
+
   async attach(socket: WebSocket, solverId: string): Promise<void> {
     const previous = this.sessions.get(solverId);
     const session: Session = { solverId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map(), registered: Promise.resolve(), welcomed: false };
@@ -98,7 +104,7 @@ export class SolverHub {
   /** Sends the task to the solver and resolves with its validated result; rejects with an AttemptFailure. */
   runAttempt(request: AttemptRequest): Promise<Record<string, unknown>> {
     const session = this.sessions.get(request.solverId);
-    if (!session || !session.welcomed || session.socket.readyState !== session.socket.OPEN) {
+    if (!session || !this.canDispatch(request.solverId)) {
       return Promise.reject(new AttemptFailure('disconnected', 'solver_disconnected', 'The solver is not connected to this node.'));
     }
     return new Promise<Record<string, unknown>>((resolve, reject) => {

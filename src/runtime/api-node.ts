@@ -12,6 +12,7 @@ import { migrate } from '../db/migrate';
 import { NotifyBus } from '../db/notify';
 import { createDb } from '../db/pool';
 import { heartbeatNode, pruneDeadNodes, removeNode } from '../db/solvers';
+import { EarlyAttempts } from '../dispatch/early-attempts';
 import { SolverHub } from '../dispatch/hub';
 import { attachSolverSockets } from '../dispatch/ws-server';
 import { createApp } from '../http/app';
@@ -75,11 +76,12 @@ export async function startApiNode(options: {
   await relay.start();
   const hub = new SolverHub({ db, logger, nodeId, heartbeatIntervalMs: config.heartbeatIntervalMs });
   const payloads = new RecentPayloads();
+  const earlyAttempts = new EarlyAttempts({ hub, relay, logger, nodeId });
   const worker = await Worker.create({
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, hub, relay, payloads }),
+    activities: createNodeActivities({ config, db, logger, hub, relay, payloads, earlyAttempts }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once, with room to spare above
     // the benchmark's 1,000 held streams. The rare activity task lost under a burst is the Temporal
     // server's (docs/performance.md), not a matter of slots; the workflow reassigns such an attempt.
@@ -100,7 +102,7 @@ export async function startApiNode(options: {
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads });
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts });
   const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);

@@ -4,6 +4,7 @@ import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { countOnlineSolvers } from '../db/solvers';
 import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type Assignment, type TaskRecord, type TaskRow } from '../db/tasks';
+import type { EarlyAttempts } from '../dispatch/early-attempts';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
 import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
@@ -30,8 +31,11 @@ export interface CreateTaskInput {
   idempotencyKey?: string;
   /** The error thrown, with nothing created, when no eligible solver is online at all (a new task only). */
   unavailable?: () => ApiError;
-  /** Chat: eligible strong-tier models, and the node that streams the deltas to the client. */
-  chat?: { strongModels: string[]; clientNodeId: string };
+  /**
+   * Chat: eligible strong-tier models, the node that streams the deltas to the client, and the client's
+   * request (aborted when it ends), which bounds a first attempt sent before the workflow takes it over.
+   */
+  chat?: { strongModels: string[]; clientNodeId: string; clientGone?: AbortSignal };
 }
 
 // Longer than nearly every web task takes, so the long poll is rarely opened.
@@ -42,7 +46,7 @@ const WAIT_GRACE_MS = 5000;
 /** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
 export class TaskService {
   constructor(
-    private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch; payloads?: RecentPayloads; resultFallbackMs?: number },
+    private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch; payloads?: RecentPayloads; earlyAttempts?: EarlyAttempts; resultFallbackMs?: number },
   ) {}
 
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
@@ -60,18 +64,47 @@ export class TaskService {
       match: { strongModels: input.chat?.strongModels, unavailable: input.unavailable },
     });
     if (!created) return (await getTaskRecord(this.deps.db, task.task_id))!;
-    this.deps.payloads?.remember(task.task_id, task.payload);
-    await this.startWorkflow(task, input.chat && { ...input.chat, completionId: chatWorkflowId(taskId) }, firstAssignment);
+    const chat = input.chat && { strongModels: input.chat.strongModels, clientNodeId: input.chat.clientNodeId, completionId: chatWorkflowId(taskId) };
+    // A chat's first token need not wait for the workflow: its solver, if connected here, gets the task now.
+    const clientGone = input.chat?.clientGone;
+    const startedEarly = chat && firstAssignment && clientGone ? this.startFirstAttemptEarly(task, firstAssignment, chat, clientGone) : false;
+    if (!startedEarly) this.deps.payloads?.remember(task.task_id, task.payload);
+    try {
+      await this.startWorkflow(task, chat, firstAssignment, startedEarly);
+    } catch (error) {
+      if (startedEarly) this.deps.earlyAttempts?.abandon(firstAssignment!.attemptId);
+      throw error;
+    }
     // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
     const { account_id: _account, ...record } = task;
     return { ...record, attempts: [] };
+  }
+
+  private startFirstAttemptEarly(task: TaskRow, assignment: Assignment, stream: { clientNodeId: string; completionId: string }, clientGone: AbortSignal): boolean {
+    return (
+      this.deps.earlyAttempts?.start({
+        ...assignment,
+        taskId: task.task_id,
+        taskType: CHAT_TASK_TYPE,
+        payload: task.payload,
+        deadline: new Date(Date.now() + task.timeout_seconds * 1000),
+        acceptTimeoutMs: this.deps.config.acceptTimeoutMs,
+        stream,
+        clientGone,
+      }) ?? false
+    );
   }
 
   /**
    * Starts the workflow of a stored task. Idempotent (the workflow id is the task's), so the worker's
    * sweep can call it for tasks whose API node died between the insert and the start.
    */
-  async startWorkflow(task: TaskRow, chat?: { strongModels: string[]; clientNodeId: string; completionId: string }, firstAssignment?: Assignment | null): Promise<void> {
+  async startWorkflow(
+    task: TaskRow,
+    chat?: { strongModels: string[]; clientNodeId: string; completionId: string },
+    firstAssignment?: Assignment | null,
+    firstAttemptStartedEarly = false,
+  ): Promise<void> {
     if (task.task_type === CHAT_TASK_TYPE && !chat) {
       // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
       await finishTaskWithoutResult(this.deps.db, { taskId: task.task_id, status: 'failed', error: { type: 'client_cancelled', message: 'The request ended before the completion started.' } });
@@ -88,6 +121,7 @@ export class TaskService {
       acceptTimeoutMs: this.deps.config.acceptTimeoutMs,
       ...(chat ? { strongModels: chat.strongModels, stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId } } : {}),
       ...(firstAssignment ? { firstAssignment } : {}),
+      ...(firstAttemptStartedEarly ? { firstAttemptStartedEarly } : {}),
     };
     try {
       await this.deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {

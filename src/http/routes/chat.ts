@@ -78,12 +78,31 @@ export function chatRoutes(deps: AppDeps): Router {
     const assembler = new MessageAssembler();
     let streamed = 0;
     const send = (data: unknown) => res.write(`data: ${JSON.stringify(data)}\n\n`);
-    const listener = relayListener(deps, meta.id, (delta) => {
-      if (!stream) return assembler.add(delta);
+    const sendDelta = (delta: Record<string, unknown>) => {
       send(chunk(meta, streamed === 0 ? { role: 'assistant', ...delta } : delta, null, includeUsage));
       streamed += 1;
+    };
+    // The solver may answer while the workflow is still starting: its deltas wait for the SSE headers,
+    // which go out only once the completion has surely started.
+    let held: Record<string, unknown>[] | undefined = [];
+    const listener = relayListener(deps, meta.id, (delta) => {
+      if (!stream) assembler.add(delta);
+      else if (held) held.push(delta);
+      else sendDelta(delta);
     });
+    // A client that goes away cancels the workflow, which cancels the solver's attempt; one sent before
+    // the workflow took it over is cancelled at once.
+    const clientGone = new AbortController();
+    const handle = deps.temporal.workflow.getHandle(meta.id);
+    let started = false;
     let finished = false;
+    const cancel = () => {
+      if (started && !finished) handle.cancel().catch(() => undefined);
+    };
+    res.on('close', () => {
+      clientGone.abort();
+      cancel();
+    });
     let keepAlive: NodeJS.Timeout | undefined;
     try {
       const task = await deps.tasks.create({
@@ -92,20 +111,21 @@ export function chatRoutes(deps: AppDeps): Router {
         taskType: CHAT_TASK_TYPE,
         payload,
         timeoutSeconds: deps.config.chatTimeoutSeconds,
-        chat: { strongModels, clientNodeId: deps.nodeId },
+        chat: { strongModels, clientNodeId: deps.nodeId, clientGone: clientGone.signal },
         // Checked as the task is created (nothing is created then), before any SSE header is sent.
         unavailable: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
       });
-      const handle = deps.temporal.workflow.getHandle(task.workflow_id);
-      // A client that goes away cancels the workflow, which cancels the solver's attempt.
-      res.on('close', () => {
-        if (!finished) handle.cancel().catch(() => undefined);
-      });
+      started = true;
+      // The client may have gone while the completion was being created.
+      if (clientGone.signal.aborted) cancel();
       if (stream) {
         res.status(200).set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
         res.flushHeaders();
         keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
       }
+      const early = held;
+      held = undefined;
+      for (const delta of early) sendDelta(delta);
       const verdict = await deps.tasks.waitForResult(task).catch(() => null);
       // The announced state carries no message; a failure's is on the task.
       if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await getTaskRecord(deps.db, task.task_id))?.error ?? undefined;
@@ -139,6 +159,7 @@ export function chatRoutes(deps: AppDeps): Router {
       finished = true;
       clearInterval(keepAlive);
       listener.stop();
+      clientGone.abort();
     }
   };
 
