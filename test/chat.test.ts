@@ -1,5 +1,7 @@
 import OpenAI from 'openai';
+import pg from 'pg';
 import pino from 'pino';
+import { sql } from 'slonik';
 import { getBalance } from '../src/db/ledger';
 import { startWorkerNode, type WorkerNode } from '../src/runtime/worker-node';
 import { FakeSolver, strongChat, talker, waitFor } from './support/fake-solver';
@@ -318,6 +320,39 @@ describe('chat before its workflow runs', () => {
     expect(worker.received).toHaveLength(1);
     // per_token: 1 + 2 × 15 / 1000 = 1.03, charged once.
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '498.97', held_points: '0', lifetime_spent_points: '1.03' });
+    await worker.close();
+  });
+
+  test('a client going away while its completion is being created cancels it: nothing is sent, nothing charged', async () => {
+    const worker = await FakeSolver.start(stack.url, {
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        setTimeout(() => talker(['too late'])(frame, self), 3000);
+      },
+      capabilities: strongChat({ min: '1' }),
+    });
+    const client = await registerAccount(stack.url, '500');
+    const controller = new AbortController();
+    // The client's balance row stays locked until the client has gone, so the hold waits for it.
+    const locker = new pg.Client({ connectionString: testEndpoints().databaseUrl });
+    await locker.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query('SELECT 1 FROM balances WHERE account_id = $1 FOR UPDATE', [client.account_id]);
+      const request = streamChat(client, controller.signal).catch((error) => error);
+      await waitFor(async () => (await stack.db.oneFirst(sql.unsafe`SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock'`)) > 0);
+      controller.abort();
+      expect(await request).toMatchObject({ name: 'AbortError' });
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await locker.query('COMMIT');
+    } finally {
+      await locker.end();
+    }
+    await waitFor(async () => (await stack.db.oneFirst(sql.unsafe`SELECT count(*)::int FROM tasks WHERE account_id = ${client.account_id}`)) === 1);
+    await startWorkflows();
+    await waitFor(async () => (await stack.db.oneFirst(sql.unsafe`SELECT status FROM tasks WHERE account_id = ${client.account_id}`)) === 'failed');
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '500', held_points: '0', lifetime_spent_points: '0' });
+    expect(worker.received).toHaveLength(0);
     await worker.close();
   });
 

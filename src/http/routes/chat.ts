@@ -116,8 +116,11 @@ export function chatRoutes(deps: AppDeps): Router {
         unavailable: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
       });
       started = true;
-      // The client may have gone while the completion was being created.
-      if (clientGone.signal.aborted) cancel();
+      // The client may have gone while the completion was being created (or even before this handler ran).
+      if (res.closed) {
+        clientGone.abort();
+        cancel();
+      }
       if (stream) {
         res.status(200).set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
         res.flushHeaders();
