@@ -95,38 +95,54 @@ export async function deposit(db: Runner, input: { accountId: string; amount: st
   });
 }
 
+/** 402 insufficient_balance: a hold of `amount` does not fit the account's available points. */
+export const insufficientBalance = (amount: string) =>
+  new ApiError('insufficient_balance', `This request needs ${amount} points available; deposit points or lower max_price_points.`, {
+    required_points: amount,
+  });
+
+/** True when a statement failed because a balance would have gone negative (its CHECK). */
+export const isOverdraft = (error: unknown) => error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'balances_available_check';
+
+/**
+ * The steps of a hold, as CTEs for one statement: `h` opens the hold named by each row of `holdIds` (a
+ * query returning `hold_id`; zero or one row), `e` writes its ledger entry, `b` moves the points from
+ * available to held. `b` reads `h`, so the balance row is locked only after what `holdIds` locks. A
+ * second hold with the same id waits on the first's key and then does nothing; a balance that would go
+ * negative fails its CHECK (`isOverdraft`).
+ */
+export function holdSteps(holdIds: ReturnType<typeof sql.fragment>, accountId: string, amount: string) {
+  assertNonNegative(amount, 'hold amount');
+  return sql.fragment`
+    h AS (
+      INSERT INTO holds (hold_id, account_id, amount, remaining)
+      SELECT hold_id, ${accountId}, ${amount}::numeric, ${amount}::numeric FROM (${holdIds}) ids
+      ON CONFLICT (hold_id) DO NOTHING RETURNING hold_id
+    ), e AS (
+      INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
+      SELECT ${accountId}, 'hold', ${amount}::numeric, hold_id, 'hold:' || hold_id FROM h
+      ON CONFLICT (idempotency_key) DO NOTHING
+    ), b AS (
+      UPDATE balances SET available = available - ${amount}::numeric, held = held + ${amount}::numeric, updated_at = now()
+      FROM h WHERE account_id = ${accountId}
+      RETURNING account_id
+    )`;
+}
+
 /** Moves `amount` from available to held under `holdId`; 402 insufficient_balance when it does not fit. */
 export async function hold(db: Runner, input: { holdId: string; accountId: string; amount: string }): Promise<LedgerResult> {
-  assertNonNegative(input.amount, 'hold amount');
-  const insufficient = () =>
-    new ApiError('insufficient_balance', `This request needs ${input.amount} points available; deposit points or lower max_price_points.`, {
-      required_points: input.amount,
-    });
   return inTransaction(db, async (tx) => {
-    // One statement: the hold, its entry and the balance move together. A second hold with the same id
-    // waits on the first's key and then does nothing; a balance that would go negative fails its CHECK.
+    // One statement: the hold, its entry and the balance move together.
     const done = await tx
       .one(sql.type(z.object({ created: z.number(), moved: z.number() }))`
-        WITH h AS (
-          INSERT INTO holds (hold_id, account_id, amount, remaining)
-          VALUES (${input.holdId}, ${input.accountId}, ${input.amount}::numeric, ${input.amount}::numeric)
-          ON CONFLICT (hold_id) DO NOTHING RETURNING hold_id
-        ), e AS (
-          INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
-          SELECT ${input.accountId}, 'hold', ${input.amount}::numeric, hold_id, 'hold:' || hold_id FROM h
-          ON CONFLICT (idempotency_key) DO NOTHING
-        ), b AS (
-          UPDATE balances SET available = available - ${input.amount}::numeric, held = held + ${input.amount}::numeric, updated_at = now()
-          FROM h WHERE account_id = ${input.accountId}
-          RETURNING account_id
-        )
+        WITH ${holdSteps(sql.fragment`SELECT ${input.holdId}::text AS hold_id`, input.accountId, input.amount)}
         SELECT (SELECT count(*) FROM h)::int AS created, (SELECT count(*) FROM b)::int AS moved`)
       .catch((error) => {
-        throw error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'balances_available_check' ? insufficient() : error;
+        throw isOverdraft(error) ? insufficientBalance(input.amount) : error;
       });
     if (done.created === 0) return { applied: false };
     // No balance row: the account does not exist (the caller's transaction rolls the hold back).
-    if (done.moved === 0) throw insufficient();
+    if (done.moved === 0) throw insufficientBalance(input.amount);
     return { applied: true };
   });
 }

@@ -1,8 +1,8 @@
-import { sql, type CommonQueryMethods } from 'slonik';
+import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { isTerminalState, WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
 import { withSafetyVerdict } from '../safety/results';
-import { hold, release, settle } from './ledger';
+import { holdSteps, insufficientBalance, isOverdraft, release, settle } from './ledger';
 import type { Db } from './pool';
 import { eligibleSolvers } from './solvers';
 
@@ -75,7 +75,7 @@ export interface NewTask {
   workflowId: string;
   idempotencyKey?: string;
   /**
-   * Match the first attempt in the same transaction (chat: among these strong-tier models), so the
+   * Match the first attempt in the same statement (chat: among these strong-tier models), so the
    * workflow can dispatch at once. Without a solver free now, the workflow matches later as usual; with
    * none online at all, `unavailable` (when given) is thrown and nothing is created.
    */
@@ -83,31 +83,59 @@ export interface NewTask {
 }
 
 /**
- * Inserts the task and holds its maximum price in one transaction: a task exists only with its hold.
- * With an idempotency key already used by this account, returns that earlier task instead.
+ * Inserts the task, matches its first attempt and holds its maximum price in one statement, so a task
+ * exists only with its hold and the locks it takes (the solver's capability row, then the client's
+ * balance row, in the order settlement takes them) are held for one statement, not for a transaction's
+ * round trips. With an idempotency key already used by this account, returns that earlier task instead.
  */
 export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task: TaskRow; created: boolean; firstAssignment: Assignment | null }> {
-  return db.transaction(async (tx) => {
-    const inserted = await tx.maybeOne(sql.type(TaskRow)`
-      INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key)
-      VALUES (${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
-              ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotencyKey ?? null})
-      ON CONFLICT (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-      RETURNING ${TASK_COLUMNS}`);
-    if (!inserted) {
-      const existing = await tx.one(sql.type(TaskRow)`
-        SELECT ${TASK_COLUMNS} FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotencyKey ?? null}`);
-      return { task: existing, created: false, firstAssignment: null };
-    }
-    // Matching before the hold: rows are locked in the order settlement locks them (solver, then balances).
-    const reservation = task.match
-      ? await reserveAttempt(tx, { taskId: task.taskId, attemptNumber: 1, taskType: task.taskType, maxPricePoints: task.maxPricePoints, excludedSolverIds: [], strongModels: task.match.strongModels })
-      : null;
-    if (reservation && !reservation.assignment && reservation.untriedOnline === 0 && task.match?.unavailable) throw task.match.unavailable();
-    await hold(tx, { holdId: task.taskId, accountId: task.accountId, amount: task.maxPricePoints });
-    const assigned = reservation?.assignment ?? null;
-    return { task: assigned ? { ...inserted, status: 'assigned' as const, solver_id: assigned.solverId } : inserted, created: true, firstAssignment: assigned };
-  });
+  const attemptId = attemptIdFor(task.taskId, 1);
+  const requireOnline = Boolean(task.match?.unavailable);
+  const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels });
+  const hasBalance = sql.fragment`EXISTS (SELECT 1 FROM balances WHERE account_id = ${task.accountId})`;
+  const row = await db
+    .one(sql.type(CreatedRow)`
+      WITH online AS (
+        SELECT count(DISTINCT c.solver_id)::int AS n ${eligible}
+      ), ${reservationSteps({
+        attemptId,
+        taskId: task.taskId,
+        attemptNumber: 1,
+        taskType: task.taskType,
+        maxPricePoints: task.maxPricePoints,
+        excludedSolverIds: [],
+        strongModels: task.match?.strongModels,
+        onlyIf: task.match ? hasBalance : sql.fragment`false`,
+      })}, inserted AS (
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, status, solver_id)
+        SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
+               ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotencyKey ?? null},
+               CASE WHEN r.solver_id IS NULL THEN 'queued' ELSE 'assigned' END, r.solver_id
+        FROM (SELECT 1) one LEFT JOIN reserved r ON true
+        -- With no eligible solver online at all, nothing is created (the caller answers 402/503).
+        WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
+        RETURNING ${TASK_COLUMNS}
+      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, task.accountId, task.maxPricePoints)}
+      SELECT t.*, t.task_id IS NOT NULL AS inserted, (SELECT n FROM online) AS online,
+             (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate
+      FROM (SELECT 1) one LEFT JOIN inserted t ON true`)
+    .catch(async (error) => {
+      if (isOverdraft(error)) throw insufficientBalance(task.maxPricePoints);
+      if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'tasks_idempotency_idx') return null;
+      throw error;
+    });
+  if (!row) {
+    // The account used this idempotency key before: that task is the answer (the statement created nothing).
+    const existing = await db.one(sql.type(TaskRow)`
+      SELECT ${TASK_COLUMNS} FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotencyKey ?? null}`);
+    return { task: existing, created: false, firstAssignment: null };
+  }
+  if (!row.inserted) {
+    if (row.online === 0 && task.match?.unavailable) throw task.match.unavailable();
+    // No balance row: the account does not exist.
+    throw insufficientBalance(task.maxPricePoints);
+  }
+  return { task: TaskRow.parse(row), created: true, firstAssignment: row.candidate ? toAssignment(attemptId, row.candidate) : null };
 }
 
 export async function markWorkflowStarted(db: Runner, taskId: string): Promise<void> {
@@ -152,6 +180,65 @@ const CandidateRow = z.object({
   marginal_cost: z.string(),
 });
 
+/** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any. */
+const CreatedRow = z
+  .object({ inserted: z.boolean(), online: z.number(), candidate: CandidateRow.nullable() })
+  .passthrough();
+
+const CANDIDATE_COLUMNS = sql.fragment`
+  solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost`;
+
+interface ReservationInput {
+  attemptId: string;
+  taskId: string;
+  attemptNumber: number;
+  taskType: string;
+  maxPricePoints: string;
+  excludedSolverIds: string[];
+  lastResortSolverIds?: string[];
+  strongModels?: string[];
+  /** A further condition on reserving at all. */
+  onlyIf: ReturnType<typeof sql.fragment>;
+}
+
+/**
+ * The matching rule, as CTEs for one statement: `pick` locks the best eligible capability row (cheapest
+ * first; ties to the better record, then the least loaded; last-resort solvers last), `reserved` takes
+ * one of its slots after re-checking max_concurrent (a concurrent reservation that filled it leaves
+ * nothing reserved), `attempt` records the attempt and `counted` its solver's stats (locked after the
+ * capability row, as completion locks them). Concurrent reservations never exceed a solver's limit.
+ */
+function reservationSteps(input: ReservationInput) {
+  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
+  return sql.fragment`
+    pick AS (
+      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost
+      ${eligible}
+        AND ${input.onlyIf}
+        AND c.min_price_points <= ${input.maxPricePoints}::numeric
+        AND c.active_attempts < c.max_concurrent
+      ORDER BY c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) ASC,
+               c.min_price_points ASC,
+               (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) DESC,
+               COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) ASC,
+               c.active_attempts ASC
+      LIMIT 1
+      FOR UPDATE OF c
+    ), reserved AS (
+      UPDATE solver_capabilities c SET active_attempts = c.active_attempts + 1
+      FROM pick p
+      WHERE c.solver_id = p.solver_id AND c.task_type = p.task_type AND c.model_name = p.model_name AND c.active_attempts < c.max_concurrent
+      RETURNING p.*
+    ), attempt AS (
+      INSERT INTO task_attempts
+        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost)
+      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost
+      FROM reserved
+    ), counted AS (
+      UPDATE solver_stats s SET attempts = s.attempts + 1 FROM reserved r WHERE s.solver_id = r.solver_id
+    )`;
+}
+
 /**
  * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots.
  * Eligible: online on a live node, offers the task type at a price within the task's maximum, below
@@ -172,47 +259,24 @@ export async function reserveAttempt(
   },
 ): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number; finishedAs: TaskState | null }> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
-  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
-  // One statement, so one round trip and atomic without a transaction. The candidate row is locked and,
-  // after waiting for a concurrent reservation, re-checked against max_concurrent (the next candidate is
-  // taken when it no longer fits), so concurrent reservations never exceed a solver's limit.
+  // One statement, so one round trip and atomic without a transaction.
   const row = await db.maybeOne(sql.type(CandidateRow)`
     WITH existing AS (
       SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost
       FROM task_attempts WHERE attempt_id = ${attemptId}
-    ), pick AS (
-      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost
-      ${eligible}
-        AND NOT EXISTS (SELECT 1 FROM existing)
-        AND EXISTS (SELECT 1 FROM tasks WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned'))
-        AND c.min_price_points <= ${input.maxPricePoints}::numeric
-        AND c.active_attempts < c.max_concurrent
-      ORDER BY c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) ASC,
-               c.min_price_points ASC,
-               (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) DESC,
-               COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) ASC,
-               c.active_attempts ASC
-      LIMIT 1
-      FOR UPDATE OF c
-    ), reserved AS (
-      UPDATE solver_capabilities c SET active_attempts = c.active_attempts + 1
-      FROM pick p
-      WHERE c.solver_id = p.solver_id AND c.task_type = p.task_type AND c.model_name = p.model_name AND c.active_attempts < c.max_concurrent
-      RETURNING p.*
-    ), attempt AS (
-      INSERT INTO task_attempts
-        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost)
-      SELECT ${attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost
-      FROM reserved
-    ), assigned AS (
+    ), ${reservationSteps({
+      ...input,
+      attemptId,
+      onlyIf: sql.fragment`NOT EXISTS (SELECT 1 FROM existing)
+        AND EXISTS (SELECT 1 FROM tasks WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned'))`,
+    })}, assigned AS (
       UPDATE tasks SET status = 'assigned', solver_id = r.solver_id, updated_at = now()
       FROM reserved r WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned')
-    ), counted AS (
-      UPDATE solver_stats s SET attempts = s.attempts + 1 FROM reserved r WHERE s.solver_id = r.solver_id
     )
-    SELECT solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost
+    SELECT ${CANDIDATE_COLUMNS}
     FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost FROM reserved) chosen`);
   if (row) return { assignment: toAssignment(attemptId, row) };
+  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
     SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
   const finishedAs = status && isTerminalState(status) ? status : null;
