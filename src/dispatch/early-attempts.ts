@@ -35,7 +35,7 @@ interface Entry extends EarlyAttempt {
  * First attempts of chat completions sent to a solver on this node as the completion is created, while
  * its workflow starts: the first token then waits for neither the workflow's first task nor the
  * activity's hand-off. The attempt is the workflow's all the same: it was matched and its points held in
- * the creating transaction, and the workflow's dispatch activity, on this node, takes the running attempt
+ * the creating statement, and the workflow's dispatch activity, on this node, takes the running attempt
  * over (heartbeat, cancellation, result, settlement) instead of sending the task again. Until then the
  * client's request bounds it: if the request ends, or the workflow gives the attempt up, it is cancelled.
  */
