@@ -1,4 +1,4 @@
-import { closeAttempt, completeTask, finishTaskWithoutResult, reserveAttempt, type Completion } from '../src/db/tasks';
+import { closeAttempt, completeTask, finishTaskWithoutResult, reserveAttempt, type Completion, type ReserveAttemptInput } from '../src/db/tasks';
 import type { AttemptOutcome } from '../src/schemas/domain';
 import type { ActivityDeps } from './deps';
 
@@ -8,15 +8,7 @@ import type { ActivityDeps } from './deps';
  */
 export function createTaskActivities({ db, config }: ActivityDeps) {
   return {
-    async reserveAttempt(input: {
-      taskId: string;
-      attemptNumber: number;
-      taskType: string;
-      maxPricePoints: string;
-      excludedSolverIds: string[];
-      lastResortSolverIds?: string[];
-      strongModels?: string[];
-    }) {
+    async reserveAttempt(input: ReserveAttemptInput) {
       return reserveAttempt(db, input);
     },
 

@@ -188,15 +188,20 @@ const CreatedRow = z
 const CANDIDATE_COLUMNS = sql.fragment`
   solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost`;
 
-interface ReservationInput {
-  attemptId: string;
+/** What matching one attempt needs. */
+export interface ReserveAttemptInput {
   taskId: string;
   attemptNumber: number;
   taskType: string;
   maxPricePoints: string;
   excludedSolverIds: string[];
+  /** Still eligible, but offered only when no other solver fits (e.g. an attempt lost with its node). */
   lastResortSolverIds?: string[];
   strongModels?: string[];
+}
+
+interface ReservationInput extends ReserveAttemptInput {
+  attemptId: string;
   /** A further condition on reserving at all. */
   onlyIf: ReturnType<typeof sql.fragment>;
 }
@@ -247,16 +252,7 @@ function reservationSteps(input: ReservationInput) {
  */
 export async function reserveAttempt(
   db: Runner,
-  input: {
-    taskId: string;
-    attemptNumber: number;
-    taskType: string;
-    maxPricePoints: string;
-    excludedSolverIds: string[];
-    /** Still eligible, but offered only when no other solver fits (e.g. an attempt lost with its node). */
-    lastResortSolverIds?: string[];
-    strongModels?: string[];
-  },
+  input: ReserveAttemptInput,
 ): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number; finishedAs: TaskState | null }> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   // One statement, so one round trip and atomic without a transaction.
