@@ -162,6 +162,9 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   }
 }
 
+// Dispatch activities tried for one attempt sent early, before it counts as lost.
+const MAX_TAKE_OVERS = 3;
+
 // Workflows started before the client node could be asked keep failing such a stream on replay.
 const FENCE_LOST_ATTEMPT_PATCH = 'fence-lost-chat-attempt';
 
@@ -208,8 +211,8 @@ async function runAttempt(
     retry: { maximumAttempts: 1 },
   });
   const scope = new CancellationScope();
-  const dispatched = scope
-    .run(() =>
+  const dispatch = () =>
+    scope.run(() =>
       node.dispatchAttempt({
         taskId: input.taskId,
         attemptId: assignment.attemptId,
@@ -220,24 +223,32 @@ async function runAttempt(
         stream: input.stream,
         ...(startedEarly ? { startedEarly } : {}),
       }),
-    )
-    .then(
-      (outcome): DispatchOutcome => outcome,
-      (error): DispatchOutcome | 'superseded' => {
+    );
+  const dispatched = (async (): Promise<DispatchOutcome | 'superseded'> => {
+    for (let takeOvers = 1; ; takeOvers++) {
+      try {
+        return await dispatch();
+      } catch (error) {
         if (isCancellation(error)) return 'superseded';
+        const timedOut = error instanceof ActivityFailure && error.cause instanceof TimeoutFailure;
+        // An attempt sent early runs on its node whatever becomes of its activity: when Temporal loses
+        // the activity (temporalio/temporal#11733), another one takes the attempt over. One that finds it
+        // already taken over, or gone with its node, reports it lost.
+        if (startedEarly && timedOut && takeOvers < MAX_TAKE_OVERS) continue;
         // The node died, or never picked the attempt up: treat like a disconnected solver. An attempt that
         // never started sent nothing, unless it went out early without it; otherwise how many deltas
         // reached the client is unknown here (-1).
-        const neverStarted = error instanceof ActivityFailure && error.cause instanceof TimeoutFailure && error.cause.timeoutType === 'SCHEDULE_TO_START';
+        const neverStarted = timedOut && (error.cause as TimeoutFailure).timeoutType === 'SCHEDULE_TO_START';
         return {
           ok: false,
           outcome: 'disconnected',
-          error: { type: 'node_unavailable', message: String(error?.cause?.message ?? error?.message ?? error) },
+          error: { type: 'node_unavailable', message: String((error as Error & { cause?: Error })?.cause?.message ?? (error as Error)?.message ?? error) },
           retryable: true,
           chunks: neverStarted && !startedEarly ? 0 : -1,
         };
-      },
-    );
+      }
+    }
+  })();
   const winner = await Promise.race([dispatched, condition(superseded).then(() => 'superseded' as const)]);
   if (winner === 'superseded') {
     scope.cancel();
