@@ -116,10 +116,11 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task:
         WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
         RETURNING ${TASK_COLUMNS}
       ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, task.accountId, task.maxPricePoints)}
-      SELECT t.*, t.task_id IS NOT NULL AS inserted, (SELECT n FROM online) AS online,
+      -- The count of solvers online is needed (and taken) only when nothing was created.
+      SELECT t.*, t.task_id IS NOT NULL AS inserted, CASE WHEN t.task_id IS NULL THEN (SELECT n FROM online) ELSE 0 END AS online,
              (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate
       FROM (SELECT 1) one LEFT JOIN inserted t ON true`)
-    .catch(async (error) => {
+    .catch((error) => {
       if (isOverdraft(error)) throw insufficientBalance(task.maxPricePoints);
       if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'tasks_idempotency_idx') return null;
       throw error;
@@ -180,7 +181,7 @@ const CandidateRow = z.object({
   marginal_cost: z.string(),
 });
 
-/** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any. */
+/** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any, and (when nothing was inserted) how many eligible solvers are online. */
 const CreatedRow = z
   .object({ inserted: z.boolean(), online: z.number(), candidate: CandidateRow.nullable() })
   .passthrough();

@@ -126,9 +126,9 @@ export function chatRoutes(deps: AppDeps): Router {
         res.flushHeaders();
         keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
       }
-      const early = held;
+      const heldDeltas = held;
       held = undefined;
-      for (const delta of early) sendDelta(delta);
+      for (const delta of heldDeltas) sendDelta(delta);
       const verdict = await deps.tasks.waitForResult(task).catch(() => null);
       // The announced state carries no message; a failure's is on the task.
       if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await getTaskRecord(deps.db, task.task_id))?.error ?? undefined;
