@@ -9,6 +9,7 @@ import { createDb } from '../src/db/pool';
 import { pickPort } from '../src/embedded/ports';
 import { createLogger } from '../src/logger';
 import { startInfrastructure } from '../src/runtime/infrastructure';
+import { onShutdown } from '../src/bin/shutdown';
 import { createTemporalClient } from '../src/temporal/connection';
 import { cpuPerCall, cpuSnapshot } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
@@ -52,7 +53,18 @@ async function main() {
   const log = (line: string) => process.stdout.write(`${line}\n`);
 
   log(`# benchmark on ${os.cpus().length} cores, node ${process.version}${quick ? ' (quick)' : ''}`);
+  // Ctrl-C mid-run stops what was started: the embedded servers run in their own process groups and
+  // would otherwise outlive the run, holding their ports and the data directory.
+  const stops: (() => Promise<void>)[] = [];
+  let stopping: Promise<void> | undefined;
+  const stopAll = () =>
+    (stopping ??= (async () => {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    })());
+  onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
   const infra = await startInfrastructure(config, logger);
+  stops.push(infra.stop);
   const port = await pickPort(undefined);
   const env = {
     DATABASE_URL: infra.databaseUrl,
@@ -66,7 +78,12 @@ async function main() {
   };
   const services: Service[] = [];
   const db = await createDb(infra.databaseUrl);
+  stops.push(() => db.end());
   const solvers: SimSolver[] = [];
+  stops.push(async () => {
+    for (const solver of solvers) solver.close();
+    for (const service of services.reverse()) await service.stop();
+  });
   try {
     const worker = await startService('worker', { ...env, LOG_LEVEL: 'info' }, /temporal worker started/);
     services.push(worker);
@@ -336,11 +353,7 @@ async function main() {
     await temporal.connection.close();
     await upstream.close();
   } finally {
-    for (const solver of solvers) solver.close();
-    for (const service of services.reverse()) await service.stop();
-    await db.end();
-    await infra.stop();
-    fs.rmSync(dataDir, { recursive: true, force: true });
+    await stopAll();
   }
 }
 
