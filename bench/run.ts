@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { loadConfig } from '../src/config';
@@ -159,6 +160,9 @@ async function main() {
     const chatCapability = { task_type: 'chat_completion', tier: 'strong', billing_type: 'per_token', fulfillment_path: 'provider_api', provider_name: 'bench', model_name: 'gpt-4o', marginal_cost: '0.01', min_price_points: '1', max_concurrent: 64 };
     const forwardToUpstream = async (frame: TaskFrame, solver: SimSolver) => {
       const received = performance.now();
+      const requested = requestedAt.get(String(frame.payload.user));
+      requestedAt.delete(String(frame.payload.user));
+      if (requested !== undefined) toSolver.push(received - requested);
       solver.send({ type: 'accept', attempt_id: frame.attempt_id });
       const key = frame.task_id.replace(/^chat_/, '');
       const response = await fetch(`${upstream.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...frame.payload, stream: true }) });
@@ -183,15 +187,22 @@ async function main() {
       solvers.push(await SimSolver.connect(base, account, (frame, solver) => void forwardToUpstream(frame, solver)));
     }
     const relay: number[] = [];
+    // The request's leg of the overhead: from the client's request to the task frame at the solver.
+    const requestedAt = new Map<string, number>();
+    const toSolver: number[] = [];
     const overheads: number[] = [];
     const rates: number[] = [];
     const chatOnce = async () => {
       const started = performance.now();
+      const user = crypto.randomUUID();
+      requestedAt.set(user, started);
       const response = await fetch(`${base}/v1/chat/completions`, {
         method: 'POST',
         headers: { ...client.auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'benchmark' }], stream: true }),
+        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'benchmark' }], stream: true, user }),
       });
+      // Once the headers are here the task frame has surely gone out; what was not received is not counted.
+      setTimeout(() => requestedAt.delete(user), 1000);
       if (response.status !== 200) throw new Error(`chat → ${response.status} ${await response.text()}`);
       let first: number | undefined;
       let last = 0;
@@ -237,15 +248,22 @@ async function main() {
       const rampMs = steady ? pacing.firstTokenMs + pacing.chunks * pacing.chunkIntervalMs : 0;
       upstream.setPacing(pacing);
       relay.length = 0;
+      toSolver.length = 0;
       overheads.length = 0;
       rates.length = 0;
+      // The clients, solvers and upstream share this process: its event-loop delay is part of every figure here.
+      const loopDelay = monitorEventLoopDelay({ resolution: 5 });
+      loopDelay.enable();
       const run = await measured(concurrency, total, chatOnce, { rampMs });
+      loopDelay.disable();
+      const benchLoopDelayMs = { p50: Math.round(loopDelay.percentile(50) / 1e4) / 100, p99: Math.round(loopDelay.percentile(99) / 1e4) / 100 };
       directTtft = [];
       await load(concurrency, total, directOnce, { rampMs });
-      rows.push({ figure: `${label}: TTFT overhead (service − solver)`, concurrency, latency: summarize(overheads), perSecond: run.perSecond, extra: { errors: run.errors, ...(run.firstError ? { first_error: run.firstError } : {}), cpu_ms_per_call: run.cpu } });
+      rows.push({ figure: `${label}: TTFT overhead (service − solver)`, concurrency, latency: summarize(overheads), perSecond: run.perSecond, extra: { errors: run.errors, ...(run.firstError ? { first_error: run.firstError } : {}), cpu_ms_per_call: run.cpu, bench_loop_delay_ms: benchLoopDelayMs } });
+      rows.push({ figure: `${label}: request to task frame at the solver`, concurrency, latency: summarize(toSolver) });
       rows.push({ figure: `${label}: chunk relay latency`, concurrency, latency: summarize(relay), extra: { chunks_per_second_per_stream_p50: summarize(rates).p50 } });
       rows.push({ figure: `${label} baseline: TTFT direct to upstream`, concurrency, latency: summarize(directTtft) });
-      log(`${label} c=${concurrency}: overhead ${JSON.stringify(summarize(overheads))} relay ${JSON.stringify(summarize(relay))} per s ${run.perSecond} errors ${run.errors}`);
+      log(`${label} c=${concurrency}: overhead ${JSON.stringify(summarize(overheads))} to solver ${JSON.stringify(summarize(toSolver))} relay ${JSON.stringify(summarize(relay))} per s ${run.perSecond} errors ${run.errors} bench loop delay ${JSON.stringify(benchLoopDelayMs)} cpu ${JSON.stringify(run.cpu)}`);
     }
     upstream.setPacing(BURST_PACING);
 
