@@ -3,9 +3,12 @@ import pg from 'pg';
 import pino from 'pino';
 import { sql } from 'slonik';
 import { getBalance } from '../src/db/ledger';
+import { createDb, type Db } from '../src/db/pool';
+import { startApiNode, type ApiNode } from '../src/runtime/api-node';
 import { startWorkerNode, type WorkerNode } from '../src/runtime/worker-node';
 import { FakeSolver, strongChat, talker, waitFor } from './support/fake-solver';
-import { api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
+import { startHoldingProxy, type HoldingProxy } from './support/holding-proxy';
+import { api, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
 
 describe('chat completions', () => {
   let stack: TestStack;
@@ -377,6 +380,61 @@ describe('chat before its workflow runs', () => {
     await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '500', lifetime_spent_points: '0' });
     expect(worker.received).toHaveLength(1);
+    await worker.close();
+  });
+});
+
+describe('chat whose workflow start is slow', () => {
+  // The API node reaches Temporal through a proxy the test can hold; the workflow worker reaches it directly.
+  let proxy: HoldingProxy;
+  let apiNode: ApiNode;
+  let workflows: WorkerNode;
+  let db: Db;
+  beforeAll(async () => {
+    const endpoints = testEndpoints();
+    const config = testConfig({ ACCEPT_TIMEOUT_MS: '5000', HEARTBEAT_INTERVAL_MS: '1000' });
+    const logger = pino({ level: 'warn' });
+    proxy = await startHoldingProxy(endpoints.temporalAddress);
+    apiNode = await startApiNode({ config, logger, databaseUrl: endpoints.databaseUrl, temporalAddress: proxy.address, port: 0 });
+    workflows = await startWorkerNode({ config, logger, ...endpoints });
+    db = await createDb(endpoints.databaseUrl);
+  });
+  afterAll(async () => {
+    proxy.release();
+    await workflows.close();
+    await apiNode.close();
+    await db.end();
+    await proxy.close();
+  });
+
+  test("the solver's first delta reaches the client while the workflow start is still on its way; the completion then finishes as usual", async () => {
+    const worker = await FakeSolver.start(apiNode.url, { behaviour: talker(['while', ' starting']), capabilities: strongChat({ min: '1' }) });
+    const client = await registerAccount(apiNode.url, '500');
+    proxy.hold();
+    try {
+      const request = fetch(`${apiNode.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...client.auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      });
+      // Headers that waited for the workflow start would wait for the proxy: null after 5 s.
+      const response = await Promise.race([request, new Promise<null>((resolve) => setTimeout(() => resolve(null), 5000).unref())]);
+      expect(response?.status).toBe(200);
+      const reader = response!.body!.getReader();
+      let text = new TextDecoder().decode((await reader.read()).value);
+      expect(text).toContain('"content":"while"');
+      // The start has not reached Temporal yet.
+      expect(await db.oneFirst(sql.unsafe`SELECT workflow_started_at FROM tasks WHERE account_id = ${client.account_id}`)).toBeNull();
+      proxy.release();
+      for (let part = await reader.read(); !part.done; part = await reader.read()) text += new TextDecoder().decode(part.value);
+      expect(text).toContain('"content":" starting"');
+      expect(text).toContain('data: [DONE]');
+    } finally {
+      proxy.release();
+    }
+    expect(worker.received).toHaveLength(1);
+    await waitFor(async () => (await getBalance(db, client.account_id))?.held_points === '0');
+    expect(await getBalance(db, client.account_id)).toMatchObject({ available_points: '498.97', lifetime_spent_points: '1.03' });
     await worker.close();
   });
 });

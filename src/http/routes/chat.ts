@@ -82,13 +82,21 @@ export function chatRoutes(deps: AppDeps): Router {
       send(chunk(meta, streamed === 0 ? { role: 'assistant', ...delta } : delta, null, includeUsage));
       streamed += 1;
     };
-    // The solver may answer while the workflow is still starting: its deltas wait for the SSE headers,
-    // which go out only once the completion has surely started.
-    let held: Record<string, unknown>[] | undefined = [];
+    let keepAlive: NodeJS.Timeout | undefined;
+    // The stream opens once the completion has surely started, so a failed start is still a plain 503 the
+    // SDKs retry; but a first delta never waits for the workflow start (the solver may answer while it
+    // runs): the stream opens then, and a start that fails after that is reported in the stream.
+    const openStream = () => {
+      if (res.headersSent) return;
+      res.status(200).set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
+      res.flushHeaders();
+      keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
+    };
     const listener = relayListener(deps, meta.id, (delta) => {
-      if (!stream) assembler.add(delta);
-      else if (held) held.push(delta);
-      else sendDelta(delta);
+      if (stream) {
+        openStream();
+        sendDelta(delta);
+      } else assembler.add(delta);
     });
     // A client that goes away cancels the workflow, which cancels the solver's attempt; one sent before
     // the workflow took it over is cancelled at once.
@@ -103,7 +111,6 @@ export function chatRoutes(deps: AppDeps): Router {
       clientGone.abort();
       cancel();
     });
-    let keepAlive: NodeJS.Timeout | undefined;
     try {
       const task = await deps.tasks.create({
         taskId,
@@ -121,14 +128,7 @@ export function chatRoutes(deps: AppDeps): Router {
         clientGone.abort();
         cancel();
       }
-      if (stream) {
-        res.status(200).set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
-        res.flushHeaders();
-        keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
-      }
-      const heldDeltas = held;
-      held = undefined;
-      for (const delta of heldDeltas) sendDelta(delta);
+      if (stream) openStream();
       const verdict = await deps.tasks.waitForResult(task).catch(() => null);
       // The announced state carries no message; a failure's is on the task.
       if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await getTaskRecord(deps.db, task.task_id))?.error ?? undefined;
