@@ -1,3 +1,5 @@
+import http2 from 'node:http2';
+import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
 import pg from 'pg';
 import pino from 'pino';
@@ -8,7 +10,7 @@ import { startApiNode, type ApiNode } from '../src/runtime/api-node';
 import { startWorkerNode, type WorkerNode } from '../src/runtime/worker-node';
 import { FakeSolver, strongChat, talker, waitFor } from './support/fake-solver';
 import { startHoldingProxy, type HoldingProxy } from './support/holding-proxy';
-import { api, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
+import { api, capturingLogger, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
 
 describe('chat completions', () => {
   let stack: TestStack;
@@ -390,10 +392,10 @@ describe('chat whose workflow start is slow', () => {
   let apiNode: ApiNode;
   let workflows: WorkerNode;
   let db: Db;
+  const { logger, lines } = capturingLogger('warn');
   beforeAll(async () => {
     const endpoints = testEndpoints();
     const config = testConfig({ ACCEPT_TIMEOUT_MS: '5000', HEARTBEAT_INTERVAL_MS: '1000' });
-    const logger = pino({ level: 'warn' });
     proxy = await startHoldingProxy(endpoints.temporalAddress);
     apiNode = await startApiNode({ config, logger, databaseUrl: endpoints.databaseUrl, temporalAddress: proxy.address, port: 0 });
     workflows = await startWorkerNode({ config, logger, ...endpoints });
@@ -435,6 +437,47 @@ describe('chat whose workflow start is slow', () => {
     expect(worker.received).toHaveLength(1);
     await waitFor(async () => (await getBalance(db, client.account_id))?.held_points === '0');
     expect(await getBalance(db, client.account_id)).toMatchObject({ available_points: '498.97', lifetime_spent_points: '1.03' });
+    await worker.close();
+  });
+
+  test('a workflow start that fails after the first delta went out ends the stream with service_unavailable: the solver is stopped, nothing charged', async () => {
+    // Stands in for a Temporal that refuses every call (a non-retryable gRPC status).
+    const refusing = http2.createServer();
+    refusing.on('stream', (stream) => stream.respond({ ':status': 200, 'content-type': 'application/grpc', 'grpc-status': '3', 'grpc-message': 'refused by the test' }, { endStream: true }));
+    await new Promise<void>((resolve) => refusing.listen(0, '127.0.0.1', resolve));
+    const worker = await FakeSolver.start(apiNode.url, {
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'early' } });
+      },
+      capabilities: strongChat({ min: '1' }),
+    });
+    const client = await registerAccount(apiNode.url, '500');
+    proxy.hold();
+    try {
+      const response = await fetch(`${apiNode.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { ...client.auth, 'content-type': 'application/json' },
+        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+      });
+      expect(response.status).toBe(200);
+      const reader = response.body!.getReader();
+      let text = new TextDecoder().decode((await reader.read()).value);
+      expect(text).toContain('"content":"early"');
+      // The held start is dropped with its connection; its retry meets the refusing server.
+      proxy.redirect(`127.0.0.1:${(refusing.address() as AddressInfo).port}`);
+      for (let part = await reader.read(); !part.done; part = await reader.read()) text += new TextDecoder().decode(part.value);
+      const events = text.split('\n\n').filter((event) => event.startsWith('data: {')).map((event) => JSON.parse(event.slice(6)));
+      expect(events[events.length - 1]).toMatchObject({ error: { type: 'service_unavailable' } });
+      expect(text).not.toContain('[DONE]');
+    } finally {
+      proxy.redirect(testEndpoints().temporalAddress);
+      await new Promise((resolve) => refusing.close(resolve));
+    }
+    await waitFor(() => worker.cancels.length === 1);
+    expect(worker.received).toHaveLength(1);
+    expect(await getBalance(db, client.account_id)).toMatchObject({ available_points: '500', held_points: '0', lifetime_spent_points: '0' });
+    expect(lines.some((line) => line.includes('could not start the task workflow'))).toBe(true);
     await worker.close();
   });
 });

@@ -7,12 +7,15 @@ export interface HoldingProxy {
   hold(): void;
   /** Passes on what clients sent meanwhile, and everything after. */
   release(): void;
+  /** Drops every connection (with what it held) and sends new ones to `target` instead. */
+  redirect(target: string): void;
   close(): Promise<void>;
 }
 
 /** A TCP proxy to `target` (host:port) that can hold requests on their way, e.g. to make a server seem slow. */
 export async function startHoldingProxy(target: string): Promise<HoldingProxy> {
-  const [host, port] = [target.slice(0, target.lastIndexOf(':')), Number(target.slice(target.lastIndexOf(':') + 1))];
+  const hostPort = (address: string) => [address.slice(0, address.lastIndexOf(':')), Number(address.slice(address.lastIndexOf(':') + 1))] as const;
+  let [host, port] = hostPort(target);
   // Per client connection: its upstream socket and what it sent while held, in order.
   const clients = new Map<net.Socket, { upstream: net.Socket; waiting: Buffer[] }>();
   let held = false;
@@ -39,6 +42,11 @@ export async function startHoldingProxy(target: string): Promise<HoldingProxy> {
     release: () => {
       held = false;
       for (const { upstream, waiting } of clients.values()) for (const chunk of waiting.splice(0)) upstream.write(chunk);
+    },
+    redirect: (next) => {
+      [host, port] = hostPort(next);
+      held = false;
+      for (const client of clients.keys()) client.destroy();
     },
     close: () =>
       new Promise<void>((resolve) => {
