@@ -287,6 +287,15 @@ describe('chat across API nodes', () => {
  * workflow starts; the workflow's dispatch activity takes it over. No workflow worker runs here at first,
  * so whatever the solver receives went out before the workflow ran at all.
  */
+/** A streaming chat request as a raw fetch, so the test reads the SSE bytes as they come. */
+const startStream = (baseUrl: string, client: { auth: Record<string, string> }, signal?: AbortSignal) =>
+  fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { ...client.auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    signal,
+  });
+
 describe('chat before its workflow runs', () => {
   let stack: TestStack;
   let workflows: WorkerNode | undefined;
@@ -303,13 +312,7 @@ describe('chat before its workflow runs', () => {
   const startWorkflows = async () => {
     workflows = await startWorkerNode({ config: stack.config, logger: pino({ level: 'warn' }), ...testEndpoints() });
   };
-  const streamChat = (client: { auth: Record<string, string> }, signal?: AbortSignal) =>
-    fetch(`${stack.url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { ...client.auth, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
-      signal,
-    });
+  const streamChat = (client: { auth: Record<string, string> }, signal?: AbortSignal) => startStream(stack.url, client, signal);
 
   test('the solver answers before the workflow runs; the workflow takes the attempt over: one task frame, streamed, settled once', async () => {
     const worker = await FakeSolver.start(stack.url, { behaviour: talker(['before', ' the workflow']), capabilities: strongChat({ min: '1' }) });
@@ -414,11 +417,7 @@ describe('chat whose workflow start is slow', () => {
     const client = await registerAccount(apiNode.url, '500');
     proxy.hold();
     try {
-      const request = fetch(`${apiNode.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { ...client.auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
-      });
+      const request = startStream(apiNode.url, client);
       // Headers that waited for the workflow start would wait for the proxy: null after 5 s.
       const response = await Promise.race([request, new Promise<null>((resolve) => setTimeout(() => resolve(null), 5000).unref())]);
       expect(response?.status).toBe(200);
@@ -455,11 +454,7 @@ describe('chat whose workflow start is slow', () => {
     const client = await registerAccount(apiNode.url, '500');
     proxy.hold();
     try {
-      const response = await fetch(`${apiNode.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { ...client.auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
-      });
+      const response = await startStream(apiNode.url, client);
       expect(response.status).toBe(200);
       const reader = response.body!.getReader();
       let text = new TextDecoder().decode((await reader.read()).value);
