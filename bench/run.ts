@@ -14,7 +14,7 @@ import { startInfrastructure } from '../src/runtime/infrastructure';
 import { createTemporalClient } from '../src/temporal/connection';
 import { cpuPerCall, cpuSnapshot } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
-import { call, FETCH_RESULT, readSse, register, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
+import { call, FETCH_RESULT, postSse, register, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { load, sleep, summarize, type Summary } from './lib/stats';
 
 /**
@@ -165,10 +165,9 @@ async function main() {
       if (requested !== undefined) toSolver.push(received - requested);
       solver.send({ type: 'accept', attempt_id: frame.attempt_id });
       const key = frame.task_id.replace(/^chat_/, '');
-      const response = await fetch(`${upstream.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ ...frame.payload, stream: true }) });
       let seq = 0;
       let usage: Record<string, number> = {};
-      await readSse(response, (data) => {
+      await postSse(`${upstream.url}/v1/chat/completions`, { ...frame.payload, stream: true }, {}, (data) => {
         if (data === '[DONE]') return;
         const part = JSON.parse(data);
         if (part.usage) usage = part.usage;
@@ -196,30 +195,28 @@ async function main() {
       const started = performance.now();
       const user = crypto.randomUUID();
       requestedAt.set(user, started);
-      const response = await fetch(`${base}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { ...client.auth, 'content-type': 'application/json' },
-        body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'benchmark' }], stream: true, user }),
-      });
-      // Once the headers are here the task frame has surely gone out; what was not received is not counted.
-      setTimeout(() => requestedAt.delete(user), 1000);
-      if (response.status !== 200) throw new Error(`chat → ${response.status} ${await response.text()}`);
       let first: number | undefined;
       let last = 0;
       let seq = 0;
       let key = '';
-      await readSse(response, (data, at) => {
-        if (data === '[DONE]') return;
-        const part = JSON.parse(data);
-        if (part.error) throw new Error(part.error.message);
-        if (part.choices?.[0]?.delta?.content === undefined || part.choices[0].delta.content === '') return;
-        key = part.id.replace(/^chatcmpl-/, '');
-        first ??= at;
-        last = at;
-        const sent = sentAt.get(`${key}:${seq}`);
-        if (sent !== undefined) relay.push(at - sent);
-        sentAt.delete(`${key}:${seq++}`);
-      });
+      const body = { model: 'service/strong', messages: [{ role: 'user', content: 'benchmark' }], stream: true, user };
+      try {
+        await postSse(`${base}/v1/chat/completions`, body, client.auth, (data, at) => {
+          if (data === '[DONE]') return;
+          const part = JSON.parse(data);
+          if (part.error) throw new Error(part.error.message);
+          if (part.choices?.[0]?.delta?.content === undefined || part.choices[0].delta.content === '') return;
+          key = part.id.replace(/^chatcmpl-/, '');
+          first ??= at;
+          last = at;
+          const sent = sentAt.get(`${key}:${seq}`);
+          if (sent !== undefined) relay.push(at - sent);
+          sentAt.delete(`${key}:${seq++}`);
+        });
+      } finally {
+        // Once the stream has ended the task frame has surely gone out; one not received is not counted.
+        requestedAt.delete(user);
+      }
       if (first === undefined) throw new Error('no token arrived');
       overheads.push(first - started - (solverFirstToken.get(key) ?? 0));
       solverFirstToken.delete(key);
@@ -229,9 +226,8 @@ async function main() {
     };
     const directOnce = async () => {
       const started = performance.now();
-      const response = await fetch(`${upstream.url}/v1/chat/completions`, { method: 'POST', body: JSON.stringify({ stream: true }) });
       let first: number | undefined;
-      await readSse(response, (data, at) => {
+      await postSse(`${upstream.url}/v1/chat/completions`, { stream: true }, {}, (data, at) => {
         if (first === undefined && data.includes('"content"')) first = at;
       });
       directTtft.push(first! - started);
@@ -304,13 +300,7 @@ async function main() {
       const failures: string[] = [];
       const streams = Array.from({ length: 1000 }, async () => {
         try {
-          const response = await fetch(`${base}/v1/chat/completions`, {
-            method: 'POST',
-            headers: { ...client.auth, 'content-type': 'application/json' },
-            body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hold' }], stream: true }),
-          });
-          if (response.status !== 200) throw new Error(`${response.status} ${await response.text()}`);
-          await readSse(response, (data) => {
+          await postSse(`${base}/v1/chat/completions`, { model: 'service/strong', messages: [{ role: 'user', content: 'hold' }], stream: true }, client.auth, (data) => {
             if (data.includes('"error"')) failures.push(data);
           });
         } catch (error) {
