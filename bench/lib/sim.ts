@@ -6,14 +6,28 @@ import { sleep } from './stats';
 /** Simulated participants for the benchmark: HTTP helpers, instant WebSocket solvers, a fake OpenAI upstream. */
 
 export async function call(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
-  const response = await fetch(`${base}${path}`, {
-    method,
-    headers: { ...(body === undefined ? {} : { 'content-type': 'application/json' }), ...headers },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
-  const text = await response.text();
-  if (response.status >= 400) throw new Error(`${method} ${path} → ${response.status} ${text.slice(0, 300)}`);
+  const { status, text } = await send(`${base}${path}`, method, body === undefined ? undefined : JSON.stringify(body), headers);
+  if (status >= 400) throw new Error(`${method} ${path} → ${status} ${text.slice(0, 300)}`);
   return text ? JSON.parse(text) : undefined;
+}
+
+// One pool of kept-alive connections for every request the benchmark makes. node:http rather than fetch:
+// the clients, solvers and upstream share the 2 cores with the service, and fetch's web streams cost
+// several times the CPU per request and per streamed event.
+const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
+
+function send(url: string, method: string, body: string | undefined, headers: Record<string, string>): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const request = http.request(url, { method, agent, headers: body === undefined ? headers : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (response) => {
+      response.setEncoding('utf8');
+      let text = '';
+      response.on('data', (part: string) => (text += part));
+      response.on('end', () => resolve({ status: response.statusCode ?? 0, text }));
+      response.on('error', reject);
+    });
+    request.on('error', reject);
+    request.end(body);
+  });
 }
 
 export async function register(base: string) {
@@ -99,19 +113,14 @@ export async function startFakeUpstream(initial: Pacing) {
   };
 }
 
-// One pool of kept-alive connections for every streaming request the benchmark makes.
-const sseAgent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
-
 /**
  * POSTs a JSON body and reads the SSE answer, calling `onData` with each `data:` payload and its arrival
  * time; rejects on a status other than 200 (with its body), a cut stream, or an error thrown by `onData`.
- * node:http rather than fetch: the clients, solvers and upstream share the 2 cores with the service, and
- * fetch's web streams cost several times the CPU per event.
  */
 export function postSse(url: string, body: unknown, headers: Record<string, string>, onData: (data: string, at: number) => void): Promise<void> {
   const text = JSON.stringify(body);
   return new Promise<void>((resolve, reject) => {
-    const request = http.request(url, { method: 'POST', agent: sseAgent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers } }, (response) => {
+    const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers } }, (response) => {
       response.setEncoding('utf8');
       let buffer = '';
       if (response.statusCode !== 200) {
