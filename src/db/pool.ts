@@ -30,6 +30,10 @@ export async function createDb(connectionUri: string, options: { maximumPoolSize
     idleTimeout: 10_000,
     connectionTimeout: 10_000,
     captureStackTrace: false,
+    // slonik sends DISCARD ALL after every statement by default, and the caller waits for it: a second
+    // round trip per statement. These connections keep no session state to discard (LISTEN and the
+    // migration lock use their own connections; settings are only ever transaction-local).
+    resetConnection: async () => undefined,
   });
   // slonik also emits each query error on the pool. Unheard, Node would throw ERR_UNHANDLED_ERROR in place
   // of the error itself, and callers could not tell a constraint violation from any other failure.
