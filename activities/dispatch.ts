@@ -37,14 +37,19 @@ export function createDispatchActivities({ db, hub, relay, logger, config, paylo
   return {
     async dispatchAttempt(input: DispatchInput): Promise<DispatchOutcome> {
       const context = Context.current();
-      const early = input.startedEarly ? earlyAttempts?.adopt(input.attemptId, context.cancellationSignal) : undefined;
+      const stream = input.stream;
+      // The attempt stops when Temporal cancels this activity, or at once when a chat's client goes away
+      // (its workflow is cancelled too, but this activity would hear of that only at its next heartbeat).
+      const clientGone = new AbortController();
+      const stop = AbortSignal.any([context.cancellationSignal, clientGone.signal]);
+      const early = input.startedEarly ? earlyAttempts?.adopt(input.attemptId, stop) : undefined;
       if (input.startedEarly && !early) {
         // Abandoned before this activity ran (its client went away, or the workflow gave up on it): what
         // it streamed meanwhile is unknown here (-1); sending the task again would repeat the answer.
         return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its workflow took it over.' }, retryable: true, chunks: -1 };
       }
+      const forgetClient = stream ? relay.onClientGone(stream.completionId, () => clientGone.abort()) : undefined;
       const heartbeat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
-      const stream = input.stream;
       const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
       const chunks = () => deltas?.chunks ?? 0;
       try {
@@ -62,7 +67,7 @@ export function createDispatchActivities({ db, hub, relay, logger, config, paylo
             payload,
             deadline: new Date(input.deadlineMs),
             acceptTimeoutMs: input.acceptTimeoutMs,
-            signal: context.cancellationSignal,
+            signal: stop,
             onChunk: deltas?.onChunk,
           });
         }
@@ -84,6 +89,7 @@ export function createDispatchActivities({ db, hub, relay, logger, config, paylo
         throw error;
       } finally {
         clearInterval(heartbeat);
+        forgetClient?.();
       }
     },
   };

@@ -12,6 +12,15 @@ import { FakeSolver, strongChat, talker, waitFor } from './support/fake-solver';
 import { startHoldingProxy, type HoldingProxy } from './support/holding-proxy';
 import { api, capturingLogger, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
 
+/** A streaming chat request as a raw fetch, so the test reads the SSE bytes as they come. */
+const startStream = (baseUrl: string, client: { auth: Record<string, string> }, signal?: AbortSignal) =>
+  fetch(`${baseUrl}/v1/chat/completions`, {
+    method: 'POST',
+    headers: { ...client.auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
+    signal,
+  });
+
 describe('chat completions', () => {
   let stack: TestStack;
   let solvers: FakeSolver[] = [];
@@ -203,6 +212,28 @@ describe('chat completions', () => {
     expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('500');
   });
 
+  test("a client going away mid-stream stops the solver at once, not at the attempt's next heartbeat to Temporal", async () => {
+    // Still working on its first token: a stopped attempt that gave the client nothing could be reassigned.
+    const thinking: FakeSolver['behaviour'] = (frame, self) => self.send({ type: 'accept', attempt_id: frame.attempt_id });
+    const worker = await solver(thinking);
+    const another = await solver(thinking);
+    const client = await registerAccount(stack.url, '500');
+    const controller = new AbortController();
+    const response = await startStream(stack.url, client, controller.signal);
+    await response.body!.getReader().read();
+    // Past the activity's first heartbeat (sent at once, 1 s in); the next one waits 8 s (the SDK's throttle).
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    controller.abort();
+    const [first, second] = worker.received.length === 1 ? [worker, another] : [another, worker];
+    await waitFor(() => first.cancels.length === 1, 4000);
+    expect(first.cancels[0].attempt_id).toBe(first.received[0].attempt_id);
+    await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
+    expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('500');
+    // Stopped for its client, the attempt is not handed to the other solver.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(second.received).toHaveLength(0);
+  });
+
   test('X-Service-Trust-Mode accepts standard and strict; anything else is 400 invalid_trust_mode', async () => {
     await solver(talker(['ok']));
     const client = await registerAccount(stack.url, '500');
@@ -280,6 +311,30 @@ describe('chat across API nodes', () => {
     expect(text).toBe(words.join(''));
     await worker.close();
   });
+
+  test('a client on node B going away mid-stream stops the solver on node A at once', async () => {
+    const worker = await FakeSolver.start(stack.api[0].url, {
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'thinking' } });
+      },
+      capabilities: strongChat(),
+    });
+    try {
+      const client = await registerAccount(stack.api[1].url, '500');
+      const controller = new AbortController();
+      const response = await startStream(stack.api[1].url, client, controller.signal);
+      await response.body!.getReader().read();
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      controller.abort();
+      await waitFor(() => worker.cancels.length === 1, 4000);
+      expect(worker.cancels[0].attempt_id).toBe(worker.received[0].attempt_id);
+      await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
+      expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('500');
+    } finally {
+      await worker.close();
+    }
+  });
 });
 
 /**
@@ -287,15 +342,6 @@ describe('chat across API nodes', () => {
  * workflow starts; the workflow's dispatch activity takes it over. No workflow worker runs here at first,
  * so whatever the solver receives went out before the workflow ran at all.
  */
-/** A streaming chat request as a raw fetch, so the test reads the SSE bytes as they come. */
-const startStream = (baseUrl: string, client: { auth: Record<string, string> }, signal?: AbortSignal) =>
-  fetch(`${baseUrl}/v1/chat/completions`, {
-    method: 'POST',
-    headers: { ...client.auth, 'content-type': 'application/json' },
-    body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
-    signal,
-  });
-
 describe('chat before its workflow runs', () => {
   let stack: TestStack;
   let workflows: WorkerNode | undefined;
