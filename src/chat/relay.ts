@@ -23,8 +23,9 @@ const MAX_NOTIFY_BYTES = 7000;
 
 export const relayChannel = (nodeId: string) => `chat_${nodeId.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63);
 
-// Every node hears of every client that went away: the client's node does not know which node runs the attempt.
-const CLIENT_GONE_CHANNEL = 'chat_client_gone';
+// Every node hears of every client that went away: the client's node does not know which node runs the
+// attempt. Outside the `chat_` prefix, so that no node's relay channel can be named the same.
+const CLIENT_GONE_CHANNEL = 'stream_client_gone';
 
 /** One client stream served by this node. */
 interface Listener {
