@@ -1,6 +1,7 @@
 import type { Config } from '../src/config';
 import type { Db } from '../src/db/pool';
 import type { ChatRelay } from '../src/chat/relay';
+import type { AttemptStops } from '../src/dispatch/attempt-stops';
 import type { EarlyAttempts } from '../src/dispatch/early-attempts';
 import type { SolverHub } from '../src/dispatch/hub';
 import type { Logger } from '../src/logger';
@@ -15,6 +16,8 @@ export interface ActivityDeps {
 export interface NodeActivityDeps extends ActivityDeps {
   hub: SolverHub;
   relay: ChatRelay;
+  /** Stops this node's attempts of a task settled elsewhere (a chat client gone, an admin completion). */
+  stops: AttemptStops;
   /** Payloads of tasks this node just created (its first attempts need not read them back). */
   payloads?: RecentPayloads;
   /** Chat attempts this node sent as their completion was created, for their activities to take over. */

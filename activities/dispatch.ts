@@ -33,22 +33,22 @@ const HEARTBEAT_EVERY_MS = 1000;
  * it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, logger, config, payloads, earlyAttempts }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts }: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<DispatchOutcome> {
       const context = Context.current();
       const stream = input.stream;
-      // The attempt stops when Temporal cancels this activity, or at once when a chat's client goes away
-      // (its workflow is cancelled too, but this activity would hear of that only at its next heartbeat).
-      const clientGone = new AbortController();
-      const stop = AbortSignal.any([context.cancellationSignal, clientGone.signal]);
+      // The attempt stops when Temporal cancels this activity, or at once when the task is settled
+      // elsewhere (src/dispatch/attempt-stops.ts): the activity would hear of that only at its next heartbeat.
+      const settledElsewhere = new AbortController();
+      const stop = AbortSignal.any([context.cancellationSignal, settledElsewhere.signal]);
       const early = input.startedEarly ? earlyAttempts?.adopt(input.attemptId, stop) : undefined;
       if (input.startedEarly && !early) {
         // Abandoned before this activity ran (its client went away, or the workflow gave up on it): what
         // it streamed meanwhile is unknown here (-1); sending the task again would repeat the answer.
         return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its workflow took it over.' }, retryable: true, chunks: -1 };
       }
-      const forgetClient = stream ? relay.onClientGone(stream.completionId, () => clientGone.abort()) : undefined;
+      const forgetStop = stops.onStop(input.taskId, () => settledElsewhere.abort());
       const heartbeat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
       const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
       const chunks = () => deltas?.chunks ?? 0;
@@ -89,7 +89,7 @@ export function createDispatchActivities({ db, hub, relay, logger, config, paylo
         throw error;
       } finally {
         clearInterval(heartbeat);
-        forgetClient?.();
+        forgetStop();
       }
     },
   };

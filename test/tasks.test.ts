@@ -355,6 +355,22 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect((await getBalance(stack.db, busy.solverId))?.available_points).toBe('0.9');
   });
 
+  test("an admin completion stops a solver still at work at once, not at its attempt's next heartbeat to Temporal", async () => {
+    const busy = await solver({ behaviour: 'accept_then_silent' });
+    const client = await registerAccount(stack.url, '100');
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' }, timeout_seconds: 60 } });
+    await waitFor(() => busy.received.length === 1);
+    // Past the activity's first heartbeat (sent at once, 1 s in); the next one would wait 8 s (the SDK's
+    // throttle), beyond this stack's 3 s attempt deadline, whose cancel says "deadline".
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    const result = { url: 'https://example.com', final_url: 'https://example.com', status_code: 200, content_type: 'markdown', content: 'x', title: 'x' };
+    const completed = await api(stack.url, 'POST', `/v1/admin/tasks/${created.json.task_id}/complete`, { headers: { 'X-Admin-API-Key': ADMIN_KEY }, body: { solver_id: busy.solverId, result } });
+    expect(completed.json.status).toBe('completed');
+    await waitFor(() => busy.cancels.length === 1);
+    expect(busy.cancels[0]).toEqual({ type: 'cancel', attempt_id: busy.received[0].attempt_id, reason: 'cancelled' });
+    expect(busy.received).toHaveLength(1);
+  });
+
   test('an Idempotency-Key retry returns the first task instead of charging twice', async () => {
     await solver();
     const client = await registerAccount(stack.url, '100');

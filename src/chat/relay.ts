@@ -23,10 +23,6 @@ const MAX_NOTIFY_BYTES = 7000;
 
 export const relayChannel = (nodeId: string) => `chat_${nodeId.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63);
 
-// Every node hears of every client that went away: the client's node does not know which node runs the
-// attempt. Outside the `chat_` prefix, so that no node's relay channel can be named the same.
-const CLIENT_GONE_CHANNEL = 'stream_client_gone';
-
 /** One client stream served by this node. */
 interface Listener {
   handler: (event: RelayEvent) => void;
@@ -38,8 +34,6 @@ interface Listener {
 
 export class ChatRelay {
   private readonly listeners = new Map<string, Listener>();
-  /** Attempts on this node streaming to a completion, stopped if its client goes away. */
-  private readonly attempts = new Map<string, Set<() => void>>();
 
   constructor(
     private readonly deps: { bus: NotifyBus; nodeId: string; logger: Logger },
@@ -50,39 +44,6 @@ export class ChatRelay {
       const envelope = payload as Envelope;
       if (envelope?.completionId) this.deliver(envelope.completionId, envelope.event);
     });
-    await this.deps.bus.subscribe(CLIENT_GONE_CHANNEL, (payload) => {
-      const completionId = (payload as { completionId?: unknown })?.completionId;
-      if (typeof completionId === 'string') this.stopAttempts(completionId);
-    });
-  }
-
-  /**
-   * The completion's client went away before its end: attempts streaming to it stop now, on whichever node
-   * they run. Its workflow is cancelled too (first, so that the stopped attempt is not given to another
-   * solver), but an activity learns of that only at its next heartbeat to Temporal (throttled to every
-   * 8 s), and until then the solver would go on paying for tokens no one reads.
-   */
-  async clientGone(completionId: string): Promise<void> {
-    this.stopAttempts(completionId);
-    await this.deps.bus.publish(CLIENT_GONE_CHANNEL, { completionId });
-  }
-
-  /** Calls `stop` if the completion's client goes away, until the returned function is called. */
-  onClientGone(completionId: string, stop: () => void): () => void {
-    let set = this.attempts.get(completionId);
-    if (!set) this.attempts.set(completionId, (set = new Set()));
-    set.add(stop);
-    return () => {
-      set.delete(stop);
-      if (set.size === 0 && this.attempts.get(completionId) === set) this.attempts.delete(completionId);
-    };
-  }
-
-  private stopAttempts(completionId: string): void {
-    const set = this.attempts.get(completionId);
-    if (!set) return;
-    this.attempts.delete(completionId);
-    for (const stop of set) stop();
   }
 
   /** Receives the events of one completion on this node until the returned function is called. */

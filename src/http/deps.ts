@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { ChatRelay } from '../chat/relay';
+import type { AttemptStops } from '../dispatch/attempt-stops';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
@@ -19,6 +20,7 @@ export interface AppDeps {
   /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas). */
   bus: NotifyBus;
   relay: ChatRelay;
+  stops: AttemptStops;
   /** The domain policy in force on this node (reloaded on every node together). */
   domainPolicy: DomainGuard;
 }

@@ -12,6 +12,7 @@ import { migrate } from '../db/migrate';
 import { NotifyBus } from '../db/notify';
 import { createDb } from '../db/pool';
 import { heartbeatNode, pruneDeadNodes, removeNode } from '../db/solvers';
+import { AttemptStops } from '../dispatch/attempt-stops';
 import { EarlyAttempts } from '../dispatch/early-attempts';
 import { SolverHub } from '../dispatch/hub';
 import { attachSolverSockets } from '../dispatch/ws-server';
@@ -74,6 +75,8 @@ export async function startApiNode(options: {
   const temporal = new Client({ connection: workerConnection, namespace: config.temporalNamespace });
   const relay = new ChatRelay({ bus, nodeId, logger });
   await relay.start();
+  const stops = new AttemptStops(bus);
+  await stops.start();
   const hub = new SolverHub({ db, logger, nodeId, heartbeatIntervalMs: config.heartbeatIntervalMs });
   const payloads = new RecentPayloads();
   const earlyAttempts = new EarlyAttempts({ hub, relay, logger, nodeId });
@@ -81,7 +84,7 @@ export async function startApiNode(options: {
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, hub, relay, payloads, earlyAttempts }),
+    activities: createNodeActivities({ config, db, logger, hub, relay, stops, payloads, earlyAttempts }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once, with room to spare above
     // the benchmark's 1,000 held streams. The rare activity task lost under a burst is the Temporal
     // server's (docs/performance.md), not a matter of slots; the workflow reassigns such an attempt.
@@ -103,7 +106,7 @@ export async function startApiNode(options: {
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
   const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, domainPolicy };
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, stops, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);

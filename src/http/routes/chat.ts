@@ -111,7 +111,7 @@ export function chatRoutes(deps: AppDeps): Router {
       clientGone.abort();
       cancel();
       // The workflow's cancellation reaches a running attempt only at its next heartbeat; this stops it now.
-      if (!finished) deps.relay.clientGone(meta.id).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a client that went away'));
+      if (!finished) deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a client that went away'));
     });
     try {
       const task = await deps.tasks.create({

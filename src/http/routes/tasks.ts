@@ -130,6 +130,8 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     }
     if (!(await findAccount(deps.db, body.solver_id))) throw new ApiError('account_not_found', `No solver "${body.solver_id}".`);
     await deps.temporal.workflow.getHandle(task.workflow_id).signal(adminCompleteSignal, { solverId: body.solver_id, result: body.result });
+    // The signal first: a solver still at work is then stopped now, not at its activity's next heartbeat.
+    await deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a task completed by an admin'));
     const verdict = await deps.tasks.waitForResult(task, 30_000);
     const finished = await getTaskRecord(deps.db, taskId);
     if (verdict && finished?.status !== 'completed') {
