@@ -17,7 +17,7 @@ export interface AppDeps {
   nodeId: string;
   strongModels: () => string[];
   tasks: TaskService;
-  /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas). */
+  /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas, attempt stops). */
   bus: NotifyBus;
   relay: ChatRelay;
   stops: AttemptStops;
