@@ -98,20 +98,26 @@ export function chatRoutes(deps: AppDeps): Router {
         sendDelta(delta);
       } else assembler.add(delta);
     });
-    // A client that goes away cancels the workflow, which cancels the solver's attempt; one sent before
-    // the workflow took it over is cancelled at once.
+    // A client that goes away cancels the workflow and stops the solver's attempt at once (the workflow's
+    // cancellation would reach it only at its activity's next heartbeat); one sent before the workflow took
+    // it over is cancelled at once too.
     const clientGone = new AbortController();
     const handle = deps.temporal.workflow.getHandle(meta.id);
     let started = false;
     let finished = false;
     const cancel = () => {
-      if (started && !finished) handle.cancel().catch(() => undefined);
+      if (!started || finished) return;
+      // The cancellation first: once it is in the workflow's history, the stopped attempt's report cannot
+      // be taken for a failure and the task handed to another solver.
+      handle
+        .cancel()
+        .catch(() => undefined)
+        .then(() => deps.stops.stop(taskId))
+        .catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a client that went away'));
     };
     res.on('close', () => {
       clientGone.abort();
       cancel();
-      // The workflow's cancellation reaches a running attempt only at its next heartbeat; this stops it now.
-      if (!finished) deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a client that went away'));
     });
     try {
       const task = await deps.tasks.create({
