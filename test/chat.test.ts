@@ -21,6 +21,18 @@ const startStream = (baseUrl: string, client: { auth: Record<string, string> }, 
     signal,
   });
 
+/**
+ * Opens a stream and leaves it 2.5 s after its first bytes: past the attempt activity's first heartbeat
+ * (sent at once, 1 s in), so that the next one would come only 8 s later (the SDK's throttle).
+ */
+async function leaveMidStream(baseUrl: string, client: { auth: Record<string, string> }) {
+  const controller = new AbortController();
+  const response = await startStream(baseUrl, client, controller.signal);
+  await response.body!.getReader().read();
+  await new Promise((resolve) => setTimeout(resolve, 2500));
+  controller.abort();
+}
+
 describe('chat completions', () => {
   let stack: TestStack;
   let solvers: FakeSolver[] = [];
@@ -218,12 +230,7 @@ describe('chat completions', () => {
     const worker = await solver(thinking);
     const another = await solver(thinking);
     const client = await registerAccount(stack.url, '500');
-    const controller = new AbortController();
-    const response = await startStream(stack.url, client, controller.signal);
-    await response.body!.getReader().read();
-    // Past the activity's first heartbeat (sent at once, 1 s in); the next one waits 8 s (the SDK's throttle).
-    await new Promise((resolve) => setTimeout(resolve, 2500));
-    controller.abort();
+    await leaveMidStream(stack.url, client);
     const [first, second] = worker.received.length === 1 ? [worker, another] : [another, worker];
     await waitFor(() => first.cancels.length === 1, 4000);
     expect(first.cancels[0].attempt_id).toBe(first.received[0].attempt_id);
@@ -322,11 +329,7 @@ describe('chat across API nodes', () => {
     });
     try {
       const client = await registerAccount(stack.api[1].url, '500');
-      const controller = new AbortController();
-      const response = await startStream(stack.api[1].url, client, controller.signal);
-      await response.body!.getReader().read();
-      await new Promise((resolve) => setTimeout(resolve, 2500));
-      controller.abort();
+      await leaveMidStream(stack.api[1].url, client);
       await waitFor(() => worker.cancels.length === 1, 4000);
       expect(worker.cancels[0].attempt_id).toBe(worker.received[0].attempt_id);
       await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
