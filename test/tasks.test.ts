@@ -113,7 +113,18 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     const response = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com' } } });
     expect(response.status).toBe(402);
     expect(response.json.error.type).toBe('insufficient_balance');
+    expect(response.json.error.message).toContain('deposit points or lower max_price_points');
     expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('5');
+  });
+
+  test('where the request cannot set max_price_points, the 402 says only to deposit points', async () => {
+    await solver();
+    const client = await registerAccount(stack.url, '5');
+    const response = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com' } });
+    expect(response.status).toBe(402);
+    expect(response.json.error).toMatchObject({ type: 'insufficient_balance', required_points: '10' });
+    expect(response.json.error.message).toContain('deposit points');
+    expect(response.json.error.message).not.toContain('max_price_points');
   });
 
   test('another account\'s task and unknown ids are 404 task_not_found', async () => {

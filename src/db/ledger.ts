@@ -95,11 +95,16 @@ export async function deposit(db: Runner, input: { accountId: string; amount: st
   });
 }
 
-/** 402 insufficient_balance: a hold of `amount` does not fit the account's available points. */
-export const insufficientBalance = (amount: string) =>
-  new ApiError('insufficient_balance', `This request needs ${amount} points available; deposit points or lower max_price_points.`, {
-    required_points: amount,
-  });
+/**
+ * 402 insufficient_balance: a hold of `amount` does not fit the account's available points. Lowering
+ * max_price_points is offered only where the request can set it (POST /v1/tasks).
+ */
+export const insufficientBalance = (amount: string, priceFromRequest = false) =>
+  new ApiError(
+    'insufficient_balance',
+    `This request holds ${amount} points while it runs (and is charged only what it costs), more than the account has available; deposit points${priceFromRequest ? ' or lower max_price_points' : ''}.`,
+    { required_points: amount },
+  );
 
 /** True when a statement failed because a balance would have gone negative (its CHECK). */
 export const isOverdraft = (error: unknown) => error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'balances_available_check';

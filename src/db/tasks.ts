@@ -71,6 +71,8 @@ export interface NewTask {
   taskType: string;
   payload: Record<string, unknown>;
   maxPricePoints: string;
+  /** The request set (or could have set) max_price_points: a 402 then says it may lower it. */
+  priceFromRequest?: boolean;
   timeoutSeconds: number;
   workflowId: string;
   idempotencyKey?: string;
@@ -121,7 +123,7 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task:
              (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate
       FROM (SELECT 1) one LEFT JOIN inserted t ON true`)
     .catch((error) => {
-      if (isOverdraft(error)) throw insufficientBalance(task.maxPricePoints);
+      if (isOverdraft(error)) throw insufficientBalance(task.maxPricePoints, task.priceFromRequest);
       if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'tasks_idempotency_idx') return null;
       throw error;
     });
@@ -134,7 +136,7 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task:
   if (!row.inserted) {
     if (row.online === 0 && task.match?.unavailable) throw task.match.unavailable();
     // No balance row: the account does not exist.
-    throw insufficientBalance(task.maxPricePoints);
+    throw insufficientBalance(task.maxPricePoints, task.priceFromRequest);
   }
   return { task: TaskRow.parse(row), created: true, firstAssignment: row.candidate ? toAssignment(attemptId, row.candidate) : null };
 }

@@ -27,6 +27,8 @@ export interface CreateTaskInput {
   taskType: WebTaskType | typeof CHAT_TASK_TYPE;
   payload: Record<string, unknown>;
   maxPricePoints?: string | null;
+  /** The request can set max_price_points (POST /v1/tasks). */
+  priceFromRequest?: boolean;
   timeoutSeconds?: number | null;
   idempotencyKey?: string;
   /** The error thrown, with nothing created, when no eligible solver is online at all (a new task only). */
@@ -58,6 +60,7 @@ export class TaskService {
       taskType: input.taskType,
       payload: input.payload,
       maxPricePoints: input.maxPricePoints ?? (input.chat ? this.deps.config.defaultChatPricePoints : this.deps.config.defaultWebTaskPricePoints),
+      priceFromRequest: input.priceFromRequest,
       timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
       workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       idempotencyKey: input.idempotencyKey,

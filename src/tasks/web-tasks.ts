@@ -23,6 +23,8 @@ export interface WebTaskInput {
   taskType: WebTaskType;
   payload: Record<string, unknown>;
   maxPricePoints?: string | null;
+  /** The request can set max_price_points (POST /v1/tasks). */
+  priceFromRequest?: boolean;
   timeoutSeconds?: number | null;
   idempotencyKey?: string;
   /** Where the payload's url sits in the request, for the 422 of a URL that does not parse. */

@@ -38,6 +38,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       taskType: body.task_type,
       payload,
       maxPricePoints: body.max_price_points == null ? null : decimalText(body.max_price_points),
+      priceFromRequest: true,
       timeoutSeconds: body.timeout_seconds,
       idempotencyKey: idempotencyKeyOf(req.header('idempotency-key')),
       urlLoc: ['body', 'payload', 'url'],
