@@ -52,7 +52,7 @@ async function newTasks(count: number) {
 }
 
 const activeAttempts = (solverId: string) =>
-  db.oneFirst(sql.type(z.object({ active: z.number() }))`SELECT active_attempts AS active FROM solver_capabilities WHERE solver_id = ${solverId}`);
+  db.oneFirst(sql.type(z.object({ active: z.number() }))`SELECT count(*)::int AS active FROM solver_slots WHERE solver_id = ${solverId} AND attempt_id IS NOT NULL`);
 
 describe('matching (reserveAttempt)', () => {
   test('concurrent reservations fill the cheapest solver to its limit, then the next, and never beyond', async () => {
@@ -163,5 +163,60 @@ describe('matching (reserveAttempt)', () => {
     // The workflow's own matching of attempt 1 (e.g. after a restart) finds the same reservation.
     const again = await reserveAttempt(db, { taskId: created.task.task_id, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
     expect(again.assignment).toEqual(created.firstAssignment);
+  });
+  test('a reservation or an attempt\'s end on a solver never waits for another reservation on it still uncommitted', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
+    const busy = await onlineSolver(model, '1', 3);
+    const [earlier, held, other] = await newTasks(3);
+    const running = await reserveAttempt(db, { ...match, taskId: earlier, attemptNumber: 1 });
+    let holdingDone!: (reservation: Awaited<ReturnType<typeof reserveAttempt>>) => void;
+    const holding = new Promise<Awaited<ReturnType<typeof reserveAttempt>>>((resolve) => (holdingDone = resolve));
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    // This reservation holds its slot until its transaction ends, after the others below have run (or waited).
+    const transaction = db.transaction(async (tx) => {
+      holdingDone(await reserveAttempt(tx, { ...match, taskId: held, attemptNumber: 1 }));
+      await released;
+    });
+    expect((await holding).assignment?.solverId).toBe(busy);
+    const elsewhere = Promise.all([
+      reserveAttempt(db, { ...match, taskId: other, attemptNumber: 1 }),
+      closeAttempt(db, { attemptId: running.assignment!.attemptId, outcome: 'completed' }),
+    ]);
+    const outcome = await Promise.race([elsewhere, new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 5000))]);
+    release();
+    await transaction;
+    await elsewhere;
+    expect(outcome).not.toBe('waited');
+    const [reserved, closed] = outcome as Exclude<typeof outcome, 'waited'>;
+    expect(reserved.assignment?.solverId).toBe(busy);
+    expect(closed).toBe(true);
+    expect(await activeAttempts(busy)).toBe(2);
+  });
+
+  test('after max_concurrent is lowered below the running attempts, the solver gets none until they are within it', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
+    const solver = await onlineSolver(model, '1', 3);
+    const tasks = await newTasks(6);
+    const reserve = (index: number) => reserveAttempt(db, { ...match, taskId: tasks[index], attemptNumber: 1 });
+    const running = await Promise.all([0, 1, 2].map(reserve));
+    expect(running.every((r) => r.assignment?.solverId === solver)).toBe(true);
+    await replaceCapabilities(db, solver, [capability(model, '1', 1) as never]);
+    const close = (index: number) => closeAttempt(db, { attemptId: running[index].assignment!.attemptId, outcome: 'completed' });
+    // Three running, then two, then one: all at or above the new limit of one.
+    for (const index of [0, 1, 2]) {
+      expect((await reserve(3)).assignment).toBeNull();
+      await close(index);
+    }
+    expect((await reserve(3)).assignment?.solverId).toBe(solver);
+    expect((await reserve(4)).assignment).toBeNull();
+    expect(await activeAttempts(solver)).toBe(1);
+    // Raised again: the new slots are offered at once.
+    await replaceCapabilities(db, solver, [capability(model, '1', 2) as never]);
+    expect((await reserve(4)).assignment?.solverId).toBe(solver);
+    expect((await reserve(5)).assignment).toBeNull();
+    expect(await activeAttempts(solver)).toBe(2);
   });
 });

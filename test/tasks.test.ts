@@ -311,7 +311,7 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect((await refusal({ Authorization: 'Bearer tmk_wrong' })).body.error.type).toBe('invalid_api_key');
   });
 
-  test('capabilities: unknown values are 422 literal_error; a strong chat claim needs an allowlisted model', async () => {
+  test('capabilities: unknown values are 422 literal_error; a strong chat claim needs an allowlisted model; max_concurrent is at most 10,000', async () => {
     const account = await registerAccount(stack.url);
     const base = { task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'p', model_name: 'm', marginal_cost: '0', min_price_points: 1, max_concurrent: 1 };
     const unknown = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [{ ...base, tier: 'gold' }] });
@@ -325,6 +325,11 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect(ok.json.capabilities).toHaveLength(2);
     const replaced = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [base] });
     expect(replaced.json.capabilities).toHaveLength(1);
+    const tooMany = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [{ ...base, max_concurrent: 10_001 }] });
+    expect(tooMany.status).toBe(422);
+    expect(tooMany.json.detail[0]).toMatchObject({ type: 'less_than_equal', loc: ['body', 0, 'max_concurrent'], ctx: { le: 10_000 } });
+    const most = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: account.auth, body: [{ ...base, max_concurrent: 10_000 }] });
+    expect(most.json.capabilities[0].max_concurrent).toBe(10_000);
   });
 
   test('solver stats count attempts and earnings', async () => {

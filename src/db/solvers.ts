@@ -25,8 +25,9 @@ export type CapabilityRecord = z.infer<typeof CapabilityRow>;
 const decimal = (value: number | string) => String(value);
 
 /**
- * Replaces a solver's capabilities with `capabilities`. Rows that stay keep their running-attempt
- * counters, so a re-registration in the middle of work never lets a solver exceed max_concurrent.
+ * Replaces a solver's capabilities with `capabilities`. Capabilities that stay keep their running
+ * attempts' slots; after a lowered max_concurrent the capability gets no new attempt until the attempts
+ * above the new limit have ended.
  */
 export async function replaceCapabilities(db: Db, solverId: string, capabilities: SolverCapabilityInput[]): Promise<CapabilityRecord[]> {
   return db.transaction(async (tx) => {
@@ -46,6 +47,16 @@ export async function replaceCapabilities(db: Db, solverId: string, capabilities
           tier = EXCLUDED.tier, billing_type = EXCLUDED.billing_type, fulfillment_path = EXCLUDED.fulfillment_path,
           provider_name = EXCLUDED.provider_name, marginal_cost = EXCLUDED.marginal_cost,
           min_price_points = EXCLUDED.min_price_points, max_concurrent = EXCLUDED.max_concurrent, updated_at = now()`);
+      // Slots 1..max_concurrent exist; free ones above it go now, taken ones as their attempts end.
+      await tx.query(sql.unsafe`
+        WITH added AS (
+          INSERT INTO solver_slots (solver_id, task_type, model_name, slot)
+          SELECT ${solverId}, ${capability.task_type}, ${capability.model_name}, n FROM generate_series(1, ${capability.max_concurrent}::int) n
+          ON CONFLICT DO NOTHING
+        )
+        DELETE FROM solver_slots
+        WHERE solver_id = ${solverId} AND task_type = ${capability.task_type} AND model_name = ${capability.model_name}
+          AND slot > ${capability.max_concurrent} AND attempt_id IS NULL`);
     }
     await tx.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
     return listCapabilities(tx as unknown as Db, solverId);
@@ -56,8 +67,10 @@ export async function listCapabilities(db: Db, solverId: string): Promise<Capabi
   const rows = await db.any(sql.type(CapabilityRow)`
     SELECT task_type, tier, billing_type, fulfillment_path, provider_name, model_name,
            trim_scale(marginal_cost)::text AS marginal_cost, trim_scale(min_price_points)::text AS min_price_points,
-           max_concurrent, active_attempts
-    FROM solver_capabilities WHERE solver_id = ${solverId} ORDER BY task_type, model_name`);
+           max_concurrent,
+           (SELECT count(*)::int FROM solver_slots sl
+            WHERE (sl.solver_id, sl.task_type, sl.model_name) = (c.solver_id, c.task_type, c.model_name) AND sl.attempt_id IS NOT NULL) AS active_attempts
+    FROM solver_capabilities c WHERE solver_id = ${solverId} ORDER BY task_type, model_name`);
   return [...rows];
 }
 
@@ -129,7 +142,7 @@ export async function solverStats(db: Db, solverId: string) {
            sc.node_id,
            COALESCE(s.attempts, 0) AS attempts, COALESCE(s.completed, 0) AS completed, COALESCE(s.failed, 0) AS failed,
            COALESCE(s.total_latency_ms, 0)::bigint AS total_latency_ms,
-           COALESCE((SELECT sum(active_attempts) FROM solver_capabilities WHERE solver_id = a.account_id), 0)::int AS active_attempts
+           (SELECT count(*)::int FROM solver_slots WHERE solver_id = a.account_id AND attempt_id IS NOT NULL) AS active_attempts
     FROM accounts a
     LEFT JOIN solver_stats s ON s.solver_id = a.account_id
     LEFT JOIN solver_connections sc ON sc.solver_id = a.account_id

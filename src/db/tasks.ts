@@ -209,41 +209,59 @@ interface ReservationInput extends ReserveAttemptInput {
   onlyIf: ReturnType<typeof sql.fragment>;
 }
 
+// Free slots of one capability that a reservation looks at, lowest first: more than the reservations
+// likely under way on one capability at once (one per database connection). One that finds them all
+// being taken goes to the next capability, or to the workflow's next try.
+const FREE_SLOTS_CONSIDERED = 32;
+
 /**
- * The matching rule, as CTEs for one statement: `pick` locks the best eligible capability row (cheapest
- * first; ties to the better record, then the least loaded; last-resort solvers last), `reserved` takes
- * one of its slots after re-checking max_concurrent (a concurrent reservation that filled it leaves
- * nothing reserved), `attempt` records the attempt and `counted` its solver's stats (locked after the
- * capability row, as completion locks them). Concurrent reservations never exceed a solver's limit.
+ * The matching rule, as CTEs for one statement: `pick` takes a free slot of the best eligible capability
+ * (cheapest first; ties to the better record, then the least loaded, i.e. the lowest free slot;
+ * last-resort solvers last), skipping slots another reservation is taking, `reserved` marks it taken,
+ * and `attempt` records the attempt. Concurrent reservations neither wait for each other nor exceed
+ * a solver's limit: a capability has max_concurrent slots, and none is offered while attempts above a
+ * lowered limit still run.
  */
 function reservationSteps(input: ReservationInput) {
   const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
   return sql.fragment`
-    pick AS (
-      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost
+    ranked AS MATERIALIZED (
+      -- The eligible capabilities with what orders them, once each (not once per slot).
+      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost, c.max_concurrent,
+             c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) AS last_resort,
+             (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) AS record,
+             COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) AS latency
       ${eligible}
         AND ${input.onlyIf}
         AND c.min_price_points <= ${input.maxPricePoints}::numeric
-        AND c.active_attempts < c.max_concurrent
-      ORDER BY c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) ASC,
-               c.min_price_points ASC,
-               (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) DESC,
-               COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) ASC,
-               c.active_attempts ASC
+        AND NOT EXISTS (
+          SELECT 1 FROM solver_slots above
+          WHERE (above.solver_id, above.task_type, above.model_name) = (c.solver_id, c.task_type, c.model_name) AND above.slot > c.max_concurrent)
+    ), pick AS (
+      SELECT e.solver_id, e.task_type, e.model_name, e.node_id, e.min_price_points, e.billing_type, e.marginal_cost, sl.slot
+      FROM ranked e
+      -- Its lowest free slots; the lowest is also how loaded it is.
+      CROSS JOIN LATERAL (
+        SELECT f.ctid FROM solver_slots f
+        WHERE (f.solver_id, f.task_type, f.model_name) = (e.solver_id, e.task_type, e.model_name) AND f.attempt_id IS NULL AND f.slot <= e.max_concurrent
+        ORDER BY f.slot LIMIT ${FREE_SLOTS_CONSIDERED}
+      ) free
+      -- Locked by its row address (the planner cannot misjudge that join); still free once locked.
+      JOIN solver_slots sl ON sl.ctid = free.ctid
+      WHERE sl.attempt_id IS NULL
+      ORDER BY e.last_resort ASC, e.min_price_points ASC, e.record DESC, e.latency ASC, sl.slot ASC
       LIMIT 1
-      FOR UPDATE OF c
+      FOR UPDATE OF sl SKIP LOCKED
     ), reserved AS (
-      UPDATE solver_capabilities c SET active_attempts = c.active_attempts + 1
+      UPDATE solver_slots sl SET attempt_id = ${input.attemptId}
       FROM pick p
-      WHERE c.solver_id = p.solver_id AND c.task_type = p.task_type AND c.model_name = p.model_name AND c.active_attempts < c.max_concurrent
+      WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (p.solver_id, p.task_type, p.model_name, p.slot)
       RETURNING p.*
     ), attempt AS (
       INSERT INTO task_attempts
         (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost)
       SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost
       FROM reserved
-    ), counted AS (
-      UPDATE solver_stats s SET attempts = s.attempts + 1 FROM reserved r WHERE s.solver_id = r.solver_id
     )`;
 }
 
@@ -311,18 +329,25 @@ async function closeAttemptIn(tx: Runner, input: { attemptId: string; outcome: A
     WITH closed AS (
       UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb(input.error) : null}
       WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
-      RETURNING solver_id, task_type, model_name, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
+      RETURNING attempt_id, solver_id, task_type, model_name, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
+    ), slot AS (
+      SELECT sl.solver_id, sl.task_type, sl.model_name, sl.slot, sl.slot > c.max_concurrent AS above_limit
+      FROM solver_slots sl JOIN closed ON sl.attempt_id = closed.attempt_id
+      JOIN solver_capabilities c ON (c.solver_id, c.task_type, c.model_name) = (sl.solver_id, sl.task_type, sl.model_name)
     ), freed AS (
-      UPDATE solver_capabilities c SET active_attempts = GREATEST(c.active_attempts - 1, 0)
-      FROM closed WHERE c.solver_id = closed.solver_id AND c.task_type = closed.task_type AND c.model_name = closed.model_name
-      RETURNING closed.solver_id, closed.latency_ms
+      UPDATE solver_slots sl SET attempt_id = NULL
+      FROM slot WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (slot.solver_id, slot.task_type, slot.model_name, slot.slot) AND NOT slot.above_limit
+    ), dropped AS (
+      -- A slot above a lowered max_concurrent goes with its attempt.
+      DELETE FROM solver_slots sl
+      USING slot WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (slot.solver_id, slot.task_type, slot.model_name, slot.slot) AND slot.above_limit
     ), counted AS (
-      -- Reads freed, so the capability row is locked before the stats row, in the order matching locks them.
       UPDATE solver_stats s SET
+        attempts = s.attempts + 1,
         completed = s.completed + ${succeeded ? 1 : 0},
         failed = s.failed + ${failed ? 1 : 0},
-        total_latency_ms = s.total_latency_ms + ${succeeded ? sql.fragment`freed.latency_ms` : sql.fragment`0`}
-      FROM freed WHERE s.solver_id = freed.solver_id
+        total_latency_ms = s.total_latency_ms + ${succeeded ? sql.fragment`closed.latency_ms` : sql.fragment`0`}
+      FROM closed WHERE s.solver_id = closed.solver_id
     ), requeued AS (
       UPDATE tasks t SET status = 'queued', solver_id = NULL, updated_at = now()
       FROM closed WHERE ${!succeeded} AND t.task_id = closed.task_id AND t.status = 'assigned' AND t.solver_id = closed.solver_id

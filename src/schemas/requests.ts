@@ -106,6 +106,9 @@ export const ScrapeBody = z
   .passthrough()
   .openapi('ScrapeRequest');
 
+// Each unit of a capability's concurrency is a row (a slot) that matching takes and frees.
+export const MAX_CONCURRENT_LIMIT = 10_000;
+
 export const SolverCapability = z
   .object({
     task_type: z.enum(CAPABILITY_TASK_TYPES),
@@ -116,7 +119,7 @@ export const SolverCapability = z
     model_name: z.string().min(1),
     marginal_cost: NonNegativeNumeric,
     min_price_points: NonNegativeNumeric,
-    max_concurrent: PositiveInt,
+    max_concurrent: PositiveInt.max(MAX_CONCURRENT_LIMIT),
   })
   .strict()
   .openapi('SolverCapability');

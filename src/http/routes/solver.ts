@@ -50,7 +50,8 @@ export function solverRoutes(deps: AppDeps): Router {
       listCapabilities(deps.db, solverId),
       getBalance(deps.db, solverId),
     ]);
-    const attempts = stats?.attempts ?? 0;
+    // The record counts attempts as they end; the running ones count here too.
+    const attempts = (stats?.attempts ?? 0) + (stats?.active_attempts ?? 0);
     const completed = stats?.completed ?? 0;
     res.json({
       solver_id: solverId,
