@@ -11,12 +11,14 @@ CREATE TABLE solver_slots (
   attempt_id text,
   PRIMARY KEY (solver_id, task_type, model_name, slot),
   FOREIGN KEY (solver_id, task_type, model_name) REFERENCES solver_capabilities ON DELETE CASCADE
-);
-CREATE UNIQUE INDEX solver_slots_attempt_idx ON solver_slots (attempt_id) WHERE attempt_id IS NOT NULL;
-CREATE INDEX solver_slots_free_idx ON solver_slots (solver_id, task_type, model_name, slot) WHERE attempt_id IS NULL;
+-- No index on attempt_id: taking and freeing a slot then rewrite the row in place (a HOT update).
+) WITH (fillfactor = 70);
+
+-- The slot an attempt runs in, for its end to free.
+ALTER TABLE task_attempts ADD COLUMN slot integer;
 
 -- Slots 1..max_concurrent for every capability, the running attempts in the lowest (more slots where a
--- capability runs more than its limit, as after a lowered max_concurrent; they go as their attempts end).
+-- capability runs more than its limit, as after a lowered max_concurrent: matching never offers those).
 WITH running AS (
   SELECT solver_id, task_type, model_name, attempt_id,
          row_number() OVER (PARTITION BY solver_id, task_type, model_name ORDER BY started_at, attempt_id)::int AS slot
@@ -29,6 +31,8 @@ CROSS JOIN LATERAL generate_series(
   1, GREATEST(c.max_concurrent, (SELECT count(*)::int FROM running r WHERE (r.solver_id, r.task_type, r.model_name) = (c.solver_id, c.task_type, c.model_name)))
 ) AS n(slot)
 LEFT JOIN running r ON (r.solver_id, r.task_type, r.model_name, r.slot) = (c.solver_id, c.task_type, c.model_name, n.slot);
+
+UPDATE task_attempts a SET slot = s.slot FROM solver_slots s WHERE s.attempt_id = a.attempt_id;
 
 ALTER TABLE solver_capabilities DROP COLUMN active_attempts;
 

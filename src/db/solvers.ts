@@ -47,7 +47,7 @@ export async function replaceCapabilities(db: Db, solverId: string, capabilities
           tier = EXCLUDED.tier, billing_type = EXCLUDED.billing_type, fulfillment_path = EXCLUDED.fulfillment_path,
           provider_name = EXCLUDED.provider_name, marginal_cost = EXCLUDED.marginal_cost,
           min_price_points = EXCLUDED.min_price_points, max_concurrent = EXCLUDED.max_concurrent, updated_at = now()`);
-      // Slots 1..max_concurrent exist; free ones above it go now, taken ones as their attempts end.
+      // Slots 1..max_concurrent exist; free ones above it go (matching offers none of those).
       await tx.query(sql.unsafe`
         WITH added AS (
           INSERT INTO solver_slots (solver_id, task_type, model_name, slot)

@@ -219,8 +219,8 @@ const FREE_SLOTS_CONSIDERED = 32;
  * (cheapest first; ties to the better record, then the least loaded, i.e. the lowest free slot;
  * last-resort solvers last), skipping slots another reservation is taking, `reserved` marks it taken,
  * and `attempt` records the attempt. Concurrent reservations neither wait for each other nor exceed
- * a solver's limit: a capability has max_concurrent slots, and none is offered while attempts above a
- * lowered limit still run.
+ * a solver's limit: slots above max_concurrent are never offered, and while attempts run in such slots
+ * (the limit was lowered under them) the capability is offered none.
  */
 function reservationSteps(input: ReservationInput) {
   const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
@@ -234,9 +234,11 @@ function reservationSteps(input: ReservationInput) {
       ${eligible}
         AND ${input.onlyIf}
         AND c.min_price_points <= ${input.maxPricePoints}::numeric
+        -- Attempts still running above a lowered max_concurrent: nothing more until they have ended.
         AND NOT EXISTS (
           SELECT 1 FROM solver_slots above
-          WHERE (above.solver_id, above.task_type, above.model_name) = (c.solver_id, c.task_type, c.model_name) AND above.slot > c.max_concurrent)
+          WHERE (above.solver_id, above.task_type, above.model_name) = (c.solver_id, c.task_type, c.model_name)
+            AND above.slot > c.max_concurrent AND above.attempt_id IS NOT NULL)
     ), pick AS (
       SELECT e.solver_id, e.task_type, e.model_name, e.node_id, e.min_price_points, e.billing_type, e.marginal_cost, sl.slot
       FROM ranked e
@@ -259,8 +261,8 @@ function reservationSteps(input: ReservationInput) {
       RETURNING p.*
     ), attempt AS (
       INSERT INTO task_attempts
-        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost)
-      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost
+        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost, slot)
+      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost, slot
       FROM reserved
     )`;
 }
@@ -329,18 +331,12 @@ async function closeAttemptIn(tx: Runner, input: { attemptId: string; outcome: A
     WITH closed AS (
       UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb(input.error) : null}
       WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
-      RETURNING attempt_id, solver_id, task_type, model_name, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
-    ), slot AS (
-      SELECT sl.solver_id, sl.task_type, sl.model_name, sl.slot, sl.slot > c.max_concurrent AS above_limit
-      FROM solver_slots sl JOIN closed ON sl.attempt_id = closed.attempt_id
-      JOIN solver_capabilities c ON (c.solver_id, c.task_type, c.model_name) = (sl.solver_id, sl.task_type, sl.model_name)
+      RETURNING attempt_id, solver_id, task_type, model_name, slot, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
     ), freed AS (
       UPDATE solver_slots sl SET attempt_id = NULL
-      FROM slot WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (slot.solver_id, slot.task_type, slot.model_name, slot.slot) AND NOT slot.above_limit
-    ), dropped AS (
-      -- A slot above a lowered max_concurrent goes with its attempt.
-      DELETE FROM solver_slots sl
-      USING slot WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (slot.solver_id, slot.task_type, slot.model_name, slot.slot) AND slot.above_limit
+      FROM closed
+      WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (closed.solver_id, closed.task_type, closed.model_name, closed.slot)
+        AND sl.attempt_id = closed.attempt_id
     ), counted AS (
       UPDATE solver_stats s SET
         attempts = s.attempts + 1,
