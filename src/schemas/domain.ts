@@ -24,3 +24,6 @@ export const MODEL_ALIASES: Record<string, string> = { strong: PUBLIC_MODEL_ID, 
 
 export const SNAPSHOT_FORMATS = ['markdown', 'ai', 'aria', 'role'] as const;
 export const SOLVER_PROTOCOL_VERSION = 1;
+
+// Each unit of a capability's concurrency is a row (a slot) that matching takes and frees.
+export const MAX_CONCURRENT_LIMIT = 10_000;

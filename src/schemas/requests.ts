@@ -1,7 +1,7 @@
 import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { DECIMAL_PATTERN, Int, NonNegativeNumeric, Numeric, PositiveInt } from './common';
-import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
+import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
 /** One schema per request body; types are inferred from them and OpenAPI is generated from them. */
 
@@ -105,9 +105,6 @@ export const ScrapeBody = z
   })
   .passthrough()
   .openapi('ScrapeRequest');
-
-// Each unit of a capability's concurrency is a row (a slot) that matching takes and frees.
-export const MAX_CONCURRENT_LIMIT = 10_000;
 
 export const SolverCapability = z
   .object({

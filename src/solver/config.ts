@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { CAPABILITY_TASK_TYPES, type CapabilityTaskType } from '../schemas/domain';
+import { CAPABILITY_TASK_TYPES, MAX_CONCURRENT_LIMIT, type CapabilityTaskType } from '../schemas/domain';
 
 /**
  * The solver program's single configuration point. `parseSolverConfig(argv, env)` is pure so that the
@@ -43,12 +43,16 @@ const booleanFlag = (name: string, fallback: boolean) =>
     return z.NEVER;
   });
 
-const positiveInt = (name: string, fallback: number) =>
+const positiveInt = (name: string, fallback: number, max = Number.MAX_SAFE_INTEGER) =>
   optionalString.transform((value, ctx) => {
     if (value === undefined) return fallback;
     const parsed = Number(value);
     if (!Number.isInteger(parsed) || parsed <= 0) {
       ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a positive integer, got "${value}"` });
+      return z.NEVER;
+    }
+    if (parsed > max) {
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be at most ${max}, got "${value}"` });
       return z.NEVER;
     }
     return parsed;
@@ -133,7 +137,7 @@ const SolverEnv = z.object({
   SOLVER_URL: httpUrl('SOLVER_URL (--url)'),
   SOLVER_API_KEY: optionalString,
   SOLVER_TASK_TYPES: taskTypeList('SOLVER_TASK_TYPES (--tasks)'),
-  SOLVER_MAX_CONCURRENT: positiveInt('SOLVER_MAX_CONCURRENT (--max-concurrent)', 4),
+  SOLVER_MAX_CONCURRENT: positiveInt('SOLVER_MAX_CONCURRENT (--max-concurrent)', 4, MAX_CONCURRENT_LIMIT),
   SOLVER_PROVIDER_NAME: optionalString,
   SOLVER_PRICE_POINTS: pricePoints('SOLVER_PRICE_POINTS', '1'),
   SOLVER_SHUTDOWN_GRACE_MS: positiveInt('SOLVER_SHUTDOWN_GRACE_MS', 10_000),

@@ -50,6 +50,7 @@ test('error messages name the variable', () => {
   expect(found.join('\n')).toMatch(/BROWSER_PAGES/);
   expect(problems([], {}).join('\n')).toMatch(/SOLVER_API_KEY/);
   expect(problems(['--tasks', 'proxy_fetch,teleport'], required).join('\n')).toMatch(/teleport/);
+  expect(problems([], { ...required, SOLVER_MAX_CONCURRENT: '10001' })).toEqual(['SOLVER_MAX_CONCURRENT (--max-concurrent) must be at most 10000, got "10001"']);
 });
 
 test('picks the search backend: local index, then SearXNG, then Brave', () => {
