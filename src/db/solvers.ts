@@ -132,7 +132,6 @@ const StatsRow = z.object({
   completed: z.number(),
   failed: z.number(),
   total_latency_ms: z.number(),
-  active_attempts: z.number(),
 });
 
 export async function solverStats(db: Db, solverId: string) {
@@ -141,8 +140,7 @@ export async function solverStats(db: Db, solverId: string) {
            (sc.solver_id IS NOT NULL AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})) AS connected,
            sc.node_id,
            COALESCE(s.attempts, 0) AS attempts, COALESCE(s.completed, 0) AS completed, COALESCE(s.failed, 0) AS failed,
-           COALESCE(s.total_latency_ms, 0)::bigint AS total_latency_ms,
-           (SELECT count(*)::int FROM solver_slots WHERE solver_id = a.account_id AND attempt_id IS NOT NULL) AS active_attempts
+           COALESCE(s.total_latency_ms, 0)::bigint AS total_latency_ms
     FROM accounts a
     LEFT JOIN solver_stats s ON s.solver_id = a.account_id
     LEFT JOIN solver_connections sc ON sc.solver_id = a.account_id

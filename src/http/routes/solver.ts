@@ -50,13 +50,14 @@ export function solverRoutes(deps: AppDeps): Router {
       listCapabilities(deps.db, solverId),
       getBalance(deps.db, solverId),
     ]);
+    const active = capabilities.reduce((sum, capability) => sum + capability.active_attempts, 0);
     // The record counts attempts as they end; the running ones count here too.
-    const attempts = (stats?.attempts ?? 0) + (stats?.active_attempts ?? 0);
+    const attempts = (stats?.attempts ?? 0) + active;
     const completed = stats?.completed ?? 0;
     res.json({
       solver_id: solverId,
       connected: stats?.connected ?? false,
-      active_attempts: stats?.active_attempts ?? 0,
+      active_attempts: active,
       attempts,
       completed,
       failed: stats?.failed ?? 0,
