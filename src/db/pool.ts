@@ -1,4 +1,5 @@
 import { createPool, createTypeParserPreset, SchemaValidationError, type DatabasePool, type Interceptor, type QueryResultRow } from 'slonik';
+import { createPreparingDriverFactory } from './driver';
 
 export type Db = DatabasePool;
 
@@ -22,8 +23,12 @@ const typeParsers = [
   { name: 'timestamptz', parse: (value: string) => new Date(value).toISOString() },
 ];
 
-export async function createDb(connectionUri: string, options: { maximumPoolSize?: number } = {}): Promise<Db> {
+/** The service issues a few dozen distinct statements (26 on a chat's path): the limit only bounds a surprise. */
+const STATEMENTS_PER_CONNECTION = 200;
+
+export async function createDb(connectionUri: string, options: { maximumPoolSize?: number; statementsPerConnection?: number } = {}): Promise<Db> {
   const pool = await createPool(connectionUri, {
+    driverFactory: createPreparingDriverFactory({ statementsPerConnection: options.statementsPerConnection ?? STATEMENTS_PER_CONNECTION }),
     interceptors: [resultParserInterceptor],
     typeParsers,
     maximumPoolSize: options.maximumPoolSize ?? 10,
@@ -31,8 +36,9 @@ export async function createDb(connectionUri: string, options: { maximumPoolSize
     connectionTimeout: 10_000,
     captureStackTrace: false,
     // slonik sends DISCARD ALL after every statement by default, and the caller waits for it: a second
-    // round trip per statement. These connections keep no session state to discard (LISTEN and the
-    // migration lock use their own connections; settings are only ever transaction-local).
+    // round trip per statement, and it would drop the connection's prepared statements. These connections
+    // keep no other session state (LISTEN and the migration lock use their own connections; settings are
+    // only ever transaction-local).
     resetConnection: async () => undefined,
   });
   // slonik also emits each query error on the pool. Unheard, Node would throw ERR_UNHANDLED_ERROR in place
