@@ -24,7 +24,8 @@ import { StatementCache } from './statement-cache';
  * PostgreSQL then parses and analyses a statement once per connection instead of on every call, and plans it
  * once as well when it judges a generic plan as good as the custom ones. The creating statement of a task
  * (insert, matching and hold) is large: parsing and planning it was about half of its PostgreSQL time.
- * Everything else (configuration, type parsers, error classes, streams) is what slonik's own driver does.
+ * Everything else (configuration, the configured type parsers, error classes, streams) is what slonik's own
+ * driver does; types without a configured parser are read by pg's own parsers.
  */
 export function createPreparingDriverFactory(options: { statementsPerConnection: number }): DriverFactory {
   return createDriverFactory(async ({ driverConfiguration }) => {
