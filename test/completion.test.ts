@@ -50,6 +50,36 @@ const taskState = (taskId: string) =>
     SELECT t.status, trim_scale(t.price_points)::text AS price_points, t.result, h.status AS hold
     FROM tasks t JOIN holds h ON h.hold_id = t.task_id WHERE t.task_id = ${taskId}`);
 
+/**
+ * `db` whose transactions ask, before each of their statements, whether another connection could lock
+ * the account's balance row at once (NOWAIT); the first words of each statement and the answer are kept.
+ */
+function probingBalanceLocks(accountId: string, seen: Array<{ statement: string; balanceLocked: boolean }>): Db {
+  const free = () =>
+    db
+      .transaction((probe) => probe.query(sql.unsafe`SELECT 1 FROM balances WHERE account_id = ${accountId} FOR UPDATE NOWAIT`))
+      .then(() => true)
+      .catch(() => false);
+  const probed = <T extends object>(tx: T): T =>
+    new Proxy(tx, {
+      get(target, property, receiver) {
+        const value = Reflect.get(target, property, receiver);
+        if (typeof value !== 'function') return value;
+        return async (...args: unknown[]) => {
+          const token = args[0] as { sql?: string };
+          if (typeof token?.sql === 'string') seen.push({ statement: token.sql.trim().replace(/\s+/g, ' ').slice(0, 40), balanceLocked: !(await free()) });
+          return value.apply(target, args);
+        };
+      },
+    });
+  return new Proxy(db, {
+    get(target, property, receiver) {
+      if (property !== 'transaction') return Reflect.get(target, property, receiver);
+      return (handler: (tx: unknown) => Promise<unknown>) => target.transaction((tx) => handler(probed(tx)));
+    },
+  });
+}
+
 const balance = (accountId: string) =>
   db.one(sql.type(z.object({ available: z.string(), held: z.string() }))`
     SELECT trim_scale(available)::text AS available, trim_scale(held)::text AS held FROM balances WHERE account_id = ${accountId}`);
@@ -67,6 +97,17 @@ describe('completing a task with its attempt result', () => {
     // Completing again changes nothing.
     expect(await completeTask(db, { taskId, completion: { kind: 'attempt', attemptId, result }, feePercent: '10' })).toEqual({ applied: false, status: 'completed' });
     expect(await balance(clientId)).toEqual({ available: '97', held: '0' });
+  });
+
+  test("the client's balance row is locked for the settlement's last statement only, not while the task row is finished", async () => {
+    const { taskId, attemptId, clientId } = await matchedTask();
+    const seen: Array<{ statement: string; balanceLocked: boolean }> = [];
+    const outcome = await completeTask(probingBalanceLocks(clientId, seen), { taskId, completion: { kind: 'attempt', attemptId, result: { finish_reason: 'stop', usage: { total_tokens: 10 } } }, feePercent: '10' });
+    expect(outcome).toEqual({ applied: true, status: 'completed' });
+    // Locked before a statement means locked while the one before it ran and until now.
+    expect(seen.filter((step) => step.balanceLocked)).toHaveLength(1);
+    expect(seen.find((step) => step.statement.includes('finished AS'))?.balanceLocked).toBe(false);
+    expect((await balance(clientId)).held).toBe('0');
   });
 
   test('a result whose attempt ended meanwhile completes nothing and charges nothing', async () => {

@@ -416,13 +416,16 @@ export async function completeTask(
     // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
     let result = completion.result;
     if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
-    const settled = await settle(tx, { holdId: input.taskId, price, solverId, feePercent: input.feePercent });
+    // The row is finished before the settlement, so that the balance rows the settlement locks (the
+    // client's, which a new task of the same account waits for, and the platform's, which every settlement
+    // takes) are held for its last statement and the commit only. The price is what settle charges.
     await finishRow(
       tx,
       input.taskId,
       'completed',
-      sql.fragment`result = ${sql.jsonb(result as never)}, price_points = ${settled.charged}::numeric, solver_id = ${solverId}, error = NULL`,
+      sql.fragment`result = ${sql.jsonb(result as never)}, price_points = (SELECT LEAST(${price}::numeric, amount) FROM holds WHERE hold_id = ${input.taskId}), solver_id = ${solverId}, error = NULL`,
     );
+    await settle(tx, { holdId: input.taskId, price, solverId, feePercent: input.feePercent });
     return { applied: true, status: 'completed' as const };
   });
 }
@@ -440,8 +443,9 @@ export async function finishTaskWithoutResult(
     const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
       SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
     for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });
-    await release(tx, { holdId: input.taskId });
+    // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
     await finishRow(tx, input.taskId, input.status, sql.fragment`error = ${sql.jsonb(input.error)}, solver_id = NULL`);
+    await release(tx, { holdId: input.taskId });
     return { applied: true, status: input.status };
   });
 }
