@@ -221,6 +221,9 @@ export async function payout(
   });
 }
 
+/** What settling a hold at `price` charges: the price, capped at the hold (read from the hold's row). */
+export const cappedCharge = (price: string) => sql.fragment`LEAST(${price}::numeric, amount)`;
+
 /**
  * Settles a hold exactly once: charges `price` (capped at the hold), pays the solver the price less the
  * platform fee, credits the fee to the platform account, and releases the rest.
@@ -238,7 +241,7 @@ export async function settle(
     // comes first: every settlement waits its turn there, and holds nobody else's row while it waits (a
     // client's next task needs that client's row for its hold).
     const held = await tx.maybeOne(sql.type(z.object({ account_id: z.string(), status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string(), locked: z.number() }))`
-      WITH h AS (SELECT account_id, status, remaining, LEAST(${input.price}::numeric, amount) AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE),
+      WITH h AS (SELECT account_id, status, remaining, ${cappedCharge(input.price)} AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE),
       locked AS (
         SELECT b.account_id FROM balances b, h
         WHERE h.status = 'open' AND b.account_id = ANY(ARRAY[h.account_id, ${input.solverId}, ${PLATFORM_ACCOUNT_ID}])

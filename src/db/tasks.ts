@@ -2,7 +2,7 @@ import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods }
 import { z } from 'zod';
 import { isTerminalState, WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
 import { withSafetyVerdict } from '../safety/results';
-import { holdSteps, insufficientBalance, isOverdraft, release, settle } from './ledger';
+import { cappedCharge, holdSteps, insufficientBalance, isOverdraft, release, settle } from './ledger';
 import type { Db } from './pool';
 import { eligibleSolvers } from './solvers';
 
@@ -418,12 +418,12 @@ export async function completeTask(
     if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
     // The row is finished before the settlement, so that the balance rows the settlement locks (the
     // client's, which a new task of the same account waits for, and the platform's, which every settlement
-    // takes) are held for its last statement and the commit only. The price is what settle charges.
+    // takes) are held for its last statement and the commit only.
     await finishRow(
       tx,
       input.taskId,
       'completed',
-      sql.fragment`result = ${sql.jsonb(result as never)}, price_points = (SELECT LEAST(${price}::numeric, amount) FROM holds WHERE hold_id = ${input.taskId}), solver_id = ${solverId}, error = NULL`,
+      sql.fragment`result = ${sql.jsonb(result as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${input.taskId}), solver_id = ${solverId}, error = NULL`,
     );
     await settle(tx, { holdId: input.taskId, price, solverId, feePercent: input.feePercent });
     return { applied: true, status: 'completed' as const };
