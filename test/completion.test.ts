@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { createAccount } from '../src/db/accounts';
-import { deposit, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { deposit } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { heartbeatNode, registerConnection, replaceCapabilities } from '../src/db/solvers';
 import { closeAttempt, completeTask, createTaskWithHold, reserveAttempt } from '../src/db/tasks';
@@ -80,18 +80,6 @@ function probingBalanceLocks(accountId: string, seen: Array<{ statement: string;
   });
 }
 
-/** Whether a session waits for a lock in a settlement's first statement (the one that locks the balance rows). */
-const settlementWaiting = () =>
-  db.exists(sql.unsafe`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%FROM holds WHERE hold_id = $%FOR UPDATE OF b%'`);
-
-async function waitUntil(condition: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await condition())) {
-    if (Date.now() > deadline) throw new Error('timed out waiting');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 const balance = (accountId: string) =>
   db.one(sql.type(z.object({ available: z.string(), held: z.string() }))`
     SELECT trim_scale(available)::text AS available, trim_scale(held)::text AS held FROM balances WHERE account_id = ${accountId}`);
@@ -120,38 +108,6 @@ describe('completing a task with its attempt result', () => {
     expect(seen.filter((step) => step.balanceLocked)).toHaveLength(1);
     expect(seen.find((step) => step.statement.includes('finished AS'))?.balanceLocked).toBe(false);
     expect((await balance(clientId)).held).toBe('0');
-  });
-
-  test("a completion waiting for the platform's balance row holds no lock on the client's", async () => {
-    const { taskId, attemptId, clientId } = await matchedTask();
-    let letGo!: () => void;
-    const platformHeld = new Promise<void>((resolve) => {
-      letGo = resolve;
-    });
-    let platformLocked!: () => void;
-    const locked = new Promise<void>((resolve) => {
-      platformLocked = resolve;
-    });
-    const holder = db.transaction(async (tx) => {
-      await tx.query(sql.unsafe`SELECT 1 FROM balances WHERE account_id = ${PLATFORM_ACCOUNT_ID} FOR UPDATE`);
-      platformLocked();
-      await platformHeld;
-    });
-    await locked;
-    const completion = completeTask(db, { taskId, completion: { kind: 'attempt', attemptId, result: { finish_reason: 'stop', usage: { total_tokens: 10 } } }, feePercent: '10' });
-    try {
-      // The completion is now queued behind the platform's row.
-      await waitUntil(settlementWaiting);
-      const clientRowFree = await db
-        .transaction((tx) => tx.query(sql.unsafe`SELECT 1 FROM balances WHERE account_id = ${clientId} FOR UPDATE NOWAIT`))
-        .then(() => true)
-        .catch(() => false);
-      expect(clientRowFree).toBe(true);
-    } finally {
-      letGo();
-      await holder;
-    }
-    expect(await completion).toEqual({ applied: true, status: 'completed' });
   });
 
   test('a result whose attempt ended meanwhile completes nothing and charges nothing', async () => {

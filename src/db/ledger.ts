@@ -237,15 +237,13 @@ export async function settle(
   return inTransaction(db, async (tx) => {
     // The hold's row is locked first; then, when it is open, the balance rows of everyone it pays, in one
     // global order: concurrent settlements touch overlapping accounts (the platform's always), and each
-    // could otherwise hold a row another waits for. One statement, so one round trip. The platform's row
-    // comes first: every settlement waits its turn there, and holds nobody else's row while it waits (a
-    // client's next task needs that client's row for its hold).
+    // could otherwise hold a row another waits for. One statement, so one round trip.
     const held = await tx.maybeOne(sql.type(z.object({ account_id: z.string(), status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string(), locked: z.number() }))`
       WITH h AS (SELECT account_id, status, remaining, ${cappedCharge(input.price)} AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE),
       locked AS (
         SELECT b.account_id FROM balances b, h
         WHERE h.status = 'open' AND b.account_id = ANY(ARRAY[h.account_id, ${input.solverId}, ${PLATFORM_ACCOUNT_ID}])
-        ORDER BY b.account_id <> ${PLATFORM_ACCOUNT_ID}, b.account_id FOR UPDATE OF b
+        ORDER BY b.account_id FOR UPDATE OF b
       )
       SELECT account_id, status,
              trim_scale(charged)::text AS charged,
