@@ -99,14 +99,15 @@ describe('completing a task with its attempt result', () => {
     expect(await balance(clientId)).toEqual({ available: '97', held: '0' });
   });
 
-  test("the client's balance row is locked for the settlement's last statement only, not while the task row is finished", async () => {
+  test("the client's balance row is locked by the settlement's one statement only, the transaction's last", async () => {
     const { taskId, attemptId, clientId } = await matchedTask();
     const seen: Array<{ statement: string; balanceLocked: boolean }> = [];
     const outcome = await completeTask(probingBalanceLocks(clientId, seen), { taskId, completion: { kind: 'attempt', attemptId, result: { finish_reason: 'stop', usage: { total_tokens: 10 } } }, feePercent: '10' });
     expect(outcome).toEqual({ applied: true, status: 'completed' });
-    // Locked before a statement means locked while the one before it ran and until now.
-    expect(seen.filter((step) => step.balanceLocked)).toHaveLength(1);
-    expect(seen.find((step) => step.statement.includes('finished AS'))?.balanceLocked).toBe(false);
+    // Locked before a statement means locked while the one before it ran and until now: never, as the
+    // settlement is the last statement (the commit follows it).
+    expect(seen.filter((step) => step.balanceLocked)).toHaveLength(0);
+    expect(seen.at(-1)?.statement).toMatch(/^WITH h AS/);
     expect((await balance(clientId)).held).toBe('0');
   });
 

@@ -235,36 +235,32 @@ export async function settle(
   assertNonNegative(input.price, 'price');
   assertNonNegative(input.feePercent, 'fee percent');
   return inTransaction(db, async (tx) => {
-    // The hold's row is locked first; then, when it is open, the balance rows of everyone it pays, in one
-    // global order: concurrent settlements touch overlapping accounts (the platform's always), and each
-    // could otherwise hold a row another waits for. One statement, so one round trip.
-    const held = await tx.maybeOne(sql.type(z.object({ account_id: z.string(), status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string(), locked: z.number() }))`
-      WITH h AS (SELECT account_id, status, remaining, ${cappedCharge(input.price)} AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE),
-      locked AS (
-        SELECT b.account_id FROM balances b, h
-        WHERE h.status = 'open' AND b.account_id = ANY(ARRAY[h.account_id, ${input.solverId}, ${PLATFORM_ACCOUNT_ID}])
+    // One statement, so that the balance rows are held for it and the commit only, not also across a
+    // round trip through our event loop. The hold's row is locked first; then, when it is open, the
+    // balance rows of everyone it pays, in one global order: concurrent settlements touch overlapping
+    // accounts (the platform's always), and each could otherwise hold a row another waits for. The
+    // balances are changed only through `locked` (deltas join it), so no row is locked out of that order.
+    // The four movements (capture, solver pay, fee, release of the rest) are each a keyed entry, and each
+    // account's balance row changes once by the sum of its entries.
+    const held = await tx.maybeOne(sql.type(z.object({ status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string(), written: z.number() }))`
+      WITH h AS (
+        SELECT account_id, status, remaining, charged, charged * ${input.feePercent}::numeric / 100 AS fee
+        FROM (SELECT *, ${cappedCharge(input.price)} AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE) held
+      ), movable AS (
+        SELECT account_id, charged, fee, charged - fee AS earned, remaining - charged AS rest
+        FROM h WHERE status = 'open' AND remaining >= charged
+      ), locked AS (
+        SELECT b.account_id FROM balances b, movable m
+        WHERE b.account_id = ANY(ARRAY[m.account_id, ${input.solverId}, ${PLATFORM_ACCOUNT_ID}])
         ORDER BY b.account_id FOR UPDATE OF b
-      )
-      SELECT account_id, status,
-             trim_scale(charged)::text AS charged,
-             trim_scale(charged * ${input.feePercent}::numeric / 100)::text AS fee,
-             trim_scale(charged - charged * ${input.feePercent}::numeric / 100)::text AS earned,
-             trim_scale(remaining - charged)::text AS rest,
-             (SELECT count(*)::int FROM locked) AS locked -- a CTE runs only when read: this takes the locks
-      FROM h`);
-    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
-    const outcome = { charged: held.charged, solverEarned: held.earned, fee: held.fee };
-    if (held.status !== 'open') return { applied: false, ...outcome };
-    if (held.rest.startsWith('-')) throw new Error(`capture of ${held.charged} exceeds what remains of hold ${input.holdId}`);
-    // The four movements (capture, solver pay, fee, release of the rest) in one statement: each entry is
-    // keyed, and each account's balance row changes once by the sum of its entries.
-    const written = await tx.oneFirst(sql.type(z.object({ written: z.number() }))`
-      WITH entries AS (
+      ), entries AS (
         INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
-        VALUES (${held.account_id}, 'capture', ${held.charged}::numeric, ${input.holdId}, ${`capture:${input.holdId}`}),
-               (${input.solverId}, 'payout', ${held.earned}::numeric, ${input.holdId}, ${`payout:${input.holdId}`}),
-               (${PLATFORM_ACCOUNT_ID}, 'fee', ${held.fee}::numeric, ${input.holdId}, ${`fee:${input.holdId}`}),
-               (${held.account_id}, 'release', ${held.rest}::numeric, ${input.holdId}, ${`release:${input.holdId}`})
+        SELECT e.account_id, e.kind, e.amount, ${input.holdId}, e.kind || ':' || ${input.holdId}::text
+        FROM movable m CROSS JOIN LATERAL (VALUES
+          (m.account_id, 'capture', m.charged),
+          (${input.solverId}, 'payout', m.earned),
+          (${PLATFORM_ACCOUNT_ID}, 'fee', m.fee),
+          (m.account_id, 'release', m.rest)) e (account_id, kind, amount)
         ON CONFLICT (idempotency_key) DO NOTHING
         RETURNING account_id, kind, amount
       ), deltas AS (
@@ -273,22 +269,32 @@ export async function settle(
                SUM(CASE WHEN kind IN ('capture', 'release') THEN amount ELSE 0 END) AS held,
                SUM(CASE WHEN kind IN ('payout', 'fee') THEN amount ELSE 0 END) AS earned,
                SUM(CASE WHEN kind = 'capture' THEN amount ELSE 0 END) AS spent
-        FROM entries GROUP BY account_id
+        FROM entries JOIN locked USING (account_id) GROUP BY account_id
       ), moved AS (
         UPDATE balances b SET available = b.available + d.available, held = b.held - d.held,
           lifetime_earned = b.lifetime_earned + d.earned, lifetime_spent = b.lifetime_spent + d.spent, updated_at = now()
         FROM deltas d WHERE b.account_id = d.account_id
         RETURNING b.account_id
       ), closed AS (
-        UPDATE holds SET status = CASE WHEN remaining - ${held.charged}::numeric < amount THEN 'settled' ELSE 'released' END,
-          remaining = 0, closed_at = now()
-        WHERE hold_id = ${input.holdId}
+        UPDATE holds SET status = CASE WHEN m.rest < holds.amount THEN 'settled' ELSE 'released' END, remaining = 0, closed_at = now()
+        FROM movable m WHERE hold_id = ${input.holdId}
         RETURNING hold_id
       )
       -- Data-modifying CTEs run to completion whether or not the final SELECT reads them.
-      SELECT count(*)::int AS written FROM entries`);
+      SELECT status,
+             trim_scale(charged)::text AS charged,
+             trim_scale(fee)::text AS fee,
+             trim_scale(charged - fee)::text AS earned,
+             trim_scale(remaining - charged)::text AS rest,
+             (SELECT count(*)::int FROM entries) AS written
+      FROM h`);
+    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
+    const outcome = { charged: held.charged, solverEarned: held.earned, fee: held.fee };
+    if (held.status !== 'open') return { applied: false, ...outcome };
+    // Nothing was written then; throwing rolls back the caller's transaction.
+    if (held.rest.startsWith('-')) throw new Error(`capture of ${held.charged} exceeds what remains of hold ${input.holdId}`);
     // Under the hold's row lock an open hold has none of its settlement entries yet.
-    if (written !== 4) throw new Error(`settlement of hold ${input.holdId} wrote ${written} of its 4 entries`);
+    if (held.written !== 4) throw new Error(`settlement of hold ${input.holdId} wrote ${held.written} of its 4 entries`);
     return { applied: true, ...outcome };
   });
 }

@@ -418,7 +418,7 @@ export async function completeTask(
     if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
     // The row is finished before the settlement, so that the balance rows the settlement locks (the
     // client's, which a new task of the same account waits for, and the platform's, which every settlement
-    // takes) are held for its last statement and the commit only.
+    // takes) are held for its one statement and the commit only.
     await finishRow(
       tx,
       input.taskId,
