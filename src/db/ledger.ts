@@ -244,11 +244,13 @@ export async function settle(
     // account's balance row changes once by the sum of its entries.
     const held = await tx.maybeOne(sql.type(z.object({ status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string(), written: z.number() }))`
       WITH h AS (
-        SELECT account_id, status, remaining, charged, charged * ${input.feePercent}::numeric / 100 AS fee
-        FROM (SELECT *, ${cappedCharge(input.price)} AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE) held
+        SELECT account_id, status, charged, fee, charged - fee AS earned, remaining - charged AS rest
+        FROM (
+          SELECT account_id, status, remaining, charged, charged * ${input.feePercent}::numeric / 100 AS fee
+          FROM (SELECT *, ${cappedCharge(input.price)} AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE) hold
+        ) priced
       ), movable AS (
-        SELECT account_id, charged, fee, charged - fee AS earned, remaining - charged AS rest
-        FROM h WHERE status = 'open' AND remaining >= charged
+        SELECT * FROM h WHERE status = 'open' AND rest >= 0
       ), locked AS (
         SELECT b.account_id FROM balances b, movable m
         WHERE b.account_id = ANY(ARRAY[m.account_id, ${input.solverId}, ${PLATFORM_ACCOUNT_ID}])
@@ -284,8 +286,8 @@ export async function settle(
       SELECT status,
              trim_scale(charged)::text AS charged,
              trim_scale(fee)::text AS fee,
-             trim_scale(charged - fee)::text AS earned,
-             trim_scale(remaining - charged)::text AS rest,
+             trim_scale(earned)::text AS earned,
+             trim_scale(rest)::text AS rest,
              (SELECT count(*)::int FROM entries) AS written
       FROM h`);
     if (!held) throw new Error(`hold ${input.holdId} does not exist`);
