@@ -12,10 +12,10 @@ import { pickPort } from '../src/embedded/ports';
 import { createLogger } from '../src/logger';
 import { startInfrastructure } from '../src/runtime/infrastructure';
 import { createTemporalClient } from '../src/temporal/connection';
-import { cpuPerCall, cpuSnapshot } from './lib/cpu';
+import { cpuPerCall, cpuSnapshot, type CpuGroups } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
 import { call, FETCH_RESULT, postSse, register, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
-import { load, sleep, summarize, type Summary } from './lib/stats';
+import { alternate, load, sleep, summarize, type Summary } from './lib/stats';
 
 /**
  * `npm run bench`: the marketplace against Temporal's own ceiling and a direct model upstream, on one
@@ -102,8 +102,6 @@ async function main() {
 
     // 1. Ceiling: one workflow running one activity, through the same server and worker.
     // 2. Web task path: POST /v1/fetch end to end, instant solvers.
-    // Each web run follows the ceiling run at the same concurrency: the dev server's cost per workflow
-    // grows with its store, so figures taken far apart would compare different servers.
     const temporal = await createTemporalClient(infra.temporalAddress, config.temporalNamespace);
     const smoke = () => temporal.workflow.execute('smokeWorkflow', { taskQueue: config.taskQueue, workflowId: `bench-${crypto.randomUUID()}`, args: ['x'] });
     const client = await register(base);
@@ -122,16 +120,37 @@ async function main() {
     const fetchOnce = async () => void (await call(base, 'POST', '/v1/fetch', { url: 'https://example.com/bench' }, client.auth));
     if (runs('ceiling')) await load(8, 40, async () => void (await smoke()));
     if (runs('web')) await load(8, 40, fetchOnce);
-    const ceiling: Record<number, { latency: Summary; perSecond: number }> = {};
+    // At each concurrency the ceiling and the web task run in alternating batches (see `alternate`), so
+    // their ratio compares the two on one machine rather than on whatever speed each phase met.
+    type Load = 'ceiling' | 'web';
+    const loads: Partial<Record<Load, () => Promise<void>>> = {
+      ...(runs('ceiling') ? { ceiling: async () => void (await smoke()) } : {}),
+      ...(runs('web') ? { web: fetchOnce } : {}),
+    };
     for (const [concurrency, total] of [[1, scale(200)], [16, scale(800)], [64, scale(1600)]]) {
-      if (runs('ceiling')) {
-        const run = await measured(concurrency, total, async () => void (await smoke()));
-        ceiling[concurrency] = { latency: summarize(run.latencies), perSecond: run.perSecond };
-        rows.push({ figure: 'ceiling: workflow + 1 activity', concurrency, latency: ceiling[concurrency].latency, perSecond: run.perSecond, extra: { cpu_ms_per_call: run.cpu } });
+      // CPU per process, summed over each load's batches.
+      const spent: Partial<Record<Load, CpuGroups>> = {};
+      const batch = async (name: Load, callers: number, calls: number) => {
+        const before = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
+        const run = await load(callers, calls, loads[name]!);
+        const after = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
+        const into = (spent[name] ??= {});
+        for (const group of Object.keys(after)) into[group] = (into[group] ?? 0) + after[group] - (before[group] ?? 0);
+        if (process.env.BENCH_VERBOSE) {
+          const cpu = cpuPerCall(before, after, run.latencies.length);
+          log(`  batch ${name} c=${callers}: ${calls} calls, ${run.perSecond} per s, p50 ${summarize(run.latencies).p50} ms, cpu ms per call ${JSON.stringify(cpu)}`);
+        }
+        return run;
+      };
+      const pooled = await alternate(loads, concurrency, total, quick ? 2 : 4, batch);
+      const cpu = (name: Load) => cpuPerCall({}, spent[name]!, pooled[name]!.latencies.length);
+      const ceiling = pooled.ceiling && { latency: summarize(pooled.ceiling.latencies), perSecond: pooled.ceiling.perSecond };
+      if (ceiling) {
+        rows.push({ figure: 'ceiling: workflow + 1 activity', concurrency, latency: ceiling.latency, perSecond: ceiling.perSecond, extra: { cpu_ms_per_call: cpu('ceiling') } });
         log(`ceiling c=${concurrency}: ${JSON.stringify(rows[rows.length - 1])}`);
       }
-      if (!runs('web')) continue;
-      const run = await measured(concurrency, total, fetchOnce);
+      const run = pooled.web;
+      if (!run) continue;
       const latency = summarize(run.latencies);
       rows.push({
         figure: 'web task: POST /v1/fetch',
@@ -139,15 +158,15 @@ async function main() {
         latency,
         perSecond: run.perSecond,
         extra: {
-          ...(ceiling[concurrency]
+          ...(ceiling
             ? {
-                throughput_vs_ceiling: Math.round((run.perSecond / ceiling[concurrency].perSecond) * 100) / 100,
-                p50_vs_ceiling: Math.round((latency.p50 / ceiling[concurrency].latency.p50) * 100) / 100,
+                throughput_vs_ceiling: Math.round((run.perSecond / ceiling.perSecond) * 100) / 100,
+                p50_vs_ceiling: Math.round((latency.p50 / ceiling.latency.p50) * 100) / 100,
               }
             : {}),
           errors: run.errors,
           ...(run.firstError ? { first_error: run.firstError } : {}),
-          cpu_ms_per_call: run.cpu,
+          cpu_ms_per_call: cpu('web'),
         },
       });
       log(`fetch c=${concurrency}: ${JSON.stringify(rows[rows.length - 1])}`);

@@ -25,12 +25,20 @@ export function summarize(values: number[]): Summary {
  * With `rampMs`, the callers start evenly spread over that time instead of all at once, so calls of a
  * fixed length do not stay in lockstep waves.
  */
+export interface LoadRun {
+  latencies: number[];
+  perSecond: number;
+  seconds: number;
+  errors: number;
+  firstError?: string;
+}
+
 export async function load(
   concurrency: number,
   total: number,
   fn: (i: number) => Promise<void>,
   options: { rampMs?: number } = {},
-): Promise<{ latencies: number[]; perSecond: number; errors: number; firstError?: string }> {
+): Promise<LoadRun> {
   const latencies: number[] = [];
   let next = 0;
   let errors = 0;
@@ -54,7 +62,41 @@ export async function load(
     }),
   );
   const seconds = (performance.now() - started) / 1000;
-  return { latencies, perSecond: Math.round((latencies.length / seconds) * 10) / 10, errors, firstError };
+  return { latencies, perSecond: perSecond(latencies.length, seconds), seconds, errors, firstError };
+}
+
+const perSecond = (calls: number, seconds: number) => Math.round((calls / (seconds || Infinity)) * 10) / 10;
+
+/**
+ * Runs `total` calls of each named load at `concurrency`, split into `batches` rounds whose order
+ * alternates (A B, B A, A B, …), and pools each load's latencies and time. The machine's speed drifts
+ * over minutes: two loads measured one whole phase after the other meet it at different speeds, and
+ * their ratio follows the drift. `batch` runs one batch (the default is `load`); wrap it to measure more.
+ */
+export async function alternate<K extends string>(
+  loads: Partial<Record<K, () => Promise<void>>>,
+  concurrency: number,
+  total: number,
+  batches: number,
+  batch: (name: K, concurrency: number, total: number) => Promise<LoadRun> = (name, c, n) => load(c, n, loads[name]!),
+): Promise<Partial<Record<K, LoadRun>>> {
+  const names = Object.keys(loads) as K[];
+  const pooled: Partial<Record<K, LoadRun>> = {};
+  for (const name of names) pooled[name] = { latencies: [], perSecond: 0, seconds: 0, errors: 0 };
+  for (let round = 0; round < batches; round++) {
+    // Each round's share of the total, so the rounds add up to it exactly.
+    const count = Math.round((total * (round + 1)) / batches) - Math.round((total * round) / batches);
+    for (const name of round % 2 === 0 ? names : [...names].reverse()) {
+      const run = await batch(name, concurrency, count);
+      const into = pooled[name]!;
+      into.latencies.push(...run.latencies);
+      into.seconds += run.seconds;
+      into.errors += run.errors;
+      into.firstError ??= run.firstError;
+      into.perSecond = perSecond(into.latencies.length, into.seconds);
+    }
+  }
+  return pooled;
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
