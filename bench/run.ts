@@ -12,7 +12,7 @@ import { pickPort } from '../src/embedded/ports';
 import { createLogger } from '../src/logger';
 import { startInfrastructure } from '../src/runtime/infrastructure';
 import { createTemporalClient } from '../src/temporal/connection';
-import { cpuPerCall, cpuSnapshot, type CpuGroups } from './lib/cpu';
+import { cpuPerCall, cpuSnapshot, cpuSpent, type CpuGroups } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
 import { call, FETCH_RESULT, postSse, register, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { alternate, load, sleep, summarize, type Summary } from './lib/stats';
@@ -92,12 +92,12 @@ async function main() {
     const api = await startService('api', { ...env, PORT: String(port), NODE_ID: 'bench-api' }, async () => (await fetch(`${base}/health`)).ok);
     services.push(api);
     log(`stack up: API ${base}, Temporal ${infra.temporalAddress}`);
-    // Runs a load phase and reports the CPU each process spent per completed call.
+    // Runs a load phase and reports the CPU each process spent (`spent`, in ms) and spent per completed call.
     const measured = async (concurrency: number, total: number, fn: () => Promise<void>, options: { rampMs?: number } = {}) => {
       const before = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
       const run = await load(concurrency, total, fn, options);
-      const cpu = cpuPerCall(before, cpuSnapshot({ api: api.child.pid, worker: worker.child.pid }), run.latencies.length);
-      return { ...run, cpu };
+      const after = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
+      return { ...run, spent: cpuSpent(before, after), cpu: cpuPerCall(before, after, run.latencies.length) };
     };
 
     // 1. Ceiling: one workflow running one activity, through the same server and worker.
@@ -131,15 +131,10 @@ async function main() {
       // CPU per process, summed over each load's batches.
       const spent: Partial<Record<Load, CpuGroups>> = {};
       const batch = async (name: Load, callers: number, calls: number) => {
-        const before = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
-        const run = await load(callers, calls, loads[name]!);
-        const after = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
+        const run = await measured(callers, calls, loads[name]!);
         const into = (spent[name] ??= {});
-        for (const group of Object.keys(after)) into[group] = (into[group] ?? 0) + after[group] - (before[group] ?? 0);
-        if (process.env.BENCH_VERBOSE) {
-          const cpu = cpuPerCall(before, after, run.latencies.length);
-          log(`  batch ${name} c=${callers}: ${calls} calls, ${run.perSecond} per s, p50 ${summarize(run.latencies).p50} ms, cpu ms per call ${JSON.stringify(cpu)}`);
-        }
+        for (const [group, ms] of Object.entries(run.spent)) into[group] = (into[group] ?? 0) + ms;
+        if (process.env.BENCH_VERBOSE) log(`  batch ${name} c=${callers}: ${calls} calls, ${run.perSecond} per s, p50 ${summarize(run.latencies).p50} ms, cpu ms per call ${JSON.stringify(run.cpu)}`);
         return run;
       };
       const pooled = await alternate(loads, concurrency, total, quick ? 2 : 4, batch);

@@ -60,6 +60,11 @@ export function cpuSnapshot(named: Record<string, number | undefined>): CpuGroup
   return groups;
 }
 
+/** CPU ms each group spent between two snapshots. */
+export function cpuSpent(before: CpuGroups, after: CpuGroups): CpuGroups {
+  return Object.fromEntries(Object.keys(after).map((group) => [group, after[group] - (before[group] ?? 0)]));
+}
+
 /** CPU ms per call between two snapshots, rounded to 0.1 ms. */
 export function cpuPerCall(before: CpuGroups, after: CpuGroups, calls: number): CpuGroups {
   const out: CpuGroups = {};
