@@ -29,18 +29,10 @@ RUN npm install -g "npm@${NPM_VERSION}" && npm --version
 WORKDIR /app
 COPY package.json package-lock.json ./
 
-# Full install (dev dependencies included): the bundled solver and the
-# test/dev tooling rely on some of them, and tsx/esbuild/@swc/core must be present.
-#
-# `npm ci` is the intended path. npm 11.19.1 currently rejects this
-# package-lock.json ("Missing: @swc/core-darwin-arm64@ from lock file": the lock
-# lacks @swc/core's non-Linux optional packages; npm 10 accepts it), so fall back
-# to `npm install`, which installs the locked versions and leaves the lock as is.
-# Once the lockfile is regenerated, the fallback is no longer taken.
+# Full install (dev dependencies included), exactly as locked: the bundled solver
+# and the test/dev tooling rely on some of them, and tsx/esbuild/@swc/core must be present.
 RUN --mount=type=cache,target=/root/.npm,sharing=locked \
-    npm ci \
- || { echo "WARNING: npm ci rejected package-lock.json; falling back to npm install" >&2; \
-      npm install; }
+    npm ci
 
 # Fail the build early if a native binary did not land (install script skipped,
 # wrong libc, ...): @swc/core is used by the Temporal workflow bundler, esbuild by

@@ -5,12 +5,15 @@ import type { AttemptStops } from '../src/dispatch/attempt-stops';
 import type { EarlyAttempts } from '../src/dispatch/early-attempts';
 import type { SolverHub } from '../src/dispatch/hub';
 import type { Logger } from '../src/logger';
+import type { HandoffSender } from '../src/tasks/handoffs';
 import type { RecentPayloads } from '../src/tasks/recent-payloads';
 
 export interface ActivityDeps {
   config: Config;
   db: Db;
   logger: Logger;
+  /** Tells waiting workflows the slots that ending an attempt handed to them. */
+  handoffs: HandoffSender;
 }
 
 export interface NodeActivityDeps extends ActivityDeps {
@@ -20,6 +23,6 @@ export interface NodeActivityDeps extends ActivityDeps {
   stops: AttemptStops;
   /** Payloads of tasks this node just created (its first attempts need not read them back). */
   payloads?: RecentPayloads;
-  /** Chat attempts this node sent as their completion was created, for their activities to take over. */
+  /** Attempts this node sent before their workflow asked (src/dispatch/early-attempts.ts), for their activities to take over. */
   earlyAttempts?: EarlyAttempts;
 }

@@ -1,8 +1,10 @@
 import { Context } from '@temporalio/activity';
-import { completeTask, getTaskRow } from '../src/db/tasks';
+import { finishTask, getTaskRow } from '../src/db/tasks';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
+import { MessageAssembler } from '../src/chat/openai-format';
 import { AttemptFailure } from '../src/dispatch/hub';
-import type { AttemptOutcome, CapabilityTaskType, TaskState } from '../src/schemas/domain';
+import { CHAT_TASK_TYPE, type CapabilityTaskType } from '../src/schemas/domain';
+import { attemptFailed, UNKNOWN_CHUNKS, type AttemptReport } from '../src/tasks/lifecycle';
 import type { NodeActivityDeps } from './deps';
 
 export interface DispatchInput {
@@ -14,43 +16,45 @@ export interface DispatchInput {
   acceptTimeoutMs: number;
   /** Chat: where to stream the deltas (the node serving the client's HTTP request). */
   stream?: { clientNodeId: string; completionId: string };
-  /** The task went to the solver as it was created (src/dispatch/early-attempts.ts): take that attempt over. */
+  /**
+   * The task went to the solver before the workflow asked (src/dispatch/early-attempts.ts: as it was
+   * created, or as this node handed it a freed slot): take that attempt over.
+   */
   startedEarly?: boolean;
 }
-
-export type DispatchOutcome =
-  /** The result is stored and the task completed and settled (`status` is the task's state after that). */
-  | { ok: true; chunks: number; status: TaskState }
-  | { ok: false; outcome: AttemptOutcome; error: { type: string; message: string }; retryable: boolean; chunks: number };
 
 // Heartbeats carry cancellation to the activity and let Temporal notice a dead node.
 const HEARTBEAT_EVERY_MS = 1000;
 
 /**
  * Runs on the API node that holds the solver's socket (its own task queue). Sends the task (or takes over
- * the attempt sent as the task was created), waits for acceptance and the result, completes the task
- * with a valid result and settles it (once: keyed in the ledger, and a task already finished is left as
- * it is), and reports the outcome.
+ * the attempt sent early, as the task was created or handed its slot), waits for acceptance and the
+ * result, completes the task with a valid result and settles it (once: keyed in the ledger, and a task
+ * already finished is left as it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs }: NodeActivityDeps) {
   return {
-    async dispatchAttempt(input: DispatchInput): Promise<DispatchOutcome> {
+    async dispatchAttempt(input: DispatchInput): Promise<AttemptReport> {
       const context = Context.current();
       const stream = input.stream;
       // The attempt stops when Temporal cancels this activity, or at once when the task is settled
       // elsewhere (src/dispatch/attempt-stops.ts): the activity would hear of that only at its next heartbeat.
       const settledElsewhere = new AbortController();
       const stop = AbortSignal.any([context.cancellationSignal, settledElsewhere.signal]);
-      const early = input.startedEarly ? earlyAttempts?.adopt(input.attemptId, stop) : undefined;
+      // Taken over whenever it runs here: a handoff's signal resent by the sweep does not say it went early.
+      const early = earlyAttempts?.adopt(input.attemptId, stop);
       if (input.startedEarly && !early) {
         // Abandoned before this activity ran (its client went away, or the workflow gave up on it): what
         // it streamed meanwhile is unknown here (-1); sending the task again would repeat the answer.
-        return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its workflow took it over.' }, retryable: true, chunks: -1 };
+        return attemptFailed('attempt_closed', 'The attempt ended before its workflow took it over.', UNKNOWN_CHUNKS);
       }
       const forgetStop = stops.onStop(input.taskId, () => settledElsewhere.abort());
       const heartbeat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
       const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
+      // A chat task with no client to stream to (a chat audit, docs/trust.md): the deltas are assembled
+      // into the stored result, which the audit's judge reads (an attempt sent early assembles its own).
+      const assembled = early ? early.assembled : !stream && input.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
       const chunks = () => deltas?.chunks ?? 0;
       try {
         let result: Record<string, unknown>;
@@ -58,7 +62,7 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
           result = await early.result;
         } else {
           const payload = payloads?.take(input.taskId) ?? (await getTaskRow(db, input.taskId))?.payload;
-          if (!payload) return { ok: false, outcome: 'error', error: { type: 'task_not_found', message: 'The task no longer exists.' }, retryable: false, chunks: chunks() };
+          if (!payload) return attemptFailed('task_not_found', 'The task no longer exists.', chunks());
           result = await hub.runAttempt({
             solverId: input.solverId,
             attemptId: input.attemptId,
@@ -68,23 +72,26 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
             deadline: new Date(input.deadlineMs),
             acceptTimeoutMs: input.acceptTimeoutMs,
             signal: stop,
-            onChunk: deltas?.onChunk,
+            onChunk: deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta))),
           });
         }
-        const completed = await completeTask(db, { taskId: input.taskId, completion: { kind: 'attempt', attemptId: input.attemptId, result }, feePercent: config.platformFeePercent });
+        if (assembled) result = { ...result, message: assembled.message() };
+        const completed = await finishTask(db, input.taskId, { completion: { kind: 'attempt', attemptId: input.attemptId, result }, feePercent: config.platformFeePercent });
+        handoffs.deliver(completed.handoffs);
         if (completed.attemptClosed) {
-          return { ok: false, outcome: 'cancelled', error: { type: 'attempt_closed', message: 'The attempt ended before its result arrived.' }, retryable: true, chunks: chunks() };
+          return attemptFailed('attempt_closed', 'The attempt ended before its result arrived.', chunks());
         }
         if (stream) {
           await deltas?.flushed();
           const usage = (result.usage as Record<string, unknown> | undefined) ?? null;
           await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage });
         }
+        // Not applied: the task had finished already (an admin, its deadline), and that is its state.
         return { ok: true, chunks: chunks(), status: completed.status };
       } catch (error) {
         if (error instanceof AttemptFailure) {
-          if (error.outcome === 'cancelled' && context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;
-          return { ok: false, outcome: error.outcome, error: { type: error.errorType, message: error.message }, retryable: error.retryable, chunks: chunks() };
+          if (error.failure.outcome === 'cancelled' && context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;
+          return { ...error.failure, chunks: chunks() };
         }
         throw error;
       } finally {

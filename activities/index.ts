@@ -1,7 +1,10 @@
 import type { ActivityDeps, NodeActivityDeps } from './deps';
+import { createCanaryActivities } from './canaries';
 import { createChatStreamActivities } from './chat-stream';
 import { createDispatchActivities } from './dispatch';
+import { createRedundantRunActivities } from './redundant';
 import { createTaskActivities } from './tasks';
+import { createWebhookActivities } from './webhooks';
 
 export type { ActivityDeps, NodeActivityDeps } from './deps';
 
@@ -12,6 +15,9 @@ export function createActivities(deps: ActivityDeps) {
       return message;
     },
     ...createTaskActivities(deps),
+    ...createCanaryActivities(deps),
+    ...createRedundantRunActivities(deps),
+    ...createWebhookActivities(deps),
   };
 }
 

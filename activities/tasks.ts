@@ -1,27 +1,42 @@
-import { closeAttempt, completeTask, finishTaskWithoutResult, reserveAttempt, type Completion, type ReserveAttemptInput } from '../src/db/tasks';
-import type { AttemptOutcome } from '../src/schemas/domain';
+import { closeAttempt, finishTask, reserveAttempt, type AttemptEnd, type Completion, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
+import type { TaskFailure } from '../src/tasks/lifecycle';
 import type { ActivityDeps } from './deps';
+
+type Told<T> = T extends unknown ? Omit<T, 'handoffs'> : never;
 
 /**
  * Task bookkeeping in PostgreSQL, run as local activities by the workflow worker. Each is idempotent
  * (keyed by task and attempt ids, money moves keyed in the ledger), so a retry never double-counts.
+ * Their names are in the histories of running workflows: they stay as they are.
  */
-export function createTaskActivities({ db, config }: ActivityDeps) {
+export function createTaskActivities({ db, config, handoffs }: ActivityDeps) {
+  // What the workflow is given leaves out the handoffs to other tasks, which are told here.
+  const told = <T extends { handoffs?: Handoff[] }>(result: T): Told<T> => {
+    const { handoffs: handed, ...rest } = result;
+    handoffs.deliver(handed);
+    return rest as Told<T>;
+  };
   return {
     async reserveAttempt(input: ReserveAttemptInput) {
-      return reserveAttempt(db, input);
+      return told(await reserveAttempt(db, input));
     },
 
-    async closeAttempt(input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }) {
-      return closeAttempt(db, input);
+    async closeAttempt(input: AttemptEnd) {
+      const { closed, handoffs: handed } = await closeAttempt(db, input);
+      handoffs.deliver(handed);
+      return closed;
     },
 
-    async completeTask(input: { taskId: string; completion: Completion }) {
-      return completeTask(db, { ...input, feePercent: config.platformFeePercent });
+    /** An admin's completion (a solver's result is stored by its dispatch activity). */
+    async completeTask(input: { taskId: string; completion: Extract<Completion, { kind: 'admin' }> }): Promise<Finished> {
+      const outcome = told(await finishTask(db, input.taskId, { completion: input.completion, feePercent: config.platformFeePercent }));
+      // An admin's completion takes no particular attempt, so it cannot find one closed.
+      if (outcome.attemptClosed) throw new Error(`task ${input.taskId}: an admin completion found an attempt closed`);
+      return outcome;
     },
 
-    async finishTaskWithoutResult(input: { taskId: string; status: 'failed' | 'timed_out'; error: { type: string; message: string } }) {
-      return finishTaskWithoutResult(db, input);
+    async finishTaskWithoutResult(input: { taskId: string } & TaskFailure) {
+      return told(await finishTask(db, input.taskId, { failure: { status: input.status, error: input.error } }));
     },
   };
 }

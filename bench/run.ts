@@ -7,15 +7,17 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { onShutdown } from '../src/bin/shutdown';
 import { loadConfig } from '../src/config';
-import { createDb } from '../src/db/pool';
+import { auditLedger, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { createDb, type Db } from '../src/db/pool';
 import { pickPort } from '../src/embedded/ports';
 import { createLogger } from '../src/logger';
 import { startInfrastructure } from '../src/runtime/infrastructure';
 import { createTemporalClient } from '../src/temporal/connection';
 import { cpuPerCall, cpuSnapshot, cpuSpent, type CpuGroups } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
-import { call, FETCH_RESULT, postSse, register, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
+import { call, FETCH_RESULT, postSse, register, request, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { alternate, load, sleep, summarize, type Summary } from './lib/stats';
+import { startWebhookReceiver } from './lib/webhooks';
 
 /**
  * `npm run bench`: the marketplace against Temporal's own ceiling and a direct model upstream, on one
@@ -26,9 +28,12 @@ import { alternate, load, sleep, summarize, type Summary } from './lib/stats';
 
 const quick = process.argv.includes('--quick');
 const skipSolver = process.argv.includes('--skip-solver');
-// `--only=ceiling,web,chat,scale` runs some phases (the web ratios need the ceiling phase).
+// `--webhooks`: every task of the benchmark's client carries a webhook (the account's default) to a
+// receiver in this process, which counts the verified deliveries.
+const withWebhooks = process.argv.includes('--webhooks');
+// `--only=ceiling,web,chat,scale,overload` runs some phases (the web ratios need the ceiling phase).
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length).split(',');
-const runs = (phase: 'ceiling' | 'web' | 'chat' | 'scale') => !only || only.includes(phase);
+const runs = (phase: 'ceiling' | 'web' | 'chat' | 'scale' | 'overload') => !only || only.includes(phase);
 const scale = (n: number) => (quick ? Math.max(20, Math.round(n / 4)) : n);
 const ADMIN_KEY = 'bench-admin-key';
 // Chat streams as a model does (a first token after 100 ms, then 50 chunks a second, 100 chunks): 32 such
@@ -36,6 +41,9 @@ const ADMIN_KEY = 'bench-admin-key';
 // closed loop instead, which saturates the service and measures its queueing.
 const MODEL_PACING: Pacing = { chunks: 100, firstTokenMs: 100, chunkIntervalMs: 20 };
 const BURST_PACING: Pacing = { chunks: 50, firstTokenMs: 0, chunkIntervalMs: 0 };
+// The fraction of client web tasks run again by a second solver (REDUNDANT_RUN_FRACTION): the web goal
+// is to hold at the service's default of 2%. Set for the whole run (API and worker read it as they start).
+const REDUNDANT_FRACTION = process.env.BENCH_REDUNDANT_FRACTION ?? '0.02';
 
 interface Row {
   figure: string;
@@ -53,7 +61,7 @@ async function main() {
   const rows: Row[] = [];
   const log = (line: string) => process.stdout.write(`${line}\n`);
 
-  log(`# benchmark on ${os.cpus().length} cores, node ${process.version}${quick ? ' (quick)' : ''}`);
+  log(`# benchmark on ${os.cpus().length} cores, node ${process.version}${quick ? ' (quick)' : ''}${withWebhooks ? ', a webhook on every task' : ''}`);
   // Ctrl-C mid-run stops what was started: the embedded servers run in their own process groups and
   // would otherwise outlive the run, holding their ports and the data directory.
   const stops: (() => Promise<void>)[] = [];
@@ -76,6 +84,10 @@ async function main() {
     ALLOW_PRIVATE_NETWORKS: 'true',
     RATE_LIMIT_PER_MINUTE: '100000000',
     HOST: '127.0.0.1',
+    REDUNDANT_RUN_FRACTION: REDUNDANT_FRACTION,
+    // The simulated solvers return one fixed page, which canaries would catch and quarantine: the platform
+    // account is funded for redundant runs only.
+    CANARY_EVERY_TASKS: '0',
   };
   const services: Service[] = [];
   const db = await createDb(infra.databaseUrl);
@@ -106,6 +118,14 @@ async function main() {
     const smoke = () => temporal.workflow.execute('smokeWorkflow', { taskQueue: config.taskQueue, workflowId: `bench-${crypto.randomUUID()}`, args: ['x'] });
     const client = await register(base);
     await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '100000000' }, { 'X-Admin-API-Key': ADMIN_KEY });
+    // Redundant runs are paid by the platform account.
+    await call(base, 'POST', '/v1/admin/deposit', { account_id: PLATFORM_ACCOUNT_ID, amount_points: '100000000' }, { 'X-Admin-API-Key': ADMIN_KEY });
+    // The receiver is on 127.0.0.1, which the service allows here (ALLOW_PRIVATE_NETWORKS above).
+    const receiver = withWebhooks ? await startWebhookReceiver((await call(base, 'GET', '/v1/account/webhook-secret', undefined, client.auth)).secret) : undefined;
+    if (receiver) {
+      stops.push(receiver.close);
+      await call(base, 'PUT', '/v1/account/webhook', { url: receiver.url }, client.auth);
+    }
     const fetchCapability = { task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'bench', model_name: 'instant', marginal_cost: 0, min_price_points: 1, max_concurrent: 64 };
     for (let i = 0; i < 4; i++) {
       const account = await register(base);
@@ -165,6 +185,10 @@ async function main() {
         },
       });
       log(`fetch c=${concurrency}: ${JSON.stringify(rows[rows.length - 1])}`);
+    }
+    if (runs('web')) {
+      rows.push({ figure: 'redundant runs (web phase)', extra: await redundantRuns(db, Number(REDUNDANT_FRACTION)) });
+      log(`redundant runs: ${JSON.stringify(rows[rows.length - 1].extra)}`);
     }
 
     // 3. Chat: strong solvers forwarding to a fake upstream; overhead = service TTFT − the solver's own time.
@@ -333,21 +357,215 @@ async function main() {
       log(`scale: ${JSON.stringify(scaleRow)}`);
     }
 
-    // 5. The ledger stays exact.
+    // 5. Overload: closed loops of several times as many clients as slots, for a web task and for chat;
+    // then 10,000 tasks queued at rest, and requests refused by the full queue.
+    if (runs('overload')) {
+      for (const solver of solvers.splice(0)) solver.close();
+      await sleep(1000);
+      // Each request carries a key (the search's query, the chat's user): the solver says when its task
+      // frame arrived (the request's wait) and how long it kept the slot (its service time).
+      const requested = new Map<string, number>();
+      const waits: number[] = [];
+      const serviceMs: number[] = [];
+      const arrived = (key: string) => {
+        const now = performance.now();
+        const at = requested.get(key);
+        requested.delete(key);
+        if (at !== undefined) waits.push(now - at);
+        return now;
+      };
+      const overload = async (label: string, slots: number, clients: number, total: number, once: () => Promise<void>) => {
+        waits.length = 0;
+        serviceMs.length = 0;
+        const run = await measured(clients, total, once);
+        const service = serviceMs.reduce((sum, ms) => sum + ms, 0) / (serviceMs.length || 1);
+        const capacity = (slots * 1000) / service;
+        // A fair queue, C clients in a closed loop on S slots of service time T: S are served while the
+        // other C − S wait, so each request waits (C / S − 1) × T.
+        const fairWait = (clients / slots - 1) * service;
+        // The same for slots held as long as they were (S / throughput each): how fair the order was,
+        // whatever the slots lost between tasks.
+        const fairWaitAtServed = (clients - slots) / (run.perSecond || Infinity) * 1000;
+        const wait = summarize(waits);
+        const round2 = (value: number) => Math.round(value * 100) / 100;
+        rows.push({
+          figure: `overload ${label}: wait for a slot`,
+          concurrency: clients,
+          latency: wait,
+          perSecond: run.perSecond,
+          extra: {
+            slots,
+            service_ms: round2(service),
+            capacity_per_second: round2(capacity),
+            throughput_vs_capacity: round2(run.perSecond / capacity),
+            fair_wait_ms: Math.round(fairWait),
+            p99_wait_vs_fair: round2(wait.p99 / fairWait),
+            fair_wait_at_served_rate_ms: Math.round(fairWaitAtServed),
+            p99_wait_vs_fair_at_served_rate: round2(wait.p99 / fairWaitAtServed),
+            errors: run.errors,
+            ...(run.firstError ? { first_error: run.firstError } : {}),
+            cpu_ms_per_call: run.cpu,
+          },
+        });
+        log(`overload ${label}: ${JSON.stringify(rows[rows.length - 1])}`);
+      };
+
+      // Web: one solver, 2 slots of 250 ms (8 tasks a second), 16 clients calling POST /v1/search.
+      const WEB_SERVICE_MS = 250;
+      const webSlots = 2;
+      const searcher = await register(base);
+      await call(base, 'POST', '/v1/solver/capabilities', [{ ...fetchCapability, task_type: 'web_search', model_name: 'slow', max_concurrent: webSlots }], searcher.auth);
+      solvers.push(
+        await SimSolver.connect(base, searcher, (frame, solver) => {
+          const received = arrived(String(frame.payload.query));
+          solver.send({ type: 'accept', attempt_id: frame.attempt_id });
+          setTimeout(() => {
+            serviceMs.push(performance.now() - received);
+            solver.send({ type: 'result', attempt_id: frame.attempt_id, result: { results: [{ title: 'Result', url: 'https://example.com/r', snippet: 'found' }] } });
+          }, WEB_SERVICE_MS);
+        }),
+      );
+      await overload('web (POST /v1/search)', webSlots, 8 * webSlots, quick ? 80 : 160, async () => {
+        const key = crypto.randomUUID();
+        requested.set(key, performance.now());
+        try {
+          await call(base, 'POST', '/v1/search', { query: key }, client.auth);
+        } finally {
+          requested.delete(key);
+        }
+      });
+
+      // Chat: one solver, 4 slots forwarding to the upstream (a first token after 100 ms, 20 chunks
+      // 20 ms apart: about half a second a stream), 24 streaming clients.
+      const chatSlots = 4;
+      upstream.setPacing({ chunks: 20, firstTokenMs: 100, chunkIntervalMs: 20 });
+      const chatter = await register(base);
+      await call(base, 'POST', '/v1/solver/capabilities', [{ ...chatCapability, model_name: 'gpt-4o', max_concurrent: chatSlots }], chatter.auth);
+      solvers.push(
+        await SimSolver.connect(base, chatter, (frame, solver) => {
+          const received = arrived(String(frame.payload.user));
+          solver.send({ type: 'accept', attempt_id: frame.attempt_id });
+          let usage: Record<string, number> = {};
+          void postSse(`${upstream.url}/v1/chat/completions`, { ...frame.payload, stream: true }, {}, (data) => {
+            if (data === '[DONE]') return;
+            const part = JSON.parse(data);
+            if (part.usage) usage = part.usage;
+            const delta = part.choices?.[0]?.delta;
+            if (delta?.content !== undefined) solver.send({ type: 'chunk', attempt_id: frame.attempt_id, delta });
+          }).then(() => {
+            serviceMs.push(performance.now() - received);
+            solver.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage } });
+          });
+        }),
+      );
+      await overload('chat (streams)', chatSlots, 6 * chatSlots, quick ? 80 : 160, async () => {
+        const user = crypto.randomUUID();
+        requested.set(user, performance.now());
+        try {
+          await postSse(`${base}/v1/chat/completions`, { model: 'service/strong', messages: [{ role: 'user', content: 'overload' }], stream: true, user }, client.auth, (data) => {
+            if (data !== '[DONE]' && JSON.parse(data).error) throw new Error(data);
+          });
+        } finally {
+          requested.delete(user);
+        }
+      });
+      upstream.setPacing(BURST_PACING);
+      for (const solver of solvers.splice(0)) solver.close();
+
+      // At rest: the database's transactions (pg_stat_database: xact_commit + xact_rollback; a statement
+      // outside a transaction is one) and each process's CPU over a quiet interval, with an empty queue
+      // and then with QUEUE_LIMIT_PER_TASK_TYPE (10,000) tasks waiting. The workflows of the tasks just
+      // queued are still starting for a while after their creation: an interval starts once the worker and
+      // the Temporal server are idle (under a fifth of a core together over 5 s), and 10 s later still,
+      // since backends report their counters when idle, up to 10 s late.
+      const Counters = z.object({ xacts: z.string(), written: z.string() });
+      const counters = async () =>
+        db.one(sql.type(Counters)`
+          SELECT (xact_commit + xact_rollback)::text AS xacts, (tup_inserted + tup_updated + tup_deleted)::text AS written
+          FROM pg_stat_database WHERE datname = current_database()`);
+      const SETTLE_MS = 10_000;
+      const QUIET_MS = quick ? 20_000 : 30_000;
+      const atRest = async () => {
+        const settling = Date.now();
+        for (;;) {
+          const before = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
+          await sleep(5000);
+          const spent = cpuSpent(before, cpuSnapshot({ api: api.child.pid, worker: worker.child.pid }));
+          if ((spent.worker ?? 0) + (spent.temporal ?? 0) < 1000 || Date.now() - settling > 300_000) break;
+        }
+        const settledAfterSeconds = Math.round((Date.now() - settling) / 1000);
+        await sleep(SETTLE_MS);
+        const before = await counters();
+        const cpuBefore = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
+        await sleep(QUIET_MS);
+        const after = await counters();
+        const spent = cpuSpent(cpuBefore, cpuSnapshot({ api: api.child.pid, worker: worker.child.pid }));
+        const perSecond = (n: number) => Math.round((n / (QUIET_MS / 1000)) * 100) / 100;
+        return {
+          settled_after_seconds: settledAfterSeconds,
+          // Less the one transaction of the first reading, counted in the interval.
+          db_transactions_per_second: perSecond(Number(after.xacts) - Number(before.xacts) - 1),
+          db_rows_written_per_second: perSecond(Number(after.written) - Number(before.written)),
+          cpu_ms_per_second: Object.fromEntries(Object.entries(spent).map(([group, ms]) => [group, perSecond(ms)])),
+        };
+      };
+      const empty = await atRest();
+      log(`overload at rest, empty queue: ${JSON.stringify(empty)}`);
+      const QUEUED = config.queueLimitPerTaskType;
+      // No solver offers page_snapshot: every task waits in line until its deadline, far beyond the phase.
+      const queueOne = { task_type: 'page_snapshot', payload: { url: 'https://example.com/queued' }, max_price_points: 1, timeout_seconds: 86_400 };
+      const queuing = await load(32, QUEUED, async () => {
+        const created = await call(base, 'POST', '/v1/tasks', queueOne, client.auth);
+        if (created.status !== 'queued') throw new Error(`a task to queue is ${created.status}`);
+      });
+      const queued = await db.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM task_queue WHERE task_type = 'page_snapshot'`);
+      log(`queued ${queued} tasks in ${Math.round(queuing.seconds)} s (${queuing.perSecond} per s, errors ${queuing.errors}${queuing.firstError ? `, first: ${queuing.firstError}` : ''})`);
+      const full = await atRest();
+      log(`overload at rest, ${queued} queued: ${JSON.stringify(full)}`);
+      rows.push({
+        figure: 'overload: at rest, empty queue',
+        extra: { ...empty, quiet_seconds: QUIET_MS / 1000 },
+      });
+      rows.push({
+        figure: 'overload: at rest, tasks queued',
+        extra: {
+          ...full,
+          quiet_seconds: QUIET_MS / 1000,
+          queued,
+          added_db_transactions_per_second: Math.round((full.db_transactions_per_second - empty.db_transactions_per_second) * 100) / 100,
+        },
+      });
+
+      // The queue is at its limit: further tasks of its type are refused. One client alone, then 8 at
+      // once, whose refusals keep the 2 cores busy (their latency is then 8 / the refusals per second).
+      const refuseOnce = async () => {
+        const answer = await request(base, 'POST', '/v1/tasks', queueOne, client.auth);
+        if (answer.status !== 429 || !answer.text.includes('solvers_busy')) throw new Error(`${answer.status} ${answer.text.slice(0, 200)}`);
+      };
+      for (const concurrency of [1, 8]) {
+        const refusals = await load(concurrency, quick ? 100 : 400, refuseOnce);
+        rows.push({ figure: 'overload: refused (429 solvers_busy)', concurrency, latency: summarize(refusals.latencies), perSecond: refusals.perSecond, extra: { errors: refusals.errors, ...(refusals.firstError ? { first_error: refusals.firstError } : {}) } });
+        log(`overload refused: ${JSON.stringify(rows[rows.length - 1])}`);
+      }
+    }
+
+    // 6. The ledger stays exact, and (`--webhooks`) every finished task of the client was delivered.
     await sleep(3000);
-    const drift = await db.oneFirst(sql.type(z.object({ count: z.number() }))`
-      SELECT count(*)::int AS count FROM balances b
-      LEFT JOIN LATERAL (
-        SELECT COALESCE(SUM(CASE kind WHEN 'deposit' THEN amount WHEN 'payout' THEN amount WHEN 'fee' THEN amount WHEN 'release' THEN amount WHEN 'hold' THEN -amount ELSE 0 END), 0) AS available,
-               COALESCE(SUM(CASE kind WHEN 'hold' THEN amount WHEN 'capture' THEN -amount WHEN 'release' THEN -amount ELSE 0 END), 0) AS held
-        FROM ledger_entries e WHERE e.account_id = b.account_id) l ON true
-      WHERE b.available <> l.available OR b.held <> l.held OR b.available < 0 OR b.held < 0
-         OR b.available + b.held <> b.lifetime_deposited + b.lifetime_earned - b.lifetime_spent`);
-    const openHolds = await db.oneFirst(sql.type(z.object({ count: z.number() }))`
-      SELECT count(*)::int AS count FROM holds h JOIN tasks t ON t.task_id = h.hold_id
-      WHERE h.status = 'open' AND t.status IN ('completed', 'failed', 'timed_out')`);
-    const doubled = await db.oneFirst(sql.type(z.object({ count: z.number() }))`
-      SELECT count(*)::int AS count FROM (SELECT hold_id, kind FROM ledger_entries WHERE kind IN ('capture', 'payout') GROUP BY 1, 2 HAVING count(*) > 1) d`);
+    if (receiver) {
+      const finished = async () =>
+        db.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM tasks WHERE account_id = ${client.account_id} AND completed_at IS NOT NULL`);
+      // Deliveries trail their tasks by a hop through PostgreSQL and Temporal; a minute is ample.
+      const deadline = Date.now() + 60_000;
+      let tasks = await finished();
+      while (receiver.counts().verified < tasks && Date.now() < deadline) {
+        await sleep(1000);
+        tasks = await finished();
+      }
+      const counts = receiver.counts();
+      rows.push({ figure: 'webhooks', extra: { finished_tasks: tasks, verified_deliveries: counts.verified, duplicates: counts.duplicates, unverified: counts.unverified } });
+      log(`webhooks: ${counts.verified} verified deliveries for ${tasks} finished tasks (duplicate attempts ${counts.duplicates}, unverified ${counts.unverified})`);
+    }
+    const { accountsOff: drift, openHoldsOnFinishedTasks: openHolds, doubleMovements: doubled } = await auditLedger(db);
     const ledgerLine = `ledger: ${drift === 0 && openHolds === 0 && doubled === 0 ? 'EXACT' : 'DRIFT'} (accounts off: ${drift}, open holds on finished tasks: ${openHolds}, double charges/payouts: ${doubled})`;
     rows.push({ figure: 'ledger', extra: { accounts_off: drift, open_holds_on_finished_tasks: openHolds, double_movements: doubled } });
     // An attempt whose activity never ran, or whose node went away, is reassigned by its workflow.
@@ -366,6 +584,7 @@ async function main() {
     printTable(rows, log);
     log(ledgerLine);
     log(lostLine);
+    printGoals(rows, log);
     if (solverBench) {
       const { formatTable } = await import('./solver');
       log('');
@@ -380,6 +599,30 @@ async function main() {
   } finally {
     await stopAll();
   }
+}
+
+/**
+ * The redundant runs sampled so far, once those started have ended (or 20 s have passed): the rate set,
+ * the fraction of completed client web tasks sampled, and how many ended each way.
+ */
+async function redundantRuns(db: Db, rate: number): Promise<Record<string, unknown>> {
+  const count = () =>
+    db.any(sql.type(z.object({ status: z.string(), n: z.number() }))`SELECT status, count(*)::int AS n FROM redundant_runs GROUP BY status ORDER BY status`);
+  let byStatus = await count();
+  for (let waited = 0; waited < 20 && byStatus.some((row) => row.status === 'pending'); waited++) {
+    await sleep(1000);
+    byStatus = await count();
+  }
+  const clientTasks = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    SELECT count(*)::int AS n FROM tasks WHERE task_type = 'proxy_fetch' AND status = 'completed' AND account_id <> ${PLATFORM_ACCOUNT_ID}`);
+  const sampled = byStatus.reduce((sum, row) => sum + row.n, 0);
+  return {
+    rate,
+    client_web_tasks: clientTasks,
+    sampled,
+    sampled_fraction: clientTasks ? Math.round((sampled / clientTasks) * 10_000) / 10_000 : 0,
+    ...Object.fromEntries(byStatus.map((row) => [row.status, row.n])),
+  };
 }
 
 /**
@@ -403,6 +646,35 @@ function printTable(rows: Row[], log: (line: string) => void) {
   for (const row of rows) {
     const l = row.latency;
     log(`| ${row.figure} | ${row.concurrency ?? ''} | ${l?.p50 ?? ''} | ${l?.p95 ?? ''} | ${l?.p99 ?? ''} | ${row.perSecond ?? ''} | ${row.extra ? JSON.stringify(row.extra) : ''} |`);
+  }
+}
+
+/** The goals of docs/performance.md, checked on the figures of the phases that ran. */
+function printGoals(rows: Row[], log: (line: string) => void) {
+  const find = (figure: string, concurrency?: number) => rows.find((row) => row.figure.startsWith(figure) && (concurrency === undefined || row.concurrency === concurrency));
+  const note = (row: Row | undefined, key: string) => row?.extra?.[key] as number | undefined;
+  const goals: { goal: string; figure: number | undefined; met: (value: number) => boolean }[] = [
+    { goal: 'web task p50 at concurrency 1 ≤ 2× the ceiling', figure: note(find('web task', 1), 'p50_vs_ceiling'), met: (v) => v <= 2 },
+    { goal: 'web task throughput at concurrency 64 ≥ 0.60 of the ceiling', figure: note(find('web task', 64), 'throughput_vs_ceiling'), met: (v) => v >= 0.6 },
+    { goal: 'chat TTFT overhead at 32 streams p50 ≤ 15 ms', figure: find('chat: TTFT overhead', 32)?.latency?.p50, met: (v) => v <= 15 },
+    { goal: 'chat TTFT overhead at 32 streams p99 ≤ 50 ms', figure: find('chat: TTFT overhead', 32)?.latency?.p99, met: (v) => v <= 50 },
+    { goal: 'chunk relay p50 at 32 streams ≤ 2 ms', figure: find('chat: chunk relay', 32)?.latency?.p50, met: (v) => v <= 2 },
+    { goal: 'API RSS with 5,000 idle solvers ≤ 300 MB', figure: note(find('scale'), 'rss_mb_5000_idle_solvers'), met: (v) => v <= 300 },
+    { goal: 'overload web: throughput / slot capacity ≥ 0.9', figure: note(find('overload web'), 'throughput_vs_capacity'), met: (v) => v >= 0.9 },
+    { goal: 'overload web: p99 wait / fair-queue wait ≤ 1.5', figure: note(find('overload web'), 'p99_wait_vs_fair'), met: (v) => v <= 1.5 },
+    { goal: 'overload chat: throughput / slot capacity ≥ 0.9', figure: note(find('overload chat'), 'throughput_vs_capacity'), met: (v) => v >= 0.9 },
+    { goal: 'overload chat: p99 wait / fair-queue wait ≤ 1.5', figure: note(find('overload chat'), 'p99_wait_vs_fair'), met: (v) => v <= 1.5 },
+    // ≈ 0: the waiting tasks add less than one transaction a second to what the service does at rest anyway.
+    { goal: 'tasks queued at rest add < 1 database transaction per s', figure: note(find('overload: at rest, tasks queued'), 'added_db_transactions_per_second'), met: (v) => v < 1 },
+    { goal: 'refused requests (429) p99 ≤ 50 ms, one client', figure: find('overload: refused', 1)?.latency?.p99, met: (v) => v <= 50 },
+    { goal: 'webhooks: one verified delivery per finished task', figure: find('webhooks') && (note(find('webhooks'), 'finished_tasks') ?? 0) - (note(find('webhooks'), 'verified_deliveries') ?? 0), met: (v) => v === 0 },
+    { goal: 'ledger exact', figure: find('ledger') && ['accounts_off', 'open_holds_on_finished_tasks', 'double_movements'].reduce((sum, key) => sum + (note(find('ledger'), key) ?? 0), 0), met: (v) => v === 0 },
+  ];
+  log('');
+  log('goals:');
+  for (const { goal, figure, met } of goals) {
+    if (figure === undefined) continue;
+    log(`  ${met(figure) ? 'MET   ' : 'MISSED'} ${goal}: ${figure}`);
   }
 }
 

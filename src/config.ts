@@ -2,7 +2,7 @@ import path from 'node:path';
 import fs from 'node:fs';
 import dotenv from 'dotenv';
 import { z } from 'zod';
-import { DEFAULT_TASK_QUEUE } from '../workflows/contract';
+import { LOG_FORMATS, logFormatOf } from './logger';
 
 /**
  * All configuration is read and validated here, once. Nothing else reads process.env.
@@ -36,6 +36,34 @@ const positiveInt = (name: string, fallback: number) =>
       return parsed;
     });
 
+const nonNegativeInt = (name: string, fallback: number) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return fallback;
+      const parsed = Number(value);
+      if (!Number.isInteger(parsed) || parsed < 0) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a non-negative integer, got "${value}"` });
+        return z.NEVER;
+      }
+      return parsed;
+    });
+
+const fraction = (name: string, fallback: number) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value === '') return fallback;
+      const parsed = Number(value);
+      if (!/^\d*\.?\d+$/.test(value.trim()) || parsed > 1) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a number from 0 to 1, got "${value}"` });
+        return z.NEVER;
+      }
+      return parsed;
+    });
+
 const decimalString = (name: string, fallback: string) =>
   z
     .string()
@@ -53,6 +81,20 @@ const optionalString = z
   .string()
   .optional()
   .transform((value) => (value === undefined || value.trim() === '' ? undefined : value.trim()));
+
+const optionalPort = (name: string) =>
+  z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      if (value === undefined || value.trim() === '') return undefined;
+      const parsed = Number(value);
+      if (!Number.isInteger(parsed) || parsed < 0 || parsed > 65535) {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a port number, got "${value}"` });
+        return z.NEVER;
+      }
+      return parsed;
+    });
 
 const EnvSchema = z.object({
   PORT: z
@@ -75,6 +117,8 @@ const EnvSchema = z.object({
   TEMPORAL_TASK_QUEUE: optionalString,
   TEMPORAL_CLI: optionalString,
   ADMIN_API_KEY: optionalString,
+  METRICS_TOKEN: optionalString,
+  WORKER_METRICS_PORT: optionalPort('WORKER_METRICS_PORT'),
   STRONG_MODELS: optionalString,
   STRONG_MODELS_FILE: optionalString,
   DOMAIN_POLICY_FILE: optionalString,
@@ -89,7 +133,11 @@ const EnvSchema = z.object({
   SEARXNG_URL: optionalString,
   BRAVE_API_KEY: optionalString,
   CHROMIUM_PATH: optionalString,
+  SOLVER_MAX_CONCURRENT: optionalString,
+  SOLVER_CHAT_MAX_CONCURRENT: optionalString,
+  BROWSER_PAGES: optionalString,
   LOG_LEVEL: optionalString,
+  LOG_FORMAT: optionalString.pipe(z.enum(LOG_FORMATS, { errorMap: () => ({ message: 'LOG_FORMAT must be json or pretty' }) }).optional()),
   BODY_LIMIT_BYTES: positiveInt('BODY_LIMIT_BYTES', 1024 * 1024),
   PLATFORM_FEE_PERCENT: decimalString('PLATFORM_FEE_PERCENT', '10'),
   DEFAULT_WEB_TASK_PRICE_POINTS: decimalString('DEFAULT_WEB_TASK_PRICE_POINTS', '10'),
@@ -102,7 +150,19 @@ const EnvSchema = z.object({
   ACCEPT_TIMEOUT_MS: positiveInt('ACCEPT_TIMEOUT_MS', 5000),
   HEARTBEAT_INTERVAL_MS: positiveInt('HEARTBEAT_INTERVAL_MS', 15000),
   RATE_LIMIT_PER_MINUTE: positiveInt('RATE_LIMIT_PER_MINUTE', 600),
+  QUEUE_LIMIT_PER_TASK_TYPE: positiveInt('QUEUE_LIMIT_PER_TASK_TYPE', 10000),
   SHUTDOWN_GRACE_MS: positiveInt('SHUTDOWN_GRACE_MS', 10000),
+  WEBHOOK_RETRY_FOR_SECONDS: positiveInt('WEBHOOK_RETRY_FOR_SECONDS', 86400),
+  WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
+  TRUST_MIN_SCORE: fraction('TRUST_MIN_SCORE', 0.3),
+  TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 0),
+  TRUST_HALF_LIFE_HOURS: positiveInt('TRUST_HALF_LIFE_HOURS', 24),
+  CANARY_EVERY_TASKS: nonNegativeInt('CANARY_EVERY_TASKS', 50),
+  CANARY_PRICE_POINTS: decimalString('CANARY_PRICE_POINTS', '1'),
+  REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
+  CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
+  REDUNDANT_RUN_SWEEP_SECONDS: positiveInt('REDUNDANT_RUN_SWEEP_SECONDS', 300),
+  PUBLIC_BASE_URL: optionalString,
   NODE_ID: optionalString,
   WORKFLOW_BUNDLE_PATH: optionalString,
 });
@@ -131,9 +191,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     databaseUrl: e.DATABASE_URL,
     temporalAddress: e.TEMPORAL_ADDRESS,
     temporalNamespace: e.TEMPORAL_NAMESPACE ?? 'default',
-    taskQueue: e.TEMPORAL_TASK_QUEUE ?? DEFAULT_TASK_QUEUE,
+    taskQueue: e.TEMPORAL_TASK_QUEUE ?? 'marketplace',
     temporalCli: e.TEMPORAL_CLI,
     adminApiKey: e.ADMIN_API_KEY,
+    metricsToken: e.METRICS_TOKEN,
+    workerMetricsPort: e.WORKER_METRICS_PORT,
     strongModelsOverride: e.STRONG_MODELS,
     strongModelsFile: path.resolve(root, e.STRONG_MODELS_FILE ?? 'config/strong-models.txt'),
     domainPolicyFile: path.resolve(root, e.DOMAIN_POLICY_FILE ?? 'config/domain-policy.json'),
@@ -148,8 +210,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       searxngUrl: e.SEARXNG_URL,
       braveApiKey: e.BRAVE_API_KEY,
       chromiumPath: e.CHROMIUM_PATH,
+      maxConcurrent: e.SOLVER_MAX_CONCURRENT,
+      chatMaxConcurrent: e.SOLVER_CHAT_MAX_CONCURRENT,
+      browserPages: e.BROWSER_PAGES,
     },
     logLevel: e.LOG_LEVEL ?? 'info',
+    logFormat: logFormatOf(e.LOG_FORMAT),
     bodyLimitBytes: e.BODY_LIMIT_BYTES,
     platformFeePercent: e.PLATFORM_FEE_PERCENT,
     defaultWebTaskPricePoints: e.DEFAULT_WEB_TASK_PRICE_POINTS,
@@ -162,7 +228,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     acceptTimeoutMs: e.ACCEPT_TIMEOUT_MS,
     heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    queueLimitPerTaskType: e.QUEUE_LIMIT_PER_TASK_TYPE,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
+    webhookRetryForSeconds: e.WEBHOOK_RETRY_FOR_SECONDS,
+    webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
+    trust: {
+      minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
+      redundantRunFraction: e.REDUNDANT_RUN_FRACTION,
+    },
+    canaryPricePoints: e.CANARY_PRICE_POINTS,
+    canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
+    redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
+    publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
     nodeId: e.NODE_ID,
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
   };

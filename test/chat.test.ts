@@ -8,7 +8,7 @@ import { getBalance } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { startApiNode, type ApiNode } from '../src/runtime/api-node';
 import { startWorkerNode, type WorkerNode } from '../src/runtime/worker-node';
-import { FakeSolver, strongChat, talker, waitFor } from './support/fake-solver';
+import { FakeSolver, strongChat, suiteSolvers, talker, waitFor } from './support/fake-solver';
 import { startHoldingProxy, type HoldingProxy } from './support/holding-proxy';
 import { api, capturingLogger, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
 
@@ -35,20 +35,12 @@ async function leaveMidStream(baseUrl: string, client: { auth: Record<string, st
 
 describe('chat completions', () => {
   let stack: TestStack;
-  let solvers: FakeSolver[] = [];
-  const solver = async (behaviour: FakeSolver['behaviour'], capabilities = strongChat()) => {
-    const started = await FakeSolver.start(stack.url, { behaviour, capabilities });
-    solvers.push(started);
-    return started;
-  };
+  const startSolver = suiteSolvers(() => stack.url);
+  const solver = (behaviour: FakeSolver['behaviour'], capabilities = strongChat()) => startSolver({ behaviour, capabilities });
   const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 });
 
   beforeAll(async () => {
     stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '1000', HEARTBEAT_INTERVAL_MS: '1000', PLATFORM_FEE_PERCENT: '10', SSE_KEEPALIVE_MS: '200' } });
-  });
-  afterEach(async () => {
-    await Promise.all(solvers.map((s) => s.close()));
-    solvers = [];
   });
   afterAll(async () => {
     await stack.close();
@@ -66,7 +58,10 @@ describe('chat completions', () => {
   test('non-streaming: the deltas are assembled into one chat.completion, settled per token exactly', async () => {
     const worker = await solver(talker(['Hello', ', ', 'world']));
     const client = await registerAccount(stack.url, '500');
-    const completion = await openai(client.api_key).chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: 'hi' }], temperature: 0.5 });
+    const { data: completion, response } = await openai(client.api_key)
+      .chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: 'hi' }], temperature: 0.5 })
+      .withResponse();
+    expect([response.headers.get('x-points-charged'), response.headers.get('x-points-held')]).toEqual(['1.03', '100']);
     expect(completion).toMatchObject({
       object: 'chat.completion',
       model: 'service/strong',
@@ -108,6 +103,8 @@ describe('chat completions', () => {
     expect(last.choices).toEqual([]);
     expect(last.usage).toEqual({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
     expect(chunks[chunks.length - 2].choices[0].finish_reason).toBe('stop');
+    // The finish chunk says what the completion cost (1 + 2 × 15 / 1000) and held.
+    expect((chunks[chunks.length - 2] as unknown as { cost: unknown }).cost).toEqual({ charged_points: '1.03', held_points: '100' });
     const raw = await fetch(`${stack.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { ...client.auth, 'content-type': 'application/json' },
@@ -285,8 +282,7 @@ describe('chat completions', () => {
   });
 
   test('only strong-tier solvers for allowlisted models ever receive chat', async () => {
-    const weak = await FakeSolver.start(stack.url, { behaviour: talker(['weak']), capabilities: strongChat({ min: '0' }).map((c) => ({ ...c, tier: 'standard', model_name: 'tiny' })) });
-    solvers.push(weak);
+    const weak = await solver(talker(['weak']), strongChat({ min: '0' }).map((c) => ({ ...c, tier: 'standard', model_name: 'tiny' })));
     await solver(talker(['strong']), strongChat({ min: '5' }));
     const client = await registerAccount(stack.url, '500');
     const completion = await openai(client.api_key).chat.completions.create({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }] });

@@ -1,9 +1,9 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import FirecrawlApp from '@mendable/firecrawl-js';
+import FirecrawlApp from 'firecrawl-js-v1';
 import { getBalance } from '../src/db/ledger';
-import { FakeSolver, SAMPLE_RESULTS, type TaskFrame } from './support/fake-solver';
+import { FakeSolver, SAMPLE_RESULTS, suiteSolvers, type TaskFrame } from './support/fake-solver';
 import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 const FAST = { ACCEPT_TIMEOUT_MS: '1000', ATTEMPT_TIMEOUT_SECONDS: '3', HEARTBEAT_INTERVAL_MS: '1000' };
@@ -33,12 +33,7 @@ function pageSolver(frame: TaskFrame, self: FakeSolver) {
 describe('Firecrawl v1 scrape compatibility', () => {
   let stack: TestStack;
   let dir: string;
-  let solvers: FakeSolver[] = [];
-  const solver = async (options: Parameters<typeof FakeSolver.start>[1] = {}) => {
-    const started = await FakeSolver.start(stack.url, options);
-    solvers.push(started);
-    return started;
-  };
+  const solver = suiteSolvers(() => stack.url);
   const base = () => `${stack.url}/v1/compat/scraper`;
 
   beforeAll(async () => {
@@ -46,10 +41,6 @@ describe('Firecrawl v1 scrape compatibility', () => {
     const policyFile = path.join(dir, 'policy.json');
     fs.writeFileSync(policyFile, JSON.stringify({ deny: ['blocked.example.com'] }));
     stack = await startTestStack({ env: { ...FAST, DOMAIN_POLICY_FILE: policyFile } });
-  });
-  afterEach(async () => {
-    await Promise.all(solvers.map((s) => s.close()));
-    solvers = [];
   });
   afterAll(async () => {
     await stack.close();
@@ -79,6 +70,7 @@ describe('Firecrawl v1 scrape compatibility', () => {
     });
     // markdown and the raw-HTML view are two fetch tasks, each charged at the solver's price.
     expect(doc.metadata!.taskIds).toHaveLength(2);
+    expect(doc.metadata).toMatchObject({ pointsCharged: '4', pointsHeld: '20' });
     expect(worker.received.map((frame) => [frame.task_type, frame.payload.raw_html])).toEqual(expect.arrayContaining([['proxy_fetch', false], ['proxy_fetch', true]]));
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '96', held_points: '0', lifetime_spent_points: '4' });
   });
@@ -102,10 +94,13 @@ describe('Firecrawl v1 scrape compatibility', () => {
           statusCode: 200,
           scrapeId: expect.stringMatching(/^task_/),
           taskIds: [expect.stringMatching(/^task_/)],
+          pointsCharged: '1',
+          pointsHeld: '10',
         },
       },
     });
     expect(response.headers.get('x-ratelimit-limit')).toBeTruthy();
+    expect([response.headers.get('x-points-charged'), response.headers.get('x-points-held')]).toEqual(['1', '10']);
   });
 
   test('a URL without a scheme is scraped over http, as Firecrawl does', async () => {
@@ -215,6 +210,7 @@ describe('Firecrawl v1 scrape compatibility', () => {
     expect(second.status).toBe(200);
     expect(second.json).toEqual({ ...first.json, elapsed_ms: expect.any(Number) });
     expect(second.headers.get('x-task-id')).toBe(first.json.task_id);
+    for (const answer of [first, second]) expect([answer.headers.get('x-points-charged'), answer.headers.get('x-points-held')]).toEqual(['2', '10']);
     expect(worker.received).toHaveLength(1);
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '98', held_points: '0', lifetime_spent_points: '2' });
     // A different key is a new task, charged again.

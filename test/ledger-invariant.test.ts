@@ -1,6 +1,6 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { FakeSolver, SAMPLE_RESULTS } from './support/fake-solver';
 import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
@@ -86,6 +86,8 @@ describe('ledger invariant under a burst of concurrent tasks with random solver 
       SELECT price_points::text AS price_points, status FROM tasks WHERE task_id = ANY(${sql.array(accepted, 'text')}) AND status = 'completed'`);
     const spent = clients.length * 60 - (await Promise.all(clients.map((client) => getBalance(stack.db, client.account_id)))).reduce((sum, balance) => sum + Number(balance!.available_points), 0);
     expect(spent).toBeCloseTo(completedTasks.reduce((sum, task) => sum + Number(task.price_points), 0), 9);
+    // The audit the benchmark prints finds the whole database exact too.
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
     await Promise.all(solvers.map((solver) => solver.close()));
   }, 180_000);
 });

@@ -1,8 +1,10 @@
 import crypto from 'node:crypto';
 import { createAccount } from '../src/db/accounts';
-import { balanceFromEntries, capture, deposit, getBalance, getHold, hold, payout, PLATFORM_ACCOUNT_ID, release, settle } from '../src/db/ledger';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { balanceFromEntries, deposit, getBalance, PLATFORM_ACCOUNT_ID, release, settle } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
-import { ApiError } from '../src/errors';
+import { createTaskWithHold, markWorkflowStarted } from '../src/db/tasks';
 import { testEndpoints } from './support/stack';
 
 let db: Db;
@@ -18,7 +20,29 @@ const newAccount = async (points?: string) => {
   if (points) await deposit(db, { accountId: account.account_id, amount: points, idempotencyKey: `test:${crypto.randomUUID()}` });
   return account.account_id;
 };
-const holdId = () => `hold_${crypto.randomUUID()}`;
+const holdId = () => `task_${crypto.randomUUID()}`;
+
+/**
+ * Takes a hold the way production does, with its task (the hold's id is the task's). The task is marked
+ * started, so no suite's stranded-task sweep starts a workflow for it.
+ */
+async function hold(input: { holdId: string; accountId: string; amount: string; idempotencyKey?: string }) {
+  const outcome = await createTaskWithHold(db, {
+    taskId: input.holdId,
+    accountId: input.accountId,
+    taskType: 'proxy_fetch',
+    payload: {},
+    maxPricePoints: input.amount,
+    timeoutSeconds: 60,
+    workflowId: `task-${input.holdId}`,
+    idempotencyKey: input.idempotencyKey,
+  });
+  if (outcome.kind === 'created') await markWorkflowStarted(db, input.holdId);
+  return outcome.kind;
+}
+
+const holdOf = (id: string) =>
+  db.maybeOne(sql.type(z.object({ status: z.string(), remaining: z.string() }))`SELECT status, trim_scale(remaining)::text AS remaining FROM holds WHERE hold_id = ${id}`);
 
 async function expectConsistent(accountId: string) {
   const running = await getBalance(db, accountId);
@@ -42,41 +66,35 @@ describe('points ledger', () => {
     expect((await getBalance(db, accountId))?.available_points).toBe('1');
   });
 
-  test('hold moves points from available to held and refuses more than is available', async () => {
+  test('a task\'s hold moves points from available to held and is refused when it does not fit', async () => {
     const accountId = await newAccount('10');
-    await hold(db, { holdId: holdId(), accountId, amount: '7' });
+    expect(await hold({ holdId: holdId(), accountId, amount: '7' })).toBe('created');
     expect(await getBalance(db, accountId)).toMatchObject({ available_points: '3', held_points: '7' });
-    const refused = hold(db, { holdId: holdId(), accountId, amount: '3.01' });
-    await expect(refused).rejects.toBeInstanceOf(ApiError);
-    await expect(refused).rejects.toMatchObject({ type: 'insufficient_balance', status: 402 });
+    const refused = holdId();
+    expect(await hold({ holdId: refused, accountId, amount: '3.01' })).toBe('insufficient_balance');
+    expect(await holdOf(refused)).toBeNull();
     expect(await getBalance(db, accountId)).toMatchObject({ available_points: '3', held_points: '7' });
     await expectConsistent(accountId);
   });
 
-  test('the same hold applied twice holds once', async () => {
+  test('a task created twice with one idempotency key holds once', async () => {
     const accountId = await newAccount('10');
-    const id = holdId();
-    expect(await hold(db, { holdId: id, accountId, amount: '4' })).toEqual({ applied: true });
-    expect(await hold(db, { holdId: id, accountId, amount: '4' })).toEqual({ applied: false });
+    const key = `key-${crypto.randomUUID()}`;
+    expect(await hold({ holdId: holdId(), accountId, amount: '4', idempotencyKey: key })).toBe('created');
+    expect(await hold({ holdId: holdId(), accountId, amount: '4', idempotencyKey: key })).toBe('existing');
     expect(await getBalance(db, accountId)).toMatchObject({ available_points: '6', held_points: '4' });
+    await expectConsistent(accountId);
   });
 
-  test('capture, payout and release each apply once when repeated', async () => {
+  test('a release gives the whole hold back once when repeated', async () => {
     const client = await newAccount('10');
-    const solver = await newAccount();
     const id = holdId();
-    await hold(db, { holdId: id, accountId: client, amount: '10' });
-    expect(await capture(db, { holdId: id, amount: '3' })).toEqual({ applied: true });
-    expect(await capture(db, { holdId: id, amount: '3' })).toEqual({ applied: false });
-    expect(await payout(db, { accountId: solver, amount: '2.7', idempotencyKey: `payout:${id}` })).toEqual({ applied: true });
-    expect(await payout(db, { accountId: solver, amount: '2.7', idempotencyKey: `payout:${id}` })).toEqual({ applied: false });
-    expect(await release(db, { holdId: id })).toEqual({ applied: true, released: '7' });
+    await hold({ holdId: id, accountId: client, amount: '10' });
+    expect(await release(db, { holdId: id })).toEqual({ applied: true, released: '10' });
     expect(await release(db, { holdId: id })).toEqual({ applied: false, released: '0' });
-    expect(await getBalance(db, client)).toEqual({ available_points: '7', held_points: '0', lifetime_earned_points: '0', lifetime_spent_points: '3' });
-    expect(await getBalance(db, solver)).toMatchObject({ available_points: '2.7', lifetime_earned_points: '2.7' });
-    expect((await getHold(db, id))?.status).toBe('settled');
+    expect(await getBalance(db, client)).toEqual({ available_points: '10', held_points: '0', lifetime_earned_points: '0', lifetime_spent_points: '0' });
+    expect(await holdOf(id)).toEqual({ status: 'released', remaining: '0' });
     await expectConsistent(client);
-    await expectConsistent(solver);
   });
 
   test('settle charges the price, pays the solver less the fee, releases the rest, once', async () => {
@@ -84,7 +102,7 @@ describe('points ledger', () => {
     const solver = await newAccount();
     const id = holdId();
     const platformBefore = await getBalance(db, PLATFORM_ACCOUNT_ID);
-    await hold(db, { holdId: id, accountId: client, amount: '10' });
+    await hold({ holdId: id, accountId: client, amount: '10' });
     const first = await settle(db, { holdId: id, price: '4', solverId: solver, feePercent: '10' });
     const second = await settle(db, { holdId: id, price: '4', solverId: solver, feePercent: '10' });
     expect(first).toEqual({ applied: true, charged: '4', solverEarned: '3.6', fee: '0.4' });
@@ -100,7 +118,7 @@ describe('points ledger', () => {
     const client = await newAccount('10');
     const solver = await newAccount();
     const id = holdId();
-    await hold(db, { holdId: id, accountId: client, amount: '5' });
+    await hold({ holdId: id, accountId: client, amount: '5' });
     const settled = await settle(db, { holdId: id, price: '8', solverId: solver, feePercent: '0' });
     expect(settled.charged).toBe('5');
     expect(await getBalance(db, client)).toMatchObject({ available_points: '5', held_points: '0', lifetime_spent_points: '5' });
@@ -109,11 +127,11 @@ describe('points ledger', () => {
   test('settle where the solver is the paying account moves each of its balances once', async () => {
     const account = await newAccount('20');
     const id = holdId();
-    await hold(db, { holdId: id, accountId: account, amount: '10' });
+    await hold({ holdId: id, accountId: account, amount: '10' });
     await settle(db, { holdId: id, price: '4', solverId: account, feePercent: '25' });
     // 20 − 4 charged + 3 earned back; the rest of the hold (6) returns to available.
     expect(await getBalance(db, account)).toEqual({ available_points: '19', held_points: '0', lifetime_earned_points: '3', lifetime_spent_points: '4' });
-    expect((await getHold(db, id))?.status).toBe('settled');
+    expect((await holdOf(id))?.status).toBe('settled');
     await expectConsistent(account);
   });
 
@@ -121,34 +139,30 @@ describe('points ledger', () => {
     const client = await newAccount('10');
     const solver = await newAccount();
     const id = holdId();
-    await hold(db, { holdId: id, accountId: client, amount: '5' });
+    await hold({ holdId: id, accountId: client, amount: '5' });
     expect(await settle(db, { holdId: id, price: '0', solverId: solver, feePercent: '10' })).toEqual({ applied: true, charged: '0', solverEarned: '0', fee: '0' });
-    expect(await getHold(db, id)).toMatchObject({ status: 'released', remaining: '0' });
+    expect(await holdOf(id)).toEqual({ status: 'released', remaining: '0' });
     expect(await getBalance(db, client)).toEqual({ available_points: '10', held_points: '0', lifetime_earned_points: '0', lifetime_spent_points: '0' });
     await expectConsistent(client);
     await expectConsistent(solver);
   });
 
-  test('a released hold can no longer be settled or captured', async () => {
+  test('a released hold can no longer be settled', async () => {
     const client = await newAccount('10');
     const solver = await newAccount();
     const id = holdId();
-    await hold(db, { holdId: id, accountId: client, amount: '5' });
+    await hold({ holdId: id, accountId: client, amount: '5' });
     await release(db, { holdId: id });
     expect((await settle(db, { holdId: id, price: '5', solverId: solver, feePercent: '10' })).applied).toBe(false);
-    await expect(capture(db, { holdId: id, amount: '1' })).rejects.toThrow(/released/);
     expect(await getBalance(db, client)).toMatchObject({ available_points: '10', held_points: '0', lifetime_spent_points: '0' });
     expect(await getBalance(db, solver)).toMatchObject({ available_points: '0' });
   });
 
   test('concurrent holds on one account never overdraw it', async () => {
     const accountId = await newAccount('10');
-    const attempts = await Promise.allSettled(Array.from({ length: 25 }, () => hold(db, { holdId: holdId(), accountId, amount: '1' })));
-    const granted = attempts.filter((attempt) => attempt.status === 'fulfilled').length;
-    expect(granted).toBe(10);
-    for (const attempt of attempts) {
-      if (attempt.status === 'rejected') expect(attempt.reason).toMatchObject({ type: 'insufficient_balance' });
-    }
+    const attempts = await Promise.all(Array.from({ length: 25 }, () => hold({ holdId: holdId(), accountId, amount: '1' })));
+    expect(attempts.filter((kind) => kind === 'created')).toHaveLength(10);
+    expect(attempts.filter((kind) => kind === 'insufficient_balance')).toHaveLength(15);
     expect(await getBalance(db, accountId)).toMatchObject({ available_points: '0', held_points: '10' });
     await expectConsistent(accountId);
   });
@@ -157,7 +171,7 @@ describe('points ledger', () => {
     const client = await newAccount('10');
     const solver = await newAccount();
     const id = holdId();
-    await hold(db, { holdId: id, accountId: client, amount: '10' });
+    await hold({ holdId: id, accountId: client, amount: '10' });
     const results = await Promise.all(Array.from({ length: 8 }, () => settle(db, { holdId: id, price: '6', solverId: solver, feePercent: '10' })));
     expect(results.filter((result) => result.applied)).toHaveLength(1);
     expect(await getBalance(db, solver)).toMatchObject({ available_points: '5.4' });
@@ -170,7 +184,7 @@ describe('points ledger', () => {
     const a = await newAccount('1000');
     const b = await newAccount('1000');
     const holds = Array.from({ length: 24 }, (_, i) => ({ id: holdId(), payer: i % 2 ? a : b, payee: i % 2 ? b : a }));
-    for (const h of holds) await hold(db, { holdId: h.id, accountId: h.payer, amount: '10' });
+    for (const h of holds) await hold({ holdId: h.id, accountId: h.payer, amount: '10' });
     const results = await Promise.all(holds.map((h) => settle(db, { holdId: h.id, price: '4', solverId: h.payee, feePercent: '25' })));
     expect(results.every((result) => result.applied)).toBe(true);
     // Each account paid 12 × 4 and earned 12 × 3.
@@ -189,7 +203,6 @@ describe('points ledger', () => {
 
   test('ledger entries are append-only', async () => {
     const accountId = await newAccount('1');
-    const { sql } = await import('slonik');
     await expect(db.query(sql.unsafe`UPDATE ledger_entries SET amount = 100 WHERE account_id = ${accountId}`)).rejects.toThrow(/append-only/);
     await expect(db.query(sql.unsafe`DELETE FROM ledger_entries WHERE account_id = ${accountId}`)).rejects.toThrow(/append-only/);
   });

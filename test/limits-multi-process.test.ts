@@ -4,7 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
-import { ADMIN_KEY, api, registerAccount, testEndpoints } from './support/stack';
+import { ADMIN_KEY, api, QUIET_TRUST_ENV, registerAccount, testEndpoints } from './support/stack';
 
 const LIMIT = 5;
 const admin = { 'X-Admin-API-Key': ADMIN_KEY };
@@ -22,6 +22,7 @@ describe('limits and policy shared by API processes', () => {
     ADMIN_API_KEY: ADMIN_KEY,
     HOST: '127.0.0.1',
     LOCAL_SOLVER: 'off',
+    ...QUIET_TRUST_ENV,
     RATE_LIMIT_PER_MINUTE: String(LIMIT),
     ALLOW_PRIVATE_NETWORKS: 'false',
     DOMAIN_POLICY_FILE: policyFile,

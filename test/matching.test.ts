@@ -5,7 +5,8 @@ import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { heartbeatNode, registerConnection, replaceCapabilities } from '../src/db/solvers';
-import { closeAttempt, createTaskWithHold, finishTaskWithoutResult, reserveAttempt } from '../src/db/tasks';
+import { closeAttempt, createTaskWithHold, reserveAttempt } from '../src/db/tasks';
+import { createTask, failTask } from './support/tasks';
 import { testEndpoints } from './support/stack';
 
 let db: Db;
@@ -48,7 +49,7 @@ async function newTasks(count: number) {
   const ids: string[] = [];
   for (let i = 0; i < count; i++) {
     const taskId = `task_${crypto.randomBytes(8).toString('hex')}`;
-    await createTaskWithHold(db, { taskId, accountId: account.account_id, taskType: TASK_TYPE, payload: {}, maxPricePoints: '5', timeoutSeconds: 60, workflowId: `task-${taskId}` });
+    await createTask(db, { taskId, accountId: account.account_id, taskType: TASK_TYPE, payload: {}, maxPricePoints: '5', timeoutSeconds: 60, workflowId: `task-${taskId}` });
     ids.push(taskId);
     workflowless.push(taskId);
   }
@@ -98,11 +99,11 @@ describe('matching (reserveAttempt)', () => {
     const [taskId] = await newTasks(1);
     const first = await reserveAttempt(db, { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] });
     expect(first.assignment?.solverId).toBe(tried);
-    expect(await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error', error: { type: 'x', message: 'x' } })).toBe(true);
-    expect(await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error' })).toBe(false);
+    expect((await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error', error: { type: 'x', message: 'x' } })).closed).toBe(true);
+    expect((await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error' })).closed).toBe(false);
     expect(await activeAttempts(tried)).toBe(0);
     const second = await reserveAttempt(db, { ...match, taskId, attemptNumber: 2, excludedSolverIds: [tried] });
-    expect(second).toEqual({ assignment: null, untriedOnline: 1, finishedAs: null });
+    expect(second).toEqual({ assignment: null, untriedOnline: 1, finishedAs: null, queued: true });
     const task = await db.one(sql.type(z.object({ status: z.string(), solver_id: z.string().nullable() }))`SELECT status, solver_id FROM tasks WHERE task_id = ${taskId}`);
     expect(task).toEqual({ status: 'queued', solver_id: null });
   });
@@ -111,7 +112,7 @@ describe('matching (reserveAttempt)', () => {
     const model = `model-${crypto.randomBytes(4).toString('hex')}`;
     const only = await onlineSolver(model, '1', 5);
     const [taskId] = await newTasks(1);
-    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+    await failTask(db, taskId);
     const reservation = await reserveAttempt(db, { taskId, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
     expect(reservation).toEqual({ assignment: null, untriedOnline: 1, finishedAs: 'failed' });
     expect(await activeAttempts(only)).toBe(0);
@@ -129,7 +130,7 @@ describe('matching (reserveAttempt)', () => {
         Promise.all(previous.map((r) => closeAttempt(db, { attemptId: r.assignment!.attemptId, outcome: 'completed' }))),
         Promise.all(tasks.slice(round * 20, round * 20 + 20).map(reserve)),
       ]);
-      expect(closed.every(Boolean)).toBe(true);
+      expect(closed.every((c) => c.closed)).toBe(true);
       expect(next.every((r) => r.assignment?.solverId === busy)).toBe(true);
       previous = next;
     }
@@ -160,10 +161,11 @@ describe('matching (reserveAttempt)', () => {
       return createTaskWithHold(db, { taskId, accountId: account.account_id, taskType: TASK_TYPE, payload: {}, maxPricePoints, timeoutSeconds: 60, workflowId: `task-${taskId}`, match: { strongModels: [model] } });
     };
     const created = await newTask('5');
+    if (created.kind !== 'created') throw new Error(created.kind);
     expect(created.firstAssignment).toMatchObject({ solverId: only, attemptId: `${created.task.task_id}.a1` });
     expect(created.task).toMatchObject({ status: 'assigned', solver_id: only });
     expect(await activeAttempts(only)).toBe(1);
-    await expect(newTask('5')).rejects.toMatchObject({ type: 'insufficient_balance' });
+    expect(await newTask('5')).toEqual({ kind: 'insufficient_balance', requiredPoints: '5' });
     expect(await activeAttempts(only)).toBe(1);
     // The workflow's own matching of attempt 1 (e.g. after a restart) finds the same reservation.
     const again = await reserveAttempt(db, { taskId: created.task.task_id, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
@@ -196,7 +198,7 @@ describe('matching (reserveAttempt)', () => {
     expect(outcome).not.toBe('waited');
     const [reserved, closed] = outcome as Exclude<typeof outcome, 'waited'>;
     expect(reserved.assignment?.solverId).toBe(busy);
-    expect(closed).toBe(true);
+    expect(closed.closed).toBe(true);
     expect(await activeAttempts(busy)).toBe(2);
   });
 
@@ -223,5 +225,99 @@ describe('matching (reserveAttempt)', () => {
     expect((await reserve(4)).assignment?.solverId).toBe(solver);
     expect((await reserve(5)).assignment).toBeNull();
     expect(await activeAttempts(solver)).toBe(2);
+  });
+});
+
+describe('the queue (tasks waiting for a slot)', () => {
+  const queued = (taskIds: string[]) =>
+    db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
+      SELECT task_id FROM task_queue WHERE task_id = ANY(${sql.array(taskIds, 'text')}) ORDER BY arrival, task_id`);
+  const handoffRows = (taskIds: string[]) =>
+    db.anyFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM slot_handoffs WHERE task_id = ANY(${sql.array(taskIds, 'text')})`);
+
+  test('a freed slot goes to the oldest waiting task, in the freeing transaction, and a new task does not overtake it', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
+    const solver = await onlineSolver(model, '1', 1);
+    const [running, first, second] = await newTasks(3);
+    const held = await reserveAttempt(db, { ...match, taskId: running, attemptNumber: 1 });
+    expect(held.assignment?.solverId).toBe(solver);
+    for (const taskId of [first, second]) expect(await reserveAttempt(db, { ...match, taskId, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
+    expect(await queued([first, second])).toEqual([first, second]);
+    const { handoffs } = await closeAttempt(db, { attemptId: held.assignment!.attemptId, outcome: 'completed' });
+    expect(handoffs.map((h) => [h.taskId, h.attemptNumber, h.assignment.solverId])).toEqual([[first, 1, solver]]);
+    // Recorded for the workflow to be told (the outbox), and the task is the attempt's from now on.
+    expect(await handoffRows([first, second])).toEqual([first]);
+    expect(await queued([first, second])).toEqual([second]);
+    expect((await reserveAttempt(db, { ...match, taskId: first, attemptNumber: 1 })).assignment).toEqual(handoffs[0].assignment);
+    // Asking again while waiting changes nothing: the task keeps its place.
+    expect(await reserveAttempt(db, { ...match, taskId: second, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
+    // A new task that arrives as the slot frees waits behind the one already waiting.
+    const [later] = await newTasks(1);
+    const freed = await closeAttempt(db, { attemptId: handoffs[0].assignment.attemptId, outcome: 'completed' });
+    expect(freed.handoffs.map((h) => h.taskId)).toEqual([second]);
+    expect(await reserveAttempt(db, { ...match, taskId: later, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
+  });
+
+  test('a waiting task the slot does not fit (price, excluded solver) does not hold up a later one it fits', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, strongModels: [model], excludedSolverIds: [] };
+    const solver = await onlineSolver(model, '3', 1);
+    const [running, cheap, excluding, fits] = await newTasks(4);
+    const held = await reserveAttempt(db, { ...match, maxPricePoints: '5', taskId: running, attemptNumber: 1 });
+    await reserveAttempt(db, { ...match, maxPricePoints: '2', taskId: cheap, attemptNumber: 1 });
+    await reserveAttempt(db, { ...match, maxPricePoints: '5', excludedSolverIds: [solver], taskId: excluding, attemptNumber: 1 });
+    await reserveAttempt(db, { ...match, maxPricePoints: '5', taskId: fits, attemptNumber: 1 });
+    const { handoffs } = await closeAttempt(db, { attemptId: held.assignment!.attemptId, outcome: 'completed' });
+    expect(handoffs.map((h) => h.taskId)).toEqual([fits]);
+    expect(await queued([cheap, excluding, fits])).toEqual([cheap, excluding]);
+  });
+
+  test('a task that finishes while it waits leaves the queue; new slots go to waiting tasks as they are registered', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
+    const solver = await onlineSolver(model, '1', 1);
+    const [running, gone, waiting] = await newTasks(3);
+    await reserveAttempt(db, { ...match, taskId: running, attemptNumber: 1 });
+    await reserveAttempt(db, { ...match, taskId: gone, attemptNumber: 1 });
+    await reserveAttempt(db, { ...match, taskId: waiting, attemptNumber: 1 });
+    await failTask(db, gone, 'task_timeout');
+    expect(await queued([gone, waiting])).toEqual([waiting]);
+    const { handoffs } = await replaceCapabilities(db, solver, [capability(model, '1', 2) as never]);
+    expect(handoffs.map((h) => [h.taskId, h.assignment.solverId])).toEqual([[waiting, solver]]);
+    expect(await activeAttempts(solver)).toBe(2);
+  });
+
+  test('slots freed while tasks are being queued all reach waiting tasks, oldest first, none twice', async () => {
+    const model = `model-${crypto.randomBytes(4).toString('hex')}`;
+    const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
+    const solver = await onlineSolver(model, '1', 4);
+    const tasks = await newTasks(40);
+    const reserve = (taskId: string) => reserveAttempt(db, { ...match, taskId, attemptNumber: 1 });
+    const served: string[] = [];
+    const running: string[] = [];
+    const take = (result: Awaited<ReturnType<typeof reserve>>) => {
+      if (result.assignment) running.push(result.assignment.attemptId);
+      for (const h of result.handoffs ?? []) if (h.assignment.attemptId !== result.assignment?.attemptId) running.push(h.assignment.attemptId);
+    };
+    for (const result of await Promise.all(tasks.slice(0, 8).map(reserve))) take(result);
+    expect(running).toHaveLength(4);
+    // Attempts end while the rest arrive; every handoff's attempt then ends in turn.
+    let next = 8;
+    while (running.length > 0) {
+      const ending = running.splice(0, running.length);
+      const arriving = tasks.slice(next, next + 4);
+      next += 4;
+      const [closed, reserved] = await Promise.all([
+        Promise.all(ending.map((attemptId) => closeAttempt(db, { attemptId, outcome: 'completed' }))),
+        Promise.all(arriving.map(reserve)),
+      ]);
+      served.push(...ending.map((attemptId) => attemptId.replace(/\.a1$/, '')));
+      for (const c of closed) for (const h of c.handoffs) running.push(h.assignment.attemptId);
+      for (const r of reserved) take(r);
+    }
+    expect(await queued(tasks)).toEqual([]);
+    expect(new Set(served).size).toBe(tasks.length);
+    expect(await activeAttempts(solver)).toBe(0);
   });
 });

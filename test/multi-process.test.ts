@@ -6,7 +6,7 @@ import { getBalance } from '../src/db/ledger';
 import { removeNode } from '../src/db/solvers';
 import { FakeSolver, SAMPLE_RESULTS, strongChat, talker, waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
-import { ADMIN_KEY, api, registerAccount, testEndpoints } from './support/stack';
+import { ADMIN_KEY, api, QUIET_TRUST_ENV, registerAccount, testEndpoints } from './support/stack';
 
 /** Two API processes and a separate worker process on one Temporal and one PostgreSQL. */
 describe('a deployment of several processes', () => {
@@ -21,6 +21,7 @@ describe('a deployment of several processes', () => {
     ACCEPT_TIMEOUT_MS: '2000',
     HOST: '127.0.0.1',
     LOCAL_SOLVER: 'off',
+    ...QUIET_TRUST_ENV,
     WORKFLOW_BUNDLE_PATH: process.env.WORKFLOW_BUNDLE_PATH ?? '',
     // Workflows run only in the worker process here, so that killing it is a real crash of the orchestration.
     API_RUNS_WORKFLOWS: 'false',
@@ -92,6 +93,79 @@ describe('a deployment of several processes', () => {
     expect(Object.fromEntries(entries.map((entry) => [entry.kind, entry.count]))).toEqual({ capture: 1, fee: 1, hold: 1, payout: 1, release: 1 });
     expect(await getBalance(db, client.account_id)).toMatchObject({ available_points: '47', held_points: '0', lifetime_spent_points: '3' });
     expect((await getBalance(db, solver.solverId))?.available_points).toBe('2.7');
+    await solver.close();
+  }, 120_000);
+
+  test('a task waiting in line while the worker is killed is handed its slot and served once the worker is back', async () => {
+    let first: string | undefined;
+    let releaseFirst: (() => void) | undefined;
+    const solver = await FakeSolver.start(urlA(), {
+      price: '2',
+      taskTypes: ['screenshot'],
+      maxConcurrent: 1,
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        const answer = () => self.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS.screenshot(frame.payload) });
+        first ??= frame.task_id;
+        if (frame.task_id === first) releaseFirst = answer;
+        else answer();
+      },
+    });
+    const client = await registerAccount(urlB(), '50');
+    const post = () => api(urlB(), 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'screenshot', payload: { url: 'https://example.com/w' }, max_price_points: 5 } });
+    const running = await post();
+    const waiting = await post();
+    expect(waiting.json.status).toBe('queued');
+    await waitFor(() => releaseFirst !== undefined);
+    await worker.kill('SIGKILL');
+    // The slot frees on node A and is handed on there; the signal waits in the workflow's history.
+    releaseFirst!();
+    await waitFor(async () => (await api(urlB(), 'GET', `/v1/tasks/${waiting.json.task_id}`, { headers: client.auth })).json.status === 'assigned');
+    worker = await spawnNode('worker', env, /temporal worker started/);
+    for (const taskId of [running.json.task_id, waiting.json.task_id]) {
+      const done = await waitFor(async () => {
+        const response = await api(urlB(), 'GET', `/v1/tasks/${taskId}`, { headers: client.auth });
+        return response.json.status === 'completed' ? response.json : undefined;
+      }, 60_000);
+      expect(done.attempts).toHaveLength(1);
+    }
+    expect(await getBalance(db, client.account_id)).toMatchObject({ available_points: '46', held_points: '0', lifetime_spent_points: '4' });
+    expect((await getBalance(db, solver.solverId))?.available_points).toBe('3.6');
+    await solver.close();
+  }, 120_000);
+
+  test('tasks created alternately on the two API processes while one slot serves them are served in creation order', async () => {
+    const served: string[] = [];
+    // One slot, a short task each: slots free on node A while the next tasks are being created, on A or on B.
+    const solver = await FakeSolver.start(urlA(), {
+      price: '1',
+      taskTypes: ['screenshot'],
+      maxConcurrent: 1,
+      behaviour: (frame, self) => {
+        served.push(frame.task_id);
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        setTimeout(() => self.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS.screenshot(frame.payload) }), 20 + Math.random() * 40);
+      },
+    });
+    const client = await registerAccount(urlA(), '100');
+    const created: string[] = [];
+    const statuses = new Set<string>();
+    for (let i = 0; i < 24; i++) {
+      const node = i % 2 === 0 ? urlA() : urlB();
+      const response = await api(node, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'screenshot', payload: { url: `https://example.com/order/${i}` }, max_price_points: 1 } });
+      expect(response.status).toBe(200);
+      created.push(response.json.task_id);
+      statuses.add(response.json.status);
+    }
+    // Under contention: some tasks found the slot free, others waited in line behind earlier ones.
+    expect(statuses).toContain('queued');
+    // A wait that runs out still compares the orders, which says more than the timeout.
+    await waitFor(() => served.length === created.length || undefined, 30_000).catch(() => undefined);
+    expect(served).toEqual(created);
+    for (const taskId of created) {
+      await waitFor(async () => (await api(urlB(), 'GET', `/v1/tasks/${taskId}`, { headers: client.auth })).json.status === 'completed');
+    }
+    expect(await getBalance(db, client.account_id)).toMatchObject({ available_points: '76', held_points: '0', lifetime_spent_points: '24' });
     await solver.close();
   }, 120_000);
 

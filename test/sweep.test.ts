@@ -5,25 +5,26 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { chatWorkflowId, taskWorkflowId } from '../workflows/contract';
 import { getBalance } from '../src/db/ledger';
-import { createTaskWithHold, finishTaskWithoutResult } from '../src/db/tasks';
+import { createTask, failTask } from './support/tasks';
 import { CHAT_TASK_TYPE } from '../src/schemas/domain';
-import { TaskService } from '../src/tasks/service';
+import type { StartDeps } from '../src/tasks/service';
+import { SlotHandoffs } from '../src/tasks/handoffs';
 import { sweepUnstartedTasks } from '../src/tasks/sweep';
 import { createTemporalClient } from '../src/temporal/connection';
-import { FakeSolver, waitFor } from './support/fake-solver';
+import { FakeSolver, SAMPLE_RESULTS, waitFor } from './support/fake-solver';
 import { api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
 /** A node that dies between storing a task and starting its workflow leaves the task to the worker's sweep. */
 describe('the stranded-task sweep', () => {
   let stack: TestStack;
   let temporal: Client;
-  let tasks: TaskService;
+  let deps: StartDeps;
   const logger = pino({ level: 'silent' });
 
   beforeAll(async () => {
     stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '2000' } });
     temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
-    tasks = new TaskService({ config: stack.config, db: stack.db, temporal, logger });
+    deps = { config: stack.config, db: stack.db, temporal, logger, eagerStart: false, handoffs: new SlotHandoffs({ db: stack.db, temporal, logger }) };
   });
   afterAll(async () => {
     await temporal?.connection.close();
@@ -33,7 +34,7 @@ describe('the stranded-task sweep', () => {
   // What a node stores before it starts the workflow: the task, its hold and, with a solver free, attempt 1.
   const strand = (accountId: string, taskType: string, match: boolean) => {
     const taskId = `${taskType === CHAT_TASK_TYPE ? 'chat' : 'task'}_${crypto.randomBytes(12).toString('hex')}`;
-    return createTaskWithHold(stack.db, {
+    return createTask(stack.db, {
       taskId,
       accountId,
       taskType,
@@ -59,7 +60,7 @@ describe('the stranded-task sweep', () => {
     expect(task.status).toBe('assigned');
     expect(firstAssignment?.solverId).toBe(solver.solverId);
 
-    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 0)).toContain(task.task_id);
+    expect(await sweepUnstartedTasks(deps, 0)).toContain(task.task_id);
     const done = await waitFor(async () => {
       const response = await api(stack.url, 'GET', `/v1/tasks/${task.task_id}`, { headers: client.auth });
       return response.json.status === 'completed' ? response.json : undefined;
@@ -73,7 +74,7 @@ describe('the stranded-task sweep', () => {
     await waitFor(() =>
       stack.db.oneFirst(sql.type(z.object({ started: z.boolean() }))`SELECT workflow_started_at IS NOT NULL AS started FROM tasks WHERE task_id = ${task.task_id}`),
     );
-    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 0)).not.toContain(task.task_id);
+    expect(await sweepUnstartedTasks(deps, 0)).not.toContain(task.task_id);
   });
 
   test('a chat whose client request died with its node is failed and its hold released', async () => {
@@ -81,7 +82,7 @@ describe('the stranded-task sweep', () => {
     const { task } = await strand(client.account_id, CHAT_TASK_TYPE, false);
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ held_points: '5' });
 
-    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 0)).toContain(task.task_id);
+    expect(await sweepUnstartedTasks(deps, 0)).toContain(task.task_id);
     const record = await api(stack.url, 'GET', `/v1/tasks/${task.task_id}`, { headers: client.auth });
     expect(record.json).toMatchObject({ status: 'failed', error: { type: 'client_cancelled' } });
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '50', held_points: '0', lifetime_spent_points: '0' });
@@ -90,11 +91,46 @@ describe('the stranded-task sweep', () => {
   test('a task younger than the limit is left to its own node', async () => {
     const client = await registerAccount(stack.url, '50');
     const { task } = await strand(client.account_id, 'proxy_fetch', false);
-    expect(await sweepUnstartedTasks({ db: stack.db, tasks, logger }, 30)).not.toContain(task.task_id);
+    expect(await sweepUnstartedTasks(deps, 30)).not.toContain(task.task_id);
     const row = await stack.db.one(sql.type(z.object({ status: z.string(), started: z.boolean() }))`
       SELECT status, workflow_started_at IS NOT NULL AS started FROM tasks WHERE task_id = ${task.task_id}`);
     expect(row).toEqual({ status: 'queued', started: false });
     // Other suites' workers sweep too: leave nothing stranded for them.
-    await finishTaskWithoutResult(stack.db, { taskId: task.task_id, status: 'failed', error: { type: 'test_cleanup', message: 'cleanup' } });
+    await failTask(stack.db, task.task_id);
+  });
+
+  test('a slot handed while its sender died reaches the waiting workflow through the sweep, and is charged once', async () => {
+    let first: string | undefined;
+    // Holds the first task it gets (its one slot stays taken); answers any other at once.
+    const solver = await FakeSolver.start(stack.url, {
+      price: '2',
+      taskTypes: ['screenshot'],
+      maxConcurrent: 1,
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        first ??= frame.task_id;
+        if (frame.task_id !== first) self.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS.screenshot(frame.payload) });
+      },
+    });
+    solvers.push(solver);
+    const client = await registerAccount(stack.url, '50');
+    const post = () => api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'screenshot', payload: { url: 'https://example.com/q' }, max_price_points: 5 } });
+    const holding = await post();
+    expect(holding.json.status).toBe('assigned');
+    const waiting = await post();
+    expect(waiting.json.status).toBe('queued');
+    // The holder's task ends elsewhere; its slot is handed on in that transaction, and the process that
+    // would have told the waiting workflow dies before it does (the handoff is not delivered here).
+    const ended = await failTask(stack.db, holding.json.task_id, 'task_timeout');
+    expect(ended.handoffs?.map((h) => h.taskId)).toEqual([waiting.json.task_id]);
+    expect(await new SlotHandoffs({ db: stack.db, temporal, logger }).sweep(0)).toBeGreaterThanOrEqual(1);
+    const done = await waitFor(async () => {
+      const response = await api(stack.url, 'GET', `/v1/tasks/${waiting.json.task_id}`, { headers: client.auth });
+      return response.json.status === 'completed' ? response.json : undefined;
+    });
+    expect(done.attempts).toHaveLength(1);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '48', held_points: '0', lifetime_spent_points: '2' });
+    const unsent = await stack.db.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM slot_handoffs WHERE task_id = ${waiting.json.task_id}`);
+    expect(unsent).toBe(0);
   });
 });

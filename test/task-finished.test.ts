@@ -4,10 +4,13 @@ import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { NotifyBus } from '../src/db/notify';
 import { createDb, type Db } from '../src/db/pool';
-import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord } from '../src/db/tasks';
+import { getTaskRecord } from '../src/db/tasks';
+import { EarlyAttempts } from '../src/dispatch/early-attempts';
 import { createLogger } from '../src/logger';
 import { TaskFinishedWatch } from '../src/tasks/finished';
+import { RecentPayloads } from '../src/tasks/recent-payloads';
 import { TaskService } from '../src/tasks/service';
+import { createTask, failTask } from './support/tasks';
 import { testConfig, testEndpoints } from './support/stack';
 
 let db: Db;
@@ -28,13 +31,13 @@ async function newTask() {
   const { account } = await createAccount(db);
   await deposit(db, { accountId: account.account_id, amount: '10', idempotencyKey: `t:${crypto.randomUUID()}` });
   const taskId = `task_${crypto.randomBytes(8).toString('hex')}`;
-  await createTaskWithHold(db, { taskId, accountId: account.account_id, taskType: 'proxy_fetch', payload: {}, maxPricePoints: '5', timeoutSeconds: 60, workflowId: `task-${taskId}` });
+  await createTask(db, { taskId, accountId: account.account_id, taskType: 'proxy_fetch', payload: {}, maxPricePoints: '5', timeoutSeconds: 60, workflowId: `task-${taskId}` });
   return taskId;
 }
 
 async function failAndSeeAnnounced(taskId: string) {
   const waiting = watch.wait(taskId);
-  await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+  await failTask(db, taskId);
   await expect(waiting.finished).resolves.toBe('failed');
   waiting.stop();
 }
@@ -46,13 +49,13 @@ describe('terminal states are announced when they commit', () => {
     let otherSeen = false;
     const otherWait = watch.wait(other);
     void otherWait.finished.then(() => (otherSeen = true));
-    await finishTaskWithoutResult(db, { taskId: mine, status: 'timed_out', error: { type: 'task_timeout', message: 'x' } });
+    await failTask(db, mine, 'task_timeout');
     await expect(waiting.finished).resolves.toBe('timed_out');
     expect(otherSeen).toBe(false);
     waiting.stop();
     otherWait.stop();
     // A task left open would be started by a later suite's stranded-task sweep.
-    await finishTaskWithoutResult(db, { taskId: other, status: 'failed', error: { type: 'test_cleanup', message: 'x' } });
+    await failTask(db, other);
   });
 
   test('a waiter that registers just after its task finished still learns the final status', async () => {
@@ -67,7 +70,7 @@ describe('terminal states are announced when they commit', () => {
   test('a finish that does not apply announces nothing: the task keeps its first terminal state', async () => {
     const taskId = await newTask();
     await failAndSeeAnnounced(taskId);
-    const second = await finishTaskWithoutResult(db, { taskId, status: 'timed_out', error: { type: 'x', message: 'x' } });
+    const second = await failTask(db, taskId, 'task_timeout');
     expect(second.applied).toBe(false);
     await new Promise((resolve) => setTimeout(resolve, 300));
     const waiting = watch.wait(taskId);
@@ -84,14 +87,26 @@ describe('waiting for a task', () => {
     return { client, calls };
   }
   const serviceWith = (temporal: Client, resultFallbackMs?: number) =>
-    new TaskService({ config: testConfig(), db, temporal, logger: createLogger('warn', 'test'), finished: watch, resultFallbackMs });
+    new TaskService({
+      config: testConfig(),
+      db,
+      temporal,
+      logger: createLogger('warn', 'test'),
+      eagerStart: false,
+      handoffs: { deliver: () => undefined },
+      finished: watch,
+      payloads: new RecentPayloads(),
+      // Never used: these tests create no chat.
+      earlyAttempts: {} as EarlyAttempts,
+      resultFallbackMs,
+    });
   const recordOf = async (taskId: string) => (await getTaskRecord(db, taskId))!;
 
   test('an announced terminal state answers without asking Temporal for the workflow result', async () => {
     const taskId = await newTask();
     const { client, calls } = temporalWith(() => new Promise(() => undefined));
     const waiting = serviceWith(client).waitForResult(await recordOf(taskId), 10_000);
-    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'x', message: 'x' } });
+    await failTask(db, taskId);
     await expect(waiting).resolves.toEqual({ taskId, status: 'failed' });
     expect(calls.result).toBe(0);
   });
@@ -101,13 +116,13 @@ describe('waiting for a task', () => {
     const { client, calls } = temporalWith(async () => ({ taskId, status: 'completed' }));
     await expect(serviceWith(client, 50).waitForResult(await recordOf(taskId), 10_000)).resolves.toEqual({ taskId, status: 'completed' });
     expect(calls.result).toBe(1);
-    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'test_cleanup', message: 'x' } });
+    await failTask(db, taskId);
   });
 
   test('neither within the time allowed: null', async () => {
     const taskId = await newTask();
     const { client } = temporalWith(() => new Promise(() => undefined));
     await expect(serviceWith(client, 50).waitForResult(await recordOf(taskId), 200)).resolves.toBeNull();
-    await finishTaskWithoutResult(db, { taskId, status: 'failed', error: { type: 'test_cleanup', message: 'x' } });
+    await failTask(db, taskId);
   });
 });

@@ -1,6 +1,6 @@
 import WebSocket from 'ws';
 import { balanceFromEntries, getBalance } from '../src/db/ledger';
-import { FakeSolver, waitFor } from './support/fake-solver';
+import { FakeSolver, suiteSolvers, waitFor } from './support/fake-solver';
 import { createTemporalClient } from '../src/temporal/connection';
 import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../workflows/contract';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
@@ -9,19 +9,10 @@ const FAST = { ACCEPT_TIMEOUT_MS: '1000', ATTEMPT_TIMEOUT_SECONDS: '3', HEARTBEA
 
 describe('web tasks through Temporal and solver WebSockets', () => {
   let stack: TestStack;
-  let solvers: FakeSolver[] = [];
-  const solver = async (options: Parameters<typeof FakeSolver.start>[1] = {}) => {
-    const started = await FakeSolver.start(stack.url, options);
-    solvers.push(started);
-    return started;
-  };
+  const solver = suiteSolvers(() => stack.url);
 
   beforeAll(async () => {
     stack = await startTestStack({ env: FAST });
-  });
-  afterEach(async () => {
-    await Promise.all(solvers.map((s) => s.close()));
-    solvers = [];
   });
   afterAll(async () => {
     await stack.close();
@@ -49,12 +40,37 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect(created.status).toBe(200);
     expect(created.json).toMatchObject({ task_type: taskType, status: expect.stringMatching(/queued|assigned|completed/), max_price_points: '10', workflow_id: `task-${created.json.task_id}` });
     const done = await poll(client, created.json.task_id);
-    expect(done).toMatchObject({ status: 'completed', price_points: '2', solver_id: worker.solverId, error: null });
+    expect(created.json).toMatchObject({ held_points: '10', hold_status: 'open', charged_points: '0' });
+    expect(done).toMatchObject({ status: 'completed', price_points: '2', solver_id: worker.solverId, error: null, held_points: '10', hold_status: 'settled', charged_points: '2' });
     expect(done.result).toBeTruthy();
     expect(done.attempts).toEqual([{ solver_id: worker.solverId, outcome: 'completed', started_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/), ended_at: expect.stringMatching(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/) }]);
     for (const key of ['created_at', 'updated_at', 'completed_at']) expect(new Date(done[key]).toISOString()).toBe(done[key]);
     expect((await api(stack.url, 'GET', '/v1/balance', { headers: client.auth })).json).toMatchObject({ available_points: '98', held_points: '0', lifetime_spent_points: '2' });
     expect((await getBalance(stack.db, worker.solverId))?.available_points).toBe('1.8');
+  });
+
+  test('a key\'s spend keeps what its settled tasks were charged and gets the rest of their holds back', async () => {
+    await solver({ price: '2', taskTypes: ['web_search'] });
+    const client = await registerAccount(stack.url, '100');
+    const key = (await api(stack.url, 'POST', '/v1/account/keys', { headers: client.auth, body: { name: 'capped', spend_limit: { points: '12', period: 'day' } } })).json;
+    const capped = { auth: { Authorization: `Bearer ${key.api_key}` } };
+    const created = await api(stack.url, 'POST', '/v1/search', { headers: capped.auth, body: { query: 'spend' } });
+    expect([created.status, created.headers.get('x-points-charged'), created.headers.get('x-points-held')]).toEqual([200, '2', '10']);
+    const listed = (await api(stack.url, 'GET', '/v1/account/keys', { headers: client.auth })).json.data.find((entry: { key_id: string }) => entry.key_id === key.key_id);
+    expect(listed.spend_limit).toEqual({ points: '12', period: 'day', spent_points: '2' });
+    // 2 charged + a hold of 10 fit in 12; a second hold of 10 on top would not.
+    const second = await api(stack.url, 'POST', '/v1/tasks', { headers: capped.auth, body: { task_type: 'web_search', payload: { query: 'fits' } } });
+    expect(second.status).toBe(200);
+    await poll(capped, second.json.task_id);
+    // 4 charged now: a hold of 10 no longer fits, one of 8 does.
+    const over = await api(stack.url, 'POST', '/v1/tasks', { headers: capped.auth, body: { task_type: 'web_search', payload: { query: 'over' } } });
+    expect(over.status).toBe(402);
+    const third = await api(stack.url, 'POST', '/v1/tasks', { headers: capped.auth, body: { task_type: 'web_search', payload: { query: 'fits too' }, max_price_points: '8' } });
+    expect(third.status).toBe(200);
+    await poll(capped, third.json.task_id);
+    const refused = await api(stack.url, 'POST', '/v1/tasks', { headers: capped.auth, body: { task_type: 'web_search', payload: { query: 'over' }, max_price_points: '6.5' } });
+    expect([refused.status, refused.json.error.type, refused.json.error.spend_limit.spent_points]).toEqual([402, 'key_spend_limit_reached', '6']);
+    await expectLedgerExact(client.account_id);
   });
 
   test('ops find each task in Temporal by its workflow id, with task type, account and final status as search attributes', async () => {
@@ -202,6 +218,7 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect(record.status).toBe('failed');
     expect(record.attempts).toHaveLength(2);
     expect(record.error.type).toBe('solver_failed');
+    expect(record).toMatchObject({ held_points: '10', hold_status: 'released', charged_points: '0' });
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
     await expectLedgerExact(client.account_id);
   });

@@ -4,9 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { Assignment } from '../src/db/tasks';
-
-export const DEFAULT_TASK_QUEUE = 'marketplace';
+import type { Assignment, ErrorBody, TaskState, TerminalState } from '../src/tasks/lifecycle';
 
 /** Each API node runs a worker on its own queue: activities that must reach a solver's socket go there. */
 export const nodeTaskQueue = (nodeId: string) => `node-${nodeId}`;
@@ -20,7 +18,19 @@ export interface AdminCompletion {
   result: Record<string, unknown>;
 }
 export const adminCompleteSignal = defineSignal<[AdminCompletion]>('adminComplete');
-export const taskStatusQuery = defineQuery<string>('status');
+
+/** A slot handed to the task while it waited in the queue: it becomes this attempt. */
+export interface SlotHanded {
+  attemptNumber: number;
+  assignment: Assignment;
+  /** The node that handed the slot sent the task to its solver already; the dispatch activity takes it over. */
+  startedEarly?: boolean;
+}
+export const slotHandedSignal = defineSignal<[SlotHanded]>('slotHanded');
+
+/** The task's client cancelled it: the workflow stops its attempt and ends it `cancelled`. */
+export const cancelTaskSignal = defineSignal('cancelTask');
+export const taskStatusQuery = defineQuery<TaskState>('status');
 
 export const TaskTypeAttribute = defineSearchAttributeKey('TaskType', SearchAttributeType.KEYWORD);
 export const AccountIdAttribute = defineSearchAttributeKey('AccountId', SearchAttributeType.KEYWORD);
@@ -46,6 +56,55 @@ export interface TaskWorkflowInput {
 
 export interface TaskWorkflowResult {
   taskId: string;
-  status: 'completed' | 'failed' | 'timed_out';
-  error?: { type: string; message: string };
+  status: TerminalState;
+  error?: ErrorBody;
+}
+
+export interface WebhookDeliveryInput {
+  deliveryId: string;
+  /** How long the delivery is retried before it is given up (WEBHOOK_RETRY_FOR_SECONDS). */
+  retryForSeconds: number;
+  attemptTimeoutMs: number;
+}
+
+/** A canary task for one solver (docs/trust.md); its task id is chosen by whoever starts it. */
+export interface CanaryWorkflowInput {
+  taskId: string;
+  solverId: string;
+  taskType: string;
+  /** Canaries of that type the solver was sent before this one (its workflow id numbers them). */
+  sent: number;
+  maxPricePoints: string;
+  /** A chat audit: the strong-tier allowlist, so that it goes to the solver's strong capability. */
+  strongModels?: string[];
+  timeoutSeconds: number;
+  attemptTimeoutSeconds: number;
+  acceptTimeoutMs: number;
+}
+
+export interface CanaryWorkflowResult {
+  taskId: string;
+  /** `skipped`: no canary was created (no longer due, e.g. another start sent it; no page address; or the platform cannot pay). */
+  status: TerminalState | 'skipped';
+  reason?: string;
+}
+
+/** A client task run again by a second solver (docs/trust.md, "Redundant runs"); started by a worker. */
+export interface RedundantRunWorkflowInput {
+  /** The client's task, whose result the second one is compared with. */
+  clientTaskId: string;
+  /** The platform's task that runs it again (chosen by whoever starts the workflow). */
+  runTaskId: string;
+  taskType: string;
+  /** How long the run may wait for a free slot of another solver and answer (the client task's timeout). */
+  timeoutSeconds: number;
+  attemptTimeoutSeconds: number;
+  acceptTimeoutMs: number;
+}
+
+export interface RedundantRunWorkflowResult {
+  clientTaskId: string;
+  /** The run's verdict, or why it has none. */
+  status: 'agreed' | 'disagreed' | 'incomparable' | 'unanswered' | 'skipped';
+  reason?: string;
 }

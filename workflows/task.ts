@@ -12,15 +12,29 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Activities, NodeActivities } from '../activities';
-import type { DispatchOutcome } from '../activities/dispatch';
-import type { Assignment } from '../src/db/tasks';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import {
+  attemptFailed,
+  isTerminalState,
+  solverAfter,
+  taskFailure,
+  UNKNOWN_CHUNKS,
+  type Assignment,
+  solverErrorTypeOf,
+  type AttemptFailed,
+  type AttemptReport,
+  type TaskErrorType,
+  type TaskState,
+} from '../src/tasks/lifecycle';
+import {
   adminCompleteSignal,
+  cancelTaskSignal,
   nodeTaskQueue,
+  slotHandedSignal,
   TaskStatusAttribute,
   taskStatusQuery,
   type AdminCompletion,
+  type SlotHanded,
   type TaskWorkflowInput,
   type TaskWorkflowResult,
 } from './contract';
@@ -31,13 +45,16 @@ const db = proxyLocalActivities<Activities>({
   retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds', maximumAttempts: 20 },
 });
 
-// Waiting for a solver to free up or come online: short first, then every 2 s.
+// Workflows started before the queue polled for a slot, short first, then every 2 s; they keep doing so
+// on replay. Since, a waiting task is handed its slot by signal (docs/queue.md) and waits for nothing else.
+const SLOT_BY_SIGNAL_PATCH = 'slot-handed-by-signal';
 const FIRST_WAIT_MS = 100;
 const MAX_WAIT_MS = 2000;
 
 /**
  * One web task: match a solver, dispatch to the node holding its socket, reassign on error, silence or
- * disconnect, and settle (or release) the points hold exactly once. Admins may complete it by signal.
+ * disconnect, and settle (or release) the points hold exactly once. Admins may complete it by signal,
+ * and its client may cancel it by signal.
  */
 export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   try {
@@ -47,7 +64,7 @@ export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkfl
     // Cancelled (a chat client went away): the attempt scope is cancelled with us, which tells the
     // solver to stop; the hold is released whatever happens next.
     await CancellationScope.nonCancellable(() =>
-      db.finishTaskWithoutResult({ taskId: input.taskId, status: 'failed', error: { type: 'client_cancelled', message: 'The client went away before the result.' } }),
+      db.finishTaskWithoutResult({ taskId: input.taskId, ...taskFailure('client_cancelled', 'The client went away before the result.') }),
     );
     throw error;
   }
@@ -60,17 +77,28 @@ export async function chatCompletionWorkflow(input: TaskWorkflowInput): Promise<
 
 async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   const deadline = Date.now() + input.timeoutSeconds * 1000;
-  let status: string = 'queued';
+  let status: TaskState = 'queued';
   let admin: AdminCompletion | undefined;
   setHandler(adminCompleteSignal, (completion) => {
     admin ??= completion;
   });
+  // Without this signal every predicate below reads as before, so histories without it replay unchanged.
+  let cancelled = false;
+  setHandler(cancelTaskSignal, () => {
+    cancelled = true;
+  });
+  const interrupted = () => admin !== undefined || cancelled;
   setHandler(taskStatusQuery, () => status);
+  // Slots handed while the task waited, by attempt number (a repeated signal changes nothing).
+  const handed = new Map<number, SlotHanded>();
+  setHandler(slotHandedSignal, (slot) => {
+    if (!handed.has(slot.attemptNumber)) handed.set(slot.attemptNumber, slot);
+  });
   // Every search-attribute upsert is a visibility write; only the final status is worth one
   // (the task record in PostgreSQL and the `status` query show the transient states).
-  const setStatus = (next: string) => {
+  const setStatus = (next: TaskState) => {
     status = next;
-    if (next === 'completed' || next === 'failed' || next === 'timed_out') upsertSearchAttributes([{ key: TaskStatusAttribute, value: next }]);
+    if (isTerminalState(next)) upsertSearchAttributes([{ key: TaskStatusAttribute, value: next }]);
   };
 
   const excluded: string[] = [];
@@ -79,39 +107,42 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   const lastResort: string[] = [];
   let attemptNumber = 0;
   let waitMs = FIRST_WAIT_MS;
-  let lastError: { type: string; message: string } | undefined;
+  let lastFailure: AttemptFailed | undefined;
 
-  const end = async (final: 'failed' | 'timed_out', error: { type: string; message: string }): Promise<TaskWorkflowResult> => {
-    const outcome = await db.finishTaskWithoutResult({ taskId: input.taskId, status: final, error });
+  const end = async (type: TaskErrorType, message: string, solverErrorType?: string): Promise<TaskWorkflowResult> => {
+    const failure = taskFailure(type, message, solverErrorType);
+    const outcome = await db.finishTaskWithoutResult({ taskId: input.taskId, ...failure });
     setStatus(outcome.status);
-    return { taskId: input.taskId, status: outcome.status as TaskWorkflowResult['status'], error: outcome.applied ? error : undefined };
+    return { taskId: input.taskId, status: outcome.status, error: outcome.applied ? failure.error : undefined };
   };
   const completeByAdmin = async (completion: AdminCompletion): Promise<TaskWorkflowResult> => {
     const outcome = await db.completeTask({ taskId: input.taskId, completion: { kind: 'admin', solverId: completion.solverId, result: completion.result } });
     setStatus(outcome.status);
     log.info('task completed by an admin', { taskId: input.taskId, solverId: completion.solverId });
-    return { taskId: input.taskId, status: outcome.status as TaskWorkflowResult['status'] };
+    return { taskId: input.taskId, status: outcome.status };
   };
 
   for (;;) {
     if (admin) return completeByAdmin(admin);
+    if (cancelled) return end('task_cancelled', 'Cancelled by its client.');
     const remaining = deadline - Date.now();
     if (remaining <= 0) {
-      return end('timed_out', {
-        type: 'task_timeout',
-        message: attemptNumber === 0 ? 'No solver took the task before its deadline.' : 'The task did not finish before its deadline.',
-      });
+      return end('task_timeout', attemptNumber === 0 ? 'No solver took the task before its deadline.' : 'The task did not finish before its deadline.');
     }
     if (attemptNumber >= input.maxAttempts) {
-      return end('failed', { type: 'solver_failed', message: `All ${attemptNumber} attempts failed${lastError ? `; last: ${lastError.message}` : '.'}` });
+      return end('solver_failed', `All ${attemptNumber} attempts failed${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`, lastFailure && solverErrorTypeOf(lastFailure));
     }
     // Attempt 1 may have been matched with the task itself; otherwise (and for the sweep's restarts, which
     // find that same reservation again) a local activity matches.
     const matchedWithTask = attemptNumber === 0 && input.firstAssignment !== undefined;
+    // Workflows that polled (no marker) had any such signal ignored, and keep asking matching on replay.
+    const handedSlot = handed.has(attemptNumber + 1) && patched(SLOT_BY_SIGNAL_PATCH) ? handed.get(attemptNumber + 1) : undefined;
     const reservation =
       matchedWithTask && input.firstAssignment
         ? { assignment: input.firstAssignment }
-        : await db.reserveAttempt({
+        : handedSlot
+          ? { assignment: handedSlot.assignment }
+          : await db.reserveAttempt({
             taskId: input.taskId,
             attemptNumber: attemptNumber + 1,
             taskType: input.taskType,
@@ -124,40 +155,51 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
       if (reservation.finishedAs) {
         // Finished meanwhile, e.g. an attempt completed and settled whose report to us was lost with its node.
         setStatus(reservation.finishedAs);
-        return { taskId: input.taskId, status: reservation.finishedAs as TaskWorkflowResult['status'] };
+        return { taskId: input.taskId, status: reservation.finishedAs };
       }
       if (attemptNumber > 0 && reservation.untriedOnline === 0) {
-        return end('failed', { type: 'solver_failed', message: `No untried solver is online after ${attemptNumber} failed attempt(s)${lastError ? `; last: ${lastError.message}` : '.'}` });
+        return end(
+          'solver_failed',
+          `No untried solver is online after ${attemptNumber} failed attempt(s)${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`,
+          lastFailure && solverErrorTypeOf(lastFailure),
+        );
       }
-      await condition(() => admin !== undefined, Math.min(waitMs, remaining));
-      waitMs = Math.min(waitMs * 2, MAX_WAIT_MS);
+      if (patched(SLOT_BY_SIGNAL_PATCH)) {
+        // Queued: whoever frees a slot it fits hands it over by signal; only its deadline bounds the wait.
+        await condition(() => interrupted() || handed.has(attemptNumber + 1), remaining);
+      } else {
+        await condition(interrupted, Math.min(waitMs, remaining));
+        waitMs = Math.min(waitMs * 2, MAX_WAIT_MS);
+      }
       continue;
     }
     attemptNumber += 1;
     waitMs = FIRST_WAIT_MS;
     const assignment = reservation.assignment;
     setStatus('assigned');
-    const startedEarly = matchedWithTask && input.firstAttemptStartedEarly === true;
-    const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), () => admin !== undefined, startedEarly);
+    // Sent to its solver before this workflow asked: with the task (a chat's first attempt), or by the
+    // node that handed the slot; the dispatch activity takes the running attempt over.
+    const startedEarly = matchedWithTask ? input.firstAttemptStartedEarly === true : handedSlot?.startedEarly === true;
+    const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), interrupted, startedEarly);
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
       // The dispatch activity stored the result and settled the task.
       setStatus(outcome.status);
-      return { taskId: input.taskId, status: outcome.status as TaskWorkflowResult['status'] };
+      return { taskId: input.taskId, status: outcome.status };
     }
     await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
     if (outcome.outcome === 'error' && !outcome.retryable) {
       // The solver says the task itself cannot succeed (e.g. a refused target): no point trying others.
-      return end('failed', { type: 'solver_failed', message: outcome.error.message });
+      return end('solver_failed', outcome.error.message, solverErrorTypeOf(outcome));
     }
     if (input.stream && (await deltasGiven(input.stream, assignment.attemptId, outcome.chunks)) !== 0) {
       // The client already holds part of this solver's answer; another solver cannot continue it.
-      return end('failed', { type: 'solver_failed', message: `The solver failed after streaming began: ${outcome.error.message}` });
+      return end('solver_failed', `The solver failed after streaming began: ${outcome.error.message}`, solverErrorTypeOf(outcome));
     }
     log.info('attempt failed; reassigning', { taskId: input.taskId, solverId: assignment.solverId, outcome: outcome.outcome });
-    if (outcome.error.type === 'node_unavailable') lastResort.push(assignment.solverId);
+    if (solverAfter(outcome) === 'last_resort') lastResort.push(assignment.solverId);
     else excluded.push(assignment.solverId);
-    lastError = outcome.error;
+    lastFailure = outcome;
     setStatus('queued');
   }
 }
@@ -174,7 +216,7 @@ const FENCE_LOST_ATTEMPT_PATCH = 'fence-lost-chat-attempt';
  * nothing, another solver can still answer from the start. No answer from that node counts as some.
  */
 async function deltasGiven(stream: NonNullable<TaskWorkflowInput['stream']>, attemptId: string, reported: number): Promise<number> {
-  if (reported >= 0 || !patched(FENCE_LOST_ATTEMPT_PATCH)) return reported;
+  if (reported !== UNKNOWN_CHUNKS || !patched(FENCE_LOST_ATTEMPT_PATCH)) return reported;
   const clientNode = proxyActivities<NodeActivities>({
     taskQueue: nodeTaskQueue(stream.clientNodeId),
     scheduleToStartTimeout: '5 seconds',
@@ -182,16 +224,16 @@ async function deltasGiven(stream: NonNullable<TaskWorkflowInput['stream']>, att
     retry: { maximumAttempts: 1 },
   });
   try {
-    return (await clientNode.fenceChatAttempt({ completionId: stream.completionId, attemptId })) ?? -1;
+    return (await clientNode.fenceChatAttempt({ completionId: stream.completionId, attemptId })) ?? UNKNOWN_CHUNKS;
   } catch (error) {
     if (isCancellation(error)) throw error;
-    return -1;
+    return UNKNOWN_CHUNKS;
   }
 }
 
 /**
- * Dispatches one attempt to the node holding the solver's socket. An admin completion arriving
- * meanwhile cancels the attempt (the node sends the solver a `cancel` frame).
+ * Dispatches one attempt to the node holding the solver's socket. An admin completion or a cancel
+ * arriving meanwhile cancels the attempt (the node sends the solver a `cancel` frame).
  */
 async function runAttempt(
   input: TaskWorkflowInput,
@@ -199,7 +241,7 @@ async function runAttempt(
   timeoutMs: number,
   superseded: () => boolean,
   startedEarly: boolean,
-): Promise<DispatchOutcome | 'superseded'> {
+): Promise<AttemptReport | 'superseded'> {
   const node = proxyActivities<NodeActivities>({
     taskQueue: nodeTaskQueue(assignment.nodeId),
     // A node that died stops polling its queue: give up and reassign. Long enough for a live node
@@ -224,7 +266,7 @@ async function runAttempt(
         ...(startedEarly ? { startedEarly } : {}),
       }),
     );
-  const dispatched = (async (): Promise<DispatchOutcome | 'superseded'> => {
+  const dispatched = (async (): Promise<AttemptReport | 'superseded'> => {
     for (let takeOvers = 1; ; takeOvers++) {
       try {
         return await dispatch();
@@ -239,13 +281,8 @@ async function runAttempt(
         // never started sent nothing, unless it went out early without it; otherwise how many deltas
         // reached the client is unknown here (-1).
         const neverStarted = timedOut && (error.cause as TimeoutFailure).timeoutType === 'SCHEDULE_TO_START';
-        return {
-          ok: false,
-          outcome: 'disconnected',
-          error: { type: 'node_unavailable', message: String((error as Error & { cause?: Error })?.cause?.message ?? (error as Error)?.message ?? error) },
-          retryable: true,
-          chunks: neverStarted && !startedEarly ? 0 : -1,
-        };
+        const message = String((error as Error & { cause?: Error })?.cause?.message ?? (error as Error)?.message ?? error);
+        return attemptFailed('node_unavailable', message, neverStarted && !startedEarly ? 0 : UNKNOWN_CHUNKS);
       }
     }
   })();

@@ -16,6 +16,11 @@ export async function call(base: string, method: string, path: string, body?: un
 // several times the CPU per request and per streamed event.
 const agent = new http.Agent({ keepAlive: true, maxSockets: Infinity });
 
+/** One request whatever its status (`call` throws on 4xx and 5xx). */
+export async function request(base: string, method: string, path: string, body?: unknown, headers: Record<string, string> = {}) {
+  return send(`${base}${path}`, method, body === undefined ? undefined : JSON.stringify(body), headers);
+}
+
 function send(url: string, method: string, body: string | undefined, headers: Record<string, string>): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const request = http.request(url, { method, agent, headers: body === undefined ? headers : { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (response) => {
@@ -35,13 +40,9 @@ export async function register(base: string) {
   return { ...account, auth: { Authorization: `Bearer ${account.api_key}` } };
 }
 
-export interface TaskFrame {
-  type: 'task';
-  attempt_id: string;
-  task_id: string;
-  task_type: string;
-  payload: Record<string, any>;
-}
+import type { TaskMessage as TaskFrame } from '../../src/schemas/frames';
+
+export type { TaskFrame };
 
 export class SimSolver {
   socket!: WebSocket;

@@ -19,7 +19,7 @@ async function main(): Promise<void> {
     return;
   }
 
-  const logger = createLogger(config.logLevel, 'solver');
+  const logger = createLogger(config.logLevel, 'solver', config.logFormat);
   const agent = await startSolverAgent(config, { logger });
 
   let stopping = false;

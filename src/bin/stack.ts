@@ -1,5 +1,5 @@
 import { loadConfig } from '../config';
-import { createLogger } from '../logger';
+import { createLogger, logFormatOf } from '../logger';
 import { startApiNode } from '../runtime/api-node';
 import { startInfrastructure, writeStackFile } from '../runtime/infrastructure';
 import { startLocalSolver } from '../runtime/local-solver';
@@ -13,7 +13,7 @@ import { exitOnStartupError, onShutdown } from './shutdown';
  */
 async function main() {
   const config = loadConfig();
-  const logger = createLogger(config.logLevel, 'stack');
+  const logger = createLogger(config.logLevel, 'stack', config.logFormat);
   const stops: (() => Promise<void>)[] = [];
   let stopping: Promise<void> | undefined;
   const stopAll = () =>
@@ -42,6 +42,9 @@ async function main() {
       `  API docs      ${api.url}/docs`,
       ...(infra.temporalUiUrl ? [`  Temporal UI   ${infra.temporalUiUrl}`] : [`  Temporal      ${infra.temporalAddress}`]),
       solver ? `  Local solver  serving ${solver.taskTypes.join(', ')} as ${solver.solverId}` : '  Local solver  off (LOCAL_SOLVER=off)',
+      ...(solver && !solver.taskTypes.includes('screenshot')
+        ? [`  Browser tasks off (screenshot, page_snapshot): no Chromium at ${solver.chromiumPath}; run \`sudo apt-get install chromium\` and start again`]
+        : []),
       ...(config.adminApiKey ? [] : ['  Admin         off: set ADMIN_API_KEY (e.g. in .env) to deposit points into accounts']),
       `  Data          ${config.dataDir}`,
       '',
@@ -57,4 +60,4 @@ async function main() {
   }
 }
 
-main().catch(exitOnStartupError(createLogger('info', 'stack')));
+main().catch(exitOnStartupError(createLogger('info', 'stack', logFormatOf(undefined))));

@@ -1,5 +1,6 @@
 import type { NotifyBus } from '../db/notify';
 import type { Logger } from '../logger';
+import { observeChatFirstToken, observeChatRelay } from '../metrics/metrics';
 
 /**
  * The fast path for chat deltas, from the node holding the solver's socket to the node holding the
@@ -16,6 +17,8 @@ export type RelayEvent =
 interface Envelope {
   completionId: string;
   event: RelayEvent;
+  /** Wall-clock ms when the sending node published it (the relay figure; nodes' clocks are NTP-close). */
+  sentAt?: number;
 }
 
 // NOTIFY payloads are limited to 8000 bytes; larger content deltas are split into several chunks.
@@ -30,6 +33,8 @@ interface Listener {
   delivered: number;
   /** Attempts whose events are no longer accepted. */
   fenced: Set<string>;
+  /** When the client's request began to listen: its first delta's arrival is the time to first token. */
+  openedAt: number;
 }
 
 export class ChatRelay {
@@ -42,13 +47,13 @@ export class ChatRelay {
   async start(): Promise<void> {
     await this.deps.bus.subscribe(relayChannel(this.deps.nodeId), (payload) => {
       const envelope = payload as Envelope;
-      if (envelope?.completionId) this.deliver(envelope.completionId, envelope.event);
+      if (envelope?.completionId) this.deliver(envelope.completionId, envelope.event, 'notify', envelope.sentAt);
     });
   }
 
   /** Receives the events of one completion on this node until the returned function is called. */
   listen(completionId: string, handler: (event: RelayEvent) => void): () => void {
-    const listener: Listener = { handler, delivered: 0, fenced: new Set() };
+    const listener: Listener = { handler, delivered: 0, fenced: new Set(), openedAt: performance.now() };
     this.listeners.set(completionId, listener);
     return () => {
       if (this.listeners.get(completionId) === listener) this.listeners.delete(completionId);
@@ -68,6 +73,11 @@ export class ChatRelay {
     return listener.delivered;
   }
 
+  /** True when this node serves the completion's client stream. */
+  serves(completionId: string): boolean {
+    return this.listeners.has(completionId);
+  }
+
   /** True when the completion's client is served by this node: delivery is then a synchronous event. */
   isLocal(targetNodeId: string): boolean {
     return targetNodeId === this.deps.nodeId;
@@ -76,18 +86,22 @@ export class ChatRelay {
   /** Sends an event to the node serving the completion's client. */
   async forward(targetNodeId: string, completionId: string, event: RelayEvent): Promise<void> {
     if (targetNodeId === this.deps.nodeId) {
-      this.deliver(completionId, event);
+      this.deliver(completionId, event, 'local', Date.now());
       return;
     }
     for (const part of splitForNotify(event)) {
-      await this.deps.bus.publish(relayChannel(targetNodeId), { completionId, event: part } satisfies Envelope);
+      await this.deps.bus.publish(relayChannel(targetNodeId), { completionId, event: part, sentAt: Date.now() } satisfies Envelope);
     }
   }
 
-  private deliver(completionId: string, event: RelayEvent): void {
+  private deliver(completionId: string, event: RelayEvent, path: 'local' | 'notify', sentAt: number | undefined): void {
     const listener = this.listeners.get(completionId);
     if (!listener || listener.fenced.has(event.attempt)) return;
-    if (event.type === 'chunk') listener.delivered += 1;
+    if (event.type === 'chunk') {
+      if (listener.delivered === 0) observeChatFirstToken((performance.now() - listener.openedAt) / 1000);
+      if (sentAt !== undefined) observeChatRelay(path, Math.max(0, Date.now() - sentAt) / 1000);
+      listener.delivered += 1;
+    }
     listener.handler(event);
   }
 }

@@ -1,10 +1,11 @@
 import type { SCRAPE_FORMATS } from '../schemas/requests';
 import { mergeScans, type ScanResult } from '../safety/scanner';
-import { cleanHtml, extractLinks, pageMetadata } from './page-html';
+import { htmlToMarkdown } from '../solver/html/markdown';
+import { cleanHtml, extractLinks, pageMetadata, type TagFilter } from './page-html';
 
 /**
- * Firecrawl v1 scrape semantics on top of our web tasks: which tasks a request needs, and how their
- * results become Firecrawl's `data` document and failure bodies.
+ * Firecrawl scrape semantics on top of our web tasks: which tasks a request needs, and how their
+ * results become Firecrawl's `data` document (v1 and v2 share it) and failure bodies.
  */
 
 export type ScrapeFormat = (typeof SCRAPE_FORMATS)[number];
@@ -69,9 +70,13 @@ function mergedSafety(results: ScrapeResults): { safety: ScanResult } | Record<s
   return { safety: mergeScans(scans) };
 }
 
-/** Firecrawl's `data` document: only the requested formats, plus `metadata`. */
-export function scrapeDocument(input: { url: string; formats: readonly ScrapeFormat[]; onlyMainContent: boolean; results: ScrapeResults }) {
-  const { url, formats, onlyMainContent, results } = input;
+/**
+ * Firecrawl's `data` document: only the requested formats, plus `metadata`. Markdown is the solver's
+ * main-content conversion when it ran a fetch for it, else it is derived here from the cleaned HTML
+ * (the plan asks for that when tag filters or the whole page are wanted).
+ */
+export function scrapeDocument(input: { url: string; formats: readonly string[]; onlyMainContent: boolean; tags?: TagFilter; results: ScrapeResults }) {
+  const { url, formats, onlyMainContent, tags, results } = input;
   const fetched = results.markdown?.result ?? results.rawHtml?.result;
   const finalUrl = fetched?.final_url ?? url;
   const raw = results.rawHtml?.result.content ?? '';
@@ -80,8 +85,8 @@ export function scrapeDocument(input: { url: string; formats: readonly ScrapeFor
   const taskIds = Object.values(results).map((part) => part!.taskId);
   const screenshot = results.screenshot?.result;
   return {
-    ...(formats.includes('markdown') ? { markdown: results.markdown?.result.content ?? '' } : {}),
-    ...(formats.includes('html') ? { html: cleanHtml(raw, finalUrl, onlyMainContent) } : {}),
+    ...(formats.includes('markdown') ? { markdown: results.markdown ? (results.markdown.result.content ?? '') : derivedMarkdown(raw, finalUrl, onlyMainContent, tags) } : {}),
+    ...(formats.includes('html') ? { html: cleanHtml(raw, finalUrl, onlyMainContent, tags) } : {}),
     ...(formats.includes('rawHtml') ? { rawHtml: raw } : {}),
     ...(formats.includes('links') ? { links: extractLinks(raw, finalUrl) } : {}),
     ...(screenshot ? { screenshot: `data:${screenshot.mime_type ?? 'image/png'};base64,${screenshot.image_base64 ?? ''}` } : {}),
@@ -98,17 +103,24 @@ export function scrapeDocument(input: { url: string; formats: readonly ScrapeFor
   };
 }
 
+function derivedMarkdown(rawHtml: string, pageUrl: string, onlyMainContent: boolean, tags: TagFilter | undefined): string {
+  if (!rawHtml) return '';
+  return htmlToMarkdown(cleanHtml(rawHtml, pageUrl, onlyMainContent, tags), pageUrl, { mainContentOnly: false, titleHeading: false }).markdown;
+}
+
 // Firecrawl clients know 400, 401, 402, 403, 408, 409, 429 and 500; our other failure statuses map here.
-const FIRECRAWL_STATUS: Record<number, number> = { 502: 500, 503: 500, 504: 408 };
+export const FIRECRAWL_STATUS: Record<number, number> = { 502: 500, 503: 500, 504: 408 };
 
 /**
  * Rewrites one of our error bodies as Firecrawl's failure body `{success:false, error}`. Validation
  * errors keep 422 and their `detail` list (the API contract), with `success` and `error` added.
  */
 export function firecrawlFailure(status: number, body: unknown): { status: number; body: unknown } {
-  const ours = body as { detail?: Array<{ loc: (string | number)[]; msg: string }>; error?: { type: string; message: string } } | undefined;
+  const ours = body as { detail?: Array<{ type: string; loc: (string | number)[]; msg: string; input?: unknown }>; error?: { type: string; message: string } } | undefined;
   if (ours?.detail) {
-    const summary = ours.detail.map((item) => `${item.loc.join('.')}: ${item.msg}`).join('; ');
+    // A refused value is named (the `json` format, say); a missing field's input is its parent, left out.
+    const given = (item: { type: string; input?: unknown }) => (item.type !== 'missing' && ['string', 'number', 'boolean'].includes(typeof item.input) ? ` (got ${JSON.stringify(item.input)})` : '');
+    const summary = ours.detail.map((item) => `${item.loc.join('.')}: ${item.msg}${given(item)}`).join('; ');
     return { status, body: { success: false, error: `Bad Request: ${summary}`, detail: ours.detail } };
   }
   if (ours?.error) {

@@ -35,12 +35,38 @@ function baseUrlOf(document: PageDocument, pageUrl: string): string {
   return (declared && absolute(declared, pageUrl)) || pageUrl;
 }
 
-/** The page's HTML without scripts, styles and (when `onlyMainContent`) its chrome; URLs made absolute. */
-export function cleanHtml(rawHtml: string, pageUrl: string, onlyMainContent: boolean): string {
+/** Firecrawl's includeTags / excludeTags: CSS selectors (tag names, `.class`, `#id`, …). */
+export interface TagFilter {
+  include?: readonly string[];
+  exclude?: readonly string[];
+}
+
+/** Whether `selector` is a CSS selector the page parser understands (a bad one is the client's 422). */
+export function isValidSelector(selector: string): boolean {
+  try {
+    parseDocument('<p></p>').document.querySelectorAll(selector);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The page's HTML without scripts, styles and (when `onlyMainContent`) its chrome; URLs made absolute.
+ * With `tags`, excluded elements are removed and, when some are included, only those are kept.
+ */
+export function cleanHtml(rawHtml: string, pageUrl: string, onlyMainContent: boolean, tags: TagFilter = {}): string {
   const { document } = parseDocument(rawHtml);
   const base = baseUrlOf(document, pageUrl);
   for (const element of document.querySelectorAll(NEVER_CONTENT)) element.remove();
   if (onlyMainContent) for (const element of document.querySelectorAll(NOT_MAIN_CONTENT)) element.remove();
+  for (const selector of tags.exclude ?? []) for (const element of document.querySelectorAll(selector)) element.remove();
+  if (tags.include?.length && document.body) {
+    const kept = [...document.body.querySelectorAll(tags.include.join(', '))];
+    // An element inside another kept one is already part of it.
+    const outermost = kept.filter((element) => !kept.some((other) => other !== element && other.contains(element)));
+    document.body.innerHTML = outermost.map((element) => element.outerHTML).join('');
+  }
   for (const [selector, attribute] of URL_ATTRIBUTES) {
     for (const element of document.querySelectorAll(selector)) {
       const value = element.getAttribute(attribute) ?? '';

@@ -1,6 +1,6 @@
 import { CheckIntegrityConstraintViolationError, sql, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { ApiError } from '../errors';
+import { TERMINAL_STATES } from '../tasks/lifecycle';
 import type { Db } from './pool';
 
 /**
@@ -14,6 +14,62 @@ import type { Db } from './pool';
  */
 
 export const PLATFORM_ACCOUNT_ID = 'platform';
+
+type BalanceColumn = 'available' | 'held' | 'lifetime_earned' | 'lifetime_spent' | 'lifetime_deposited';
+
+/**
+ * Every kind of ledger entry and what its amount does to the account's balance columns (+1 adds it,
+ * -1 takes it away). The running balances, the balance recomputed from the entries and the ledger's
+ * CHECK on `kind` all follow this table.
+ */
+export const LEDGER_ENTRY_KINDS = {
+  /** Points an admin adds. */
+  deposit: { available: 1, lifetime_deposited: 1 },
+  /** A task's maximum price set aside while it runs. */
+  hold: { available: -1, held: 1 },
+  /** What a settled task costs, taken from its hold. */
+  capture: { held: -1, lifetime_spent: 1 },
+  /** What is left of a hold, given back. */
+  release: { held: -1, available: 1 },
+  /** A solver's pay for a task. */
+  payout: { available: 1, lifetime_earned: 1 },
+  /** The platform's share of a settled task. */
+  fee: { available: 1, lifetime_earned: 1 },
+} as const satisfies Record<string, Partial<Record<BalanceColumn, 1 | -1>>>;
+
+export type LedgerEntryKind = keyof typeof LEDGER_ENTRY_KINDS;
+const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as LedgerEntryKind[];
+const effectOf = (kind: LedgerEntryKind, column: BalanceColumn): number => (LEDGER_ENTRY_KINDS[kind] as Partial<Record<BalanceColumn, number>>)[column] ?? 0;
+
+/** An entry kind as a statement's value. */
+const kindValue = (kind: LedgerEntryKind) => sql.fragment`${kind}::text`;
+
+/** The states of a hold: open while its task runs, then settled (something was charged) or released (nothing was). */
+export const HOLD_STATES = ['open', 'settled', 'released'] as const;
+export const [HOLD_OPEN, HOLD_SETTLED, HOLD_RELEASED] = HOLD_STATES;
+
+/** One entry's (columns `kind` and `amount`) signed effect on `column`. */
+function entryEffect(column: BalanceColumn) {
+  const cases = ENTRY_KINDS.filter((kind) => effectOf(kind, column) !== 0).map(
+    (kind) => sql.fragment`WHEN ${kind} THEN ${effectOf(kind, column) > 0 ? sql.fragment`amount` : sql.fragment`-amount`}`,
+  );
+  return sql.fragment`CASE kind ${sql.join(cases, sql.fragment` `)} ELSE 0 END`;
+}
+
+/** `SUM` over entries (with columns `kind` and `amount`) of their effect on `column`. */
+function effectSum(column: BalanceColumn) {
+  return sql.fragment`COALESCE(SUM(${entryEffect(column)}), 0)`;
+}
+
+/** The SET list of a balances UPDATE that applies one entry of `kind` for `amount` (a numeric expression). */
+function applyEntry(kind: LedgerEntryKind, amount: ReturnType<typeof sql.fragment>) {
+  const columns = (Object.keys(LEDGER_ENTRY_KINDS[kind]) as BalanceColumn[]).map((column) =>
+    effectOf(kind, column) > 0
+      ? sql.fragment`${sql.identifier([column])} = ${sql.identifier([column])} + ${amount}`
+      : sql.fragment`${sql.identifier([column])} = ${sql.identifier([column])} - ${amount}`,
+  );
+  return sql.fragment`${sql.join(columns, sql.fragment`, `)}, updated_at = now()`;
+}
 
 type Tx = DatabaseTransactionConnection;
 type Runner = Db | Tx;
@@ -30,15 +86,6 @@ const BalanceRow = z.object({
 });
 export type Balance = z.infer<typeof BalanceRow>;
 
-const HoldRow = z.object({
-  hold_id: z.string(),
-  account_id: z.string(),
-  amount: z.string(),
-  remaining: z.string(),
-  status: z.enum(['open', 'settled', 'released']),
-});
-export type Hold = z.infer<typeof HoldRow>;
-
 // On a pool this opens a transaction; inside one it joins it (a failure aborts the caller's whole
 // transaction anyway, and a savepoint would cost two more round trips).
 const inTransaction = <T>(db: Runner, fn: (tx: Tx) => Promise<T>): Promise<T> => ('connect' in db ? db.transaction(fn) : fn(db));
@@ -46,7 +93,7 @@ const inTransaction = <T>(db: Runner, fn: (tx: Tx) => Promise<T>): Promise<T> =>
 /** Inserts the entry unless its key exists; true when this call wrote it. */
 async function appendEntry(
   tx: Tx,
-  entry: { accountId: string; kind: string; amount: string; holdId?: string | null; key: string },
+  entry: { accountId: string; kind: LedgerEntryKind; amount: string; holdId?: string | null; key: string },
 ): Promise<boolean> {
   const written = await tx.maybeOneFirst(sql.type(z.object({ entry_id: z.number() }))`
     INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
@@ -75,36 +122,16 @@ export async function getBalance(db: Runner, accountId: string): Promise<Balance
     FROM balances WHERE account_id = ${accountId}`);
 }
 
-export async function getHold(db: Runner, holdId: string): Promise<Hold | null> {
-  return db.maybeOne(sql.type(HoldRow)`
-    SELECT hold_id, account_id, trim_scale(amount)::text AS amount, trim_scale(remaining)::text AS remaining, status
-    FROM holds WHERE hold_id = ${holdId}`);
-}
-
 export async function deposit(db: Runner, input: { accountId: string; amount: string; idempotencyKey: string }): Promise<LedgerResult> {
   assertPositive(input.amount, 'deposit amount');
   return inTransaction(db, async (tx) => {
     const applied = await appendEntry(tx, { accountId: input.accountId, kind: 'deposit', amount: input.amount, key: input.idempotencyKey });
     if (applied) {
-      await tx.query(sql.unsafe`
-        UPDATE balances SET available = available + ${input.amount}::numeric,
-          lifetime_deposited = lifetime_deposited + ${input.amount}::numeric, updated_at = now()
-        WHERE account_id = ${input.accountId}`);
+      await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry('deposit', sql.fragment`${input.amount}::numeric`)} WHERE account_id = ${input.accountId}`);
     }
     return { applied };
   });
 }
-
-/**
- * 402 insufficient_balance: a hold of `amount` does not fit the account's available points. Lowering
- * max_price_points is offered only where the request can set it (POST /v1/tasks).
- */
-export const insufficientBalance = (amount: string, priceFromRequest = false) =>
-  new ApiError(
-    'insufficient_balance',
-    `This request holds ${amount} points while it runs (and is charged only what it costs), more than the account has available; deposit points${priceFromRequest ? ' or lower max_price_points' : ''}.`,
-    { required_points: amount },
-  );
 
 /** True when a statement failed because a balance would have gone negative (its CHECK). */
 export const isOverdraft = (error: unknown) => error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'balances_available_check';
@@ -125,99 +152,52 @@ export function holdSteps(holdIds: ReturnType<typeof sql.fragment>, accountId: s
       ON CONFLICT (hold_id) DO NOTHING RETURNING hold_id
     ), e AS (
       INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
-      SELECT ${accountId}, 'hold', ${amount}::numeric, hold_id, 'hold:' || hold_id FROM h
+      SELECT ${accountId}, ${kindValue('hold')}, ${amount}::numeric, hold_id, ${kindValue('hold')} || ':' || hold_id FROM h
       ON CONFLICT (idempotency_key) DO NOTHING
     ), b AS (
-      UPDATE balances SET available = available - ${amount}::numeric, held = held + ${amount}::numeric, updated_at = now()
+      UPDATE balances SET ${applyEntry('hold', sql.fragment`${amount}::numeric`)}
       FROM h WHERE account_id = ${accountId}
       RETURNING account_id
     )`;
 }
 
-/** Moves `amount` from available to held under `holdId`; 402 insufficient_balance when it does not fit. */
-export async function hold(db: Runner, input: { holdId: string; accountId: string; amount: string }): Promise<LedgerResult> {
-  return inTransaction(db, async (tx) => {
-    // One statement: the hold, its entry and the balance move together.
-    const done = await tx
-      .one(sql.type(z.object({ created: z.number(), moved: z.number() }))`
-        WITH ${holdSteps(sql.fragment`SELECT ${input.holdId}::text AS hold_id`, input.accountId, input.amount)}
-        SELECT (SELECT count(*) FROM h)::int AS created, (SELECT count(*) FROM b)::int AS moved`)
-      .catch((error) => {
-        throw isOverdraft(error) ? insufficientBalance(input.amount) : error;
-      });
-    if (done.created === 0) return { applied: false };
-    // No balance row: the account does not exist (the caller's transaction rolls the hold back).
-    if (done.moved === 0) throw insufficientBalance(input.amount);
-    return { applied: true };
-  });
+async function lockHold(tx: Tx, holdId: string) {
+  return tx.maybeOne(sql.type(z.object({ account_id: z.string(), remaining: z.string(), status: z.enum(HOLD_STATES) }))`
+    SELECT account_id, remaining::text AS remaining, status FROM holds WHERE hold_id = ${holdId} FOR UPDATE`);
 }
 
-async function lockOpenHold(tx: Tx, holdId: string): Promise<Hold | null> {
-  return tx.maybeOne(sql.type(HoldRow)`
-    SELECT hold_id, account_id, amount::text AS amount, remaining::text AS remaining, status
-    FROM holds WHERE hold_id = ${holdId} FOR UPDATE`);
+/**
+ * What a task held and was charged, as columns of a statement over tasks (`taskId` names its id):
+ * `held_points` (its hold's amount: its maximum price), `hold_status` (open, settled, released) and
+ * `charged_points` (its capture, "0" until it settles or when nothing is charged). A task's hold is
+ * named by its task id.
+ */
+export function taskCostColumns(taskId: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`
+    (SELECT trim_scale(amount)::text FROM holds WHERE hold_id = ${taskId}) AS held_points,
+    (SELECT status FROM holds WHERE hold_id = ${taskId}) AS hold_status,
+    COALESCE((SELECT trim_scale(amount)::text FROM ledger_entries WHERE idempotency_key = ${kindValue('capture')} || ':' || ${taskId}), '0') AS charged_points`;
 }
 
-/** Charges `amount` of an open hold to its account (held → spent). */
-export async function capture(db: Runner, input: { holdId: string; amount: string }): Promise<LedgerResult> {
-  assertNonNegative(input.amount, 'capture amount');
-  return inTransaction(db, async (tx) => {
-    const held = await lockOpenHold(tx, input.holdId);
-    if (!held) throw new Error(`hold ${input.holdId} does not exist`);
-    const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'capture', amount: input.amount, holdId: input.holdId, key: `capture:${input.holdId}` });
-    if (!applied) return { applied };
-    if (held.status !== 'open') throw new Error(`hold ${input.holdId} is ${held.status}; it cannot be captured`);
-    const updated = await tx.maybeOneFirst(sql.type(z.object({ hold_id: z.string() }))`
-      UPDATE holds SET remaining = remaining - ${input.amount}::numeric
-      WHERE hold_id = ${input.holdId} AND remaining >= ${input.amount}::numeric RETURNING hold_id`);
-    if (updated === null) throw new Error(`capture of ${input.amount} exceeds what remains of hold ${input.holdId}`);
-    await tx.query(sql.unsafe`
-      UPDATE balances SET held = held - ${input.amount}::numeric, lifetime_spent = lifetime_spent + ${input.amount}::numeric, updated_at = now()
-      WHERE account_id = ${held.account_id}`);
-    return { applied };
-  });
+/** What the given tasks held and were charged together (exact sums; "0" for none). */
+export async function costOfTasks(db: Runner, taskIds: readonly string[]): Promise<{ held_points: string; charged_points: string }> {
+  return db.one(sql.type(z.object({ held_points: z.string(), charged_points: z.string() }))`
+    SELECT trim_scale(COALESCE((SELECT sum(amount) FROM holds WHERE hold_id = ANY(${sql.array(taskIds, 'text')})), 0))::text AS held_points,
+           trim_scale(COALESCE((SELECT sum(amount) FROM ledger_entries
+             WHERE idempotency_key = ANY(SELECT ${kindValue('capture')} || ':' || id FROM unnest(${sql.array(taskIds, 'text')}) id)), 0))::text AS charged_points`);
 }
 
-/** Returns whatever remains of a hold to available and closes it. */
+/** Gives a whole open hold back (its task ended without a result) and closes it. */
 export async function release(db: Runner, input: { holdId: string }): Promise<LedgerResult & { released: string }> {
   return inTransaction(db, async (tx) => {
-    const held = await lockOpenHold(tx, input.holdId);
+    const held = await lockHold(tx, input.holdId);
     if (!held) throw new Error(`hold ${input.holdId} does not exist`);
-    if (held.status !== 'open') return { applied: false, released: '0' };
+    if (held.status !== HOLD_OPEN) return { applied: false, released: '0' };
     const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'release', amount: held.remaining, holdId: input.holdId, key: `release:${input.holdId}` });
     if (!applied) return { applied, released: '0' };
-    const captured = await tx.oneFirst(sql.type(z.object({ captured: z.boolean() }))`
-      SELECT remaining < amount AS captured FROM holds WHERE hold_id = ${input.holdId}`);
-    await tx.query(sql.unsafe`
-      UPDATE holds SET remaining = 0, status = ${captured ? 'settled' : 'released'}, closed_at = now() WHERE hold_id = ${input.holdId}`);
-    await tx.query(sql.unsafe`
-      UPDATE balances SET held = held - ${held.remaining}::numeric, available = available + ${held.remaining}::numeric, updated_at = now()
-      WHERE account_id = ${held.account_id}`);
+    await tx.query(sql.unsafe`UPDATE holds SET remaining = 0, status = ${HOLD_RELEASED}, closed_at = now() WHERE hold_id = ${input.holdId}`);
+    await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry('release', sql.fragment`${held.remaining}::numeric`)} WHERE account_id = ${held.account_id}`);
     return { applied, released: held.remaining };
-  });
-}
-
-/** Credits earned points (a solver's pay, or the platform fee). */
-export async function payout(
-  db: Runner,
-  input: { accountId: string; amount: string; idempotencyKey: string; holdId?: string; kind?: 'payout' | 'fee' },
-): Promise<LedgerResult> {
-  assertNonNegative(input.amount, 'payout amount');
-  return inTransaction(db, async (tx) => {
-    const applied = await appendEntry(tx, {
-      accountId: input.accountId,
-      kind: input.kind ?? 'payout',
-      amount: input.amount,
-      holdId: input.holdId,
-      key: input.idempotencyKey,
-    });
-    if (applied) {
-      await tx.query(sql.unsafe`
-        UPDATE balances SET available = available + ${input.amount}::numeric,
-          lifetime_earned = lifetime_earned + ${input.amount}::numeric, updated_at = now()
-        WHERE account_id = ${input.accountId}`);
-    }
-    return { applied };
   });
 }
 
@@ -250,7 +230,7 @@ export async function settle(
           FROM (SELECT *, ${cappedCharge(input.price)} AS charged FROM holds WHERE hold_id = ${input.holdId} FOR UPDATE) hold
         ) priced
       ), movable AS (
-        SELECT * FROM h WHERE status = 'open' AND rest >= 0
+        SELECT * FROM h WHERE status = ${HOLD_OPEN} AND rest >= 0
       ), locked AS (
         SELECT b.account_id FROM balances b, movable m
         WHERE b.account_id = ANY(ARRAY[m.account_id, ${input.solverId}, ${PLATFORM_ACCOUNT_ID}])
@@ -259,26 +239,23 @@ export async function settle(
         INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
         SELECT e.account_id, e.kind, e.amount, ${input.holdId}, e.kind || ':' || ${input.holdId}::text
         FROM movable m CROSS JOIN LATERAL (VALUES
-          (m.account_id, 'capture', m.charged),
-          (${input.solverId}, 'payout', m.earned),
-          (${PLATFORM_ACCOUNT_ID}, 'fee', m.fee),
-          (m.account_id, 'release', m.rest)) e (account_id, kind, amount)
+          (m.account_id, ${kindValue('capture')}, m.charged),
+          (${input.solverId}, ${kindValue('payout')}, m.earned),
+          (${PLATFORM_ACCOUNT_ID}, ${kindValue('fee')}, m.fee),
+          (m.account_id, ${kindValue('release')}, m.rest)) e (account_id, kind, amount)
         ON CONFLICT (idempotency_key) DO NOTHING
         RETURNING account_id, kind, amount
       ), deltas AS (
-        SELECT account_id,
-               SUM(CASE WHEN kind IN ('payout', 'fee', 'release') THEN amount ELSE 0 END) AS available,
-               SUM(CASE WHEN kind IN ('capture', 'release') THEN amount ELSE 0 END) AS held,
-               SUM(CASE WHEN kind IN ('payout', 'fee') THEN amount ELSE 0 END) AS earned,
-               SUM(CASE WHEN kind = 'capture' THEN amount ELSE 0 END) AS spent
+        SELECT account_id, ${effectSum('available')} AS available, ${effectSum('held')} AS held,
+               ${effectSum('lifetime_earned')} AS earned, ${effectSum('lifetime_spent')} AS spent
         FROM entries JOIN locked USING (account_id) GROUP BY account_id
       ), moved AS (
-        UPDATE balances b SET available = b.available + d.available, held = b.held - d.held,
+        UPDATE balances b SET available = b.available + d.available, held = b.held + d.held,
           lifetime_earned = b.lifetime_earned + d.earned, lifetime_spent = b.lifetime_spent + d.spent, updated_at = now()
         FROM deltas d WHERE b.account_id = d.account_id
         RETURNING b.account_id
       ), closed AS (
-        UPDATE holds SET status = CASE WHEN m.rest < holds.amount THEN 'settled' ELSE 'released' END, remaining = 0, closed_at = now()
+        UPDATE holds SET status = CASE WHEN m.rest < holds.amount THEN ${HOLD_SETTLED} ELSE ${HOLD_RELEASED} END, remaining = 0, closed_at = now()
         FROM movable m WHERE hold_id = ${input.holdId}
         RETURNING hold_id
       )
@@ -304,11 +281,111 @@ export async function settle(
 /** Balances recomputed from the entries alone; used to prove the running totals never drift. */
 export async function balanceFromEntries(db: Runner, accountId: string): Promise<Balance> {
   return db.one(sql.type(BalanceRow)`
-    SELECT
-      trim_scale(COALESCE(SUM(CASE kind WHEN 'deposit' THEN amount WHEN 'payout' THEN amount WHEN 'fee' THEN amount
-                                  WHEN 'release' THEN amount WHEN 'hold' THEN -amount ELSE 0 END), 0))::text AS available_points,
-      trim_scale(COALESCE(SUM(CASE kind WHEN 'hold' THEN amount WHEN 'capture' THEN -amount WHEN 'release' THEN -amount ELSE 0 END), 0))::text AS held_points,
-      trim_scale(COALESCE(SUM(CASE WHEN kind IN ('payout', 'fee') THEN amount ELSE 0 END), 0))::text AS lifetime_earned_points,
-      trim_scale(COALESCE(SUM(CASE WHEN kind = 'capture' THEN amount ELSE 0 END), 0))::text AS lifetime_spent_points
+    SELECT trim_scale(${effectSum('available')})::text AS available_points,
+           trim_scale(${effectSum('held')})::text AS held_points,
+           trim_scale(${effectSum('lifetime_earned')})::text AS lifetime_earned_points,
+           trim_scale(${effectSum('lifetime_spent')})::text AS lifetime_spent_points
     FROM ledger_entries WHERE account_id = ${accountId}`);
+}
+
+/**
+ * What a whole-ledger audit finds wrong (all zero when exact): accounts whose running balances differ
+ * from their entries, go negative or break available + held = deposited + earned − spent; holds left
+ * open on finished tasks; holds charged or paid out more than once.
+ */
+export async function auditLedger(db: Runner): Promise<{ accountsOff: number; openHoldsOnFinishedTasks: number; doubleMovements: number }> {
+  return db.one(sql.type(z.object({ accountsOff: z.number(), openHoldsOnFinishedTasks: z.number(), doubleMovements: z.number() }))`
+    SELECT
+      (SELECT count(*)::int FROM balances b
+       LEFT JOIN LATERAL (
+         SELECT ${effectSum('available')} AS available, ${effectSum('held')} AS held
+         FROM ledger_entries e WHERE e.account_id = b.account_id) l ON true
+       WHERE b.available <> l.available OR b.held <> l.held OR b.available < 0 OR b.held < 0
+          OR b.available + b.held <> b.lifetime_deposited + b.lifetime_earned - b.lifetime_spent) AS "accountsOff",
+      (SELECT count(*)::int FROM holds h JOIN tasks t ON t.task_id = h.hold_id
+       WHERE h.status = ${HOLD_OPEN} AND t.status = ANY(${sql.array(TERMINAL_STATES, 'text')})) AS "openHoldsOnFinishedTasks",
+      (SELECT count(*)::int FROM (
+         SELECT hold_id, kind FROM ledger_entries WHERE kind = ANY(${sql.array(['capture', 'payout'] satisfies LedgerEntryKind[], 'text')})
+         GROUP BY 1, 2 HAVING count(*) > 1) d) AS "doubleMovements"`);
+}
+
+const LedgerEntryRow = z.object({
+  entry_id: z.string(),
+  kind: z.enum(ENTRY_KINDS as [LedgerEntryKind, ...LedgerEntryKind[]]),
+  amount: z.string(),
+  task_id: z.string().nullable(),
+  task_type: z.string().nullable(),
+  available_change: z.string(),
+  held_change: z.string(),
+  created_at: z.string(),
+});
+export type LedgerEntry = z.infer<typeof LedgerEntryRow>;
+
+export interface LedgerHistoryFilter {
+  kind?: LedgerEntryKind;
+  taskId?: string;
+  createdAfter?: string;
+  createdBefore?: string;
+  /** The entry_id where the previous page ended. */
+  beforeEntryId?: string;
+  limit: number;
+}
+
+/**
+ * An account's ledger entries, newest first, a page at a time (cut by entry_id, so entries written while
+ * a client pages never shift the pages). Each carries its signed effect on available and held points,
+ * from LEDGER_ENTRY_KINDS: summed over every entry they give the balance.
+ */
+export async function ledgerHistory(db: Runner, accountId: string, filter: LedgerHistoryFilter): Promise<{ entries: LedgerEntry[]; hasMore: boolean }> {
+  const conditions = [
+    sql.fragment`e.account_id = ${accountId}`,
+    ...(filter.kind ? [sql.fragment`e.kind = ${filter.kind}`] : []),
+    ...(filter.taskId ? [sql.fragment`e.hold_id = ${filter.taskId}`] : []),
+    ...(filter.createdAfter ? [sql.fragment`e.created_at >= ${filter.createdAfter}::timestamptz`] : []),
+    ...(filter.createdBefore ? [sql.fragment`e.created_at < ${filter.createdBefore}::timestamptz`] : []),
+    ...(filter.beforeEntryId ? [sql.fragment`e.entry_id < ${filter.beforeEntryId}::bigint`] : []),
+  ];
+  // One row more than the page tells whether another page follows.
+  const rows = await db.any(sql.type(LedgerEntryRow)`
+    SELECT e.entry_id::text AS entry_id, e.kind, trim_scale(e.amount)::text AS amount, e.hold_id AS task_id, t.task_type,
+           trim_scale(${entryEffect('available')})::text AS available_change, trim_scale(${entryEffect('held')})::text AS held_change,
+           e.created_at
+    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = e.hold_id
+    WHERE ${sql.join(conditions, sql.fragment` AND `)}
+    ORDER BY e.entry_id DESC
+    LIMIT ${filter.limit + 1}`);
+  return { entries: rows.slice(0, filter.limit), hasMore: rows.length > filter.limit };
+}
+
+const SummaryRow = z.object({
+  day: z.string(),
+  task_type: z.string().nullable(),
+  tasks: z.number(),
+  entries: z.number(),
+  amounts: z.record(z.string()),
+  available_change: z.string(),
+  held_change: z.string(),
+});
+export type LedgerSummaryRow = z.infer<typeof SummaryRow>;
+
+/**
+ * The account's entries summed by UTC day and task type (null: entries of no task, i.e. deposits):
+ * the amount of each entry kind, and the net change of available and held points. Newest day first.
+ */
+export async function ledgerSummary(db: Runner, accountId: string, range: { createdAfter?: string; createdBefore?: string }): Promise<readonly LedgerSummaryRow[]> {
+  const conditions = [
+    sql.fragment`e.account_id = ${accountId}`,
+    ...(range.createdAfter ? [sql.fragment`e.created_at >= ${range.createdAfter}::timestamptz`] : []),
+    ...(range.createdBefore ? [sql.fragment`e.created_at < ${range.createdBefore}::timestamptz`] : []),
+  ];
+  const amounts = ENTRY_KINDS.map((kind) => sql.fragment`${kind}::text, trim_scale(COALESCE(SUM(e.amount) FILTER (WHERE e.kind = ${kind}), 0))::text`);
+  return db.any(sql.type(SummaryRow)`
+    SELECT to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, t.task_type,
+           count(DISTINCT e.hold_id)::int AS tasks, count(*)::int AS entries,
+           json_build_object(${sql.join(amounts, sql.fragment`, `)}) AS amounts,
+           trim_scale(${effectSum('available')})::text AS available_change, trim_scale(${effectSum('held')})::text AS held_change
+    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = e.hold_id
+    WHERE ${sql.join(conditions, sql.fragment` AND `)}
+    GROUP BY 1, 2
+    ORDER BY 1 DESC, 2 NULLS FIRST`);
 }

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { AccountRow, accountOfKey, type Account } from './accounts';
+import { AccountRow, accountOfKey, touchKey, type Account } from './accounts';
 import type { Db } from './pool';
 
 /**
@@ -37,7 +37,7 @@ export interface RateLimitState {
  */
 export async function countKeyedRequest(db: CommonQueryMethods, apiKey: string, limit: number): Promise<{ account: Account; state: RateLimitState } | null> {
   const row = await db.maybeOne(sql.type(AccountRow.merge(CounterRow))`
-    WITH keyed AS (${accountOfKey(apiKey)}), async_commit AS (
+    WITH keyed AS (${accountOfKey(apiKey)}), touched AS (${touchKey(apiKey)}), async_commit AS (
       -- Commits without waiting for the WAL flush: an OS crash may lose the last counts, which costs nothing,
       -- and every request of a busy account, which all update this row, holds its lock for less time.
       SELECT set_config('synchronous_commit', 'off', true)

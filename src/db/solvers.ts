@@ -1,12 +1,13 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { SolverCapabilityInput } from '../schemas/requests';
+import { eligibleSolvers, handOnSlots, NODE_LIVENESS_SECONDS, type Handoff } from './matching';
 import type { Db } from './pool';
+import { announceCanaryDueIn, isCanaryTaskType } from '../trust/reputation';
 
 /** Solver capabilities, the API nodes holding solver sockets, and solver statistics. */
 
-// A node that has not heartbeaten for this long is dead: its sockets no longer count as online.
-export const NODE_LIVENESS_SECONDS = 15;
+export { eligibleSolvers, NODE_LIVENESS_SECONDS } from './matching';
 
 const CapabilityRow = z.object({
   task_type: z.string(),
@@ -27,9 +28,14 @@ const decimal = (value: number | string) => String(value);
 /**
  * Replaces a solver's capabilities with `capabilities`. Capabilities that stay keep their running
  * attempts' slots; after a lowered max_concurrent the capability gets no new attempt until the attempts
- * above the new limit have ended.
+ * above the new limit have ended. New slots go to waiting tasks they fit, in the same transaction; a
+ * capability of a canary task type may make the solver due a canary (probation).
  */
-export async function replaceCapabilities(db: Db, solverId: string, capabilities: SolverCapabilityInput[]): Promise<CapabilityRecord[]> {
+export async function replaceCapabilities(
+  db: Db,
+  solverId: string,
+  capabilities: SolverCapabilityInput[],
+): Promise<{ capabilities: CapabilityRecord[]; handoffs: Handoff[] }> {
   return db.transaction(async (tx) => {
     await tx.query(sql.unsafe`
       DELETE FROM solver_capabilities
@@ -59,7 +65,9 @@ export async function replaceCapabilities(db: Db, solverId: string, capabilities
           AND slot > ${capability.max_concurrent} AND attempt_id IS NULL`);
     }
     await tx.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
-    return listCapabilities(tx as unknown as Db, solverId);
+    if (capabilities.some((c) => isCanaryTaskType(c.task_type))) await announceCanaryDueIn(tx, solverId);
+    const handoffs = await handOnSlots(tx, capabilities.map((c) => c.task_type), { inTransaction: true });
+    return { capabilities: await listCapabilities(tx as unknown as Db, solverId), handoffs };
   });
 }
 
@@ -80,6 +88,11 @@ export async function heartbeatNode(db: Db, nodeId: string): Promise<void> {
     ON CONFLICT (node_id) DO UPDATE SET last_seen_at = now()`);
 }
 
+/** The address this node serves HTTP on (canary pages are served to its solvers from there). */
+export async function recordNodeUrl(db: Db, nodeId: string, url: string): Promise<void> {
+  await db.query(sql.unsafe`UPDATE api_nodes SET base_url = ${url} WHERE node_id = ${nodeId}`);
+}
+
 export async function removeNode(db: Db, nodeId: string): Promise<void> {
   await db.query(sql.unsafe`DELETE FROM api_nodes WHERE node_id = ${nodeId}`);
 }
@@ -89,33 +102,32 @@ export async function pruneDeadNodes(db: Db): Promise<void> {
   await db.query(sql.unsafe`DELETE FROM api_nodes WHERE last_seen_at < now() - interval '1 hour'`);
 }
 
-/** The newest socket of a solver wins: a reconnect on any node takes over its dispatch. */
-export async function registerConnection(db: Db, input: { solverId: string; connectionId: string; nodeId: string }): Promise<void> {
-  await db.query(sql.unsafe`
-    INSERT INTO solver_connections (solver_id, connection_id, node_id) VALUES (${input.solverId}, ${input.connectionId}, ${input.nodeId})
-    ON CONFLICT (solver_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, node_id = EXCLUDED.node_id, connected_at = now()`);
-  await db.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${input.solverId}) ON CONFLICT DO NOTHING`);
+/**
+ * The newest socket of a solver wins: a reconnect on any node takes over its dispatch. The solver's free
+ * slots go to waiting tasks they fit, in the same transaction; a solver online again may be due a canary.
+ */
+export async function registerConnection(db: Db, input: { solverId: string; connectionId: string; nodeId: string }): Promise<Handoff[]> {
+  return db.transaction(async (tx) => {
+    const types = await tx.anyFirst(sql.type(z.object({ task_type: z.string() }))`
+      WITH connected AS (
+        INSERT INTO solver_connections (solver_id, connection_id, node_id) VALUES (${input.solverId}, ${input.connectionId}, ${input.nodeId})
+        ON CONFLICT (solver_id) DO UPDATE SET connection_id = EXCLUDED.connection_id, node_id = EXCLUDED.node_id, connected_at = now(), draining = false
+      ), stats AS (
+        INSERT INTO solver_stats (solver_id) VALUES (${input.solverId}) ON CONFLICT DO NOTHING
+      )
+      SELECT DISTINCT task_type FROM solver_capabilities WHERE solver_id = ${input.solverId}`);
+    if (types.some(isCanaryTaskType)) await announceCanaryDueIn(tx, input.solverId);
+    return handOnSlots(tx, [...types], { inTransaction: true });
+  });
+}
+
+/** The connection takes no new attempt (the solver sent `drain`); a newer connection is left as it is. */
+export async function markDraining(db: Db, input: { solverId: string; connectionId: string }): Promise<void> {
+  await db.query(sql.unsafe`UPDATE solver_connections SET draining = true WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`);
 }
 
 export async function removeConnection(db: Db, input: { solverId: string; connectionId: string }): Promise<void> {
   await db.query(sql.unsafe`DELETE FROM solver_connections WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`);
-}
-
-/**
- * The solvers that may take a task of this type: a capability for it, connected to a live API node, not
- * excluded, and (chat) strong-tier for one of the allowed models. `FROM … WHERE …`, with the
- * capability as `c`, its connection as `sc` and the solver's record as `s`.
- */
-export function eligibleSolvers(taskType: string, options: { strongModels?: string[]; excludedSolverIds?: string[] } = {}) {
-  const strongOnly = options.strongModels !== undefined;
-  return sql.fragment`
-    FROM solver_capabilities c
-    JOIN solver_connections sc ON sc.solver_id = c.solver_id
-    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
-    LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
-    WHERE c.task_type = ${taskType}
-      AND NOT (c.solver_id = ANY(${sql.array(options.excludedSolverIds ?? [], 'text')}))
-      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))`;
 }
 
 /** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
@@ -127,6 +139,7 @@ export async function countOnlineSolvers(db: Db, taskType: string, options: { st
 const StatsRow = z.object({
   solver_id: z.string(),
   connected: z.boolean(),
+  draining: z.boolean(),
   node_id: z.string().nullable(),
   attempts: z.number(),
   completed: z.number(),
@@ -138,7 +151,7 @@ export async function solverStats(db: Db, solverId: string) {
   return db.maybeOne(sql.type(StatsRow)`
     SELECT a.account_id AS solver_id,
            (sc.solver_id IS NOT NULL AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})) AS connected,
-           sc.node_id,
+           COALESCE(sc.draining, false) AS draining, sc.node_id,
            COALESCE(s.attempts, 0) AS attempts, COALESCE(s.completed, 0) AS completed, COALESCE(s.failed, 0) AS failed,
            COALESCE(s.total_latency_ms, 0)::bigint AS total_latency_ms
     FROM accounts a

@@ -1,10 +1,45 @@
-import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods } from 'slonik';
+import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { isTerminalState, WEB_TASK_TYPES, type AttemptOutcome, type TaskState } from '../schemas/domain';
+import { recordAttemptReassigned, recordTaskFinished } from '../metrics/metrics';
+import { WEB_TASK_TYPES } from '../schemas/domain';
 import { withSafetyVerdict } from '../safety/results';
-import { cappedCharge, holdSteps, insufficientBalance, isOverdraft, release, settle } from './ledger';
+import {
+  ATTEMPT_OUTCOME_TABLE,
+  isTerminalState,
+  TASK_STATES,
+  type Assignment,
+  type EndedAttemptOutcome,
+  type ErrorBody,
+  type TaskFailure,
+  type TaskState,
+  type TerminalState,
+  type ActiveState,
+} from '../tasks/lifecycle';
+import { cappedCharge, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, release, settle, taskCostColumns } from './ledger';
+import {
+  ACTIVE,
+  attemptIdFor,
+  BEHIND_CLIENT_TASKS,
+  CANDIDATE_COLUMNS,
+  CandidateRow,
+  clientWaiting,
+  eligibleSolvers,
+  handOnSlots,
+  QUEUE_COLUMNS,
+  queueValues,
+  reservationSteps,
+  stateValue,
+  toAssignment,
+  toldOnly,
+  type Handoff,
+  type ReserveAttemptInput,
+} from './matching';
 import type { Db } from './pool';
-import { eligibleSolvers } from './solvers';
+import { quarantined, recordOutcomeStep } from '../trust/reputation';
+import { holdEarningsIn, judgeCanaryIn } from '../trust/canaries';
+import { sampleRedundantRunIn } from '../trust/redundant';
+import { accountWebhookStep, webhookOutboxSteps } from './webhooks';
+import { isKeySpendLimitReached, keySpendLookup, keySpendOf, keySpendStep, returnKeySpend, type KeySpend } from './key-spend';
 
 /**
  * Tasks and their attempts. The task row is the record clients poll; workflow activities keep it
@@ -13,27 +48,35 @@ import { eligibleSolvers } from './solvers';
 
 type Runner = CommonQueryMethods;
 
+const TaskStateColumn = z.enum(TASK_STATES as [TaskState, ...TaskState[]]);
+
 /** NOTIFY channel on which a task's terminal state is announced when its transaction commits. */
 export const TASK_FINISHED_CHANNEL = 'task_finished';
 
-/** Moves the task to its terminal state and announces it (delivered when the transaction commits). */
-async function finishRow(tx: Runner, taskId: string, status: TaskState, fields: ReturnType<typeof sql.fragment>) {
+/**
+ * Moves the task to its terminal state, takes it off the queue, writes the webhook delivery its
+ * subscription wants, and announces both (delivered when the transaction commits).
+ */
+async function finishRow(tx: Runner, taskId: string, status: TerminalState, fields: ReturnType<typeof sql.fragment>) {
   await tx.query(sql.unsafe`
-    WITH finished AS (
+    WITH dequeued AS (
+      DELETE FROM task_queue WHERE task_id = ${taskId}
+    ), finished AS (
       UPDATE tasks SET status = ${status}, ${fields}, updated_at = now(), completed_at = now()
       WHERE task_id = ${taskId}
       RETURNING task_id
-    )
-    SELECT pg_notify(${TASK_FINISHED_CHANNEL}, ${JSON.stringify({ task_id: taskId, status })}) FROM finished`);
+    ), ${webhookOutboxSteps(status)}
+    SELECT pg_notify(${TASK_FINISHED_CHANNEL}, ${JSON.stringify({ task_id: taskId, status })}) FROM finished
+    UNION ALL SELECT * FROM webhook_due`);
 }
 
-export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId}.a${attemptNumber}`;
+export { attemptIdFor, type Handoff, type ReserveAttemptInput } from './matching';
 
-const TaskRow = z.object({
+export const TaskRow = z.object({
   task_id: z.string(),
   account_id: z.string(),
   task_type: z.string(),
-  status: z.enum(['queued', 'assigned', 'completed', 'failed', 'timed_out']),
+  status: TaskStateColumn,
   payload: z.record(z.any()),
   max_price_points: z.string(),
   price_points: z.string().nullable(),
@@ -56,14 +99,25 @@ const AttemptRow = z.object({
   outcome: z.string(),
 });
 
-const TASK_COLUMNS = sql.fragment`
+/** Every column of the record but the result, which can be large (listings leave it out). */
+export const TASK_SUMMARY_COLUMNS = sql.fragment`
   task_id, account_id, task_type, status, payload, trim_scale(max_price_points)::text AS max_price_points,
-  trim_scale(price_points)::text AS price_points, timeout_seconds, solver_id, result, error, workflow_id,
+  trim_scale(price_points)::text AS price_points, timeout_seconds, solver_id, error, workflow_id,
   created_at, updated_at, completed_at`;
+const TASK_COLUMNS = sql.fragment`${TASK_SUMMARY_COLUMNS}, result`;
 
-export interface TaskRecord extends Omit<TaskRow, 'account_id'> {
+/** What a task held and was charged (`taskCostColumns`). */
+export const TaskCostRow = z.object({ held_points: z.string().nullable(), hold_status: z.string().nullable(), charged_points: z.string() });
+export type TaskCost = z.infer<typeof TaskCostRow>;
+
+export interface TaskRecord extends Omit<TaskRow, 'account_id'>, TaskCost {
   attempts: { solver_id: string; started_at: string; ended_at: string | null; outcome: string }[];
+  /** While it waits for a slot: its place in its type's line (1 is next) and how long it has waited. */
+  queue?: QueuePlace;
 }
+
+const QueuePlace = z.object({ position: z.number(), waited_seconds: z.number() });
+export type QueuePlace = z.infer<typeof QueuePlace>;
 
 export interface NewTask {
   taskId: string;
@@ -71,74 +125,143 @@ export interface NewTask {
   taskType: string;
   payload: Record<string, unknown>;
   maxPricePoints: string;
-  /** The request set (or could have set) max_price_points: a 402 then says it may lower it. */
-  priceFromRequest?: boolean;
   timeoutSeconds: number;
   workflowId: string;
   idempotencyKey?: string;
+  /** The API key that asks for it: its hold counts against the key's spend limit, if it has one. */
+  keyId?: string;
   /**
    * Match the first attempt in the same statement (chat: among these strong-tier models), so the
    * workflow can dispatch at once. Without a solver free now, the workflow matches later as usual; with
-   * none online at all, `unavailable` (when given) is thrown and nothing is created.
+   * none online at all and `requireOnline`, nothing is created.
    */
-  match?: { strongModels?: string[]; unavailable?: () => Error };
+  match?: { strongModels?: string[]; requireOnline?: boolean };
+  /**
+   * Refuse instead of queueing (nothing created, nothing held) when this many tasks of the type wait
+   * already, or when the wait the queue and its solvers' measured rate promise exceeds the task's timeout.
+   */
+  admission?: { maxQueued: number };
 }
 
+// A capability with no completed attempt yet is assumed to take this long per task.
+const UNMEASURED_LATENCY_MS = 1000;
+// Retry-After of a refusal is at least this, and at most a minute.
+const MIN_RETRY_AFTER_SECONDS = 1;
+const MAX_RETRY_AFTER_SECONDS = 60;
+
+const AdmissionRow = z.object({ ahead: z.number(), rate: z.coerce.number(), busy: z.boolean() });
+
+/** What creating a task did. */
+export type CreateTaskOutcome =
+  /** `handoffs`: slots handed to waiting tasks (this one's own may be among them) once it had queued. */
+  | { kind: 'created'; task: TaskRow; firstAssignment: Assignment | null; handoffs: Handoff[] }
+  /** The account used this idempotency key before: that task is the answer. */
+  | { kind: 'existing'; task: TaskRow }
+  /** The hold does not fit the account's available points (or the account does not exist). */
+  | { kind: 'insufficient_balance'; requiredPoints: string }
+  /** The hold does not fit what is left of the key's spend limit in its period. */
+  | { kind: 'key_spend_limit_reached'; requiredPoints: string; keyId: string; limit: KeySpend | null }
+  /** `requireOnline` and no eligible solver is online at all. */
+  | { kind: 'no_solver_online' }
+  /** `admission`: the queue is full, or would not serve the task before its deadline. */
+  | { kind: 'solvers_busy'; retryAfterSeconds: number; waiting: number };
+
 /**
- * Inserts the task, matches its first attempt and holds its maximum price in one statement, so a task
- * exists only with its hold and the locks it takes (the solver's capability row, then the client's
- * balance row, in the order settlement takes them) are held for one statement, not for a transaction's
- * round trips. With an idempotency key already used by this account, returns that earlier task instead.
+ * Inserts the task, matches its first attempt (or queues it) and holds its maximum price in one
+ * statement, so a task exists only with its hold and the locks it takes (the solver's capability row,
+ * then the client's balance row, in the order settlement takes them) are held for one statement, not
+ * for a transaction's round trips. A task whose request stored no webhook takes the account's default
+ * one in the same statement. With an idempotency key already used by this account, returns that
+ * earlier task instead.
  */
-export async function createTaskWithHold(db: Db, task: NewTask): Promise<{ task: TaskRow; created: boolean; firstAssignment: Assignment | null }> {
+export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateTaskOutcome> {
   const attemptId = attemptIdFor(task.taskId, 1);
-  const requireOnline = Boolean(task.match?.unavailable);
+  const requireOnline = task.match?.requireOnline ?? false;
   const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels });
   const hasBalance = sql.fragment`EXISTS (SELECT 1 FROM balances WHERE account_id = ${task.accountId})`;
+  const entry = { taskId: task.taskId, taskType: task.taskType, attemptNumber: 1, maxPricePoints: task.maxPricePoints, strongModels: task.match?.strongModels, excludedSolverIds: [] };
+  const maxQueued = task.admission?.maxQueued ?? null;
   const row = await db
     .one(sql.type(CreatedRow)`
-      WITH online AS (
+      WITH ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
         SELECT count(DISTINCT c.solver_id)::int AS n ${eligible}
+      ), admission AS (
+        -- Asked only when no slot was free: how many wait, how many tasks per second the online
+        -- solvers finish (each slot at its capability's measured latency), and whether to refuse.
+        SELECT ahead, rate, (${maxQueued}::int IS NOT NULL AND ahead >= ${maxQueued}::int) OR (rate > 0 AND (ahead + 1) / rate > ${task.timeoutSeconds}) AS busy
+        FROM (
+          SELECT (SELECT count(*)::int FROM task_queue q WHERE q.task_type = ${task.taskType} AND ${clientWaiting('q')}) AS ahead,
+                 (SELECT COALESCE(sum(c.max_concurrent * 1000.0 / GREATEST(COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), ${UNMEASURED_LATENCY_MS}), 1)), 0)
+                  ${eligible}) AS rate
+        ) x
       ), ${reservationSteps({
+        ...entry,
         attemptId,
-        taskId: task.taskId,
-        attemptNumber: 1,
-        taskType: task.taskType,
-        maxPricePoints: task.maxPricePoints,
-        excludedSolverIds: [],
-        strongModels: task.match?.strongModels,
         onlyIf: task.match ? hasBalance : sql.fragment`false`,
+        arrival: sql.fragment`now()`,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, status, solver_id)
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, status, solver_id, key_id, key_spend_period)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotencyKey ?? null},
-               CASE WHEN r.solver_id IS NULL THEN 'queued' ELSE 'assigned' END, r.solver_id
+               CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
+               ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
         -- With no eligible solver online at all, nothing is created (the caller answers 402/503).
         WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
+          AND (r.solver_id IS NOT NULL OR ${maxQueued === null} OR NOT (SELECT busy FROM admission))
         RETURNING ${TASK_COLUMNS}
-      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, task.accountId, task.maxPricePoints)}
+      ), queued AS (
+        -- Matched but no slot free for it: it waits in line.
+        INSERT INTO task_queue (${QUEUE_COLUMNS})
+        SELECT i.created_at, i.workflow_id, i.timeout_seconds, ${queueValues(entry)}
+        FROM inserted i WHERE ${task.match !== undefined} AND i.solver_id IS NULL
+        RETURNING task_id
+      ), ${accountWebhookStep(task.accountId)}, ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, task.accountId, task.maxPricePoints)}
+      ${task.keyId ? sql.fragment`, ${keySpendStep(task.maxPricePoints)}` : sql.fragment``}
       -- The count of solvers online is needed (and taken) only when nothing was created.
       SELECT t.*, t.task_id IS NOT NULL AS inserted, CASE WHEN t.task_id IS NULL THEN (SELECT n FROM online) ELSE 0 END AS online,
-             (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate
+             (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate,
+             EXISTS (SELECT 1 FROM queued) AS queued,
+             CASE WHEN t.task_id IS NULL AND ${maxQueued !== null} THEN (SELECT row_to_json(a) FROM admission a) END AS admission
       FROM (SELECT 1) one LEFT JOIN inserted t ON true`)
     .catch((error) => {
-      if (isOverdraft(error)) throw insufficientBalance(task.maxPricePoints, task.priceFromRequest);
-      if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'tasks_idempotency_idx') return null;
+      if (isOverdraft(error)) return 'overdraft' as const;
+      if (isKeySpendLimitReached(error)) return 'key_limit' as const;
+      if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'tasks_idempotency_idx') return 'duplicate' as const;
       throw error;
     });
-  if (!row) {
-    // The account used this idempotency key before: that task is the answer (the statement created nothing).
+  if (row === 'overdraft') return { kind: 'insufficient_balance', requiredPoints: task.maxPricePoints };
+  if (row === 'key_limit') return { kind: 'key_spend_limit_reached', requiredPoints: task.maxPricePoints, keyId: task.keyId!, limit: await keySpendOf(db, task.keyId!) };
+  if (row === 'duplicate') {
     const existing = await db.one(sql.type(TaskRow)`
       SELECT ${TASK_COLUMNS} FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotencyKey ?? null}`);
-    return { task: existing, created: false, firstAssignment: null };
+    return { kind: 'existing', task: existing };
   }
   if (!row.inserted) {
-    if (row.online === 0 && task.match?.unavailable) throw task.match.unavailable();
+    if (row.online === 0 && requireOnline) return { kind: 'no_solver_online' };
+    if (row.admission?.busy) return { kind: 'solvers_busy', retryAfterSeconds: retryAfter(row.admission, maxQueued!, task.timeoutSeconds), waiting: row.admission.ahead };
     // No balance row: the account does not exist.
-    throw insufficientBalance(task.maxPricePoints, task.priceFromRequest);
+    return { kind: 'insufficient_balance', requiredPoints: task.maxPricePoints };
   }
-  return { task: TaskRow.parse(row), created: true, firstAssignment: row.candidate ? toAssignment(attemptId, row.candidate) : null };
+  const created = TaskRow.parse(row);
+  if (!row.queued) return { kind: 'created', task: created, firstAssignment: row.candidate ? toAssignment(attemptId, row.candidate) : null, handoffs: [] };
+  // Queued: a slot freed while this statement ran could not see it (docs/queue.md, "Who hands a slot on").
+  const handoffs = await handOnSlots(db, [task.taskType], { knownWaiting: true });
+  const own = handoffs.find((handoff) => handoff.taskId === task.taskId);
+  return {
+    kind: 'created',
+    task: own ? { ...created, status: 'assigned', solver_id: own.assignment.solverId } : created,
+    firstAssignment: own?.assignment ?? null,
+    handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)),
+  };
+}
+
+/** When a refused task would be admitted: once the queue has shrunk below both limits at its measured rate. */
+function retryAfter({ ahead, rate }: z.infer<typeof AdmissionRow>, maxQueued: number, timeoutSeconds: number): number {
+  if (rate <= 0) return MIN_RETRY_AFTER_SECONDS;
+  const admissible = Math.min(maxQueued, rate * timeoutSeconds - 1);
+  const seconds = Math.ceil((ahead - admissible + 1) / rate);
+  return Math.max(MIN_RETRY_AFTER_SECONDS, Math.min(MAX_RETRY_AFTER_SECONDS, seconds));
 }
 
 export async function markWorkflowStarted(db: Runner, taskId: string): Promise<void> {
@@ -153,164 +276,97 @@ export async function getTaskRow(db: Runner, taskId: string): Promise<TaskRow | 
 export async function getTaskRecord(db: Runner, taskId: string, accountId?: string): Promise<TaskRecord | null> {
   // One round trip: the attempts come along as JSON, their times in the same ISO 8601 form as the task's.
   const iso = (column: string) => sql.fragment`to_char(${sql.identifier(['ta', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-  const row = await db.maybeOne(sql.type(TaskRow.extend({ attempts: z.array(AttemptRow) }))`
-    SELECT ${TASK_COLUMNS},
+  const row = await db.maybeOne(sql.type(TaskRow.merge(TaskCostRow).extend({ attempts: z.array(AttemptRow), queue: QueuePlace.nullable() }))`
+    SELECT ${TASK_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)},
+      (SELECT json_build_object(
+                -- Among client tasks: canaries and runs waiting behind clients are the platform's.
+                'position', (SELECT count(*)::int FROM task_queue a WHERE a.task_type = q.task_type AND (a.arrival, a.task_id) <= (q.arrival, q.task_id) AND ${clientWaiting('a')}),
+                'waited_seconds', round(extract(epoch FROM now() - q.arrival)::numeric, 3))
+       FROM task_queue q WHERE q.task_id = tasks.task_id) AS queue,
       COALESCE((SELECT json_agg(json_build_object('attempt_id', ta.attempt_id, 'solver_id', ta.solver_id, 'started_at', ${iso('started_at')},
                                                   'ended_at', ${iso('ended_at')}, 'outcome', ta.outcome) ORDER BY ta.attempt_number)
                 FROM task_attempts ta WHERE ta.task_id = tasks.task_id), '[]') AS attempts
     FROM tasks WHERE task_id = ${taskId}`);
   if (!row || (accountId !== undefined && row.account_id !== accountId)) return null;
-  const { account_id: _account, attempts, ...record } = row;
-  return { ...record, attempts: attempts.map(({ attempt_id: _id, ...attempt }) => attempt) };
+  const { account_id: _account, attempts, queue, ...record } = row;
+  return { ...record, attempts: attempts.map(({ attempt_id: _id, ...attempt }) => attempt), ...(queue ? { queue } : {}) };
 }
 
-export interface Assignment {
-  attemptId: string;
-  solverId: string;
-  nodeId: string;
-  pricePoints: string;
-  billingType: string;
-  marginalCost: string;
-  modelName: string;
-}
-
-const CandidateRow = z.object({
-  solver_id: z.string(),
-  node_id: z.string(),
-  model_name: z.string(),
-  min_price_points: z.string(),
-  billing_type: z.string(),
-  marginal_cost: z.string(),
-});
+export type { Assignment } from '../tasks/lifecycle';
 
 /** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any, and (when nothing was inserted) how many eligible solvers are online. */
 const CreatedRow = z
-  .object({ inserted: z.boolean(), online: z.number(), candidate: CandidateRow.nullable() })
+  .object({ inserted: z.boolean(), online: z.number(), candidate: CandidateRow.nullable(), queued: z.boolean(), admission: AdmissionRow.nullable() })
   .passthrough();
 
-const CANDIDATE_COLUMNS = sql.fragment`
-  solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost`;
-
-/** What matching one attempt needs. */
-export interface ReserveAttemptInput {
-  taskId: string;
-  attemptNumber: number;
-  taskType: string;
-  maxPricePoints: string;
-  excludedSolverIds: string[];
-  /** Still eligible, but offered only when no other solver fits (e.g. an attempt lost with its node). */
-  lastResortSolverIds?: string[];
-  strongModels?: string[];
-}
-
-interface ReservationInput extends ReserveAttemptInput {
-  attemptId: string;
-  /** A further condition on reserving at all. */
-  onlyIf: ReturnType<typeof sql.fragment>;
-}
-
-// Free slots of one capability that a reservation looks at, lowest first: more than the reservations
-// likely under way on one capability at once (one per database connection). One that finds them all
-// being taken goes to the next capability, or to the workflow's next try.
-const FREE_SLOTS_CONSIDERED = 32;
+/** What asking for an attempt's slot gave: a slot, or a place in the queue (or a task that has finished). */
+export type Reservation =
+  | { assignment: Assignment; handoffs?: Handoff[] }
+  | { assignment: null; untriedOnline: number; finishedAs: TerminalState | null; queued?: boolean; handoffs?: Handoff[] };
 
 /**
- * The matching rule, as CTEs for one statement: `pick` takes a free slot of the best eligible capability
- * (cheapest first; ties to the better record, then the least loaded, i.e. the lowest free slot;
- * last-resort solvers last), skipping slots another reservation is taking, `reserved` marks it taken,
- * and `attempt` records the attempt. Concurrent reservations neither wait for each other nor exceed
- * a solver's limit: slots above max_concurrent are never offered, and while attempts run in such slots
- * (the limit was lowered under them) the capability is offered none.
+ * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots, or (none free
+ * that no earlier waiting task fits) queues the task in the same statement; its slot is then handed to
+ * it (matching.ts, handOnSlots) and its workflow told. Eligible: online on a live node, offers the task
+ * type at a price within the task's maximum, below max_concurrent, not tried before. Cheapest first;
+ * ties to the better record, then the least loaded. Returns the same assignment when called again for
+ * the same attempt, and a task already waiting for it is left waiting.
  */
-function reservationSteps(input: ReservationInput) {
-  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
-  return sql.fragment`
-    ranked AS MATERIALIZED (
-      -- The eligible capabilities with what orders them, once each (not once per slot).
-      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost, c.max_concurrent,
-             c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) AS last_resort,
-             (COALESCE(s.completed, 0) + 1)::numeric / (COALESCE(s.attempts, 0) + 2) AS record,
-             COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), 0) AS latency
-      ${eligible}
-        AND ${input.onlyIf}
-        AND c.min_price_points <= ${input.maxPricePoints}::numeric
-        -- Attempts still running above a lowered max_concurrent: nothing more until they have ended.
-        AND NOT EXISTS (
-          SELECT 1 FROM solver_slots above
-          WHERE (above.solver_id, above.task_type, above.model_name) = (c.solver_id, c.task_type, c.model_name)
-            AND above.slot > c.max_concurrent AND above.attempt_id IS NOT NULL)
-    ), pick AS (
-      SELECT e.solver_id, e.task_type, e.model_name, e.node_id, e.min_price_points, e.billing_type, e.marginal_cost, sl.slot
-      FROM ranked e
-      -- Its lowest free slots; the lowest is also how loaded it is.
-      CROSS JOIN LATERAL (
-        SELECT f.ctid FROM solver_slots f
-        WHERE (f.solver_id, f.task_type, f.model_name) = (e.solver_id, e.task_type, e.model_name) AND f.attempt_id IS NULL AND f.slot <= e.max_concurrent
-        ORDER BY f.slot LIMIT ${FREE_SLOTS_CONSIDERED}
-      ) free
-      -- Locked by its row address (the planner cannot misjudge that join); still free once locked.
-      JOIN solver_slots sl ON sl.ctid = free.ctid
-      WHERE sl.attempt_id IS NULL
-      ORDER BY e.last_resort ASC, e.min_price_points ASC, e.record DESC, e.latency ASC, sl.slot ASC
-      LIMIT 1
-      FOR UPDATE OF sl SKIP LOCKED
-    ), reserved AS (
-      UPDATE solver_slots sl SET attempt_id = ${input.attemptId}
-      FROM pick p
-      WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (p.solver_id, p.task_type, p.model_name, p.slot)
-      RETURNING p.*
-    ), attempt AS (
-      INSERT INTO task_attempts
-        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost, slot)
-      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost, slot
-      FROM reserved
-    )`;
-}
-
-/**
- * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots.
- * Eligible: online on a live node, offers the task type at a price within the task's maximum, below
- * max_concurrent, not tried before. Cheapest first; ties to the better record, then the least loaded.
- * Returns the same assignment when called again for the same attempt.
- */
-export async function reserveAttempt(
-  db: Runner,
-  input: ReserveAttemptInput,
-): Promise<{ assignment: Assignment } | { assignment: null; untriedOnline: number; finishedAs: TaskState | null }> {
+export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Promise<Reservation> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
+  const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
+  const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
   // One statement, so one round trip and atomic without a transaction.
-  const row = await db.maybeOne(sql.type(CandidateRow)`
+  const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reserved_now: z.boolean() }))`
     WITH existing AS (
       SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost
       FROM task_attempts WHERE attempt_id = ${attemptId}
+    ), waiting AS (
+      SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
+    ), task AS (
+      SELECT created_at, workflow_id, timeout_seconds FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
       attemptId,
-      onlyIf: sql.fragment`NOT EXISTS (SELECT 1 FROM existing)
-        AND EXISTS (SELECT 1 FROM tasks WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned'))`,
+      onlyIf: sql.fragment`${neither} AND EXISTS (SELECT 1 FROM task)`,
+      arrival: input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`(SELECT created_at FROM task)`,
     })}, assigned AS (
-      UPDATE tasks SET status = 'assigned', solver_id = r.solver_id, updated_at = now()
-      FROM reserved r WHERE task_id = ${input.taskId} AND status IN ('queued', 'assigned')
+      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
+      FROM reserved r WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
+    ), dequeued AS (
+      -- A place kept for an earlier attempt (not expected, but never to be handed a second slot).
+      DELETE FROM task_queue WHERE task_id = ${input.taskId} AND EXISTS (SELECT 1 FROM reserved)
+    ), queued AS (
+      INSERT INTO task_queue (${QUEUE_COLUMNS})
+      SELECT ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry)}
+      FROM task t WHERE ${neither} AND NOT EXISTS (SELECT 1 FROM reserved)
+      ON CONFLICT (task_id) DO UPDATE SET attempt_number = EXCLUDED.attempt_number, max_price_points = EXCLUDED.max_price_points,
+        strong_models = EXCLUDED.strong_models, excluded_solver_ids = EXCLUDED.excluded_solver_ids, last_resort_solver_ids = EXCLUDED.last_resort_solver_ids
+      RETURNING task_id
     )
-    SELECT ${CANDIDATE_COLUMNS}
-    FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost FROM reserved) chosen`);
-  if (row) return { assignment: toAssignment(attemptId, row) };
-  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds });
+    SELECT (SELECT row_to_json(x) FROM (
+              SELECT ${CANDIDATE_COLUMNS}
+              FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost FROM reserved) chosen
+            ) x) AS candidate,
+           EXISTS (SELECT 1 FROM queued) AS queued, EXISTS (SELECT 1 FROM waiting) AS waiting, EXISTS (SELECT 1 FROM reserved) AS reserved_now`);
+  // A later attempt matched or queued by this call (not found again on a retry) follows a failed one.
+  if (input.attemptNumber > 1 && (row.reserved_now || (row.queued && !row.waiting))) recordAttemptReassigned(input.taskType);
+  if (row.candidate) return { assignment: toAssignment(attemptId, row.candidate) };
+  const handoffs = row.queued ? await handOnSlots(db, [input.taskType], { knownWaiting: true }) : [];
+  const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
+  if (own) return { assignment: own.assignment, handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)) };
+  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor });
+  // A run behind client tasks waits for no solver that its price cap keeps from it.
+  const priceFits = input.behindClientTasks ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric` : sql.fragment``;
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
-    SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
+    SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible} ${priceFits}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
   const finishedAs = status && isTerminalState(status) ? status : null;
-  return { assignment: null, untriedOnline: count, finishedAs };
-}
-
-function toAssignment(attemptId: string, row: z.infer<typeof CandidateRow>): Assignment {
   return {
-    attemptId,
-    solverId: row.solver_id,
-    nodeId: row.node_id,
-    pricePoints: row.min_price_points,
-    billingType: row.billing_type,
-    marginalCost: row.marginal_cost,
-    modelName: row.model_name,
+    assignment: null,
+    untriedOnline: count,
+    finishedAs,
+    ...(row.queued || row.waiting ? { queued: true } : {}),
+    ...(handoffs.length > 0 ? { handoffs } : {}),
   };
 }
 
@@ -319,17 +375,20 @@ export async function markAttemptAccepted(db: Runner, attemptId: string): Promis
 }
 
 /**
- * Ends an attempt once: frees the solver's slot, counts it in the solver's record and, unless the task
- * has finished, puts the task back to queued for reassignment.
+ * Ends an attempt once: frees the solver's slot, counts it in the solver's record and reputation and, unless the task
+ * has finished, puts the task back to queued for reassignment. Returns whether it closed the attempt,
+ * its task type and whether tasks of that type were waiting (the slot is then handed on before commit).
+ * An attempt that makes its solver due a canary announces it (docs/trust.md).
  */
-async function closeAttemptIn(tx: Runner, input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }) {
-  const succeeded = input.outcome === 'completed';
-  const failed = !succeeded && input.outcome !== 'cancelled';
+async function closeAttemptIn(tx: Runner, input: AttemptEnd): Promise<{ closed: boolean; taskType: string | null; waiting: boolean; canaryDue: boolean }> {
+  const counts = ATTEMPT_OUTCOME_TABLE[input.outcome].counts;
+  const succeeded = counts === 'completed';
+  const failed = counts === 'failed';
   // One statement: the attempt ends once (ended_at IS NULL), and only then are the slot, the stats
   // and the task's state touched.
-  const closed = await tx.oneFirst(sql.type(z.object({ closed: z.number() }))`
+  return tx.one(sql.type(z.object({ closed: z.boolean(), taskType: z.string().nullable(), waiting: z.boolean(), canaryDue: z.boolean() }))`
     WITH closed AS (
-      UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb(input.error) : null}
+      UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb({ ...input.error }) : null}
       WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
       RETURNING attempt_id, solver_id, task_type, model_name, slot, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
     ), freed AS (
@@ -344,16 +403,53 @@ async function closeAttemptIn(tx: Runner, input: { attemptId: string; outcome: A
         failed = s.failed + ${failed ? 1 : 0},
         total_latency_ms = s.total_latency_ms + ${succeeded ? sql.fragment`closed.latency_ms` : sql.fragment`0`}
       FROM closed WHERE s.solver_id = closed.solver_id
-    ), requeued AS (
-      UPDATE tasks t SET status = 'queued', solver_id = NULL, updated_at = now()
-      FROM closed WHERE ${!succeeded} AND t.task_id = closed.task_id AND t.status = 'assigned' AND t.solver_id = closed.solver_id
+    ), ${recordOutcomeStep(counts)}, requeued AS (
+      UPDATE tasks t SET status = ${stateValue('queued')}, solver_id = NULL, updated_at = now()
+      FROM closed WHERE ${!succeeded} AND t.task_id = closed.task_id AND t.status = ${stateValue('assigned')} AND t.solver_id = closed.solver_id
     )
-    SELECT count(*)::int AS closed FROM closed`);
-  return closed > 0;
+    SELECT EXISTS (SELECT 1 FROM closed) AS closed, (SELECT task_type FROM closed) AS "taskType",
+           EXISTS (SELECT 1 FROM task_queue q JOIN closed ON q.task_type = closed.task_type) AS waiting,
+           -- Read, so that the announcement is made: the workers start the canary once this commits.
+           EXISTS (SELECT 1 FROM canary_due) AS "canaryDue"`);
 }
 
-export async function closeAttempt(db: Db, input: { attemptId: string; outcome: AttemptOutcome; error?: { type: string; message: string } }): Promise<boolean> {
-  return closeAttemptIn(db, input);
+/** Freed slots of these closings go to waiting tasks, in the transaction that freed them. */
+async function handOnFreed(tx: Runner, closings: { closed: boolean; taskType: string | null; waiting: boolean }[]): Promise<FreedSlots> {
+  const freed = closings.flatMap((c) => (c.closed && c.taskType ? [c.taskType] : []));
+  const waiting = closings.flatMap((c) => (c.closed && c.waiting && c.taskType ? [c.taskType] : []));
+  const handoffs = waiting.length > 0 ? await handOnSlots(tx, waiting, { knownWaiting: true, inTransaction: true }) : [];
+  return { freed, handoffs };
+}
+
+interface FreedSlots {
+  /** Task types of the slots freed. */
+  freed: string[];
+  handoffs: Handoff[];
+}
+
+/**
+ * After the commit that freed slots without handing any: a task queued meanwhile could not see them
+ * while they were being freed (matching.ts, handOnSlots).
+ */
+async function afterCommit(db: Runner, { freed, handoffs }: FreedSlots): Promise<Handoff[]> {
+  if (freed.length === 0 || handoffs.length > 0) return handoffs;
+  return handOnSlots(db, freed);
+}
+
+/** How an attempt ended. */
+export interface AttemptEnd {
+  attemptId: string;
+  outcome: EndedAttemptOutcome;
+  error?: ErrorBody;
+}
+
+/** Ends an attempt once (`closed`) and hands its slot to the oldest waiting task it fits. */
+export async function closeAttempt(db: Db, input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[] }> {
+  const { closed, ...freed } = await db.transaction(async (tx) => {
+    const closing = await closeAttemptIn(tx, input);
+    return { closed: closing.closed, ...(await handOnFreed(tx, [closing])) };
+  });
+  return { closed, handoffs: await afterCommit(db, freed) };
 }
 
 export type Completion =
@@ -361,93 +457,149 @@ export type Completion =
   | { kind: 'attempt'; attemptId: string; result: Record<string, unknown> }
   | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
 
+/** How a task ends: with a result (settled at its price), or without one (its hold released). */
+export type TaskEnding = { completion: Completion; feePercent: string } | { failure: TaskFailure };
+
 /**
- * Completes a task once: settles its hold (charge, solver pay less fee, release of the rest) and
- * records the result. A task already in a terminal state is left as it is; so is one whose attempt
- * ended meanwhile (`attemptClosed`: e.g. timed out and reassigned while its result was on the way).
+ * What finishing a task did: `applied` when this call finished it. Otherwise the task had finished
+ * already, or (`attemptClosed`) the attempt whose result this was had ended meanwhile (e.g. timed out
+ * and reassigned while its result was on the way), and the task was left as it is.
  */
-export async function completeTask(
-  db: Db,
-  input: { taskId: string; completion: Completion; feePercent: string },
-): Promise<{ applied: boolean; status: TaskState; attemptClosed?: boolean }> {
-  return db.transaction(async (tx) => {
-    const { completion } = input;
-    const usage = completion.kind === 'attempt' && isRecord(completion.result.usage) ? completion.result.usage : {};
-    // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
-    // per_request: the matched price; per_token: min_price_points + marginal_cost × total_tokens / 1000
-    // (settle caps it at the hold). Exact NUMERIC arithmetic, from the usage the solver reported.
-    const task = await tx.one(sql.type(
-      z.object({ status: z.string(), max_price_points: z.string(), task_type: z.string(), prompt_safety_scan: z.boolean(), solver_id: z.string().nullable(), price: z.string().nullable() }),
-    )`
-      SELECT t.status, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan, ta.solver_id,
-        CASE ta.billing_type
-          WHEN 'per_token' THEN ta.price_points + ta.marginal_cost * COALESCE(
-            (u.usage ->> 'total_tokens')::numeric,
-            COALESCE((u.usage ->> 'prompt_tokens')::numeric, 0) + COALESCE((u.usage ->> 'completion_tokens')::numeric, 0)) / 1000
-          ELSE ta.price_points
-        END::text AS price
-      FROM tasks t JOIN accounts a USING (account_id)
-        CROSS JOIN (SELECT ${sql.jsonb(usage as never)} AS usage) u
-        LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
-      WHERE t.task_id = ${input.taskId} FOR UPDATE OF t`);
-    if (isTerminalState(task.status)) return { applied: false, status: task.status };
-    let solverId: string;
-    let price: string;
-    if (completion.kind === 'attempt') {
-      if (!task.solver_id || !task.price) throw new Error(`attempt ${completion.attemptId} of task ${input.taskId} does not exist`);
-      // Only an open attempt may complete the task; closing it is the guard (once, under its row lock).
-      if (!(await closeAttemptIn(tx, { attemptId: completion.attemptId, outcome: 'completed' }))) {
-        return { applied: false, status: task.status as TaskState, attemptClosed: true };
-      }
-      solverId = task.solver_id;
-      price = task.price;
-    } else {
-      solverId = completion.solverId;
-      // The named solver's own price for this task type when it offers one, else the task's maximum.
-      const offered = await tx.maybeOneFirst(sql.type(z.object({ price: z.string() }))`
-        SELECT min(min_price_points)::text AS price FROM solver_capabilities WHERE solver_id = ${solverId} AND task_type = ${task.task_type}
-        HAVING count(*) > 0`);
-      price = offered ?? task.max_price_points;
-      const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
-        SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
-      for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });
+export type FinishOutcome = Finished | { applied: false; status: ActiveState; attemptClosed: true; handoffs?: Handoff[] };
+/** `handoffs`, when there are any: the slots its attempts freed, handed to waiting tasks whose workflows are to be told. */
+export type Finished = { applied: boolean; status: TerminalState; attemptClosed?: undefined; handoffs?: Handoff[] };
+
+/**
+ * Finishes a task once, whoever ends it (its solver's result, an admin, its workflow's verdict, a start
+ * that failed): the task row moves to its terminal state and its hold is settled or released, in one
+ * transaction that first locks the task row, so concurrent endings of one task take turns.
+ */
+export function finishTask(db: Db, taskId: string, ending: { failure: TaskFailure }): Promise<Finished>;
+export function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
+export async function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
+  const freed: FreedSlots = { freed: [], handoffs: [] };
+  const task = { type: '' };
+  const outcome = await db.transaction((tx) => ('completion' in ending ? completeIn(tx, taskId, ending, freed, task) : failIn(tx, taskId, ending.failure, freed, task)));
+  // Counted once its transaction has committed; `applied` is true exactly once per task.
+  if (outcome.applied) recordTaskFinished(task.type, outcome.status);
+  const handoffs = await afterCommit(db, freed);
+  return handoffs.length > 0 ? { ...outcome, handoffs } : outcome;
+}
+
+/** Closes attempts of a finishing task and hands their slots on, noting both in `freed`. */
+async function closeAndHandOn(tx: Runner, attempts: AttemptEnd[], freed: FreedSlots): Promise<boolean[]> {
+  const closings = [];
+  for (const attempt of attempts) closings.push(await closeAttemptIn(tx, attempt));
+  const handed = await handOnFreed(tx, closings);
+  freed.freed.push(...handed.freed);
+  freed.handoffs.push(...handed.handoffs);
+  return closings.map((closing) => closing.closed);
+}
+
+/** `ended.type` is set to the task's type (for the count of finished tasks). */
+async function completeIn(
+  tx: DatabaseTransactionConnection,
+  taskId: string,
+  input: { completion: Completion; feePercent: string },
+  freed: FreedSlots,
+  ended: { type: string },
+): Promise<FinishOutcome> {
+  const { completion } = input;
+  const usage = completion.kind === 'attempt' && isRecord(completion.result.usage) ? completion.result.usage : {};
+  // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
+  // per_request: the matched price; per_token: min_price_points + marginal_cost × total_tokens / 1000
+  // (settle caps it at the hold). Exact NUMERIC arithmetic, from the usage the solver reported.
+  const task = await tx.one(sql.type(
+    z.object({
+      status: TaskStateColumn,
+      account_id: z.string(),
+      max_price_points: z.string(),
+      task_type: z.string(),
+      prompt_safety_scan: z.boolean(),
+      solver_id: z.string().nullable(),
+      quarantined: z.boolean(),
+      price: z.string().nullable(),
+      key_limited: z.boolean(),
+    }),
+  )`
+    SELECT t.status, t.account_id, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan, ta.solver_id,
+      t.key_spend_period IS NOT NULL AS key_limited,
+      ta.solver_id IS NOT NULL AND ${quarantined(sql.fragment`ta.solver_id`)} AS quarantined,
+      CASE ta.billing_type
+        WHEN 'per_token' THEN ta.price_points + ta.marginal_cost * COALESCE(
+          (u.usage ->> 'total_tokens')::numeric,
+          COALESCE((u.usage ->> 'prompt_tokens')::numeric, 0) + COALESCE((u.usage ->> 'completion_tokens')::numeric, 0)) / 1000
+        ELSE ta.price_points
+      END::text AS price
+    FROM tasks t JOIN accounts a USING (account_id)
+      CROSS JOIN (SELECT ${sql.jsonb(usage as never)} AS usage) u
+      LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
+    WHERE t.task_id = ${taskId} FOR UPDATE OF t`);
+  ended.type = task.task_type;
+  if (isTerminalState(task.status)) return { applied: false, status: task.status };
+  let solverId: string;
+  let price: string;
+  if (completion.kind === 'attempt') {
+    if (!task.solver_id || !task.price) throw new Error(`attempt ${completion.attemptId} of task ${taskId} does not exist`);
+    // Only an open attempt may complete the task; closing it is the guard (once, under its row lock).
+    const [closed] = await closeAndHandOn(tx, [{ attemptId: completion.attemptId, outcome: 'completed' }], freed);
+    if (!closed) {
+      return { applied: false, status: task.status, attemptClosed: true };
     }
-    // Web results are scanned once, where they are stored, so polling, the convenience responses and the
-    // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
-    let result = completion.result;
-    if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
-    // The row is finished before the settlement, so that the balance rows the settlement locks (the
-    // client's, which a new task of the same account waits for, and the platform's, which every settlement
-    // takes) are held for its one statement and the commit only.
-    await finishRow(
-      tx,
-      input.taskId,
-      'completed',
-      sql.fragment`result = ${sql.jsonb(result as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${input.taskId}), solver_id = ${solverId}, error = NULL`,
-    );
-    await settle(tx, { holdId: input.taskId, price, solverId, feePercent: input.feePercent });
-    return { applied: true, status: 'completed' as const };
-  });
+    solverId = task.solver_id;
+    price = task.price;
+  } else {
+    solverId = completion.solverId;
+    // The named solver's own price for this task type when it offers one, else the task's maximum.
+    const offered = await tx.maybeOneFirst(sql.type(z.object({ price: z.string() }))`
+      SELECT min(min_price_points)::text AS price FROM solver_capabilities WHERE solver_id = ${solverId} AND task_type = ${task.task_type}
+      HAVING count(*) > 0`);
+    price = offered ?? task.max_price_points;
+    const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
+      SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
+    await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), freed);
+  }
+  // Web results are scanned once, where they are stored, so polling, the convenience responses and the
+  // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
+  let result = completion.result;
+  if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
+  // The row is finished before the settlement, so that the balance rows the settlement locks (the
+  // client's, which a new task of the same account waits for, and the platform's, which every settlement
+  // takes) are held for its one statement and the commit only.
+  await finishRow(
+    tx,
+    taskId,
+    'completed',
+    sql.fragment`result = ${sql.jsonb(result as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
+  );
+  // A canary (a platform task) is judged before it is paid: a failure quarantines its solver now.
+  const verdict = completion.kind === 'attempt' && task.account_id === PLATFORM_ACCOUNT_ID ? await judgeCanaryIn(tx, taskId, solverId, completion.result) : null;
+  const settled = await settle(tx, { holdId: taskId, price, solverId, feePercent: input.feePercent });
+  // The key's spend keeps the charge; the rest of the hold is given back to it as to the account.
+  if (settled.applied && task.key_limited) await returnKeySpend(tx, taskId, sql.fragment`${task.max_price_points}::numeric - ${settled.charged}::numeric`);
+  // A quarantined solver's earnings are held for an admin (docs/trust.md).
+  if (settled.applied && completion.kind === 'attempt' && (task.quarantined || verdict === 'failed')) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
+  // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
+  if (settled.applied && completion.kind === 'attempt') await sampleRedundantRunIn(tx, { taskId, taskType: task.task_type, accountId: task.account_id, solverId });
+  return { applied: true, status: 'completed' };
 }
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
-/** Ends a task without a result (failed or timed out): releases its whole hold, once. */
-export async function finishTaskWithoutResult(
-  db: Db,
-  input: { taskId: string; status: 'failed' | 'timed_out'; error: { type: string; message: string } },
-): Promise<{ applied: boolean; status: TaskState }> {
-  return db.transaction(async (tx) => {
-    const status = await tx.oneFirst(sql.type(z.object({ status: z.string() }))`SELECT status FROM tasks WHERE task_id = ${input.taskId} FOR UPDATE`);
-    if (isTerminalState(status)) return { applied: false, status };
-    const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
-      SELECT attempt_id FROM task_attempts WHERE task_id = ${input.taskId} AND ended_at IS NULL`);
-    for (const attemptId of open) await closeAttemptIn(tx, { attemptId, outcome: 'cancelled' });
-    // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
-    await finishRow(tx, input.taskId, input.status, sql.fragment`error = ${sql.jsonb(input.error)}, solver_id = NULL`);
-    await release(tx, { holdId: input.taskId });
-    return { applied: true, status: input.status };
-  });
+/** Ends a task without a result (failed or timed out): releases its whole hold. */
+async function failIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, freed: FreedSlots, ended: { type: string }): Promise<Finished> {
+  const { status, task_type: taskType, key_limited: keyLimited } = await tx.one(sql.type(z.object({ status: TaskStateColumn, task_type: z.string(), key_limited: z.boolean() }))`
+    SELECT status, task_type, key_spend_period IS NOT NULL AS key_limited FROM tasks WHERE task_id = ${taskId} FOR UPDATE`);
+  ended.type = taskType;
+  if (isTerminalState(status)) return { applied: false, status };
+  const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
+    SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
+  await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), freed);
+  // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
+  await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
+  const released = await release(tx, { holdId: taskId });
+  if (released.applied && keyLimited) await returnKeySpend(tx, taskId, sql.fragment`${released.released}::numeric`);
+  return { applied: true, status: failure.status };
 }
 
 /** Tasks whose workflow start was never confirmed, older than `seconds`: a node died between insert and start. */
@@ -455,7 +607,7 @@ export async function findUnstartedTasks(db: Runner, seconds: number) {
   return db.any(sql.type(TaskRow)`
     SELECT ${TASK_COLUMNS} FROM tasks
     -- 'assigned' too: the first attempt may be matched with the task itself (the restarted workflow finds it).
-    WHERE workflow_started_at IS NULL AND status IN ('queued', 'assigned') AND created_at < now() - make_interval(secs => ${seconds})
+    WHERE workflow_started_at IS NULL AND status = ANY(${ACTIVE}) AND created_at < now() - make_interval(secs => ${seconds})
     ORDER BY created_at LIMIT 100`);
 }
 

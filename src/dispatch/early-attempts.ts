@@ -1,8 +1,15 @@
 import { DeltaForwarder } from '../chat/delta-forwarder';
+import { MessageAssembler } from '../chat/openai-format';
 import type { ChatRelay } from '../chat/relay';
+import type { Handoff } from '../db/matching';
 import type { Logger } from '../logger';
-import type { CapabilityTaskType } from '../schemas/domain';
+import { recordEarlyAttempt } from '../metrics/metrics';
+import { CHAT_TASK_TYPE, type CapabilityTaskType } from '../schemas/domain';
+import type { AttemptStops } from './attempt-stops';
 import type { SolverHub } from './hub';
+
+/** When an attempt went out early: with its task's creation, or as a freed slot was handed to it. */
+export type EarlyOccasion = 'created' | 'handed';
 
 export interface EarlyAttemptRequest {
   attemptId: string;
@@ -14,42 +21,69 @@ export interface EarlyAttemptRequest {
   payload: Record<string, unknown>;
   deadline: Date;
   acceptTimeoutMs: number;
-  stream: { clientNodeId: string; completionId: string };
+  /** Chat: where the deltas go (the node serving the client's stream). */
+  stream?: { clientNodeId: string; completionId: string };
   /** Aborted when the client's request ends: an attempt no activity has taken over is then cancelled. */
-  clientGone: AbortSignal;
+  clientGone?: AbortSignal;
+  occasion: EarlyOccasion;
 }
 
 /** A running attempt, as its dispatch activity takes it over. */
 export interface EarlyAttempt {
   /** The solver's validated result; rejects with an AttemptFailure. */
   result: Promise<Record<string, unknown>>;
-  deltas: DeltaForwarder;
+  /** Chat: the deltas relayed so far, and the relay for the rest. */
+  deltas?: DeltaForwarder;
+  /**
+   * Chat with no client to stream to (a chat audit, docs/trust.md): its deltas assembled so far, and
+   * the rest as they come; the activity stores the assembled message with the result.
+   */
+  assembled?: MessageAssembler;
 }
 
 interface Entry extends EarlyAttempt {
   controller: AbortController;
-  forgetClient(): void;
+  occasion: EarlyOccasion;
+  forget(): void;
+}
+
+export interface EarlyAttemptsDeps {
+  hub: SolverHub;
+  relay: ChatRelay;
+  logger: Logger;
+  nodeId: string;
+  stops: AttemptStops;
+  acceptTimeoutMs: number;
+  /** A web task's attempt deadline (a chat's is its completion's). */
+  attemptTimeoutMs: number;
 }
 
 /**
- * First attempts of chat completions sent to a solver on this node as the completion is created, while
- * its workflow starts: the first token then waits for neither the workflow's first task nor the
- * activity's hand-off. The attempt is the workflow's all the same: it was matched and its points held in
- * the creating statement, and the workflow's dispatch activity, on this node, takes the running attempt
- * over (heartbeat, cancellation, result, settlement) instead of sending the task again. Until then the
- * client's request bounds it: if the request ends, or the workflow gives the attempt up, it is cancelled.
+ * Attempts sent to a solver on this node before their workflow asks for them: a chat completion's first
+ * attempt as the completion is created, while its workflow starts, and a waiting task's attempt as this
+ * node hands it a freed slot, while its workflow is told. The task then waits for neither the workflow's
+ * next task nor the activity's hand-off. The attempt is the workflow's all the same: it was matched and
+ * its points held in a committed statement, and the workflow's dispatch activity, on this node, takes
+ * the running attempt over (heartbeat, cancellation, result, settlement) instead of sending the task
+ * again. Until then the attempt is cancelled if its client's request ends, its task is stopped (a
+ * cancel, an admin's completion, a chat client gone), its workflow turns out to be gone or gives it up,
+ * or its deadline passes.
  */
 export class EarlyAttempts {
   private readonly entries = new Map<string, Entry>();
 
-  constructor(private readonly deps: { hub: SolverHub; relay: ChatRelay; logger: Logger; nodeId: string }) {}
+  constructor(private readonly deps: EarlyAttemptsDeps) {}
 
   /** Sends the task now if the solver's socket is here; false otherwise (the activity will dispatch it). */
   start(request: EarlyAttemptRequest): boolean {
-    if (request.nodeId !== this.deps.nodeId || !this.deps.hub.canDispatch(request.solverId) || request.clientGone.aborted) return false;
-    const deltas = new DeltaForwarder(this.deps, request.stream, request.attemptId);
+    const { hub, stops } = this.deps;
+    if (request.nodeId !== this.deps.nodeId || !hub.canDispatch(request.solverId) || request.clientGone?.aborted) return false;
+    // Never twice: an attempt already running here is its activity's, or taken over already.
+    if (this.entries.has(request.attemptId) || hub.isRunning(request.solverId, request.attemptId)) return false;
+    const deltas = request.stream ? new DeltaForwarder(this.deps, request.stream, request.attemptId) : undefined;
+    const assembled = !request.stream && request.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
     const controller = new AbortController();
-    const result = this.deps.hub.runAttempt({
+    const result = hub.runAttempt({
       solverId: request.solverId,
       attemptId: request.attemptId,
       taskId: request.taskId,
@@ -58,19 +92,55 @@ export class EarlyAttempts {
       deadline: request.deadline,
       acceptTimeoutMs: request.acceptTimeoutMs,
       signal: controller.signal,
-      onChunk: deltas.onChunk,
+      onChunk: deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta))),
     });
     // Its failure is the adopting activity's to report; until then it must not count as unhandled.
     result.catch(() => undefined);
-    const onClientGone = () => this.abandon(request.attemptId);
-    request.clientGone.addEventListener('abort', onClientGone, { once: true });
+    const abandon = () => this.abandon(request.attemptId);
+    request.clientGone?.addEventListener('abort', abandon, { once: true });
+    const forgetStop = stops.onStop(request.taskId, abandon);
+    // Not taken over by its deadline: no workflow is coming for it (the solver's attempt ended then too).
+    const expiry = setTimeout(abandon, Math.max(0, request.deadline.getTime() - Date.now()));
+    expiry.unref();
     this.entries.set(request.attemptId, {
       result,
       deltas,
+      assembled,
       controller,
-      forgetClient: () => request.clientGone.removeEventListener('abort', onClientGone),
+      occasion: request.occasion,
+      forget: () => {
+        request.clientGone?.removeEventListener('abort', abandon);
+        forgetStop();
+        clearTimeout(expiry);
+      },
     });
     return true;
+  }
+
+  /**
+   * Sends the task of a slot this process just handed on, before its workflow is told; false when it
+   * does not go from here (the solver's socket is elsewhere, the handoff came back from the outbox, or a
+   * chat's client is served by another node, which only the workflow knows), and the activity sends it.
+   */
+  startHanded(handoff: Handoff): boolean {
+    const task = handoff.task;
+    if (!task) return false;
+    // A client's chat streams to its client; a chat audit (a canary) has none: its deltas are assembled here.
+    const chat = task.taskType === CHAT_TASK_TYPE && task.canaryFor === undefined;
+    // A completion's id is its workflow's; its client's stream is known here only if this node serves it.
+    if (chat && !this.deps.relay.serves(handoff.workflowId)) return false;
+    // As the workflow bounds it: a chat attempt by its completion's deadline, a web attempt or a canary by ATTEMPT_TIMEOUT_SECONDS too.
+    const deadlineMs = chat ? task.deadlineMs : Math.min(task.deadlineMs, Date.now() + this.deps.attemptTimeoutMs);
+    return this.start({
+      ...handoff.assignment,
+      taskId: handoff.taskId,
+      taskType: task.taskType as CapabilityTaskType,
+      payload: task.payload,
+      deadline: new Date(deadlineMs),
+      acceptTimeoutMs: this.deps.acceptTimeoutMs,
+      ...(chat ? { stream: { clientNodeId: this.deps.nodeId, completionId: handoff.workflowId } } : {}),
+      occasion: 'handed',
+    });
   }
 
   /**
@@ -80,14 +150,18 @@ export class EarlyAttempts {
   adopt(attemptId: string, cancelled: AbortSignal): EarlyAttempt | undefined {
     const entry = this.take(attemptId);
     if (!entry) return undefined;
+    recordEarlyAttempt(entry.occasion, 'taken_over');
     if (cancelled.aborted) entry.controller.abort();
     else cancelled.addEventListener('abort', () => entry.controller.abort(), { once: true });
-    return { result: entry.result, deltas: entry.deltas };
+    return { result: entry.result, deltas: entry.deltas, assembled: entry.assembled };
   }
 
-  /** Cancels an attempt no activity has taken over: its client went away, or its workflow gave it up. */
+  /** Cancels an attempt no activity has taken over: its client went away, or its workflow gave it up or is gone. */
   abandon(attemptId: string): void {
-    this.take(attemptId)?.controller.abort();
+    const entry = this.take(attemptId);
+    if (!entry) return;
+    recordEarlyAttempt(entry.occasion, 'abandoned');
+    entry.controller.abort();
   }
 
   /** Attempts started here and not yet taken over or abandoned. */
@@ -99,7 +173,7 @@ export class EarlyAttempts {
     const entry = this.entries.get(attemptId);
     if (!entry) return undefined;
     this.entries.delete(attemptId);
-    entry.forgetClient();
+    entry.forget();
     return entry;
   }
 }

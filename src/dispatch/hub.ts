@@ -1,11 +1,15 @@
 import crypto from 'node:crypto';
 import type WebSocket from 'ws';
 import type { Db } from '../db/pool';
-import { registerConnection, removeConnection } from '../db/solvers';
+import { markDraining, registerConnection, removeConnection } from '../db/solvers';
 import { markAttemptAccepted } from '../db/tasks';
 import type { Logger } from '../logger';
-import type { AttemptOutcome, CapabilityTaskType } from '../schemas/domain';
-import { RESULT_SCHEMAS, SolverFrame, type ServerMessage } from '../schemas/frames';
+import type { HandoffSender } from '../tasks/handoffs';
+import { SOLVER_PROTOCOL_VERSION, type CapabilityTaskType } from '../schemas/domain';
+import { SolverFrame, type ResultIssueData, type ServerMessage } from '../schemas/frames';
+import { attemptFailed, CANCEL_REASONS, solverReportedFailure, type AttemptErrorType, type AttemptFailed, type CancelReason, type ErrorBody } from '../tasks/lifecycle';
+import { describeIssues, resultIssues } from './result-check';
+import { MAX_TEST_TASKS_PER_CONNECTION, refuseTestTask, runTestTask } from './test-tasks';
 
 /**
  * The solver sockets held by this API node, and the attempts running on them.
@@ -13,24 +17,32 @@ import { RESULT_SCHEMAS, SolverFrame, type ServerMessage } from '../schemas/fram
  * `accept`, then `chunk`* and `result`, or `error`. Frames about an attempt that is not current are ignored.
  */
 
+/** An attempt that ended without a result; `failure` is what the workflow is told (chunks counted by the caller). */
 export class AttemptFailure extends Error {
-  constructor(
-    readonly outcome: AttemptOutcome,
-    readonly errorType: string,
-    message: string,
-    readonly retryable = true,
-  ) {
-    super(message);
+  private constructor(readonly failure: AttemptFailed) {
+    super(failure.error.message);
+  }
+
+  /** One of the service's own reasons. */
+  static of(type: AttemptErrorType, message: string) {
+    return new AttemptFailure(attemptFailed(type, message, 0));
+  }
+
+  /** The solver's `error` frame. */
+  static reported(error: ErrorBody, retryable: boolean) {
+    return new AttemptFailure(solverReportedFailure(error, retryable, 0));
   }
 }
 
 interface PendingAttempt {
   taskType: CapabilityTaskType;
   accepted: boolean;
+  test: boolean;
   acceptTimer?: NodeJS.Timeout;
   resolve(result: Record<string, unknown>): void;
   reject(failure: AttemptFailure): void;
   onChunk?(delta: Record<string, unknown>): void;
+  onResultRejected?(issues: ResultIssueData[]): void;
 }
 
 interface Session {
@@ -43,6 +55,9 @@ interface Session {
   registered: Promise<void>;
   /** No task goes out before `welcome`, the first frame a solver receives. */
   welcomed: boolean;
+  /** The solver sent `drain`: no new attempt goes out on this connection. */
+  draining: boolean;
+  testTasks: number;
 }
 
 export interface AttemptRequest {
@@ -55,6 +70,10 @@ export interface AttemptRequest {
   acceptTimeoutMs: number;
   signal?: AbortSignal;
   onChunk?(delta: Record<string, unknown>): void;
+  /** A test task (test mode, src/dispatch/test-tasks.ts): marked `test` in its frame. */
+  test?: boolean;
+  /** The result failed its schema (the solver is also sent `result_rejected`). */
+  onResultRejected?(issues: ResultIssueData[]): void;
 }
 
 export class SolverHub {
@@ -62,7 +81,7 @@ export class SolverHub {
   private readonly pingTimer: NodeJS.Timeout;
 
   constructor(
-    private readonly deps: { db: Db; logger: Logger; nodeId: string; heartbeatIntervalMs: number },
+    private readonly deps: { db: Db; logger: Logger; nodeId: string; heartbeatIntervalMs: number; acceptTimeoutMs: number; attemptTimeoutMs: number; handoffs: HandoffSender },
   ) {
     // A solver that missed a whole heartbeat interval is gone: its attempts fail and are reassigned.
     this.pingTimer = setInterval(() => this.pingAll(), deps.heartbeatIntervalMs);
@@ -80,12 +99,17 @@ export class SolverHub {
   /** True when a task sent to this solver now would go out: its socket is here, open and welcomed. */
   canDispatch(solverId: string): boolean {
     const session = this.sessions.get(solverId);
-    return session !== undefined && session.welcomed && session.socket.readyState === session.socket.OPEN;
+    return session !== undefined && session.welcomed && !session.draining && session.socket.readyState === session.socket.OPEN;
+  }
+
+  /** True while this attempt runs on the solver's connection here. */
+  isRunning(solverId: string, attemptId: string): boolean {
+    return this.sessions.get(solverId)?.attempts.has(attemptId) ?? false;
   }
 
   async attach(socket: WebSocket, solverId: string): Promise<void> {
     const previous = this.sessions.get(solverId);
-    const session: Session = { solverId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map(), registered: Promise.resolve(), welcomed: false };
+    const session: Session = { solverId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map(), registered: Promise.resolve(), welcomed: false, draining: false, testTasks: 0 };
     this.sessions.set(solverId, session);
     if (previous) previous.socket.close(4001, 'replaced by a newer connection');
     socket.on('pong', () => {
@@ -94,18 +118,23 @@ export class SolverHub {
     socket.on('message', (data, isBinary) => this.onMessage(session, isBinary ? null : data.toString()));
     socket.on('close', () => this.detach(session));
     socket.on('error', (error) => this.deps.logger.debug({ err: error, solver_id: solverId }, 'solver socket error'));
-    session.registered = registerConnection(this.deps.db, { solverId, connectionId: session.connectionId, nodeId: this.deps.nodeId });
-    await session.registered;
-    this.send(session, { type: 'welcome', protocol: 1, solver_id: solverId, heartbeat_interval_ms: this.deps.heartbeatIntervalMs });
+    // Its free slots go to waiting tasks as it registers; their workflows are told once it is welcomed.
+    const handed = registerConnection(this.deps.db, { solverId, connectionId: session.connectionId, nodeId: this.deps.nodeId });
+    session.registered = handed.then(() => undefined);
+    const handoffs = await handed;
+    this.send(session, { type: 'welcome', protocol: SOLVER_PROTOCOL_VERSION, solver_id: solverId, heartbeat_interval_ms: this.deps.heartbeatIntervalMs, server_time: new Date().toISOString() });
     session.welcomed = true;
+    this.deps.handoffs.deliver(handoffs);
     this.deps.logger.info({ solver_id: solverId }, 'solver connected');
   }
 
   /** Sends the task to the solver and resolves with its validated result; rejects with an AttemptFailure. */
   runAttempt(request: AttemptRequest): Promise<Record<string, unknown>> {
     const session = this.sessions.get(request.solverId);
+    // Matched in the moment before its drain was recorded: never sent, and not held against the solver.
+    if (session?.draining) return Promise.reject(AttemptFailure.of('solver_draining', 'The solver is draining: it takes no new task.'));
     if (!session || !this.canDispatch(request.solverId)) {
-      return Promise.reject(new AttemptFailure('disconnected', 'solver_disconnected', 'The solver is not connected to this node.'));
+      return Promise.reject(AttemptFailure.of('solver_disconnected', 'The solver is not connected to this node.'));
     }
     return new Promise<Record<string, unknown>>((resolve, reject) => {
       const finish = () => {
@@ -117,7 +146,9 @@ export class SolverHub {
       const pending: PendingAttempt = {
         taskType: request.taskType,
         accepted: false,
+        test: request.test === true,
         onChunk: request.onChunk,
+        onResultRejected: request.onResultRejected,
         resolve: (result) => {
           finish();
           resolve(result);
@@ -127,18 +158,18 @@ export class SolverHub {
           reject(failure);
         },
       };
-      const cancel = (reason: string, failure: AttemptFailure) => {
+      const cancel = (reason: CancelReason, failure: AttemptFailure) => {
         if (!session.attempts.has(request.attemptId)) return;
-        this.send(session, { type: 'cancel', attempt_id: request.attemptId, reason });
+        this.send(session, { type: 'cancel', attempt_id: request.attemptId, reason: CANCEL_REASONS[reason] });
         pending.reject(failure);
       };
-      const onAbort = () => cancel('cancelled', new AttemptFailure('cancelled', 'cancelled', 'The attempt was cancelled.'));
+      const onAbort = () => cancel('cancelled', AttemptFailure.of('cancelled', 'The attempt was cancelled.'));
       pending.acceptTimer = setTimeout(
-        () => cancel('accept_timeout', new AttemptFailure('rejected', 'accept_timeout', `The solver did not accept within ${request.acceptTimeoutMs} ms.`)),
+        () => cancel('accept_timeout', AttemptFailure.of('accept_timeout', `The solver did not accept within ${request.acceptTimeoutMs} ms.`)),
         request.acceptTimeoutMs,
       );
       const deadlineTimer = setTimeout(
-        () => cancel('deadline', new AttemptFailure('timeout', 'attempt_timeout', 'The solver did not answer before the attempt deadline.')),
+        () => cancel('deadline', AttemptFailure.of('attempt_timeout', 'The solver did not answer before the attempt deadline.')),
         Math.max(0, request.deadline.getTime() - Date.now()),
       );
       request.signal?.addEventListener('abort', onAbort);
@@ -150,18 +181,10 @@ export class SolverHub {
         task_type: request.taskType,
         payload: request.payload,
         deadline: request.deadline.toISOString(),
+        ...(request.test ? { test: true } : {}),
       });
       if (request.signal?.aborted) onAbort();
     });
-  }
-
-  /** Tells a solver to stop an attempt it may still be running (used when the attempt is abandoned elsewhere). */
-  cancel(solverId: string, attemptId: string, reason: string) {
-    const session = this.sessions.get(solverId);
-    const pending = session?.attempts.get(attemptId);
-    if (!session || !pending) return;
-    this.send(session, { type: 'cancel', attempt_id: attemptId, reason });
-    pending.reject(new AttemptFailure('cancelled', 'cancelled', reason));
   }
 
   async close(): Promise<void> {
@@ -201,6 +224,8 @@ export class SolverHub {
       return;
     }
     const message = frame.data;
+    if (message.type === 'drain') return void this.drain(session);
+    if (message.type === 'test_task') return this.startTestTask(session, message.task_type, message.payload);
     const pending = session.attempts.get(message.attempt_id);
     if (!pending) {
       // Late or stray message about an attempt that is no longer current: ignored, never paid.
@@ -212,20 +237,21 @@ export class SolverHub {
         if (!pending.accepted) {
           pending.accepted = true;
           clearTimeout(pending.acceptTimer);
-          markAttemptAccepted(this.deps.db, message.attempt_id).catch((error) => this.deps.logger.warn({ err: error }, 'could not record acceptance'));
+          if (!pending.test) markAttemptAccepted(this.deps.db, message.attempt_id).catch((error) => this.deps.logger.warn({ err: error }, 'could not record acceptance'));
         }
         return;
       case 'chunk':
         pending.onChunk?.(message.delta);
         return;
       case 'error':
-        pending.reject(new AttemptFailure('error', message.error.type, message.error.message, message.retryable));
+        pending.reject(AttemptFailure.reported(message.error, message.retryable));
         return;
       case 'result': {
-        const checked = RESULT_SCHEMAS[pending.taskType].safeParse(message.result);
-        if (!checked.success) {
-          const problem = checked.error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ');
-          pending.reject(new AttemptFailure('invalid_result', 'invalid_result', `The solver's result is malformed: ${problem}`));
+        const issues = resultIssues(pending.taskType, message.result);
+        if (issues) {
+          this.send(session, { type: 'result_rejected', attempt_id: message.attempt_id, issues });
+          pending.onResultRejected?.(issues);
+          pending.reject(AttemptFailure.of('invalid_result', `The solver's result is malformed: ${describeIssues(issues)}`));
           return;
         }
         pending.resolve(message.result);
@@ -234,9 +260,38 @@ export class SolverHub {
     }
   }
 
+  /** `drain`: matching offers this connection nothing more (recorded before the answer); running attempts go on. */
+  private async drain(session: Session) {
+    if (!session.draining) {
+      session.draining = true;
+      await session.registered.catch(() => undefined);
+      await markDraining(this.deps.db, { solverId: session.solverId, connectionId: session.connectionId }).catch((error) =>
+        this.deps.logger.warn({ err: error, solver_id: session.solverId }, 'could not record a drain'),
+      );
+      this.deps.logger.info({ solver_id: session.solverId, running: session.attempts.size }, 'solver draining');
+    }
+    this.send(session, { type: 'draining', running_attempts: session.attempts.size });
+  }
+
+  /** `test_task` (test mode): a synthetic attempt on this connection, answered with `test_result`. */
+  private startTestTask(session: Session, taskType: CapabilityTaskType, payload: Record<string, unknown> | undefined) {
+    if (session.draining) return this.send(session, refuseTestTask(taskType, 'solver_draining', 'This connection is draining: it takes no new task, test tasks included.'));
+    if (session.testTasks >= MAX_TEST_TASKS_PER_CONNECTION) {
+      return this.send(session, refuseTestTask(taskType, 'too_many_test_tasks', `At most ${MAX_TEST_TASKS_PER_CONNECTION} test tasks run at once on a connection.`));
+    }
+    session.testTasks += 1;
+    const { acceptTimeoutMs, attemptTimeoutMs } = this.deps;
+    runTestTask((request) => this.runAttempt(request), { solverId: session.solverId, taskType, payload, acceptTimeoutMs, attemptTimeoutMs })
+      .then((verdict) => this.send(session, verdict))
+      .catch((error) => this.deps.logger.warn({ err: error, solver_id: session.solverId }, 'test task failed'))
+      .finally(() => {
+        session.testTasks -= 1;
+      });
+  }
+
   private async detach(session: Session) {
     for (const pending of [...session.attempts.values()]) {
-      pending.reject(new AttemptFailure('disconnected', 'solver_disconnected', 'The solver disconnected during the attempt.'));
+      pending.reject(AttemptFailure.of('solver_disconnected', 'The solver disconnected during the attempt.'));
     }
     if (this.sessions.get(session.solverId) === session) {
       this.sessions.delete(session.solverId);

@@ -10,7 +10,7 @@ import type { SolverHub } from './hub';
 export const SOLVER_SOCKET_PATH = '/v1/solver/connect';
 
 // Frames carry at most a solver result (a full-page screenshot is a few MB of base64).
-const MAX_FRAME_BYTES = 32 * 1024 * 1024;
+export const MAX_FRAME_BYTES = 32 * 1024 * 1024;
 
 function refuse(socket: Duplex, status: number, body: object) {
   const text = JSON.stringify(body);

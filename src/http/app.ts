@@ -2,17 +2,20 @@ import path from 'node:path';
 import express, { type Express, type Router } from 'express';
 import swaggerUiDist from 'swagger-ui-dist';
 import type { AppDeps } from './deps';
+import { httpMetrics, metricsRoutes } from '../metrics/http';
 import { errorHandler, jsonBody, notFound, requestContext } from './middleware';
 import { openApiDocument } from './openapi';
 import { installRateLimit } from './rate-limit';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { chatRoutes } from './routes/chat';
-import { COMPAT_SCRAPER_PREFIX, compatRoutes, firecrawlErrorDialect } from './routes/compat';
+import { COMPAT_SCRAPER_PREFIX, compatRoutes, FIRECRAWL_V2_ROOT, firecrawlErrorDialect } from './routes/compat';
+import { canaryRoutes } from './routes/canary';
 import { healthRoutes } from './routes/health';
 import { limitRoutes } from './routes/limits';
 import { modelRoutes } from './routes/models';
 import { solverRoutes } from './routes/solver';
+import { solverToolRoutes } from './routes/solver-tools';
 import { taskRoutes } from './routes/tasks';
 
 const DOCS_PAGE = `<!doctype html>
@@ -28,6 +31,7 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   const app = express();
   app.disable('x-powered-by');
   app.set('trust proxy', true);
+  app.use(httpMetrics());
   installRateLimit(app, { db: deps.db, limitPerMinute: deps.config.rateLimitPerMinute });
   app.use(requestContext(deps.logger));
   app.use(jsonBody(deps.config.bodyLimitBytes));
@@ -41,18 +45,21 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   });
 
   app.use(healthRoutes(deps));
+  app.use(canaryRoutes(deps));
+  app.use(metricsRoutes({ metricsToken: deps.config.metricsToken, adminApiKey: deps.config.adminApiKey }));
   app.use(accountRoutes(deps));
   app.use(modelRoutes(deps));
   app.use(adminRoutes(deps));
   app.use(limitRoutes(deps));
   app.use(taskRoutes(deps));
   app.use(solverRoutes(deps));
+  app.use(solverToolRoutes(deps));
   app.use(chatRoutes(deps));
   app.use(compatRoutes(deps));
   for (const router of extraRouters) app.use(router);
 
   app.use(notFound);
-  app.use(COMPAT_SCRAPER_PREFIX, firecrawlErrorDialect());
+  app.use([COMPAT_SCRAPER_PREFIX, FIRECRAWL_V2_ROOT], firecrawlErrorDialect());
   app.use(errorHandler());
   return app;
 }

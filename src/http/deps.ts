@@ -6,6 +6,7 @@ import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import type { DomainGuard } from '../policy/guard';
+import type { HandoffSender } from '../tasks/handoffs';
 import type { TaskService } from '../tasks/service';
 
 /** What the HTTP layer is given; built once by the API entry point. */
@@ -17,6 +18,8 @@ export interface AppDeps {
   nodeId: string;
   strongModels: () => string[];
   tasks: TaskService;
+  /** Tells waiting workflows the slots handed to them (new capabilities, tasks queued). */
+  handoffs: HandoffSender;
   /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas, attempt stops). */
   bus: NotifyBus;
   relay: ChatRelay;

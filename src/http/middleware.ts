@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type RequestHandler } from 'express';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
+import { documentedMethods } from './openapi';
 import { jsonErrorOffset, RequestValidationError } from './validation';
 
 /** Accepts a caller's X-Request-Id when it looks sane, otherwise makes one; echoed on the response. */
@@ -53,11 +54,17 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
 }
 
 export const notFound: RequestHandler = (req, _res, next) => {
+  const allowed = documentedMethods(req.path);
+  // A documented method that got here is the solver socket's path without its upgrade: plain 404.
+  if (allowed.length > 0 && !allowed.includes(req.method)) {
+    const allow = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed;
+    return next(new ApiError('method_not_allowed', `${req.method} is not served at ${req.path}; use ${allow.join(' or ')}.`, {}, { Allow: allow.join(', ') }));
+  }
   next(new ApiError('not_found', `No route ${req.method} ${req.path}. See /docs for the API reference.`));
 };
 
 export function errorHandler(): ErrorRequestHandler {
-  return (error, _req, res, _next) => {
+  return (error, req, res, _next) => {
     if (res.headersSent) {
       res.end();
       return;
@@ -69,6 +76,11 @@ export function errorHandler(): ErrorRequestHandler {
     if (error instanceof ApiError) {
       for (const [name, value] of Object.entries(error.headers)) res.setHeader(name, value);
       res.status(error.status).json(error.toBody());
+      return;
+    }
+    // The router could not percent-decode a path parameter: not UTF-8 text, so no id can match it.
+    if (error instanceof URIError && (error as { status?: number }).status === 400) {
+      res.status(422).json({ detail: [{ type: 'string_unicode', loc: ['path'], msg: 'Input should be a valid string, unable to parse raw data as a unicode string', input: req.path }] });
       return;
     }
     const bodyParserType = (error as { type?: string }).type;

@@ -1,5 +1,6 @@
 import type { Request, RequestHandler } from 'express';
 import { ZodError, type ZodIssue, type ZodTypeAny, type z } from 'zod';
+import { unstorableText } from '../schemas/text';
 
 /**
  * Turns zod issues into the 422 body clients of FastAPI/pydantic v2 know:
@@ -143,8 +144,11 @@ export function parseOrThrow<S extends ZodTypeAny>(schema: S, value: unknown, pr
   if (value === undefined && prefix.length === 1 && prefix[0] === 'body') {
     throw new RequestValidationError([{ type: 'missing', loc: ['body'], msg: 'Field required', input: null }]);
   }
+  // Text PostgreSQL cannot store is refused wherever it sits, free-form JSON included (src/schemas/text.ts).
+  const text = unstorableText(value, prefix);
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new RequestValidationError(zodErrorToDetail(parsed.error, value, prefix));
+  if (!parsed.success) throw new RequestValidationError([...text, ...zodErrorToDetail(parsed.error, value, prefix)]);
+  if (text.length) throw new RequestValidationError(text);
   return parsed.data;
 }
 
@@ -152,6 +156,14 @@ export function parseOrThrow<S extends ZodTypeAny>(schema: S, value: unknown, pr
 export function validateBody<S extends ZodTypeAny>(schema: S): RequestHandler {
   return (req, _res, next) => {
     req.body = parseOrThrow(schema, req.body);
+    next();
+  };
+}
+
+/** Middleware: validates the path parameters (loc `["path", name]`). */
+export function validateParams<S extends ZodTypeAny>(schema: S): RequestHandler {
+  return (req, _res, next) => {
+    parseOrThrow(schema, { ...req.params }, ['path']);
     next();
   };
 }

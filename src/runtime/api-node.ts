@@ -11,7 +11,7 @@ import { ChatRelay } from '../chat/relay';
 import { migrate } from '../db/migrate';
 import { NotifyBus } from '../db/notify';
 import { createDb } from '../db/pool';
-import { heartbeatNode, pruneDeadNodes, removeNode } from '../db/solvers';
+import { heartbeatNode, pruneDeadNodes, recordNodeUrl, removeNode } from '../db/solvers';
 import { AttemptStops } from '../dispatch/attempt-stops';
 import { EarlyAttempts } from '../dispatch/early-attempts';
 import { SolverHub } from '../dispatch/hub';
@@ -20,13 +20,16 @@ import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
+import { addMetricsSource } from '../metrics/metrics';
 import { DomainGuard } from '../policy/guard';
 import { TaskFinishedWatch } from '../tasks/finished';
 import { RecentPayloads } from '../tasks/recent-payloads';
 import { TaskService } from '../tasks/service';
 import { createWorkerConnection } from '../temporal/connection';
+import { SlotHandoffs } from '../tasks/handoffs';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
+import { configureTrust } from '../trust/reputation';
 
 export interface ApiNode {
   url: string;
@@ -55,6 +58,7 @@ export async function startApiNode(options: {
   const nodeId = options.nodeId ?? config.nodeId ?? `api-${crypto.randomBytes(4).toString('hex')}`;
   const logger = options.logger.child({ node_id: nodeId });
   installTemporalRuntime(logger);
+  configureTrust(config.trust);
   // Read first: a broken policy file stops the node before it touches anything else.
   const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId });
   const applied = await migrate(options.databaseUrl);
@@ -77,14 +81,33 @@ export async function startApiNode(options: {
   await relay.start();
   const stops = new AttemptStops(bus);
   await stops.start();
-  const hub = new SolverHub({ db, logger, nodeId, heartbeatIntervalMs: config.heartbeatIntervalMs });
+  const handoffs = new SlotHandoffs({ db, temporal, logger });
+  const hub = new SolverHub({
+    db,
+    logger,
+    nodeId,
+    heartbeatIntervalMs: config.heartbeatIntervalMs,
+    acceptTimeoutMs: config.acceptTimeoutMs,
+    attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
+    handoffs,
+  });
+  const removeMetricsSource = addMetricsSource({ db, connectedSolvers: () => hub.connectedCount });
   const payloads = new RecentPayloads();
-  const earlyAttempts = new EarlyAttempts({ hub, relay, logger, nodeId });
+  const earlyAttempts = new EarlyAttempts({
+    hub,
+    relay,
+    logger,
+    nodeId,
+    stops,
+    acceptTimeoutMs: config.acceptTimeoutMs,
+    attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
+  });
+  handoffs.sendEarlyWith(earlyAttempts);
   const worker = await Worker.create({
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, hub, relay, stops, payloads, earlyAttempts }),
+    activities: createNodeActivities({ config, db, logger, handoffs, hub, relay, stops, payloads, earlyAttempts }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once, with room to spare above
     // the benchmark's 1,000 held streams. The rare activity task lost under a burst is the Temporal
     // server's (docs/performance.md), not a matter of slots; the workflow reassigns such an attempt.
@@ -99,14 +122,14 @@ export async function startApiNode(options: {
         namespace: config.temporalNamespace,
         taskQueue: config.taskQueue,
         workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }) }),
+        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, bus, relay, stops, domainPolicy };
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs });
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, bus, relay, stops, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
@@ -118,6 +141,8 @@ export async function startApiNode(options: {
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
   logger.info({ url }, 'api listening');
+  // Canary pages for the solvers this node holds are fetched here unless PUBLIC_BASE_URL says otherwise.
+  await recordNodeUrl(db, nodeId, url);
   return {
     url,
     port,
@@ -136,6 +161,7 @@ export async function startApiNode(options: {
       // The listener's close waits for the solvers' upgraded sockets too, which the hub closes.
       await hub.close();
       await closed;
+      removeMetricsSource();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       if (workflowWorker?.getState() === 'RUNNING') workflowWorker.shutdown();
       await workerRun.catch(() => undefined);

@@ -16,6 +16,8 @@ import { DEFAULT_SEARCH_INDEX_DIR, parseSolverConfig, type Environment, type Sol
 export interface LocalSolver {
   solverId: string;
   taskTypes: CapabilityTaskType[];
+  /** Where it looks for Chromium; without it, screenshot and page_snapshot are not served. */
+  chromiumPath: string;
   stop(): Promise<void>;
 }
 
@@ -51,6 +53,9 @@ export function localSolverConfig(config: Config, apiUrl: string, apiKey: string
     SEARXNG_URL: backends.searxngUrl,
     BRAVE_API_KEY: backends.braveApiKey,
     CHROMIUM_PATH: backends.chromiumPath,
+    SOLVER_MAX_CONCURRENT: backends.maxConcurrent,
+    SOLVER_CHAT_MAX_CONCURRENT: backends.chatMaxConcurrent,
+    BROWSER_PAGES: backends.browserPages,
     LOG_LEVEL: config.logLevel,
     // When every configured model is off the allowlist (startLocalSolver warns), chat is left out; any
     // other combination goes to the solver's parser, which names what is missing.
@@ -94,7 +99,8 @@ async function startAgent(options: { config: Config; apiUrl: string; logger: Log
     logger.warn({ models: unlisted }, 'CHAT_MODELS not on the strong-tier allowlist (STRONG_MODELS or config/strong-models.txt) are not offered');
   }
   const account = await ensureLocalSolverAccount(options.config, options.apiUrl, logger);
-  const agent = await startSolverAgent(localSolverConfig(options.config, options.apiUrl, account.api_key), { logger });
+  const solverConfig = localSolverConfig(options.config, options.apiUrl, account.api_key);
+  const agent = await startSolverAgent(solverConfig, { logger });
   let timer: NodeJS.Timeout | undefined;
   try {
     const welcome = await Promise.race([
@@ -103,7 +109,7 @@ async function startAgent(options: { config: Config; apiUrl: string; logger: Log
         timer = setTimeout(() => reject(new Error(`the local solver was not welcomed by ${options.apiUrl} within ${CONNECT_WAIT_MS / 1000} s`)), CONNECT_WAIT_MS);
       }),
     ]);
-    return { solverId: welcome.solver_id, taskTypes: agent.taskTypes, stop: () => agent.stop() };
+    return { solverId: welcome.solver_id, taskTypes: agent.taskTypes, chromiumPath: solverConfig.chromiumPath, stop: () => agent.stop() };
   } catch (error) {
     await agent.stop({ graceMs: 0 });
     throw error;

@@ -3,48 +3,108 @@ import { createActivities } from '../../activities';
 import type { Config } from '../config';
 import { createDb } from '../db/pool';
 import type { Logger } from '../logger';
-import { TaskService } from '../tasks/service';
+import { startMetricsListener, type MetricsListener } from '../metrics/http';
+import { addMetricsSource } from '../metrics/metrics';
+import { SlotHandoffs } from '../tasks/handoffs';
+import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';
+import { listenForDeliveries, sweepUnstartedDeliveries } from '../webhooks/starter';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
+import { configureTrust } from '../trust/reputation';
+import { listenForDueCanaries, startDueCanaries } from '../trust/canary-starter';
+import { RedundantRunStarter } from '../trust/redundant-starter';
 
 export interface WorkerNode {
+  /** GET /metrics of this worker, when WORKER_METRICS_PORT is set. */
+  metricsUrl?: string;
   close(): Promise<void>;
 }
 
 // A task row whose workflow start was not confirmed this long after creation lost its API node mid-request.
 const UNSTARTED_AFTER_SECONDS = 30;
 const SWEEP_EVERY_MS = 15_000;
+// A handoff not yet told to its workflow this long after it was recorded lost its sender mid-way.
+const UNSENT_AFTER_SECONDS = 5;
+// A webhook delivery whose workflow start was not recorded this long after its task finished was missed.
+const UNSTARTED_DELIVERY_AFTER_SECONDS = 10;
 
 /** A Temporal worker process: runs every workflow and the activities that need only Postgres. */
 export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
   const { config, logger } = options;
   installTemporalRuntime(logger);
+  configureTrust(config.trust);
   // Local activities of many concurrent workflows share this pool.
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
   const connection = await createWorkerConnection(options.temporalAddress);
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
+  const handoffs = new SlotHandoffs({ db, temporal, logger });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }) }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger });
+  // Webhook deliveries start as their tasks finish, announced by PostgreSQL to every worker.
+  const bus = new NotifyBus(options.databaseUrl, logger);
+  await bus.start();
+  const webhooks = { config, db, temporal, logger: logger.child({ component: 'webhooks' }) };
+  await listenForDeliveries(webhooks, bus);
+
   const sweep = setInterval(() => {
-    sweepUnstartedTasks({ db, tasks, logger }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
+    sweepUnstartedTasks({ config, db, temporal, logger, eagerStart: false, handoffs }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
+    handoffs.sweep(UNSENT_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'slot handoff sweep failed'));
+    sweepUnstartedDeliveries(webhooks, UNSTARTED_DELIVERY_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'webhook sweep failed'));
   }, SWEEP_EVERY_MS);
   sweep.unref();
+  // Canaries start as the transactions that make them due commit, announced to every worker. The
+  // sweeps (with the first regular sweep, and every CANARY_SWEEP_SECONDS) start those no worker heard
+  // of: announced while none listened, or due since the platform account was funded. The first waits
+  // for that tick because a worker may start before an API process has migrated the database.
+  const canaryDeps = { config, db, temporal, logger: logger.child({ component: 'canaries' }) };
+  await listenForDueCanaries(canaryDeps, bus);
+  const sweepCanaries = () => {
+    startDueCanaries(canaryDeps).catch((error) => logger.warn({ err: error }, 'canary sweep failed'));
+  };
+  const firstCanarySweep = setTimeout(sweepCanaries, SWEEP_EVERY_MS);
+  firstCanarySweep.unref();
+  const canaries = setInterval(sweepCanaries, config.canarySweepSeconds * 1000);
+  canaries.unref();
+  // Redundant runs start as the transactions that draw them commit, announced to every worker; the
+  // sweeps (with the first regular sweep, and every REDUNDANT_RUN_SWEEP_SECONDS) start those no worker heard of.
+  const redundant = new RedundantRunStarter({ config, db, temporal, logger: logger.child({ component: 'redundant_runs' }) });
+  await redundant.listen(bus);
+  const sweepRedundant = () => {
+    redundant.sweep().catch((error) => logger.warn({ err: error }, 'redundant run sweep failed'));
+  };
+  const firstRedundantSweep = setTimeout(sweepRedundant, SWEEP_EVERY_MS);
+  firstRedundantSweep.unref();
+  const redundantRuns = setInterval(sweepRedundant, config.redundantRunSweepSeconds * 1000);
+  redundantRuns.unref();
+
+  const removeMetricsSource = addMetricsSource({ db });
+  let metrics: MetricsListener | undefined;
+  if (config.workerMetricsPort !== undefined) {
+    metrics = await startMetricsListener({ host: config.host, port: config.workerMetricsPort, keys: { metricsToken: config.metricsToken, adminApiKey: config.adminApiKey }, logger });
+  }
 
   logger.info({ task_queue: config.taskQueue }, 'temporal worker started');
   return {
+    metricsUrl: metrics?.url,
     close: async () => {
       clearInterval(sweep);
+      clearTimeout(firstCanarySweep);
+      clearInterval(canaries);
+      clearTimeout(firstRedundantSweep);
+      clearInterval(redundantRuns);
+      await metrics?.close();
+      removeMetricsSource();
+      await bus.close();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
       await connection.close();

@@ -1,35 +1,82 @@
 import { z } from './zod';
+import { pydanticIssue } from './issues';
+import { ERROR_STATUS, type ErrorType } from '../errors';
 
 /** Optional sign, digits with an optional decimal point, not made only of signs and dots. */
 export const DECIMAL_PATTERN = /^[+-]?(\d+(\.\d*)?|\.\d+)$/;
 
-/** Canonical decimal text for an amount given as number or string ("010.50" → "10.50"). */
-export function decimalText(value: number | string): string {
-  const text = typeof value === 'number' ? value.toString() : value.trim();
-  if (/e/i.test(text)) return Number(text).toFixed(20).replace(/\.?0+$/, '');
-  const unsigned = text.replace(/^\+/, '');
-  const [whole, fraction] = unsigned.split('.');
-  const cleanWhole = (whole ?? '').replace(/^(-?)0+(?=\d)/, '$1') || '0';
-  return fraction ? `${cleanWhole}.${fraction}` : cleanWhole;
+/** Decimal text of a number's shortest form, exponent written out ("1.5e-7" → "0.00000015"), exactly. */
+function plainDecimal(text: string): string {
+  const match = /^(-?)(\d+)(?:\.(\d+))?e([+-]?\d+)$/i.exec(text);
+  if (!match) return text;
+  const [, sign, whole, fraction = '', exponent] = match;
+  const digits = whole + fraction;
+  const point = whole.length + Number(exponent);
+  const shifted = point <= 0 ? `0.${'0'.repeat(-point)}${digits}` : point >= digits.length ? digits + '0'.repeat(point - digits.length) : `${digits.slice(0, point)}.${digits.slice(point)}`;
+  return sign + shifted;
 }
 
-/** A number >= 0, or a decimal string (api-spec "Numeric string"). */
-export const NonNegativeNumeric = z
-  .union([z.number().min(0), z.string().regex(DECIMAL_PATTERN, 'decimal')])
-  .openapi({ description: 'A number >= 0 or a decimal string', example: '10' });
+/** Canonical decimal text for an amount given as number or string ("010.50" → "10.50", 5e-324 exactly). */
+export function decimalText(value: number | string): string {
+  const text = plainDecimal(typeof value === 'number' ? value.toString() : value.trim());
+  const unsigned = text.replace(/^\+/, '');
+  const [whole, fraction] = unsigned.split('.');
+  // A zero is "0" whatever its sign and form ("-0", "-.0", "+0.00"): PostgreSQL takes no bare "-".
+  if (!/[1-9]/.test(unsigned)) return '0';
+  const cleanWhole = (whole ?? '').replace(/^(-?)0+(?=\d)/, '$1').replace(/^-?$/, (sign) => `${sign}0`);
+  const cleanFraction = (fraction ?? '').replace(/0+$/, '');
+  return cleanFraction ? `${cleanWhole}.${cleanFraction}` : cleanWhole;
+}
 
-/** Any number, or a decimal string. */
-export const Numeric = z
-  .union([z.number(), z.string().regex(DECIMAL_PATTERN, 'decimal')])
-  .openapi({ description: 'A number or a decimal string', example: '100' });
+/** The decimal strings >= 0 (a minus sign only on a zero), as documented in OpenAPI. */
+const NON_NEGATIVE_DECIMAL_PATTERN = '^(\\+?(\\d+(\\.\\d*)?|\\.\\d+)|-(0+(\\.0*)?|\\.0+))$';
+/** The decimal strings > 0, as documented in OpenAPI. */
+const POSITIVE_DECIMAL_PATTERN = '^\\+?(\\d*[1-9]\\d*(\\.\\d*)?|\\d*\\.\\d*[1-9]\\d*)$';
+
+// Only a well-formed decimal is judged by its sign; a malformed one already has its decimal_parsing error.
+// The sign is read from the text, not from a Number, which would turn 400 digits into 0 or Infinity.
+const decimalString = (sign: { holds: (text: string) => boolean; issue: ReturnType<typeof pydanticIssue> }, pattern: string) =>
+  z
+    .string()
+    .regex(DECIMAL_PATTERN, 'decimal')
+    .refine((value) => !DECIMAL_PATTERN.test(value) || sign.holds(value), sign.issue)
+    .openapi({ pattern });
+
+const nonZero = (text: string) => /[1-9]/.test(text);
+const atLeastZero = { holds: (text: string) => !text.startsWith('-') || !nonZero(text), issue: pydanticIssue('greater_than_equal', 'Input should be greater than or equal to 0', { ge: 0 }) };
+const aboveZero = { holds: (text: string) => !text.startsWith('-') && nonZero(text), issue: pydanticIssue('greater_than', 'Input should be greater than 0', { gt: 0 }) };
+
+/** Every price: a number >= 0, or a decimal string >= 0 (api-spec "Numeric string"; negatives are 422). */
+export const NonNegativeNumeric = z
+  .union([z.number().min(0), decimalString(atLeastZero, NON_NEGATIVE_DECIMAL_PATTERN)])
+  .openapi({ description: 'A number >= 0 or a decimal string >= 0', example: '10' });
+
+/** An amount that must be positive (deposits): a number > 0, or a decimal string > 0. */
+export const PositiveNumeric = z
+  .union([z.number().gt(0), decimalString(aboveZero, POSITIVE_DECIMAL_PATTERN)])
+  .openapi({ description: 'A number > 0 or a decimal string > 0', example: '100' });
 
 /** An integer; the marker message lets the 422 mapper say int_type rather than float_type. */
 export const Int = () => z.number({ invalid_type_error: 'int_type' }).int();
 export const PositiveInt = Int().gt(0);
 
-export const ErrorBody = z
-  .object({ error: z.object({ type: z.string(), message: z.string() }).passthrough() })
-  .openapi('Error');
+/** The error types answered with `status`, in ERROR_STATUS order (`dialect` maps a status first). */
+export function errorTypesOf(status: number, dialect: (status: number) => number = (same) => same): ErrorType[] {
+  return (Object.entries(ERROR_STATUS) as [ErrorType, number][]).filter(([, own]) => dialect(own) === status).map(([type]) => type);
+}
+
+const typeEnum = (types: ErrorType[]) => z.enum(types as [ErrorType, ...ErrorType[]]);
+
+const errorBodies = new Map<number, z.ZodTypeAny>();
+
+/** The body of every error of one status: `{"error":{"type","message",...}}`, `type` one of that status's types. */
+export function errorBodyOf(status: number): z.ZodTypeAny {
+  const body =
+    errorBodies.get(status) ??
+    z.object({ error: z.object({ type: typeEnum(errorTypesOf(status)), message: z.string() }).passthrough() }).openapi(`Error${status}`);
+  errorBodies.set(status, body);
+  return body;
+}
 
 export const ValidationErrorBody = z
   .object({

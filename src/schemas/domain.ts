@@ -9,15 +9,12 @@ export type CapabilityTaskType = (typeof CAPABILITY_TASK_TYPES)[number];
 
 export const TIERS = ['strong', 'standard', 'basic'] as const;
 export const BILLING_TYPES = ['per_request', 'per_token'] as const;
+/** The periods a key's spend limit counts over: the UTC day, or the key's whole life. */
+export const SPEND_LIMIT_PERIODS = ['day', 'total'] as const;
+export type SpendLimitPeriod = (typeof SPEND_LIMIT_PERIODS)[number];
 export const FULFILLMENT_PATHS = ['http', 'browser', 'search_api', 'local_model', 'provider_api'] as const;
 
-export const TASK_STATES = ['queued', 'assigned', 'completed', 'failed', 'timed_out'] as const;
-export type TaskState = (typeof TASK_STATES)[number];
-const TERMINAL_TASK_STATES: readonly TaskState[] = ['completed', 'failed', 'timed_out'];
-export const isTerminalState = (status: string): status is TaskState => (TERMINAL_TASK_STATES as readonly string[]).includes(status);
-
-export const ATTEMPT_OUTCOMES = ['pending', 'completed', 'error', 'rejected', 'timeout', 'disconnected', 'invalid_result', 'cancelled'] as const;
-export type AttemptOutcome = (typeof ATTEMPT_OUTCOMES)[number];
+// Task states and attempt outcomes: src/tasks/lifecycle.ts.
 
 export const PUBLIC_MODEL_ID = 'service/strong';
 export const MODEL_ALIASES: Record<string, string> = { strong: PUBLIC_MODEL_ID, [PUBLIC_MODEL_ID]: PUBLIC_MODEL_ID };

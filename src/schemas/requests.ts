@@ -1,7 +1,8 @@
 import { z } from './zod';
 import { pydanticIssue } from './issues';
-import { DECIMAL_PATTERN, Int, NonNegativeNumeric, Numeric, PositiveInt } from './common';
-import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
+import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
+import { TERMINAL_STATES, type TerminalState } from '../tasks/lifecycle';
+import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
 /** One schema per request body; types are inferred from them and OpenAPI is generated from them. */
 
@@ -10,11 +11,46 @@ export const AccountSettingsBody = z
   .strict()
   .openapi('AccountSettings');
 
+// A deadline is a timer in the workflow and in the waiting request, and a task's hold should not outlive a day.
+export const MAX_TIMEOUT_SECONDS = 86_400;
+const TimeoutSeconds = PositiveInt.max(MAX_TIMEOUT_SECONDS);
+// Larger than any screen; a browser asked for more fails rather than renders.
+export const MAX_VIEWPORT_PIXELS = 16_384;
+const ViewportPixels = PositiveInt.max(MAX_VIEWPORT_PIXELS);
+// The simulation counts in a bigint column; a billion requests is beyond any test.
+export const MAX_SIMULATED_REQUESTS = 1_000_000_000;
+
+/** A target the service fetches: an absolute http(s) URL (422 url_parsing otherwise, 403 for other schemes). */
+const TargetUrl = () => z.string().min(1).openapi({ format: 'uri' });
+
+export const SpendLimit = z
+  .object({
+    points: NonNegativeNumeric.openapi({ description: 'Points the key\'s tasks may hold and be charged in the period' }),
+    period: z.enum(SPEND_LIMIT_PERIODS).openapi({ description: 'day (UTC) or total' }),
+  })
+  .strict()
+  .openapi('SpendLimit');
+
+const KeyName = z.string().min(1).max(100).openapi({ description: 'What the key is for, e.g. "ci" or "laptop"' });
+
+export const CreateApiKeyBody = z
+  .object({ name: KeyName, spend_limit: SpendLimit.nullable().optional() })
+  .strict()
+  .openapi('CreateApiKeyRequest');
+
+export const UpdateApiKeyBody = z
+  .object({ name: KeyName.optional(), spend_limit: SpendLimit.nullable().optional().openapi({ description: 'null removes the limit' }) })
+  .strict()
+  .openapi('UpdateApiKeyRequest');
+export type SpendLimitRequest = z.infer<typeof SpendLimit>;
+export type CreateApiKeyRequest = z.infer<typeof CreateApiKeyBody>;
+export type UpdateApiKeyRequest = z.infer<typeof UpdateApiKeyBody>;
+
 export const FetchBody = z
   .object({
-    url: z.string().min(1),
+    url: TargetUrl(),
     raw_html: z.boolean().default(false),
-    timeout: PositiveInt.nullable().optional(),
+    timeout: TimeoutSeconds.nullable().optional(),
   })
   .strict()
   .openapi('FetchRequest');
@@ -27,25 +63,27 @@ export const SearchBody = z
   .strict()
   .openapi('SearchRequest');
 
-export const Viewport = z.object({ width: PositiveInt, height: PositiveInt }).strict().openapi('Viewport');
+export const Viewport = z.object({ width: ViewportPixels, height: ViewportPixels }).strict().openapi('Viewport');
+
+/** Longest wait after a page's load before its screenshot: within the default attempt deadline (30 s). */
+export const MAX_SCREENSHOT_WAIT_MS = 20_000;
 
 export const ScreenshotBody = z
   .object({
-    url: z.string().min(1),
+    url: TargetUrl(),
     full_page: z.boolean().default(false),
     viewport: Viewport.nullable().optional(),
-    viewport_width: PositiveInt.nullable().optional(),
-    viewport_height: PositiveInt.nullable().optional(),
+    viewport_width: ViewportPixels.nullable().optional(),
+    viewport_height: ViewportPixels.nullable().optional(),
+    // Milliseconds to wait after the page has loaded, so that content its scripts render is captured.
+    wait_ms: Int().min(0).max(MAX_SCREENSHOT_WAIT_MS).nullable().optional(),
   })
   .strict()
   .openapi('ScreenshotRequest');
 
 export const SnapshotBody = z
   .object({
-    url: z
-      .string()
-      .min(1)
-      .refine((value) => /^https?:\/\//i.test(value), 'URL scheme should be \'http\' or \'https\''),
+    url: TargetUrl().refine((value) => /^https?:\/\//i.test(value), 'URL scheme should be \'http\' or \'https\''),
     mode: z.enum(['ai', 'aria']).nullable().optional(),
     selector: z.string().min(1).nullable().optional(),
   })
@@ -60,12 +98,29 @@ export const PAYLOAD_SCHEMAS: Record<WebTaskType, z.ZodTypeAny> = {
   page_snapshot: SnapshotBody,
 };
 
+export const WebhookSubscription = z
+  .object({
+    url: z.string().min(1).openapi({ description: 'http(s) URL that receives the signed POSTs; the domain policy applies' }),
+    events: z
+      .array(z.enum(TERMINAL_STATES as [TerminalState, ...TerminalState[]]))
+      .min(1)
+      .optional()
+      .openapi({ description: 'Terminal states to be told about (default: all)' }),
+  })
+  .strict()
+  .openapi('WebhookSubscription');
+
+/** The account's default webhook: the same fields as a task's. */
+export const AccountWebhookBody = WebhookSubscription;
+export type AccountWebhookRequest = z.infer<typeof AccountWebhookBody>;
+
 export const CreateTaskBody = z
   .object({
     task_type: z.enum(WEB_TASK_TYPES),
     payload: z.record(z.any()),
     max_price_points: NonNegativeNumeric.nullable().optional(),
-    timeout_seconds: PositiveInt.nullable().optional(),
+    timeout_seconds: TimeoutSeconds.nullable().optional(),
+    webhook: WebhookSubscription.nullable().optional(),
   })
   .strict()
   .openapi('CreateTaskRequest');
@@ -101,10 +156,60 @@ export const ScrapeBody = z
     url: z.string().min(1),
     formats: z.array(z.enum(SCRAPE_FORMATS)).optional(),
     onlyMainContent: z.boolean().nullable().optional(),
-    timeout: PositiveInt.nullable().optional(),
+    // Milliseconds, as Firecrawl takes it.
+    timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
   })
   .passthrough()
   .openapi('ScrapeRequest');
+
+/** Firecrawl v2 scrape formats this service serves; any other (json, summary, …) is refused naming it. */
+export const SCRAPE_V2_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'screenshot'] as const;
+
+// v2 formats are names or objects ({"type":"screenshot","fullPage":true,"viewport":{…}}); which of them
+// this service serves is decided by the route, so that an unserved one is named in Firecrawl's error body.
+const ScrapeV2Format = z.union([z.string().min(1), z.object({ type: z.string().min(1) }).passthrough()]);
+
+const ScrapeOptionsV2 = {
+  formats: z.array(ScrapeV2Format).nullable().optional(),
+  onlyMainContent: z.boolean().nullable().optional(),
+  includeTags: z.array(z.string().min(1)).nullable().optional(),
+  excludeTags: z.array(z.string().min(1)).nullable().optional(),
+  waitFor: Int().min(0).max(MAX_SCREENSHOT_WAIT_MS).nullable().optional(),
+  timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+  headers: z.record(z.string()).nullable().optional(),
+  mobile: z.boolean().nullable().optional(),
+};
+
+/** A v2 screenshot format object; `quality` is accepted, and has no effect on PNG images. */
+export const ScreenshotFormatV2 = z
+  .object({
+    type: z.literal('screenshot'),
+    fullPage: z.boolean().nullable().optional(),
+    quality: Int().min(0).max(100).nullable().optional(),
+    viewport: Viewport.nullable().optional(),
+  })
+  .passthrough();
+
+// Other Firecrawl keys (origin, maxAge, proxy, parsers…) are accepted and ignored, so existing clients work.
+export const ScrapeV2Body = z
+  .object({ url: z.string().min(1), ...ScrapeOptionsV2 })
+  .passthrough()
+  .openapi('ScrapeV2Request');
+
+/** Firecrawl's search `limit` goes to 100; a web_search task returns at most 10 results. */
+export const FIRECRAWL_SEARCH_LIMIT_MAX = 100;
+
+export const FirecrawlSearchBody = z
+  .object({
+    query: z.string().min(1),
+    limit: Int().min(1).max(FIRECRAWL_SEARCH_LIMIT_MAX).nullable().optional(),
+    timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+    // v2: web, news, images (names or {type}); only web is served.
+    sources: z.array(z.union([z.string().min(1), z.object({ type: z.string().min(1) }).passthrough()])).nullable().optional(),
+    scrapeOptions: z.object({ formats: z.array(ScrapeV2Format).nullable().optional() }).passthrough().nullable().optional(),
+  })
+  .passthrough()
+  .openapi('FirecrawlSearchRequest');
 
 export const SolverCapability = z
   .object({
@@ -126,10 +231,7 @@ export const SolverCapabilitiesBody = z.array(SolverCapability).openapi('SolverC
 export const DepositBody = z
   .object({
     account_id: z.string().min(1),
-    // Only a well-formed amount is checked for sign; a malformed one already has its own error.
-    amount_points: Numeric.refine((value) => (typeof value === 'string' && !DECIMAL_PATTERN.test(value)) || Number(value) > 0, {
-      ...pydanticIssue('greater_than', 'Input should be greater than 0', { gt: 0 }),
-    }),
+    amount_points: PositiveNumeric,
   })
   .strict()
   .openapi('DepositRequest');
@@ -137,13 +239,21 @@ export const DepositBody = z
 export const AccountIdBody = z.object({ account_id: z.string().min(1) }).openapi('AccountRef');
 
 export const SimulateRateLimitBody = z
-  .object({ account_id: z.string().min(1), trigger_after_n_requests: Int().min(0) })
+  .object({ account_id: z.string().min(1), trigger_after_n_requests: Int().min(0).max(MAX_SIMULATED_REQUESTS) })
   .openapi('SimulateRateLimitRequest');
 
 export const AdminCompleteTaskBody = z
   .object({ solver_id: z.string().min(1), result: z.record(z.any()) })
   .strict()
   .openapi('AdminCompleteTaskRequest');
+
+export const TaskIdParams = z.object({ task_id: z.string().openapi({ description: 'Task id' }) });
+export const SolverIdParams = z.object({ solver_id: z.string().openapi({ description: 'Solver (account) id' }) });
+export const ClearQuarantineBody = z
+  .object({ note: z.string().max(2000).nullable().optional().openapi({ description: 'Why the quarantine is cleared (kept with it)' }) })
+  .strict()
+  .openapi('ClearQuarantineRequest');
+export const KeyIdParams = z.object({ key_id: z.string().openapi({ description: 'Key id' }) });
 
 export type FetchRequest = z.infer<typeof FetchBody>;
 export type SearchRequest = z.infer<typeof SearchBody>;
@@ -152,4 +262,6 @@ export type SnapshotRequest = z.infer<typeof SnapshotBody>;
 export type CreateTaskRequest = z.infer<typeof CreateTaskBody>;
 export type ChatCompletionRequest = z.infer<typeof ChatCompletionBody>;
 export type ScrapeRequest = z.infer<typeof ScrapeBody>;
+export type ScrapeV2Request = z.infer<typeof ScrapeV2Body>;
+export type FirecrawlSearchRequest = z.infer<typeof FirecrawlSearchBody>;
 export type SolverCapabilityInput = z.infer<typeof SolverCapability>;

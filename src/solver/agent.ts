@@ -5,6 +5,7 @@ import {
   CancelFrame,
   ProtocolErrorFrame,
   RESULT_SCHEMAS,
+  ResultRejectedFrame,
   TaskFrame,
   WelcomeFrame,
   type SolverMessage,
@@ -13,7 +14,7 @@ import {
 } from '../schemas/frames';
 import { sleep } from './abort';
 import { reconnectDelay } from './backoff';
-import { buildCapabilities, registerCapabilities, RegistrationError } from './capabilities';
+import { buildCapabilities, concurrencyOf, registerCapabilities, RegistrationError } from './capabilities';
 import type { SolverConfig } from './config';
 import { SolverError, abortReason, toSolverError, type SolverErrorType } from './errors';
 import { createHandlers, offeredTaskTypes, type HandlerSet, type SolverHandlers } from './handlers';
@@ -265,6 +266,13 @@ class AgentRuntime {
         const problem = ProtocolErrorFrame.safeParse(frame);
         return this.logger.warn({ message: problem.success ? problem.data.message : frame }, 'the marketplace reported a protocol error');
       }
+      case 'result_rejected': {
+        // Results are checked before they are sent, so this means the two schemas disagree: worth an error.
+        const rejected = ResultRejectedFrame.safeParse(frame);
+        return this.logger.error({ attemptId: frame.attempt_id, issues: rejected.success ? rejected.data.issues : frame }, 'the marketplace rejected a result');
+      }
+      case 'draining':
+        return this.logger.info({ running: frame.running_attempts }, 'the marketplace sends no new task; finishing the running ones');
       default:
         return this.logger.debug({ type: frame.type }, 'ignoring an unknown frame type');
     }
@@ -277,11 +285,19 @@ class AgentRuntime {
     if (!handler || !this.taskTypes.includes(task.task_type)) {
       return this.sendError(task.attempt_id, new SolverError('unsupported_task_type', `this solver does not do ${task.task_type} tasks`));
     }
-    if (this.attempts.size >= this.config.maxConcurrent) {
-      return this.sendError(task.attempt_id, new SolverError('busy', `this solver is already running ${this.config.maxConcurrent} tasks`));
+    const limit = concurrencyOf(this.config, task.task_type);
+    if (this.running(task.task_type) >= limit) {
+      return this.sendError(task.attempt_id, new SolverError('busy', `this solver is already running ${limit} ${task.task_type} tasks`));
     }
     this.send({ type: 'accept', attempt_id: task.attempt_id });
     this.runAttempt(task, handler);
+  }
+
+  /** Attempts of this task type in flight (each type has its own limit, as registered). */
+  private running(taskType: CapabilityTaskType): number {
+    let count = 0;
+    for (const attempt of this.attempts.values()) if (attempt.taskType === taskType) count += 1;
+    return count;
   }
 
   private runAttempt(task: TaskMessage, handler: NonNullable<SolverHandlers[CapabilityTaskType]>): void {
@@ -366,7 +382,7 @@ class AgentRuntime {
   private send(frame: SolverMessage): void {
     const socket = this.socket;
     if (!socket || socket.readyState !== WebSocket.OPEN) {
-      this.logger.debug({ type: frame.type, attemptId: frame.attempt_id }, 'not connected; frame dropped');
+      this.logger.debug({ type: frame.type }, 'not connected; frame dropped');
       return;
     }
     socket.send(JSON.stringify(frame));
@@ -380,6 +396,8 @@ class AgentRuntime {
   private async shutdown(graceMs: number): Promise<void> {
     this.logger.info({ inFlight: this.attempts.size, graceMs }, 'solver stopping');
     this.halt.abort();
+    // `drain` first: the marketplace stops matching this solver while the running attempts finish.
+    this.send({ type: 'drain' });
     const inFlight = () => Promise.allSettled([...this.attempts.values()].map((attempt) => attempt.settled));
     if (this.attempts.size > 0) await waitAtMost(inFlight(), graceMs);
     for (const attempt of this.attempts.values()) {

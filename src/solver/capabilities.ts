@@ -13,6 +13,16 @@ const FULFILLMENT: Record<CapabilityTaskType, SolverCapabilityInput['fulfillment
 
 const BROWSER_TASKS: readonly CapabilityTaskType[] = ['screenshot', 'page_snapshot'];
 
+/**
+ * Attempts of a task type run at once: chat (I/O-bound forwarding) by SOLVER_CHAT_MAX_CONCURRENT, web
+ * tasks by SOLVER_MAX_CONCURRENT, browser tasks at most BROWSER_PAGES (beyond the page pool they would
+ * only queue here; the marketplace routes them elsewhere).
+ */
+export function concurrencyOf(config: SolverConfig, taskType: CapabilityTaskType): number {
+  if (taskType === 'chat_completion') return config.chatMaxConcurrent;
+  return BROWSER_TASKS.includes(taskType) ? Math.min(config.maxConcurrent, config.browserPages) : config.maxConcurrent;
+}
+
 /** One record per offered task type; chat gets one per advertised model. */
 export function buildCapabilities(config: SolverConfig, taskTypes: readonly CapabilityTaskType[]): SolverCapabilityInput[] {
   const records = taskTypes.flatMap((taskType): SolverCapabilityInput[] => {
@@ -21,8 +31,7 @@ export function buildCapabilities(config: SolverConfig, taskTypes: readonly Capa
       fulfillment_path: FULFILLMENT[taskType],
       provider_name: config.providerName,
       min_price_points: config.pricePoints[taskType] ?? '0',
-      // Browser tasks beyond the page pool would only queue here; let the marketplace route them elsewhere.
-      max_concurrent: BROWSER_TASKS.includes(taskType) ? Math.min(config.maxConcurrent, config.browserPages) : config.maxConcurrent,
+      max_concurrent: concurrencyOf(config, taskType),
     };
     if (taskType === 'chat_completion') {
       const models = config.chat?.models ?? ['unspecified'];

@@ -2,6 +2,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { CAPABILITY_TASK_TYPES, MAX_CONCURRENT_LIMIT, type CapabilityTaskType } from '../schemas/domain';
+import { LOG_FORMATS, logFormatOf } from '../logger';
 
 /**
  * The solver program's single configuration point. `parseSolverConfig(argv, env)` is pure so that the
@@ -138,6 +139,8 @@ const SolverEnv = z.object({
   SOLVER_API_KEY: optionalString,
   SOLVER_TASK_TYPES: taskTypeList('SOLVER_TASK_TYPES (--tasks)'),
   SOLVER_MAX_CONCURRENT: positiveInt('SOLVER_MAX_CONCURRENT (--max-concurrent)', 4, MAX_CONCURRENT_LIMIT),
+  // Chat only forwards to an upstream and waits on it: many at once cost little here.
+  SOLVER_CHAT_MAX_CONCURRENT: positiveInt('SOLVER_CHAT_MAX_CONCURRENT', 32, MAX_CONCURRENT_LIMIT),
   SOLVER_PROVIDER_NAME: optionalString,
   SOLVER_PRICE_POINTS: pricePoints('SOLVER_PRICE_POINTS', '1'),
   SOLVER_SHUTDOWN_GRACE_MS: positiveInt('SOLVER_SHUTDOWN_GRACE_MS', 10_000),
@@ -167,6 +170,7 @@ const SolverEnv = z.object({
   FETCH_TIMEOUT_MS: positiveInt('FETCH_TIMEOUT_MS', 30_000),
   SNAPSHOT_MAX_BYTES: positiveInt('SNAPSHOT_MAX_BYTES', 200 * 1024),
   LOG_LEVEL: optionalString,
+  LOG_FORMAT: optionalString.pipe(z.enum(LOG_FORMATS, { errorMap: () => ({ message: 'LOG_FORMAT must be json or pretty' }) }).optional()),
 });
 
 /** The resolved configuration; tests and the HTTP stack may build or adjust one directly. */
@@ -175,6 +179,7 @@ export const SolverConfigSchema = z.object({
   apiKey: z.string().min(1),
   taskTypes: z.array(z.enum(CAPABILITY_TASK_TYPES)).nullable(),
   maxConcurrent: z.number().int().positive(),
+  chatMaxConcurrent: z.number().int().positive(),
   providerName: z.string().min(1),
   pricePoints: z.record(z.enum(CAPABILITY_TASK_TYPES), z.string()),
   shutdownGraceMs: z.number().int().positive(),
@@ -203,6 +208,7 @@ export const SolverConfigSchema = z.object({
   fetchTimeoutMs: z.number().int().positive(),
   snapshotMaxBytes: z.number().int().positive(),
   logLevel: z.string(),
+  logFormat: z.enum(LOG_FORMATS),
 });
 
 export type SolverConfig = z.infer<typeof SolverConfigSchema>;
@@ -261,6 +267,7 @@ export function parseSolverConfig(argv: readonly string[], env: Environment): So
     apiKey: e.SOLVER_API_KEY,
     taskTypes: e.SOLVER_TASK_TYPES ?? null,
     maxConcurrent: e.SOLVER_MAX_CONCURRENT,
+    chatMaxConcurrent: e.SOLVER_CHAT_MAX_CONCURRENT,
     providerName: e.SOLVER_PROVIDER_NAME ?? 'reference-solver',
     pricePoints: e.SOLVER_PRICE_POINTS,
     shutdownGraceMs: e.SOLVER_SHUTDOWN_GRACE_MS,
@@ -276,6 +283,7 @@ export function parseSolverConfig(argv: readonly string[], env: Environment): So
     fetchTimeoutMs: e.FETCH_TIMEOUT_MS,
     snapshotMaxBytes: e.SNAPSHOT_MAX_BYTES,
     logLevel: e.LOG_LEVEL ?? 'info',
+    logFormat: logFormatOf(e.LOG_FORMAT),
   });
 }
 

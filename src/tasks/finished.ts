@@ -1,6 +1,6 @@
 import type { NotifyBus } from '../db/notify';
 import { TASK_FINISHED_CHANNEL } from '../db/tasks';
-import type { TaskState } from '../schemas/domain';
+import type { TerminalState } from './lifecycle';
 
 // Enough to cover the moment between a task's start and its waiter registering, at any plausible rate.
 const REMEMBERED = 4096;
@@ -11,13 +11,13 @@ const REMEMBERED = 4096;
  * so a waiter that registers just after its task finished (a fast solver) still learns it.
  */
 export class TaskFinishedWatch {
-  private readonly waiting = new Map<string, Set<(status: TaskState) => void>>();
-  private readonly recent = new Map<string, TaskState>();
+  private readonly waiting = new Map<string, Set<(status: TerminalState) => void>>();
+  private readonly recent = new Map<string, TerminalState>();
 
   static async start(bus: NotifyBus): Promise<TaskFinishedWatch> {
     const watch = new TaskFinishedWatch();
     await bus.subscribe(TASK_FINISHED_CHANNEL, (payload) => {
-      const { task_id: taskId, status } = payload as { task_id: string; status: TaskState };
+      const { task_id: taskId, status } = payload as { task_id: string; status: TerminalState };
       watch.remember(taskId, status);
       for (const resolve of watch.waiting.get(taskId) ?? []) resolve(status);
     });
@@ -25,11 +25,11 @@ export class TaskFinishedWatch {
   }
 
   /** The task's terminal state once announced; `stop` forgets the waiter. */
-  wait(taskId: string): { finished: Promise<TaskState>; stop: () => void } {
+  wait(taskId: string): { finished: Promise<TerminalState>; stop: () => void } {
     const known = this.recent.get(taskId);
     if (known) return { finished: Promise.resolve(known), stop: () => undefined };
-    let resolve!: (status: TaskState) => void;
-    const finished = new Promise<TaskState>((done) => {
+    let resolve!: (status: TerminalState) => void;
+    const finished = new Promise<TerminalState>((done) => {
       resolve = done;
     });
     let set = this.waiting.get(taskId);
@@ -44,7 +44,7 @@ export class TaskFinishedWatch {
     };
   }
 
-  private remember(taskId: string, status: TaskState) {
+  private remember(taskId: string, status: TerminalState) {
     this.recent.set(taskId, status);
     // Maps iterate in insertion order: the first key is the oldest.
     if (this.recent.size > REMEMBERED) this.recent.delete(this.recent.keys().next().value!);

@@ -3,11 +3,12 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { countOnlineSolvers } from '../db/solvers';
-import { createTaskWithHold, finishTaskWithoutResult, getTaskRecord, markWorkflowStarted, type Assignment, type TaskRecord, type TaskRow } from '../db/tasks';
+import { createTaskWithHold, finishTask, getTaskRecord, markWorkflowStarted, type CreateTaskOutcome, type TaskRecord, type TaskRow } from '../db/tasks';
 import type { EarlyAttempts } from '../dispatch/early-attempts';
-import { ApiError } from '../errors';
 import type { Logger } from '../logger';
+import { recordTaskCreated } from '../metrics/metrics';
 import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
+import { taskFailure, type Assignment, type TaskState } from './lifecycle';
 import {
   AccountIdAttribute,
   chatWorkflowId,
@@ -18,21 +19,22 @@ import {
   type TaskWorkflowResult,
 } from '../../workflows/contract';
 import type { TaskFinishedWatch } from './finished';
+import type { HandoffSender } from './handoffs';
 import type { RecentPayloads } from './recent-payloads';
 
 export interface CreateTaskInput {
   /** Chosen by the caller when it must listen for the task's events before the task starts. */
   taskId?: string;
   accountId: string;
+  /** The API key of the request: the task counts against its spend limit, if it has one. */
+  keyId?: string;
   taskType: WebTaskType | typeof CHAT_TASK_TYPE;
   payload: Record<string, unknown>;
   maxPricePoints?: string | null;
-  /** The request can set max_price_points (POST /v1/tasks). */
-  priceFromRequest?: boolean;
   timeoutSeconds?: number | null;
   idempotencyKey?: string;
-  /** The error thrown, with nothing created, when no eligible solver is online at all (a new task only). */
-  unavailable?: () => ApiError;
+  /** Create nothing when no eligible solver is online at all (a new task only): `no_solver_online`. */
+  requireOnline?: boolean;
   /**
    * Chat: eligible strong-tier models, the node that streams the deltas to the client, and the client's
    * request (aborted when it ends), which bounds a first attempt sent before the workflow takes it over.
@@ -45,114 +47,92 @@ const RESULT_FALLBACK_MS = 5000;
 // A caller waits a little past the task's own deadline, so the workflow's verdict wins.
 const WAIT_GRACE_MS = 5000;
 
-/** Creating, starting, waiting for and completing tasks: shared by the task routes and the worker's recovery sweep. */
+/** What creating a task did: the task, or why there is none. */
+export type CreateResult =
+  | { kind: 'created' | 'existing'; task: TaskRecord }
+  | { kind: 'insufficient_balance'; requiredPoints: string }
+  | Extract<CreateTaskOutcome, { kind: 'key_spend_limit_reached' }>
+  | { kind: 'no_solver_online' }
+  /** Every fitting solver is busy and the queue is full or too slow for its deadline: refused, nothing held. */
+  | { kind: 'solvers_busy'; retryAfterSeconds: number; waiting: number }
+  /** Its workflow could not be started: the task is failed and its hold released. */
+  | { kind: 'not_started'; taskId: string };
+
+/** What starting a task's workflow needs; the worker's recovery sweep has this much. */
+export interface StartDeps {
+  config: Config;
+  db: Db;
+  temporal: Client;
+  logger: Logger;
+  /** A workflow worker runs in this process: the first workflow task runs here without a round trip. */
+  eagerStart: boolean;
+  handoffs: HandoffSender;
+}
+
+export const newTaskId = (kind: 'task' | 'chat' = 'task') => `${kind}_${crypto.randomBytes(12).toString('hex')}`;
+
+/** Creating, starting and waiting for tasks, on an API node. */
 export class TaskService {
   constructor(
-    private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; eagerStart?: boolean; finished?: TaskFinishedWatch; payloads?: RecentPayloads; earlyAttempts?: EarlyAttempts; resultFallbackMs?: number },
+    private readonly deps: StartDeps & {
+      finished: TaskFinishedWatch;
+      payloads: RecentPayloads;
+      earlyAttempts: EarlyAttempts;
+      /** How long a waiter trusts the announcement before it asks the workflow (tests shorten it). */
+      resultFallbackMs?: number;
+    },
   ) {}
 
   /** Holds the points and starts the task's workflow; with a reused idempotency key, returns the first task. */
-  async create(input: CreateTaskInput): Promise<TaskRecord> {
-    const taskId = input.taskId ?? `${input.chat ? 'chat' : 'task'}_${crypto.randomBytes(12).toString('hex')}`;
-    const { task, created, firstAssignment } = await createTaskWithHold(this.deps.db, {
+  async create(input: CreateTaskInput): Promise<CreateResult> {
+    const taskId = input.taskId ?? newTaskId(input.chat ? 'chat' : 'task');
+    const outcome = await createTaskWithHold(this.deps.db, {
       taskId,
       accountId: input.accountId,
       taskType: input.taskType,
       payload: input.payload,
       maxPricePoints: input.maxPricePoints ?? (input.chat ? this.deps.config.defaultChatPricePoints : this.deps.config.defaultWebTaskPricePoints),
-      priceFromRequest: input.priceFromRequest,
       timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
       workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       idempotencyKey: input.idempotencyKey,
-      match: { strongModels: input.chat?.strongModels, unavailable: input.unavailable },
+      keyId: input.keyId,
+      match: { strongModels: input.chat?.strongModels, requireOnline: input.requireOnline },
+      admission: { maxQueued: this.deps.config.queueLimitPerTaskType },
     });
-    if (!created) return (await getTaskRecord(this.deps.db, task.task_id))!;
+    if (outcome.kind === 'existing') return { kind: 'existing', task: (await getTaskRecord(this.deps.db, outcome.task.task_id))! };
+    if (outcome.kind !== 'created') return outcome;
+    const { task, firstAssignment } = outcome;
+    recordTaskCreated(task.task_type);
     const chat = input.chat && { strongModels: input.chat.strongModels, clientNodeId: input.chat.clientNodeId, completionId: chatWorkflowId(taskId) };
     // A chat's first token need not wait for the workflow: its solver, if connected here, gets the task now.
     const clientGone = input.chat?.clientGone;
     const startedEarly = chat && firstAssignment && clientGone ? this.startFirstAttemptEarly(task, firstAssignment, chat, clientGone) : false;
-    if (!startedEarly) this.deps.payloads?.remember(task.task_id, task.payload);
-    try {
-      await this.startWorkflow(task, chat, firstAssignment, startedEarly);
-    } catch (error) {
-      if (startedEarly) this.deps.earlyAttempts?.abandon(firstAssignment!.attemptId);
-      throw error;
+    if (!startedEarly) this.deps.payloads.remember(task.task_id, task.payload);
+    const started = await startTaskWorkflow(this.deps, task, chat, firstAssignment, startedEarly);
+    // After the start, so that a slot handed to this task as it queued reaches its workflow too.
+    this.deps.handoffs.deliver(outcome.handoffs);
+    if (!started) {
+      if (startedEarly) this.deps.earlyAttempts.abandon(firstAssignment!.attemptId);
+      return { kind: 'not_started', taskId: task.task_id };
     }
     // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
     const { account_id: _account, ...record } = task;
-    return { ...record, attempts: [] };
+    // Its hold, opened with it, is its maximum price; nothing is charged yet.
+    return { kind: 'created', task: { ...record, attempts: [], held_points: record.max_price_points, hold_status: 'open', charged_points: '0' } };
   }
 
   private startFirstAttemptEarly(task: TaskRow, assignment: Assignment, stream: { clientNodeId: string; completionId: string }, clientGone: AbortSignal): boolean {
-    return (
-      this.deps.earlyAttempts?.start({
-        ...assignment,
-        taskId: task.task_id,
-        taskType: CHAT_TASK_TYPE,
-        payload: task.payload,
-        deadline: new Date(Date.now() + task.timeout_seconds * 1000),
-        acceptTimeoutMs: this.deps.config.acceptTimeoutMs,
-        stream,
-        clientGone,
-      }) ?? false
-    );
-  }
-
-  /**
-   * Starts the workflow of a stored task. Idempotent (the workflow id is the task's), so the worker's
-   * sweep can call it for tasks whose API node died between the insert and the start.
-   */
-  async startWorkflow(
-    task: TaskRow,
-    chat?: { strongModels: string[]; clientNodeId: string; completionId: string },
-    firstAssignment?: Assignment | null,
-    firstAttemptStartedEarly = false,
-  ): Promise<void> {
-    if (task.task_type === CHAT_TASK_TYPE && !chat) {
-      // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
-      await finishTaskWithoutResult(this.deps.db, { taskId: task.task_id, status: 'failed', error: { type: 'client_cancelled', message: 'The request ended before the completion started.' } });
-      return;
-    }
-    const input: TaskWorkflowInput = {
+    return this.deps.earlyAttempts.start({
+      ...assignment,
       taskId: task.task_id,
-      taskType: task.task_type,
-      maxPricePoints: task.max_price_points,
-      timeoutSeconds: task.timeout_seconds,
-      maxAttempts: this.deps.config.maxTaskAttempts,
-      // A generation may legitimately stream for as long as the whole completion is allowed to take.
-      attemptTimeoutSeconds: chat ? task.timeout_seconds : this.deps.config.attemptTimeoutSeconds,
+      taskType: CHAT_TASK_TYPE,
+      payload: task.payload,
+      deadline: new Date(Date.now() + task.timeout_seconds * 1000),
       acceptTimeoutMs: this.deps.config.acceptTimeoutMs,
-      ...(chat ? { strongModels: chat.strongModels, stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId } } : {}),
-      ...(firstAssignment ? { firstAssignment } : {}),
-      ...(firstAttemptStartedEarly ? { firstAttemptStartedEarly } : {}),
-    };
-    try {
-      await this.deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
-        taskQueue: this.deps.config.taskQueue,
-        workflowId: task.workflow_id,
-        args: [input],
-        // With a workflow worker in this process, the first workflow task runs here without a round trip.
-        requestEagerStart: this.deps.eagerStart ?? false,
-        typedSearchAttributes: [
-          { key: TaskTypeAttribute, value: task.task_type },
-          { key: AccountIdAttribute, value: task.account_id },
-          { key: TaskStatusAttribute, value: 'queued' },
-        ],
-      });
-    } catch (error) {
-      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) {
-        this.deps.logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
-        // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
-        await finishTaskWithoutResult(this.deps.db, {
-          taskId: task.task_id,
-          status: 'failed',
-          error: { type: 'service_unavailable', message: 'The task could not be started; its hold was released.' },
-        });
-        throw new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: task.task_id });
-      }
-    }
-    // Only the stranded-task sweep reads this mark; the caller need not wait for it.
-    void markWorkflowStarted(this.deps.db, task.task_id).catch((error) => this.deps.logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
+      stream,
+      clientGone,
+      occasion: 'created',
+    });
   }
 
   /**
@@ -174,22 +154,74 @@ export class TaskService {
       result.catch(() => undefined);
       return result;
     };
-    const announced = this.deps.finished?.wait(task.task_id);
-    const stored = announced?.finished.then((status) => ({ taskId: task.task_id, status: status as TaskWorkflowResult['status'] }));
+    const announced = this.deps.finished.wait(task.task_id);
+    const stored = announced.finished.then((status): TaskWorkflowResult => ({ taskId: task.task_id, status }));
     try {
-      return await Promise.race([
-        after(timeoutMs, () => null),
-        stored ? Promise.race([stored, after(this.deps.resultFallbackMs ?? RESULT_FALLBACK_MS, fromWorkflow)]) : fromWorkflow(),
-      ]);
+      return await Promise.race([after(timeoutMs, () => null), Promise.race([stored, after(this.deps.resultFallbackMs ?? RESULT_FALLBACK_MS, fromWorkflow)])]);
     } finally {
       for (const timer of timers) clearTimeout(timer);
-      announced?.stop();
+      announced.stop();
     }
   }
 
-  async ensureSolverOnline(taskType: WebTaskType): Promise<void> {
-    if ((await countOnlineSolvers(this.deps.db, taskType)) === 0) throw noSolverOnline(taskType);
+  /** Whether a solver for the type is online at all. */
+  async solverOnline(taskType: WebTaskType): Promise<boolean> {
+    return (await countOnlineSolvers(this.deps.db, taskType)) > 0;
   }
 }
 
-export const noSolverOnline = (taskType: WebTaskType) => new ApiError('no_solver_available', `No solver for ${taskType} is online right now; retry later.`);
+/**
+ * Starts the workflow of a stored task; false when it could not be started, and the task is then failed
+ * with its hold released. Idempotent (the workflow id is the task's), so the worker's sweep can call it
+ * for tasks whose API node died between the insert and the start.
+ */
+export async function startTaskWorkflow(
+  deps: StartDeps,
+  task: TaskRow,
+  chat?: { strongModels: string[]; clientNodeId: string; completionId: string },
+  firstAssignment?: Assignment | null,
+  firstAttemptStartedEarly = false,
+): Promise<boolean> {
+  if (task.task_type === CHAT_TASK_TYPE && !chat) {
+    // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
+    deps.handoffs.deliver((await finishTask(deps.db, task.task_id, { failure: taskFailure('client_cancelled', 'The request ended before the completion started.') })).handoffs);
+    return true;
+  }
+  const input: TaskWorkflowInput = {
+    taskId: task.task_id,
+    taskType: task.task_type,
+    maxPricePoints: task.max_price_points,
+    timeoutSeconds: task.timeout_seconds,
+    maxAttempts: deps.config.maxTaskAttempts,
+    // A generation may legitimately stream for as long as the whole completion is allowed to take.
+    attemptTimeoutSeconds: chat ? task.timeout_seconds : deps.config.attemptTimeoutSeconds,
+    acceptTimeoutMs: deps.config.acceptTimeoutMs,
+    ...(chat ? { strongModels: chat.strongModels, stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId } } : {}),
+    ...(firstAssignment ? { firstAssignment } : {}),
+    ...(firstAttemptStartedEarly ? { firstAttemptStartedEarly } : {}),
+  };
+  try {
+    await deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
+      taskQueue: deps.config.taskQueue,
+      workflowId: task.workflow_id,
+      args: [input],
+      requestEagerStart: deps.eagerStart,
+      typedSearchAttributes: [
+        { key: TaskTypeAttribute, value: task.task_type },
+        { key: AccountIdAttribute, value: task.account_id },
+        // Visibility shows a task's progress as queued until its final state (each upsert is a visibility write).
+        { key: TaskStatusAttribute, value: 'queued' satisfies TaskState },
+      ],
+    });
+  } catch (error) {
+    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) {
+      deps.logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
+      // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
+      deps.handoffs.deliver((await finishTask(deps.db, task.task_id, { failure: taskFailure('service_unavailable', 'The task could not be started; its hold was released.') })).handoffs);
+      return false;
+    }
+  }
+  // Only the stranded-task sweep reads this mark; the caller need not wait for it.
+  void markWorkflowStarted(deps.db, task.task_id).catch((error) => deps.logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
+  return true;
+}

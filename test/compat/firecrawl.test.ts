@@ -1,5 +1,6 @@
 import { firecrawlFailure, planScrape, timeoutSecondsOf, withScheme } from '../../src/compat/firecrawl';
-import { cleanHtml, extractLinks, pageMetadata } from '../../src/compat/page-html';
+import { MOBILE_VIEWPORT, planScrapeV2 } from '../../src/compat/firecrawl-v2';
+import { cleanHtml, extractLinks, isValidSelector, pageMetadata } from '../../src/compat/page-html';
 
 describe('Firecrawl scrape semantics', () => {
   test('formats map to the fewest tasks: html, rawHtml and links share one raw fetch', () => {
@@ -53,5 +54,48 @@ describe('Firecrawl scrape semantics', () => {
     expect(main).not.toContain('side');
     expect(cleanHtml(page, 'https://example.com/page', false)).toContain('<aside>side</aside>');
     expect(extractLinks(page, 'https://example.com/page')).toEqual(['https://cdn.example.com/root/x.html']);
+  });
+});
+
+describe('Firecrawl v2 scrape semantics', () => {
+  const url = 'https://example.com/a';
+
+  test('formats as names or objects; markdown is the solver\'s unless tags filter it or the whole page is wanted', () => {
+    expect(planScrapeV2({ url })).toMatchObject({ formats: ['markdown'], solverMarkdown: true, rawHtml: false, screenshot: null, onlyMainContent: true });
+    expect(planScrapeV2({ url, formats: ['markdown', { type: 'html' }, 'links'] })).toMatchObject({ solverMarkdown: true, rawHtml: true });
+    expect(planScrapeV2({ url, formats: ['markdown'], excludeTags: ['nav'] })).toMatchObject({ solverMarkdown: false, rawHtml: true, tags: { exclude: ['nav'] } });
+    expect(planScrapeV2({ url, formats: ['markdown'], onlyMainContent: false })).toMatchObject({ solverMarkdown: false, rawHtml: true, onlyMainContent: false });
+    expect(planScrapeV2({ url, formats: [{ type: 'screenshot', fullPage: true, viewport: { width: 800, height: 600 } }], waitFor: 250 }).screenshot).toEqual({
+      full_page: true,
+      viewport: { width: 800, height: 600 },
+      wait_ms: 250,
+    });
+    expect(planScrapeV2({ url, formats: ['screenshot'], mobile: true }).screenshot).toEqual({ full_page: false, viewport: MOBILE_VIEWPORT });
+  });
+
+  test.each([['json'], ['summary'], ['changeTracking'], ['screenshot@fullPage']])('the %s format is refused, named', (format) => {
+    const refusal = (() => {
+      try {
+        planScrapeV2({ url, formats: ['markdown', format === 'json' ? { type: 'json', prompt: 'p' } : format] });
+      } catch (error) {
+        return error as { type: string; status: number; message: string; extra: Record<string, unknown> };
+      }
+      return undefined;
+    })();
+    expect(refusal).toMatchObject({ type: 'unsupported_format', status: 400, extra: { format } });
+    expect(refusal!.message).toContain(`"${format}" format is not supported`);
+  });
+
+  test('includeTags keeps only the outermost matching elements; excludeTags removes', () => {
+    const html = '<html><body><nav>menu</nav><article><p class="x">one</p><aside>side</aside></article><p class="x">two</p></body></html>';
+    expect(cleanHtml(html, url, false, { include: ['article', '.x'] })).toBe('<article><p class="x">one</p><aside>side</aside></article><p class="x">two</p>');
+    expect(cleanHtml(html, url, false, { include: ['article'], exclude: ['aside'] })).toBe('<article><p class="x">one</p></article>');
+    expect(isValidSelector('div > p.x')).toBe(true);
+    expect(isValidSelector('p[[')).toBe(false);
+  });
+
+  test('a refused value is named in the error message of a validation failure', () => {
+    const detail = [{ type: 'literal_error', loc: ['body', 'formats', 1], msg: "Input should be 'markdown'", input: 'extract' }];
+    expect(firecrawlFailure(422, { detail }).body).toMatchObject({ error: 'Bad Request: body.formats.1: Input should be \'markdown\' (got "extract")' });
   });
 });

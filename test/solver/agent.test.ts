@@ -176,7 +176,7 @@ test('stays connected while the server pings', async () => {
   expect(marketplace.connections).toBe(1);
 });
 
-test('graceful stop: refuses new tasks, finishes running ones, then closes', async () => {
+test('graceful stop: drains first, refuses new tasks, finishes running ones, then closes', async () => {
   const control = controllableHandler();
   agent = await startSolverAgent(configFor(marketplace), { logger, handlers: { proxy_fetch: control.handler } });
   await agent.connected;
@@ -185,6 +185,7 @@ test('graceful stop: refuses new tasks, finishes running ones, then closes', asy
 
   const stopped = agent.stop({ graceMs: 20_000 });
   await waitUntil(() => agent!.status().stopping, 'stopping');
+  await marketplace.waitFor(() => marketplace.received.find((entry) => entry.frame.type === 'drain'), 'a drain frame');
   marketplace.sendTask('g2', 'proxy_fetch', { url: 'http://example.com', id: 'g2' });
   const refused = await marketplace.waitForFrame('g2', 'error');
   expect(refused).toMatchObject({ error: { type: 'shutting_down' }, retryable: true });

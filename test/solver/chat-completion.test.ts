@@ -87,6 +87,17 @@ test('estimates usage when the upstream does not report it', async () => {
   expect((result.usage as { completion_tokens: number }).completion_tokens).toBeGreaterThan(0);
 });
 
+test('an estimate counts the answer\'s characters, not the JSON of its deltas, and passes reasoning tokens on', async () => {
+  // 27 characters of tool name and arguments in three deltas: 7 tokens, not the 69 their JSON would make.
+  nextScript = (_body, res) => streamChunks(res, TOOL_CALL_STREAM.slice(0, 4));
+  const estimated = await handler()({ messages: [{ role: 'user', content: 'hi' }] }, { signal: new AbortController().signal, emitChunk: () => undefined });
+  expect(estimated.usage).toMatchObject({ completion_tokens: 7, estimated: true });
+  const reasoning = { ...base, choices: [], usage: { prompt_tokens: 5, completion_tokens: 300, total_tokens: 305, completion_tokens_details: { reasoning_tokens: 297 } } };
+  nextScript = (_body, res) => streamChunks(res, [...TEXT_STREAM.slice(0, 4), reasoning]);
+  const reported = await handler()({ messages: [{ role: 'user', content: 'hi' }] }, { signal: new AbortController().signal, emitChunk: () => undefined });
+  expect(reported.usage).toEqual({ prompt_tokens: 5, completion_tokens: 300, total_tokens: 305, completion_tokens_details: { reasoning_tokens: 297 } });
+});
+
 test('an upstream 400 is not retryable, a 503 is', async () => {
   nextScript = (_body, res) => res.writeHead(400, { 'content-type': 'application/json' }).end('{"error":{"message":"context too long"}}');
   await expect(handler()({ messages: [{ role: 'user', content: 'x' }] }, { signal: new AbortController().signal })).rejects.toMatchObject({

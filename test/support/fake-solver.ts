@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import type { TaskMessage } from '../../src/schemas/frames';
 import { api, registerAccount } from './stack';
 
 /**
@@ -15,14 +16,7 @@ export type Behaviour =
   | 'invalid_result'
   | ((frame: TaskFrame, solver: FakeSolver) => void | Promise<void>);
 
-export interface TaskFrame {
-  type: 'task';
-  attempt_id: string;
-  task_id: string;
-  task_type: string;
-  payload: Record<string, any>;
-  deadline: string;
-}
+export type TaskFrame = TaskMessage;
 
 export const SAMPLE_RESULTS: Record<string, (payload: Record<string, any>) => Record<string, unknown>> = {
   proxy_fetch: (payload) => ({ url: payload.url, final_url: payload.url, status_code: 200, content_type: payload.raw_html ? 'html' : 'markdown', content: '# Hello', title: 'Hello' }),
@@ -37,6 +31,25 @@ export const SAMPLE_RESULTS: Record<string, (payload: Record<string, any>) => Re
   page_snapshot: (payload) => ({ url: payload.url, snapshot: '- heading "Hello" [level=1]', snapshot_format: payload.mode ?? 'markdown', title: 'Hello' }),
 };
 
+/**
+ * Starts solvers for a suite's tests against the stack at `url()`, each closed after the test that
+ * started it.
+ */
+export function suiteSolvers(url: () => string) {
+  let started: FakeSolver[] = [];
+  afterEach(async () => {
+    await Promise.all(started.map((solver) => solver.close()));
+    // The server forgets a socket a moment after it closes: the next test must not find it online.
+    await Promise.all(started.map((solver) => solver.offline(url())));
+    started = [];
+  });
+  return async (options: Parameters<typeof FakeSolver.start>[1] = {}) => {
+    const solver = await FakeSolver.start(url(), options);
+    started.push(solver);
+    return solver;
+  };
+}
+
 export class FakeSolver {
   socket!: WebSocket;
   solverId!: string;
@@ -44,6 +57,8 @@ export class FakeSolver {
   readonly received: TaskFrame[] = [];
   readonly cancels: { attempt_id: string; reason: string }[] = [];
   readonly protocolErrors: string[] = [];
+  /** Every frame the server sent, in order. */
+  readonly frames: Record<string, any>[] = [];
   private welcomed!: Promise<void>;
 
   constructor(
@@ -82,6 +97,7 @@ export class FakeSolver {
       this.socket.once('error', reject);
       this.socket.on('message', (data) => {
         const frame = JSON.parse(data.toString());
+        this.frames.push(frame);
         if (frame.type === 'welcome') resolve();
         else if (frame.type === 'task') void this.onTask(frame);
         else if (frame.type === 'cancel') this.cancels.push(frame);
@@ -89,6 +105,11 @@ export class FakeSolver {
       });
     });
     await this.welcomed;
+  }
+
+  /** The first frame the server sent (from `from` on) that matches. */
+  async nextFrame(match: (frame: Record<string, any>) => boolean, from = 0, timeoutMs = 20_000): Promise<Record<string, any>> {
+    return waitFor(() => this.frames.slice(from).find(match), timeoutMs, 20);
   }
 
   send(frame: object) {
@@ -117,6 +138,14 @@ export class FakeSolver {
       case 'accept_then_silent':
         return;
     }
+  }
+
+  /** Resolves once the service no longer counts this solver as connected. */
+  async offline(url = this.url) {
+    await waitFor(async () => {
+      const stats = await api(url, 'GET', '/v1/solver/stats', { headers: { Authorization: `Bearer ${this.apiKey}` } });
+      return stats.status === 200 && stats.json.connected === false;
+    }, 10_000, 50);
   }
 
   async close() {

@@ -14,6 +14,14 @@ export function testEndpoints() {
   return { databaseUrl, temporalAddress };
 }
 
+/**
+ * Scripted solvers return made-up pages and answers, which canaries and chat audits would catch: only
+ * the trust tests send them. Nor are client tasks run twice: only the redundant-run tests do that.
+ * Every stack and every process a test starts takes these (the database, and so the platform account
+ * that pays for both, is shared between suites).
+ */
+export const QUIET_TRUST_ENV = { CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0' } as const;
+
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     ...process.env,
@@ -22,6 +30,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     LOCAL_SOLVER: 'off',
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
     HOST: '127.0.0.1',
+    ...QUIET_TRUST_ENV,
     ...overrides,
   });
 }

@@ -1,10 +1,29 @@
 import { Router } from 'express';
-import { createAccount, updateSettings } from '../../db/accounts';
-import { getBalance } from '../../db/ledger';
-import { AccountSettingsBody } from '../../schemas/requests';
+import { createAccount, createApiKey, listApiKeys, revokeApiKey, updateApiKey, updateSettings, type SpendLimit } from '../../db/accounts';
+import { decimalText } from '../../schemas/common';
+import { ApiError } from '../../errors';
+import { getBalance, ledgerHistory, ledgerSummary } from '../../db/ledger';
+import { accountWebhook, deleteAccountWebhook, rotateWebhookSecret, setAccountWebhook, WEBHOOK_EVENTS, webhookSecret } from '../../db/webhooks';
+import { LedgerHistoryQuery, LedgerSummaryQuery, PAGE_LIMIT_DEFAULT, RevokeApiKeyQuery } from '../../schemas/queries';
+import {
+  AccountSettingsBody,
+  AccountWebhookBody,
+  CreateApiKeyBody,
+  KeyIdParams,
+  UpdateApiKeyBody,
+  type AccountWebhookRequest,
+  type CreateApiKeyRequest,
+  type SpendLimitRequest,
+  type UpdateApiKeyRequest,
+} from '../../schemas/requests';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
-import { validateBody } from '../validation';
+import { decodeCursor, encodeCursor } from '../pagination';
+import { parseOrThrow, validateBody, validateParams } from '../validation';
+
+/** A spend limit as stored (points as exact decimal text); null removes one, undefined leaves it. */
+const spendLimitOf = (limit: SpendLimitRequest | null | undefined): SpendLimit | null | undefined =>
+  limit && { points: decimalText(limit.points), period: limit.period };
 
 export function accountRoutes(deps: AppDeps): Router {
   const router = Router();
@@ -36,6 +55,91 @@ export function accountRoutes(deps: AppDeps): Router {
     const account = accountOf(res);
     const balance = await getBalance(deps.db, account.account_id);
     res.json({ account_id: account.account_id, ...balance });
+  });
+
+  router.get('/v1/account/ledger', auth, async (req, res) => {
+    const query = parseOrThrow(LedgerHistoryQuery, req.query, ['query']);
+    const after = decodeCursor(query.cursor, 1, /^\d{1,18}$/);
+    const page = await ledgerHistory(deps.db, accountOf(res).account_id, {
+      kind: query.kind,
+      taskId: query.task_id,
+      createdAfter: query.created_after,
+      createdBefore: query.created_before,
+      beforeEntryId: after?.[0],
+      limit: query.limit ?? PAGE_LIMIT_DEFAULT,
+    });
+    const last = page.entries[page.entries.length - 1];
+    res.json({ data: page.entries, has_more: page.hasMore, next_cursor: page.hasMore && last ? encodeCursor([last.entry_id]) : null });
+  });
+
+  router.get('/v1/account/ledger/summary', auth, async (req, res) => {
+    const query = parseOrThrow(LedgerSummaryQuery, req.query, ['query']);
+    res.json({ data: await ledgerSummary(deps.db, accountOf(res).account_id, { createdAfter: query.created_after, createdBefore: query.created_before }) });
+  });
+
+  router.post('/v1/account/keys', auth, validateBody(CreateApiKeyBody), async (req, res) => {
+    const body = req.body as CreateApiKeyRequest;
+    const { key, apiKey } = await createApiKey(deps.db, accountOf(res).account_id, body.name, spendLimitOf(body.spend_limit));
+    res.json({ ...key, api_key: apiKey });
+  });
+
+  router.patch('/v1/account/keys/:key_id', auth, validateParams(KeyIdParams), validateBody(UpdateApiKeyBody), async (req, res) => {
+    const body = req.body as UpdateApiKeyRequest;
+    const keyId = req.params.key_id as string;
+    const key = await updateApiKey(deps.db, accountOf(res).account_id, keyId, { name: body.name, spendLimit: spendLimitOf(body.spend_limit) });
+    if (!key) throw new ApiError('api_key_not_found', `No API key "${keyId}" on this account.`);
+    res.json(key);
+  });
+
+  router.get('/v1/account/keys', auth, async (_req, res) => {
+    res.json({ data: await listApiKeys(deps.db, accountOf(res).account_id) });
+  });
+
+  router.delete('/v1/account/keys/:key_id', auth, validateParams(KeyIdParams), async (req, res) => {
+    const query = parseOrThrow(RevokeApiKeyQuery, req.query, ['query']);
+    const keyId = req.params.key_id as string;
+    const outcome = await revokeApiKey(deps.db, accountOf(res).account_id, keyId, { allowLast: query.allow_last === 'true' });
+    switch (outcome.kind) {
+      case 'revoked':
+        res.json(outcome.key);
+        return;
+      case 'not_found':
+        throw new ApiError('api_key_not_found', `No API key "${keyId}" on this account.`);
+      case 'last_key':
+        throw new ApiError(
+          'last_api_key',
+          `Key ${keyId} is this account's only live key: revoking it would leave no way to use the account. Create another key first (POST /v1/account/keys), or repeat with ?allow_last=true.`,
+          { key_id: keyId },
+        );
+    }
+  });
+
+  router.get('/v1/account/webhook-secret', auth, async (_req, res) => {
+    res.json(await webhookSecret(deps.db, accountOf(res).account_id));
+  });
+
+  router.post('/v1/account/webhook-secret/rotate', auth, async (_req, res) => {
+    res.json(await rotateWebhookSecret(deps.db, accountOf(res).account_id));
+  });
+
+  const noWebhook = () => new ApiError('webhook_not_found', 'This account has no default webhook; set one with PUT /v1/account/webhook.');
+
+  router.put('/v1/account/webhook', auth, validateBody(AccountWebhookBody), async (req, res) => {
+    const body = req.body as AccountWebhookRequest;
+    await deps.domainPolicy.assertAllowed(body.url, ['body', 'url']);
+    res.json(await setAccountWebhook(deps.db, accountOf(res).account_id, { url: body.url, events: body.events ?? WEBHOOK_EVENTS }));
+  });
+
+  router.get('/v1/account/webhook', auth, async (_req, res) => {
+    const webhook = await accountWebhook(deps.db, accountOf(res).account_id);
+    if (!webhook) throw noWebhook();
+    res.json(webhook);
+  });
+
+  router.delete('/v1/account/webhook', auth, async (_req, res) => {
+    const removed = await deleteAccountWebhook(deps.db, accountOf(res).account_id);
+    if (!removed) throw noWebhook();
+    res.json(removed);
   });
 
   router.patch('/v1/account/settings', auth, validateBody(AccountSettingsBody), async (req, res) => {

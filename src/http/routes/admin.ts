@@ -2,14 +2,16 @@ import crypto from 'node:crypto';
 import { Router } from 'express';
 import { findAccount } from '../../db/accounts';
 import { deposit, getBalance } from '../../db/ledger';
-import { statusCounts } from '../../db/status';
+import { statusCounts, queueStatus } from '../../db/status';
 import { sql } from 'slonik';
 import { ApiError } from '../../errors';
 import { decimalText } from '../../schemas/common';
-import { DepositBody } from '../../schemas/requests';
+import { ClearQuarantineBody, DepositBody, SolverIdParams } from '../../schemas/requests';
+import { clearQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../trust/quarantines';
+import { disagreementsOf } from '../../trust/redundant';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
-import { validateBody } from '../validation';
+import { validateBody, validateParams } from '../validation';
 
 export function adminRoutes(deps: AppDeps): Router {
   const router = Router();
@@ -41,7 +43,7 @@ export function adminRoutes(deps: AppDeps): Router {
         .then(() => 'ok')
         .catch((error: Error) => `error: ${error.message}`),
     ]);
-    const counts = database === 'ok' ? await statusCounts(deps.db) : {};
+    const [counts, queues] = database === 'ok' ? await Promise.all([statusCounts(deps.db), queueStatus(deps.db)]) : [{}, {}];
     res.json({
       status: database === 'ok' && temporal === 'ok' ? 'ok' : 'degraded',
       node_id: deps.nodeId,
@@ -49,7 +51,34 @@ export function adminRoutes(deps: AppDeps): Router {
       temporal,
       temporal_namespace: deps.config.temporalNamespace,
       counts,
+      queues,
     });
+  });
+
+  // Trust (docs/trust.md): quarantined solvers with their evidence, one solver's record, and clearing.
+  router.get('/v1/admin/quarantines', admin, async (_req, res) => {
+    res.json({ quarantines: await listQuarantines(deps.db) });
+  });
+
+  router.get('/v1/admin/solvers/:solver_id/trust', admin, validateParams(SolverIdParams), async (req, res) => {
+    const solverId = String(req.params.solver_id);
+    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const [quarantines, reputation, held, disagreements] = await Promise.all([
+      quarantinesOf(deps.db, solverId),
+      reputationOf(deps.db, solverId),
+      heldEarnings(deps.db, solverId),
+      disagreementsOf(deps.db, solverId),
+    ]);
+    res.json({ solver_id: solverId, quarantined: quarantines.some((q) => q.cleared_at === null), ...held, reputation, quarantines, disagreements });
+  });
+
+  router.post('/v1/admin/solvers/:solver_id/quarantine/clear', admin, validateParams(SolverIdParams), validateBody(ClearQuarantineBody), async (req, res) => {
+    const solverId = String(req.params.solver_id);
+    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const cleared = await clearQuarantine(deps.db, solverId, (req.body as { note?: string | null }).note ?? null);
+    if (!cleared) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
+    res.locals.log.info({ solver_id: solverId, released_points: cleared.released_points }, 'quarantine cleared');
+    res.json({ solver_id: solverId, ...cleared });
   });
 
   return router;

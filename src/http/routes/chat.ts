@@ -2,16 +2,17 @@ import crypto from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import { chunk, completionBody, MessageAssembler, normalizeUsage, usageChunk, type CompletionMeta } from '../../chat/openai-format';
 import type { RelayEvent } from '../../chat/relay';
+import { costOfTasks } from '../../db/ledger';
 import { getTaskRecord } from '../../db/tasks';
 import { scanChatMessages } from '../../safety/scanner';
 import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
 import { ChatCompletionBody, type ChatCompletionRequest } from '../../schemas/requests';
-import type { TaskWorkflowResult } from '../../../workflows/contract';
 import { chatWorkflowId } from '../../../workflows/contract';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { validateBody } from '../validation';
+import { costHeaders, createdTask, failureError } from '../web-tasks';
 
 export const TRUST_MODES = ['standard', 'strict'] as const;
 
@@ -43,11 +44,6 @@ function relayListener(deps: AppDeps, completionId: string, onDelta: (delta: Rec
 
 const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T | null> =>
   Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms).unref())]);
-
-function failureOf(verdict: TaskWorkflowResult | null): ApiError {
-  if (!verdict || verdict.status === 'timed_out') return new ApiError('task_timeout', 'The completion did not finish in time.');
-  return new ApiError('solver_failed', verdict.error?.message ?? 'The completion failed.');
-}
 
 export function chatRoutes(deps: AppDeps): Router {
   const router = Router();
@@ -120,15 +116,19 @@ export function chatRoutes(deps: AppDeps): Router {
       cancel();
     });
     try {
-      const task = await deps.tasks.create({
+      const created = await deps.tasks.create({
         taskId,
         accountId: accountOf(res).account_id,
+        keyId: accountOf(res).key_id,
         taskType: CHAT_TASK_TYPE,
         payload,
         timeoutSeconds: deps.config.chatTimeoutSeconds,
         chat: { strongModels, clientNodeId: deps.nodeId, clientGone: clientGone.signal },
         // Checked as the task is created (nothing is created then), before any SSE header is sent.
-        unavailable: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
+        requireOnline: true,
+      });
+      const task = createdTask(created, {
+        noSolver: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
       });
       started = true;
       // The client may have gone while the completion was being created (or even before this handler ran).
@@ -143,19 +143,21 @@ export function chatRoutes(deps: AppDeps): Router {
       const end = verdict?.status === 'completed' ? await withTimeout(listener.ended, END_GRACE_MS) : null;
       finished = true;
       if (!end) {
-        const failure = verdict?.status === 'completed' ? new ApiError('solver_failed', 'The completion stream was interrupted.') : failureOf(verdict);
+        const failure = verdict?.status === 'completed' ? new ApiError('solver_failed', 'The completion stream was interrupted.') : failureError('chat', task, verdict);
         if (!stream) throw failure;
         send(failure.toBody());
         res.end();
         return;
       }
       const usage = normalizeUsage(end.usage);
+      // Settled with the terminal state, so the cost is final here.
+      const cost = await costOfTasks(deps.db, [task.task_id]);
       if (!stream) {
-        res.json(completionBody(meta, assembler.message(), end.finish_reason, usage));
+        res.set(costHeaders(cost)).json(completionBody(meta, assembler.message(), end.finish_reason, usage));
         return;
       }
       if (streamed === 0) send(chunk(meta, { role: 'assistant', content: '' }, null, includeUsage));
-      send(chunk(meta, {}, end.finish_reason ?? 'stop', includeUsage));
+      send({ ...chunk(meta, {}, end.finish_reason ?? 'stop', includeUsage), cost });
       if (includeUsage) send(usageChunk(meta, usage));
       res.write('data: [DONE]\n\n');
       res.end();

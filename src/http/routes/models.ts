@@ -23,9 +23,9 @@ export function modelRoutes(deps: AppDeps): Router {
     res.json({ object: 'list', data: [descriptor()] });
   });
 
-  // Model ids contain a slash ("service/strong"), so the whole remaining path is the id.
+  // Model ids contain a slash ("service/strong"), so the whole remaining path is the id (the router decodes it).
   router.get(/^\/v1\/models\/(.+)$/, (req, res) => {
-    const requested = decodeURIComponent((req.params as unknown as string[])[0]);
+    const requested = (req.params as unknown as string[])[0];
     if (!MODEL_ALIASES[requested]) {
       throw new ApiError('model_not_found', `No model "${requested}". The public model is "${PUBLIC_MODEL_ID}" (alias "strong").`);
     }

@@ -5,6 +5,7 @@ import { CHAT_TASK_TYPE } from '../../schemas/domain';
 import { SolverCapabilitiesBody, type SolverCapabilityInput } from '../../schemas/requests';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
+import { heldEarnings, quarantinesOf, reputationOf } from '../../trust/quarantines';
 import { RequestValidationError, validateBody, type ValidationDetail } from '../validation';
 
 /** Rules a capability list must follow beyond its schema: strong chat only for allowlisted models, no duplicates. */
@@ -40,15 +41,19 @@ export function solverRoutes(deps: AppDeps): Router {
     if (problems.length) throw new RequestValidationError(problems);
     const solverId = accountOf(res).account_id;
     const stored = await replaceCapabilities(deps.db, solverId, capabilities);
-    res.json({ solver_id: solverId, capabilities: stored.map(({ active_attempts: _active, ...capability }) => capability) });
+    deps.handoffs.deliver(stored.handoffs);
+    res.json({ solver_id: solverId, capabilities: stored.capabilities.map(({ active_attempts: _active, ...capability }) => capability) });
   });
 
   router.get('/v1/solver/stats', auth, async (_req, res) => {
     const solverId = accountOf(res).account_id;
-    const [stats, capabilities, balance] = await Promise.all([
+    const [stats, capabilities, balance, reputation, quarantines, held] = await Promise.all([
       solverStats(deps.db, solverId),
       listCapabilities(deps.db, solverId),
       getBalance(deps.db, solverId),
+      reputationOf(deps.db, solverId),
+      quarantinesOf(deps.db, solverId),
+      heldEarnings(deps.db, solverId),
     ]);
     const active = capabilities.reduce((sum, capability) => sum + capability.active_attempts, 0);
     // The record counts attempts as they end; the running ones count here too.
@@ -57,6 +62,7 @@ export function solverRoutes(deps: AppDeps): Router {
     res.json({
       solver_id: solverId,
       connected: stats?.connected ?? false,
+      draining: stats?.draining ?? false,
       active_attempts: active,
       attempts,
       completed,
@@ -65,6 +71,8 @@ export function solverRoutes(deps: AppDeps): Router {
       avg_latency_ms: completed ? Math.round((stats?.total_latency_ms ?? 0) / completed) : null,
       lifetime_earned_points: balance?.lifetime_earned_points ?? '0',
       capabilities,
+      // Its reputation and any quarantine (docs/trust.md): what matching sees of it.
+      trust: { quarantine: quarantines.find((q) => q.cleared_at === null) ?? null, ...held, reputation },
     });
   });
 

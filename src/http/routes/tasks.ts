@@ -1,8 +1,12 @@
 import { Router, type Response } from 'express';
 import { findAccount } from '../../db/accounts';
-import { getTaskRecord } from '../../db/tasks';
+import { listTasks } from '../../db/task-listing';
+import { deliveryLog } from '../../db/webhooks';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { finishTask, getTaskRecord } from '../../db/tasks';
 import { ApiError } from '../../errors';
-import { isTerminalState, type WebTaskType } from '../../schemas/domain';
+import type { WebTaskType } from '../../schemas/domain';
+import { isTerminalState, taskFailure } from '../../tasks/lifecycle';
 import {
   AdminCompleteTaskBody,
   CreateTaskBody,
@@ -11,6 +15,7 @@ import {
   ScreenshotBody,
   SearchBody,
   SnapshotBody,
+  TaskIdParams,
   type CreateTaskRequest,
   type FetchRequest,
   type ScreenshotRequest,
@@ -18,12 +23,14 @@ import {
   type SnapshotRequest,
 } from '../../schemas/requests';
 import { decimalText } from '../../schemas/common';
+import { ListTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
-import { createWebTask, idempotencyKeyOf, runWebTask, safetyOf } from '../../tasks/web-tasks';
-import { adminCompleteSignal } from '../../../workflows/contract';
+import { costHeaders, createWebTask, idempotencyKeyOf, runWebTask, safetyOf } from '../web-tasks';
+import { adminCompleteSignal, cancelTaskSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
+import { decodeCursor, encodeCursor } from '../pagination';
 import type { AppDeps } from '../deps';
-import { parseOrThrow, validateBody } from '../validation';
+import { parseOrThrow, validateBody, validateParams } from '../validation';
 
 export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
   const router = Router();
@@ -35,6 +42,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     const payload = parseOrThrow(PAYLOAD_SCHEMAS[body.task_type], body.payload, ['body', 'payload']);
     const task = await createWebTask(deps, {
       accountId: accountOf(res).account_id,
+      keyId: accountOf(res).key_id,
       taskType: body.task_type,
       payload,
       maxPricePoints: body.max_price_points == null ? null : decimalText(body.max_price_points),
@@ -42,22 +50,76 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       timeoutSeconds: body.timeout_seconds,
       idempotencyKey: idempotencyKeyOf(req.header('idempotency-key')),
       urlLoc: ['body', 'payload', 'url'],
+      webhook: body.webhook,
     });
     res.json(task);
   });
 
-  router.get('/v1/tasks/:task_id', auth, async (req, res) => {
+  router.get('/v1/tasks', auth, async (req, res) => {
+    const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
+    const after = decodeCursor(query.cursor, 2);
+    const page = await listTasks(deps.db, accountOf(res).account_id, {
+      status: query.status,
+      taskType: query.task_type,
+      createdAfter: query.created_after,
+      createdBefore: query.created_before,
+      after: after && { createdAt: after[0], taskId: after[1] },
+      limit: query.limit ?? PAGE_LIMIT_DEFAULT,
+    });
+    const next = page.nextCursor && encodeCursor([page.nextCursor.createdAt, page.nextCursor.taskId]);
+    res.json({ data: page.tasks, has_more: next !== null, next_cursor: next });
+  });
+
+  router.get('/v1/tasks/:task_id', auth, validateParams(TaskIdParams), async (req, res) => {
     const task = await getTaskRecord(deps.db, req.params.task_id as string, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(task);
   });
 
-  /** Runs a convenience task for the calling account; the response names the task in X-Task-Id. */
-  const runToCompletion = (res: Response, taskType: WebTaskType, payload: Record<string, unknown>, timeoutSeconds?: number | null) =>
-    runWebTask(
+  router.get('/v1/tasks/:task_id/webhooks', auth, validateParams(TaskIdParams), async (req, res) => {
+    const log = await deliveryLog(deps.db, req.params.task_id as string, accountOf(res).account_id);
+    if (!log) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
+    res.json(log);
+  });
+
+  router.post('/v1/tasks/:task_id/cancel', auth, validateParams(TaskIdParams), async (req, res) => {
+    const taskId = req.params.task_id as string;
+    const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
+    if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
+    // Cancelling a cancelled task answers it again.
+    if (task.status === 'cancelled') return void res.json(task);
+    if (isTerminalState(task.status)) {
+      throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}; only a queued or running task can be cancelled.`, { status: task.status });
+    }
+    const ending = taskFailure('task_cancelled', 'Cancelled by its client.');
+    try {
+      await deps.temporal.workflow.getHandle(task.workflow_id).signal(cancelTaskSignal);
+    } catch (error) {
+      if (!(error instanceof WorkflowNotFoundError)) throw error;
+      // Its workflow is not started yet (its node died in between): end the task here; the sweep starts
+      // only tasks still active, so none will start for it.
+      await finishTask(deps.db, taskId, { failure: ending });
+    }
+    // The signal first, so that the stopped attempt is not taken for a failed one and reassigned.
+    await deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a cancelled task'));
+    await deps.tasks.waitForResult(task, 30_000);
+    const finished = await getTaskRecord(deps.db, taskId);
+    if (finished?.status !== 'cancelled') {
+      throw new ApiError('task_already_finished', `Task ${taskId} finished as ${finished?.status} before the cancel arrived.`, { status: finished?.status });
+    }
+    res.json(finished);
+  });
+
+  /**
+   * Runs a convenience task for the calling account; the response names the task in X-Task-Id and its
+   * cost in X-Points-Charged and X-Points-Held.
+   */
+  const runToCompletion = async (res: Response, taskType: WebTaskType, payload: Record<string, unknown>, timeoutSeconds?: number | null) => {
+    const run = await runWebTask(
       deps,
       {
         accountId: accountOf(res).account_id,
+        keyId: accountOf(res).key_id,
         taskType,
         payload,
         timeoutSeconds,
@@ -66,6 +128,9 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       },
       (task) => res.setHeader('X-Task-Id', task.task_id),
     );
+    res.set(costHeaders(run.task));
+    return run;
+  };
 
   router.post('/v1/fetch', auth, validateBody(FetchBody), async (req, res) => {
     const body = req.body as FetchRequest;
@@ -121,7 +186,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     res.json({ url: result.url, snapshot: result.snapshot, snapshot_format: result.snapshot_format, title: result.title ?? null, elapsed_ms: elapsedMs, ...safetyOf(result) });
   });
 
-  router.post('/v1/admin/tasks/:task_id/complete', requireAdmin(deps.config.adminApiKey), validateBody(AdminCompleteTaskBody), async (req, res) => {
+  router.post('/v1/admin/tasks/:task_id/complete', requireAdmin(deps.config.adminApiKey), validateParams(TaskIdParams), validateBody(AdminCompleteTaskBody), async (req, res) => {
     const taskId = req.params.task_id as string;
     const body = req.body as { solver_id: string; result: Record<string, unknown> };
     const task = await getTaskRecord(deps.db, taskId);

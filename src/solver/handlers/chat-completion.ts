@@ -17,7 +17,7 @@ const REJECTED_STATUSES = new Set([400, 413, 422]);
 
 type UpstreamChunk = {
   model?: string;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number } | null;
+  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; completion_tokens_details?: { reasoning_tokens?: number } | null } | null;
   choices?: Array<{ index?: number; delta?: ChatDelta; finish_reason?: string | null }>;
   error?: { message?: string };
 };
@@ -66,7 +66,7 @@ export function createChatCompletionHandler(options: ChatCompletionOptions): Tas
         for (const choice of chunk.choices ?? []) {
           if ((choice.index ?? 0) !== 0) continue;
           if (choice.delta && Object.keys(choice.delta).length > 0) {
-            completionChars += JSON.stringify(choice.delta).length;
+            completionChars += outputChars(choice.delta);
             emitChunk?.(choice.delta);
             streamed = true;
           }
@@ -90,13 +90,30 @@ async function upstreamFailure(response: Response): Promise<SolverError> {
   return new SolverError(REJECTED_STATUSES.has(response.status) ? 'upstream_rejected' : 'upstream_error', message);
 }
 
+/** The characters a delta adds to the answer (text, refusal, tool names and arguments), not its JSON framing. */
+function outputChars(delta: ChatDelta): number {
+  let chars = 0;
+  if (typeof delta.content === 'string') chars += delta.content.length;
+  if (typeof delta.refusal === 'string') chars += delta.refusal.length;
+  if (Array.isArray(delta.tool_calls)) {
+    for (const call of delta.tool_calls as { function?: { name?: unknown; arguments?: unknown } }[]) {
+      if (typeof call.function?.name === 'string') chars += call.function.name.length;
+      if (typeof call.function?.arguments === 'string') chars += call.function.arguments.length;
+    }
+  }
+  return chars;
+}
+
 /** Upstreams that ignore stream_options.include_usage get an estimate (about 4 characters a token), marked as such. */
 function tokenUsage(usage: UpstreamChunk['usage'], messages: unknown, completionChars: number): ChatResultData['usage'] {
   if (usage && typeof usage.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number') {
+    const reasoning = usage.completion_tokens_details?.reasoning_tokens;
     return {
       prompt_tokens: usage.prompt_tokens,
       completion_tokens: usage.completion_tokens,
       total_tokens: usage.total_tokens ?? usage.prompt_tokens + usage.completion_tokens,
+      // Chat audits leave reasoning out of the tokens they expect for the output (docs/trust.md).
+      ...(typeof reasoning === 'number' ? { completion_tokens_details: { reasoning_tokens: reasoning } } : {}),
     };
   }
   const prompt = Math.ceil(JSON.stringify(messages).length / 4);

@@ -1,3 +1,4 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import { ScreenshotBody, type ScreenshotRequest } from '../../schemas/requests';
 import type { ScreenshotResultData } from '../../schemas/frames';
 import { withTimeLimit } from '../abort';
@@ -29,6 +30,7 @@ export function createScreenshotHandler(options: ScreenshotOptions): TaskHandler
     try {
       return await options.pool.withPage(viewport, limit.signal, async (page) => {
         await openPage(page, request.url, options.policy, options.timeoutMs);
+        if (request.wait_ms) await delay(request.wait_ms, undefined, { signal: limit.signal });
         const pageHeight = request.full_page
           ? await page.evaluate('Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0)')
           : 0;

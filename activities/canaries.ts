@@ -1,0 +1,14 @@
+import { canaryPriceCap, createCanary, markCanaryUnanswered, type CanaryCreated, type CanaryTaskType } from '../src/trust/canaries';
+import type { ActivityDeps } from './deps';
+
+/** A canary's bookkeeping in PostgreSQL (docs/trust.md), run as local activities by the canary workflow. */
+export function createCanaryActivities({ db, config }: ActivityDeps) {
+  return {
+    async createCanary(input: { taskId: string; solverId: string; taskType: CanaryTaskType; sent: number; workflowId: string; timeoutSeconds: number }): Promise<CanaryCreated> {
+      return createCanary(db, { ...input, publicBaseUrl: config.publicBaseUrl ?? null, pricePoints: canaryPriceCap(input.taskType, config) });
+    },
+    async markCanaryUnanswered(input: { taskId: string }): Promise<void> {
+      await markCanaryUnanswered(db, input.taskId);
+    },
+  };
+}

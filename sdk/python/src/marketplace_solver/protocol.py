@@ -1,0 +1,94 @@
+"""Protocol values and the shapes a solver handles."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Awaitable, Callable, Dict, List, Literal, Optional, Tuple, TypedDict, Union
+
+TaskType = Literal["proxy_fetch", "web_search", "screenshot", "page_snapshot", "chat_completion"]
+TASK_TYPES: Tuple[str, ...] = ("proxy_fetch", "web_search", "screenshot", "page_snapshot", "chat_completion")
+PROTOCOL_VERSION = 1
+
+# Close codes the server uses (docs/solver-protocol.md, "Close codes").
+CLOSE_REPLACED = 4001
+CLOSE_GOING_AWAY = 1001
+CLOSE_TOO_BIG = 1009
+CLOSE_INTERNAL_ERROR = 1011
+
+
+@dataclass
+class Capability:
+    """One record of ``POST /v1/solver/capabilities``. Prices are decimal strings, so nothing is lost to floats."""
+
+    task_type: TaskType
+    model_name: str
+    provider_name: str
+    min_price_points: str = "1"
+    marginal_cost: str = "0"
+    max_concurrent: int = 4
+    tier: Literal["strong", "standard", "basic"] = "standard"
+    billing_type: Literal["per_request", "per_token"] = "per_request"
+    fulfillment_path: Literal["http", "browser", "search_api", "local_model", "provider_api"] = "http"
+
+    def to_json(self) -> Dict[str, Any]:
+        return {
+            "task_type": self.task_type,
+            "tier": self.tier,
+            "billing_type": self.billing_type,
+            "fulfillment_path": self.fulfillment_path,
+            "provider_name": self.provider_name,
+            "model_name": self.model_name,
+            "marginal_cost": self.marginal_cost,
+            "min_price_points": self.min_price_points,
+            "max_concurrent": self.max_concurrent,
+        }
+
+
+class ResultIssue(TypedDict, total=False):
+    type: str
+    loc: List[Union[str, int]]
+    msg: str
+    ctx: Dict[str, Any]
+
+
+class TestResult(TypedDict, total=False):
+    """The server's ``test_result`` frame: ``passed`` is true when the result matched its schema."""
+
+    type: str
+    attempt_id: Optional[str]
+    task_type: str
+    passed: bool
+    outcome: str
+    issues: List[ResultIssue]
+    error: Dict[str, str]
+    retryable: bool
+    chunks: int
+
+
+@dataclass
+class Task:
+    """One attempt the server sent (a ``task`` frame), as a handler sees it."""
+
+    attempt_id: str
+    task_id: str
+    task_type: str
+    payload: Dict[str, Any]
+    deadline: datetime
+    """The attempt deadline, already corrected for the difference between the server's clock and ours."""
+    test: bool = False
+    """True for a test task this solver asked for (test mode): nothing is paid or counted."""
+    _send_chunk: Optional[Callable[[Dict[str, Any]], Awaitable[None]]] = field(default=None, repr=False)
+    cancelled: asyncio.Event = field(default_factory=asyncio.Event, repr=False)
+
+    def seconds_left(self) -> float:
+        return (self.deadline - datetime.now(self.deadline.tzinfo)).total_seconds()
+
+    async def send_chunk(self, delta: Dict[str, Any]) -> None:
+        """Chat only: streams an OpenAI delta (``{"content": "..."}``) before the handler returns its result."""
+        if self._send_chunk is not None:
+            await self._send_chunk(delta)
+
+
+Handler = Callable[[Task], Awaitable[Dict[str, Any]]]

@@ -1,0 +1,377 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { ACTIVE_STATES, type Assignment, type TaskState } from '../tasks/lifecycle';
+import { isCanaryTaskType, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
+
+/**
+ * Matching a task to a solver's slot, and the queue of tasks waiting for one (docs/queue.md). A slot is
+ * one row of `solver_slots`; a task takes a free one as it is created (or its workflow asks), or joins
+ * `task_queue` in that same statement. Whoever frees a slot, or adds slots, hands free slots to the
+ * oldest waiting tasks they fit, in its own transaction, and records each handoff in `slot_handoffs`
+ * for the waiting workflow to be told.
+ */
+
+type Runner = CommonQueryMethods;
+
+// A node that has not heartbeaten for this long is dead: its sockets no longer count as online.
+export const NODE_LIVENESS_SECONDS = 15;
+
+/** A state as a statement's value (typed, so a state that does not exist does not compile). */
+export const stateValue = (state: TaskState) => sql.fragment`${state}::text`;
+/** The states in which a task still runs, as a statement's value. */
+export const ACTIVE = sql.fragment`${sql.array(ACTIVE_STATES, 'text')}`;
+
+export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId}.a${attemptNumber}`;
+
+/**
+ * The solvers that may take a task of this type: a capability for it, connected (not draining) to a live API node, not
+ * excluded, trusted with client work (src/trust/reputation.ts), and (chat) strong-tier for one of the allowed
+ * models. A canary (`canaryFor`) goes to its one solver instead, on probation or not, unless quarantined.
+ * `FROM … WHERE …`, with the capability as `c`, its connection as `sc`, the solver's record as `s` and its
+ * reputation for the task type as `rep`.
+ */
+export function eligibleSolvers(taskType: string, options: { strongModels?: string[]; excludedSolverIds?: string[]; canaryFor?: string } = {}) {
+  const strongOnly = options.strongModels !== undefined;
+  const trust = options.canaryFor === undefined ? trusted('c') : sql.fragment`c.solver_id = ${options.canaryFor} AND NOT ${quarantined(sql.fragment`c.solver_id`)}`;
+  return sql.fragment`
+    FROM solver_capabilities c
+    JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
+    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+    LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
+    LEFT JOIN solver_reputation rep ON rep.solver_id = c.solver_id AND rep.task_type = c.task_type
+    WHERE c.task_type = ${taskType}
+      AND NOT (c.solver_id = ANY(${sql.array(options.excludedSolverIds ?? [], 'text')}))
+      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))
+      AND ${trust}`;
+}
+
+/**
+ * Whether capability `c` may serve the waiting task `q` (a `task_queue` row): the rule of eligibleSolvers
+ * (a waiting canary: its one solver, unless quarantined). Built per statement: the trust rule follows
+ * the process's policy.
+ */
+const fitsWaiting = () => sql.fragment`
+  q.task_type = c.task_type AND c.min_price_points <= q.max_price_points
+  AND NOT (c.solver_id = ANY(q.excluded_solver_ids))
+  AND (q.strong_models IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(q.strong_models)))
+  AND CASE WHEN q.canary_for IS NULL THEN ${trusted('c')} ELSE c.solver_id = q.canary_for AND NOT ${quarantined(sql.fragment`c.solver_id`)} END`;
+
+/** Attempts still running above a lowered max_concurrent of capability `c`: it gets nothing until they end. */
+const runningAboveLimit = sql.fragment`
+  EXISTS (
+    SELECT 1 FROM solver_slots above
+    WHERE (above.solver_id, above.task_type, above.model_name) = (c.solver_id, c.task_type, c.model_name)
+      AND above.slot > c.max_concurrent AND above.attempt_id IS NOT NULL)`;
+
+export const CandidateRow = z.object({
+  solver_id: z.string(),
+  node_id: z.string(),
+  model_name: z.string(),
+  min_price_points: z.string(),
+  billing_type: z.string(),
+  marginal_cost: z.string(),
+});
+
+export const CANDIDATE_COLUMNS = sql.fragment`
+  solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost`;
+
+export function toAssignment(attemptId: string, row: z.infer<typeof CandidateRow>): Assignment {
+  return {
+    attemptId,
+    solverId: row.solver_id,
+    nodeId: row.node_id,
+    pricePoints: row.min_price_points,
+    billingType: row.billing_type,
+    marginalCost: row.marginal_cost,
+    modelName: row.model_name,
+  };
+}
+
+/** What matching one attempt needs. */
+export interface ReserveAttemptInput {
+  taskId: string;
+  attemptNumber: number;
+  taskType: string;
+  maxPricePoints: string;
+  excludedSolverIds: string[];
+  /** Still eligible, but offered only when no other solver fits (e.g. an attempt lost with its node). */
+  lastResortSolverIds?: string[];
+  strongModels?: string[];
+  /** A canary's attempt: only this solver (docs/trust.md). */
+  canaryFor?: string;
+  /**
+   * A redundant run's attempt (docs/trust.md): it waits behind every client task (its arrival is
+   * BEHIND_CLIENT_TASKS), so it takes only a slot that no waiting client task fits.
+   */
+  behindClientTasks?: boolean;
+}
+
+export interface ReservationInput extends ReserveAttemptInput {
+  attemptId: string;
+  /** A further condition on reserving at all. */
+  onlyIf: ReturnType<typeof sql.fragment>;
+  /** When the task arrived: a free slot that fits a task waiting since before goes to that task instead. */
+  arrival: ReturnType<typeof sql.fragment>;
+}
+
+// Free slots of one capability that a reservation looks at, lowest first: more than the reservations
+// likely under way on one capability at once (one per database connection). One that finds them all
+// being taken goes to the next capability, or joins the queue.
+const FREE_SLOTS_CONSIDERED = 32;
+
+/**
+ * The matching rule, as CTEs for one statement: `pick` takes a free slot of the best eligible capability
+ * (cheapest first; ties to the better reputation score, then the least loaded, i.e. the lowest free slot;
+ * last-resort solvers last), skipping slots another reservation is taking, `reserved` marks it taken,
+ * and `attempt` records the attempt. Concurrent reservations neither wait for each other nor exceed
+ * a solver's limit: slots above max_concurrent are never offered, and while attempts run in such slots
+ * (the limit was lowered under them) the capability is offered none. A capability that a task waiting
+ * since before this one fits is not offered either: that task is served first (no overtaking). A
+ * canary overtakes: its solver's free slot is its own first (docs/trust.md).
+ */
+export function reservationSteps(input: ReservationInput) {
+  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor });
+  return sql.fragment`
+    ranked AS MATERIALIZED (
+      -- The eligible capabilities with what orders them, once each (not once per slot).
+      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost, c.max_concurrent,
+             c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) AS last_resort,
+             COALESCE(${scoreOf('rep')}, ${PRIOR_SCORE}::float8) AS record,
+             COALESCE(rep.latency_ms, 0) AS latency
+      ${eligible}
+        AND ${input.onlyIf}
+        AND c.min_price_points <= ${input.maxPricePoints}::numeric
+        AND NOT ${runningAboveLimit}
+        AND (${input.canaryFor !== undefined} OR NOT EXISTS (
+          SELECT 1 FROM task_queue q
+          WHERE q.task_type = c.task_type AND (q.arrival, q.task_id) < (${input.arrival}, ${input.taskId}::text) AND ${fitsWaiting()}))
+    ), pick AS (
+      SELECT e.solver_id, e.task_type, e.model_name, e.node_id, e.min_price_points, e.billing_type, e.marginal_cost, sl.slot
+      FROM ranked e
+      -- Its lowest free slots; the lowest is also how loaded it is.
+      CROSS JOIN LATERAL (
+        SELECT f.ctid FROM solver_slots f
+        WHERE (f.solver_id, f.task_type, f.model_name) = (e.solver_id, e.task_type, e.model_name) AND f.attempt_id IS NULL AND f.slot <= e.max_concurrent
+        ORDER BY f.slot LIMIT ${FREE_SLOTS_CONSIDERED}
+      ) free
+      -- Locked by its row address (the planner cannot misjudge that join); still free once locked.
+      JOIN solver_slots sl ON sl.ctid = free.ctid
+      WHERE sl.attempt_id IS NULL
+      ORDER BY e.last_resort ASC, e.min_price_points ASC, e.record DESC, e.latency ASC, sl.slot ASC
+      LIMIT 1
+      FOR UPDATE OF sl SKIP LOCKED
+    ), reserved AS (
+      UPDATE solver_slots sl SET attempt_id = ${input.attemptId}
+      FROM pick p
+      WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (p.solver_id, p.task_type, p.model_name, p.slot)
+      RETURNING p.*
+    ), attempt AS (
+      INSERT INTO task_attempts
+        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost, slot)
+      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost, slot
+      FROM reserved
+    )`;
+}
+
+/**
+ * The arrival of a task that waits behind every client task, whenever they arrive (a redundant run):
+ * the queue is served in arrival order, so it is handed only a slot that no waiting client task fits,
+ * and a new client task is never held up by it (no overtaking looks at tasks arrived before).
+ */
+export const BEHIND_CLIENT_TASKS = sql.fragment`'infinity'::timestamptz`;
+
+/**
+ * Whether queue row `q` is a client's task: not a canary waiting for its solver, nor a run waiting behind
+ * client tasks. The figures clients and operators read count these only.
+ */
+export const clientWaiting = (q: string) =>
+  sql.fragment`${sql.identifier([q, 'canary_for'])} IS NULL AND ${sql.identifier([q, 'arrival'])} < ${BEHIND_CLIENT_TASKS}`;
+
+/** What a task waits with in the queue (written by the statement that failed to match it). */
+export interface QueueEntry {
+  taskId: string;
+  taskType: string;
+  attemptNumber: number;
+  maxPricePoints: string;
+  strongModels?: string[];
+  excludedSolverIds: string[];
+  lastResortSolverIds?: string[];
+  /** A canary: it waits for this one solver's slot. */
+  canaryFor?: string;
+}
+
+/** The values of a `task_queue` row (after `arrival, workflow_id, timeout_seconds` from `source`). */
+export function queueValues(entry: QueueEntry) {
+  return sql.fragment`${entry.taskId}, ${entry.taskType}, ${entry.attemptNumber}, ${entry.maxPricePoints}::numeric,
+    ${entry.strongModels ? sql.array(entry.strongModels, 'text') : null}::text[], ${sql.array(entry.excludedSolverIds, 'text')},
+    ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text`;
+}
+export const QUEUE_COLUMNS = sql.fragment`
+  arrival, workflow_id, timeout_seconds, task_id, task_type, attempt_number, max_price_points, strong_models, excluded_solver_ids, last_resort_solver_ids,
+  canary_for`;
+
+/** A slot handed to a waiting task: its workflow is to be told (the row in `slot_handoffs` until it is). */
+export interface Handoff {
+  taskId: string;
+  workflowId: string;
+  attemptNumber: number;
+  assignment: Assignment;
+  /**
+   * What sending the task to its solver takes, for the process that handed the slot: if it holds the
+   * solver's socket, it sends the task as it tells the workflow (src/dispatch/early-attempts.ts). Absent
+   * when the handoff is read back from the outbox, and when the caller's own workflow runs the attempt.
+   */
+  task?: HandedTask;
+}
+
+export interface HandedTask {
+  taskType: string;
+  payload: Record<string, unknown>;
+  /** The task's own deadline (its arrival and timeout), in ms since the epoch. */
+  deadlineMs: number;
+  /** A canary's solver (a chat audit: no client stream, its deltas assembled into the result). */
+  canaryFor?: string;
+}
+
+/** A handoff its caller's own workflow takes up (it asked for the slot): told, never sent early. */
+export const toldOnly = ({ task: _task, ...handoff }: Handoff): Handoff => handoff;
+
+const WaitingRow = z.object({
+  task_id: z.string(),
+  task_type: z.string(),
+  attempt_number: z.number(),
+  max_price_points: z.string(),
+  strong_models: z.array(z.string()).nullable(),
+  excluded_solver_ids: z.array(z.string()),
+  last_resort_solver_ids: z.array(z.string()),
+  workflow_id: z.string(),
+  arrival: z.string(),
+  canary_for: z.string().nullable(),
+  payload: z.record(z.any()),
+  deadline_ms: z.number(),
+});
+
+/**
+ * Hands free slots to the waiting tasks of these types, waiting canaries first (each its solver's
+ * slot), then oldest first, each the best slot it fits, until no waiting task fits a free slot. Run in
+ * the transaction that frees or adds slots, and once more after a commit that freed a slot or queued a
+ * task without a handoff: a task queued concurrently with that freeing could not see the slot, nor the
+ * freeing see the task, until both had committed.
+ * `knownWaiting` skips the first look at the queue (the caller just queued a task).
+ */
+export async function handOnSlots(db: Runner, taskTypes: string[], options: { knownWaiting?: boolean; inTransaction?: boolean } = {}): Promise<Handoff[]> {
+  if (taskTypes.length === 0) return [];
+  const types = sql.array([...new Set(taskTypes)], 'text');
+  if (!options.knownWaiting) {
+    const waiting = await db.oneFirst(sql.type(z.object({ waiting: z.boolean() }))`
+      SELECT EXISTS (SELECT 1 FROM task_queue WHERE task_type = ANY(${types})) AS waiting`);
+    if (!waiting) return [];
+  }
+  const run = async (tx: Runner) => {
+    const handed: Handoff[] = [];
+    // Canaries first: handing a slot takes no slot a canary waits for, so one pass over them suffices.
+    let canaries = taskTypes.some(isCanaryTaskType);
+    for (;;) {
+      // The oldest waiting task that some free slot fits; its task row is locked with it, so that a
+      // concurrent ending of that task (which locks the task row, then removes it from the queue) waits
+      // for this handoff, or is skipped here, and neither waits for the other.
+      const head = await tx.maybeOne(sql.type(WaitingRow)`
+        SELECT q.task_id, q.task_type, q.attempt_number, trim_scale(q.max_price_points)::text AS max_price_points, q.strong_models,
+               q.excluded_solver_ids, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, t.payload,
+               (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms
+        FROM task_queue q JOIN tasks t ON t.task_id = q.task_id
+        WHERE q.task_type = ANY(${types}) ${canaries ? sql.fragment`AND q.canary_for IS NOT NULL` : sql.fragment``}
+          AND EXISTS (
+            SELECT 1 FROM solver_capabilities c
+            JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
+            JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+            JOIN solver_slots f ON (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name)
+              AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent
+            WHERE ${fitsWaiting()} AND NOT ${runningAboveLimit})
+        ORDER BY q.arrival, q.task_id
+        LIMIT 1
+        FOR UPDATE OF q, t SKIP LOCKED`);
+      const handoff = head ? await handSlotTo(tx, head) : null;
+      if (!handoff) {
+        // No canary (left) that a free slot fits: the others in their order.
+        if (canaries) {
+          canaries = false;
+          continue;
+        }
+        // No waiting task fits a free slot (or its fitting slots were all being taken meanwhile).
+        return handed;
+      }
+      handed.push(handoff);
+    }
+  };
+  return options.inTransaction ? run(db) : db.transaction(run);
+}
+
+/** Reserves the best free slot for a waiting task, takes it off the queue and records the handoff. */
+async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise<Handoff | null> {
+  const attemptId = attemptIdFor(head.task_id, head.attempt_number);
+  const row = await tx.maybeOne(sql.type(CandidateRow)`
+    WITH ${reservationSteps({
+      taskId: head.task_id,
+      attemptId,
+      attemptNumber: head.attempt_number,
+      taskType: head.task_type,
+      maxPricePoints: head.max_price_points,
+      strongModels: head.strong_models ?? undefined,
+      excludedSolverIds: head.excluded_solver_ids,
+      lastResortSolverIds: head.last_resort_solver_ids,
+      canaryFor: head.canary_for ?? undefined,
+      onlyIf: sql.fragment`true`,
+      arrival: sql.fragment`${head.arrival}::timestamptz`,
+    })}, assigned AS (
+      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
+      FROM reserved r WHERE task_id = ${head.task_id} AND status = ANY(${ACTIVE})
+    ), dequeued AS (
+      DELETE FROM task_queue WHERE task_id = ${head.task_id} AND EXISTS (SELECT 1 FROM reserved)
+    ), told AS (
+      INSERT INTO slot_handoffs (attempt_id, task_id, workflow_id, attempt_number)
+      SELECT ${attemptId}, ${head.task_id}, ${head.workflow_id}, ${head.attempt_number} FROM reserved
+      ON CONFLICT DO NOTHING
+    )
+    SELECT ${CANDIDATE_COLUMNS} FROM reserved`);
+  if (!row) return null;
+  return {
+    taskId: head.task_id,
+    workflowId: head.workflow_id,
+    attemptNumber: head.attempt_number,
+    assignment: toAssignment(attemptId, row),
+    task: { taskType: head.task_type, payload: head.payload, deadlineMs: head.deadline_ms, ...(head.canary_for ? { canaryFor: head.canary_for } : {}) },
+  };
+}
+
+const HandoffRow = CandidateRow.extend({ attempt_id: z.string(), task_id: z.string(), workflow_id: z.string(), attempt_number: z.number() });
+
+/** Handoffs recorded at least `seconds` ago and not yet told to their workflows (their sender died). */
+export async function unsentHandoffs(db: Runner, seconds: number): Promise<Handoff[]> {
+  const rows = await db.any(sql.type(HandoffRow)`
+    SELECT h.attempt_id, h.task_id, h.workflow_id, h.attempt_number, a.solver_id, a.node_id, a.model_name,
+           trim_scale(a.price_points)::text AS min_price_points, a.billing_type, trim_scale(a.marginal_cost)::text AS marginal_cost
+    FROM slot_handoffs h JOIN task_attempts a ON a.attempt_id = h.attempt_id
+    WHERE h.created_at < now() - make_interval(secs => ${seconds})
+    ORDER BY h.created_at LIMIT 500`);
+  return rows.map((row) => ({ taskId: row.task_id, workflowId: row.workflow_id, attemptNumber: row.attempt_number, assignment: toAssignment(row.attempt_id, row) }));
+}
+
+/** The handoff's workflow has been told (or need not be): its outbox row goes. */
+export async function forgetHandoff(db: Runner, attemptId: string): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM slot_handoffs WHERE attempt_id = ${attemptId}`);
+}
+
+/** Outbox rows of attempts that no longer exist (their task was deleted) have nothing to tell. */
+export async function forgetOrphanHandoffs(db: Runner): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM slot_handoffs h WHERE NOT EXISTS (SELECT 1 FROM task_attempts a WHERE a.attempt_id = h.attempt_id)`);
+}
+
+/** Whether a handed attempt still waits for a workflow that started: one that is gone leaves it unused. */
+export async function handedAttemptOrphaned(db: Runner, attemptId: string): Promise<boolean> {
+  return db.oneFirst(sql.type(z.object({ orphaned: z.boolean() }))`
+    SELECT EXISTS (
+      SELECT 1 FROM task_attempts a JOIN tasks t ON t.task_id = a.task_id
+      WHERE a.attempt_id = ${attemptId} AND a.ended_at IS NULL AND t.workflow_started_at IS NOT NULL AND t.status = ANY(${ACTIVE})
+    ) AS orphaned`);
+}

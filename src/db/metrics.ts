@@ -1,0 +1,37 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { PLATFORM_ACCOUNT_ID } from './ledger';
+import type { Db } from './pool';
+import { NODE_LIVENESS_SECONDS } from './solvers';
+
+const QueueRow = z.object({ task_type: z.string(), waiting: z.number(), assigned: z.number(), free_slots: z.number() });
+
+/**
+ * The figures /metrics reads at scrape time, per task type: client tasks waiting for a solver, tasks assigned,
+ * and free slots of connected solvers. Cheap whatever the table sizes: unfinished tasks are found through
+ * their open holds (a partial index over tasks in flight only, each task's hold keyed by its id), and
+ * slots are those of solvers on live nodes.
+ */
+export async function queueFigures(db: Db) {
+  const rows = await db.any(sql.type(QueueRow)`
+    WITH unfinished AS (
+      SELECT t.task_type,
+             -- Clients' tasks only: the platform's canaries and redundant runs wait for their own reasons.
+             count(*) FILTER (WHERE t.status = 'queued' AND h.account_id <> ${PLATFORM_ACCOUNT_ID})::int AS waiting,
+             count(*) FILTER (WHERE t.status = 'assigned')::int AS assigned
+      FROM holds h JOIN tasks t ON t.task_id = h.hold_id
+      WHERE h.status = 'open'
+      GROUP BY t.task_type
+    ), free AS (
+      SELECT sl.task_type, count(*)::int AS free_slots
+      FROM solver_slots sl
+      JOIN solver_capabilities c ON (c.solver_id, c.task_type, c.model_name) = (sl.solver_id, sl.task_type, sl.model_name)
+      JOIN solver_connections sc ON sc.solver_id = sl.solver_id
+      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      WHERE sl.attempt_id IS NULL AND sl.slot <= c.max_concurrent
+      GROUP BY sl.task_type
+    )
+    SELECT task_type, COALESCE(u.waiting, 0) AS waiting, COALESCE(u.assigned, 0) AS assigned, COALESCE(f.free_slots, 0) AS free_slots
+    FROM unfinished u FULL JOIN free f USING (task_type)`);
+  return [...rows];
+}

@@ -1,0 +1,187 @@
+import crypto from 'node:crypto';
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
+import { TERMINAL_STATES, type TerminalState } from '../tasks/lifecycle';
+import type { Db } from './pool';
+
+/**
+ * Webhooks: a task's subscription (url and events), its deliveries and their attempts, and each
+ * account's signing secret. A delivery row is written in the transaction that moves its task to a
+ * terminal state (`webhookOutboxSteps`), and announced on WEBHOOK_DUE_CHANNEL when that commits; a
+ * Temporal workflow per delivery then sends it until it is accepted or its time is up.
+ */
+
+/** The events a webhook can ask for: a task's terminal states. */
+export const WEBHOOK_EVENTS = TERMINAL_STATES;
+export type WebhookEvent = TerminalState;
+
+export const DELIVERY_STATES = ['pending', 'delivered', 'failed'] as const;
+export type DeliveryState = (typeof DELIVERY_STATES)[number];
+
+export const WEBHOOK_DUE_CHANNEL = 'webhook_due';
+
+type Runner = CommonQueryMethods;
+
+export const deliveryIdOf = (taskId: string, event: WebhookEvent) => `whd_${taskId}_${event}`;
+/** One workflow per task and event, found in the Temporal UI by that name. */
+export const deliveryWorkflowId = (taskId: string, event: WebhookEvent) => `webhook-${taskId}-${event}`;
+
+export async function saveSubscription(db: Runner, input: { taskId: string; accountId: string; url: string; events: readonly WebhookEvent[] }): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO task_webhooks (task_id, account_id, url, events)
+    VALUES (${input.taskId}, ${input.accountId}, ${input.url}, ${sql.array(input.events, 'text')})
+    ON CONFLICT (task_id) DO NOTHING`);
+}
+
+/** Removes the subscription of a task that was not created after all. */
+export async function dropSubscription(db: Runner, taskId: string): Promise<void> {
+  await db.query(sql.unsafe`DELETE FROM task_webhooks WHERE task_id = ${taskId} AND NOT EXISTS (SELECT 1 FROM tasks WHERE task_id = ${taskId})`);
+}
+
+const AccountWebhookRow = z.object({ url: z.string(), events: z.array(z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]])), updated_at: z.string() });
+export type AccountWebhook = z.infer<typeof AccountWebhookRow>;
+
+/** The account's default webhook, or null. */
+export async function accountWebhook(db: Runner, accountId: string): Promise<AccountWebhook | null> {
+  return db.maybeOne(sql.type(AccountWebhookRow)`SELECT url, events, updated_at FROM account_webhooks WHERE account_id = ${accountId}`);
+}
+
+/** Sets (or replaces) the account's default webhook; tasks created from now on carry it. */
+export async function setAccountWebhook(db: Runner, accountId: string, input: { url: string; events: readonly WebhookEvent[] }): Promise<AccountWebhook> {
+  return db.one(sql.type(AccountWebhookRow)`
+    INSERT INTO account_webhooks (account_id, url, events) VALUES (${accountId}, ${input.url}, ${sql.array(input.events, 'text')})
+    ON CONFLICT (account_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events, updated_at = now()
+    RETURNING url, events, updated_at`);
+}
+
+/** Removes the account's default webhook (the tasks that already carry it keep it); null when there was none. */
+export async function deleteAccountWebhook(db: Runner, accountId: string): Promise<AccountWebhook | null> {
+  return db.maybeOne(sql.type(AccountWebhookRow)`DELETE FROM account_webhooks WHERE account_id = ${accountId} RETURNING url, events, updated_at`);
+}
+
+/**
+ * A CTE for the statement that creates a task: `inserted` (a CTE returning `task_id`) is the new task,
+ * which takes the account's default webhook unless its request stored one of its own under its id
+ * before. In the creating statement, so no task of the account is created without it.
+ */
+export function accountWebhookStep(accountId: string) {
+  return sql.fragment`
+    default_webhook AS (
+      INSERT INTO task_webhooks (task_id, account_id, url, events)
+      SELECT i.task_id, w.account_id, w.url, w.events FROM inserted i JOIN account_webhooks w ON w.account_id = ${accountId}
+      ON CONFLICT (task_id) DO NOTHING
+    )`;
+}
+
+/**
+ * CTEs for the statement that finishes a task: `finished` (a CTE returning `task_id`) moved it to
+ * `status`; a delivery is written when its subscription wants that event. `webhook_due` returns the
+ * delivery's announcement, which the statement must select (an unread CTE that only reads is not run).
+ */
+export function webhookOutboxSteps(status: TerminalState) {
+  return sql.fragment`
+    due AS (
+      INSERT INTO webhook_deliveries (delivery_id, task_id, event)
+      -- The form of deliveryIdOf.
+      SELECT 'whd_' || w.task_id || '_' || ${status}::text, w.task_id, ${status}::text
+      FROM task_webhooks w JOIN finished f ON f.task_id = w.task_id
+      WHERE ${status}::text = ANY(w.events)
+      ON CONFLICT (task_id, event) DO NOTHING
+      RETURNING delivery_id, task_id, event
+    ), webhook_due AS (
+      SELECT pg_notify(${WEBHOOK_DUE_CHANNEL}, json_build_object('task_id', task_id, 'event', event)::text) FROM due
+    )`;
+}
+
+const DueRow = z.object({ task_id: z.string(), event: z.enum(TERMINAL_STATES as [TerminalState, ...TerminalState[]]) });
+export type DueDelivery = z.infer<typeof DueRow>;
+
+/** Deliveries whose workflow start is not recorded `olderThanSeconds` after they were written. */
+export async function findUnstartedDeliveries(db: Runner, olderThanSeconds: number): Promise<readonly DueDelivery[]> {
+  return db.any(sql.type(DueRow)`
+    SELECT task_id, event FROM webhook_deliveries
+    WHERE workflow_started_at IS NULL AND created_at < now() - make_interval(secs => ${olderThanSeconds})
+    ORDER BY created_at LIMIT 100`);
+}
+
+export async function markDeliveryStarted(db: Runner, deliveryId: string): Promise<void> {
+  await db.query(sql.unsafe`UPDATE webhook_deliveries SET workflow_started_at = now() WHERE delivery_id = ${deliveryId} AND workflow_started_at IS NULL`);
+}
+
+const SendRow = z.object({
+  delivery_id: z.string(),
+  task_id: z.string(),
+  event: z.string(),
+  status: z.enum(DELIVERY_STATES),
+  url: z.string(),
+  account_id: z.string(),
+  created_at: z.string(),
+  attempts: z.number(),
+});
+export type DeliveryToSend = z.infer<typeof SendRow>;
+
+/** What a delivery attempt needs: the delivery, its target and how many attempts it had. */
+export async function deliveryToSend(db: Runner, deliveryId: string): Promise<DeliveryToSend | null> {
+  return db.maybeOne(sql.type(SendRow)`
+    SELECT d.delivery_id, d.task_id, d.event, d.status, w.url, w.account_id, d.created_at,
+           (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts
+    FROM webhook_deliveries d JOIN task_webhooks w USING (task_id)
+    WHERE d.delivery_id = ${deliveryId}`);
+}
+
+export async function recordAttempt(db: Runner, input: { deliveryId: string; attempt: number; durationMs: number; statusCode: number | null; error: string | null }): Promise<void> {
+  await db.query(sql.unsafe`
+    INSERT INTO webhook_attempts (delivery_id, attempt, duration_ms, status_code, error)
+    VALUES (${input.deliveryId}, ${input.attempt}, ${input.durationMs}, ${input.statusCode}, ${input.error})
+    ON CONFLICT DO NOTHING`);
+}
+
+/** Ends a pending delivery (delivered, or failed when its time is up); a finished one stays as it is. */
+export async function finishDelivery(db: Runner, deliveryId: string, status: Exclude<DeliveryState, 'pending'>): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE webhook_deliveries SET status = ${status}, finished_at = now() WHERE delivery_id = ${deliveryId} AND status = ${'pending' satisfies DeliveryState}`);
+}
+
+const LogRow = z.object({
+  delivery_id: z.string(),
+  event: z.string(),
+  status: z.enum(DELIVERY_STATES),
+  url: z.string(),
+  created_at: z.string(),
+  finished_at: z.string().nullable(),
+  attempts: z.array(z.object({ attempt: z.number(), started_at: z.string(), duration_ms: z.number(), status_code: z.number().nullable(), error: z.string().nullable() })),
+});
+export type DeliveryLogEntry = z.infer<typeof LogRow>;
+
+/** A task's webhook and its deliveries with every attempt; null when the task is not the account's. */
+export async function deliveryLog(db: Runner, taskId: string, accountId: string): Promise<{ webhook: { url: string; events: string[] } | null; deliveries: readonly DeliveryLogEntry[] } | null> {
+  const owned = await db.maybeOne(sql.type(z.object({ url: z.string().nullable(), events: z.array(z.string()).nullable() }))`
+    SELECT w.url, w.events FROM tasks t LEFT JOIN task_webhooks w USING (task_id) WHERE t.task_id = ${taskId} AND t.account_id = ${accountId}`);
+  if (!owned) return null;
+  const iso = (column: string) => sql.fragment`to_char(${sql.identifier(['a', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  const deliveries = await db.any(sql.type(LogRow)`
+    SELECT d.delivery_id, d.event, d.status, w.url, d.created_at, d.finished_at,
+      COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'started_at', ${iso('started_at')}, 'duration_ms', a.duration_ms,
+                                                  'status_code', a.status_code, 'error', a.error) ORDER BY a.attempt)
+                FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id), '[]') AS attempts
+    FROM webhook_deliveries d JOIN task_webhooks w USING (task_id)
+    WHERE d.task_id = ${taskId} ORDER BY d.created_at`);
+  return { webhook: owned.url && owned.events ? { url: owned.url, events: owned.events } : null, deliveries };
+}
+
+const newSecret = () => `whsec_${crypto.randomBytes(32).toString('base64url')}`;
+const SecretRow = z.object({ secret: z.string(), rotated_at: z.string() });
+
+/** The account's signing secret, made on first use. */
+export async function webhookSecret(db: Runner, accountId: string): Promise<z.infer<typeof SecretRow>> {
+  await db.query(sql.unsafe`INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${newSecret()}) ON CONFLICT (account_id) DO NOTHING`);
+  return db.one(sql.type(SecretRow)`SELECT secret, rotated_at FROM webhook_secrets WHERE account_id = ${accountId}`);
+}
+
+/** Replaces the account's secret; deliveries sent from now on (retries too) are signed with the new one. */
+export async function rotateWebhookSecret(db: Runner, accountId: string): Promise<z.infer<typeof SecretRow>> {
+  return db.one(sql.type(SecretRow)`
+    INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${newSecret()})
+    ON CONFLICT (account_id) DO UPDATE SET secret = EXCLUDED.secret, rotated_at = now()
+    RETURNING secret, rotated_at`);
+}

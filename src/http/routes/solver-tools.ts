@@ -1,0 +1,47 @@
+import { Router } from 'express';
+import { CAPABILITY_TASK_TYPES, CHAT_TASK_TYPE, SOLVER_PROTOCOL_VERSION } from '../../schemas/domain';
+import { solverJsonSchemas } from '../../schemas/json-schema';
+import type { z } from '../../schemas/zod';
+import type { SolverMarket } from '../../schemas/solver-market';
+import { MAX_FRAME_BYTES } from '../../dispatch/ws-server';
+import { requireAccount } from '../auth';
+import type { AppDeps } from '../deps';
+
+/** What solver authors read before and while they run: the market's terms and the protocol's JSON Schema. */
+export function solverToolRoutes(deps: AppDeps): Router {
+  const router = Router();
+  const auth = requireAccount();
+  const { config } = deps;
+
+  router.get('/v1/solver/market', auth, (_req, res) => {
+    const market: z.infer<typeof SolverMarket> = {
+      protocol_version: SOLVER_PROTOCOL_VERSION,
+      server_time: new Date().toISOString(),
+      platform_fee_percent: config.platformFeePercent,
+      strong_models: deps.strongModels(),
+      task_types: Object.fromEntries(
+        CAPABILITY_TASK_TYPES.map((type) => [
+          type,
+          {
+            default_max_price_points: type === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.defaultWebTaskPricePoints,
+            strong_tier_only: type === CHAT_TASK_TYPE,
+          },
+        ]),
+      ) as z.infer<typeof SolverMarket>['task_types'],
+      accept_timeout_ms: config.acceptTimeoutMs,
+      attempt_timeout_seconds: config.attemptTimeoutSeconds,
+      heartbeat_interval_ms: config.heartbeatIntervalMs,
+      max_task_attempts: config.maxTaskAttempts,
+      default_task_timeout_seconds: config.defaultTaskTimeoutSeconds,
+      chat_timeout_seconds: config.chatTimeoutSeconds,
+      max_frame_bytes: MAX_FRAME_BYTES,
+    };
+    res.json(market);
+  });
+
+  router.get('/v1/solver/schemas', auth, (_req, res) => {
+    res.json(solverJsonSchemas());
+  });
+
+  return router;
+}

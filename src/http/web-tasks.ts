@@ -1,0 +1,172 @@
+import type { Db } from '../db/pool';
+import { getTaskRecord, type TaskRecord } from '../db/tasks';
+import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type WebhookEvent } from '../db/webhooks';
+import { ApiError } from '../errors';
+import type { DomainGuard } from '../policy/guard';
+import type { ScanResult } from '../safety/scanner';
+import type { WebTaskType } from '../schemas/domain';
+import { clientFailure, isTerminalState, type TaskState } from '../tasks/lifecycle';
+import { newTaskId, type CreateResult, type TaskService } from '../tasks/service';
+
+/**
+ * How the HTTP routes create and run tasks (POST /v1/tasks, the convenience endpoints, the scrape
+ * compatibility endpoint, chat): the domain policy judges a web task's target first, then the task is
+ * created through TaskService, and the waiting forms wait for its verdict. The HTTP errors of a task
+ * that was not created or did not complete are made here.
+ */
+
+export const noSolverOnline = (taskType: WebTaskType) => new ApiError('no_solver_available', `No solver for ${taskType} is online right now; retry later.`);
+
+/**
+ * 402 insufficient_balance: a hold of `amount` does not fit the account's available points. Lowering
+ * max_price_points is offered only where the request can set it (POST /v1/tasks).
+ */
+export const insufficientBalance = (amount: string, priceFromRequest = false) =>
+  new ApiError(
+    'insufficient_balance',
+    `This request holds ${amount} points while it runs (and is charged only what it costs), more than the account has available; deposit points${priceFromRequest ? ' or lower max_price_points' : ''}.`,
+    { required_points: amount },
+  );
+
+/** 402 key_spend_limit_reached: the request's hold does not fit what is left of its key's spend limit. */
+export const keySpendLimitReached = ({ keyId, requiredPoints, limit }: Extract<CreateResult, { kind: 'key_spend_limit_reached' }>) =>
+  new ApiError(
+    'key_spend_limit_reached',
+    `This request holds ${requiredPoints} points while it runs, more than is left of this API key's spend limit${limit ? ` (${limit.points} points ${limit.period === 'day' ? 'per UTC day' : 'in total'}, ${limit.spent_points} held or charged)` : ''}; nothing was held. Raise the limit (PATCH /v1/account/keys/${keyId})${limit?.period === 'day' ? ', wait for the next UTC day' : ''} or use another key.`,
+    { key_id: keyId, required_points: requiredPoints, ...(limit ? { spend_limit: limit } : {}) },
+  );
+
+/** 429 solvers_busy: admitting the task would only make it wait past its deadline (docs/queue.md, "Backpressure"). */
+export const solversBusy = (retryAfterSeconds: number, waiting: number) =>
+  new ApiError(
+    'solvers_busy',
+    `Every solver for this task is busy and ${waiting} task(s) already wait for one; nothing was held. Retry after ${retryAfterSeconds} s.`,
+    { retry_after_seconds: retryAfterSeconds, queued_tasks: waiting },
+    { 'Retry-After': String(retryAfterSeconds) },
+  );
+
+/** The task a creation made (or found by its idempotency key), or the HTTP error saying why there is none. */
+export function createdTask(result: CreateResult, refusal: { priceFromRequest?: boolean; noSolver: () => ApiError }): TaskRecord {
+  switch (result.kind) {
+    case 'created':
+    case 'existing':
+      return result.task;
+    case 'insufficient_balance':
+      throw insufficientBalance(result.requiredPoints, refusal.priceFromRequest);
+    case 'key_spend_limit_reached':
+      throw keySpendLimitReached(result);
+    case 'no_solver_online':
+      throw refusal.noSolver();
+    case 'solvers_busy':
+      throw solversBusy(result.retryAfterSeconds, result.waiting);
+    case 'not_started':
+      throw new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: result.taskId });
+  }
+}
+
+/** The HTTP error of a task that did not complete (see `clientFailure`); a web task's names it. */
+export function failureError(
+  kind: 'web' | 'chat',
+  task: { task_id: string; timeout_seconds: number },
+  verdict: { status: TaskState; error?: { type?: string; message?: string; solver_error_type?: string } | null } | null,
+): ApiError {
+  const failure = clientFailure(kind, task, verdict);
+  return new ApiError(failure.type, failure.message, {
+    ...(kind === 'web' ? { task_id: task.task_id } : {}),
+    ...(failure.solverErrorType ? { solver_error_type: failure.solverErrorType } : {}),
+  });
+}
+
+export interface WebTaskDeps {
+  db: Db;
+  tasks: TaskService;
+  domainPolicy: DomainGuard;
+}
+
+export interface WebTaskInput {
+  accountId: string;
+  /** The request's API key (its spend limit applies). */
+  keyId?: string;
+  taskType: WebTaskType;
+  payload: Record<string, unknown>;
+  maxPricePoints?: string | null;
+  /** The request can set max_price_points (POST /v1/tasks). */
+  priceFromRequest?: boolean;
+  timeoutSeconds?: number | null;
+  idempotencyKey?: string;
+  /** Where the payload's url sits in the request, for the 422 of a URL that does not parse. */
+  urlLoc: (string | number)[];
+  /** Told of the task's terminal state (POST /v1/tasks); without it the account's default webhook, if any, is. */
+  webhook?: { url: string; events?: readonly WebhookEvent[] } | null;
+}
+
+export type CompletedTask = TaskRecord & { result: Record<string, any> };
+
+/**
+ * What a finished request cost, as response headers: every convenience, scrape and JSON chat answer
+ * carries them (a stream says it in its final chunk instead, its headers being long sent).
+ */
+export const costHeaders = (cost: { charged_points: string; held_points: string | null }) => ({
+  'X-Points-Charged': cost.charged_points,
+  'X-Points-Held': cost.held_points ?? '0',
+});
+
+/** Idempotency keys longer than this are ignored rather than stored. */
+export const idempotencyKeyOf = (header: string | undefined) => (header && header.length <= 255 ? header : undefined);
+
+async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Promise<void> {
+  const url = input.payload.url;
+  if (typeof url === 'string') await deps.domainPolicy.assertAllowed(url, input.urlLoc);
+}
+
+const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, webhook: _webhook, ...input }: WebTaskInput) => input;
+
+/**
+ * Creates a web task (it runs on its own; the caller polls, or is told by its webhook). A webhook's
+ * subscription is stored before the task, under the task's id, so the task cannot finish unobserved.
+ */
+export async function createWebTask(deps: WebTaskDeps, input: WebTaskInput): Promise<TaskRecord> {
+  await assertTargetAllowed(deps, input);
+  if (!input.webhook) {
+    const result = await deps.tasks.create(toCreateInput(input));
+    return createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
+  }
+  await deps.domainPolicy.assertAllowed(input.webhook.url, ['body', 'webhook', 'url']);
+  const taskId = newTaskId();
+  await saveSubscription(deps.db, { taskId, accountId: input.accountId, url: input.webhook.url, events: input.webhook.events ?? WEBHOOK_EVENTS });
+  const result = await deps.tasks.create({ ...toCreateInput(input), taskId });
+  if (result.kind !== 'created') await dropSubscription(deps.db, taskId);
+  return createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
+}
+
+/**
+ * Creates the task, waits for its verdict, and maps failure and timeout to 502 / 504 with the task id.
+ * `onCreated` sees the task as soon as it exists (to name it in a response header).
+ */
+export async function runWebTask(
+  deps: WebTaskDeps,
+  input: WebTaskInput,
+  onCreated: (task: TaskRecord) => void = () => undefined,
+): Promise<{ task: CompletedTask; elapsedMs: number }> {
+  await assertTargetAllowed(deps, input);
+  const started = Date.now();
+  // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
+  const result = await deps.tasks.create({ ...toCreateInput(input), requireOnline: true });
+  const task = createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
+  onCreated(task);
+  const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task);
+  const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;
+  if (finished?.status !== 'completed' || !finished.result) throw failureError('web', task, finished);
+  return { task: finished as CompletedTask, elapsedMs: Date.now() - started };
+}
+
+/**
+ * The safety verdict a stored result carries (accounts with prompt_safety_scan on), as a response
+ * field. `shown` keeps only findings about parts of the result the response actually contains.
+ */
+export function safetyOf(result: Record<string, unknown>, shown: (location: string) => boolean = () => true) {
+  const safety = result.safety as ScanResult | undefined;
+  if (!safety) return {};
+  const findings = safety.findings.filter((finding) => shown(finding.location ?? ''));
+  return { safety: { flagged: findings.length > 0, findings } };
+}

@@ -1,0 +1,190 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Db } from '../db/pool';
+import { queueFigures } from '../db/metrics';
+import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
+
+/**
+ * The Prometheus figures of this process (an API node, a worker, or `npm start` running both), served at
+ * /metrics. Labels are bounded vocabularies only: route patterns, task types, final states, relay paths,
+ * never ids. A task's creation and its final state are each recorded once, in the process whose
+ * statement committed them, so summing a counter over every node counts each task once.
+ */
+
+export const registry = new Registry();
+collectDefaultMetrics({ register: registry });
+
+const PREFIX = 'marketplace_';
+const FINAL_STATES = ['completed', 'failed', 'timed_out'] as const;
+
+// Web tasks take milliseconds to a minute; chat streams up to CHAT_TIMEOUT_SECONDS.
+const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
+// Relay hops are in-process (microseconds) or one NOTIFY round (about a millisecond).
+const RELAY_BUCKETS = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1];
+
+export const httpRequests = new Counter({
+  name: `${PREFIX}http_requests_total`,
+  help: 'HTTP requests answered, by method, route pattern and status',
+  labelNames: ['method', 'route', 'status'] as const,
+  registers: [registry],
+});
+
+export const httpDuration = new Histogram({
+  name: `${PREFIX}http_request_duration_seconds`,
+  help: 'Time from a request arriving to its response finishing, by method, route pattern and status',
+  labelNames: ['method', 'route', 'status'] as const,
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+const tasksCreated = new Counter({
+  name: `${PREFIX}tasks_created_total`,
+  help: 'Tasks created (points held), by task type; a retry with the same idempotency key is not a new task',
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
+const tasksFinished = new Counter({
+  name: `${PREFIX}tasks_finished_total`,
+  help: 'Tasks that reached their final state, by task type and state (completed, failed, timed_out, cancelled)',
+  labelNames: ['task_type', 'status'] as const,
+  registers: [registry],
+});
+
+const attemptsReassigned = new Counter({
+  name: `${PREFIX}attempts_reassigned_total`,
+  help: 'Attempts given to another solver after an earlier attempt of the same task failed',
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
+const earlyAttempts = new Counter({
+  name: `${PREFIX}early_attempts_total`,
+  help: 'Attempts sent to their solver by the API node before their workflow asked (occasion: created with their task, or handed a freed slot), by how they left that node\'s keeping (taken_over by their dispatch activity, or abandoned)',
+  labelNames: ['occasion', 'end'] as const,
+  registers: [registry],
+});
+
+const webhookAttempts = new Counter({
+  name: `${PREFIX}webhook_delivery_attempts_total`,
+  help: 'Attempts to deliver a webhook, by event and result (delivered, failed: the receiver answered other than 2xx or could not be reached, refused: the target is not allowed)',
+  labelNames: ['event', 'result'] as const,
+  registers: [registry],
+});
+
+const chatFirstToken = new Histogram({
+  name: `${PREFIX}chat_time_to_first_token_seconds`,
+  help: 'Time from a chat completion request being accepted on its API node to its first delta reaching that node',
+  buckets: LATENCY_BUCKETS,
+  registers: [registry],
+});
+
+const chatRelay = new Histogram({
+  name: `${PREFIX}chat_relay_seconds`,
+  help: 'Time a chat delta takes from the node holding the solver to the node holding the client (path: local or notify)',
+  labelNames: ['path'] as const,
+  buckets: RELAY_BUCKETS,
+  registers: [registry],
+});
+
+for (const taskType of CAPABILITY_TASK_TYPES) {
+  // Every series exists from the start at 0, so rate() and alerts see the first task too.
+  tasksCreated.labels(taskType).inc(0);
+  attemptsReassigned.labels(taskType).inc(0);
+  for (const status of FINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
+}
+for (const occasion of ['created', 'handed']) for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
+
+/** What this process can report on: its database (queue figures) and its solver sockets (API nodes). */
+const sources = { dbs: new Set<Db>(), socketCounts: new Set<() => number>() };
+
+/** Registers a database and/or solver-socket count for the scrape-time gauges; the returned function removes them. */
+export function addMetricsSource(source: { db?: Db; connectedSolvers?: () => number }): () => void {
+  if (source.db) sources.dbs.add(source.db);
+  if (source.connectedSolvers) sources.socketCounts.add(source.connectedSolvers);
+  return () => {
+    if (source.db) sources.dbs.delete(source.db);
+    if (source.connectedSolvers) sources.socketCounts.delete(source.connectedSolvers);
+  };
+}
+
+new Gauge({
+  name: `${PREFIX}solvers_connected`,
+  help: 'Solver WebSockets held by this process (sum over API nodes for the whole service)',
+  registers: [registry],
+  collect() {
+    let total = 0;
+    for (const count of sources.socketCounts) total += count();
+    this.set(total);
+  },
+});
+
+const tasksWaiting = new Gauge({
+  name: `${PREFIX}tasks_waiting`,
+  help: "Client tasks waiting for a solver (queued; not the platform's canaries and redundant runs), by task type; read from PostgreSQL, the same on every node (use max)",
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
+const tasksAssigned = new Gauge({
+  name: `${PREFIX}tasks_assigned`,
+  help: 'Tasks being worked on by a solver (assigned), by task type; read from PostgreSQL, the same on every node (use max)',
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
+const freeSlots = new Gauge({
+  name: `${PREFIX}solver_free_slots`,
+  help: 'Free concurrency slots of connected solvers, by task type; read from PostgreSQL, the same on every node (use max)',
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
+const scrapeErrors = new Counter({
+  name: `${PREFIX}metrics_database_errors_total`,
+  help: 'Scrapes whose queue figures could not be read from PostgreSQL (the gauges then keep their last values)',
+  registers: [registry],
+});
+
+/** Reads the queue figures once per scrape (one cheap statement), before the registry renders. */
+async function refreshQueueFigures(): Promise<void> {
+  const db = sources.dbs.values().next().value as Db | undefined;
+  if (!db) return;
+  try {
+    const figures = await queueFigures(db);
+    for (const taskType of CAPABILITY_TASK_TYPES) {
+      const row = figures.find((entry) => entry.task_type === taskType);
+      tasksWaiting.labels(taskType).set(row?.waiting ?? 0);
+      tasksAssigned.labels(taskType).set(row?.assigned ?? 0);
+      freeSlots.labels(taskType).set(row?.free_slots ?? 0);
+    }
+  } catch {
+    scrapeErrors.inc();
+  }
+}
+
+/** The Prometheus text exposition of this process's figures. */
+export async function metricsText(): Promise<{ contentType: string; body: string }> {
+  await refreshQueueFigures();
+  return { contentType: registry.contentType, body: await registry.metrics() };
+}
+
+// The hooks below are called once each, where the event is committed.
+
+/** A task was created (its row and hold committed). */
+export const recordTaskCreated = (taskType: string) => tasksCreated.labels(taskType).inc();
+
+/** A task reached its final state (the transaction that finished it committed). */
+export const recordTaskFinished = (taskType: string, status: string) => tasksFinished.labels(taskType, status).inc();
+
+/** An attempt after the first was reserved for a task. */
+export const recordAttemptReassigned = (taskType: string) => attemptsReassigned.labels(taskType).inc();
+
+/** An attempt sent early was taken over by its dispatch activity, or abandoned without one (src/dispatch/early-attempts.ts). */
+export const recordEarlyAttempt = (occasion: 'created' | 'handed', end: 'taken_over' | 'abandoned') => earlyAttempts.labels(occasion, end).inc();
+
+/** One attempt to deliver a webhook, counted on the worker that made it. */
+export const recordWebhookAttempt = (event: string, result: 'delivered' | 'failed' | 'refused') => webhookAttempts.labels(event, result).inc();
+
+export const observeChatFirstToken = (seconds: number) => chatFirstToken.observe(seconds);
+
+export const observeChatRelay = (path: 'local' | 'notify', seconds: number) => chatRelay.labels(path).observe(seconds);

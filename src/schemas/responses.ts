@@ -1,0 +1,123 @@
+import { z } from './zod';
+import { SPEND_LIMIT_PERIODS } from './domain';
+
+/** Response schemas of the routes whose answers are documented field by field. */
+
+const Amount = z.string().openapi({ description: 'Points, as a decimal string' });
+
+/** What a task held and was charged; part of every task record. */
+export const TaskCost = {
+  held_points: Amount.nullable().openapi({ description: 'Points the task set aside while it ran (its maximum price)' }),
+  hold_status: z.enum(['open', 'settled', 'released']).nullable().openapi({ description: 'open while it runs; settled when it was charged; released when nothing was' }),
+  charged_points: Amount.openapi({ description: 'Points charged for the task ("0" until it settles, and when it ends without a result)' }),
+};
+
+export const TaskSummary = z
+  .object({
+    task_id: z.string(),
+    task_type: z.string(),
+    status: z.string(),
+    payload: z.record(z.any()),
+    max_price_points: Amount,
+    price_points: Amount.nullable(),
+    ...TaskCost,
+    timeout_seconds: z.number().int(),
+    solver_id: z.string().nullable(),
+    error: z.record(z.any()).nullable(),
+    workflow_id: z.string(),
+    created_at: z.string(),
+    updated_at: z.string(),
+    completed_at: z.string().nullable(),
+  })
+  .openapi('TaskSummary');
+
+const pageOf = <T extends z.ZodTypeAny>(item: T, name: string) =>
+  z
+    .object({
+      data: z.array(item),
+      has_more: z.boolean(),
+      next_cursor: z.string().nullable().openapi({ description: 'Pass as `cursor` for the next page; null on the last page' }),
+    })
+    .openapi(name);
+
+export const TaskListResponse = pageOf(TaskSummary, 'TaskList');
+
+export const TaskRecord = TaskSummary.extend({
+  result: z.record(z.any()).nullable(),
+  attempts: z.array(z.object({ solver_id: z.string(), started_at: z.string(), ended_at: z.string().nullable(), outcome: z.string() })),
+}).openapi('TaskRecord');
+
+export const LedgerEntry = z
+  .object({
+    entry_id: z.string(),
+    kind: z.string().openapi({ description: 'deposit, hold, capture (a task\'s charge), release, payout (a solver\'s earning) or fee' }),
+    amount: Amount,
+    task_id: z.string().nullable().openapi({ description: 'The task the entry belongs to (null for a deposit)' }),
+    task_type: z.string().nullable(),
+    available_change: Amount.openapi({ description: 'Signed change of available points' }),
+    held_change: Amount.openapi({ description: 'Signed change of held points' }),
+    created_at: z.string(),
+  })
+  .openapi('LedgerEntry');
+
+export const LedgerPage = pageOf(LedgerEntry, 'LedgerPage');
+
+export const LedgerSummary = z
+  .object({
+    data: z.array(
+      z.object({
+        day: z.string().openapi({ description: 'UTC day, YYYY-MM-DD' }),
+        task_type: z.string().nullable().openapi({ description: 'null for entries of no task (deposits)' }),
+        tasks: z.number().int(),
+        entries: z.number().int(),
+        amounts: z.record(Amount).openapi({ description: 'Sum of each entry kind' }),
+        available_change: Amount,
+        held_change: Amount,
+      }),
+    ),
+  })
+  .openapi('LedgerSummary');
+
+export const ApiKeyInfo = z
+  .object({
+    key_id: z.string(),
+    name: z.string(),
+    prefix: z.string().openapi({ description: 'The key\'s first 8 characters, to recognise it' }),
+    created_at: z.string(),
+    last_used_at: z.string().nullable().openapi({ description: 'Last authenticated request, to the minute' }),
+    revoked_at: z.string().nullable(),
+    spend_limit: z
+      .object({ points: z.string(), period: z.enum(SPEND_LIMIT_PERIODS), spent_points: z.string().openapi({ description: 'Held and charged by the key\'s tasks in the current period' }) })
+      .nullable(),
+  })
+  .openapi('ApiKey');
+
+export const CreatedApiKey = ApiKeyInfo.extend({ api_key: z.string().openapi({ description: 'The key itself, shown only in this answer' }) }).openapi('CreatedApiKey');
+export const ApiKeyList = z.object({ data: z.array(ApiKeyInfo) }).openapi('ApiKeyList');
+
+export const AccountWebhook = z
+  .object({
+    url: z.string(),
+    events: z.array(z.string()),
+    updated_at: z.string(),
+  })
+  .openapi('AccountWebhook', { description: 'The webhook every new task of the account carries unless its request names its own' });
+
+export const WebhookSecret = z.object({ secret: z.string(), rotated_at: z.string() }).openapi('WebhookSecret');
+
+export const WebhookLog = z
+  .object({
+    webhook: z.object({ url: z.string(), events: z.array(z.string()) }).nullable(),
+    deliveries: z.array(
+      z.object({
+        delivery_id: z.string().openapi({ description: 'Also the Webhook-Id header, for the receiver\'s deduplication' }),
+        event: z.string(),
+        status: z.enum(['pending', 'delivered', 'failed']),
+        url: z.string(),
+        created_at: z.string(),
+        finished_at: z.string().nullable(),
+        attempts: z.array(z.object({ attempt: z.number().int(), started_at: z.string(), duration_ms: z.number().int(), status_code: z.number().int().nullable(), error: z.string().nullable() })),
+      }),
+    ),
+  })
+  .openapi('WebhookLog');

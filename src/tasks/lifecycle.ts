@@ -1,0 +1,239 @@
+/**
+ * The life of a task, in one place: its states and their transitions, how an attempt ends, the errors
+ * orchestration gives attempts and tasks, and what a client is told about a task that did not complete.
+ * Pure data and functions: workflow code imports it, and so do the database layer, the activities, the
+ * dispatch hub and the HTTP routes. The SQL CHECKs on these columns are proven equal to these tables by
+ * test/lifecycle-schema.test.ts.
+ */
+
+// ---------------------------------------------------------------------------------------------------
+// Task states
+// ---------------------------------------------------------------------------------------------------
+
+/** Each state of a task and the states that may follow it. */
+export const TASK_TRANSITIONS = {
+  /** Waiting for a solver (new, or back after a failed attempt). An admin may complete it from here. */
+  queued: ['assigned', 'completed', 'failed', 'timed_out', 'cancelled'],
+  /** An attempt is reserved or running; it completes the task, or puts it back to queued. */
+  assigned: ['queued', 'completed', 'failed', 'timed_out', 'cancelled'],
+  completed: [],
+  failed: [],
+  timed_out: [],
+  /** Its client cancelled it (POST /v1/tasks/{id}/cancel); its hold was released. */
+  cancelled: [],
+} as const satisfies Record<string, readonly string[]>;
+
+export type TaskState = keyof typeof TASK_TRANSITIONS;
+export const TASK_STATES = Object.keys(TASK_TRANSITIONS) as TaskState[];
+
+/** A state with no way out: the task has its verdict and its hold is settled or released. */
+export type TerminalState = { [S in TaskState]: (typeof TASK_TRANSITIONS)[S] extends readonly [] ? S : never }[TaskState];
+export type ActiveState = Exclude<TaskState, TerminalState>;
+
+export const TERMINAL_STATES = TASK_STATES.filter((state) => TASK_TRANSITIONS[state].length === 0) as TerminalState[];
+export const ACTIVE_STATES = TASK_STATES.filter((state) => TASK_TRANSITIONS[state].length > 0) as ActiveState[];
+
+export const isTerminalState = (state: string): state is TerminalState => (TERMINAL_STATES as readonly string[]).includes(state);
+
+export const canTransition = (from: TaskState, to: TaskState): boolean => (TASK_TRANSITIONS[from] as readonly TaskState[]).includes(to);
+
+// ---------------------------------------------------------------------------------------------------
+// Attempt outcomes
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * How an attempt ended, and what it counts as in its solver's record (which matching ranks by):
+ * `failed` is held against the solver; `null` is not counted (still running, or ended by the service).
+ */
+export const ATTEMPT_OUTCOME_TABLE = {
+  pending: { counts: null },
+  completed: { counts: 'completed' },
+  /** The solver reported an error. */
+  error: { counts: 'failed' },
+  /** The solver declined the task, or did not accept it in time. */
+  rejected: { counts: 'failed' },
+  /** No result before the attempt's deadline. */
+  timeout: { counts: 'failed' },
+  /** The solver's socket, or the node holding it, went away during the attempt. */
+  disconnected: { counts: 'failed' },
+  /** The result failed its schema. */
+  invalid_result: { counts: 'failed' },
+  /** Stopped by the service (the task finished otherwise, or its client went away). */
+  cancelled: { counts: null },
+} as const satisfies Record<string, { counts: 'completed' | 'failed' | null }>;
+
+export type AttemptOutcome = keyof typeof ATTEMPT_OUTCOME_TABLE;
+export type EndedAttemptOutcome = Exclude<AttemptOutcome, 'pending'>;
+export const ATTEMPT_OUTCOMES = Object.keys(ATTEMPT_OUTCOME_TABLE) as AttemptOutcome[];
+
+// ---------------------------------------------------------------------------------------------------
+// Attempt errors: why an attempt failed, when the service (not the solver) says so
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * The error types the service gives a failed attempt, each with its outcome. A solver's own `error`
+ * frame keeps the solver's type (outcome `error`). `retryable: false` ends the task: no other solver
+ * could do better.
+ */
+export const ATTEMPT_ERRORS = {
+  solver_disconnected: { outcome: 'disconnected', retryable: true, solverAfter: 'excluded' },
+  /**
+   * The node holding the solver's socket died or never took the attempt: not the solver's doing, so it is
+   * offered again, but only when no other solver fits (a dead node drops out of matching once its liveness lapses).
+   */
+  node_unavailable: { outcome: 'disconnected', retryable: true, solverAfter: 'last_resort' },
+  accept_timeout: { outcome: 'rejected', retryable: true, solverAfter: 'excluded' },
+  attempt_timeout: { outcome: 'timeout', retryable: true, solverAfter: 'excluded' },
+  invalid_result: { outcome: 'invalid_result', retryable: true, solverAfter: 'excluded' },
+  /** The attempt ended (timed out, was reassigned, or its client went away) before its result was taken. */
+  attempt_closed: { outcome: 'cancelled', retryable: true, solverAfter: 'excluded' },
+  cancelled: { outcome: 'cancelled', retryable: true, solverAfter: 'excluded' },
+  /** Matched in the moment before the solver's drain was recorded: never sent, and not held against it. */
+  solver_draining: { outcome: 'cancelled', retryable: true, solverAfter: 'excluded' },
+  task_not_found: { outcome: 'error', retryable: false, solverAfter: 'excluded' },
+} as const satisfies Record<string, { outcome: EndedAttemptOutcome; retryable: boolean; solverAfter: 'excluded' | 'last_resort' }>;
+
+export type AttemptErrorType = keyof typeof ATTEMPT_ERRORS;
+
+export interface ErrorBody {
+  type: string;
+  message: string;
+}
+
+/** A failed attempt as the workflow sees it. */
+export interface AttemptFailed {
+  ok: false;
+  outcome: EndedAttemptOutcome;
+  error: ErrorBody;
+  retryable: boolean;
+  /** Chat deltas the client received from this attempt; `UNKNOWN_CHUNKS` when that cannot be known here. */
+  chunks: number;
+}
+
+/** The attempt's result was stored and the task completed and settled; `status` is the task's state after that. */
+export interface AttemptSucceeded {
+  ok: true;
+  chunks: number;
+  status: TerminalState;
+}
+
+export type AttemptReport = AttemptSucceeded | AttemptFailed;
+
+/** The chunk count of an attempt lost with its node: how many deltas reached the client is not known there. */
+export const UNKNOWN_CHUNKS = -1;
+
+/** A failure of one of the service's own attempt error types. */
+export function attemptFailed(type: AttemptErrorType, message: string, chunks: number): AttemptFailed {
+  const { outcome, retryable } = ATTEMPT_ERRORS[type];
+  return { ok: false, outcome, error: { type, message }, retryable, chunks };
+}
+
+/**
+ * Whether the task may go back to the failed attempt's solver: `excluded` (never again for this task) or
+ * `last_resort`. A solver's own error excludes it.
+ */
+export function solverAfter(failure: AttemptFailed): 'excluded' | 'last_resort' {
+  const type = failure.error.type;
+  return failure.outcome !== 'error' && type in ATTEMPT_ERRORS ? ATTEMPT_ERRORS[type as AttemptErrorType].solverAfter : 'excluded';
+}
+
+/** A failure the solver reported in an `error` frame (its own error type). */
+export function solverReportedFailure(error: ErrorBody, retryable: boolean, chunks: number): AttemptFailed {
+  return { ok: false, outcome: 'error', error, retryable, chunks };
+}
+
+/** Why the service tells a solver (`cancel` frame `reason`) to stop an attempt. */
+export const CANCEL_REASONS = {
+  /** The service stopped it: the task finished otherwise, or its client went away. */
+  cancelled: 'cancelled',
+  accept_timeout: 'accept_timeout',
+  deadline: 'deadline',
+} as const;
+export type CancelReason = keyof typeof CANCEL_REASONS;
+
+// ---------------------------------------------------------------------------------------------------
+// Task errors: why a task ended without a result, and what its client is told
+// ---------------------------------------------------------------------------------------------------
+
+/**
+ * The error types of a task that ended without a result: the state each leaves the task in, and the
+ * API error type its client gets when it waits for the verdict (POST /v1/fetch and the like, chat).
+ */
+export const TASK_ERRORS = {
+  /** The task's deadline passed. */
+  task_timeout: { state: 'timed_out', apiError: 'task_timeout' },
+  /** Every attempt failed, no untried solver is left, or a solver said the task cannot succeed. */
+  solver_failed: { state: 'failed', apiError: 'solver_failed' },
+  /** The client of a chat completion went away before the result. */
+  client_cancelled: { state: 'failed', apiError: 'solver_failed' },
+  /** Its workflow could not be started. */
+  service_unavailable: { state: 'failed', apiError: 'service_unavailable' },
+  /** Its client cancelled it. */
+  task_cancelled: { state: 'cancelled', apiError: 'task_cancelled' },
+} as const satisfies Record<string, { state: TerminalState; apiError: string }>;
+
+export type TaskErrorType = keyof typeof TASK_ERRORS;
+export type UnfinishedState = (typeof TASK_ERRORS)[TaskErrorType]['state'];
+
+/**
+ * How a task ends without a result: its terminal state follows from the error type. When its last
+ * failed attempt was the solver's own `error` frame, `solver_error_type` keeps that frame's type for the
+ * client (e.g. a page that does not exist, told from a solver that crashed).
+ */
+export interface TaskFailure {
+  status: UnfinishedState;
+  error: { type: TaskErrorType; message: string; solver_error_type?: string };
+}
+
+export function taskFailure(type: TaskErrorType, message: string, solverErrorType?: string): TaskFailure {
+  return { status: TASK_ERRORS[type].state, error: { type, message, ...(solverErrorType ? { solver_error_type: solverErrorType } : {}) } };
+}
+
+/** The solver's own error type of a failed attempt, when the solver reported the failure. */
+export const solverErrorTypeOf = (failure: AttemptFailed): string | undefined => (failure.outcome === 'error' ? failure.error.type : undefined);
+
+/** What a waiting client is told about a task with no result: an API error type and its message. */
+export interface ClientFailure {
+  type: (typeof TASK_ERRORS)[TaskErrorType]['apiError'];
+  message: string;
+  solverErrorType?: string;
+}
+
+/**
+ * What a client waiting for `task` is told when it did not complete: `verdict` is its final state and
+ * error, or null when none came in time (the client's own wait ran out). A web task's timeout says
+ * where to poll for it.
+ */
+export function clientFailure(
+  kind: 'web' | 'chat',
+  task: { task_id: string; timeout_seconds: number },
+  verdict: { status: TaskState; error?: { type?: string; message?: string; solver_error_type?: string } | null } | null,
+): ClientFailure {
+  if (!verdict || !isTerminalState(verdict.status) || verdict.status === 'timed_out') {
+    return {
+      type: 'task_timeout',
+      message: kind === 'chat' ? 'The completion did not finish in time.' : `The task did not finish in ${task.timeout_seconds} s; poll GET /v1/tasks/${task.task_id}.`,
+    };
+  }
+  const type = verdict.error?.type;
+  const known = type !== undefined && type in TASK_ERRORS ? TASK_ERRORS[type as TaskErrorType] : TASK_ERRORS.solver_failed;
+  const reason = verdict.error?.message ?? 'unknown error';
+  const solverErrorType = verdict.error?.solver_error_type;
+  const what = verdict.status === 'cancelled' ? 'The task was cancelled' : 'The task failed';
+  return { type: known.apiError, message: kind === 'chat' ? reason : `${what}: ${reason}`, ...(solverErrorType ? { solverErrorType } : {}) };
+}
+
+// ---------------------------------------------------------------------------------------------------
+// What an attempt is given
+// ---------------------------------------------------------------------------------------------------
+
+/** The solver, node and price matched for one attempt. */
+export interface Assignment {
+  attemptId: string;
+  solverId: string;
+  nodeId: string;
+  pricePoints: string;
+  billingType: string;
+  marginalCost: string;
+  modelName: string;
+}

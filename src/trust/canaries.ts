@@ -1,0 +1,318 @@
+import crypto from 'node:crypto';
+import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
+import { z } from 'zod';
+import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import { NODE_LIVENESS_SECONDS } from '../db/matching';
+import { CHAT_TASK_TYPE } from '../schemas/domain';
+import { PAYLOAD_SCHEMAS } from '../schemas/requests';
+import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
+import { GRID_COLUMNS, GRID_ROWS, tokenCells, tokenFromPng } from './pixels';
+import { announceCanaryDue, canaryDueAfter, type CanaryTaskType, CANARY_PASS_WEIGHT, CANARY_TASK_TYPES, quarantined, trustPolicy } from './reputation';
+
+/**
+ * Canary tasks (docs/trust.md): the platform account sends a solver a task for a page the service
+ * serves (GET /canary/{canary_id}) with a fresh random token in its text; the result passes when it
+ * holds the token. For chat, the canary is an audit prompt (src/trust/chat-audit.ts) whose answer is
+ * known. The verdict is given in the transaction that stores the result and settles it.
+ */
+
+type Runner = CommonQueryMethods;
+
+export { isCanaryTaskType, type CanaryTaskType } from './reputation';
+
+/** Whether canaries of the type are pages the service serves (chat audits are not: they need no address). */
+export const servesPage = (taskType: CanaryTaskType) => taskType !== CHAT_TASK_TYPE;
+
+/**
+ * The price cap (and the platform's hold) of a canary: CANARY_PRICE_POINTS for a page; for a chat
+ * audit a client's default chat cap, so that every strong solver a client's chat could reach is
+ * audited, paid its own price like a client's chat.
+ */
+export const canaryPriceCap = (taskType: CanaryTaskType, config: { canaryPricePoints: string; defaultChatPricePoints: string }) =>
+  taskType === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.canaryPricePoints;
+
+/**
+ * The workflow id of a solver's canary of a task type: numbered by the canaries of that type it was
+ * sent before, so that every process starting the same due canary names one workflow (the others'
+ * starts are refused). Its TaskType search attribute value is its own, in the Temporal UI.
+ */
+export const canaryWorkflowId = (solverId: string, taskType: string, sent: number) => `canary-${solverId}-${taskType}-${sent + 1}`;
+export const canarySearchTaskType = (taskType: string) => `canary_${taskType}`;
+
+/**
+ * Whether solver `s` (a SQL expression) is due a canary of task type `t` now, on the evidence: not
+ * quarantined, no canary of that type open, and either on probation (fewer passed canaries than
+ * TRUST_PROBATION_CANARIES) or past its randomly drawn count of attempts since the last one.
+ */
+function dueNow(s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
+  const { probationCanaries } = trustPolicy();
+  return sql.fragment`NOT ${quarantined(s)}
+    AND NOT EXISTS (SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NULL)
+    AND COALESCE((SELECT r.canary_passes < ${probationCanaries}::int OR r.since_canary >= r.canary_due_after
+                  FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${probationCanaries}::int > 0)`;
+}
+
+/** The canaries of a task type a solver was sent so far (the number in its next canary's workflow id). */
+const canariesSent = (s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) =>
+  sql.fragment`(SELECT count(*)::int FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t})`;
+
+export interface DueCanary {
+  solverId: string;
+  taskType: CanaryTaskType;
+  /** Canaries of that type the solver was sent before this one. */
+  sent: number;
+}
+
+/** Solvers (all, or one) online and due a canary of a task type (dueNow). */
+export async function dueCanaries(db: Runner, options: { solverId?: string; limit?: number } = {}): Promise<readonly DueCanary[]> {
+  return db.any(sql.type(z.object({ solverId: z.string(), taskType: z.enum(CANARY_TASK_TYPES), sent: z.number() }))`
+    SELECT c.solver_id AS "solverId", c.task_type AS "taskType", ${canariesSent(sql.fragment`c.solver_id`, sql.fragment`c.task_type`)} AS sent
+    FROM (
+      SELECT DISTINCT c.solver_id, c.task_type
+      FROM solver_capabilities c
+      JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
+      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      WHERE c.task_type = ANY(${sql.array([...CANARY_TASK_TYPES], 'text')})
+        -- Chat goes to strong-tier capabilities only: those are audited.
+        AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
+        AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
+        AND (${options.solverId ?? null}::text IS NULL OR c.solver_id = ${options.solverId ?? null})
+    ) c
+    WHERE ${dueNow(sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
+    LIMIT ${options.limit ?? 100}`);
+}
+
+/**
+ * The page of a canary: plain HTML whose text carries the token, like any small page; for a
+ * screenshot, the token's bits as a grid of black and white cells filling the viewport.
+ */
+export function canaryPage(token: string, taskType: string): string {
+  if (taskType === 'screenshot') {
+    const cells = tokenCells(token).map((dark) => (dark ? '<i class="d"></i>' : '<i></i>')).join('');
+    return `<!doctype html>
+<html><head><meta charset="utf-8"><title>Pattern ${token.slice(0, 6)}</title><style>
+html,body{margin:0;height:100%;overflow:hidden;background:#fff}
+main{position:fixed;inset:0;display:grid;grid-template-columns:repeat(${GRID_COLUMNS},1fr);grid-template-rows:repeat(${GRID_ROWS},1fr)}
+i{display:block}.d{background:#000}
+</style></head><body><main>${cells}</main></body></html>
+`;
+  }
+  return `<!doctype html>
+<html><head><meta charset="utf-8"><title>Notes ${token.slice(0, 6)}</title></head>
+<body><main><h1>Notes</h1><p>Reference ${token}</p></main></body></html>
+`;
+}
+
+/** What a canary's page shows: its token, and the task type it is rendered for (a chat audit has no page). */
+export async function canaryPageOf(db: Runner, canaryId: string): Promise<{ token: string; taskType: string } | null> {
+  return db.maybeOne(sql.type(z.object({ token: z.string(), taskType: z.string() }))`
+    SELECT token, task_type AS "taskType" FROM canaries WHERE canary_id = ${canaryId} AND task_type <> ${CHAT_TASK_TYPE}`);
+}
+
+export interface NewCanary {
+  taskId: string;
+  solverId: string;
+  taskType: CanaryTaskType;
+  /** Canaries of that type the solver was sent before this one, as its starter found it due. */
+  sent: number;
+  workflowId: string;
+  /** Where the page is served; null: the address of the API node holding the solver's socket. */
+  publicBaseUrl: string | null;
+  pricePoints: string;
+  timeoutSeconds: number;
+}
+
+/**
+ * The task a canary sends, per task type, and what its result must show: for the web types the page's
+ * address (null when there is none) in the payload a client's request becomes (its defaults filled in
+ * the same way) and the page's token; for chat a fresh audit prompt and its expected answer.
+ */
+async function canaryTask(
+  db: Runner,
+  canary: NewCanary,
+  canaryId: string,
+): Promise<{ payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | null } | null> {
+  if (canary.taskType === CHAT_TASK_TYPE) {
+    const built = buildChatAudit();
+    return { payload: built.payload, token: built.token, audit: built.expected };
+  }
+  const base =
+    canary.publicBaseUrl ??
+    (await db.maybeOneFirst(sql.type(z.object({ base_url: z.string().nullable() }))`
+      SELECT n.base_url FROM solver_connections sc JOIN api_nodes n ON n.node_id = sc.node_id WHERE sc.solver_id = ${canary.solverId} LIMIT 1`));
+  if (!base) return null;
+  const payload = PAYLOAD_SCHEMAS[canary.taskType].parse({ url: `${base}/canary/${canaryId}` }) as Record<string, unknown>;
+  return { payload, token: crypto.randomBytes(16).toString('hex'), audit: null };
+}
+
+/** What creating a canary did: the task to run, or why there is none. */
+export type CanaryCreated = { created: true; taskId: string } | { created: false; reason: 'not_due' | 'no_page_address' | 'platform_balance' };
+
+/**
+ * Creates the canary, its task (the platform's, with the solver's task payload shape and nothing
+ * else) and the platform's hold, in one statement, and draws the count for the next canary; only
+ * while the solver is still due it and was sent no other canary of the type since it was found due
+ * (`not_due` otherwise: a late start of a canary already sent creates nothing). Its workflow is
+ * already running (it calls this), so the task is marked started: the stranded-task sweep leaves it
+ * alone. Idempotent by task id.
+ */
+export async function createCanary(db: DatabasePool, canary: NewCanary): Promise<CanaryCreated> {
+  const existing = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
+  if (existing) return { created: true, taskId: canary.taskId };
+  const canaryId = crypto.randomBytes(12).toString('base64url');
+  const task = await canaryTask(db, canary, canaryId);
+  if (!task) return { created: false, reason: 'no_page_address' };
+  const { payload, token, audit } = task;
+  const row = await db
+    .transaction(async (tx) => {
+      // The solver's reputation row before the platform's balance row, in the order every settlement
+      // of the solver's tasks takes them (the attempt's end, then the balances): no deadlock between them.
+      await tx.query(sql.unsafe`SELECT 1 FROM solver_reputation WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} FOR UPDATE`);
+      return tx.maybeOne(sql.type(z.object({ task_id: z.string() }))`
+      WITH k AS (
+        INSERT INTO canaries (task_id, canary_id, solver_id, task_type, token, audit)
+        SELECT ${canary.taskId}, ${canaryId}, ${canary.solverId}, ${canary.taskType}, ${token}, ${audit ? sql.jsonb(audit) : null}::jsonb
+        WHERE ${dueNow(sql.fragment`${canary.solverId}::text`, sql.fragment`${canary.taskType}::text`)}
+          AND ${canariesSent(sql.fragment`${canary.solverId}::text`, sql.fragment`${canary.taskType}::text`)} = ${canary.sent}
+        -- Two starts of one canary at once: the open canary's unique index lets one through.
+        ON CONFLICT DO NOTHING
+        RETURNING task_id
+      ), inserted AS (
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at)
+        SELECT task_id, ${PLATFORM_ACCOUNT_ID}, ${canary.taskType}, ${sql.jsonb(payload as never)}, ${canary.pricePoints}::numeric, ${canary.timeoutSeconds},
+               ${canary.workflowId}, 'queued', now()
+        FROM k
+        RETURNING task_id
+      ), drawn AS (
+        UPDATE solver_reputation SET since_canary = 0, canary_due_after = ${canaryDueAfter()}
+        WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} AND EXISTS (SELECT 1 FROM inserted)
+      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, canary.pricePoints)}
+      SELECT task_id FROM inserted`);
+    })
+    .catch((error) => {
+      if (isOverdraft(error)) return 'overdraft' as const;
+      throw error;
+    });
+  if (row === 'overdraft') return { created: false, reason: 'platform_balance' };
+  if (!row) {
+    // An earlier try of this call whose statement committed after it was given up on (a slow commit
+    // on a busy database) made the solver look not due: that canary is this one.
+    const committed = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
+    return committed ? { created: true, taskId: committed } : { created: false, reason: 'not_due' };
+  }
+  return { created: true, taskId: row.task_id };
+}
+
+/**
+ * What a result shows of the page, in which the token must appear: the text of a fetch or snapshot,
+ * and for a screenshot the token read back from the image's grid (or why it could not be read).
+ */
+function resultText(taskType: string, result: Record<string, unknown>): string {
+  if (taskType === 'screenshot') {
+    if (typeof result.image_base64 !== 'string') return '';
+    try {
+      return tokenFromPng(Buffer.from(result.image_base64, 'base64'));
+    } catch (error) {
+      return `unreadable image: ${(error as Error).message}`;
+    }
+  }
+  const field = taskType === 'page_snapshot' ? result.snapshot : result.content;
+  return typeof field === 'string' ? field : '';
+}
+
+/**
+ * Judges a canary's result, in the transaction that stores it: a pass counts CANARY_PASS_WEIGHT
+ * successes and one passed canary; a failure counts as many failures and one failed canary, and
+ * quarantines the solver with the evidence: at once for the web types, and for a chat audit when it
+ * is the CHAT_AUDIT_QUARANTINE_FAILURES-th failed one among its last CHAT_AUDIT_WINDOW (a model may
+ * slip once); a chat audit failed without quarantine makes the next one due at once. Returns null
+ * when the task is no canary.
+ */
+export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<'passed' | 'failed' | null> {
+  const canary = await tx.maybeOne(sql.type(z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown() }))`
+    SELECT canary_id, task_type, token, audit FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
+  if (!canary) return null;
+  const expected = canary.audit === null ? null : ChatAuditExpectation.parse(canary.audit);
+  const judged = expected ? judgeChatAudit(expected, result) : null;
+  const text = resultText(canary.task_type, result);
+  const passed = judged ? judged.passed : text.includes(canary.token);
+  const verdict = passed ? 'passed' : 'failed';
+  // One failure quarantines (web); a chat audit, this many among the solver's last `window` judged ones.
+  const [needed, window] = judged ? [CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW] : [1, 1];
+  const failedInWindow = passed ? 0 : 1 + (window > 1 ? await failedAmongLast(tx, solverId, canary.task_type, taskId, window - 1) : 0);
+  const quarantine = failedInWindow >= needed;
+  const evidence = {
+    canary_task_id: taskId,
+    task_type: canary.task_type,
+    expected_token: canary.token,
+    // What came back, cut short: enough for an admin to see what the solver made up.
+    returned_excerpt: judged ? judged.returned : text.slice(0, 500),
+    ...(judged && expected ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: failedInWindow, of_last: window } : {}),
+  };
+  const weight = CANARY_PASS_WEIGHT;
+  await tx.query(sql.unsafe`
+    WITH judged AS (
+      UPDATE canaries SET verdict = ${verdict}, judged_at = now(),
+        audit = CASE WHEN audit IS NULL THEN NULL ELSE audit || jsonb_build_object('problems', ${sql.jsonb(judged?.problems ?? [])}::jsonb) END
+      WHERE task_id = ${taskId}
+    ), counted AS (
+      INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, canary_passes, canary_failures)
+      VALUES (${solverId}, ${canary.task_type}, ${passed ? weight : 0}, ${passed ? 0 : weight}, ${passed ? 1 : 0}, ${passed ? 0 : 1})
+      ON CONFLICT (solver_id, task_type) DO UPDATE SET
+        successes = r.successes + EXCLUDED.successes, failures = r.failures + EXCLUDED.failures,
+        canary_passes = r.canary_passes + EXCLUDED.canary_passes, canary_failures = r.canary_failures + EXCLUDED.canary_failures,
+        -- A failure that does not quarantine is checked again at once.
+        canary_due_after = CASE WHEN ${!passed && !quarantine} THEN r.since_canary ELSE r.canary_due_after END
+    ), quarantined AS (
+      INSERT INTO solver_quarantines (solver_id, task_type, reason, evidence)
+      SELECT ${solverId}, ${canary.task_type}, ${judged ? 'chat_audit_failed' : 'canary_failed'}, ${sql.jsonb(evidence as never)}
+      WHERE ${quarantine}
+      ON CONFLICT DO NOTHING
+    )
+    -- A canary that closes without quarantine (a pass, or a chat audit failed once) leaves the solver
+    -- possibly due the next one (probation, attempts meanwhile, or the failed audit's recheck at once).
+    SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)} WHERE ${!quarantine}`);
+  return verdict;
+}
+
+/**
+ * Failed verdicts among the solver's last `count` judged canaries of a task type, this one left out;
+ * those judged before an admin last cleared a quarantine of the solver no longer count.
+ */
+async function failedAmongLast(tx: Runner, solverId: string, taskType: string, taskId: string, count: number): Promise<number> {
+  return tx.oneFirst(sql.type(z.object({ failed: z.number() }))`
+    SELECT count(*) FILTER (WHERE verdict = 'failed')::int AS failed FROM (
+      SELECT verdict FROM canaries
+      WHERE solver_id = ${solverId} AND task_type = ${taskType} AND task_id <> ${taskId} AND verdict IN ('passed', 'failed')
+        AND judged_at > COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')
+      ORDER BY judged_at DESC LIMIT ${count}::int) w`);
+}
+
+/**
+ * A canary whose task ended without a result: no verdict on the solver's honesty (its attempt counted
+ * as a failure). The solver may be due another at once (on probation): announced.
+ */
+export async function markCanaryUnanswered(db: Runner, taskId: string): Promise<void> {
+  await db.query(sql.unsafe`
+    WITH marked AS (
+      UPDATE canaries SET verdict = 'unanswered', judged_at = now() WHERE task_id = ${taskId} AND verdict IS NULL
+      RETURNING solver_id
+    )
+    SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM marked`);
+}
+
+/** The hold id of a quarantined solver's earnings from one task. */
+export const heldEarningsId = (taskId: string) => `held:${taskId}`;
+
+/**
+ * Holds a quarantined solver's earnings from a task settled in this transaction: its payout moves
+ * from available to held on the solver's account until an admin clears the quarantine.
+ */
+export async function holdEarningsIn(tx: Runner, taskId: string, solverId: string, earned: string): Promise<void> {
+  if (/^0*(\.0*)?$/.test(earned)) return;
+  // Asked again here, after the settlement locked the solver's balance row: a clearing that committed
+  // meanwhile (it locks that row too) is seen, and nothing is held after it.
+  await tx.query(sql.unsafe`
+    WITH ${holdSteps(sql.fragment`SELECT ${heldEarningsId(taskId)}::text AS hold_id WHERE ${quarantined(sql.fragment`${solverId}::text`)}`, solverId, earned)}
+    SELECT 1`);
+}

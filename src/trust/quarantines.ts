@@ -1,0 +1,108 @@
+import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
+import { z } from 'zod';
+import { HOLD_OPEN, release } from '../db/ledger';
+import type { Db } from '../db/pool';
+import { heldEarningsId } from './canaries';
+import { announceCanaryDueIn, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from './reputation';
+
+/** What solvers and admins see of reputation and quarantines (docs/trust.md). */
+
+type Runner = CommonQueryMethods;
+
+const ReputationRow = z.object({
+  task_type: z.string(),
+  score: z.number(),
+  successes: z.number(),
+  failures: z.number(),
+  latency_ms: z.number().nullable(),
+  canary_passes: z.number(),
+  canary_failures: z.number(),
+  redundant_runs: z.number(),
+  disagreements: z.number(),
+  client_work: z.boolean(),
+});
+export type Reputation = z.infer<typeof ReputationRow> & { on_probation: boolean };
+
+const QuarantineRow = z.object({
+  quarantine_id: z.string(),
+  solver_id: z.string(),
+  task_type: z.string(),
+  reason: z.string(),
+  evidence: z.record(z.unknown()),
+  started_at: z.string(),
+  cleared_at: z.string().nullable(),
+  cleared_note: z.string().nullable(),
+});
+export type Quarantine = z.infer<typeof QuarantineRow>;
+
+const QUARANTINE_COLUMNS = sql.fragment`quarantine_id::text AS quarantine_id, solver_id, task_type, reason, evidence,
+  to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS started_at,
+  to_char(cleared_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS cleared_at, cleared_note`;
+
+/**
+ * A solver's reputation for each task type it offers or has evidence for: the score now (decayed
+ * counts, rounded), the evidence, and whether it may take client work of that type.
+ */
+export async function reputationOf(db: Runner, solverId: string): Promise<Reputation[]> {
+  const rows = await db.any(sql.type(ReputationRow)`
+    SELECT t.task_type,
+           round(COALESCE(${scoreOf('r')}, ${PRIOR_SCORE}::float8)::numeric, 4)::float8 AS score,
+           round(COALESCE(r.successes * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${trustPolicy().halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS successes,
+           round(COALESCE(r.failures * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${trustPolicy().halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS failures,
+           round(r.latency_ms)::float8 AS latency_ms,
+           COALESCE(r.canary_passes, 0) AS canary_passes, COALESCE(r.canary_failures, 0) AS canary_failures,
+           COALESCE(r.redundant_runs, 0) AS redundant_runs, COALESCE(r.disagreements, 0) AS disagreements,
+           ${trusted('t')} AS client_work
+    FROM (
+      SELECT ${solverId}::text AS solver_id, task_type FROM solver_capabilities WHERE solver_id = ${solverId}
+      UNION SELECT solver_id, task_type FROM solver_reputation WHERE solver_id = ${solverId}
+    ) t
+    LEFT JOIN solver_reputation r ON r.solver_id = t.solver_id AND r.task_type = t.task_type
+    ORDER BY t.task_type`);
+  const { probationCanaries } = trustPolicy();
+  return rows.map((row) => ({ ...row, on_probation: row.canary_passes < probationCanaries }));
+}
+
+/** What is held of a solver's earnings: the sum of its open `held:` holds, and how many tasks. */
+export async function heldEarnings(db: Runner, solverId: string): Promise<{ held_points: string; held_tasks: number }> {
+  return db.one(sql.type(z.object({ held_points: z.string(), held_tasks: z.number() }))`
+    SELECT trim_scale(COALESCE(sum(remaining), 0))::text AS held_points, count(*)::int AS held_tasks
+    FROM holds WHERE account_id = ${solverId} AND status = ${HOLD_OPEN} AND hold_id LIKE ${heldEarningsId('%')}`);
+}
+
+/** Open quarantines, newest first, each with what is held of its solver's earnings. */
+export async function listQuarantines(db: Runner): Promise<(Quarantine & { held_points: string; held_tasks: number })[]> {
+  const rows = await db.any(sql.type(QuarantineRow)`
+    SELECT ${QUARANTINE_COLUMNS} FROM solver_quarantines WHERE cleared_at IS NULL ORDER BY started_at DESC LIMIT 500`);
+  return Promise.all(rows.map(async (row) => ({ ...row, ...(await heldEarnings(db, row.solver_id)) })));
+}
+
+/** A solver's quarantines (open and cleared, newest first). */
+export async function quarantinesOf(db: Runner, solverId: string): Promise<Quarantine[]> {
+  return db.any(sql.type(QuarantineRow)`
+    SELECT ${QUARANTINE_COLUMNS} FROM solver_quarantines WHERE solver_id = ${solverId} ORDER BY started_at DESC LIMIT 100`) as Promise<Quarantine[]>;
+}
+
+/**
+ * Clears a solver's open quarantine and gives back its held earnings (each `held:` hold released to
+ * available). Its evidence stays: a solver cleared scores as its record says. Null when none is open.
+ */
+export async function clearQuarantine(db: Db, solverId: string, note: string | null): Promise<{ quarantine: Quarantine; released_points: string } | null> {
+  return db.transaction(async (tx: DatabaseTransactionConnection) => {
+    const cleared = await tx.maybeOne(sql.type(QuarantineRow)`
+      UPDATE solver_quarantines SET cleared_at = now(), cleared_note = ${note}
+      WHERE solver_id = ${solverId} AND cleared_at IS NULL
+      RETURNING ${QUARANTINE_COLUMNS}`);
+    if (!cleared) return null;
+    // The solver's balance row, which a settlement paying it holds until it commits: earnings held by
+    // one that read the quarantine as open are seen below and released with the rest.
+    await tx.query(sql.unsafe`SELECT 1 FROM balances WHERE account_id = ${solverId} FOR UPDATE`);
+    const { held_points: releasedPoints } = await heldEarnings(tx, solverId);
+    const holds = await tx.anyFirst(sql.type(z.object({ hold_id: z.string() }))`
+      SELECT hold_id FROM holds WHERE account_id = ${solverId} AND status = ${HOLD_OPEN} AND hold_id LIKE ${heldEarningsId('%')} ORDER BY hold_id`);
+    for (const holdId of holds) await release(tx, { holdId });
+    // A solver on probation is due a canary again.
+    await announceCanaryDueIn(tx, solverId);
+    return { quarantine: cleared, released_points: releasedPoints };
+  });
+}

@@ -1,0 +1,108 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute, type RedundantRunWorkflowInput } from '../../workflows/contract';
+import type { Config } from '../config';
+import { getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import type { NotifyBus } from '../db/notify';
+import type { Db } from '../db/pool';
+import type { Logger } from '../logger';
+import { newTaskId } from '../tasks/service';
+import {
+  markRedundantRunStarted,
+  REDUNDANT_RUN_DRAWN_CHANNEL,
+  redundantSearchTaskType,
+  redundantWorkflowId,
+  skipUnstartedRedundantRuns,
+  unstartedRedundantRuns,
+  type UnstartedRedundantRun,
+} from './redundant';
+
+/**
+ * Starts the workflow of each redundant run sampled as its client task settled (docs/trust.md). The
+ * settling transaction announces the run on REDUNDANT_RUN_DRAWN_CHANNEL; every worker hears it and
+ * starts it. The workflow id is the client task's and is refused a second start, so the workers (and
+ * the sweeps) starting one run at once start one workflow. A worker sweeps as it starts and every
+ * REDUNDANT_RUN_SWEEP_SECONDS for runs no worker heard of (none was listening, or its start failed).
+ */
+export class RedundantRunStarter {
+  // Runs skipped for want of platform points since the last sweep: the sweep reports them, once.
+  private skippedUnfunded = 0;
+
+  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger }) {}
+
+  /** Starts the runs announced on REDUNDANT_RUN_DRAWN_CHANNEL, as the transaction that drew each commits. */
+  async listen(bus: NotifyBus): Promise<void> {
+    await bus.subscribe(REDUNDANT_RUN_DRAWN_CHANNEL, (payload) => {
+      const taskId = (payload as { task_id?: unknown } | undefined)?.task_id;
+      if (typeof taskId !== 'string') return;
+      this.start({ taskId }).catch((error) => this.deps.logger.warn({ err: error, task_id: taskId }, 'redundant run not started; the sweep starts it'));
+    });
+  }
+
+  /** Starts every run not started yet; reports once the runs skipped since the last sweep. Returns how many it found. */
+  async sweep(): Promise<number> {
+    let found = 0;
+    const BATCH = 200;
+    for (;;) {
+      const batch = await this.start({ limit: BATCH });
+      found += batch;
+      if (batch < BATCH) break;
+    }
+    if (this.skippedUnfunded > 0) {
+      this.deps.logger.warn(
+        { skipped: this.skippedUnfunded },
+        'redundant runs skipped: the platform account has no points (POST /v1/admin/deposit for account_id platform)',
+      );
+      this.skippedUnfunded = 0;
+    }
+    return found;
+  }
+
+  /** Starts the workflows of unstarted runs (one client task's, or the oldest `limit`). Returns how many it found. */
+  async start(options: { taskId?: string; limit?: number }): Promise<number> {
+    const runs = await unstartedRedundantRuns(this.deps.db, options);
+    if (runs.length === 0) return 0;
+    // A platform account with nothing available pays for no run: those sampled are skipped, no workflow started.
+    const platform = await getBalance(this.deps.db, PLATFORM_ACCOUNT_ID);
+    if (!platform || Number(platform.available_points) <= 0) {
+      this.skippedUnfunded += await skipUnstartedRedundantRuns(
+        this.deps.db,
+        runs.map((run) => run.task_id),
+        'platform_balance',
+      );
+      return runs.length;
+    }
+    for (const run of runs) await this.startRun(run);
+    return runs.length;
+  }
+
+  private async startRun(run: UnstartedRedundantRun): Promise<void> {
+    const { config, temporal, logger } = this.deps;
+    const input: RedundantRunWorkflowInput = {
+      clientTaskId: run.task_id,
+      runTaskId: newTaskId(),
+      taskType: run.task_type,
+      timeoutSeconds: run.timeout_seconds,
+      attemptTimeoutSeconds: config.attemptTimeoutSeconds,
+      acceptTimeoutMs: config.acceptTimeoutMs,
+    };
+    try {
+      await temporal.workflow.start('redundantRunWorkflow', {
+        taskQueue: config.taskQueue,
+        workflowId: redundantWorkflowId(run.task_id),
+        // A run is started once: a worker that read the row before another marked it started is refused,
+        // even when the first run has already ended.
+        workflowIdReusePolicy: 'REJECT_DUPLICATE',
+        args: [input],
+        typedSearchAttributes: [
+          { key: TaskTypeAttribute, value: redundantSearchTaskType(run.task_type) },
+          { key: AccountIdAttribute, value: PLATFORM_ACCOUNT_ID },
+          { key: TaskStatusAttribute, value: 'queued' },
+        ],
+      });
+      logger.info({ task_id: run.task_id, task_type: run.task_type, first_solver_id: run.first_solver_id }, 'redundant run started');
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+    await markRedundantRunStarted(this.deps.db, run.task_id);
+  }
+}

@@ -1,0 +1,162 @@
+import { sql, type CommonQueryMethods } from 'slonik';
+
+/**
+ * Reputation per solver and task type, and the rule that keeps untrusted solvers from client work
+ * (docs/trust.md). The evidence lives in `solver_reputation`, the quarantines in `solver_quarantines`;
+ * this module holds the formula, the thresholds and the SQL that applies them, in one place.
+ */
+
+export interface TrustPolicy {
+  /** A solver whose score for a task type is below this gets no client task of that type. */
+  minScore: number;
+  /** Canaries a solver must pass for a task type before it gets client tasks of that type. */
+  probationCanaries: number;
+  /** Evidence loses half its weight in this many seconds. */
+  halfLifeSeconds: number;
+  /** Mean attempts of a canary task type between two canaries of a solver (0: only probation canaries). */
+  canaryEveryTasks: number;
+  /** The fraction of client web tasks run again by a second solver and compared (docs/trust.md, "Redundant runs"). */
+  redundantRunFraction: number;
+}
+
+export const DEFAULT_TRUST_POLICY: TrustPolicy = { minScore: 0.3, probationCanaries: 0, halfLifeSeconds: 24 * 3600, canaryEveryTasks: 50, redundantRunFraction: 0 };
+
+/**
+ * The task types canaries are sent for: a page the service serves can check them (a screenshot by its
+ * pixels); and chat, whose canaries are audit prompts with known answers (strong-tier capabilities
+ * only, src/trust/chat-audit.ts).
+ */
+export const CANARY_TASK_TYPES = ['proxy_fetch', 'page_snapshot', 'screenshot', 'chat_completion'] as const;
+
+/**
+ * After how many attempts the next canary is due, drawn uniformly from 1 to 2N - 1 (mean N), so a
+ * solver cannot count its way around them; NULL (never by count) when N is 0.
+ */
+export function canaryDueAfter() {
+  const n = policy.canaryEveryTasks;
+  return n === 0 ? sql.fragment`NULL::int` : sql.fragment`(1 + floor(random() * ${2 * n - 1}::int))::int`;
+}
+
+/**
+ * NOTIFY channel on which a solver that may now be due a canary is announced, when the transaction
+ * that made it due commits: every worker listens, and starts the canary (src/trust/canary-starter.ts).
+ */
+export const CANARY_DUE_CHANNEL = 'canary_due';
+/** The pg_notify call that announces solver `solverId` (a SQL expression) on CANARY_DUE_CHANNEL. */
+export const announceCanaryDue = (solverId: ReturnType<typeof sql.fragment>) =>
+  sql.fragment`pg_notify(${CANARY_DUE_CHANNEL}, json_build_object('solver_id', ${solverId})::text)`;
+
+export type CanaryTaskType = (typeof CANARY_TASK_TYPES)[number];
+export const isCanaryTaskType = (taskType: string): taskType is CanaryTaskType => (CANARY_TASK_TYPES as readonly string[]).includes(taskType);
+
+/** A passed canary counts as this many successes: it is checked evidence, a client task is not. */
+export const CANARY_PASS_WEIGHT = 3;
+/**
+ * A disagreement counts as this many failures for each of the two solvers: it cannot say which of them
+ * is wrong, so it weighs less than a failed canary; a solver that disagrees with many others adds up.
+ */
+export const DISAGREEMENT_WEIGHT = 1;
+/** Weight of the newest completed attempt in the latency moving average. */
+const LATENCY_WEIGHT = 0.2;
+
+// Matching runs in statements built deep inside the database layer, on API nodes and workers alike;
+// each process sets the policy once from its configuration as it starts.
+let policy: TrustPolicy = DEFAULT_TRUST_POLICY;
+export function configureTrust(next: TrustPolicy): void {
+  policy = next;
+}
+export const trustPolicy = (): TrustPolicy => policy;
+
+/** Announces, when `tx` commits, that a solver may now be due a canary (it connected, offers a canary type, left quarantine). */
+export async function announceCanaryDueIn(tx: CommonQueryMethods, solverId: string): Promise<void> {
+  if (policy.probationCanaries === 0 && policy.canaryEveryTasks === 0) return;
+  await tx.query(sql.unsafe`SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)}`);
+}
+
+/** The decay factor of reputation row `r` from its `decayed_at` to now. */
+const decay = (r: string) =>
+  sql.fragment`power(0.5, GREATEST(extract(epoch FROM now() - ${sql.identifier([r, 'decayed_at'])}), 0) / ${policy.halfLifeSeconds}::float8)`;
+
+/**
+ * The score of reputation row `r` now: (S + 1) / (S + F + 2) over the decayed successes S (passed
+ * canaries weighted CANARY_PASS_WEIGHT) and failures F. A solver with no evidence scores 0.5.
+ */
+export function scoreOf(r: string) {
+  const s = sql.fragment`(${sql.identifier([r, 'successes'])} * ${decay(r)})`;
+  const f = sql.fragment`(${sql.identifier([r, 'failures'])} * ${decay(r)})`;
+  return sql.fragment`((${s} + 1) / (${s} + ${f} + 2))`;
+}
+
+/** The score of a solver with no evidence yet. */
+export const PRIOR_SCORE = 0.5;
+
+/** Whether solver `solverId` (an SQL expression) is in an open quarantine. */
+export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
+  sql.fragment`EXISTS (SELECT 1 FROM solver_quarantines x WHERE x.solver_id = ${solverId} AND x.cleared_at IS NULL)`;
+
+/**
+ * Whether capability `c` may take client work: its solver is not quarantined, has passed its
+ * probation canaries for the task type, and scores at least the threshold.
+ */
+export function trusted(c = 'c') {
+  const solverId = sql.fragment`${sql.identifier([c, 'solver_id'])}`;
+  const taskType = sql.fragment`${sql.identifier([c, 'task_type'])}`;
+  const { minScore, probationCanaries } = policy;
+  // With no probation and no threshold the reputation row is not read at all (the hot path).
+  if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)}`;
+  return sql.fragment`NOT ${quarantined(solverId)} AND COALESCE(
+    (SELECT r.canary_passes >= ${probationCanaries}::int AND ${scoreOf('r')} >= ${minScore}::float8
+     FROM solver_reputation r WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType}),
+    ${probationCanaries === 0 && PRIOR_SCORE >= minScore})`;
+}
+
+/**
+ * A CTE that adds an ended attempt (rows of `closed`: solver_id, task_type, latency_ms) to its
+ * solver's evidence: decays the counts to now, then adds a success or a failure; a completed attempt
+ * moves the latency average. An attempt the service ended (`counts` null) is not evidence. A canary's
+ * attempt does not count towards the next canary, and its success is counted by its verdict instead
+ * (judgeCanaryIn); its failure to answer counts like any failure. `reputed` returns the rows it wrote, and
+ * `canary_due` the solver it made due a canary by count (its count since the last canary reached the
+ * drawn one), announced on CANARY_DUE_CHANNEL when the transaction commits.
+ */
+export function recordOutcomeStep(counts: 'completed' | 'failed' | null) {
+  const succeeded = counts === 'completed';
+  const failed = counts === 'failed';
+  return sql.fragment`
+    reputed AS (
+      INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, latency_ms, since_canary, canary_due_after)
+      SELECT solver_id, task_type, CASE WHEN canary THEN 0 ELSE ${succeeded ? 1 : 0} END, ${failed ? 1 : 0},
+             ${succeeded ? sql.fragment`latency_ms` : sql.fragment`NULL`}, CASE WHEN canary THEN 0 ELSE 1 END,
+             CASE WHEN task_type = ANY(${sql.array([...CANARY_TASK_TYPES], 'text')}) THEN ${canaryDueAfter()} END
+      FROM (SELECT closed.*, EXISTS (SELECT 1 FROM canaries k WHERE k.task_id = closed.task_id) AS canary FROM closed) c
+      WHERE ${counts !== null}
+      ON CONFLICT (solver_id, task_type) DO UPDATE SET
+        successes = r.successes * ${decay('r')} + EXCLUDED.successes,
+        failures = r.failures * ${decay('r')} + EXCLUDED.failures,
+        latency_ms = COALESCE(r.latency_ms * ${1 - LATENCY_WEIGHT}::float8 + EXCLUDED.latency_ms * ${LATENCY_WEIGHT}::float8, EXCLUDED.latency_ms, r.latency_ms),
+        since_canary = r.since_canary + EXCLUDED.since_canary,
+        decayed_at = now()
+      RETURNING solver_id, task_type, since_canary, canary_due_after
+    ), canary_due AS (
+      SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM reputed WHERE since_canary = canary_due_after
+    )`;
+}
+
+/**
+ * A CTE that records a redundant run's verdict against both its solvers (rows of `pair`: solver_id,
+ * task_type): one more run each, and when they disagreed one more disagreement and DISAGREEMENT_WEIGHT
+ * failures each, decayed like every other count.
+ */
+export function recordRedundantRunStep(disagreed: boolean) {
+  return sql.fragment`
+    reputed AS (
+      INSERT INTO solver_reputation AS r (solver_id, task_type, failures, redundant_runs, disagreements)
+      SELECT solver_id, task_type, ${disagreed ? DISAGREEMENT_WEIGHT : 0}, 1, ${disagreed ? 1 : 0} FROM pair
+      ON CONFLICT (solver_id, task_type) DO UPDATE SET
+        successes = r.successes * ${decay('r')},
+        failures = r.failures * ${decay('r')} + EXCLUDED.failures,
+        redundant_runs = r.redundant_runs + 1,
+        disagreements = r.disagreements + EXCLUDED.disagreements,
+        decayed_at = now()
+    )`;
+}

@@ -1,0 +1,216 @@
+import type { WebTaskType } from '../schemas/domain';
+import { decodePngGray } from './png';
+
+/**
+ * How alike two solvers' results for one task are, per task type (docs/trust.md, "Redundant runs"):
+ * a number from 0 (nothing in common) to 1 (the same), and the threshold below which they disagree.
+ * The thresholds are low on purpose: pages change between two fetches and search backends differ, and
+ * what is looked for is a result made up, emptied or substituted, not drift.
+ */
+
+export const SIMILARITY_MEASURES = Object.freeze({
+  /** Jaccard of the sets of 3-word shingles of the normalised text. */
+  proxy_fetch: { measure: 'text_shingles', threshold: 0.3 },
+  /** The mean of the text's shingle Jaccard and the structure's (line kinds and depths, as multisets); 0 across formats. */
+  page_snapshot: { measure: 'snapshot_text_and_structure', threshold: 0.4 },
+  /** Shared normalised result URLs over the longer list's count. */
+  web_search: { measure: 'result_url_overlap', threshold: 0.2 },
+  /** 1 − Hamming distance / 64 of the 8 × 8 average hashes of the decoded pixels. */
+  screenshot: { measure: 'average_hash', threshold: 0.8 },
+} as const satisfies Record<WebTaskType, { measure: string; threshold: number }>);
+
+export interface Comparison {
+  measure: string;
+  threshold: number;
+  /** Null: the results could not be compared (e.g. an image that does not decode). */
+  similarity: number | null;
+  /** What each side looked like, for an admin to read. */
+  first: Record<string, unknown>;
+  second: Record<string, unknown>;
+}
+
+// What an admin sees of each text: enough to tell a made-up page from the real one.
+const EXCERPT_CHARS = 500;
+const SHINGLE_WORDS = 3;
+
+/** Compares two results of a web task type. */
+export function compareResults(taskType: WebTaskType, first: Record<string, unknown>, second: Record<string, unknown>): Comparison {
+  const { measure, threshold } = SIMILARITY_MEASURES[taskType];
+  const compared = COMPARE[taskType](first, second);
+  return { measure, threshold, ...compared, similarity: compared.similarity === null ? null : round(compared.similarity) };
+}
+
+type Compared = Omit<Comparison, 'measure' | 'threshold'>;
+
+const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string, unknown>) => Compared> = {
+  proxy_fetch: (a, b) => {
+    const [x, y] = [text(a.content), text(b.content)];
+    return { similarity: textSimilarity(x, y), first: { excerpt: x.slice(0, EXCERPT_CHARS) }, second: { excerpt: y.slice(0, EXCERPT_CHARS) } };
+  },
+  page_snapshot: (a, b) => {
+    const [x, y] = [snapshotText(a.snapshot), snapshotText(b.snapshot)];
+    // Both were asked for the payload's mode: a snapshot in another format is not that page's.
+    const sameFormat = a.snapshot_format === b.snapshot_format;
+    const structure = multisetJaccard(structureOf(x, String(a.snapshot_format)), structureOf(y, String(b.snapshot_format)));
+    const words = textSimilarity(x, y);
+    return {
+      similarity: sameFormat ? (words + structure) / 2 : 0,
+      first: { excerpt: x.slice(0, EXCERPT_CHARS), format: a.snapshot_format, text_similarity: round(words), structure_similarity: round(structure) },
+      second: { excerpt: y.slice(0, EXCERPT_CHARS), format: b.snapshot_format },
+    };
+  },
+  web_search: (a, b) => {
+    const [x, y] = [resultUrls(a.results), resultUrls(b.results)];
+    const longer = Math.max(x.size, y.size);
+    const shared = [...x].filter((url) => y.has(url)).length;
+    return { similarity: longer === 0 ? 1 : shared / longer, first: { urls: [...x].slice(0, 10) }, second: { urls: [...y].slice(0, 10) } };
+  },
+  screenshot: (a, b) => {
+    const [x, y] = [averageHash(a.image_base64), averageHash(b.image_base64)];
+    const describe = (result: Record<string, unknown>, hash: bigint | null) => ({ width: result.width, height: result.height, average_hash: hash === null ? null : hash.toString(16).padStart(16, '0') });
+    const similarity = x === null || y === null ? null : 1 - popcount(x ^ y) / 64;
+    return { similarity, first: describe(a, x), second: describe(b, y) };
+  },
+};
+
+const round = (value: number) => Math.round(value * 10_000) / 10_000;
+const text = (value: unknown) => (typeof value === 'string' ? value : '');
+
+/** A snapshot's text: a string as it is, an object (a tree) as its JSON. */
+function snapshotText(value: unknown): string {
+  if (typeof value === 'string') return value;
+  return value && typeof value === 'object' ? JSON.stringify(value, null, 1) : '';
+}
+
+/** Lower-case words (letters and digits of any script), markup and punctuation dropped. */
+export function words(value: string): string[] {
+  return value
+    .replace(/<[^>]*>/g, ' ')
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter(Boolean);
+}
+
+/**
+ * Jaccard of the two texts' sets of 3-word shingles (of single words when either has fewer than
+ * three): word order counts, so a page rebuilt from the same vocabulary does not pass. Two empty
+ * texts are the same.
+ */
+export function textSimilarity(a: string, b: string): number {
+  const [x, y] = [words(a), words(b)];
+  if (x.length === 0 && y.length === 0) return 1;
+  const size = Math.min(x.length, y.length) < SHINGLE_WORDS ? 1 : SHINGLE_WORDS;
+  return jaccard(shingles(x, size), shingles(y, size));
+}
+
+function shingles(tokens: string[], size: number): Set<string> {
+  const out = new Set<string>();
+  for (let i = 0; i + size <= tokens.length; i++) out.add(tokens.slice(i, i + size).join(' '));
+  return out;
+}
+
+function jaccard<T>(x: Set<T>, y: Set<T>): number {
+  if (x.size === 0 && y.size === 0) return 1;
+  let shared = 0;
+  for (const item of x) if (y.has(item)) shared++;
+  return shared / (x.size + y.size - shared);
+}
+
+/**
+ * The structure of a snapshot: per non-empty line, its depth (indentation) and kind: the role of an
+ * accessibility tree line (`- heading "…"`), or markdown's block kind (heading level, list item,
+ * quote, table row, code fence, image, paragraph).
+ */
+export function structureOf(snapshot: string, format: string): Map<string, number> {
+  const kinds = new Map<string, number>();
+  for (const line of snapshot.split('\n')) {
+    if (!line.trim()) continue;
+    const depth = Math.floor((line.length - line.trimStart().length) / 2);
+    const body = line.trim();
+    let kind: string;
+    if (format !== 'markdown') kind = /^-\s*([\w-]+)/.exec(body)?.[1] ?? 'text';
+    else if (/^#{1,6}\s/.test(body)) kind = `h${/^#+/.exec(body)![0].length}`;
+    else if (/^[-*+]\s/.test(body)) kind = 'li';
+    else if (/^\d+[.)]\s/.test(body)) kind = 'oli';
+    else if (body.startsWith('>')) kind = 'quote';
+    else if (body.startsWith('|')) kind = 'row';
+    else if (body.startsWith('```')) kind = 'code';
+    else if (body.startsWith('![')) kind = 'img';
+    else kind = 'p';
+    const key = `${depth}:${kind}`;
+    kinds.set(key, (kinds.get(key) ?? 0) + 1);
+  }
+  return kinds;
+}
+
+/** Σ min / Σ max of the counts: how much of two multisets is shared. */
+function multisetJaccard(x: Map<string, number>, y: Map<string, number>): number {
+  let shared = 0;
+  let total = 0;
+  for (const key of new Set([...x.keys(), ...y.keys()])) {
+    shared += Math.min(x.get(key) ?? 0, y.get(key) ?? 0);
+    total += Math.max(x.get(key) ?? 0, y.get(key) ?? 0);
+  }
+  return total === 0 ? 1 : shared / total;
+}
+
+const TRACKING_PARAM = /^(utm_|fbclid$|gclid$|ref$)/;
+
+/** A result URL as two engines listing the same page would agree on: no scheme, `www.`, fragment, tracking or trailing slash. */
+export function normaliseUrl(raw: string): string {
+  try {
+    const url = new URL(raw.trim());
+    const host = url.hostname.toLowerCase().replace(/^www\./, '');
+    const params = [...url.searchParams].filter(([key]) => !TRACKING_PARAM.test(key)).sort(([a], [b]) => a.localeCompare(b));
+    const query = params.length ? `?${new URLSearchParams(params).toString()}` : '';
+    return `${host}${url.pathname.replace(/\/+$/, '')}${query}`;
+  } catch {
+    return raw.trim().toLowerCase();
+  }
+}
+
+function resultUrls(results: unknown): Set<string> {
+  if (!Array.isArray(results)) return new Set();
+  return new Set(results.flatMap((result) => (result && typeof result === 'object' && typeof result.url === 'string' ? [normaliseUrl(result.url)] : [])));
+}
+
+const HASH_SIDE = 8;
+
+/**
+ * The 64-bit average hash of a base64 PNG: its luminance averaged over an 8 × 8 grid of cells, one bit
+ * per cell, set where the cell is brighter than the mean of all cells. Scaling, recompression and small
+ * changes leave most bits as they are; another page does not. Null when the image does not decode.
+ */
+export function averageHash(imageBase64: unknown): bigint | null {
+  if (typeof imageBase64 !== 'string') return null;
+  const image = decodePngGray(Buffer.from(imageBase64, 'base64'));
+  if (!image) return null;
+  const sums = new Float64Array(HASH_SIDE * HASH_SIDE);
+  const counts = new Float64Array(HASH_SIDE * HASH_SIDE);
+  for (let y = 0; y < image.height; y++) {
+    const cy = Math.min(HASH_SIDE - 1, Math.floor((y * HASH_SIDE) / image.height));
+    for (let x = 0; x < image.width; x++) {
+      const cell = cy * HASH_SIDE + Math.min(HASH_SIDE - 1, Math.floor((x * HASH_SIDE) / image.width));
+      sums[cell] += image.pixels[y * image.width + x];
+      counts[cell] += 1;
+    }
+  }
+  // An image smaller than the grid leaves cells empty: each takes its nearest pixel's value instead.
+  const cells = Array.from(sums, (sum, cell) => {
+    if (counts[cell] > 0) return sum / counts[cell];
+    const x = Math.min(image.width - 1, Math.floor((((cell % HASH_SIDE) + 0.5) * image.width) / HASH_SIDE));
+    const y = Math.min(image.height - 1, Math.floor(((Math.floor(cell / HASH_SIDE) + 0.5) * image.height) / HASH_SIDE));
+    return image.pixels[y * image.width + x];
+  });
+  const mean = cells.reduce((sum, value) => sum + value, 0) / cells.length;
+  return cells.reduce((hash, value, cell) => (value > mean ? hash | (1n << BigInt(cell)) : hash), 0n);
+}
+
+function popcount(value: bigint): number {
+  let count = 0;
+  for (let rest = value; rest > 0n; rest >>= 1n) count += Number(rest & 1n);
+  return count;
+}
+
+/** Whether a comparison is a disagreement: a similarity below its type's threshold. */
+export const disagrees = (comparison: Comparison) => comparison.similarity !== null && comparison.similarity < comparison.threshold;

@@ -1,0 +1,245 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW } from '../src/trust/chat-audit';
+import { honestAnswer } from './support/chat-answers';
+import { FakeSolver, strongChat, suiteSolvers, talker, waitFor, type TaskFrame } from './support/fake-solver';
+import { parsePrometheusText, sampleValue } from './support/prometheus-text';
+import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+
+/**
+ * Chat audits (docs/trust.md, "Chat audits"): a strong-tier chat solver that answers audit prompts
+ * wrongly is quarantined by its second failed audit and gets no client chat after; an honest one passes
+ * every audit over many chats; the platform account alone pays for audits.
+ */
+
+let stack: TestStack;
+const admin = { 'X-Admin-API-Key': ADMIN_KEY };
+jest.setTimeout(240_000);
+
+/** A stack with this trust policy for the tests of one describe block (the policy is per process). */
+function stackWith(env: Record<string, string>) {
+  beforeAll(async () => {
+    stack = await startTestStack({ env });
+    // Audits are paid from the platform's own points (each held at a client's default chat cap, 100).
+    const funded = await api(stack.url, 'POST', '/v1/admin/deposit', { body: { account_id: PLATFORM_ACCOUNT_ID, amount_points: '1000' }, headers: admin });
+    expect(funded.status).toBe(200);
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+  return suiteSolvers(() => stack.url);
+}
+
+/** A strong-tier solver whose model answers what it is asked (test/support/chat-answers.ts). */
+function honest(frame: TaskFrame, self: FakeSolver) {
+  self.send({ type: 'accept', attempt_id: frame.attempt_id });
+  const answer = honestAnswer(frame.payload);
+  answer.deltas.forEach((delta) => self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta }));
+  const finishReason = answer.deltas[0]?.tool_calls ? 'tool_calls' : 'stop';
+  self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: finishReason, usage: answer.usage, model: 'gpt-4o' } });
+}
+
+/** Claims gpt-4o, answers everything with the same line (a cheaper model, or none at all). */
+const parrot = talker(['I am a ', 'helpful model'], { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 });
+
+const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
+const chatOf = (trust: { reputation: { task_type: string }[] }) => trust.reputation.find((row) => row.task_type === 'chat_completion') as Record<string, any> | undefined;
+
+const chat = (auth: Record<string, string>) =>
+  api(stack.url, 'POST', '/v1/chat/completions', { body: { model: 'strong', messages: [{ role: 'user', content: 'Say hello.' }], temperature: 0 }, headers: auth });
+
+/** Waits until the solver has no audit open and none due by count (a quarantined solver is sent none). */
+const auditsSettled = (solverId: string) =>
+  waitFor(async () =>
+    stack.db.oneFirst(sql.type(z.object({ settled: z.boolean() }))`
+      SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE solver_id = ${solverId} AND verdict IS NULL)
+         AND (NOT EXISTS (SELECT 1 FROM solver_reputation WHERE solver_id = ${solverId} AND since_canary >= canary_due_after)
+              OR EXISTS (SELECT 1 FROM solver_quarantines WHERE solver_id = ${solverId} AND cleared_at IS NULL)) AS settled`),
+    // A due audit starts as the attempt that made it due commits (canary_due), then runs like any task.
+    45_000,
+  );
+
+/** The solver's count of chat attempts since its last audit, and the count at which the next is due. */
+const countsOf = async (solverId: string) =>
+  stack.db.maybeOne(sql.type(z.object({ since: z.number(), due: z.number().nullable() }))`
+    SELECT since_canary AS since, canary_due_after AS due FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = 'chat_completion'`);
+
+/** Attempts the API node sent as it handed their task a freed slot, then taken over by their activity. */
+const handedEarly = async () => {
+  const response = await fetch(`${stack.url}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_KEY}` } });
+  return sampleValue(parsePrometheusText(await response.text()), 'marketplace_early_attempts_total', { occasion: 'handed', end: 'taken_over' });
+};
+
+const auditTaskIds = async (solverId: string) =>
+  new Set(await stack.db.anyFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM canaries WHERE solver_id = ${solverId}`));
+
+describe('with probation', () => {
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: '3' });
+
+  test(`a solver that answers audits wrongly is quarantined by its ${CHAT_AUDIT_QUARANTINE_FAILURES}nd audit, before any client chat, and gets none after`, async () => {
+    const cheat = await startSolver({ behaviour: parrot, capabilities: strongChat() });
+    const trust = await waitFor(async () => {
+      const found = await trustOf(cheat.solverId);
+      return found.quarantined ? found : null;
+    }, 60_000);
+    // On probation: the two audits were the only tasks it was ever sent; the first failure sent the second at once.
+    expect(cheat.received).toHaveLength(CHAT_AUDIT_QUARANTINE_FAILURES);
+    expect(cheat.received.every((frame) => frame.task_type === 'chat_completion' && frame.payload.model === 'service/strong')).toBe(true);
+    const [quarantine] = trust.quarantines;
+    expect(quarantine).toMatchObject({ reason: 'chat_audit_failed', task_type: 'chat_completion', cleared_at: null });
+    expect(quarantine.evidence).toMatchObject({ failed_audits: CHAT_AUDIT_QUARANTINE_FAILURES, of_last: CHAT_AUDIT_WINDOW, usage: { prompt_tokens: 12 } });
+    expect(quarantine.evidence.returned_excerpt).toBe('I am a helpful model');
+    expect(quarantine.evidence.problems.length).toBeGreaterThan(0);
+    expect(chatOf(trust)).toMatchObject({ canary_failures: 2, canary_passes: 0, client_work: false });
+    // The quarantining audit's payout is held (1 + 2 × 17 / 1000, less the 10 % fee); the first one's was settled before.
+    expect(trust).toMatchObject({ held_points: '0.9306', held_tasks: 1 });
+
+    // No client chat reaches it.
+    const client = await registerAccount(stack.url, '500');
+    const refused = await chat(client.auth);
+    expect(refused.status).not.toBe(200);
+    expect(refused.json.error.type).toBe('no_strong_solver_available');
+    expect(cheat.received).toHaveLength(CHAT_AUDIT_QUARANTINE_FAILURES);
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
+  test('an honest solver passes every audit over many chats and is never quarantined; the platform alone pays for audits', async () => {
+    const solver = await startSolver({ behaviour: honest, capabilities: strongChat() });
+    // On probation until its first audit passes.
+    await waitFor(async () => chatOf(await trustOf(solver.solverId))?.client_work === true, 60_000);
+    const client = await registerAccount(stack.url, '1000');
+    const CHATS = 30;
+    for (let i = 0; i < CHATS; i++) {
+      const answered = await chat(client.auth);
+      expect(answered.status).toBe(200);
+      // A due audit starts as the chat that made it due ends; each is let through before the next chat.
+      await auditsSettled(solver.solverId);
+    }
+    const trust = await trustOf(solver.solverId);
+    expect(trust.quarantined).toBe(false);
+    expect(trust.held_points).toBe('0');
+    // 1 on probation, then one every 1 to 5 chats (mean 3): at least 30 / 5 more.
+    expect(chatOf(trust)!.canary_passes).toBeGreaterThanOrEqual(1 + CHATS / 5);
+    expect(chatOf(trust)).toMatchObject({ canary_failures: 0, client_work: true });
+    const audits = await auditTaskIds(solver.solverId);
+    expect(solver.received).toHaveLength(CHATS + audits.size);
+    // Every kind of audit was asked and judged with no problem found.
+    const judged = await stack.db.any(sql.type(z.object({ kind: z.string(), problems: z.array(z.string()), verdict: z.string() }))`
+      SELECT audit ->> 'kind' AS kind, audit -> 'problems' AS problems, verdict FROM canaries WHERE solver_id = ${solver.solverId}`);
+    expect(judged.every((row) => row.verdict === 'passed' && row.problems.length === 0)).toBe(true);
+
+    // On the wire an audit is a client's chat: the same frame fields and, but for the offered tools, the same payload fields.
+    const auditFrame = solver.received.find((frame) => audits.has(frame.task_id) && !frame.payload.tools)!;
+    const clientFrame = solver.received.find((frame) => !audits.has(frame.task_id))!;
+    // (Unless every audit drawn was a tool call: about (1/3)^7.)
+    if (auditFrame) {
+      expect(Object.keys(auditFrame).sort()).toEqual(Object.keys(clientFrame).sort());
+      expect(Object.keys(auditFrame.payload).sort()).toEqual(Object.keys(clientFrame.payload).sort());
+    }
+
+    // Audits are held and paid from the platform account only; the client paid for its own chats only.
+    const payers = await stack.db.anyFirst(sql.type(z.object({ account_id: z.string() }))`
+      SELECT DISTINCT e.account_id FROM ledger_entries e JOIN canaries k ON k.task_id = e.hold_id WHERE e.kind IN ('hold', 'capture')`);
+    expect(payers).toEqual([PLATFORM_ACCOUNT_ID]);
+    const clientSpent = await stack.db.oneFirst(sql.type(z.object({ spent: z.string() }))`
+      SELECT trim_scale(sum(price_points))::text AS spent FROM tasks WHERE account_id = ${client.account_id}`);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: clientSpent, held_points: '0' });
+    expect(await balanceFromEntries(stack.db, PLATFORM_ACCOUNT_ID)).toEqual(await getBalance(stack.db, PLATFORM_ACCOUNT_ID));
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
+  test('a standard-tier chat capability is not audited', async () => {
+    const standard = await startSolver({ capabilities: strongChat().map((capability) => ({ ...capability, tier: 'standard' })), behaviour: honest });
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    expect(standard.received).toHaveLength(0);
+  });
+});
+
+describe('without probation', () => {
+  const EVERY = 3;
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '0', CANARY_EVERY_TASKS: String(EVERY) });
+
+  test(`a solver that answers audits wrongly serves at most ${2 * EVERY - 1} client chats before its ${CHAT_AUDIT_QUARANTINE_FAILURES}nd failed audit quarantines it, and none after`, async () => {
+    const cheat = await startSolver({ behaviour: parrot, capabilities: strongChat() });
+    const client = await registerAccount(stack.url, '500');
+    let served = 0;
+    for (;;) {
+      const answered = await chat(client.auth);
+      if (answered.status !== 200) {
+        expect(answered.json.error.type).toBe('no_strong_solver_available');
+        break;
+      }
+      served += 1;
+      expect(served).toBeLessThanOrEqual(2 * EVERY - 1);
+      await auditsSettled(cheat.solverId);
+    }
+    const trust = await trustOf(cheat.solverId);
+    expect(trust.quarantined).toBe(true);
+    expect(chatOf(trust)).toMatchObject({ canary_failures: CHAT_AUDIT_QUARANTINE_FAILURES });
+    expect(cheat.received).toHaveLength(served + CHAT_AUDIT_QUARANTINE_FAILURES);
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
+  test("an audit waiting for its solver's busy slot is sent by the node that hands it the slot, its deltas assembled, and an honest solver passes it", async () => {
+    // Client chats ask "Say hello <i>."; the solver holds each until the test releases it, and answers audits at once.
+    const isClient = (frame: TaskFrame) => /^Say hello/.test(String((frame.payload.messages as { content: string }[])[0]?.content));
+    const held = new Map<string, () => void>();
+    const solver = await startSolver({
+      capabilities: strongChat().map((capability) => ({ ...capability, max_concurrent: 1 })),
+      behaviour: async (frame, self) => {
+        if (isClient(frame)) await new Promise<void>((resolve) => held.set(frame.task_id, resolve));
+        honest(frame, self);
+      },
+    });
+    const client = await registerAccount(stack.url, '500');
+    const ask = (i: number) =>
+      api(stack.url, 'POST', '/v1/chat/completions', { body: { model: 'strong', messages: [{ role: 'user', content: `Say hello ${i}.` }], temperature: 0 }, headers: client.auth });
+    const frameOf = (i: number) => waitFor(() => solver.received.find((frame) => (frame.payload.messages as { content: string }[])[0]?.content === `Say hello ${i}.`), 30_000);
+    // Client chats one at a time until the next one to end makes the solver due an audit.
+    for (let i = 0; ; i++) {
+      expect(i).toBeLessThan(6 * EVERY);
+      const counts = await countsOf(solver.solverId);
+      if (counts && counts.since + 1 === counts.due) break;
+      const pending = ask(i);
+      const frame = await frameOf(i);
+      await waitFor(() => held.has(frame.task_id));
+      held.get(frame.task_id)!();
+      expect((await pending).status).toBe(200);
+      await auditsSettled(solver.solverId);
+    }
+    // A holds the only slot and B waits for it; A's end makes the solver due, hands its slot to B, and
+    // the audit waits in the queue for the next one, with the strong-tier allowlist on its row.
+    const a = ask(100);
+    const frameA = await frameOf(100);
+    await waitFor(() => held.has(frameA.task_id));
+    const b = ask(101);
+    await waitFor(async () => (await stack.db.anyFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM task_queue WHERE task_type = 'chat_completion'`)).length === 1);
+    const before = await handedEarly();
+    held.get(frameA.task_id)!();
+    const frameB = await frameOf(101);
+    const waiting = await waitFor(() =>
+      stack.db.maybeOne(sql.type(z.object({ task_id: z.string(), strong_models: z.array(z.string()).nullable() }))`
+        SELECT q.task_id, q.strong_models FROM task_queue q JOIN canaries k USING (task_id) WHERE k.solver_id = ${solver.solverId}`),
+    );
+    expect(waiting.strong_models).toEqual(expect.arrayContaining(['gpt-4o']));
+    await waitFor(() => held.has(frameB.task_id));
+    // B was handed A's slot on this node, which serves its client: sent at once, then taken over.
+    await waitFor(async () => (await handedEarly()) === before + 1);
+    // B's end hands the slot to the audit, and this node, holding the solver's socket, sends it at once.
+    held.get(frameB.task_id)!();
+    await waitFor(() => solver.received.find((frame) => frame.task_id === waiting.task_id), 30_000, 20);
+    const verdict = await waitFor(() =>
+      stack.db.maybeOne(sql.type(z.object({ verdict: z.string(), problems: z.array(z.string()) }))`
+        SELECT verdict, audit -> 'problems' AS problems FROM canaries WHERE task_id = ${waiting.task_id} AND verdict IS NOT NULL`),
+    );
+    expect(verdict).toEqual({ verdict: 'passed', problems: [] });
+    expect(await handedEarly()).toBe(before + 2);
+    const stored = await stack.db.oneFirst(sql.type(z.object({ result: z.record(z.any()) }))`SELECT result FROM tasks WHERE task_id = ${waiting.task_id}`);
+    expect(stored.message).toMatchObject({ role: 'assistant' });
+    expect((await a).status).toBe(200);
+    expect((await b).status).toBe(200);
+    await auditsSettled(solver.solverId);
+    expect((await trustOf(solver.solverId)).quarantined).toBe(false);
+  });
+});

@@ -1,0 +1,46 @@
+"""Drives one call of the installed Firecrawl Python SDK (firecrawl-py 1.x or 4.x, whichever PYTHONPATH
+names) against the service, as a user's program would, and prints what the SDK returned as JSON.
+
+Usage: python firecrawl_sdk.py '<json request>' with {"api_url", "api_key", "call": "scrape"|"search", ...}.
+An exception raised by the SDK is printed as {"raised": class name, "message", "status"}.
+"""
+import json
+import sys
+
+import firecrawl
+
+
+def plain(value):
+    """Pydantic models (4.x) and dicts (1.x) alike as JSON-ready values, absent fields left out."""
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True)
+    if isinstance(value, list):
+        return [plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items() if item is not None}
+    return value
+
+
+def main():
+    request = json.loads(sys.argv[1])
+    major = int(firecrawl.__version__.split(".")[0])
+    try:
+        if major >= 4:
+            client = firecrawl.Firecrawl(api_key=request["api_key"], api_url=request["api_url"])
+            if request["call"] == "scrape":
+                result = client.scrape(request["url"], **request.get("options", {}))
+            else:
+                result = client.search(request["query"], **request.get("options", {}))
+        else:
+            client = firecrawl.FirecrawlApp(api_key=request["api_key"], api_url=request["api_url"])
+            if request["call"] == "scrape":
+                result = client.scrape_url(request["url"], params=request.get("options", {}))
+            else:
+                result = client.search(request["query"], params=request.get("options", {}))
+        print(json.dumps({"version": firecrawl.__version__, "result": plain(result)}))
+    except Exception as error:  # the test asserts on what the SDK raised
+        status = getattr(error, "status_code", None)
+        print(json.dumps({"version": firecrawl.__version__, "raised": type(error).__name__, "message": str(error), "status": status}))
+
+
+main()

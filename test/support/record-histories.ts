@@ -1,0 +1,136 @@
+/**
+ * Records the workflow histories that test/workflow-replay.test.ts replays: the task workflow of a given
+ * version of the code, run through scripted scenarios on an embedded Temporal dev server.
+ *
+ *   node --import tsx test/support/record-histories.ts <label> [<checkout>]
+ *
+ * `<checkout>` is a checkout of the version to record (default: this one), e.g. made with
+ * `git worktree add /tmp/v <commit>` and node_modules linked into it. Histories are written to
+ * test/fixtures/histories/<label>--<scenario>.json. Record a version before a change that adds or
+ * removes a `patched()` marker, so the replay test proves the new code still runs its workflows.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { temporal as proto } from '@temporalio/proto';
+import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { loadConfig } from '../../src/config';
+import { resolveTemporalCli, startEmbeddedTemporal } from '../../src/embedded/temporal';
+import { createLogger } from '../../src/logger';
+import { solverReportedFailure } from '../../src/tasks/lifecycle';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../workflows/contract';
+import { taskInput, untilCancelled, WorkflowHarness } from './workflow-harness';
+
+export const HISTORIES_DIR = path.resolve(__dirname, '../fixtures/histories');
+
+/**
+ * A history as written here, ready to replay. (Stored as protobuf's plain JSON; the SDK's own JSON reader
+ * needs the protobufjs its package pins, which npm may not hoist.)
+ */
+export const loadHistory = (json: unknown) => proto.api.history.v1.History.fromObject(json as object);
+
+type Scenario = (harness: WorkflowHarness, taskId: string) => Promise<unknown>;
+
+/** Each scenario takes the workflow down one of its branches, including every `patched()` marker's. */
+export const SCENARIOS: Record<string, Scenario> = {
+  'web-reassigned': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async (input) => (input.attemptId.endsWith('.a1') ? solverReportedFailure({ type: 'flaky', message: 'flaky' }, true, 0) : { ok: true, chunks: 0, status: 'completed' }),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'web-timed-out': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', taskInput(taskId, { timeoutSeconds: 1 }), {});
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'web-admin-completed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: untilCancelled(),
+    });
+    await harness.dispatched();
+    await handle.signal(adminCompleteSignal, { solverId: 'solver-admin', result: { results: [] } });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // The `slot-handed-by-signal` marker: a task that finds no slot waits until one is handed to it (earlier
+  // versions asked again after a pause, and find the slot reserved for them then).
+  'web-queued': async (harness, taskId) => {
+    const slot = harness.assignment(taskId, 1);
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: () => (harness.calls.reserved.length > 1 ? { assignment: slot } : { assignment: null, untriedOnline: 1, finishedAs: null, queued: true }),
+    });
+    while (harness.calls.reserved.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await handle.signal(slotHandedSignal, { attemptNumber: 1, assignment: slot });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'web-cancelled-running': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: untilCancelled(),
+    });
+    await harness.dispatched();
+    await handle.signal(cancelTaskSignal);
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'web-cancelled-queued': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {});
+    while (harness.calls.reserved.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    await handle.signal(cancelTaskSignal);
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // The `fence-lost-chat-attempt` marker: a chat attempt lost with its node, the client node asked.
+  'chat-lost-attempt': async (harness, taskId) => {
+    const stream = { clientNodeId: harness.nodeId, completionId: `chatcmpl-${taskId}` };
+    const handle = await harness.start('chatCompletionWorkflow', taskInput(taskId, { taskType: 'chat_completion', stream }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async (input) => {
+        if (input.attemptId.endsWith('.a1')) throw ApplicationFailure.nonRetryable('node went away');
+        return { ok: true, chunks: 1, status: 'completed' };
+      },
+      fence: () => 0,
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+};
+
+async function main() {
+  const [label, checkout = path.resolve(__dirname, '../..')] = process.argv.slice(2);
+  if (!label) throw new Error('usage: record-histories.ts <label> [<checkout>]');
+  const logger = createLogger('warn', 'record-histories');
+  const config = loadConfig();
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'record-histories-'));
+  const temporal = await startEmbeddedTemporal({ cli: resolveTemporalCli(config.rootDir, config.temporalCli), dir, namespace: 'default', logger, ui: false });
+  const bundle = await bundleWorkflowCode({ workflowsPath: path.join(checkout, 'workflows/index.ts') });
+  const harness = await WorkflowHarness.start(temporal.address, bundle);
+  fs.mkdirSync(HISTORIES_DIR, { recursive: true });
+  try {
+    for (const [name, scenario] of Object.entries(SCENARIOS)) {
+      const history = await scenario(harness, `task_${name.replace(/-/g, '_')}`);
+      const file = path.join(HISTORIES_DIR, `${label}--${name}.json`);
+      const json = proto.api.history.v1.History.toObject(proto.api.history.v1.History.fromObject(history as object), { longs: String, enums: String, bytes: String });
+      // What is written must load and replay on the code that made it.
+      await Worker.runReplayHistory({ workflowBundle: bundle }, loadHistory(json));
+      fs.writeFileSync(file, `${JSON.stringify(json, null, 1)}\n`);
+      console.log(`wrote ${path.relative(process.cwd(), file)}`);
+    }
+  } finally {
+    await harness.close();
+    await temporal.stop();
+  }
+}
+
+if (require.main === module) {
+  main().catch((error) => {
+    console.error(error);
+    process.exit(1);
+  });
+}

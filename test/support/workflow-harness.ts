@@ -1,0 +1,164 @@
+import crypto from 'node:crypto';
+import { Context } from '@temporalio/activity';
+import type { Client, WorkflowHandle } from '@temporalio/client';
+import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
+import type { temporal } from '@temporalio/proto';
+import pino from 'pino';
+import type { DispatchInput } from '../../activities/dispatch';
+import type { AttemptEnd, Completion, Reservation, ReserveAttemptInput } from '../../src/db/tasks';
+import type { Assignment, AttemptReport, TaskFailure, TaskState } from '../../src/tasks/lifecycle';
+import { createTemporalClient } from '../../src/temporal/connection';
+import { installTemporalRuntime } from '../../src/temporal/runtime';
+import { nodeTaskQueue, type TaskWorkflowInput, type TaskWorkflowResult } from '../../workflows/contract';
+
+/**
+ * The task workflow on the real Temporal dev server with its activities replaced by scripts: each test
+ * says what matching, the node's dispatch and the client's node answer, and reads back what the
+ * workflow asked of them. (The SDK's time-skipping test server is a separate download this machine
+ * cannot make, so deadlines here are real, and kept to a second or two.)
+ */
+
+export interface Script {
+  /** Matching: the assignment for an attempt, or none (no solver free). */
+  reserve?(input: ReserveAttemptInput): Reservation;
+  /** The node's dispatch of an attempt. Throwing fails the activity (a node lost, as the workflow sees it). */
+  dispatch?(input: DispatchInput): Promise<AttemptReport>;
+  /** How many deltas of a lost chat attempt reached the client. */
+  fence?(input: { completionId: string; attemptId: string }): number | null;
+}
+
+export interface Calls {
+  reserved: ReserveAttemptInput[];
+  dispatched: DispatchInput[];
+  closed: AttemptEnd[];
+  finished: TaskFailure[];
+  completedByAdmin: Completion[];
+  fenced: string[];
+}
+
+const NODE_ID = 'node-under-test';
+
+export function taskInput(taskId: string, overrides: Partial<TaskWorkflowInput> = {}): TaskWorkflowInput {
+  return { taskId, taskType: 'proxy_fetch', maxPricePoints: '10', timeoutSeconds: 30, maxAttempts: 3, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000, ...overrides };
+}
+
+/**
+ * A dispatch that runs (heartbeating) until Temporal cancels it, as a solver at work would, then calls
+ * `onCancelled` and reports the cancellation.
+ */
+export function untilCancelled(onCancelled: () => void = () => undefined): () => Promise<AttemptReport> {
+  return async () => {
+    const context = Context.current();
+    const beat = setInterval(() => context.heartbeat(), 200);
+    try {
+      await new Promise((resolve) => context.cancellationSignal.addEventListener('abort', resolve));
+      onCancelled();
+      throw context.cancellationSignal.reason;
+    } finally {
+      clearInterval(beat);
+    }
+  };
+}
+
+/** Runs workflows of one bundle on their own task queues (one per harness), against stub activities. */
+export class WorkflowHarness {
+  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [] };
+  private script: Script = {};
+  private running: Promise<void>[] = [];
+  private constructor(
+    private readonly connection: NativeConnection,
+    readonly client: Client,
+    private readonly workers: Worker[],
+    private readonly taskQueue: string,
+    private readonly nodeQueue: string,
+  ) {}
+
+  static async start(temporalAddress: string, bundle: WorkflowBundleWithSourceMap | { codePath: string }): Promise<WorkflowHarness> {
+    const logger = pino({ level: 'warn' });
+    installTemporalRuntime(logger);
+    const connection = await NativeConnection.connect({ address: temporalAddress });
+    const client = await createTemporalClient(temporalAddress, 'default');
+    // The harness is created before the workers, whose activities call into it.
+    const holder: { harness?: WorkflowHarness } = {};
+    const me = () => holder.harness!;
+    const taskQueue = `workflow-test-${crypto.randomBytes(4).toString('hex')}`;
+    const nodeQueue = nodeTaskQueue(`${NODE_ID}-${taskQueue}`);
+    const workflows = await Worker.create({
+      connection,
+      taskQueue,
+      workflowBundle: bundle,
+      activities: {
+        async reserveAttempt(input: ReserveAttemptInput) {
+          me().calls.reserved.push(input);
+          return me().script.reserve?.(input) ?? { assignment: null, untriedOnline: 1, finishedAs: null };
+        },
+        async closeAttempt(input: AttemptEnd) {
+          me().calls.closed.push(input);
+          return true;
+        },
+        async finishTaskWithoutResult(input: { taskId: string } & TaskFailure) {
+          me().calls.finished.push({ status: input.status, error: input.error });
+          return { applied: true, status: input.status };
+        },
+        async completeTask(input: { taskId: string; completion: Completion }) {
+          me().calls.completedByAdmin.push(input.completion);
+          return { applied: true, status: 'completed' satisfies TaskState };
+        },
+      },
+    });
+    const node = await Worker.create({
+      connection,
+      taskQueue: nodeQueue,
+      activities: {
+        async dispatchAttempt(input: DispatchInput): Promise<AttemptReport> {
+          me().calls.dispatched.push(input);
+          const dispatch = me().script.dispatch;
+          if (!dispatch) return { ok: true, chunks: 0, status: 'completed' };
+          return dispatch(input);
+        },
+        async fenceChatAttempt(input: { completionId: string; attemptId: string }) {
+          me().calls.fenced.push(input.attemptId);
+          return me().script.fence?.(input) ?? 0;
+        },
+      },
+    });
+    const harness = new WorkflowHarness(connection, client, [workflows, node], taskQueue, nodeQueue);
+    holder.harness = harness;
+    harness.running = [workflows.run(), node.run()];
+    return harness;
+  }
+
+  /** The node id whose queue this harness's dispatch stub serves (assignments must name it). */
+  get nodeId() {
+    return this.nodeQueue.replace(/^node-/, '');
+  }
+
+  assignment(taskId: string, attemptNumber: number, solverId = `solver-${attemptNumber}`): Assignment {
+    return { attemptId: `${taskId}.a${attemptNumber}`, solverId, nodeId: this.nodeId, pricePoints: '1', billingType: 'per_request', marginalCost: '0', modelName: 'm' };
+  }
+
+  /** Starts a workflow with a fresh script and fresh call records. */
+  async start(workflow: 'taskWorkflow' | 'chatCompletionWorkflow', input: TaskWorkflowInput, script: Script): Promise<WorkflowHandle> {
+    this.script = script;
+    for (const list of Object.values(this.calls)) list.length = 0;
+    return this.client.workflow.start(workflow, { taskQueue: this.taskQueue, workflowId: `${input.taskId}-${crypto.randomBytes(3).toString('hex')}`, args: [input] });
+  }
+
+  async run(workflow: 'taskWorkflow' | 'chatCompletionWorkflow', input: TaskWorkflowInput, script: Script): Promise<{ result: TaskWorkflowResult; history: temporal.api.history.v1.IHistory }> {
+    const handle = await this.start(workflow, input, script);
+    const result = (await handle.result()) as TaskWorkflowResult;
+    return { result, history: await handle.fetchHistory() };
+  }
+
+  /** Resolves once the workflow has dispatched an attempt. */
+  async dispatched(): Promise<void> {
+    while (this.calls.dispatched.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+
+  async close(): Promise<void> {
+    for (const worker of this.workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+    await Promise.allSettled(this.running);
+    await this.client.connection.close();
+    await this.connection.close();
+  }
+}

@@ -1,0 +1,321 @@
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { FakeSolver, suiteSolvers, waitFor, type TaskFrame } from './support/fake-solver';
+import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { BrowserPool } from '../src/solver/browser/browser-pool';
+import { createScreenshotHandler } from '../src/solver/handlers/screenshot';
+
+/**
+ * Trust (docs/trust.md): canaries catch a solver that makes pages up, quarantine it before it gets any
+ * client task (probation), hold what it earned, and leave an honest solver alone over many tasks; the
+ * platform account alone pays for canaries. Every stack here sweeps for due canaries once an hour
+ * only: each canary is sent because the transaction that made it due said so.
+ */
+
+const PROBATION_CANARIES = 1;
+const CANARY_EVERY_TASKS = 4;
+
+let stack: TestStack;
+const admin = { 'X-Admin-API-Key': ADMIN_KEY };
+
+/** A stack with this trust policy for the tests of one describe block (the policy is per process). */
+jest.setTimeout(180_000);
+
+function stackWith(env: Record<string, string>) {
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { CANARY_SWEEP_SECONDS: '3600', ...env } });
+    // Canaries are paid from the platform's own points.
+    const funded = await api(stack.url, 'POST', '/v1/admin/deposit', { body: { account_id: PLATFORM_ACCOUNT_ID, amount_points: '1000' }, headers: admin });
+    expect(funded.status).toBe(200);
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+  return suiteSolvers(() => stack.url);
+}
+
+/** A solver that fetches the page it is given and returns its text. */
+async function honest(frame: TaskFrame, self: FakeSolver) {
+  self.send({ type: 'accept', attempt_id: frame.attempt_id });
+  const url = String(frame.payload.url);
+  const page = await (await fetch(url)).text();
+  const text = page.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').trim();
+  const result =
+    frame.task_type === 'page_snapshot'
+      ? { url, snapshot: text, snapshot_format: 'markdown', title: 'Page' }
+      : { url, final_url: url, status_code: 200, content_type: 'markdown', content: text, title: 'Page' };
+  self.send({ type: 'result', attempt_id: frame.attempt_id, result });
+}
+
+const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
+
+/** Waits until the solver has no canary open and none due by count (a quarantined solver is sent none). */
+const canariesSettled = (solverId: string) =>
+  waitFor(async () =>
+    stack.db.oneFirst(sql.type(z.object({ settled: z.boolean() }))`
+      SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE solver_id = ${solverId} AND verdict IS NULL)
+         AND (NOT EXISTS (SELECT 1 FROM solver_reputation WHERE solver_id = ${solverId} AND since_canary >= canary_due_after)
+              OR EXISTS (SELECT 1 FROM solver_quarantines WHERE solver_id = ${solverId} AND cleared_at IS NULL)) AS settled`),
+    // A due canary starts as the attempt that made it due commits, then runs like any task: slow on a busy machine.
+    45_000,
+  );
+
+/** The solver's count of attempts since its last canary, and the count at which the next is due. */
+const countsOf = async (solverId: string) =>
+  stack.db.maybeOne(sql.type(z.object({ since: z.number(), due: z.number().nullable() }))`
+    SELECT since_canary AS since, canary_due_after AS due FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = 'proxy_fetch'`);
+
+const isCanary = (frame: TaskFrame) => String(frame.payload.url).includes('/canary/');
+
+/** A behaviour that answers canaries honestly at once and holds each client task until the test releases it. */
+function gated() {
+  const held = new Map<string, () => void>();
+  const behaviour = async (frame: TaskFrame, self: FakeSolver) => {
+    if (!isCanary(frame)) await new Promise<void>((resolve) => held.set(frame.task_id, resolve));
+    await honest(frame, self);
+  };
+  return { behaviour, release: (taskId: string) => held.get(taskId)!() };
+}
+
+describe('with probation', () => {
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: String(PROBATION_CANARIES), CANARY_EVERY_TASKS: String(CANARY_EVERY_TASKS) });
+
+  test('a solver that makes pages up is quarantined by its first canary, gets no client task, and its earnings are held', async () => {
+    // The scripted 'ok' behaviour answers every fetch with "# Hello", whatever the page says.
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'] });
+    const trust = await waitFor(async () => {
+      const found = await trustOf(cheat.solverId);
+      return found.quarantined ? found : null;
+    });
+    // Caught on probation: the canary was the only task it was ever sent.
+    expect(cheat.received).toHaveLength(1);
+    const [quarantine] = trust.quarantines;
+    expect(quarantine).toMatchObject({ reason: 'canary_failed', task_type: 'proxy_fetch', cleared_at: null });
+    expect(quarantine.evidence.returned_excerpt).toBe('# Hello');
+    expect(quarantine.evidence.expected_token).toMatch(/^[0-9a-f]{32}$/);
+    // The canary's price (1) less the 10% fee, held on the solver's account.
+    expect(trust).toMatchObject({ held_points: '0.9', held_tasks: 1 });
+    expect(trust.reputation[0]).toMatchObject({ task_type: 'proxy_fetch', canary_failures: 1, client_work: false });
+
+    // The admin list shows it with its evidence.
+    const listed = (await api(stack.url, 'GET', '/v1/admin/quarantines', { headers: admin })).json.quarantines;
+    expect(listed.find((q: { solver_id: string }) => q.solver_id === cheat.solverId)).toMatchObject({ held_points: '0.9', evidence: quarantine.evidence });
+
+    // No client work: with no other solver online the request is refused, and nothing reaches it.
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health` }, headers: client.auth });
+    expect(fetched.status).toBe(503);
+    expect(fetched.json.error.type).toBe('no_solver_available');
+    expect(cheat.received).toHaveLength(1);
+
+    // The solver sees its own quarantine and evidence.
+    const own = (await api(stack.url, 'GET', '/v1/solver/stats', { headers: { Authorization: `Bearer ${cheat.apiKey}` } })).json;
+    expect(own.trust).toMatchObject({ held_points: '0.9', quarantine: { reason: 'canary_failed' } });
+
+    // Clearing gives the held earnings back, once.
+    await cheat.close();
+    await cheat.offline();
+    const cleared = await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/clear`, { body: { note: 'test' }, headers: admin });
+    expect(cleared.status).toBe(200);
+    expect(cleared.json).toMatchObject({ released_points: '0.9', quarantine: { cleared_note: 'test' } });
+    const again = await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/clear`, { body: {}, headers: admin });
+    expect(again.status).toBe(404);
+    expect(again.json.error.type).toBe('quarantine_not_found');
+    const balance = await getBalance(stack.db, cheat.solverId);
+    expect(balance).toMatchObject({ available_points: '0.9', held_points: '0' });
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
+  test('a cleared solver on probation is sent a canary again as the clearing commits', async () => {
+    const solver = await startSolver({ taskTypes: ['proxy_fetch'] });
+    await waitFor(async () => (await trustOf(solver.solverId)).quarantined);
+    expect(solver.received).toHaveLength(1);
+    // It mends its ways; still connected, it is cleared, and its next canary is on its way at once.
+    solver.behaviour = honest;
+    const cleared = await api(stack.url, 'POST', `/v1/admin/solvers/${solver.solverId}/quarantine/clear`, { body: {}, headers: admin });
+    expect(cleared.status).toBe(200);
+    await waitFor(async () => (await trustOf(solver.solverId)).reputation[0]?.client_work === true, 30_000);
+    expect(solver.received).toHaveLength(2);
+    expect(solver.received.every(isCanary)).toBe(true);
+  });
+
+  test('a screenshot canary passes a solver that renders its page and quarantines one that makes images up', async () => {
+    const pool = new BrowserPool({ executablePath: '/usr/bin/chromium', pages: 1, policy: { allowPrivateNetworks: true }, timeoutMs: 30_000 });
+    const screenshot = createScreenshotHandler({ pool, policy: { allowPrivateNetworks: true }, timeoutMs: 30_000 });
+    try {
+      // A real browser's screenshot of the page, at the payload's (default) viewport.
+      const renderer = await startSolver({
+        taskTypes: ['screenshot'],
+        behaviour: async (frame, self) => {
+          self.send({ type: 'accept', attempt_id: frame.attempt_id });
+          const result = await screenshot(frame.payload, { signal: new AbortController().signal });
+          self.send({ type: 'result', attempt_id: frame.attempt_id, result });
+        },
+      });
+      // The scripted 'ok' behaviour answers every screenshot with the same 1×1 image.
+      const cheat = await startSolver({ taskTypes: ['screenshot'] });
+      await waitFor(async () => (await trustOf(cheat.solverId)).quarantined, 60_000);
+      await waitFor(async () => (await trustOf(renderer.solverId)).reputation[0]?.client_work === true, 60_000);
+      expect((await trustOf(renderer.solverId)).quarantined).toBe(false);
+      const [quarantine] = (await trustOf(cheat.solverId)).quarantines;
+      expect(quarantine.evidence.returned_excerpt).not.toBe(quarantine.evidence.expected_token);
+      // Both were sent the same frame and payload shape a client's screenshot request becomes.
+      expect(Object.keys(renderer.received[0]!.payload).sort()).toEqual(Object.keys(cheat.received[0]!.payload).sort());
+    } finally {
+      await pool.close();
+    }
+  });
+
+  test('an honest solver passes its canaries over many tasks and is never quarantined; the platform alone pays for canaries', async () => {
+    const solver = await startSolver({ taskTypes: ['proxy_fetch'], behaviour: honest });
+    // On probation until its first canary passes.
+    await waitFor(async () => (await trustOf(solver.solverId)).reputation[0]?.client_work === true);
+    const client = await registerAccount(stack.url, '1000');
+    const TASKS = 40;
+    for (let i = 0; i < TASKS; i++) {
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth });
+      expect(fetched.status).toBe(200);
+      // This client waits for each canary before its next task, so that it counts them exactly.
+      await canariesSettled(solver.solverId);
+    }
+    const trust = await trustOf(solver.solverId);
+    expect(trust.quarantined).toBe(false);
+    expect(trust.held_points).toBe('0');
+    // 1 on probation, then one every 1 to 7 attempts (mean 4): at least 40 / 7 more.
+    expect(trust.reputation[0].canary_passes).toBeGreaterThanOrEqual(1 + Math.floor(TASKS / (2 * CANARY_EVERY_TASKS - 1)));
+    expect(trust.reputation[0]).toMatchObject({ canary_failures: 0, client_work: true });
+
+    // On the wire a canary is a task like any other: the same frame fields, the same payload fields.
+    const canaryTasks = new Set(
+      await stack.db.anyFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM canaries WHERE solver_id = ${solver.solverId}`),
+    );
+    const canaryFrame = solver.received.find((frame) => canaryTasks.has(frame.task_id))!;
+    const clientFrame = solver.received.find((frame) => !canaryTasks.has(frame.task_id))!;
+    expect(Object.keys(canaryFrame).sort()).toEqual(Object.keys(clientFrame).sort());
+    expect(Object.keys(canaryFrame.payload).sort()).toEqual(Object.keys(clientFrame.payload).sort());
+    expect(solver.received).toHaveLength(TASKS + canaryTasks.size);
+
+    // Canaries are held and paid from the platform account only; the client paid for its own tasks only.
+    const payers = await stack.db.anyFirst(sql.type(z.object({ account_id: z.string() }))`
+      SELECT DISTINCT e.account_id FROM ledger_entries e JOIN canaries k ON k.task_id = e.hold_id WHERE e.kind IN ('hold', 'capture')`);
+    expect(payers).toEqual([PLATFORM_ACCOUNT_ID]);
+    const clientBalance = await getBalance(stack.db, client.account_id);
+    expect(clientBalance).toMatchObject({ lifetime_spent_points: String(TASKS), held_points: '0' });
+    expect(await balanceFromEntries(stack.db, PLATFORM_ACCOUNT_ID)).toEqual(await getBalance(stack.db, PLATFORM_ACCOUNT_ID));
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+});
+
+describe('without probation', () => {
+  const EVERY = 3;
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '0', CANARY_EVERY_TASKS: String(EVERY), TRUST_MIN_SCORE: '0.3' });
+
+  test(`a solver that makes pages up gets client tasks until its first canary, within ${2 * EVERY - 1} of them, and none after`, async () => {
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'] });
+    const client = await registerAccount(stack.url, '100');
+    let served = 0;
+    for (;;) {
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health` }, headers: client.auth });
+      if (fetched.status === 503) break;
+      expect(fetched.status).toBe(200);
+      served += 1;
+      expect(served).toBeLessThanOrEqual(2 * EVERY - 1);
+      await canariesSettled(cheat.solverId);
+    }
+    expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
+    // What it served before the canary is not held; the canary's payout is.
+    expect((await trustOf(cheat.solverId)).held_points).toBe('0.9');
+    expect(cheat.received).toHaveLength(served + 1);
+  });
+
+  test('a canary due by count reaches the solver within seconds of the attempt that made it due', async () => {
+    const solver = await startSolver({ taskTypes: ['proxy_fetch'], behaviour: honest });
+    const client = await registerAccount(stack.url, '100');
+    const delays: number[] = [];
+    for (let i = 0; delays.length < 2; i++) {
+      expect(i).toBeLessThan(6 * EVERY);
+      const counts = await countsOf(solver.solverId);
+      // No row yet: the first attempt draws the count, and may make the solver due at once.
+      const makesDue = counts === null || counts.since + 1 === counts.due;
+      const before = solver.received.length;
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth });
+      expect(fetched.status).toBe(200);
+      // The client's answer comes after the commit that ended its attempt.
+      const answered = Date.now();
+      if (makesDue && (counts !== null || (await countsOf(solver.solverId))!.due === 1)) {
+        await waitFor(() => solver.received.slice(before + 1).some(isCanary), 30_000, 20);
+        delays.push(Date.now() - answered);
+      }
+      await canariesSettled(solver.solverId);
+    }
+    // Nothing looks for due canaries but the hourly sweep: each came because its attempt said so.
+    // (A second or two on an idle machine; the bound leaves room for a loaded one.)
+    for (const delay of delays) expect(delay).toBeLessThan(15_000);
+  });
+
+  test("a canary waits for its solver's busy slot and is handed it before client tasks waiting since before it", async () => {
+    const gate = gated();
+    const solver = await startSolver({ taskTypes: ['proxy_fetch'], behaviour: gate.behaviour, maxConcurrent: 1 });
+    const client = await registerAccount(stack.url, '100');
+    const fetch = (i: number) => api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth });
+    const queued = () => stack.db.anyFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM task_queue WHERE task_type = 'proxy_fetch' ORDER BY arrival`);
+    // Client tasks one at a time until the next attempt to end makes the solver due a canary.
+    for (let i = 0; ; i++) {
+      expect(i).toBeLessThan(6 * EVERY);
+      const counts = await countsOf(solver.solverId);
+      if (counts && counts.since + 1 === counts.due) break;
+      const pending = fetch(i);
+      const frame = await waitFor(() => solver.received.find((f) => !isCanary(f) && f.payload.url === `${stack.url}/health?i=${i}`));
+      gate.release(frame.task_id);
+      expect((await pending).status).toBe(200);
+      await canariesSettled(solver.solverId);
+    }
+    // A holds the only slot; B, then C, wait for it.
+    const a = fetch(100);
+    const frameA = await waitFor(() => solver.received.find((f) => f.payload.url === `${stack.url}/health?i=100`));
+    const b = fetch(101);
+    await waitFor(async () => (await queued()).length === 1);
+    const c = fetch(102);
+    await waitFor(async () => (await queued()).length === 2);
+    // A's end makes the solver due: its slot goes to B, and the canary waits behind C for the next.
+    gate.release(frameA.task_id);
+    const frameB = await waitFor(() => solver.received.find((f) => f.payload.url === `${stack.url}/health?i=101`));
+    const canaryTask = await waitFor(() =>
+      stack.db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`
+        SELECT q.task_id FROM task_queue q JOIN canaries k USING (task_id) WHERE k.solver_id = ${solver.solverId}`),
+    );
+    expect(await queued()).toHaveLength(2);
+    const sent = solver.received.length;
+    gate.release(frameB.task_id);
+    // B's slot goes to the canary, though C waited since before it.
+    const next = await waitFor(() => solver.received[sent], 30_000, 20);
+    expect(next.task_id).toBe(canaryTask);
+    const frameC = await waitFor(() => solver.received.find((f) => f.payload.url === `${stack.url}/health?i=102`), 30_000);
+    gate.release(frameC.task_id);
+    expect((await a).status).toBe(200);
+    expect((await b).status).toBe(200);
+    expect((await c).status).toBe(200);
+    await canariesSettled(solver.solverId);
+    // (B's or C's end may have made it due another, drawn anew.)
+    const [reputation] = (await trustOf(solver.solverId)).reputation;
+    expect(reputation.canary_passes).toBeGreaterThanOrEqual(1);
+    expect(reputation.canary_failures).toBe(0);
+  });
+
+  test('a solver whose attempts fail drops below the score threshold and gets no client task', async () => {
+    const failing = await startSolver({ taskTypes: ['proxy_fetch'], behaviour: 'error' });
+    const client = await registerAccount(stack.url, '100');
+    // Score (S + 1) / (S + F + 2): 1/3 after one failure, 1/4 (below 0.3) after two.
+    for (let i = 0; i < 2; i++) {
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health` }, headers: client.auth });
+      expect(fetched.status).toBe(502);
+    }
+    const trust = await trustOf(failing.solverId);
+    expect(trust.quarantined).toBe(false);
+    expect(trust.reputation[0].client_work).toBe(false);
+    expect(trust.reputation[0].score).toBeLessThan(0.3);
+    const refused = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health` }, headers: client.auth });
+    expect(refused.status).toBe(503);
+  });
+});

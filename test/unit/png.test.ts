@@ -1,0 +1,66 @@
+import zlib from 'node:zlib';
+import { decodePng, decodePngGray, encodeGrayPng } from '../../src/trust/png';
+
+/**
+ * The one PNG decoder of the trust checks (src/trust/png.ts): redundant screenshot runs compare what it
+ * reads, and screenshot canaries read their token from it (test/unit/canary-pixels.test.ts).
+ */
+
+const SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+const chunk = (type: string, body: Buffer) => {
+  const out = Buffer.alloc(12 + body.length);
+  out.writeUInt32BE(body.length, 0);
+  out.write(type, 4, 'latin1');
+  body.copy(out, 8);
+  return out;
+};
+/** A PNG of these raw (filter byte first) rows; the CRCs are not checked by the decoder. */
+function png(width: number, height: number, depth: number, colour: number, rows: number[][], extra: Buffer[] = [], interlace = 0): Buffer {
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header[8] = depth;
+  header[9] = colour;
+  header[12] = interlace;
+  return Buffer.concat([SIGNATURE, chunk('IHDR', header), ...extra, chunk('IDAT', zlib.deflateSync(Buffer.from(rows.flat()))), chunk('IEND', Buffer.alloc(0))]);
+}
+
+describe('the PNG decoder', () => {
+  test('the PNG decoder reads what was encoded, with every filter', () => {
+    const gray = encodeGrayPng(5, 3, (x, y) => x * 40 + y);
+    expect(decodePngGray(gray)).toEqual({ width: 5, height: 3, pixels: Uint8Array.from([0, 40, 80, 120, 160, 1, 41, 81, 121, 161, 2, 42, 82, 122, 162]) });
+    // RGBA with the Sub, Up, Average and Paeth filters, written by hand: decoded to the same gray.
+    const rows = [
+      [1, 10, 10, 10, 255, 10, 10, 10, 0],
+      [2, 0, 0, 0, 0, 0, 0, 0, 0],
+      [3, 10, 10, 10, 255, 5, 5, 5, 128],
+      [4, 0, 0, 0, 0, 0, 0, 0, 0],
+    ];
+    const decoded = decodePngGray(png(2, 4, 8, 6, rows))!;
+    expect(decoded.width).toBe(2);
+    expect([...decoded.pixels.slice(0, 4)]).toEqual([10, 20, 10, 20]);
+    expect(decoded.pixels.every((value) => value > 0)).toBe(true);
+  });
+
+  test('low bit depths and palettes are scaled to 0..255, a palette\'s transparency over white', () => {
+    // 1-bit gray: 1 0 1 0 1 → white, black, ...
+    expect([...decodePng(png(5, 1, 1, 0, [[0, 0b10101000]])).pixels]).toEqual([255, 0, 255, 0, 255]);
+    // 2-bit palette: black, red, and a fully transparent entry (white).
+    const palette = chunk('PLTE', Buffer.from([0, 0, 0, 255, 0, 0, 0, 0, 0]));
+    const alpha = chunk('tRNS', Buffer.from([255, 255, 0]));
+    expect([...decodePng(png(3, 1, 2, 3, [[0, 0b00011000]], [palette, alpha])).pixels]).toEqual([0, 76, 255]);
+  });
+
+  test('what it cannot read is refused, saying why', () => {
+    expect(() => decodePng(Buffer.from('not a png'))).toThrow('not a PNG image');
+    expect(() => decodePng(png(1, 1, 8, 0, [[0, 0]], [], 1))).toThrow('unsupported PNG');
+    expect(() => decodePng(png(4, 4, 8, 0, [[0, 1, 2, 3, 4]]))).toThrow('truncated PNG data');
+    expect(() => decodePng(png(1, 1, 8, 3, [[0, 0]]))).toThrow('palette');
+    expect(decodePngGray(Buffer.from('not a png'))).toBeNull();
+  });
+
+  test('what it encodes for tests, it decodes', () => {
+    const image = encodeGrayPng(7, 2, (x, y) => x * 30 + y * 5);
+    expect(decodePng(image)).toEqual({ width: 7, height: 2, pixels: Uint8Array.from([0, 30, 60, 90, 120, 150, 180, 5, 35, 65, 95, 125, 155, 185]) });
+  });
+});

@@ -1,0 +1,81 @@
+import { encodeGrayPng } from '../../src/trust/png';
+import { averageHash, compareResults, disagrees, normaliseUrl, structureOf, textSimilarity } from '../../src/trust/similarity';
+
+/** The type-specific measures redundant runs compare two solvers' results with (docs/trust.md). */
+
+const ARTICLE = `# Rivers of Europe
+
+The Danube flows through ten countries before it reaches the Black Sea. Its delta is a
+protected wetland, home to hundreds of bird species and a few fishing villages.
+
+- Length: 2,850 km
+- Source: Black Forest
+`;
+
+describe('fetched text', () => {
+  test('the same page fetched twice, or with a line changed, agrees; a made-up or emptied page does not', () => {
+    const fetch = (content: string) => ({ content });
+    expect(compareResults('proxy_fetch', fetch(ARTICLE), fetch(ARTICLE)).similarity).toBe(1);
+    const drifted = ARTICLE.replace('a few fishing villages', 'several fishing villages and a museum');
+    expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch(drifted)))).toBe(false);
+    // Markdown and HTML of one page: markup does not count.
+    const html = `<h1>Rivers of Europe</h1><p>${ARTICLE.split('\n').slice(2, 4).join(' ')}</p><ul><li>Length: 2,850 km</li><li>Source: Black Forest</li></ul>`;
+    expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch(html)))).toBe(false);
+    expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch('# Hello')))).toBe(true);
+    expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch('')))).toBe(true);
+    // The same words in another order are another page.
+    const shuffled = ARTICLE.split(/\s+/).reverse().join(' ');
+    expect(textSimilarity(ARTICLE, shuffled)).toBeLessThan(0.3);
+    expect(compareResults('proxy_fetch', fetch(''), fetch('')).similarity).toBe(1);
+  });
+});
+
+describe('snapshots', () => {
+  const tree = `- heading "Rivers" [level=1]\n- paragraph: The Danube flows through ten countries\n- list:\n  - listitem: Length 2,850 km\n  - listitem: Source Black Forest`;
+  test('structure is the kinds of lines and their depth', () => {
+    expect(structureOf(tree, 'aria')).toEqual(new Map([['0:heading', 1], ['0:paragraph', 1], ['0:list', 1], ['1:listitem', 2]]));
+    expect(structureOf(ARTICLE, 'markdown')).toEqual(new Map([['0:h1', 1], ['0:p', 2], ['0:li', 2]]));
+  });
+  test('the same tree agrees; another tree, or another format, does not', () => {
+    const snap = (snapshot: unknown, format = 'aria') => ({ snapshot, snapshot_format: format });
+    expect(compareResults('page_snapshot', snap(tree), snap(tree)).similarity).toBe(1);
+    expect(disagrees(compareResults('page_snapshot', snap(tree), snap('- heading "Hello" [level=1]')))).toBe(true);
+    expect(disagrees(compareResults('page_snapshot', snap(tree), snap(tree, 'markdown')))).toBe(true);
+    // A tree given as an object is compared as its JSON.
+    expect(compareResults('page_snapshot', snap({ role: 'main', children: [] }, 'ai'), snap({ role: 'main', children: [] }, 'ai')).similarity).toBe(1);
+  });
+});
+
+describe('search results', () => {
+  const list = (urls: string[]) => ({ results: urls.map((url, i) => ({ title: `t${i}`, url, snippet: '' })) });
+  test('URLs are compared as engines list one page', () => {
+    expect(normaliseUrl('https://www.Example.com/a/?utm_source=x&b=2#top')).toBe('example.com/a?b=2');
+    expect(normaliseUrl('http://example.com/a')).toBe('example.com/a');
+  });
+  test('two engines sharing a few of ten agree; a fixed list does not', () => {
+    const honest = Array.from({ length: 10 }, (_, i) => `https://site${i}.org/page`);
+    const other = [...honest.slice(0, 3), ...Array.from({ length: 7 }, (_, i) => `https://elsewhere${i}.net/`)];
+    expect(compareResults('web_search', list(honest), list(other)).similarity).toBe(0.3);
+    expect(disagrees(compareResults('web_search', list(honest), list(other)))).toBe(false);
+    const fixed = list(Array.from({ length: 10 }, (_, i) => `https://example.com/${i}`));
+    expect(disagrees(compareResults('web_search', list(honest), fixed))).toBe(true);
+    expect(compareResults('web_search', list([]), list([])).similarity).toBe(1);
+  });
+});
+
+describe('screenshots', () => {
+  const page = (shift = 0) => encodeGrayPng(64, 48, (x, y) => (y < 12 ? 40 : x > 32 + shift ? 220 : 120));
+  const b64 = (png: Buffer) => png.toString('base64');
+
+  test('the same page, or one a few pixels off, agrees; another page does not; a broken image is not compared', () => {
+    expect(compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: b64(page()) }).similarity).toBe(1);
+    expect(disagrees(compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: b64(page(1)) }))).toBe(false);
+    const other = encodeGrayPng(64, 48, (x, y) => ((x >> 3) + (y >> 3)) % 2 ? 230 : 30);
+    expect(disagrees(compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: b64(other) }))).toBe(true);
+    const broken = compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: 'bm90IGEgcG5n' });
+    expect(broken.similarity).toBeNull();
+    expect(disagrees(broken)).toBe(false);
+    // The scripted solvers' 1 × 1 transparent PNG decodes (white) and hashes.
+    expect(averageHash('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==')).toBe(0n);
+  });
+});

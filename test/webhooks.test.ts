@@ -1,0 +1,230 @@
+import crypto from 'node:crypto';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { createTemporalClient } from '../src/temporal/connection';
+import { strongChat, suiteSolvers, talker, waitFor, type TaskFrame } from './support/fake-solver';
+import { registry } from '../src/metrics/metrics';
+import { spawnNode, type NodeProcess } from './support/processes';
+import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
+
+interface Received {
+  id: string;
+  timestamp: string;
+  signature: string;
+  body: string;
+  answered: number;
+}
+
+/** A webhook receiver on 127.0.0.1 that fails the first `failFirst` attempts of each delivery id. */
+async function startReceiver(failFirst: number) {
+  const received: Received[] = [];
+  const seen = new Map<string, number>();
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      const id = String(req.headers['webhook-id']);
+      const count = (seen.get(id) ?? 0) + 1;
+      seen.set(id, count);
+      const answered = count <= failFirst ? 500 : 204;
+      received.push({ id, timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']), body: Buffer.concat(chunks).toString(), answered });
+      res.writeHead(answered).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+  return { url, received, accepted: () => received.filter((entry) => entry.answered < 300), close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+/** The receiver's check, as docs/decisions.md shows it. */
+const verified = (secret: string, entry: Received) =>
+  entry.signature === `v1=${crypto.createHmac('sha256', secret).update(`${entry.timestamp}.${entry.body}`).digest('hex')}`;
+
+describe('webhooks', () => {
+  let stack: TestStack;
+  const solver = suiteSolvers(() => stack.url);
+
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '1000', HEARTBEAT_INTERVAL_MS: '1000' } });
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+
+  test('each wanted event is delivered once, signed, after failed attempts; unwanted events are not sent', async () => {
+    const receiver = await startReceiver(2);
+    try {
+      await solver({ taskTypes: ['web_search'] });
+      const client = await registerAccount(stack.url, '100');
+      const { secret } = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+      expect(secret).toMatch(/^whsec_/);
+      const create = (body: Record<string, unknown>) => api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body });
+      const completed = await create({ task_type: 'web_search', payload: { query: 'hook' }, webhook: { url: receiver.url } });
+      expect(completed.status).toBe(200);
+      const onlyFailures = await create({ task_type: 'web_search', payload: { query: 'quiet' }, webhook: { url: receiver.url, events: ['failed'] } });
+      const toCancel = await create({ task_type: 'screenshot', payload: { url: 'https://example.com' }, webhook: { url: receiver.url, events: ['cancelled'] } });
+      await api(stack.url, 'POST', `/v1/tasks/${toCancel.json.task_id}/cancel`, { headers: client.auth });
+
+      // Two failed attempts (500), then accepted: 1 s and 2 s of backoff.
+      await waitFor(() => receiver.accepted().length === 2, 30_000);
+      await new Promise((resolve) => setTimeout(resolve, 2500));
+      const accepted = receiver.accepted();
+      expect(accepted).toHaveLength(2);
+      for (const entry of receiver.received) expect(verified(secret, entry)).toBe(true);
+      const bodies = accepted.map((entry) => JSON.parse(entry.body));
+      expect(bodies.map((body) => [body.type, body.data.task_id]).sort()).toEqual(
+        [['task.cancelled', toCancel.json.task_id], ['task.completed', completed.json.task_id]].sort(),
+      );
+      for (const [i, body] of bodies.entries()) expect(body.id).toBe(accepted[i].id);
+      expect(bodies.find((body) => body.type === 'task.completed').data).toMatchObject({ status: 'completed', charged_points: '1', result: expect.any(Object) });
+      // Every attempt of a delivery carries the same id, for the receiver's deduplication.
+      expect(receiver.received.filter((entry) => entry.id === accepted[0].id)).toHaveLength(3);
+      expect(receiver.received.some((entry) => entry.body.includes(onlyFailures.json.task_id))).toBe(false);
+      // The worker (in this process) counts every attempt for Prometheus.
+      const counted = (await registry.getSingleMetric('marketplace_webhook_delivery_attempts_total')!.get()).values;
+      const attempts = (result: string) => counted.filter((value) => value.labels.result === result).reduce((sum, value) => sum + value.value, 0);
+      expect({ delivered: attempts('delivered'), failed: attempts('failed') }).toEqual({ delivered: 2, failed: receiver.received.length - 2 });
+
+      const log = await api(stack.url, 'GET', `/v1/tasks/${completed.json.task_id}/webhooks`, { headers: client.auth });
+      expect(log.json.webhook).toEqual({ url: receiver.url, events: ['completed', 'failed', 'timed_out', 'cancelled'] });
+      expect(log.json.deliveries).toEqual([
+        expect.objectContaining({ event: 'completed', status: 'delivered', attempts: [expect.objectContaining({ attempt: 1, status_code: 500 }), expect.objectContaining({ attempt: 2, status_code: 500 }), expect.objectContaining({ attempt: 3, status_code: 204, error: null })] }),
+      ]);
+      expect((await api(stack.url, 'GET', `/v1/tasks/${onlyFailures.json.task_id}/webhooks`, { headers: client.auth })).json.deliveries).toEqual([]);
+      const stranger = await registerAccount(stack.url);
+      expect((await api(stack.url, 'GET', `/v1/tasks/${completed.json.task_id}/webhooks`, { headers: stranger.auth })).status).toBe(404);
+    } finally {
+      await receiver.close();
+    }
+  }, 60_000);
+
+  test('the account\'s default webhook is carried by every new task (convenience, compat, chat) unless the request names its own', async () => {
+    const receiver = await startReceiver(0);
+    const own = await startReceiver(0);
+    try {
+      await solver({ taskTypes: ['proxy_fetch', 'web_search'] });
+      await solver({ behaviour: talker(['hi']), capabilities: strongChat() });
+      const client = await registerAccount(stack.url, '500');
+      const { secret } = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+      const none = await api(stack.url, 'GET', '/v1/account/webhook', { headers: client.auth });
+      expect([none.status, none.json.error.type]).toEqual([404, 'webhook_not_found']);
+      const before = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/before' } });
+
+      const set = await api(stack.url, 'PUT', '/v1/account/webhook', { headers: client.auth, body: { url: receiver.url } });
+      expect(set.status).toBe(200);
+      expect(set.json).toEqual({ url: receiver.url, events: ['completed', 'failed', 'timed_out', 'cancelled'], updated_at: expect.any(String) });
+      expect((await api(stack.url, 'GET', '/v1/account/webhook', { headers: client.auth })).json).toEqual(set.json);
+      // Replacing it keeps one per account.
+      const onlyCompleted = await api(stack.url, 'PUT', '/v1/account/webhook', { headers: client.auth, body: { url: receiver.url, events: ['completed'] } });
+      expect(onlyCompleted.json.events).toEqual(['completed']);
+
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/after' } });
+      const scraped = await api(stack.url, 'POST', '/v1/compat/scraper/v1/search', { headers: client.auth, body: { query: 'hook' } });
+      expect(scraped.status).toBe(200);
+      const chat = await api(stack.url, 'POST', '/v1/chat/completions', { headers: client.auth, body: { model: 'strong', messages: [{ role: 'user', content: 'hi' }] } });
+      expect(chat.status).toBe(200);
+      const direct = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'default' } } });
+      const ownHook = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'own' }, webhook: { url: own.url } } });
+      const taskIds = [fetched.headers.get('x-task-id'), `chat_${chat.json.id.replace(/^chatcmpl-/, '')}`, direct.json.task_id];
+
+      await waitFor(() => receiver.accepted().length >= 4 && own.accepted().length === 1, 30_000);
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+      const delivered = receiver.accepted().map((entry) => JSON.parse(entry.body));
+      for (const entry of [...receiver.received, ...own.received]) expect(verified(secret, entry)).toBe(true);
+      expect(delivered.every((body) => body.type === 'task.completed')).toBe(true);
+      // fetch, the search compat's task, chat and the direct task; neither the task from before nor the one with its own webhook.
+      expect(delivered).toHaveLength(4);
+      expect(delivered.map((body) => body.data.task_id)).toEqual(expect.arrayContaining(taskIds));
+      expect(delivered.map((body) => body.data.task_type).sort()).toEqual(['chat_completion', 'proxy_fetch', 'web_search', 'web_search']);
+      expect(delivered.some((body) => body.data.task_id === before.headers.get('x-task-id'))).toBe(false);
+      expect(JSON.parse(own.accepted()[0].body).data.task_id).toBe(ownHook.json.task_id);
+      expect((await api(stack.url, 'GET', `/v1/tasks/${direct.json.task_id}/webhooks`, { headers: client.auth })).json.webhook).toEqual({ url: receiver.url, events: ['completed'] });
+
+      const removed = await api(stack.url, 'DELETE', '/v1/account/webhook', { headers: client.auth });
+      expect(removed.json).toEqual(onlyCompleted.json);
+      expect((await api(stack.url, 'DELETE', '/v1/account/webhook', { headers: client.auth })).status).toBe(404);
+      const after = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'after' } } });
+      expect((await api(stack.url, 'GET', `/v1/tasks/${after.json.task_id}/webhooks`, { headers: client.auth })).json.webhook).toBeNull();
+    } finally {
+      await receiver.close();
+      await own.close();
+    }
+  }, 60_000);
+
+  test('rotating the secret signs later deliveries with the new one', async () => {
+    const client = await registerAccount(stack.url);
+    const before = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+    const rotated = (await api(stack.url, 'POST', '/v1/account/webhook-secret/rotate', { headers: client.auth })).json;
+    expect(rotated.secret).not.toBe(before.secret);
+    expect((await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json.secret).toBe(rotated.secret);
+  });
+
+  test('webhook targets obey the domain policy: private addresses are refused unless allowed', async () => {
+    const strict = await startTestStack({ worker: false, env: { ALLOW_PRIVATE_NETWORKS: 'false' } });
+    try {
+      const client = await registerAccount(strict.url, '100');
+      const refused = await api(strict.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'x' }, webhook: { url: 'http://127.0.0.1:9/hook' } } });
+      expect(refused.status).toBe(403);
+      expect(refused.json.error.type).toBe('domain_blocked');
+      const bad = await api(strict.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'x' }, webhook: { url: 'https://example.com', events: ['done'] } } });
+      expect(bad.status).toBe(422);
+      expect(bad.json.detail[0].loc).toEqual(['body', 'webhook', 'events', 0]);
+      expect((await api(strict.url, 'GET', '/v1/balance', { headers: client.auth })).json.held_points).toBe('0');
+      const refusedDefault = await api(strict.url, 'PUT', '/v1/account/webhook', { headers: client.auth, body: { url: 'http://127.0.0.1:9/hook' } });
+      expect([refusedDefault.status, refusedDefault.json.error.type]).toEqual([403, 'domain_blocked']);
+      const badDefault = await api(strict.url, 'PUT', '/v1/account/webhook', { headers: client.auth, body: { url: 'not a url' } });
+      expect([badDefault.status, badDefault.json.detail[0].loc]).toEqual([422, ['body', 'url']]);
+      expect((await api(strict.url, 'GET', '/v1/account/webhook', { headers: client.auth })).status).toBe(404);
+    } finally {
+      await strict.close();
+    }
+  });
+
+  describe('the API node that created the task dies', () => {
+    let creator: NodeProcess;
+    let creatorUrl: string;
+    beforeAll(async () => {
+      const endpoints = testEndpoints();
+      creator = await spawnNode(
+        'api',
+        { DATABASE_URL: endpoints.databaseUrl, TEMPORAL_ADDRESS: endpoints.temporalAddress, TEMPORAL_TASK_QUEUE: stack.config.taskQueue, ADMIN_API_KEY: ADMIN_KEY, HOST: '127.0.0.1', LOCAL_SOLVER: 'off', ALLOW_PRIVATE_NETWORKS: 'true', PORT: '0', NODE_ID: `creator-${crypto.randomBytes(3).toString('hex')}` },
+        /api listening/,
+      );
+      creatorUrl = JSON.parse(creator.output.join('').split('\n').find((line) => line.includes('api listening'))!).url;
+    }, 120_000);
+    afterAll(async () => {
+      await creator?.kill('SIGKILL');
+    });
+
+    test('the delivery still arrives, once and verified, with a failed first attempt', async () => {
+      const receiver = await startReceiver(1);
+      try {
+        let hold: TaskFrame | undefined;
+        const worker = await solver({ taskTypes: ['web_search'], behaviour: (frame, self) => {
+          hold = frame;
+          self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        } });
+        const client = await registerAccount(stack.url, '100');
+        const { secret } = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+        const created = await api(creatorUrl, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'orphan' }, webhook: { url: receiver.url, events: ['completed'] } } });
+        expect(created.status).toBe(200);
+        await waitFor(() => hold);
+        await creator.kill('SIGKILL');
+        worker.send({ type: 'result', attempt_id: hold!.attempt_id, result: { results: [{ title: 't', url: 'https://example.com', snippet: 's' }] } });
+
+        await waitFor(() => receiver.accepted().length === 1, 30_000);
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+        expect(receiver.accepted()).toHaveLength(1);
+        expect(receiver.received).toHaveLength(2);
+        for (const entry of receiver.received) expect(verified(secret, entry)).toBe(true);
+        expect(JSON.parse(receiver.accepted()[0].body)).toMatchObject({ type: 'task.completed', data: { task_id: created.json.task_id, status: 'completed' } });
+        const temporal = await createTemporalClient(testEndpoints().temporalAddress, 'default');
+        const description = await temporal.workflow.getHandle(`webhook-${created.json.task_id}-completed`).describe();
+        await temporal.connection.close();
+        expect(description.status.name).toBe('COMPLETED');
+      } finally {
+        await receiver.close();
+      }
+    }, 60_000);
+  });
+});

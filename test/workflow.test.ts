@@ -1,0 +1,184 @@
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowFailedError } from '@temporalio/client';
+import { attemptFailed, solverReportedFailure } from '../src/tasks/lifecycle';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, taskStatusQuery } from '../workflows/contract';
+import { testConfig, testEndpoints } from './support/stack';
+import { taskInput, untilCancelled, WorkflowHarness } from './support/workflow-harness';
+
+/** The task workflow's branches, with its activities replaced: no database, no solvers, no API node. */
+describe('the task workflow', () => {
+  jest.setTimeout(60_000);
+  let harness: WorkflowHarness;
+  let n = 0;
+  const nextTaskId = () => `task_wf${Date.now()}${n++}`;
+
+  beforeAll(async () => {
+    harness = await WorkflowHarness.start(testEndpoints().temporalAddress, { codePath: testConfig().workflowBundlePath! });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('with no solver free before its deadline it times out, releasing its hold, having asked matching once', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId, { timeoutSeconds: 1 }), {});
+    expect(result).toMatchObject({ taskId, status: 'timed_out', error: { type: 'task_timeout', message: 'No solver took the task before its deadline.' } });
+    expect(harness.calls.finished).toEqual([{ status: 'timed_out', error: result.error }]);
+    expect(harness.calls.dispatched).toEqual([]);
+    expect(harness.calls.reserved).toHaveLength(1);
+  });
+
+  test('a queued task shows queued, waits without asking again, and runs the slot handed to it by signal', async () => {
+    const taskId = nextTaskId();
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {});
+    while (harness.calls.reserved.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await handle.query(taskStatusQuery)).toBe('queued');
+    const slot = harness.assignment(taskId, 1, 'solver-handed');
+    // Repeated (the sweep may send a handoff twice): the first counts.
+    await handle.signal(slotHandedSignal, { attemptNumber: 1, assignment: slot });
+    await handle.signal(slotHandedSignal, { attemptNumber: 1, assignment: harness.assignment(taskId, 1, 'other') });
+    expect(await handle.result()).toEqual({ taskId, status: 'completed' });
+    expect(harness.calls.reserved).toHaveLength(1);
+    expect(harness.calls.dispatched.map((d) => [d.attemptId, d.solverId])).toEqual([[`${taskId}.a1`, 'solver-handed']]);
+  });
+
+  test('a failed attempt is closed and the task reassigned to a solver not tried yet', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async (input) =>
+        input.attemptId.endsWith('.a1') ? solverReportedFailure({ type: 'upstream_503', message: 'busy' }, true, 0) : { ok: true, chunks: 0, status: 'completed' },
+    });
+    expect(result).toEqual({ taskId, status: 'completed' });
+    expect(harness.calls.closed).toEqual([{ attemptId: `${taskId}.a1`, outcome: 'error', error: { type: 'upstream_503', message: 'busy' } }]);
+    expect(harness.calls.reserved.map((r) => [r.attemptNumber, r.excludedSolverIds, r.lastResortSolverIds])).toEqual([
+      [1, [], []],
+      [2, ['solver-1'], []],
+    ]);
+  });
+
+  test('an attempt lost with its node leaves its solver as a last resort, not excluded', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async (input) => {
+        if (input.attemptId.endsWith('.a1')) throw ApplicationFailure.nonRetryable('node went away');
+        return { ok: true, chunks: 0, status: 'completed' };
+      },
+    });
+    expect(result.status).toBe('completed');
+    expect(harness.calls.closed[0]).toMatchObject({ outcome: 'disconnected', error: { type: 'node_unavailable' } });
+    expect(harness.calls.reserved[1]).toMatchObject({ excludedSolverIds: [], lastResortSolverIds: ['solver-1'] });
+  });
+
+  test('a solver that says the task cannot succeed fails it at once, without another attempt', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async () => solverReportedFailure({ type: 'target_refused', message: 'refused by the target' }, false, 0),
+    });
+    expect(result).toMatchObject({ status: 'failed', error: { type: 'solver_failed', message: 'refused by the target' } });
+    expect(harness.calls.reserved).toHaveLength(1);
+  });
+
+  test('after max attempts the task fails with the last error', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId, { maxAttempts: 2 }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async () => attemptFailed('attempt_timeout', 'silent', 0),
+    });
+    expect(result).toMatchObject({ status: 'failed', error: { type: 'solver_failed', message: 'All 2 attempts failed; last: silent' } });
+    expect(harness.calls.closed.map((c) => c.outcome)).toEqual(['timeout', 'timeout']);
+  });
+
+  test('with every eligible solver tried, it fails instead of waiting for its deadline', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => (input.attemptNumber === 1 ? { assignment: harness.assignment(taskId, 1) } : { assignment: null, untriedOnline: 0, finishedAs: null }),
+      dispatch: async () => attemptFailed('accept_timeout', 'did not accept', 0),
+    });
+    expect(result).toMatchObject({ status: 'failed', error: { type: 'solver_failed' } });
+    expect(result.error?.message).toMatch(/^No untried solver is online after 1 failed attempt/);
+  });
+
+  test('an admin completion during an attempt cancels the attempt and completes the task', async () => {
+    const taskId = nextTaskId();
+    let dispatchCancelled = false;
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: untilCancelled(() => (dispatchCancelled = true)),
+    });
+    await harness.dispatched();
+    await handle.signal(adminCompleteSignal, { solverId: 'solver-admin', result: { results: [] } });
+    expect(await handle.result()).toEqual({ taskId, status: 'completed' });
+    expect(harness.calls.completedByAdmin).toEqual([{ kind: 'admin', solverId: 'solver-admin', result: { results: [] } }]);
+    expect(harness.calls.finished).toEqual([]);
+    // The attempt's activity hears of its cancellation at its next heartbeat.
+    for (let waited = 0; !dispatchCancelled && waited < 5000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(dispatchCancelled).toBe(true);
+  });
+
+  test("its client's cancel during an attempt stops the attempt and ends the task cancelled, without another attempt", async () => {
+    const taskId = nextTaskId();
+    let dispatchCancelled = false;
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: untilCancelled(() => (dispatchCancelled = true)),
+    });
+    await harness.dispatched();
+    await handle.signal(cancelTaskSignal);
+    expect(await handle.result()).toEqual({ taskId, status: 'cancelled', error: { type: 'task_cancelled', message: 'Cancelled by its client.' } });
+    expect(harness.calls.finished).toEqual([{ status: 'cancelled', error: { type: 'task_cancelled', message: 'Cancelled by its client.' } }]);
+    expect(harness.calls.dispatched).toHaveLength(1);
+    expect(harness.calls.closed).toEqual([]);
+    for (let waited = 0; !dispatchCancelled && waited < 5000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(dispatchCancelled).toBe(true);
+  });
+
+  test("its client's cancel of a queued task ends it at once, not at its deadline", async () => {
+    const taskId = nextTaskId();
+    const handle = await harness.start('taskWorkflow', taskInput(taskId, { timeoutSeconds: 30 }), {});
+    while (harness.calls.reserved.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    const started = Date.now();
+    await handle.signal(cancelTaskSignal);
+    expect(await handle.result()).toMatchObject({ taskId, status: 'cancelled' });
+    expect(Date.now() - started).toBeLessThan(3000);
+    expect(harness.calls.dispatched).toEqual([]);
+  });
+
+  test('a cancelled workflow (its chat client went away) fails the task as client_cancelled', async () => {
+    const taskId = nextTaskId();
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {});
+    while (harness.calls.reserved.length === 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    await handle.cancel();
+    await expect(handle.result()).rejects.toBeInstanceOf(WorkflowFailedError);
+    expect(harness.calls.finished).toEqual([{ status: 'failed', error: { type: 'client_cancelled', message: 'The client went away before the result.' } }]);
+  });
+
+  test('a chat attempt lost with its node is reassigned when the client node says no delta reached the client', async () => {
+    const taskId = nextTaskId();
+    const stream = { clientNodeId: harness.nodeId, completionId: `chatcmpl-${taskId}` };
+    const { result } = await harness.run('chatCompletionWorkflow', taskInput(taskId, { taskType: 'chat_completion', stream }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async (input) => {
+        if (input.attemptId.endsWith('.a1')) throw ApplicationFailure.nonRetryable('node went away');
+        return { ok: true, chunks: 2, status: 'completed' };
+      },
+      fence: () => 0,
+    });
+    expect(result.status).toBe('completed');
+    expect(harness.calls.fenced).toEqual([`${taskId}.a1`]);
+  });
+
+  test('a chat attempt that failed after deltas reached the client fails the completion', async () => {
+    const taskId = nextTaskId();
+    const stream = { clientNodeId: harness.nodeId, completionId: `chatcmpl-${taskId}` };
+    const { result } = await harness.run('chatCompletionWorkflow', taskInput(taskId, { taskType: 'chat_completion', stream }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async () => solverReportedFailure({ type: 'upstream_reset', message: 'reset' }, true, 3),
+    });
+    expect(result).toMatchObject({ status: 'failed', error: { type: 'solver_failed', message: 'The solver failed after streaming began: reset' } });
+    expect(harness.calls.fenced).toEqual([]);
+  });
+});
