@@ -192,54 +192,60 @@ describe('without probation', () => {
         honest(frame, self);
       },
     });
-    const client = await registerAccount(stack.url, '500');
-    const ask = (i: number) =>
-      api(stack.url, 'POST', '/v1/chat/completions', { body: { model: 'strong', messages: [{ role: 'user', content: `Say hello ${i}.` }], temperature: 0 }, headers: client.auth });
-    const frameOf = (i: number) => waitFor(() => solver.received.find((frame) => (frame.payload.messages as { content: string }[])[0]?.content === `Say hello ${i}.`), 30_000);
-    // Client chats one at a time until the next one to end makes the solver due an audit.
-    for (let i = 0; ; i++) {
-      expect(i).toBeLessThan(6 * EVERY);
-      const counts = await countsOf(solver.solverId);
-      if (counts && counts.since + 1 === counts.due) break;
-      const pending = ask(i);
-      const frame = await frameOf(i);
-      await waitFor(() => held.has(frame.task_id));
-      held.get(frame.task_id)!();
-      expect((await pending).status).toBe(200);
+    try {
+      const client = await registerAccount(stack.url, '500');
+      const ask = (i: number) =>
+        api(stack.url, 'POST', '/v1/chat/completions', { body: { model: 'strong', messages: [{ role: 'user', content: `Say hello ${i}.` }], temperature: 0 }, headers: client.auth });
+      const frameOf = (i: number) => waitFor(() => solver.received.find((frame) => (frame.payload.messages as { content: string }[])[0]?.content === `Say hello ${i}.`), 30_000);
+      // Client chats one at a time until the next one to end makes the solver due an audit.
+      for (let i = 0; ; i++) {
+        expect(i).toBeLessThan(6 * EVERY);
+        const counts = await countsOf(solver.solverId);
+        if (counts && counts.since + 1 === counts.due) break;
+        const pending = ask(i);
+        const frame = await frameOf(i);
+        await waitFor(() => held.has(frame.task_id));
+        held.get(frame.task_id)!();
+        expect((await pending).status).toBe(200);
+        await auditsSettled(solver.solverId);
+      }
+      // A holds the only slot and B waits for it; A's end makes the solver due, hands its slot to B, and
+      // the audit waits in the queue for the next one, with the strong-tier allowlist on its row.
+      const a = ask(100);
+      const frameA = await frameOf(100);
+      await waitFor(() => held.has(frameA.task_id));
+      const b = ask(101);
+      // Client tasks only: an earlier test's quarantined solver may still have an audit waiting.
+      await waitFor(async () => (await stack.db.anyFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM task_queue WHERE task_type = 'chat_completion' AND canary_for IS NULL`)).length === 1);
+      const before = await handedEarly();
+      held.get(frameA.task_id)!();
+      const frameB = await frameOf(101);
+      const waiting = await waitFor(() =>
+        stack.db.maybeOne(sql.type(z.object({ task_id: z.string(), strong_models: z.array(z.string()).nullable() }))`
+          SELECT q.task_id, q.strong_models FROM task_queue q JOIN canaries k USING (task_id) WHERE k.solver_id = ${solver.solverId}`),
+      );
+      expect(waiting.strong_models).toEqual(expect.arrayContaining(['gpt-4o']));
+      await waitFor(() => held.has(frameB.task_id));
+      // B was handed A's slot on this node, which serves its client: sent at once, then taken over.
+      await waitFor(async () => (await handedEarly()) === before + 1);
+      // B's end hands the slot to the audit, and this node, holding the solver's socket, sends it at once.
+      held.get(frameB.task_id)!();
+      await waitFor(() => solver.received.find((frame) => frame.task_id === waiting.task_id), 30_000, 20);
+      const verdict = await waitFor(() =>
+        stack.db.maybeOne(sql.type(z.object({ verdict: z.string(), problems: z.array(z.string()) }))`
+          SELECT verdict, audit -> 'problems' AS problems FROM canaries WHERE task_id = ${waiting.task_id} AND verdict IS NOT NULL`),
+      );
+      expect(verdict).toEqual({ verdict: 'passed', problems: [] });
+      expect(await handedEarly()).toBe(before + 2);
+      const stored = await stack.db.oneFirst(sql.type(z.object({ result: z.record(z.any()) }))`SELECT result FROM tasks WHERE task_id = ${waiting.task_id}`);
+      expect(stored.message).toMatchObject({ role: 'assistant' });
+      expect((await a).status).toBe(200);
+      expect((await b).status).toBe(200);
       await auditsSettled(solver.solverId);
+      expect((await trustOf(solver.solverId)).quarantined).toBe(false);
+    } finally {
+      // A failed step must not leave the solver holding chats, nor their requests open past the stack.
+      held.forEach((release) => release());
     }
-    // A holds the only slot and B waits for it; A's end makes the solver due, hands its slot to B, and
-    // the audit waits in the queue for the next one, with the strong-tier allowlist on its row.
-    const a = ask(100);
-    const frameA = await frameOf(100);
-    await waitFor(() => held.has(frameA.task_id));
-    const b = ask(101);
-    await waitFor(async () => (await stack.db.anyFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM task_queue WHERE task_type = 'chat_completion'`)).length === 1);
-    const before = await handedEarly();
-    held.get(frameA.task_id)!();
-    const frameB = await frameOf(101);
-    const waiting = await waitFor(() =>
-      stack.db.maybeOne(sql.type(z.object({ task_id: z.string(), strong_models: z.array(z.string()).nullable() }))`
-        SELECT q.task_id, q.strong_models FROM task_queue q JOIN canaries k USING (task_id) WHERE k.solver_id = ${solver.solverId}`),
-    );
-    expect(waiting.strong_models).toEqual(expect.arrayContaining(['gpt-4o']));
-    await waitFor(() => held.has(frameB.task_id));
-    // B was handed A's slot on this node, which serves its client: sent at once, then taken over.
-    await waitFor(async () => (await handedEarly()) === before + 1);
-    // B's end hands the slot to the audit, and this node, holding the solver's socket, sends it at once.
-    held.get(frameB.task_id)!();
-    await waitFor(() => solver.received.find((frame) => frame.task_id === waiting.task_id), 30_000, 20);
-    const verdict = await waitFor(() =>
-      stack.db.maybeOne(sql.type(z.object({ verdict: z.string(), problems: z.array(z.string()) }))`
-        SELECT verdict, audit -> 'problems' AS problems FROM canaries WHERE task_id = ${waiting.task_id} AND verdict IS NOT NULL`),
-    );
-    expect(verdict).toEqual({ verdict: 'passed', problems: [] });
-    expect(await handedEarly()).toBe(before + 2);
-    const stored = await stack.db.oneFirst(sql.type(z.object({ result: z.record(z.any()) }))`SELECT result FROM tasks WHERE task_id = ${waiting.task_id}`);
-    expect(stored.message).toMatchObject({ role: 'assistant' });
-    expect((await a).status).toBe(200);
-    expect((await b).status).toBe(200);
-    await auditsSettled(solver.solverId);
-    expect((await trustOf(solver.solverId)).quarantined).toBe(false);
   });
 });
