@@ -25,6 +25,7 @@ module.exports = {
       roots: ['<rootDir>/test'],
       testMatch: ['<rootDir>/test/*.test.ts'],
       globalSetup: '<rootDir>/test/support/global-setup.ts',
+      setupFiles: ['<rootDir>/test/support/isolate-file.ts'],
       globalTeardown: '<rootDir>/test/support/global-teardown.ts',
     },
   ],
