@@ -16,7 +16,8 @@ import { sleep } from './lib/stats';
  * send fetches, searches and strong-tier chats. The cheats ask less than the honest solvers, so they get
  * every client task their slots can take until they are caught: the worst case. Prints per cheat the
  * client tasks it served before its quarantine and all the tasks it was sent until then, the honest
- * solvers' false quarantines, and the redundant runs' rate and disagreements.
+ * solvers' false quarantines (over at least 800 client tasks, MIN_TASKS), and the redundant runs' rate
+ * and disagreements.
  */
 
 const CHEAT_PRICE = '1';
@@ -27,6 +28,11 @@ const HONEST_SLOTS = 8;
 const CLIENTS_PER_TYPE = 4;
 // Client tasks of a type sent at most, should a cheat outlast them (its canary count is drawn up to 99).
 const MAX_TASKS_PER_TYPE = 1500;
+// Client tasks of a type sent at least, cheats caught or not: the honest solvers' share, over which
+// their false quarantines are counted, and their canaries (one in 50 attempts on average).
+const MIN_TASKS: Record<Kind, number> = { proxy_fetch: 500, web_search: 150, chat_completion: 150 };
+// A verdict's timestamp is its transaction's start: attempts begun while it commits were matched before it.
+const VERDICT_COMMIT_MARGIN = '2 seconds';
 
 type Kind = 'proxy_fetch' | 'web_search' | 'chat_completion';
 
@@ -108,7 +114,7 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     const started = performance.now();
     await Promise.all(
       (Object.keys(send) as Kind[]).flatMap((taskType) => {
-        const open = () => cheats.some((cheat) => cheat.taskType === taskType && !caught.has(cheat.solverId));
+        const open = () => sent[taskType] < MIN_TASKS[taskType] || cheats.some((cheat) => cheat.taskType === taskType && !caught.has(cheat.solverId));
         return Array.from({ length: CLIENTS_PER_TYPE }, async () => {
           while (open() && sent[taskType] < MAX_TASKS_PER_TYPE) {
             const answer = await send[taskType](sent[taskType]++);
@@ -133,7 +139,7 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
       const figures = await db.one(sql.type(Served)`
         WITH q AS (SELECT min(started_at) AS at FROM solver_quarantines WHERE solver_id = ${cheat.solverId})
         SELECT count(*) FILTER (WHERE t.account_id = ${client.account_id} AND t.status = 'completed')::int AS client_tasks,
-               count(*) FILTER (WHERE t.account_id = ${client.account_id} AND a.started_at > (SELECT at FROM q))::int AS after_quarantine,
+               count(*) FILTER (WHERE t.account_id = ${client.account_id} AND a.started_at > (SELECT at FROM q) + ${VERDICT_COMMIT_MARGIN}::interval)::int AS after_quarantine,
                count(*) FILTER (WHERE k.task_id IS NOT NULL)::int AS canaries,
                count(*) FILTER (WHERE k.verdict = 'passed')::int AS canaries_passed,
                count(*) FILTER (WHERE a.started_at <= COALESCE((SELECT at FROM q), 'infinity'))::int AS attempts_until_quarantine,
