@@ -1,11 +1,14 @@
 import { canaryPriceCap, createCanary, markCanaryUnanswered, type CanaryCreated, type CanaryTaskType } from '../src/trust/canaries';
+import { createSearchOracle } from '../src/trust/search-oracle';
 import type { ActivityDeps } from './deps';
 
 /** A canary's bookkeeping in PostgreSQL (docs/trust.md), run as local activities by the canary workflow. */
 export function createCanaryActivities({ db, config }: ActivityDeps) {
+  // Built once per worker: the bundled index is read on the first web_search canary.
+  const searchOracle = config.canarySearchOracle ? createSearchOracle(config.canarySearchOracle) : null;
   return {
     async createCanary(input: { taskId: string; solverId: string; taskType: CanaryTaskType; sent: number; workflowId: string; timeoutSeconds: number }): Promise<CanaryCreated> {
-      return createCanary(db, { ...input, publicBaseUrl: config.publicBaseUrl ?? null, pricePoints: canaryPriceCap(input.taskType, config) });
+      return createCanary(db, { ...input, publicBaseUrl: config.publicBaseUrl ?? null, pricePoints: canaryPriceCap(input.taskType, config), searchOracle });
     },
     async markCanaryUnanswered(input: { taskId: string }): Promise<void> {
       await markCanaryUnanswered(db, input.taskId);

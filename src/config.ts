@@ -161,6 +161,17 @@ const EnvSchema = z.object({
   CANARY_PRICE_POINTS: decimalString('CANARY_PRICE_POINTS', '1'),
   REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
   CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
+  CANARY_SEARCH_ORACLE: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      const trimmed = value?.trim() ?? '';
+      if (trimmed === '' || trimmed.toLowerCase() === 'off') return undefined;
+      if (trimmed.toLowerCase() === 'bundled') return { kind: 'bundled' as const };
+      if (/^https?:\/\/[^/]/i.test(trimmed)) return { kind: 'searxng' as const, url: trimmed.replace(/\/+$/, '') };
+      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `CANARY_SEARCH_ORACLE must be "bundled", a SearXNG instance's http(s) URL, or unset, got "${value}"` });
+      return z.NEVER;
+    }),
   REDUNDANT_RUN_SWEEP_SECONDS: positiveInt('REDUNDANT_RUN_SWEEP_SECONDS', 300),
   PUBLIC_BASE_URL: optionalString,
   NODE_ID: optionalString,
@@ -234,8 +245,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
-      redundantRunFraction: e.REDUNDANT_RUN_FRACTION,
+      redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
     },
+    // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
+    // bundled solver's own index (SEARCH_INDEX_DIR, or the shipped pages) or a SearXNG instance.
+    canarySearchOracle:
+      e.CANARY_SEARCH_ORACLE === undefined
+        ? undefined
+        : { ...e.CANARY_SEARCH_ORACLE, indexDir: e.SEARCH_INDEX_DIR === undefined ? path.join(root, 'config/search-index') : path.resolve(e.SEARCH_INDEX_DIR) },
     canaryPricePoints: e.CANARY_PRICE_POINTS,
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,

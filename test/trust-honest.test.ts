@@ -1,29 +1,45 @@
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
+import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
+import { DEFAULT_SEARCH_INDEX_DIR } from '../src/solver/config';
+import { createLocalSearchBackend } from '../src/solver/search/local-index';
+import { honestFetch, honestSearch, type Script } from './support/cheats';
+import { suiteSolvers, waitFor, type FakeSolver } from './support/fake-solver';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
- * Honest solvers are left alone (docs/trust.md, "Detection, as tested"): two honest solvers serve 1,000
- * client fetches between them, with canaries on (probation, then one every 1 to 39 attempts) and a
- * fraction of the tasks run again by the other solver; neither is ever quarantined, every canary passes,
- * and the ledger is exact. Eight client requests at a time: about half a minute on an idle 2-core machine.
+ * Honest solvers are left alone (docs/trust.md, "Detection, as tested"): two scripted honest solvers
+ * and the bundled solver (the one `npm start` runs, started the same way) serve 1,000 client tasks
+ * between them, fetches and one search in ten, with canaries on (probation for every type each offers,
+ * then one every 1 to 39 attempts; searches compared with the bundled index) and a fraction of the
+ * tasks run again by another solver; none is ever quarantined, every canary passes, and the ledger is
+ * exact. Eight client requests at a time: under a minute on an idle 2-core machine.
  */
 
-jest.setTimeout(300_000);
+// Under a minute on an idle machine; a machine shared with other work can take several.
+jest.setTimeout(600_000);
 
 const TASKS = 1000;
 const CLIENT_CONCURRENCY = 8;
 const CANARY_EVERY_TASKS = 20;
 const REDUNDANT_RUN_FRACTION = 0.02;
+// One client task in this many is a search.
+const SEARCH_EVERY = 10;
+const QUERIES = ['solver points', 'ledger holds', 'screenshot viewport', 'chat completions model', 'domain policy', 'api key rotation'];
 const admin = { 'X-Admin-API-Key': ADMIN_KEY };
 
 let stack: TestStack;
 let site: http.Server;
 let siteUrl: string;
+let bundled: LocalSolver;
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'trust-honest-'));
 
 const ARTICLE = `<!doctype html><html><head><title>Harbours</title></head><body><main><h1>Harbours of the North Sea</h1>
 <p>Rotterdam handles more cargo than any other port in Europe; its quays run for forty kilometres along the Maas.</p>
@@ -46,36 +62,46 @@ beforeAll(async () => {
       // On a machine busy with other work a task may wait for Temporal longer than the default minute;
       // that is no evidence against a solver, and would fail the request, not the check.
       DEFAULT_TASK_TIMEOUT_SECONDS: '600',
+      // Search canaries ask the index the bundled solver searches.
+      CANARY_SEARCH_ORACLE: 'bundled',
+      // Where the bundled solver keeps its account, as `npm start` does in its data directory.
+      DATA_DIR: dataDir,
+      SOLVER_MAX_CONCURRENT: '4',
     },
   });
   const funded = await api(stack.url, 'POST', '/v1/admin/deposit', { body: { account_id: PLATFORM_ACCOUNT_ID, amount_points: '10000' }, headers: admin });
   expect(funded.status).toBe(200);
 });
 afterAll(async () => {
+  await bundled?.stop();
   await stack.close();
+  fs.rmSync(dataDir, { recursive: true, force: true });
   await new Promise((resolve) => site.close(resolve));
 });
 
 const startSolver = suiteSolvers(() => stack.url);
 
-/** A solver that fetches the page it is given and returns its text. */
-async function honest(frame: TaskFrame, self: FakeSolver) {
-  self.send({ type: 'accept', attempt_id: frame.attempt_id });
-  const url = String(frame.payload.url);
-  const page = await (await fetch(url)).text();
-  const content = page.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').trim();
-  self.send({ type: 'result', attempt_id: frame.attempt_id, result: { url, final_url: url, status_code: 200, content_type: 'markdown', content, title: 'Page' } });
-}
+// The scripted solvers search the same shipped pages as the bundled solver, with the same backend.
+const index = createLocalSearchBackend(DEFAULT_SEARCH_INDEX_DIR);
+const search = honestSearch((query, count) => index.search(query, count, new AbortController().signal));
+const honest: Script = (frame, self) => (frame.task_type === 'web_search' ? search(frame, self) : honestFetch(frame, self));
 
 const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
 
-test(`honest solvers doing ${TASKS} client tasks with canaries and redundant runs are never quarantined, and the ledger is exact`, async () => {
-  const solvers = [
-    await startSolver({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: CLIENT_CONCURRENCY, behaviour: honest }),
-    await startSolver({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: CLIENT_CONCURRENCY, behaviour: honest }),
+test(`honest solvers, the bundled one among them, doing ${TASKS} client tasks with canaries and redundant runs are never quarantined, and the ledger is exact`, async () => {
+  // The best record takes every task its slots can: two slots each for the scripted solvers and the
+  // bundled solver's four (SOLVER_MAX_CONCURRENT) make room for the eight requests, so each serves a share.
+  const scripted = [
+    await startSolver({ taskTypes: ['proxy_fetch', 'web_search'], price: '1', maxConcurrent: 2, behaviour: honest }),
+    await startSolver({ taskTypes: ['proxy_fetch', 'web_search'], price: '1', maxConcurrent: 2, behaviour: honest }),
   ];
-  // Each is on probation until its first canary passes.
-  for (const solver of solvers) await waitFor(async () => (await trustOf(solver.solverId)).reputation[0]?.client_work === true, 60_000);
+  bundled = await startLocalSolver({ config: stack.config, apiUrl: stack.url, logger: pino({ level: 'warn' }) });
+  expect(bundled.taskTypes).toEqual(expect.arrayContaining(['proxy_fetch', 'web_search']));
+  const solverIds = [...scripted.map((solver) => solver.solverId), bundled.solverId];
+  // Each is on probation until its first canary of the type passes.
+  const clientWork = async (solverId: string) =>
+    (await trustOf(solverId)).reputation.filter((row: { task_type: string; client_work: boolean }) => ['proxy_fetch', 'web_search'].includes(row.task_type) && row.client_work).length === 2;
+  for (const solverId of solverIds) await waitFor(() => clientWork(solverId), 90_000);
   // Each task holds its cap (10) while it runs: room for every request at once beside the price of all.
   const client = await registerAccount(stack.url, String(TASKS + 10 * CLIENT_CONCURRENCY));
 
@@ -86,8 +112,11 @@ test(`honest solvers doing ${TASKS} client tasks with canaries and redundant run
     Array.from({ length: CLIENT_CONCURRENCY }, async () => {
       while (next < TASKS) {
         const i = next++;
-        const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/harbours?i=${i}` }, headers: client.auth });
-        statuses.push(fetched.status);
+        const answered =
+          i % SEARCH_EVERY === SEARCH_EVERY - 1
+            ? await api(stack.url, 'POST', '/v1/search', { body: { query: QUERIES[i % QUERIES.length] }, headers: client.auth })
+            : await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/harbours?i=${i}` }, headers: client.auth });
+        statuses.push(answered.status);
       }
     }),
   );
@@ -115,25 +144,38 @@ test(`honest solvers doing ${TASKS} client tasks with canaries and redundant run
     throw error;
   });
   const runs = await stack.db.any(sql.type(z.object({ status: z.string(), count: z.number() }))`SELECT status, count(*)::int AS count FROM redundant_runs GROUP BY status`);
-  const canaryPasses: number[] = [];
-  for (const solver of solvers) {
-    const trust = await trustOf(solver.solverId);
+  const canaryPasses: Record<string, number>[] = [];
+  let probations = 0;
+  for (const solverId of solverIds) {
+    const trust = await trustOf(solverId);
     expect(trust.quarantined).toBe(false);
     expect(trust.held_points).toBe('0');
-    expect(trust.reputation[0]).toMatchObject({ canary_failures: 0, disagreements: 0, client_work: true });
-    canaryPasses.push(trust.reputation[0].canary_passes);
+    const passes: Record<string, number> = {};
+    for (const row of trust.reputation) {
+      // The bundled solver offers screenshots and snapshots too: it passed their probation canaries.
+      expect(row).toMatchObject({ canary_failures: 0, disagreements: 0, client_work: true });
+      passes[row.task_type] = row.canary_passes;
+      probations += 1;
+    }
+    canaryPasses.push(passes);
   }
   // Attempts made while a canary was on its way count towards none, so canaries come less often than
   // one per 2N − 1 = 39 attempts when the solver is busy: one per 100 client tasks is the documented floor
-  // (about one per 20 to 30 is usual), beside the probation canary of each.
-  const clientTasksOf = (solver: FakeSolver) => solver.received.filter((frame) => !String(frame.payload.url).includes('/canary/')).length;
-  const total = canaryPasses.reduce((sum, passes) => sum + passes, 0);
-  expect(total).toBeGreaterThanOrEqual(solvers.length + Math.floor(TASKS / 100));
+  // (about one per 20 to 30 is usual), beside the probation canary of each type of each solver.
+  const total = canaryPasses.reduce((sum, passes) => sum + Object.values(passes).reduce((a, b) => a + b, 0), 0);
+  expect(total).toBeGreaterThanOrEqual(probations + Math.floor(TASKS / 100));
+  // Each solver, the bundled one included, served a share of the client tasks.
+  const served = await stack.db.any(sql.type(z.object({ solver_id: z.string(), task_type: z.string(), count: z.number() }))`
+    SELECT solver_id, task_type, count(*)::int AS count FROM tasks
+    WHERE account_id = ${client.account_id} AND status = 'completed' GROUP BY solver_id, task_type ORDER BY solver_id, task_type`);
+  for (const solverId of solverIds) expect(served.filter((row) => row.solver_id === solverId && row.task_type === 'proxy_fetch').length).toBe(1);
   // The one ledger: the client paid its 1,000 tasks once; canaries and runs came from the platform's account.
   expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: String(TASKS), held_points: '0' });
   expect(await balanceFromEntries(stack.db, PLATFORM_ACCOUNT_ID)).toEqual(await getBalance(stack.db, PLATFORM_ACCOUNT_ID));
   expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
   console.log(
-    `${TASKS} client tasks in ${seconds.toFixed(1)} s; tasks per solver ${solvers.map(clientTasksOf).join(', ')}; canaries passed ${canaryPasses.join(', ')}; redundant runs ${JSON.stringify(runs)}`,
+    `${TASKS} client tasks in ${seconds.toFixed(1)} s; tasks per solver (the bundled one last) ${solverIds
+      .map((solverId) => served.filter((row) => row.solver_id === solverId).map((row) => `${row.task_type} ${row.count}`).join(' + '))
+      .join('; ')}; canaries passed ${JSON.stringify(canaryPasses)}; redundant runs ${JSON.stringify(runs)}`,
   );
 });

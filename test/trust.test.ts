@@ -1,6 +1,9 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { fixedSearchList, honestFetch, honestSearch, staleByOrigin } from './support/cheats';
+import { DEFAULT_SEARCH_INDEX_DIR } from '../src/solver/config';
+import { createLocalSearchBackend } from '../src/solver/search/local-index';
 import { FakeSolver, suiteSolvers, waitFor, type TaskFrame } from './support/fake-solver';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 import { BrowserPool } from '../src/solver/browser/browser-pool';
@@ -36,17 +39,7 @@ function stackWith(env: Record<string, string>) {
 }
 
 /** A solver that fetches the page it is given and returns its text. */
-async function honest(frame: TaskFrame, self: FakeSolver) {
-  self.send({ type: 'accept', attempt_id: frame.attempt_id });
-  const url = String(frame.payload.url);
-  const page = await (await fetch(url)).text();
-  const text = page.replace(/<[^>]+>/g, ' ').replace(/\s+/g, ' ').trim();
-  const result =
-    frame.task_type === 'page_snapshot'
-      ? { url, snapshot: text, snapshot_format: 'markdown', title: 'Page' }
-      : { url, final_url: url, status_code: 200, content_type: 'markdown', content: text, title: 'Page' };
-  self.send({ type: 'result', attempt_id: frame.attempt_id, result });
-}
+const honest = honestFetch;
 
 const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
 
@@ -124,6 +117,37 @@ describe('with probation', () => {
     expect(again.json.error.type).toBe('quarantine_not_found');
     const balance = await getBalance(stack.db, cheat.solverId);
     expect(balance).toMatchObject({ available_points: '0.9', held_points: '0' });
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
+  test(`a solver that serves stale pages passes its probation canary, serves at most ${2 * CANARY_EVERY_TASKS - 1} client tasks, and its next canary quarantines it`, async () => {
+    // It fetches the first page of each origin for real (its probation canary, on the API node's
+    // origin) and answers every later fetch of that origin with that page's text.
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], behaviour: staleByOrigin() });
+    await waitFor(async () => (await trustOf(cheat.solverId)).reputation[0]?.client_work === true);
+    const client = await registerAccount(stack.url, '100');
+    let served = 0;
+    for (;;) {
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${served}` }, headers: client.auth });
+      if (fetched.status === 503) break;
+      expect(fetched.status).toBe(200);
+      served += 1;
+      expect(served).toBeLessThanOrEqual(2 * CANARY_EVERY_TASKS - 1);
+      await canariesSettled(cheat.solverId);
+    }
+    const trust = await trustOf(cheat.solverId);
+    expect(trust.quarantined).toBe(true);
+    expect(trust.reputation[0]).toMatchObject({ canary_passes: 1, canary_failures: 1, client_work: false });
+    // The evidence: the first canary's page, with its old token, where the fresh one was expected.
+    const [quarantine] = trust.quarantines;
+    expect(quarantine.reason).toBe('canary_failed');
+    expect(quarantine.evidence.returned_excerpt).toMatch(/^Notes [0-9a-f]{6} Notes Reference [0-9a-f]{32}$/);
+    expect(quarantine.evidence.returned_excerpt).not.toContain(quarantine.evidence.expected_token);
+    // Two canaries and the client tasks between them; nothing after. Only the failed canary's payout is held.
+    expect(cheat.received).toHaveLength(served + 2);
+    expect(cheat.received.filter(isCanary)).toHaveLength(2);
+    expect(trust.held_points).toBe('0.9');
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: String(served), held_points: '0' });
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
   });
 
@@ -317,5 +341,59 @@ describe('without probation', () => {
     expect(trust.reputation[0].score).toBeLessThan(0.3);
     const refused = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health` }, headers: client.auth });
     expect(refused.status).toBe(503);
+  });
+});
+
+describe('search canaries against the bundled index', () => {
+  const EVERY = 4;
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: String(EVERY), CANARY_SEARCH_ORACLE: 'bundled' });
+  // The index the bundled solver searches, which the oracle reads too.
+  const index = createLocalSearchBackend(DEFAULT_SEARCH_INDEX_DIR);
+  const searcher = honestSearch((query, count) => index.search(query, count, new AbortController().signal));
+  const canaryQueries = async (solverId: string) =>
+    stack.db.anyFirst(sql.type(z.object({ token: z.string() }))`SELECT token FROM canaries WHERE solver_id = ${solverId} AND task_type = 'web_search' ORDER BY created_at`);
+
+  test('a solver that returns the same results for every query is quarantined by its first search canary and gets no client search', async () => {
+    const cheat = await startSolver({ taskTypes: ['web_search'], behaviour: fixedSearchList });
+    const trust = await waitFor(async () => {
+      const found = await trustOf(cheat.solverId);
+      return found.quarantined ? found : null;
+    });
+    expect(cheat.received).toHaveLength(1);
+    const [quarantine] = trust.quarantines;
+    expect(quarantine).toMatchObject({ reason: 'canary_failed', task_type: 'web_search' });
+    expect(quarantine.evidence.search).toMatchObject({ oracle: 'bundled', measure: 'result_url_overlap', similarity: 0, threshold: 0.2 });
+    expect(quarantine.evidence.search.oracle_urls.length).toBeGreaterThan(0);
+    expect(quarantine.evidence.expected_token).toBe(cheat.received[0]!.payload.query);
+    const client = await registerAccount(stack.url, '100');
+    const searched = await api(stack.url, 'POST', '/v1/search', { body: { query: 'solver points' }, headers: client.auth });
+    expect(searched.status).toBe(503);
+    expect(cheat.received).toHaveLength(1);
+    expect(trust.held_points).toBe('0.9');
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
+  test('an honest solver searching the same index passes its search canaries, fresh queries that look like client searches', async () => {
+    const solver = await startSolver({ taskTypes: ['web_search'], behaviour: searcher });
+    await waitFor(async () => (await trustOf(solver.solverId)).reputation[0]?.client_work === true);
+    const client = await registerAccount(stack.url, '100');
+    const TASKS = 16;
+    for (let i = 0; i < TASKS; i++) {
+      const searched = await api(stack.url, 'POST', '/v1/search', { body: { query: ['ledger holds', 'solver agent', 'chat models', 'screenshot viewport'][i % 4] }, headers: client.auth });
+      expect(searched.status).toBe(200);
+      await canariesSettled(solver.solverId);
+    }
+    const trust = await trustOf(solver.solverId);
+    expect(trust.quarantined).toBe(false);
+    expect(trust.reputation[0]).toMatchObject({ task_type: 'web_search', canary_failures: 0, client_work: true });
+    expect(trust.reputation[0].canary_passes).toBeGreaterThanOrEqual(1 + Math.floor(TASKS / (2 * EVERY - 1)));
+    // Each canary asks a query of its own, in the payload a client's search becomes.
+    const queries = await canaryQueries(solver.solverId);
+    expect(new Set(queries).size).toBe(queries.length);
+    const canaryFrame = solver.received.find((frame) => frame.payload.query === queries[0])!;
+    const clientFrame = solver.received.find((frame) => !queries.includes(String(frame.payload.query)))!;
+    expect(Object.keys(canaryFrame).sort()).toEqual(Object.keys(clientFrame).sort());
+    expect(canaryFrame.payload).toEqual({ query: queries[0], count: clientFrame.payload.count });
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
   });
 });

@@ -7,21 +7,28 @@ import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
 import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
 import { GRID_COLUMNS, GRID_ROWS, tokenCells, tokenFromPng } from './pixels';
-import { announceCanaryDue, canaryDueAfter, type CanaryTaskType, CANARY_PASS_WEIGHT, CANARY_TASK_TYPES, quarantined, trustPolicy } from './reputation';
+import { activeCanaryTypesSql, announceCanaryDue, canaryDueAfter, type CanaryTaskType, CANARY_PASS_WEIGHT, CANARY_TASK_TYPES, quarantined, trustPolicy } from './reputation';
+import type { SearchOracle } from './search-oracle';
+import { compareResults, disagrees } from './similarity';
 
 /**
  * Canary tasks (docs/trust.md): the platform account sends a solver a task for a page the service
  * serves (GET /canary/{canary_id}) with a fresh random token in its text; the result passes when it
  * holds the token. For chat, the canary is an audit prompt (src/trust/chat-audit.ts) whose answer is
- * known. The verdict is given in the transaction that stores the result and settles it.
+ * known; for web_search, a fresh query whose answer the search oracle gave (src/trust/search-oracle.ts)
+ * and the result is compared with by the redundant runs' measure. The verdict is given in the
+ * transaction that stores the result and settles it.
  */
 
 type Runner = CommonQueryMethods;
 
 export { isCanaryTaskType, type CanaryTaskType } from './reputation';
 
-/** Whether canaries of the type are pages the service serves (chat audits are not: they need no address). */
-export const servesPage = (taskType: CanaryTaskType) => taskType !== CHAT_TASK_TYPE;
+const SEARCH_TASK_TYPE = 'web_search';
+/** The canary types that are no page the service serves (chat audits, search queries): they need no address. */
+const PAGELESS_TYPES: readonly CanaryTaskType[] = [CHAT_TASK_TYPE, SEARCH_TASK_TYPE];
+/** Whether canaries of the type are pages the service serves. */
+export const servesPage = (taskType: CanaryTaskType) => !PAGELESS_TYPES.includes(taskType);
 
 /**
  * The price cap (and the platform's hold) of a canary: CANARY_PRICE_POINTS for a page; for a chat
@@ -72,7 +79,7 @@ export async function dueCanaries(db: Runner, options: { solverId?: string; limi
       FROM solver_capabilities c
       JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
       JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
-      WHERE c.task_type = ANY(${sql.array([...CANARY_TASK_TYPES], 'text')})
+      WHERE c.task_type = ANY(${activeCanaryTypesSql()})
         -- Chat goes to strong-tier capabilities only: those are audited.
         AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
         AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
@@ -106,7 +113,7 @@ i{display:block}.d{background:#000}
 /** What a canary's page shows: its token, and the task type it is rendered for (a chat audit has no page). */
 export async function canaryPageOf(db: Runner, canaryId: string): Promise<{ token: string; taskType: string } | null> {
   return db.maybeOne(sql.type(z.object({ token: z.string(), taskType: z.string() }))`
-    SELECT token, task_type AS "taskType" FROM canaries WHERE canary_id = ${canaryId} AND task_type <> ${CHAT_TASK_TYPE}`);
+    SELECT token, task_type AS "taskType" FROM canaries WHERE canary_id = ${canaryId} AND task_type <> ALL(${sql.array([...PAGELESS_TYPES], 'text')})`);
 }
 
 export interface NewCanary {
@@ -120,33 +127,45 @@ export interface NewCanary {
   publicBaseUrl: string | null;
   pricePoints: string;
   timeoutSeconds: number;
+  /** What web_search canaries are compared with; none: no web_search canary is created. */
+  searchOracle?: SearchOracle | null;
 }
 
+/** What a web_search canary expects (kept in the canary's `audit` column): the oracle's result URLs for its query. */
+const SearchExpectation = z.object({ kind: z.literal('search'), oracle: z.string(), query: z.string(), count: z.number(), results: z.array(z.object({ title: z.string(), url: z.string() })) });
+
 /**
- * The task a canary sends, per task type, and what its result must show: for the web types the page's
- * address (null when there is none) in the payload a client's request becomes (its defaults filled in
- * the same way) and the page's token; for chat a fresh audit prompt and its expected answer.
+ * The task a canary sends, per task type, and what its result must show: for the page types the page's
+ * address in the payload a client's request becomes (its defaults filled in the same way) and the
+ * page's token; for chat a fresh audit prompt and its expected answer; for web_search a fresh query
+ * and the oracle's answer. A string: why there is none.
  */
 async function canaryTask(
   db: Runner,
   canary: NewCanary,
   canaryId: string,
-): Promise<{ payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | null } | null> {
+): Promise<{ payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | z.infer<typeof SearchExpectation> | null } | 'no_page_address' | 'no_oracle_answer'> {
   if (canary.taskType === CHAT_TASK_TYPE) {
     const built = buildChatAudit();
     return { payload: built.payload, token: built.token, audit: built.expected };
+  }
+  if (canary.taskType === SEARCH_TASK_TYPE) {
+    const drawn = await canary.searchOracle?.drawCanary();
+    if (!drawn) return 'no_oracle_answer';
+    const { payload, results } = drawn;
+    return { payload, token: payload.query, audit: { kind: 'search', oracle: canary.searchOracle!.name, query: payload.query, count: payload.count, results } };
   }
   const base =
     canary.publicBaseUrl ??
     (await db.maybeOneFirst(sql.type(z.object({ base_url: z.string().nullable() }))`
       SELECT n.base_url FROM solver_connections sc JOIN api_nodes n ON n.node_id = sc.node_id WHERE sc.solver_id = ${canary.solverId} LIMIT 1`));
-  if (!base) return null;
+  if (!base) return 'no_page_address';
   const payload = PAYLOAD_SCHEMAS[canary.taskType].parse({ url: `${base}/canary/${canaryId}` }) as Record<string, unknown>;
   return { payload, token: crypto.randomBytes(16).toString('hex'), audit: null };
 }
 
 /** What creating a canary did: the task to run, or why there is none. */
-export type CanaryCreated = { created: true; taskId: string } | { created: false; reason: 'not_due' | 'no_page_address' | 'platform_balance' };
+export type CanaryCreated = { created: true; taskId: string } | { created: false; reason: 'not_due' | 'no_page_address' | 'no_oracle_answer' | 'platform_balance' };
 
 /**
  * Creates the canary, its task (the platform's, with the solver's task payload shape and nothing
@@ -161,7 +180,7 @@ export async function createCanary(db: DatabasePool, canary: NewCanary): Promise
   if (existing) return { created: true, taskId: canary.taskId };
   const canaryId = crypto.randomBytes(12).toString('base64url');
   const task = await canaryTask(db, canary, canaryId);
-  if (!task) return { created: false, reason: 'no_page_address' };
+  if (typeof task === 'string') return { created: false, reason: task };
   const { payload, token, audit } = task;
   const row = await db
     .transaction(async (tx) => {
@@ -208,6 +227,10 @@ export async function createCanary(db: DatabasePool, canary: NewCanary): Promise
  * and for a screenshot the token read back from the image's grid (or why it could not be read).
  */
 function resultText(taskType: string, result: Record<string, unknown>): string {
+  if (taskType === SEARCH_TASK_TYPE) {
+    const results = Array.isArray(result.results) ? (result.results as { url?: unknown }[]) : [];
+    return results.map((hit) => String(hit?.url ?? '')).join('\n');
+  }
   if (taskType === 'screenshot') {
     if (typeof result.image_base64 !== 'string') return '';
     try {
@@ -232,10 +255,11 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
   const canary = await tx.maybeOne(sql.type(z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown() }))`
     SELECT canary_id, task_type, token, audit FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
   if (!canary) return null;
-  const expected = canary.audit === null ? null : ChatAuditExpectation.parse(canary.audit);
+  const expected = canary.audit === null || canary.task_type !== CHAT_TASK_TYPE ? null : ChatAuditExpectation.parse(canary.audit);
   const judged = expected ? judgeChatAudit(expected, result) : null;
+  const searched = canary.task_type === SEARCH_TASK_TYPE ? judgeSearch(SearchExpectation.parse(canary.audit), result) : null;
   const text = resultText(canary.task_type, result);
-  const passed = judged ? judged.passed : text.includes(canary.token);
+  const passed = judged ? judged.passed : searched ? searched.passed : text.includes(canary.token);
   const verdict = passed ? 'passed' : 'failed';
   // One failure quarantines (web); a chat audit, this many among the solver's last `window` judged ones.
   const [needed, window] = judged ? [CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW] : [1, 1];
@@ -248,12 +272,13 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
     // What came back, cut short: enough for an admin to see what the solver made up.
     returned_excerpt: judged ? judged.returned : text.slice(0, 500),
     ...(judged && expected ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: failedInWindow, of_last: window } : {}),
+    ...(searched ? { search: searched.evidence } : {}),
   };
   const weight = CANARY_PASS_WEIGHT;
   await tx.query(sql.unsafe`
     WITH judged AS (
       UPDATE canaries SET verdict = ${verdict}, judged_at = now(),
-        audit = CASE WHEN audit IS NULL THEN NULL ELSE audit || jsonb_build_object('problems', ${sql.jsonb(judged?.problems ?? [])}::jsonb) END
+        audit = CASE WHEN audit IS NULL THEN NULL ELSE audit || jsonb_build_object('problems', ${sql.jsonb(judged?.problems ?? searched?.problems ?? [])}::jsonb) END
       WHERE task_id = ${taskId}
     ), counted AS (
       INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, canary_passes, canary_failures)
@@ -273,6 +298,21 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
     -- possibly due the next one (probation, attempts meanwhile, or the failed audit's recheck at once).
     SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)} WHERE ${!quarantine}`);
   return verdict;
+}
+
+/**
+ * A web_search canary's verdict: the solver's result URLs against the oracle's, by the redundant runs'
+ * measure and threshold (result_url_overlap, src/trust/similarity.ts): below it, the results were not
+ * searched for that query.
+ */
+function judgeSearch(expected: z.infer<typeof SearchExpectation>, result: Record<string, unknown>) {
+  const comparison = compareResults(SEARCH_TASK_TYPE, { results: expected.results }, result);
+  const passed = !disagrees(comparison);
+  return {
+    passed,
+    problems: passed ? [] : [`result_url_overlap ${comparison.similarity} is below ${comparison.threshold}`],
+    evidence: { oracle: expected.oracle, query: expected.query, measure: comparison.measure, similarity: comparison.similarity, threshold: comparison.threshold, oracle_urls: comparison.first.urls, returned_urls: comparison.second.urls },
+  };
 }
 
 /**

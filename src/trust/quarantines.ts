@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { HOLD_OPEN, release } from '../db/ledger';
 import type { Db } from '../db/pool';
 import { heldEarningsId } from './canaries';
-import { announceCanaryDueIn, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from './reputation';
+import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from './reputation';
 
 /** What solvers and admins see of reputation and quarantines (docs/trust.md). */
 
@@ -60,7 +60,7 @@ export async function reputationOf(db: Runner, solverId: string): Promise<Reputa
     LEFT JOIN solver_reputation r ON r.solver_id = t.solver_id AND r.task_type = t.task_type
     ORDER BY t.task_type`);
   const { probationCanaries } = trustPolicy();
-  return rows.map((row) => ({ ...row, on_probation: row.canary_passes < probationCanaries }));
+  return rows.map((row) => ({ ...row, on_probation: row.canary_passes < probationCanaries && isCanaryTaskType(row.task_type) }));
 }
 
 /** What is held of a solver's earnings: the sum of its open `held:` holds, and how many tasks. */

@@ -17,16 +17,26 @@ export interface TrustPolicy {
   canaryEveryTasks: number;
   /** The fraction of client web tasks run again by a second solver and compared (docs/trust.md, "Redundant runs"). */
   redundantRunFraction: number;
+  /** Whether web_search canaries are sent: only with a search oracle to compare results with (CANARY_SEARCH_ORACLE). */
+  searchCanaries: boolean;
 }
 
-export const DEFAULT_TRUST_POLICY: TrustPolicy = { minScore: 0.3, probationCanaries: 0, halfLifeSeconds: 24 * 3600, canaryEveryTasks: 50, redundantRunFraction: 0 };
+export const DEFAULT_TRUST_POLICY: TrustPolicy = {
+  minScore: 0.3,
+  probationCanaries: 0,
+  halfLifeSeconds: 24 * 3600,
+  canaryEveryTasks: 50,
+  redundantRunFraction: 0,
+  searchCanaries: false,
+};
 
 /**
- * The task types canaries are sent for: a page the service serves can check them (a screenshot by its
- * pixels); and chat, whose canaries are audit prompts with known answers (strong-tier capabilities
- * only, src/trust/chat-audit.ts).
+ * The task types canaries can be sent for: a page the service serves can check them (a screenshot by
+ * its pixels); chat, whose canaries are audit prompts with known answers (strong-tier capabilities
+ * only, src/trust/chat-audit.ts); and web_search, whose canaries are queries compared with a search
+ * oracle's answer (src/trust/search-oracle.ts), sent only when one is configured (activeCanaryTypes).
  */
-export const CANARY_TASK_TYPES = ['proxy_fetch', 'page_snapshot', 'screenshot', 'chat_completion'] as const;
+export const CANARY_TASK_TYPES = ['proxy_fetch', 'page_snapshot', 'screenshot', 'chat_completion', 'web_search'] as const;
 
 /**
  * After how many attempts the next canary is due, drawn uniformly from 1 to 2N - 1 (mean N), so a
@@ -47,7 +57,11 @@ export const announceCanaryDue = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`pg_notify(${CANARY_DUE_CHANNEL}, json_build_object('solver_id', ${solverId})::text)`;
 
 export type CanaryTaskType = (typeof CANARY_TASK_TYPES)[number];
-export const isCanaryTaskType = (taskType: string): taskType is CanaryTaskType => (CANARY_TASK_TYPES as readonly string[]).includes(taskType);
+/** The task types canaries are sent for under this process's policy: web_search only with a search oracle. */
+export const activeCanaryTypes = (): readonly CanaryTaskType[] => (policy.searchCanaries ? CANARY_TASK_TYPES : CANARY_TASK_TYPES.filter((type) => type !== 'web_search'));
+export const isCanaryTaskType = (taskType: string): taskType is CanaryTaskType => (activeCanaryTypes() as readonly string[]).includes(taskType);
+/** The active canary types as a SQL text array. */
+export const activeCanaryTypesSql = () => sql.array([...activeCanaryTypes()], 'text');
 
 /** A passed canary counts as this many successes: it is checked evidence, a client task is not. */
 export const CANARY_PASS_WEIGHT = 3;
@@ -96,7 +110,8 @@ export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
 
 /**
  * Whether capability `c` may take client work: its solver is not quarantined, has passed its
- * probation canaries for the task type, and scores at least the threshold.
+ * probation canaries for the task type (when canaries of that type are sent at all), and scores at
+ * least the threshold.
  */
 export function trusted(c = 'c') {
   const solverId = sql.fragment`${sql.identifier([c, 'solver_id'])}`;
@@ -104,10 +119,12 @@ export function trusted(c = 'c') {
   const { minScore, probationCanaries } = policy;
   // With no probation and no threshold the reputation row is not read at all (the hot path).
   if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)}`;
+  // A type no canary is sent for (web_search without a search oracle) has no probation to pass.
+  const probation = probationCanaries === 0 ? sql.fragment`false` : sql.fragment`${taskType} = ANY(${activeCanaryTypesSql()})`;
   return sql.fragment`NOT ${quarantined(solverId)} AND COALESCE(
-    (SELECT r.canary_passes >= ${probationCanaries}::int AND ${scoreOf('r')} >= ${minScore}::float8
+    (SELECT (r.canary_passes >= ${probationCanaries}::int OR NOT ${probation}) AND ${scoreOf('r')} >= ${minScore}::float8
      FROM solver_reputation r WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType}),
-    ${probationCanaries === 0 && PRIOR_SCORE >= minScore})`;
+    NOT ${probation} AND ${PRIOR_SCORE >= minScore})`;
 }
 
 /**
@@ -127,7 +144,7 @@ export function recordOutcomeStep(counts: 'completed' | 'failed' | null) {
       INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, latency_ms, since_canary, canary_due_after)
       SELECT solver_id, task_type, CASE WHEN canary THEN 0 ELSE ${succeeded ? 1 : 0} END, ${failed ? 1 : 0},
              ${succeeded ? sql.fragment`latency_ms` : sql.fragment`NULL`}, CASE WHEN canary THEN 0 ELSE 1 END,
-             CASE WHEN task_type = ANY(${sql.array([...CANARY_TASK_TYPES], 'text')}) THEN ${canaryDueAfter()} END
+             CASE WHEN task_type = ANY(${activeCanaryTypesSql()}) THEN ${canaryDueAfter()} END
       FROM (SELECT closed.*, EXISTS (SELECT 1 FROM canaries k WHERE k.task_id = closed.task_id) AS canary FROM closed) c
       WHERE ${counts !== null}
       ON CONFLICT (solver_id, task_type) DO UPDATE SET

@@ -17,7 +17,7 @@ const SNIPPET_LENGTH = 240;
 
 export type IndexedPage = { id: number; title: string; url: string; text: string };
 
-export function createLocalSearchBackend(indexDir: string): SearchBackend & { load(): Promise<number> } {
+export function createLocalSearchBackend(indexDir: string): SearchBackend & { load(): Promise<number>; pages(): Promise<IndexedPage[]> } {
   let loading: Promise<{ index: MiniSearch<IndexedPage>; pages: Map<number, IndexedPage> }> | undefined;
   const load = () => {
     loading ??= buildIndex(indexDir);
@@ -26,6 +26,7 @@ export function createLocalSearchBackend(indexDir: string): SearchBackend & { lo
   return {
     name: 'local',
     load: async () => (await load()).pages.size,
+    pages: async () => [...(await load()).pages.values()],
     warm: () => load(),
     async search(query, count, signal) {
       const { index, pages } = await load();
