@@ -7,6 +7,7 @@ import type { SolverHub } from '../src/dispatch/hub';
 import type { Logger } from '../src/logger';
 import type { HandoffSender } from '../src/tasks/handoffs';
 import type { RecentPayloads } from '../src/tasks/recent-payloads';
+import type { WebhookSender } from '../src/webhooks/sender';
 
 export interface ActivityDeps {
   config: Config;
@@ -14,6 +15,8 @@ export interface ActivityDeps {
   logger: Logger;
   /** Tells waiting workflows the slots that ending an attempt handed to them. */
   handoffs: HandoffSender;
+  /** Makes the first attempt of the webhook deliveries that finishing a task wrote. */
+  webhooks: WebhookSender;
 }
 
 export interface NodeActivityDeps extends ActivityDeps {

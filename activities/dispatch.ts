@@ -33,7 +33,7 @@ const HEARTBEAT_EVERY_MS = 1000;
  * already finished is left as it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs, webhooks }: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<AttemptReport> {
       const context = Context.current();
@@ -78,6 +78,7 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
         if (assembled) result = { ...result, message: assembled.message() };
         const completed = await finishTask(db, input.taskId, { completion: { kind: 'attempt', attemptId: input.attemptId, result }, feePercent: config.platformFeePercent });
         handoffs.deliver(completed.handoffs);
+        webhooks.send(completed.webhooks);
         if (completed.attemptClosed) {
           return attemptFailed('attempt_closed', 'The attempt ended before its result arrived.', chunks());
         }

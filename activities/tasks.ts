@@ -1,19 +1,22 @@
 import { closeAttempt, finishTask, reserveAttempt, type AttemptEnd, type Completion, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
 import type { TaskFailure } from '../src/tasks/lifecycle';
+import type { DueDelivery } from '../src/db/webhooks';
 import type { ActivityDeps } from './deps';
 
-type Told<T> = T extends unknown ? Omit<T, 'handoffs'> : never;
+type Told<T> = T extends unknown ? Omit<T, 'handoffs' | 'webhooks'> : never;
 
 /**
  * Task bookkeeping in PostgreSQL, run as local activities by the workflow worker. Each is idempotent
  * (keyed by task and attempt ids, money moves keyed in the ledger), so a retry never double-counts.
  * Their names are in the histories of running workflows: they stay as they are.
  */
-export function createTaskActivities({ db, config, handoffs }: ActivityDeps) {
-  // What the workflow is given leaves out the handoffs to other tasks, which are told here.
-  const told = <T extends { handoffs?: Handoff[] }>(result: T): Told<T> => {
-    const { handoffs: handed, ...rest } = result;
+export function createTaskActivities({ db, config, handoffs, webhooks }: ActivityDeps) {
+  // What the workflow is given leaves out the handoffs to other tasks, which are told here, and the
+  // webhook deliveries, whose first attempts are made here.
+  const told = <T extends { handoffs?: Handoff[]; webhooks?: DueDelivery[] }>(result: T): Told<T> => {
+    const { handoffs: handed, webhooks: due, ...rest } = result;
     handoffs.deliver(handed);
+    webhooks.send(due);
     return rest as Told<T>;
   };
   return {

@@ -24,7 +24,7 @@ describe('the stranded-task sweep', () => {
   beforeAll(async () => {
     stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '2000' } });
     temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
-    deps = { config: stack.config, db: stack.db, temporal, logger, eagerStart: false, handoffs: new SlotHandoffs({ db: stack.db, temporal, logger }) };
+    deps = { config: stack.config, db: stack.db, temporal, logger, eagerStart: false, handoffs: new SlotHandoffs({ db: stack.db, temporal, logger }), webhooks: { send: () => undefined } };
   });
   afterAll(async () => {
     await temporal?.connection.close();

@@ -94,6 +94,7 @@ describe('waiting for a task', () => {
       logger: createLogger('warn', 'test'),
       eagerStart: false,
       handoffs: { deliver: () => undefined },
+      webhooks: { send: () => undefined },
       finished: watch,
       payloads: new RecentPayloads(),
       // Never used: these tests create no chat.

@@ -1,7 +1,11 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import pino from 'pino';
+import { sql } from 'slonik';
 import { createTemporalClient } from '../src/temporal/connection';
+import { WebhookDeliveries } from '../src/webhooks/sender';
 import { strongChat, suiteSolvers, talker, waitFor, type TaskFrame } from './support/fake-solver';
 import { registry } from '../src/metrics/metrics';
 import { spawnNode, type NodeProcess } from './support/processes';
@@ -34,6 +38,12 @@ async function startReceiver(failFirst: number) {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
   return { url, received, accepted: () => received.filter((entry) => entry.answered < 300), close: () => new Promise((resolve) => server.close(resolve)) };
+}
+
+/** The sum of a counter's values whose labels include `labels`. */
+async function counted(name: string, labels: Record<string, string>): Promise<number> {
+  const values = (await registry.getSingleMetric(name)!.get()).values;
+  return values.filter((value) => Object.entries(labels).every(([key, label]) => value.labels[key] === label)).reduce((sum, value) => sum + value.value, 0);
 }
 
 /** The receiver's check, as docs/decisions.md shows it. */
@@ -97,6 +107,111 @@ describe('webhooks', () => {
       await receiver.close();
     }
   }, 60_000);
+
+  describe('the first attempt, made by the process that finished the task', () => {
+    let temporal: Client;
+    beforeAll(async () => {
+      temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
+    });
+    afterAll(async () => {
+      await temporal?.connection.close();
+    });
+    const workflowOf = (taskId: string) => temporal.workflow.getHandle(`webhook-${taskId}-completed`).describe();
+    const completion = (auth: Record<string, string>, taskId: string) =>
+      waitFor(async () => (await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: auth })).json.status === 'completed');
+
+    test('a delivery accepted at its first attempt starts no workflow', async () => {
+      const receiver = await startReceiver(0);
+      try {
+        await solver({ taskTypes: ['web_search'] });
+        const client = await registerAccount(stack.url, '100');
+        const before = { direct: await counted('marketplace_webhook_delivery_attempts_total', { result: 'delivered', path: 'direct' }), workflows: await counted('marketplace_webhook_delivery_workflows_started_total', {}) };
+        const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'first' }, webhook: { url: receiver.url } } });
+        await completion(client.auth, created.json.task_id);
+        await waitFor(() => receiver.accepted().length === 1, 10_000);
+        await new Promise((resolve) => setTimeout(resolve, 500));
+
+        expect(receiver.received).toHaveLength(1);
+        await expect(workflowOf(created.json.task_id)).rejects.toBeInstanceOf(WorkflowNotFoundError);
+        const log = await api(stack.url, 'GET', `/v1/tasks/${created.json.task_id}/webhooks`, { headers: client.auth });
+        expect(log.json.deliveries).toEqual([expect.objectContaining({ event: 'completed', status: 'delivered', finished_at: expect.any(String), attempts: [expect.objectContaining({ attempt: 1, status_code: 204, error: null })] })]);
+        expect(await counted('marketplace_webhook_delivery_attempts_total', { result: 'delivered', path: 'direct' })).toBe(before.direct + 1);
+        expect(await counted('marketplace_webhook_delivery_workflows_started_total', {})).toBe(before.workflows);
+      } finally {
+        await receiver.close();
+      }
+    });
+
+    test('a failed first attempt hands the delivery to its workflow, which delivers it once', async () => {
+      const receiver = await startReceiver(1);
+      try {
+        await solver({ taskTypes: ['web_search'] });
+        const client = await registerAccount(stack.url, '100');
+        const before = await counted('marketplace_webhook_delivery_workflows_started_total', { reason: 'first_attempt_failed' });
+        const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'retried' }, webhook: { url: receiver.url } } });
+        await waitFor(() => receiver.accepted().length === 1, 20_000);
+        await new Promise((resolve) => setTimeout(resolve, 2000));
+
+        expect(receiver.received.map((entry) => entry.answered)).toEqual([500, 204]);
+        expect(new Set(receiver.received.map((entry) => entry.id)).size).toBe(1);
+        expect((await workflowOf(created.json.task_id)).status.name).toBe('COMPLETED');
+        expect(await counted('marketplace_webhook_delivery_workflows_started_total', { reason: 'first_attempt_failed' })).toBe(before + 1);
+        const log = await api(stack.url, 'GET', `/v1/tasks/${created.json.task_id}/webhooks`, { headers: client.auth });
+        expect(log.json.deliveries).toEqual([
+          expect.objectContaining({ status: 'delivered', attempts: [expect.objectContaining({ attempt: 1, status_code: 500 }), expect.objectContaining({ attempt: 2, status_code: 204 })] }),
+        ]);
+        // The workflow waited the backoff's first step (1 s) after the direct attempt, as it would after its own.
+        const [first, second] = log.json.deliveries[0].attempts;
+        expect(Date.parse(second.started_at) - Date.parse(first.started_at)).toBeGreaterThanOrEqual(1000);
+      } finally {
+        await receiver.close();
+      }
+    }, 30_000);
+
+    test('the sweep hands stranded deliveries to their workflows: claimed by a process that died, or never claimed', async () => {
+      const receiver = await startReceiver(0);
+      try {
+        await solver({ taskTypes: ['web_search'] });
+        const client = await registerAccount(stack.url, '100');
+        // Tasks whose webhook wants no completion: the test writes their deliveries as a crash would leave them.
+        const finished = async (query: string) => {
+          const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query }, webhook: { url: receiver.url, events: ['failed'] } } });
+          await completion(client.auth, created.json.task_id);
+          await stack.db.query(sql.unsafe`UPDATE task_webhooks SET events = '{completed}' WHERE task_id = ${created.json.task_id}`);
+          return created.json.task_id as string;
+        };
+        const [claimedLongAgo, neverClaimed, claimedJustNow] = [await finished('crashed'), await finished('unclaimed'), await finished('in flight')];
+        const write = (taskId: string, age: string, claimed: string | null) =>
+          stack.db.query(sql.unsafe`
+            INSERT INTO webhook_deliveries (delivery_id, task_id, event, created_at, claimed_at, claimed_by)
+            VALUES (${`whd_${taskId}_completed`}, ${taskId}, 'completed', now() - ${age}::interval, now() - ${claimed}::interval, ${claimed && 'api:gone'})`);
+        // Its claimer made a failed first attempt and died before handing the delivery to a workflow.
+        await write(claimedLongAgo, '2 minutes', '2 minutes');
+        await stack.db.query(sql.unsafe`INSERT INTO webhook_attempts (delivery_id, attempt, duration_ms, status_code, error) VALUES (${`whd_${claimedLongAgo}_completed`}, 1, 5, 500, 'the receiver answered 500')`);
+        await write(neverClaimed, '30 seconds', null);
+        await write(claimedJustNow, '5 seconds', '5 seconds');
+
+        const deliveries = new WebhookDeliveries({ config: stack.config, db: stack.db, temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
+        expect(await deliveries.sweep()).toBeGreaterThanOrEqual(2);
+        await waitFor(() => receiver.accepted().length === 2, 20_000);
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+
+        expect(receiver.accepted().map((entry) => JSON.parse(entry.body).data.task_id).sort()).toEqual([claimedLongAgo, neverClaimed].sort());
+        for (const taskId of [claimedLongAgo, neverClaimed]) expect((await workflowOf(taskId)).status.name).toBe('COMPLETED');
+        const log = async (taskId: string) => (await api(stack.url, 'GET', `/v1/tasks/${taskId}/webhooks`, { headers: client.auth })).json.deliveries[0];
+        // The workflow went on from the attempt its claimer had made.
+        expect(await log(claimedLongAgo)).toMatchObject({ status: 'delivered', attempts: [{ attempt: 1, status_code: 500 }, { attempt: 2, status_code: 204 }] });
+        expect(await log(neverClaimed)).toMatchObject({ status: 'delivered', attempts: [{ attempt: 1, status_code: 204 }] });
+        // A claim within its grace is its claimer's still.
+        expect(await log(claimedJustNow)).toMatchObject({ status: 'pending', attempts: [] });
+        await expect(workflowOf(claimedJustNow)).rejects.toBeInstanceOf(WorkflowNotFoundError);
+        // No later sweep (this suite's worker, or another suite's) is to send it to a receiver that is gone.
+        await stack.db.query(sql.unsafe`UPDATE webhook_deliveries SET status = 'failed', finished_at = now() WHERE task_id = ${claimedJustNow}`);
+      } finally {
+        await receiver.close();
+      }
+    }, 30_000);
+  });
 
   test('the account\'s default webhook is carried by every new task (convenience, compat, chat) unless the request names its own', async () => {
     const receiver = await startReceiver(0);

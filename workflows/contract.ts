@@ -65,6 +65,12 @@ export interface WebhookDeliveryInput {
   /** How long the delivery is retried before it is given up (WEBHOOK_RETRY_FOR_SECONDS). */
   retryForSeconds: number;
   attemptTimeoutMs: number;
+  /**
+   * Attempts made before the workflow started (its first, by the process that finished the task): the
+   * workflow goes on from the next with the backoff those attempts have used up. Absent in the
+   * histories of deliveries started before first attempts were made directly: 0.
+   */
+  attemptsMade?: number;
 }
 
 /** A canary task for one solver (docs/trust.md); its task id is chosen by whoever starts it. */

@@ -38,7 +38,7 @@ import type { Db } from './pool';
 import { quarantined, recordOutcomeStep } from '../trust/reputation';
 import { holdEarningsIn, judgeCanaryIn } from '../trust/canaries';
 import { sampleRedundantRunIn } from '../trust/redundant';
-import { accountWebhookStep, webhookOutboxSteps } from './webhooks';
+import { accountWebhookStep, DueRow, webhookOutboxSteps, type DueDelivery } from './webhooks';
 import { isKeySpendLimitReached, keySpendLookup, keySpendOf, keySpendStep, returnKeySpend, type KeySpend } from './key-spend';
 
 /**
@@ -53,21 +53,28 @@ const TaskStateColumn = z.enum(TASK_STATES as [TaskState, ...TaskState[]]);
 /** NOTIFY channel on which a task's terminal state is announced when its transaction commits. */
 export const TASK_FINISHED_CHANNEL = 'task_finished';
 
+const FinishRow = z.object({ task_id: z.string().nullable(), event: DueRow.shape.event.nullable() });
+
 /**
- * Moves the task to its terminal state, takes it off the queue, writes the webhook delivery its
- * subscription wants, and announces both (delivered when the transaction commits).
+ * Moves the task to its terminal state, takes it off the queue, announces it (delivered when the
+ * transaction commits) and writes the webhook delivery its subscription wants, which it returns: the
+ * committer makes its first attempt.
  */
-async function finishRow(tx: Runner, taskId: string, status: TerminalState, fields: ReturnType<typeof sql.fragment>) {
-  await tx.query(sql.unsafe`
+async function finishRow(tx: Runner, taskId: string, status: TerminalState, fields: ReturnType<typeof sql.fragment>): Promise<DueDelivery[]> {
+  const rows = await tx.any(sql.type(FinishRow)`
     WITH dequeued AS (
       DELETE FROM task_queue WHERE task_id = ${taskId}
     ), finished AS (
       UPDATE tasks SET status = ${status}, ${fields}, updated_at = now(), completed_at = now()
       WHERE task_id = ${taskId}
       RETURNING task_id
-    ), ${webhookOutboxSteps(status)}
-    SELECT pg_notify(${TASK_FINISHED_CHANNEL}, ${JSON.stringify({ task_id: taskId, status })}) FROM finished
-    UNION ALL SELECT * FROM webhook_due`);
+    ), ${webhookOutboxSteps(status)}, announced AS (
+      SELECT pg_notify(${TASK_FINISHED_CHANNEL}, ${JSON.stringify({ task_id: taskId, status })}) FROM finished
+    )
+    -- The announcement is read too: an unread CTE that only reads is not run.
+    SELECT task_id, event FROM due
+    UNION ALL SELECT NULL, NULL FROM announced`);
+  return rows.filter((row): row is DueDelivery => row.task_id != null && row.event != null);
 }
 
 export { attemptIdFor, type Handoff, type ReserveAttemptInput } from './matching';
@@ -465,9 +472,13 @@ export type TaskEnding = { completion: Completion; feePercent: string } | { fail
  * already, or (`attemptClosed`) the attempt whose result this was had ended meanwhile (e.g. timed out
  * and reassigned while its result was on the way), and the task was left as it is.
  */
-export type FinishOutcome = Finished | { applied: false; status: ActiveState; attemptClosed: true; handoffs?: Handoff[] };
-/** `handoffs`, when there are any: the slots its attempts freed, handed to waiting tasks whose workflows are to be told. */
-export type Finished = { applied: boolean; status: TerminalState; attemptClosed?: undefined; handoffs?: Handoff[] };
+export type FinishOutcome = Finished | { applied: false; status: ActiveState; attemptClosed: true; handoffs?: Handoff[]; webhooks?: DueDelivery[] };
+/**
+ * `handoffs`, when there are any: the slots its attempts freed, handed to waiting tasks whose workflows
+ * are to be told. `webhooks`, when there are any: the deliveries written, whose first attempt is the
+ * caller's to make (WebhookSender).
+ */
+export type Finished = { applied: boolean; status: TerminalState; attemptClosed?: undefined; handoffs?: Handoff[]; webhooks?: DueDelivery[] };
 
 /**
  * Finishes a task once, whoever ends it (its solver's result, an admin, its workflow's verdict, a start
@@ -478,12 +489,18 @@ export function finishTask(db: Db, taskId: string, ending: { failure: TaskFailur
 export function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
 export async function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
   const freed: FreedSlots = { freed: [], handoffs: [] };
-  const task = { type: '' };
+  const task: Ended = { type: '', webhooks: [] };
   const outcome = await db.transaction((tx) => ('completion' in ending ? completeIn(tx, taskId, ending, freed, task) : failIn(tx, taskId, ending.failure, freed, task)));
   // Counted once its transaction has committed; `applied` is true exactly once per task.
   if (outcome.applied) recordTaskFinished(task.type, outcome.status);
   const handoffs = await afterCommit(db, freed);
-  return handoffs.length > 0 ? { ...outcome, handoffs } : outcome;
+  return { ...outcome, ...(handoffs.length > 0 ? { handoffs } : {}), ...(task.webhooks.length > 0 ? { webhooks: task.webhooks } : {}) };
+}
+
+/** What a finishing transaction notes for after its commit: the task's type and the webhook deliveries it wrote. */
+interface Ended {
+  type: string;
+  webhooks: DueDelivery[];
 }
 
 /** Closes attempts of a finishing task and hands their slots on, noting both in `freed`. */
@@ -496,13 +513,13 @@ async function closeAndHandOn(tx: Runner, attempts: AttemptEnd[], freed: FreedSl
   return closings.map((closing) => closing.closed);
 }
 
-/** `ended.type` is set to the task's type (for the count of finished tasks). */
+/** `ended.type` is set to the task's type (for the count of finished tasks), `ended.webhooks` to the deliveries written. */
 async function completeIn(
   tx: DatabaseTransactionConnection,
   taskId: string,
   input: { completion: Completion; feePercent: string },
   freed: FreedSlots,
-  ended: { type: string },
+  ended: Ended,
 ): Promise<FinishOutcome> {
   const { completion } = input;
   const usage = completion.kind === 'attempt' && isRecord(completion.result.usage) ? completion.result.usage : {};
@@ -566,7 +583,7 @@ async function completeIn(
   // The row is finished before the settlement, so that the balance rows the settlement locks (the
   // client's, which a new task of the same account waits for, and the platform's, which every settlement
   // takes) are held for its one statement and the commit only.
-  await finishRow(
+  ended.webhooks = await finishRow(
     tx,
     taskId,
     'completed',
@@ -587,7 +604,7 @@ async function completeIn(
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Ends a task without a result (failed or timed out): releases its whole hold. */
-async function failIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, freed: FreedSlots, ended: { type: string }): Promise<Finished> {
+async function failIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, freed: FreedSlots, ended: Ended): Promise<Finished> {
   const { status, task_type: taskType, key_limited: keyLimited } = await tx.one(sql.type(z.object({ status: TaskStateColumn, task_type: z.string(), key_limited: z.boolean() }))`
     SELECT status, task_type, key_spend_period IS NOT NULL AS key_limited FROM tasks WHERE task_id = ${taskId} FOR UPDATE`);
   ended.type = taskType;
@@ -596,7 +613,7 @@ async function failIn(tx: DatabaseTransactionConnection, taskId: string, failure
     SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
   await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), freed);
   // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
-  await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
+  ended.webhooks = await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
   const released = await release(tx, { holdId: taskId });
   if (released.applied && keyLimited) await returnKeySpend(tx, taskId, sql.fragment`${released.released}::numeric`);
   return { applied: true, status: failure.status };

@@ -7,8 +7,9 @@ import type { Db } from './pool';
 /**
  * Webhooks: a task's subscription (url and events), its deliveries and their attempts, and each
  * account's signing secret. A delivery row is written in the transaction that moves its task to a
- * terminal state (`webhookOutboxSteps`), and announced on WEBHOOK_DUE_CHANNEL when that commits; a
- * Temporal workflow per delivery then sends it until it is accepted or its time is up.
+ * terminal state (`webhookOutboxSteps`); once that commits, the process that committed it claims the
+ * row and makes the first attempt (src/webhooks/sender.ts). A delivery whose first attempt fails, or
+ * whose claimer died, is sent on by a Temporal workflow until it is accepted or its time is up.
  */
 
 /** The events a webhook can ask for: a task's terminal states. */
@@ -17,8 +18,6 @@ export type WebhookEvent = TerminalState;
 
 export const DELIVERY_STATES = ['pending', 'delivered', 'failed'] as const;
 export type DeliveryState = (typeof DELIVERY_STATES)[number];
-
-export const WEBHOOK_DUE_CHANNEL = 'webhook_due';
 
 type Runner = CommonQueryMethods;
 
@@ -74,9 +73,9 @@ export function accountWebhookStep(accountId: string) {
 }
 
 /**
- * CTEs for the statement that finishes a task: `finished` (a CTE returning `task_id`) moved it to
- * `status`; a delivery is written when its subscription wants that event. `webhook_due` returns the
- * delivery's announcement, which the statement must select (an unread CTE that only reads is not run).
+ * A CTE for the statement that finishes a task: `finished` (a CTE returning `task_id`) moved it to
+ * `status`; `due` writes the delivery its subscription wants for that event and returns it (the
+ * statement selects it, so that its committer can make the first attempt).
  */
 export function webhookOutboxSteps(status: TerminalState) {
   return sql.fragment`
@@ -88,20 +87,33 @@ export function webhookOutboxSteps(status: TerminalState) {
       WHERE ${status}::text = ANY(w.events)
       ON CONFLICT (task_id, event) DO NOTHING
       RETURNING delivery_id, task_id, event
-    ), webhook_due AS (
-      SELECT pg_notify(${WEBHOOK_DUE_CHANNEL}, json_build_object('task_id', task_id, 'event', event)::text) FROM due
     )`;
 }
 
-const DueRow = z.object({ task_id: z.string(), event: z.enum(TERMINAL_STATES as [TerminalState, ...TerminalState[]]) });
+const EventColumn = z.enum(TERMINAL_STATES as [TerminalState, ...TerminalState[]]);
+export const DueRow = z.object({ task_id: z.string(), event: EventColumn });
 export type DueDelivery = z.infer<typeof DueRow>;
 
-/** Deliveries whose workflow start is not recorded `olderThanSeconds` after they were written. */
-export async function findUnstartedDeliveries(db: Runner, olderThanSeconds: number): Promise<readonly DueDelivery[]> {
-  return db.any(sql.type(DueRow)`
-    SELECT task_id, event FROM webhook_deliveries
-    WHERE workflow_started_at IS NULL AND created_at < now() - make_interval(secs => ${olderThanSeconds})
-    ORDER BY created_at LIMIT 100`);
+// Literal, not a parameter, so that the planner can use the partial index on outstanding deliveries.
+const PENDING = sql.literalValue('pending' satisfies DeliveryState);
+
+const StrandedRow = DueRow.extend({ attempts: z.number() });
+export type StrandedDelivery = z.infer<typeof StrandedRow>;
+
+/**
+ * Pending deliveries without a workflow that nobody is sending: never claimed `unclaimedSeconds` after
+ * they were written (their committer died before its claim), or claimed `claimedSeconds` ago and
+ * neither delivered nor handed to a workflow (their claimer died, or could not start the workflow).
+ */
+export async function findStrandedDeliveries(db: Runner, ages: { unclaimedSeconds: number; claimedSeconds: number }): Promise<readonly StrandedDelivery[]> {
+  return db.any(sql.type(StrandedRow)`
+    SELECT d.task_id, d.event, (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts
+    FROM webhook_deliveries d
+    WHERE d.status = ${PENDING} AND d.workflow_started_at IS NULL
+      AND d.created_at < now() - make_interval(secs => ${Math.min(ages.unclaimedSeconds, ages.claimedSeconds)})
+      AND (CASE WHEN d.claimed_at IS NULL THEN d.created_at < now() - make_interval(secs => ${ages.unclaimedSeconds})
+                ELSE d.claimed_at < now() - make_interval(secs => ${ages.claimedSeconds}) END)
+    ORDER BY d.created_at LIMIT 100`);
 }
 
 export async function markDeliveryStarted(db: Runner, deliveryId: string): Promise<void> {
@@ -120,20 +132,47 @@ const SendRow = z.object({
 });
 export type DeliveryToSend = z.infer<typeof SendRow>;
 
+const SEND_COLUMNS = sql.fragment`
+  d.delivery_id, d.task_id, d.event, d.status, w.url, w.account_id, d.created_at,
+  (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts`;
+
 /** What a delivery attempt needs: the delivery, its target and how many attempts it had. */
 export async function deliveryToSend(db: Runner, deliveryId: string): Promise<DeliveryToSend | null> {
   return db.maybeOne(sql.type(SendRow)`
-    SELECT d.delivery_id, d.task_id, d.event, d.status, w.url, w.account_id, d.created_at,
-           (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts
+    SELECT ${SEND_COLUMNS}
     FROM webhook_deliveries d JOIN task_webhooks w USING (task_id)
     WHERE d.delivery_id = ${deliveryId}`);
 }
 
-export async function recordAttempt(db: Runner, input: { deliveryId: string; attempt: number; durationMs: number; statusCode: number | null; error: string | null }): Promise<void> {
+/**
+ * Claims a delivery just written for its first attempt: null when it is not pending, already claimed
+ * or already handed to a workflow. Once per delivery, so its committer is the only direct sender.
+ */
+export async function claimDelivery(db: Runner, deliveryId: string, claimedBy: string): Promise<DeliveryToSend | null> {
+  return db.maybeOne(sql.type(SendRow)`
+    UPDATE webhook_deliveries d SET claimed_at = now(), claimed_by = ${claimedBy}
+    FROM task_webhooks w
+    WHERE d.delivery_id = ${deliveryId} AND w.task_id = d.task_id
+      AND d.status = ${PENDING} AND d.claimed_at IS NULL AND d.workflow_started_at IS NULL
+    RETURNING ${SEND_COLUMNS}`);
+}
+
+/**
+ * Logs one attempt; with `finish`, the attempt also ends its pending delivery (delivered, or failed for
+ * a target that is refused), in the same statement, so no delivery is left pending with its last answer logged.
+ */
+export async function recordAttempt(
+  db: Runner,
+  input: { deliveryId: string; attempt: number; durationMs: number; statusCode: number | null; error: string | null; finish: Exclude<DeliveryState, 'pending'> | null },
+): Promise<void> {
   await db.query(sql.unsafe`
-    INSERT INTO webhook_attempts (delivery_id, attempt, duration_ms, status_code, error)
-    VALUES (${input.deliveryId}, ${input.attempt}, ${input.durationMs}, ${input.statusCode}, ${input.error})
-    ON CONFLICT DO NOTHING`);
+    WITH logged AS (
+      INSERT INTO webhook_attempts (delivery_id, attempt, duration_ms, status_code, error)
+      VALUES (${input.deliveryId}, ${input.attempt}, ${input.durationMs}, ${input.statusCode}, ${input.error})
+      ON CONFLICT DO NOTHING
+    )
+    UPDATE webhook_deliveries SET status = ${input.finish ?? 'pending'}, finished_at = now()
+    WHERE ${input.finish !== null} AND delivery_id = ${input.deliveryId} AND status = ${'pending' satisfies DeliveryState}`);
 }
 
 /** Ends a pending delivery (delivered, or failed when its time is up); a finished one stays as it is. */

@@ -66,8 +66,15 @@ const earlyAttempts = new Counter({
 
 const webhookAttempts = new Counter({
   name: `${PREFIX}webhook_delivery_attempts_total`,
-  help: 'Attempts to deliver a webhook, by event and result (delivered, failed: the receiver answered other than 2xx or could not be reached, refused: the target is not allowed)',
-  labelNames: ['event', 'result'] as const,
+  help: 'Attempts to deliver a webhook, by event, result (delivered, failed: the receiver answered other than 2xx or could not be reached, refused: the target is not allowed) and path (direct: the first attempt, by the process that finished the task; workflow: by the delivery workflow)',
+  labelNames: ['event', 'result', 'path'] as const,
+  registers: [registry],
+});
+
+const webhookWorkflows = new Counter({
+  name: `${PREFIX}webhook_delivery_workflows_started_total`,
+  help: 'Delivery workflows started, by reason (first_attempt_failed; stranded: found by the recovery sweep, its sender having died or failed to start it)',
+  labelNames: ['reason'] as const,
   registers: [registry],
 });
 
@@ -93,6 +100,7 @@ for (const taskType of CAPABILITY_TASK_TYPES) {
   for (const status of FINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
 }
 for (const occasion of ['created', 'handed']) for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
+for (const reason of ['first_attempt_failed', 'stranded']) webhookWorkflows.labels(reason).inc(0);
 
 /** What this process can report on: its database (queue figures) and its solver sockets (API nodes). */
 const sources = { dbs: new Set<Db>(), socketCounts: new Set<() => number>() };
@@ -182,8 +190,13 @@ export const recordAttemptReassigned = (taskType: string) => attemptsReassigned.
 /** An attempt sent early was taken over by its dispatch activity, or abandoned without one (src/dispatch/early-attempts.ts). */
 export const recordEarlyAttempt = (occasion: 'created' | 'handed', end: 'taken_over' | 'abandoned') => earlyAttempts.labels(occasion, end).inc();
 
-/** One attempt to deliver a webhook, counted on the worker that made it. */
-export const recordWebhookAttempt = (event: string, result: 'delivered' | 'failed' | 'refused') => webhookAttempts.labels(event, result).inc();
+export type WebhookAttemptPath = 'direct' | 'workflow';
+
+/** One attempt to deliver a webhook, counted by the process that made it (an API node or a worker). */
+export const recordWebhookAttempt = (event: string, result: 'delivered' | 'failed' | 'refused', path: WebhookAttemptPath) => webhookAttempts.labels(event, result, path).inc();
+
+/** A delivery was handed to its workflow (once per delivery: a start refused as a duplicate is not counted). */
+export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded') => webhookWorkflows.labels(reason).inc();
 
 export const observeChatFirstToken = (seconds: number) => chatFirstToken.observe(seconds);
 

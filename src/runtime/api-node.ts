@@ -27,6 +27,7 @@ import { RecentPayloads } from '../tasks/recent-payloads';
 import { TaskService } from '../tasks/service';
 import { createWorkerConnection } from '../temporal/connection';
 import { SlotHandoffs } from '../tasks/handoffs';
+import { WebhookDeliveries } from '../webhooks/sender';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
 import { configureTrust } from '../trust/reputation';
@@ -82,6 +83,7 @@ export async function startApiNode(options: {
   const stops = new AttemptStops(bus);
   await stops.start();
   const handoffs = new SlotHandoffs({ db, temporal, logger });
+  const webhooks = new WebhookDeliveries({ config, db, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `api:${nodeId}` });
   const hub = new SolverHub({
     db,
     logger,
@@ -107,7 +109,7 @@ export async function startApiNode(options: {
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, handoffs, hub, relay, stops, payloads, earlyAttempts }),
+    activities: createNodeActivities({ config, db, logger, handoffs, webhooks, hub, relay, stops, payloads, earlyAttempts }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once, with room to spare above
     // the benchmark's 1,000 held streams. The rare activity task lost under a burst is the Temporal
     // server's (docs/performance.md), not a matter of slots; the workflow reassigns such an attempt.
@@ -122,14 +124,14 @@ export async function startApiNode(options: {
         namespace: config.temporalNamespace,
         taskQueue: config.taskQueue,
         workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs }),
+        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, bus, relay, stops, domainPolicy };
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
@@ -166,6 +168,8 @@ export async function startApiNode(options: {
       if (workflowWorker?.getState() === 'RUNNING') workflowWorker.shutdown();
       await workerRun.catch(() => undefined);
       await workflowRun?.catch(() => undefined);
+      // First attempts in flight finish (each is bounded by WEBHOOK_TIMEOUT_MS) and hand a failure on.
+      await webhooks.drain();
       await bus.close();
       await workerConnection.close();
       await db.end();

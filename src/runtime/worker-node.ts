@@ -1,3 +1,4 @@
+import os from 'node:os';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { Config } from '../config';
@@ -8,7 +9,7 @@ import { addMetricsSource } from '../metrics/metrics';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';
-import { listenForDeliveries, sweepUnstartedDeliveries } from '../webhooks/starter';
+import { WebhookDeliveries } from '../webhooks/sender';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
@@ -27,8 +28,6 @@ const UNSTARTED_AFTER_SECONDS = 30;
 const SWEEP_EVERY_MS = 15_000;
 // A handoff not yet told to its workflow this long after it was recorded lost its sender mid-way.
 const UNSENT_AFTER_SECONDS = 5;
-// A webhook delivery whose workflow start was not recorded this long after its task finished was missed.
-const UNSTARTED_DELIVERY_AFTER_SECONDS = 10;
 
 /** A Temporal worker process: runs every workflow and the activities that need only Postgres. */
 export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
@@ -40,26 +39,25 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const connection = await createWorkerConnection(options.temporalAddress);
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const handoffs = new SlotHandoffs({ db, temporal, logger });
+  const webhooks = new WebhookDeliveries({ config, db, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
 
-  // Webhook deliveries start as their tasks finish, announced by PostgreSQL to every worker.
   const bus = new NotifyBus(options.databaseUrl, logger);
   await bus.start();
-  const webhooks = { config, db, temporal, logger: logger.child({ component: 'webhooks' }) };
-  await listenForDeliveries(webhooks, bus);
 
   const sweep = setInterval(() => {
-    sweepUnstartedTasks({ config, db, temporal, logger, eagerStart: false, handoffs }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
+    sweepUnstartedTasks({ config, db, temporal, logger, eagerStart: false, handoffs, webhooks }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
     handoffs.sweep(UNSENT_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'slot handoff sweep failed'));
-    sweepUnstartedDeliveries(webhooks, UNSTARTED_DELIVERY_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'webhook sweep failed'));
+    // Webhook deliveries whose first attempt's process died, or that could not be handed to their workflow.
+    webhooks.sweep().catch((error) => logger.warn({ err: error }, 'webhook sweep failed'));
   }, SWEEP_EVERY_MS);
   sweep.unref();
   // Canaries start as the transactions that make them due commit, announced to every worker. The
@@ -107,6 +105,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
       await bus.close();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);
+      await webhooks.drain();
       await connection.close();
       await temporal.connection.close();
       await db.end();

@@ -3,7 +3,7 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { countOnlineSolvers } from '../db/solvers';
-import { createTaskWithHold, finishTask, getTaskRecord, markWorkflowStarted, type CreateTaskOutcome, type TaskRecord, type TaskRow } from '../db/tasks';
+import { createTaskWithHold, finishTask, getTaskRecord, type Finished, markWorkflowStarted, type CreateTaskOutcome, type TaskRecord, type TaskRow } from '../db/tasks';
 import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
@@ -21,6 +21,7 @@ import {
 import type { TaskFinishedWatch } from './finished';
 import type { HandoffSender } from './handoffs';
 import type { RecentPayloads } from './recent-payloads';
+import type { WebhookSender } from '../webhooks/sender';
 
 export interface CreateTaskInput {
   /** Chosen by the caller when it must listen for the task's events before the task starts. */
@@ -67,6 +68,13 @@ export interface StartDeps {
   /** A workflow worker runs in this process: the first workflow task runs here without a round trip. */
   eagerStart: boolean;
   handoffs: HandoffSender;
+  webhooks: WebhookSender;
+}
+
+/** After the commit that finished a task: the slots it freed are told, its webhook deliveries sent. */
+function afterFinish(deps: StartDeps, finished: Finished): void {
+  deps.handoffs.deliver(finished.handoffs);
+  deps.webhooks.send(finished.webhooks);
 }
 
 export const newTaskId = (kind: 'task' | 'chat' = 'task') => `${kind}_${crypto.randomBytes(12).toString('hex')}`;
@@ -184,7 +192,7 @@ export async function startTaskWorkflow(
 ): Promise<boolean> {
   if (task.task_type === CHAT_TASK_TYPE && !chat) {
     // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
-    deps.handoffs.deliver((await finishTask(deps.db, task.task_id, { failure: taskFailure('client_cancelled', 'The request ended before the completion started.') })).handoffs);
+    afterFinish(deps, await finishTask(deps.db, task.task_id, { failure: taskFailure('client_cancelled', 'The request ended before the completion started.') }));
     return true;
   }
   const input: TaskWorkflowInput = {
@@ -217,7 +225,7 @@ export async function startTaskWorkflow(
     if (!(error instanceof WorkflowExecutionAlreadyStartedError)) {
       deps.logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
       // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
-      deps.handoffs.deliver((await finishTask(deps.db, task.task_id, { failure: taskFailure('service_unavailable', 'The task could not be started; its hold was released.') })).handoffs);
+      afterFinish(deps, await finishTask(deps.db, task.task_id, { failure: taskFailure('service_unavailable', 'The task could not be started; its hold was released.') }));
       return false;
     }
   }

@@ -98,7 +98,9 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       if (!(error instanceof WorkflowNotFoundError)) throw error;
       // Its workflow is not started yet (its node died in between): end the task here; the sweep starts
       // only tasks still active, so none will start for it.
-      await finishTask(deps.db, taskId, { failure: ending });
+      const finished = await finishTask(deps.db, taskId, { failure: ending });
+      deps.handoffs.deliver(finished.handoffs);
+      deps.webhooks.send(finished.webhooks);
     }
     // The signal first, so that the stopped attempt is not taken for a failed one and reassigned.
     await deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a cancelled task'));

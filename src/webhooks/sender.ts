@@ -1,0 +1,87 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import type { Config } from '../config';
+import type { Db } from '../db/pool';
+import { claimDelivery, deliveryIdOf, deliveryWorkflowId, findStrandedDeliveries, markDeliveryStarted, type DueDelivery } from '../db/webhooks';
+import type { Logger } from '../logger';
+import { recordWebhookWorkflowStarted } from '../metrics/metrics';
+import type { WebhookDeliveryInput } from '../../workflows/contract';
+import { attemptDelivery } from './attempt';
+
+/** Makes the first attempt of the deliveries a finishing transaction wrote, after its commit. */
+export interface WebhookSender {
+  /** Sends in the background; never throws (a delivery not sent stays in the outbox for the sweep). */
+  send(deliveries: DueDelivery[] | undefined): void;
+}
+
+// A delivery written this long ago and never claimed lost its committer between the commit and the claim.
+export const UNCLAIMED_AFTER_SECONDS = 10;
+// A claimed delivery neither delivered nor handed to a workflow this long after its claim lost its
+// claimer (or its workflow could not be started); well past one attempt's own timeout.
+const CLAIM_GRACE_SECONDS = 60;
+
+/**
+ * Webhook deliveries: the first attempt of each made at once by the process that wrote it, with no
+ * workflow when the receiver accepts it (the common case); the durable delivery workflow
+ * (`webhook-<task id>-<event>`) only for one whose first attempt failed, or that was stranded.
+ */
+export class WebhookDeliveries implements WebhookSender {
+  private readonly inFlight = new Set<Promise<void>>();
+
+  /** `claimant` names this process in the claims it makes (`api:<node id>`, `worker:<host>:<pid>`). */
+  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; claimant: string }) {}
+
+  send(deliveries: DueDelivery[] | undefined): void {
+    for (const due of deliveries ?? []) {
+      const sending = this.sendFirst(due)
+        .catch((error) => this.deps.logger.warn({ err: error, task_id: due.task_id }, 'webhook first attempt not made; the sweep hands it to a workflow'))
+        .finally(() => this.inFlight.delete(sending));
+      this.inFlight.add(sending);
+    }
+  }
+
+  /**
+   * Claims the delivery (once: no other process sends it directly) and makes its first attempt; a
+   * failed attempt hands the delivery to its workflow, which goes on from the second with the backoff.
+   */
+  private async sendFirst(due: DueDelivery): Promise<void> {
+    const delivery = await claimDelivery(this.deps.db, deliveryIdOf(due.task_id, due.event), this.deps.claimant);
+    if (!delivery) return;
+    const outcome = await attemptDelivery(this.deps, delivery, 'direct');
+    if (outcome.result === 'failed') await this.startWorkflow(due, delivery.attempts + 1, 'first_attempt_failed');
+  }
+
+  /**
+   * Starts a delivery's workflow. Idempotent (the workflow id is the task's and the event's), so the
+   * sweep may start one its sender has started already.
+   */
+  async startWorkflow(due: DueDelivery, attemptsMade: number, reason: 'first_attempt_failed' | 'stranded'): Promise<void> {
+    const { config, temporal, db } = this.deps;
+    const deliveryId = deliveryIdOf(due.task_id, due.event);
+    const input: WebhookDeliveryInput = { deliveryId, retryForSeconds: config.webhookRetryForSeconds, attemptTimeoutMs: config.webhookTimeoutMs, attemptsMade };
+    try {
+      await temporal.workflow.start('webhookDeliveryWorkflow', { taskQueue: config.taskQueue, workflowId: deliveryWorkflowId(due.task_id, due.event), args: [input] });
+      recordWebhookWorkflowStarted(reason);
+    } catch (error) {
+      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
+    }
+    await markDeliveryStarted(db, deliveryId);
+  }
+
+  /**
+   * Crash recovery, run by the workers: hands to their workflows the pending deliveries nobody is
+   * sending (never claimed, or claimed and neither delivered nor handed on within the grace). Returns
+   * how many it found.
+   */
+  async sweep(): Promise<number> {
+    const stranded = await findStrandedDeliveries(this.deps.db, { unclaimedSeconds: UNCLAIMED_AFTER_SECONDS, claimedSeconds: Math.max(CLAIM_GRACE_SECONDS, Math.ceil(this.deps.config.webhookTimeoutMs / 1000) * 3) });
+    for (const delivery of stranded) {
+      await this.startWorkflow(delivery, delivery.attempts, 'stranded').catch((error) => this.deps.logger.error({ err: error, task_id: delivery.task_id }, 'webhook delivery workflow not started'));
+    }
+    return stranded.length;
+  }
+
+  /** Waits for the first attempts in flight (at shutdown, before the pools close). */
+  async drain(): Promise<void> {
+    await Promise.allSettled([...this.inFlight]);
+  }
+}
