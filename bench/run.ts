@@ -355,7 +355,7 @@ async function main() {
       await Promise.allSettled(streams);
       holder.close();
       // A stream ends as its last delta is relayed, before its workflow closes: the 1,000 workflows are
-      // still closing for tens of seconds, and the next phase should not pay for them.
+      // still closing for seconds (tens of seconds on a busy machine), and the next phase should not pay for them.
       const drained = await untilWorkflowsEnd(temporal);
       scaleRow.workflows_drained_after_seconds = drained.seconds;
       if (drained.running > 0) scaleRow.workflows_still_running = drained.running;
