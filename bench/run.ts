@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
+import type { Client } from '@temporalio/client';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { onShutdown } from '../src/bin/shutdown';
@@ -353,6 +354,11 @@ async function main() {
       for (const { solver, frame } of holders) solver.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } } });
       await Promise.allSettled(streams);
       holder.close();
+      // A stream ends as its last delta is relayed, before its workflow closes: the 1,000 workflows are
+      // still closing for seconds (tens of seconds on a busy machine), and the next phase should not pay for them.
+      const drained = await untilWorkflowsEnd(temporal);
+      scaleRow.workflows_drained_after_seconds = drained.seconds;
+      if (drained.running > 0) scaleRow.workflows_still_running = drained.running;
       rows.push({ figure: 'scale: API process RSS (MB)', extra: scaleRow });
       log(`scale: ${JSON.stringify(scaleRow)}`);
     }
@@ -362,6 +368,7 @@ async function main() {
     if (runs('overload')) {
       for (const solver of solvers.splice(0)) solver.close();
       await sleep(1000);
+      await untilWorkflowsEnd(temporal);
       // Each request carries a key (the search's query, the chat's user): the solver says when its task
       // frame arrived (the request's wait) and how long it kept the slot (its service time).
       const requested = new Map<string, number>();
@@ -434,6 +441,8 @@ async function main() {
           requested.delete(key);
         }
       });
+
+      await untilWorkflowsEnd(temporal);
 
       // Chat: one solver, 4 slots forwarding to the upstream (a first token after 100 ms, 20 chunks
       // 20 ms apart: about half a second a stream), 24 streaming clients.
@@ -643,6 +652,26 @@ async function redundantRuns(db: Db, rate: number): Promise<Record<string, unkno
     sampled_fraction: clientTasks ? Math.round((sampled / clientTasks) * 10_000) / 10_000 : 0,
     ...Object.fromEntries(byStatus.map((row) => [row.status, row.n])),
   };
+}
+
+/**
+ * Waits until no workflow runs, as Temporal's visibility counts them (a workflow counts as running until
+ * its close is recorded there), or `boundMs` has passed. A phase's clients have their answers before
+ * its workflows close (a chat's stream ends, then its dispatch activity and workflow finish), and those
+ * closing in the next phase would be counted against it. Returns the seconds waited and the workflows
+ * still running at the bound.
+ */
+async function untilWorkflowsEnd(temporal: Client, boundMs = 180_000): Promise<{ seconds: number; running: number }> {
+  const started = Date.now();
+  const running = async () => (await temporal.workflow.count('ExecutionStatus="Running"')).count;
+  let left = await running();
+  while (left > 0 && Date.now() - started < boundMs) {
+    await sleep(500);
+    left = await running();
+  }
+  const seconds = Math.round((Date.now() - started) / 100) / 10;
+  if (process.env.BENCH_VERBOSE || left > 0) process.stdout.write(`waited ${seconds} s for the running workflows to end${left > 0 ? `; ${left} still running` : ''}\n`);
+  return { seconds, running: left };
 }
 
 /**
