@@ -5,6 +5,7 @@ import { CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW } from '../src/trust/
 import { honestAnswer } from './support/chat-answers';
 import { FakeSolver, strongChat, suiteSolvers, talker, waitFor, type TaskFrame } from './support/fake-solver';
 import { parsePrometheusText, sampleValue } from './support/prometheus-text';
+import { canariesSettled, canaryCounts } from './support/trust';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
@@ -49,21 +50,9 @@ const chatOf = (trust: { reputation: { task_type: string }[] }) => trust.reputat
 const chat = (auth: Record<string, string>) =>
   api(stack.url, 'POST', '/v1/chat/completions', { body: { model: 'strong', messages: [{ role: 'user', content: 'Say hello.' }], temperature: 0 }, headers: auth });
 
-/** Waits until the solver has no audit open and none due by count (a quarantined solver is sent none). */
-const auditsSettled = (solverId: string) =>
-  waitFor(async () =>
-    stack.db.oneFirst(sql.type(z.object({ settled: z.boolean() }))`
-      SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE solver_id = ${solverId} AND verdict IS NULL)
-         AND (NOT EXISTS (SELECT 1 FROM solver_reputation WHERE solver_id = ${solverId} AND since_canary >= canary_due_after)
-              OR EXISTS (SELECT 1 FROM solver_quarantines WHERE solver_id = ${solverId} AND cleared_at IS NULL)) AS settled`),
-    // A due audit starts as the attempt that made it due commits (canary_due), then runs like any task.
-    45_000,
-  );
+const auditsSettled = (solverId: string) => canariesSettled(stack.db, solverId);
 
-/** The solver's count of chat attempts since its last audit, and the count at which the next is due. */
-const countsOf = async (solverId: string) =>
-  stack.db.maybeOne(sql.type(z.object({ since: z.number(), due: z.number().nullable() }))`
-    SELECT since_canary AS since, canary_due_after AS due FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = 'chat_completion'`);
+const countsOf = (solverId: string) => canaryCounts(stack.db, solverId, 'chat_completion');
 
 /** Attempts the API node sent as it handed their task a freed slot, then taken over by their activity. */
 const handedEarly = async () => {

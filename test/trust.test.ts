@@ -5,6 +5,7 @@ import { fixedSearchList, honestFetch, honestSearch, staleByOrigin } from './sup
 import { DEFAULT_SEARCH_INDEX_DIR } from '../src/solver/config';
 import { createLocalSearchBackend } from '../src/solver/search/local-index';
 import { FakeSolver, suiteSolvers, waitFor, type TaskFrame } from './support/fake-solver';
+import { canariesSettled, canaryCounts } from './support/trust';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 import { BrowserPool } from '../src/solver/browser/browser-pool';
 import { createScreenshotHandler } from '../src/solver/handlers/screenshot';
@@ -43,21 +44,8 @@ const honest = honestFetch;
 
 const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
 
-/** Waits until the solver has no canary open and none due by count (a quarantined solver is sent none). */
-const canariesSettled = (solverId: string) =>
-  waitFor(async () =>
-    stack.db.oneFirst(sql.type(z.object({ settled: z.boolean() }))`
-      SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE solver_id = ${solverId} AND verdict IS NULL)
-         AND (NOT EXISTS (SELECT 1 FROM solver_reputation WHERE solver_id = ${solverId} AND since_canary >= canary_due_after)
-              OR EXISTS (SELECT 1 FROM solver_quarantines WHERE solver_id = ${solverId} AND cleared_at IS NULL)) AS settled`),
-    // A due canary starts as the attempt that made it due commits, then runs like any task: slow on a busy machine.
-    45_000,
-  );
 
-/** The solver's count of attempts since its last canary, and the count at which the next is due. */
-const countsOf = async (solverId: string) =>
-  stack.db.maybeOne(sql.type(z.object({ since: z.number(), due: z.number().nullable() }))`
-    SELECT since_canary AS since, canary_due_after AS due FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = 'proxy_fetch'`);
+const countsOf = (solverId: string) => canaryCounts(stack.db, solverId, 'proxy_fetch');
 
 const isCanary = (frame: TaskFrame) => String(frame.payload.url).includes('/canary/');
 
@@ -133,7 +121,7 @@ describe('with probation', () => {
       expect(fetched.status).toBe(200);
       served += 1;
       expect(served).toBeLessThanOrEqual(2 * CANARY_EVERY_TASKS - 1);
-      await canariesSettled(cheat.solverId);
+      await canariesSettled(stack.db, cheat.solverId);
     }
     const trust = await trustOf(cheat.solverId);
     expect(trust.quarantined).toBe(true);
@@ -201,7 +189,7 @@ describe('with probation', () => {
       const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth });
       expect(fetched.status).toBe(200);
       // This client waits for each canary before its next task, so that it counts them exactly.
-      await canariesSettled(solver.solverId);
+      await canariesSettled(stack.db, solver.solverId);
     }
     const trust = await trustOf(solver.solverId);
     expect(trust.quarantined).toBe(false);
@@ -245,7 +233,7 @@ describe('without probation', () => {
       expect(fetched.status).toBe(200);
       served += 1;
       expect(served).toBeLessThanOrEqual(2 * EVERY - 1);
-      await canariesSettled(cheat.solverId);
+      await canariesSettled(stack.db, cheat.solverId);
     }
     expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
     // What it served before the canary is not held; the canary's payout is.
@@ -271,7 +259,7 @@ describe('without probation', () => {
         await waitFor(() => solver.received.slice(before + 1).some(isCanary), 30_000, 20);
         delays.push(Date.now() - answered);
       }
-      await canariesSettled(solver.solverId);
+      await canariesSettled(stack.db, solver.solverId);
     }
     // Nothing looks for due canaries but the hourly sweep: each came because its attempt said so.
     // (A second or two on an idle machine; the bound leaves room for a loaded one.)
@@ -293,7 +281,7 @@ describe('without probation', () => {
       const frame = await waitFor(() => solver.received.find((f) => !isCanary(f) && f.payload.url === `${stack.url}/health?i=${i}`));
       gate.release(frame.task_id);
       expect((await pending).status).toBe(200);
-      await canariesSettled(solver.solverId);
+      await canariesSettled(stack.db, solver.solverId);
     }
     // A holds the only slot; B, then C, wait for it.
     const a = fetch(100);
@@ -320,7 +308,7 @@ describe('without probation', () => {
     expect((await a).status).toBe(200);
     expect((await b).status).toBe(200);
     expect((await c).status).toBe(200);
-    await canariesSettled(solver.solverId);
+    await canariesSettled(stack.db, solver.solverId);
     // (B's or C's end may have made it due another, drawn anew.)
     const [reputation] = (await trustOf(solver.solverId)).reputation;
     expect(reputation.canary_passes).toBeGreaterThanOrEqual(1);
@@ -381,7 +369,7 @@ describe('search canaries against the bundled index', () => {
     for (let i = 0; i < TASKS; i++) {
       const searched = await api(stack.url, 'POST', '/v1/search', { body: { query: ['ledger holds', 'solver agent', 'chat models', 'screenshot viewport'][i % 4] }, headers: client.auth });
       expect(searched.status).toBe(200);
-      await canariesSettled(solver.solverId);
+      await canariesSettled(stack.db, solver.solverId);
     }
     const trust = await trustOf(solver.solverId);
     expect(trust.quarantined).toBe(false);
