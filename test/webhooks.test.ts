@@ -168,6 +168,62 @@ describe('webhooks', () => {
       }
     }, 30_000);
 
+    test('a process makes at most WEBHOOK_DIRECT_CONCURRENCY first attempts at once, and leaves one written too long ago to the sweep', async () => {
+      // A receiver that answers each delivery after 300 ms and notes how many it held at once.
+      let open = 0;
+      let mostOpen = 0;
+      const ids: string[] = [];
+      const server = http.createServer((req, res) => {
+        open++;
+        mostOpen = Math.max(mostOpen, open);
+        ids.push(String(req.headers['webhook-id']));
+        req.resume();
+        setTimeout(() => {
+          open--;
+          res.writeHead(204).end();
+        }, 300);
+      });
+      await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+      try {
+        await solver({ taskTypes: ['web_search'] });
+        const client = await registerAccount(stack.url, '100');
+        const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
+        // Finished tasks whose webhook wants no completion; the test writes their deliveries as an ending would.
+        const taskIds: string[] = [];
+        for (let i = 0; i < 7; i++) {
+          const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: `burst ${i}` }, webhook: { url, events: ['failed'] } } });
+          await completion(client.auth, created.json.task_id);
+          await stack.db.query(sql.unsafe`UPDATE task_webhooks SET events = '{completed}' WHERE task_id = ${created.json.task_id}`);
+          taskIds.push(created.json.task_id);
+        }
+        const [late, ...burst] = taskIds;
+        for (const taskId of taskIds) {
+          await stack.db.query(sql.unsafe`
+            INSERT INTO webhook_deliveries (delivery_id, task_id, event, created_at)
+            VALUES (${`whd_${taskId}_completed`}, ${taskId}, 'completed', now() - ${taskId === late ? '6 seconds' : '0 seconds'}::interval)`);
+        }
+
+        const deliveries = new WebhookDeliveries({ config: { ...stack.config, webhookDirectConcurrency: 2 }, db: stack.db, temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
+        const started = Date.now();
+        deliveries.send(taskIds.map((task_id) => ({ task_id, event: 'completed' })));
+        await deliveries.drain();
+
+        expect(mostOpen).toBe(2);
+        expect(ids.sort()).toEqual(burst.map((taskId) => `whd_${taskId}_completed`).sort());
+        // Six attempts of 300 ms, two at a time.
+        expect(Date.now() - started).toBeGreaterThanOrEqual(900);
+        const log = async (taskId: string) => (await api(stack.url, 'GET', `/v1/tasks/${taskId}/webhooks`, { headers: client.auth })).json.deliveries[0];
+        for (const taskId of burst) expect(await log(taskId)).toMatchObject({ status: 'delivered', attempts: [{ attempt: 1, status_code: 204 }] });
+        // Unclaimed, it is the sweep's: no claim races the sweep's look at it.
+        expect(await log(late)).toMatchObject({ status: 'pending', attempts: [] });
+        const [row] = await stack.db.any(sql.unsafe`SELECT claimed_at FROM webhook_deliveries WHERE task_id = ${late}`);
+        expect(row.claimed_at).toBeNull();
+        await stack.db.query(sql.unsafe`UPDATE webhook_deliveries SET status = 'failed', finished_at = now() WHERE task_id = ${late}`);
+      } finally {
+        await new Promise((resolve) => server.close(resolve));
+      }
+    }, 30_000);
+
     test('the sweep hands stranded deliveries to their workflows: claimed by a process that died, or never claimed', async () => {
       const receiver = await startReceiver(0);
       try {

@@ -145,15 +145,17 @@ export async function deliveryToSend(db: Runner, deliveryId: string): Promise<De
 }
 
 /**
- * Claims a delivery just written for its first attempt: null when it is not pending, already claimed
- * or already handed to a workflow. Once per delivery, so its committer is the only direct sender.
+ * Claims a delivery just written for its first attempt: null when it is not pending, already claimed,
+ * already handed to a workflow, or written more than `withinSeconds` ago (the sweep's by then). Once
+ * per delivery, so its committer is the only direct sender.
  */
-export async function claimDelivery(db: Runner, deliveryId: string, claimedBy: string): Promise<DeliveryToSend | null> {
+export async function claimDelivery(db: Runner, deliveryId: string, claimedBy: string, withinSeconds: number): Promise<DeliveryToSend | null> {
   return db.maybeOne(sql.type(SendRow)`
     UPDATE webhook_deliveries d SET claimed_at = now(), claimed_by = ${claimedBy}
     FROM task_webhooks w
     WHERE d.delivery_id = ${deliveryId} AND w.task_id = d.task_id
       AND d.status = ${PENDING} AND d.claimed_at IS NULL AND d.workflow_started_at IS NULL
+      AND d.created_at > now() - make_interval(secs => ${withinSeconds})
     RETURNING ${SEND_COLUMNS}`);
 }
 
@@ -211,10 +213,14 @@ export async function deliveryLog(db: Runner, taskId: string, accountId: string)
 const newSecret = () => `whsec_${crypto.randomBytes(32).toString('base64url')}`;
 const SecretRow = z.object({ secret: z.string(), rotated_at: z.string() });
 
-/** The account's signing secret, made on first use. */
+/** The account's signing secret, made on first use (one statement when it exists, as for every delivery but the first). */
 export async function webhookSecret(db: Runner, accountId: string): Promise<z.infer<typeof SecretRow>> {
+  const read = sql.type(SecretRow)`SELECT secret, rotated_at FROM webhook_secrets WHERE account_id = ${accountId}`;
+  const existing = await db.maybeOne(read);
+  if (existing) return existing;
+  // A concurrent first use may make it first; DO NOTHING keeps that one, which the read then returns.
   await db.query(sql.unsafe`INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${newSecret()}) ON CONFLICT (account_id) DO NOTHING`);
-  return db.one(sql.type(SecretRow)`SELECT secret, rotated_at FROM webhook_secrets WHERE account_id = ${accountId}`);
+  return db.one(read);
 }
 
 /** Replaces the account's secret; deliveries sent from now on (retries too) are signed with the new one. */

@@ -4,6 +4,7 @@ import type { Db } from '../db/pool';
 import { claimDelivery, deliveryIdOf, deliveryWorkflowId, findStrandedDeliveries, markDeliveryStarted, type DueDelivery } from '../db/webhooks';
 import type { Logger } from '../logger';
 import { recordWebhookWorkflowStarted } from '../metrics/metrics';
+import { Semaphore } from '../solver/semaphore';
 import type { WebhookDeliveryInput } from '../../workflows/contract';
 import { attemptDelivery } from './attempt';
 
@@ -15,6 +16,9 @@ export interface WebhookSender {
 
 // A delivery written this long ago and never claimed lost its committer between the commit and the claim.
 export const UNCLAIMED_AFTER_SECONDS = 10;
+// A first attempt that waited for a slot longer than this is not made: its delivery is left unclaimed
+// to the sweep, so that a claim never races the sweep's look at an unclaimed row.
+export const CLAIM_WITHIN_SECONDS = UNCLAIMED_AFTER_SECONDS / 2;
 // A claimed delivery neither delivered nor handed to a workflow this long after its claim lost its
 // claimer (or its workflow could not be started); well past one attempt's own timeout.
 const CLAIM_GRACE_SECONDS = 60;
@@ -26,9 +30,13 @@ const CLAIM_GRACE_SECONDS = 60;
  */
 export class WebhookDeliveries implements WebhookSender {
   private readonly inFlight = new Set<Promise<void>>();
+  // Bounds this process's concurrent first attempts (connections, sockets, pool use) in a burst of endings.
+  private readonly slots: Semaphore;
 
   /** `claimant` names this process in the claims it makes (`api:<node id>`, `worker:<host>:<pid>`). */
-  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; claimant: string }) {}
+  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; claimant: string }) {
+    this.slots = new Semaphore(deps.config.webhookDirectConcurrency);
+  }
 
   send(deliveries: DueDelivery[] | undefined): void {
     for (const due of deliveries ?? []) {
@@ -40,14 +48,22 @@ export class WebhookDeliveries implements WebhookSender {
   }
 
   /**
-   * Claims the delivery (once: no other process sends it directly) and makes its first attempt; a
-   * failed attempt hands the delivery to its workflow, which goes on from the second with the backoff.
+   * Claims the delivery (once: no other process sends it directly) and makes its first attempt, when a
+   * slot is free; a failed attempt hands the delivery to its workflow, which goes on from the second
+   * with the backoff.
    */
   private async sendFirst(due: DueDelivery): Promise<void> {
-    const delivery = await claimDelivery(this.deps.db, deliveryIdOf(due.task_id, due.event), this.deps.claimant);
-    if (!delivery) return;
-    const outcome = await attemptDelivery(this.deps, delivery, 'direct');
-    if (outcome.result === 'failed') await this.startWorkflow(due, delivery.attempts + 1, 'first_attempt_failed');
+    const queuedAt = Date.now();
+    const release = await this.slots.acquire();
+    try {
+      if (Date.now() - queuedAt >= CLAIM_WITHIN_SECONDS * 1000) return;
+      const delivery = await claimDelivery(this.deps.db, deliveryIdOf(due.task_id, due.event), this.deps.claimant, CLAIM_WITHIN_SECONDS);
+      if (!delivery) return;
+      const outcome = await attemptDelivery(this.deps, delivery, 'direct');
+      if (outcome.result === 'failed') await this.startWorkflow(due, delivery.attempts + 1, 'first_attempt_failed');
+    } finally {
+      release();
+    }
   }
 
   /**
