@@ -16,9 +16,9 @@ export interface WebhookSender {
 
 // A delivery written this long ago and never claimed lost its committer between the commit and the claim.
 export const UNCLAIMED_AFTER_SECONDS = 10;
-// A first attempt that waited for a slot longer than this is not made: its delivery is left unclaimed
-// to the sweep, so that a claim never races the sweep's look at an unclaimed row.
-export const CLAIM_WITHIN_SECONDS = UNCLAIMED_AFTER_SECONDS / 2;
+// A delivery written this long before its turn for a slot is not claimed: it is left to the sweep, so
+// that a claim never races the sweep's look at an unclaimed row.
+const CLAIM_WITHIN_SECONDS = UNCLAIMED_AFTER_SECONDS / 2;
 // A claimed delivery neither delivered nor handed to a workflow this long after its claim lost its
 // claimer (or its workflow could not be started); well past one attempt's own timeout.
 const CLAIM_GRACE_SECONDS = 60;
@@ -53,10 +53,8 @@ export class WebhookDeliveries implements WebhookSender {
    * with the backoff.
    */
   private async sendFirst(due: DueDelivery): Promise<void> {
-    const queuedAt = Date.now();
     const release = await this.slots.acquire();
     try {
-      if (Date.now() - queuedAt >= CLAIM_WITHIN_SECONDS * 1000) return;
       const delivery = await claimDelivery(this.deps.db, deliveryIdOf(due.task_id, due.event), this.deps.claimant, CLAIM_WITHIN_SECONDS);
       if (!delivery) return;
       const outcome = await attemptDelivery(this.deps, delivery, 'direct');
