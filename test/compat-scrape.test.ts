@@ -148,12 +148,21 @@ describe('Firecrawl v1 scrape compatibility', () => {
     expect(unknownRoute.json).toMatchObject({ success: false, code: 'not_found' });
   });
 
-  test('a scrape that needs a solver type nobody offers creates none of its tasks', async () => {
+  test('a scrape that needs a solver type nobody offers is 503 with Retry-After, in Firecrawl\'s shape, and creates none of its tasks', async () => {
     const fetcher = await solver({ behaviour: pageSolver, taskTypes: ['proxy_fetch'] });
     const client = await registerAccount(stack.url, '100');
     const response = await api(stack.url, 'POST', '/v1/compat/scraper/scrape', { headers: client.auth, body: { url: 'https://example.com/x', formats: ['markdown', 'screenshot'] } });
-    expect(response.status).toBe(500);
-    expect(response.json).toMatchObject({ success: false, code: 'no_solver_available', error: expect.stringContaining('screenshot') });
+    expect(response.status).toBe(503);
+    expect(response.headers.get('retry-after')).toBe('10');
+    expect(response.json).toEqual({ success: false, code: 'no_solver_available', error: expect.stringContaining('screenshot'), retry_after_seconds: 10 });
+    // v2 and search alike; the SDK reports the status.
+    const v2 = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: 'https://example.com/x', formats: ['screenshot'] } });
+    const search = await api(stack.url, 'POST', '/v1/compat/scraper/v2/search', { headers: client.auth, body: { query: 'nobody searches' } });
+    for (const answer of [v2, search]) {
+      expect([answer.status, answer.headers.get('retry-after'), answer.json.success, answer.json.code]).toEqual([503, '10', false, 'no_solver_available']);
+    }
+    const firecrawl = new FirecrawlApp({ apiKey: client.api_key, apiUrl: base() });
+    await expect(firecrawl.scrapeUrl('https://example.com/x', { formats: ['screenshot'] })).rejects.toMatchObject({ statusCode: 503 });
     expect(fetcher.received).toHaveLength(0);
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0' });
   });

@@ -52,9 +52,11 @@ describe('the OpenAPI document tells every answer', () => {
     expect(statuses('/v1/account/webhook', 'get')).toEqual(['200', '401', '404', '429']);
     expect(statuses('/v1/account/keys/{key_id}', 'patch')).toEqual(['200', '401', '404', '413', '415', '422', '429']);
     expect(response('/v1/tasks', 'post', '402').description).toContain('key_spend_limit_reached');
-    // Firecrawl's statuses: a failed task is 500 and a timeout 408 there.
-    expect(statuses('/v1/compat/scraper/scrape', 'post')).toEqual(['200', '401', '402', '403', '408', '409', '413', '415', '422', '429', '500']);
+    // Firecrawl's statuses: a failed task is 500 and a timeout 408 there; no solver online stays 503.
+    expect(statuses('/v1/compat/scraper/scrape', 'post')).toEqual(['200', '401', '402', '403', '408', '409', '413', '415', '422', '429', '500', '503']);
     expect(doc.components.schemas.ScrapeError408.properties.code.enum).toEqual(['task_timeout']);
+    expect(doc.components.schemas.ScrapeError503.properties.code.enum).toContain('no_solver_available');
+    expect(doc.components.schemas.ScrapeError500.properties.code.enum).not.toContain('no_solver_available');
   });
 
   test('rate-limit headers, Retry-After, formats and the text pattern are declared', () => {
@@ -63,6 +65,10 @@ describe('the OpenAPI document tells every answer', () => {
     expect(response('/v1/balance', 'get', '200').headers['X-RateLimit-Remaining']).toMatchObject({ required: true, schema: { type: 'integer' } });
     expect(response('/v1/balance', 'get', '401').headers['X-RateLimit-Limit']).toBeUndefined();
     expect(response('/v1/fetch', 'post', '200').headers['X-Task-Id']).toMatchObject({ required: true });
+    for (const [path, method] of [['/v1/fetch', 'post'], ['/v2/scrape', 'post'], ['/v2/search', 'post']]) {
+      expect(response(path, method, '503').headers['Retry-After']).toMatchObject({ schema: { type: 'integer' } });
+    }
+    expect(response('/v1/tasks', 'post', '503').headers['Retry-After']).toBeUndefined();
     expect(doc.components.schemas.FetchRequest.properties.url).toMatchObject({ type: 'string', format: 'uri' });
     expect(doc.components.schemas.SolverCapability.properties.model_name).toMatchObject({ type: 'string', minLength: 1, pattern: '^[^\\x00]*$' });
     expect(doc.components.schemas.CreateTaskRequest.properties.payload.additionalProperties).toEqual({ $ref: '#/components/schemas/StorableJson' });

@@ -109,7 +109,8 @@ function derivedMarkdown(rawHtml: string, pageUrl: string, onlyMainContent: bool
 }
 
 // Firecrawl clients know 400, 401, 402, 403, 408, 409, 429 and 500; our other failure statuses map here.
-export const FIRECRAWL_STATUS: Record<number, number> = { 502: 500, 503: 500, 504: 408 };
+// 503 stays: it is temporary (no solver online) and carries Retry-After, which a 500 would hide.
+export const FIRECRAWL_STATUS: Record<number, number> = { 502: 500, 504: 408 };
 
 /**
  * Rewrites one of our error bodies as Firecrawl's failure body `{success:false, error}`. Validation

@@ -158,6 +158,7 @@ function headersOf(route: RouteDoc, status: number): Record<string, Header> {
   // 401 is before the count; 413, 415 and malformed JSON (a 422) are refused before authentication.
   if (route.auth === 'bearer' && ![401, 413, 415].includes(status)) Object.assign(headers, rateLimitHeaders(status !== 422));
   if (route.auth === 'bearer' && status === 429) headers['Retry-After'] = { description: 'Seconds until the rate-limit window ends (at least 1), or (solvers_busy) until a solver slot is likely free', required: true, schema: { type: 'integer' } };
+  if (status === 503 && route.errors?.includes('no_solver_available')) headers['Retry-After'] = { description: 'Seconds after which a solver is likely online (no_solver_available)', required: false, schema: { type: 'integer' } };
   if (route.cost && status === 200) Object.assign(headers, COST_HEADERS);
   if (route.taskHeader && [200, 502, 504].includes(status)) headers['X-Task-Id'] = { description: 'The task that served the request', required: status === 200, schema: { type: 'string' } };
   return headers;

@@ -15,7 +15,18 @@ import { newTaskId, type CreateResult, type TaskService } from '../tasks/service
  * that was not created or did not complete are made here.
  */
 
-export const noSolverOnline = (taskType: WebTaskType) => new ApiError('no_solver_available', `No solver for ${taskType} is online right now; retry later.`);
+// A solver that lost its connection is back within a few seconds (its reconnection backoff starts at
+// 0.5 s); asking again sooner mostly finds none again.
+export const NO_SOLVER_RETRY_AFTER_SECONDS = 10;
+
+/** 503 no_solver_available: a temporary condition, so it says when to ask again. */
+export const noSolverOnline = (taskType: WebTaskType) =>
+  new ApiError(
+    'no_solver_available',
+    `No solver for ${taskType} is online right now; retry in ${NO_SOLVER_RETRY_AFTER_SECONDS} s.`,
+    { retry_after_seconds: NO_SOLVER_RETRY_AFTER_SECONDS },
+    { 'Retry-After': String(NO_SOLVER_RETRY_AFTER_SECONDS) },
+  );
 
 /**
  * 402 insufficient_balance: a hold of `amount` does not fit the account's available points. Lowering

@@ -24,7 +24,7 @@ describe('Firecrawl scrape semantics', () => {
     [403, 403, 'domain_blocked'],
     [429, 429, 'rate_limited'],
     [502, 500, 'solver_failed'],
-    [503, 500, 'no_solver_available'],
+    [503, 503, 'no_solver_available'],
     [504, 408, 'task_timeout'],
   ])('our %i becomes Firecrawl\'s %i (%s) with success:false', (ours, theirs, type) => {
     expect(firecrawlFailure(ours, { error: { type, message: 'why', task_id: 't1' } })).toEqual({
