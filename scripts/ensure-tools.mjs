@@ -6,10 +6,10 @@
 // root or may use sudo without a password; otherwise Chromium is left out (the `npm start` banner says
 // how to add it) and a missing python3-venv stops here with the command that installs it.
 // `--test` also installs what the tests drive from PyPI: the Firecrawl Python SDKs (both majors), the
-// Python solver SDK (sdk/python, with `websockets`, and `pytest`, `jsonschema` and `mypy` for its tests)
-// and the API fuzzer (`schemathesis`, pinned); `--python-sdk` and `--schemathesis` install only one of
-// those, so `npm start` never installs them. Each is installed again only when it changed; idempotent
-// and quick when everything is present.
+// Standard Webhooks library, the Python solver SDK (sdk/python, with `websockets`, and `pytest`,
+// `jsonschema` and `mypy` for its tests) and the API fuzzer (`schemathesis`, pinned); `--python-sdk` and
+// `--schemathesis` install only one of those, so `npm start` never installs them. Each is installed again
+// only when it changed; idempotent and quick when everything is present.
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -119,15 +119,18 @@ function ensurePythonSdk() {
   }
 }
 
-// Both majors of the Firecrawl Python SDK, each in its own directory (one environment holds one version);
-// test/support/firecrawl-py.ts runs them with PYTHONPATH set to one of them.
-const FIRECRAWL_PY = [
+// Client libraries the tests drive as a client would, each in its own directory (one environment holds one
+// version): both majors of the Firecrawl Python SDK (test/support/firecrawl-py.ts runs them with
+// PYTHONPATH set to one of them) and the Standard Webhooks library that verifies deliveries
+// (test/support/standardwebhooks-py.ts).
+const PYTHON_CLIENT_LIBRARIES = [
   { dir: 'firecrawl-py-1', requirement: 'firecrawl-py>=1.17,<2' },
   { dir: 'firecrawl-py-4', requirement: 'firecrawl-py>=4.3,<5' },
+  { dir: 'standardwebhooks', requirement: 'standardwebhooks>=1.0.1,<2' },
 ];
 
-function ensureFirecrawlPy() {
-  for (const sdk of FIRECRAWL_PY) {
+function ensurePythonClientLibraries() {
+  for (const sdk of PYTHON_CLIENT_LIBRARIES) {
     const target = path.join(tools, 'python-sdks', sdk.dir);
     if (fs.existsSync(path.join(target, '.installed'))) continue;
     console.log(`Installing ${sdk.requirement} (PyPI) into .tools/python-sdks/${sdk.dir} …`);
@@ -170,7 +173,7 @@ if (!process.env.TEMPORAL_ADDRESS && !process.env.TEMPORAL_CLI && !fs.existsSync
 }
 
 if (process.argv.includes('--test')) {
-  ensureFirecrawlPy();
+  ensurePythonClientLibraries();
   ensurePythonSdk();
   ensureSchemathesis();
 }

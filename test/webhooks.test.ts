@@ -1,15 +1,23 @@
 import crypto from 'node:crypto';
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import pino from 'pino';
+import { Client as PgClient } from 'pg';
 import { sql } from 'slonik';
+import { Webhook } from 'standardwebhooks';
+import { deliveryToSend } from '../src/db/webhooks';
+import { MIGRATIONS_DIR } from '../src/db/migrate';
+import { attemptDelivery } from '../src/webhooks/attempt';
 import { createTemporalClient } from '../src/temporal/connection';
 import { WebhookDeliveries } from '../src/webhooks/sender';
 import { strongChat, suiteSolvers, talker, waitFor, type TaskFrame } from './support/fake-solver';
 import { registry } from '../src/metrics/metrics';
 import { spawnNode, type NodeProcess } from './support/processes';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
+import { verifyWithPython } from './support/standardwebhooks-py';
 
 interface Received {
   id: string;
@@ -31,7 +39,8 @@ async function startReceiver(failFirst: number) {
       const count = (seen.get(id) ?? 0) + 1;
       seen.set(id, count);
       const answered = count <= failFirst ? 500 : 204;
-      received.push({ id, timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']), body: Buffer.concat(chunks).toString(), answered });
+      const signed = { timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']) };
+      received.push({ id, ...signed, body: Buffer.concat(chunks).toString(), answered });
       res.writeHead(answered).end();
     });
   });
@@ -46,9 +55,17 @@ async function counted(name: string, labels: Record<string, string>): Promise<nu
   return values.filter((value) => Object.entries(labels).every(([key, label]) => value.labels[key] === label)).reduce((sum, value) => sum + value.value, 0);
 }
 
-/** The receiver's check, as docs/decisions.md shows it. */
-const verified = (secret: string, entry: Received) =>
-  entry.signature === `v1=${crypto.createHmac('sha256', secret).update(`${entry.timestamp}.${entry.body}`).digest('hex')}`;
+const headersOf = (entry: Received) => ({ 'webhook-id': entry.id, 'webhook-timestamp': entry.timestamp, 'webhook-signature': entry.signature });
+
+/** The receiver's check, as docs/decisions.md shows it: the official Standard Webhooks library. */
+function verified(secret: string, entry: Received): boolean {
+  try {
+    new Webhook(secret).verify(entry.body, headersOf(entry));
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 describe('webhooks', () => {
   let stack: TestStack;
@@ -322,12 +339,115 @@ describe('webhooks', () => {
     }
   }, 60_000);
 
-  test('rotating the secret signs later deliveries with the new one', async () => {
-    const client = await registerAccount(stack.url);
-    const before = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
-    const rotated = (await api(stack.url, 'POST', '/v1/account/webhook-secret/rotate', { headers: client.auth })).json;
-    expect(rotated.secret).not.toBe(before.secret);
-    expect((await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json.secret).toBe(rotated.secret);
+  test('deliveries carry Standard Webhooks signatures, which the official JavaScript and Python libraries verify', async () => {
+    const receiver = await startReceiver(0);
+    try {
+      await solver({ taskTypes: ['web_search'] });
+      const client = await registerAccount(stack.url, '100');
+      const { secret } = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+      // whsec_ and standard base64 of the key: what the libraries decode.
+      expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{43}=$/);
+      const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'standard' }, webhook: { url: receiver.url } } });
+      await waitFor(() => receiver.accepted().length === 1, 20_000);
+      const [delivery] = receiver.received;
+      expect(delivery!.signature).toMatch(/^v1,[A-Za-z0-9+/]{43}=$/);
+      expect(new Webhook(secret).verify(delivery!.body, headersOf(delivery!))).toMatchObject({ type: 'task.completed', data: { task_id: created.json.task_id } });
+
+      // A changed body, another delivery's id, a stranger's secret: refused by both libraries.
+      const tampered = { ...delivery!, body: delivery!.body.replace('"completed"', '"failed"') };
+      const otherId = { ...delivery!, id: `${delivery!.id}x` };
+      const stranger = `whsec_${crypto.randomBytes(32).toString('base64')}`;
+      for (const forged of [tampered, otherId]) expect(verified(secret, forged)).toBe(false);
+      expect(verified(stranger, delivery!)).toBe(false);
+      const python = await verifyWithPython(secret, [delivery!, tampered, otherId].map((entry) => ({ headers: headersOf(entry), body: entry.body })));
+      expect(python).toEqual([{ verified: true, type: 'task.completed' }, expect.objectContaining({ verified: false }), expect.objectContaining({ verified: false })]);
+      expect(await verifyWithPython(stranger, [{ headers: headersOf(delivery!), body: delivery!.body }])).toEqual([expect.objectContaining({ verified: false })]);
+    } finally {
+      await receiver.close();
+    }
+  }, 60_000);
+
+  test('after a rotation deliveries carry both signatures for the overlap, then only the new one', async () => {
+    const receiver = await startReceiver(0);
+    try {
+      await solver({ taskTypes: ['web_search'] });
+      const client = await registerAccount(stack.url, '100');
+      const before = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+      expect(before.previous_secret_expires_at).toBeNull();
+      const rotated = (await api(stack.url, 'POST', '/v1/account/webhook-secret/rotate', { headers: client.auth })).json;
+      expect(rotated.secret).not.toBe(before.secret);
+      expect(rotated.secret).toMatch(/^whsec_/);
+      expect(Date.parse(rotated.previous_secret_expires_at) - Date.parse(rotated.rotated_at)).toBe(24 * 3600 * 1000);
+      expect((await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json).toEqual(rotated);
+
+      const deliver = async (query: string) => {
+        const count = receiver.accepted().length;
+        await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query }, webhook: { url: receiver.url } } });
+        await waitFor(() => receiver.accepted().length === count + 1, 20_000);
+        return receiver.accepted()[count]!;
+      };
+      const during = await deliver('during the overlap');
+      expect(during.signature.split(' ')).toHaveLength(2);
+      for (const secret of [rotated.secret, before.secret]) expect(verified(secret, during)).toBe(true);
+      expect(await verifyWithPython(before.secret, [{ headers: headersOf(during), body: during.body }])).toEqual([{ verified: true, type: 'task.completed' }]);
+
+      // The overlap is over: the replaced secret signs no more.
+      await stack.db.query(sql.unsafe`UPDATE webhook_secrets SET rotated_at = now() - interval '24 hours 1 second' WHERE account_id = ${client.account_id}`);
+      expect((await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json.previous_secret_expires_at).toBeNull();
+      const after = await deliver('after the overlap');
+      expect(after.signature.split(' ')).toHaveLength(1);
+      expect([verified(rotated.secret, after), verified(before.secret, after)]).toEqual([true, false]);
+
+      // A second rotation: the secret it replaces overlaps, the one before that does not.
+      const again = (await api(stack.url, 'POST', '/v1/account/webhook-secret/rotate', { headers: client.auth })).json;
+      const third = await deliver('second rotation');
+      expect([verified(again.secret, third), verified(rotated.secret, third), verified(before.secret, third)]).toEqual([true, true, false]);
+    } finally {
+      await receiver.close();
+    }
+  }, 60_000);
+
+  describe('an attempt made directly', () => {
+    /** A finished task of a new account with a pending delivery to `url` that nobody sends but the test. */
+    async function pendingDelivery(url: string) {
+      await solver({ taskTypes: ['web_search'] });
+      const client = await registerAccount(stack.url, '100');
+      const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'direct' }, webhook: { url, events: ['failed'] } } });
+      await waitFor(async () => (await api(stack.url, 'GET', `/v1/tasks/${created.json.task_id}`, { headers: client.auth })).json.status === 'completed');
+      const deliveryId = `whd_${created.json.task_id}_completed`;
+      await stack.db.query(sql.unsafe`UPDATE task_webhooks SET events = '{completed}' WHERE task_id = ${created.json.task_id}`);
+      // Claimed now, so that no sweep sends it on its own.
+      await stack.db.query(sql.unsafe`INSERT INTO webhook_deliveries (delivery_id, task_id, event, claimed_at, claimed_by) VALUES (${deliveryId}, ${created.json.task_id}, 'completed', now(), 'test')`);
+      return { client, delivery: (await deliveryToSend(stack.db, deliveryId))! };
+    }
+
+    test('a secret stored in URL-safe base64, as secrets were once made, keeps its key, and migration 0020 rewrites it for the libraries', async () => {
+      const receiver = await startReceiver(0);
+      try {
+        const { client, delivery } = await pendingDelivery(receiver.url);
+        let legacy: string;
+        do legacy = `whsec_${crypto.randomBytes(32).toString('base64url')}`;
+        while (!/[-_]/.test(legacy));
+        await stack.db.query(sql.unsafe`INSERT INTO webhook_secrets (account_id, secret) VALUES (${client.account_id}, ${legacy})`);
+        expect(() => new Webhook(legacy)).toThrow();
+
+        expect(await attemptDelivery({ db: stack.db, config: stack.config }, delivery, 'direct')).toEqual({ result: 'delivered' });
+        const rewrite = fs.readFileSync(path.join(MIGRATIONS_DIR, '0020_webhook_secret_rotation.sql'), 'utf8').match(/UPDATE webhook_secrets[^;]*;/)![0];
+        const pg = new PgClient({ connectionString: testEndpoints().databaseUrl });
+        await pg.connect();
+        try {
+          await pg.query(rewrite);
+        } finally {
+          await pg.end();
+        }
+        const { secret } = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+        expect(secret).toBe(`whsec_${Buffer.from(legacy.slice(6), 'base64url').toString('base64')}`);
+        // The delivery signed before the rewrite verifies with the rewritten secret: the same key.
+        expect(verified(secret, receiver.received[0]!)).toBe(true);
+      } finally {
+        await receiver.close();
+      }
+    }, 30_000);
   });
 
   test('webhook targets obey the domain policy: private addresses are refused unless allowed', async () => {

@@ -17,7 +17,8 @@ export async function startWebhookReceiver(secret: string) {
     req.on('data', (part: string) => (body += part));
     req.on('end', () => {
       const id = String(req.headers['webhook-id']);
-      if (!verifySignature(secret, String(req.headers['webhook-timestamp']), body, String(req.headers['webhook-signature']))) unverified += 1;
+      const signed = { id, timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']) };
+      if (!verifySignature(secret, signed, body)) unverified += 1;
       else if (verified.has(id)) duplicates += 1;
       else verified.add(id);
       res.writeHead(204).end();

@@ -1,7 +1,7 @@
-import crypto from 'node:crypto';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { TERMINAL_STATES, type TerminalState } from '../tasks/lifecycle';
+import { newSecret } from '../webhooks/signature';
 import type { Db } from './pool';
 
 /**
@@ -210,12 +210,26 @@ export async function deliveryLog(db: Runner, taskId: string, accountId: string)
   return { webhook: owned.url && owned.events ? { url: owned.url, events: owned.events } : null, deliveries };
 }
 
-const newSecret = () => `whsec_${crypto.randomBytes(32).toString('base64url')}`;
-const SecretRow = z.object({ secret: z.string(), rotated_at: z.string() });
+// After a rotation the replaced secret still signs, beside the new one, this long: a day for the receiver
+// to deploy the new secret, as Svix (whose scheme Standard Webhooks is) allows.
+export const SECRET_OVERLAP_SECONDS = 24 * 60 * 60;
 
-/** The account's signing secret, made on first use (one statement when it exists, as for every delivery but the first). */
-export async function webhookSecret(db: Runner, accountId: string): Promise<z.infer<typeof SecretRow>> {
-  const read = sql.type(SecretRow)`SELECT secret, rotated_at FROM webhook_secrets WHERE account_id = ${accountId}`;
+const SecretRow = z.object({ secret: z.string(), rotated_at: z.string(), previous_secret: z.string().nullable(), previous_secret_expires_at: z.string().nullable() });
+export type WebhookSecret = z.infer<typeof SecretRow>;
+
+// The replaced secret only while its overlap lasts.
+const SECRET_COLUMNS = sql.fragment`
+  secret, rotated_at,
+  CASE WHEN rotated_at > now() - make_interval(secs => ${SECRET_OVERLAP_SECONDS}) THEN previous_secret END AS previous_secret,
+  CASE WHEN previous_secret IS NOT NULL AND rotated_at > now() - make_interval(secs => ${SECRET_OVERLAP_SECONDS})
+       THEN rotated_at + make_interval(secs => ${SECRET_OVERLAP_SECONDS}) END AS previous_secret_expires_at`;
+
+/**
+ * The account's signing secret, with the one it replaced while that still signs; made on first use
+ * (one statement when it exists, as for every delivery but the first).
+ */
+export async function webhookSecret(db: Runner, accountId: string): Promise<WebhookSecret> {
+  const read = sql.type(SecretRow)`SELECT ${SECRET_COLUMNS} FROM webhook_secrets WHERE account_id = ${accountId}`;
   const existing = await db.maybeOne(read);
   if (existing) return existing;
   // A concurrent first use may make it first; DO NOTHING keeps that one, which the read then returns.
@@ -223,10 +237,14 @@ export async function webhookSecret(db: Runner, accountId: string): Promise<z.in
   return db.one(read);
 }
 
-/** Replaces the account's secret; deliveries sent from now on (retries too) are signed with the new one. */
-export async function rotateWebhookSecret(db: Runner, accountId: string): Promise<z.infer<typeof SecretRow>> {
+/**
+ * Replaces the account's secret. Deliveries sent from now on (retries too) are signed with the new one
+ * and, for SECRET_OVERLAP_SECONDS, with the replaced one as well; a second rotation within the overlap
+ * ends the overlap of the secret before.
+ */
+export async function rotateWebhookSecret(db: Runner, accountId: string): Promise<WebhookSecret> {
   return db.one(sql.type(SecretRow)`
-    INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${newSecret()})
-    ON CONFLICT (account_id) DO UPDATE SET secret = EXCLUDED.secret, rotated_at = now()
-    RETURNING secret, rotated_at`);
+    INSERT INTO webhook_secrets AS s (account_id, secret) VALUES (${accountId}, ${newSecret()})
+    ON CONFLICT (account_id) DO UPDATE SET previous_secret = s.secret, secret = EXCLUDED.secret, rotated_at = now()
+    RETURNING ${SECRET_COLUMNS}`);
 }

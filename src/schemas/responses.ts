@@ -103,7 +103,13 @@ export const AccountWebhook = z
   })
   .openapi('AccountWebhook', { description: 'The webhook every new task of the account carries unless its request names its own' });
 
-export const WebhookSecret = z.object({ secret: z.string(), rotated_at: z.string() }).openapi('WebhookSecret');
+export const WebhookSecret = z
+  .object({
+    secret: z.string().openapi({ description: 'whsec_ and the base64 of the key, as Standard Webhooks libraries take it' }),
+    rotated_at: z.string(),
+    previous_secret_expires_at: z.string().nullable().openapi({ description: 'Until when deliveries also carry the signature of the secret the last rotation replaced (null: they do not)' }),
+  })
+  .openapi('WebhookSecret');
 
 export const WebhookLog = z
   .object({

@@ -32,7 +32,7 @@ async function assertPublic(config: Config, url: URL): Promise<void> {
  */
 export async function attemptDelivery(deps: { db: Db; config: Config }, delivery: DeliveryToSend, path: WebhookAttemptPath): Promise<AttemptOutcome> {
   const { db, config } = deps;
-  const [task, { secret }] = await Promise.all([getTaskRecord(db, delivery.task_id), webhookSecret(db, delivery.account_id)]);
+  const [task, { secret, previous_secret }] = await Promise.all([getTaskRecord(db, delivery.task_id), webhookSecret(db, delivery.account_id)]);
   const body = JSON.stringify({ id: delivery.delivery_id, type: `task.${delivery.event}`, created_at: delivery.created_at, data: task });
   const timestamp = Math.floor(Date.now() / 1000);
   const started = Date.now();
@@ -48,7 +48,7 @@ export async function attemptDelivery(deps: { db: Db; config: Config }, delivery
         'user-agent': 'task-marketplace-webhooks/1',
         'webhook-id': delivery.delivery_id,
         'webhook-timestamp': String(timestamp),
-        'webhook-signature': signatureOf(secret, timestamp, body),
+        'webhook-signature': signatureOf(previous_secret ? [secret, previous_secret] : [secret], delivery.delivery_id, timestamp, body),
       },
       body,
       redirect: 'manual',

@@ -3,7 +3,7 @@ import { createAccount, createApiKey, listApiKeys, revokeApiKey, updateApiKey, u
 import { decimalText } from '../../schemas/common';
 import { ApiError } from '../../errors';
 import { getBalance, ledgerHistory, ledgerSummary } from '../../db/ledger';
-import { accountWebhook, deleteAccountWebhook, rotateWebhookSecret, setAccountWebhook, WEBHOOK_EVENTS, webhookSecret } from '../../db/webhooks';
+import { accountWebhook, deleteAccountWebhook, rotateWebhookSecret, setAccountWebhook, WEBHOOK_EVENTS, webhookSecret, type WebhookSecret } from '../../db/webhooks';
 import { LedgerHistoryQuery, LedgerSummaryQuery, PAGE_LIMIT_DEFAULT, RevokeApiKeyQuery } from '../../schemas/queries';
 import {
   AccountSettingsBody,
@@ -114,12 +114,15 @@ export function accountRoutes(deps: AppDeps): Router {
     }
   });
 
+  // The replaced secret is the account's to have kept; only its end is shown.
+  const shownSecret = ({ secret, rotated_at, previous_secret_expires_at }: WebhookSecret) => ({ secret, rotated_at, previous_secret_expires_at });
+
   router.get('/v1/account/webhook-secret', auth, async (_req, res) => {
-    res.json(await webhookSecret(deps.db, accountOf(res).account_id));
+    res.json(shownSecret(await webhookSecret(deps.db, accountOf(res).account_id)));
   });
 
   router.post('/v1/account/webhook-secret/rotate', auth, async (_req, res) => {
-    res.json(await rotateWebhookSecret(deps.db, accountOf(res).account_id));
+    res.json(shownSecret(await rotateWebhookSecret(deps.db, accountOf(res).account_id)));
   });
 
   const noWebhook = () => new ApiError('webhook_not_found', 'This account has no default webhook; set one with PUT /v1/account/webhook.');
