@@ -1,7 +1,8 @@
 import crypto from 'node:crypto';
+import dns from 'node:dns';
 import fs from 'node:fs';
 import http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import net, { type AddressInfo } from 'node:net';
 import path from 'node:path';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import pino from 'pino';
@@ -23,6 +24,7 @@ interface Received {
   id: string;
   timestamp: string;
   signature: string;
+  host: string;
   body: string;
   answered: number;
 }
@@ -40,7 +42,7 @@ async function startReceiver(failFirst: number) {
       seen.set(id, count);
       const answered = count <= failFirst ? 500 : 204;
       const signed = { timestamp: String(req.headers['webhook-timestamp']), signature: String(req.headers['webhook-signature']) };
-      received.push({ id, ...signed, body: Buffer.concat(chunks).toString(), answered });
+      received.push({ id, ...signed, host: String(req.headers.host), body: Buffer.concat(chunks).toString(), answered });
       res.writeHead(answered).end();
     });
   });
@@ -65,6 +67,38 @@ function verified(secret: string, entry: Received): boolean {
   } catch {
     return false;
   }
+}
+
+/**
+ * Answers `answers` in turn (the last one from then on) for names under .rebind.test, to net's
+ * `dns.lookup` and to `dns.promises.lookup` alike: a name that changes its answer between two looks.
+ */
+function rebindingDns(answers: string[]) {
+  let asked = 0;
+  const next = () => {
+    const address = answers[Math.min(asked++, answers.length - 1)]!;
+    return { address, family: net.isIP(address) };
+  };
+  const ours = (host: string) => host.endsWith('.rebind.test');
+  const original = { lookup: dns.lookup, promised: dns.promises.lookup };
+  const promised = jest.spyOn(dns.promises, 'lookup').mockImplementation(((host: string, options?: dns.LookupOptions) => {
+    if (!ours(host)) return original.promised(host, options ?? {});
+    const entry = next();
+    return Promise.resolve(options?.all ? [entry] : entry);
+  }) as typeof dns.promises.lookup);
+  const callback = jest.spyOn(dns, 'lookup').mockImplementation(((host: string, options: any, done?: any) => {
+    if (typeof options === 'function') [done, options] = [options, {}];
+    if (!ours(host)) return original.lookup(host, options, done);
+    const entry = next();
+    process.nextTick(() => (options?.all ? done(null, [entry]) : done(null, entry.address, entry.family)));
+  }) as unknown as typeof dns.lookup);
+  return {
+    asked: () => asked,
+    restore: () => {
+      promised.mockRestore();
+      callback.mockRestore();
+    },
+  };
 }
 
 describe('webhooks', () => {
@@ -444,6 +478,57 @@ describe('webhooks', () => {
         expect(secret).toBe(`whsec_${Buffer.from(legacy.slice(6), 'base64url').toString('base64')}`);
         // The delivery signed before the rewrite verifies with the rewritten secret: the same key.
         expect(verified(secret, receiver.received[0]!)).toBe(true);
+      } finally {
+        await receiver.close();
+      }
+    }, 30_000);
+
+    test('the connection goes to the address that was checked: a name that answers a public address, then loopback, never reaches loopback', async () => {
+      const receiver = await startReceiver(0);
+      const port = new URL(receiver.url).port;
+      const strict = { ...stack.config, allowPrivateNetworks: false, webhookTimeoutMs: 1500 };
+      try {
+        const { delivery } = await pendingDelivery(`http://hook.rebind.test:${port}/hook`);
+        // The check sees a public address (TEST-NET-3, unreachable here); a second look would see the receiver.
+        const rebinding = rebindingDns(['203.0.113.10', '127.0.0.1']);
+        let outcome;
+        try {
+          outcome = await attemptDelivery({ db: stack.db, config: strict }, delivery, 'direct');
+        } finally {
+          rebinding.restore();
+        }
+        expect(receiver.received).toHaveLength(0);
+        // Refused by the network or unanswered: either way tried at the checked address only, after one look.
+        expect(outcome).toEqual({ result: 'failed', error: expect.stringMatching(/203\.0\.113\.10|did not answer/) });
+        expect(rebinding.asked()).toBe(1);
+
+        // A name that answers loopback at once is refused, and the delivery ends as failed.
+        const loopback = rebindingDns(['127.0.0.1']);
+        try {
+          const again = (await deliveryToSend(stack.db, delivery.delivery_id))!;
+          expect(await attemptDelivery({ db: stack.db, config: strict }, again, 'direct')).toEqual({ result: 'refused', error: expect.stringContaining('loopback') });
+        } finally {
+          loopback.restore();
+        }
+        expect(receiver.received).toHaveLength(0);
+        expect((await deliveryToSend(stack.db, delivery.delivery_id))!.status).toBe('failed');
+      } finally {
+        await receiver.close();
+      }
+    }, 30_000);
+
+    test('the pinned connection keeps the name in its Host header and ignores a later answer', async () => {
+      const receiver = await startReceiver(0);
+      const port = new URL(receiver.url).port;
+      try {
+        const { delivery } = await pendingDelivery(`http://hook.rebind.test:${port}/hook`);
+        const rebinding = rebindingDns(['127.0.0.1', '203.0.113.10']);
+        try {
+          expect(await attemptDelivery({ db: stack.db, config: stack.config }, delivery, 'direct')).toEqual({ result: 'delivered' });
+        } finally {
+          rebinding.restore();
+        }
+        expect(receiver.received.map((entry) => entry.host)).toEqual([`hook.rebind.test:${port}`]);
       } finally {
         await receiver.close();
       }

@@ -150,3 +150,19 @@ export function guardedLookup(policy: NetPolicy) {
     });
   };
 }
+
+/**
+ * A `lookup` for net/http that answers with addresses resolved and checked before (resolveAllowedAddresses),
+ * without asking DNS again: the connection goes to an address that was checked, whatever the name
+ * answers by then (DNS rebinding), while the request keeps the name for its Host header and TLS (SNI,
+ * the certificate's name).
+ */
+export function pinnedLookup(addresses: readonly dns.LookupAddress[]) {
+  return (hostname: string, options: dns.LookupOptions, callback: LookupCallback): void => {
+    const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
+    const usable = family ? addresses.filter((entry) => entry.family === family) : [...addresses];
+    if (usable.length === 0) return callback(Object.assign(new Error(`${hostname} has no checked IPv${family} address`), { code: 'ENOTFOUND' }), '', 0);
+    if (options.all) return callback(null, usable);
+    callback(null, usable[0]!.address, usable[0]!.family);
+  };
+}

@@ -1,27 +1,42 @@
-import dns from 'node:dns';
-import net from 'node:net';
+import http from 'node:http';
+import https from 'node:https';
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { getTaskRecord } from '../db/tasks';
 import { recordAttempt, webhookSecret, type DeliveryToSend } from '../db/webhooks';
 import { recordWebhookAttempt, type WebhookAttemptPath } from '../metrics/metrics';
-import { refusalReason } from '../solver/net-guard';
+import { SolverError } from '../solver/errors';
+import { hostOf, parseTargetUrl, pinnedLookup, resolveAllowedAddresses } from '../solver/net-guard';
 import { signatureOf } from './signature';
 
 /** How one attempt ended: accepted (2xx), failed (retried later) or refused (the target is not allowed: the delivery has failed). */
 export type AttemptOutcome = { result: 'delivered' } | { result: 'failed' | 'refused'; error: string };
 
-class TargetRefused extends Error {}
+export type AttemptDeps = { db: Db; config: Config };
 
-/** The target's addresses are checked at each attempt too, so a name that now points inside is refused. */
-async function assertPublic(config: Config, url: URL): Promise<void> {
-  if (config.allowPrivateNetworks) return;
-  const host = url.hostname.replace(/^\[|\]$/g, '');
-  const addresses = net.isIP(host) ? [host] : (await dns.promises.lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
-  for (const address of addresses) {
-    const reason = refusalReason(address);
-    if (reason) throw new TargetRefused(`the webhook target ${host} resolves to ${address} (${reason}), which is refused`);
-  }
+/**
+ * POSTs the delivery and answers the receiver's status. The target's name is resolved once, at each
+ * attempt, every address checked (so a name that now points inside is refused), and the connection made
+ * to one of those addresses: a second DNS answer never gets a say (DNS rebinding).
+ */
+async function post(deps: AttemptDeps, rawUrl: string, headers: Record<string, string>, body: string): Promise<number> {
+  const url = parseTargetUrl(rawUrl);
+  const addresses = await resolveAllowedAddresses(hostOf(url), { allowPrivateNetworks: deps.config.allowPrivateNetworks });
+  const signal = AbortSignal.timeout(deps.config.webhookTimeoutMs);
+  const transport = url.protocol === 'https:' ? https : http;
+  return new Promise((resolve, reject) => {
+    const request = transport.request(
+      url,
+      { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, lookup: pinnedLookup(addresses) as unknown as http.RequestOptions['lookup'], signal },
+      (response) => {
+        response.resume();
+        response.on('end', () => resolve(response.statusCode ?? 0));
+        response.on('error', reject);
+      },
+    );
+    request.on('error', (error) => reject(signal.aborted ? new Error(`the receiver did not answer within ${deps.config.webhookTimeoutMs} ms`) : error));
+    request.end(body);
+  });
 }
 
 /**
@@ -30,8 +45,8 @@ async function assertPublic(config: Config, url: URL): Promise<void> {
  * activity the later ones (`workflow`). The attempt is logged with its answer and counted; an accepted
  * one ends the delivery as delivered, and a refused target as failed.
  */
-export async function attemptDelivery(deps: { db: Db; config: Config }, delivery: DeliveryToSend, path: WebhookAttemptPath): Promise<AttemptOutcome> {
-  const { db, config } = deps;
+export async function attemptDelivery(deps: AttemptDeps, delivery: DeliveryToSend, path: WebhookAttemptPath): Promise<AttemptOutcome> {
+  const { db } = deps;
   const [task, { secret, previous_secret }] = await Promise.all([getTaskRecord(db, delivery.task_id), webhookSecret(db, delivery.account_id)]);
   const body = JSON.stringify({ id: delivery.delivery_id, type: `task.${delivery.event}`, created_at: delivery.created_at, data: task });
   const timestamp = Math.floor(Date.now() / 1000);
@@ -39,11 +54,10 @@ export async function attemptDelivery(deps: { db: Db; config: Config }, delivery
   let statusCode: number | null = null;
   let outcome: AttemptOutcome;
   try {
-    const url = new URL(delivery.url);
-    await assertPublic(config, url);
-    const response = await fetch(url, {
-      method: 'POST',
-      headers: {
+    statusCode = await post(
+      deps,
+      delivery.url,
+      {
         'content-type': 'application/json',
         'user-agent': 'task-marketplace-webhooks/1',
         'webhook-id': delivery.delivery_id,
@@ -51,15 +65,12 @@ export async function attemptDelivery(deps: { db: Db; config: Config }, delivery
         'webhook-signature': signatureOf(previous_secret ? [secret, previous_secret] : [secret], delivery.delivery_id, timestamp, body),
       },
       body,
-      redirect: 'manual',
-      signal: AbortSignal.timeout(config.webhookTimeoutMs),
-    });
-    statusCode = response.status;
-    await response.arrayBuffer().catch(() => undefined);
+    );
     outcome = statusCode >= 200 && statusCode < 300 ? { result: 'delivered' } : { result: 'failed', error: `the receiver answered ${statusCode}` };
   } catch (failure) {
     const error = failure instanceof Error ? failure.message : String(failure);
-    outcome = { result: failure instanceof TargetRefused ? 'refused' : 'failed', error };
+    const refused = failure instanceof SolverError && failure.type === 'target_blocked';
+    outcome = { result: refused ? 'refused' : 'failed', error };
   }
   recordWebhookAttempt(delivery.event, outcome.result, path);
   await recordAttempt(db, {
