@@ -1,5 +1,7 @@
+import dns from 'node:dns';
 import http from 'node:http';
-import { assertTargetAllowed, guardedLookup, refusalReason } from '../../src/solver/net-guard';
+import type { AddressInfo } from 'node:net';
+import { assertTargetAllowed, guardedLookup, pinnedLookup, refusalReason } from '../../src/solver/net-guard';
 import { SolverError } from '../../src/solver/errors';
 
 test.each([
@@ -51,4 +53,28 @@ test('the guarded lookup refuses the connection itself', async () => {
   });
   expect(error).toBeInstanceOf(SolverError);
   expect(error).toMatchObject({ type: 'target_blocked' });
+});
+
+test('the pinned lookup connects to the checked address without asking DNS, and keeps the name as Host', async () => {
+  const server = http.createServer((req, res) => res.end(req.headers.host));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as AddressInfo).port;
+  const asked = jest.spyOn(dns, 'lookup');
+  const get = (family?: number) =>
+    new Promise<string>((resolve, reject) => {
+      const request = http.get({ host: 'never-resolved.invalid', port, family, agent: false, lookup: pinnedLookup([{ address: '127.0.0.1', family: 4 }]) as never }, (response) => {
+        let body = '';
+        response.on('data', (chunk) => (body += chunk)).on('end', () => resolve(body));
+      });
+      request.on('error', reject);
+    });
+  try {
+    expect(await get()).toBe(`never-resolved.invalid:${port}`);
+    // Only IPv4 was checked: an IPv6-only connection has nowhere to go.
+    await expect(get(6)).rejects.toMatchObject({ code: 'ENOTFOUND' });
+    expect(asked).not.toHaveBeenCalled();
+  } finally {
+    asked.mockRestore();
+    server.close();
+  }
 });
