@@ -3,7 +3,8 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { EXPLORATION_SHARE, NEWCOMER_EVIDENCE } from '../src/db/matching';
 import { FakeSolver, strongChat, suiteSolvers, talker, waitFor } from './support/fake-solver';
-import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { parsePrometheusText, sampleValue } from './support/prometheus-text';
+import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
  * Work shared among equal offers (docs/queue.md, "Sharing work"): among the cheapest offers a task fits,
@@ -86,6 +87,13 @@ describe('work sharing', () => {
     expect(served(a) + served(b)).toBe(100);
     expect(served(a)).toBeGreaterThanOrEqual(25);
     expect(served(b)).toBeGreaterThanOrEqual(25);
+    // The gauges count every recent attempt of the type (earlier suites' too): only their bounds are sure here.
+    const metrics = parsePrometheusText((await api(stack.url, 'GET', '/metrics', { headers: { 'X-Admin-API-Key': ADMIN_KEY } })).text);
+    const proxyFetch = { task_type: 'proxy_fetch' };
+    expect(sampleValue(metrics, 'marketplace_work_solvers', proxyFetch)).toBeGreaterThanOrEqual(2);
+    expect(sampleValue(metrics, 'marketplace_work_fairness_ratio', proxyFetch)).toBeGreaterThan(0);
+    expect(sampleValue(metrics, 'marketplace_work_fairness_ratio', proxyFetch)).toBeLessThanOrEqual(1);
+    expect(sampleValue(metrics, 'marketplace_work_top_solver_share_ratio', proxyFetch)).toBeLessThan(1);
   });
 
   test('a newcomer beside an incumbent with a long record and eight times its slots earns its record within 120 tasks', async () => {
