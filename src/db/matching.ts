@@ -137,6 +137,11 @@ export const NEWCOMER_EVIDENCE = 10;
  * take no more than a fifth of the work beyond their own weight.
  */
 export const EXPLORATION_SHARE = 0.2;
+/**
+ * A capability's free slots count up to this many in its weight (and its rate): a solver's capacity is
+ * its own claim, and one that claims thousands of slots must not take the market by it.
+ */
+export const FREE_SLOTS_WEIGHED = 8;
 
 const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
 
@@ -172,17 +177,18 @@ export function reservationSteps(input: ReservationInput) {
           WHERE q.task_type = c.task_type AND (q.arrival, q.task_id) < (${input.arrival}, ${input.taskId}::text) AND ${fitsWaiting()}))
     ), ranked AS MATERIALIZED (
       -- Among offers at one price, each draws an exponential key at the rate of its weight (score × free
-      -- slots; newcomers' weights raised to EXPLORATION_SHARE of their tier's together): the smallest key
-      -- wins, so each wins with the probability weight / the tier's weights (Efraimidis–Spirakis).
+      -- slots up to FREE_SLOTS_WEIGHED; newcomers' weights raised to EXPLORATION_SHARE of their tier's
+      -- together): the smallest key wins, so each wins with the probability weight / the tier's weights
+      -- (Efraimidis–Spirakis).
       SELECT w.*, ${input.sort} AS sort,
-             w.free * 1000 / GREATEST(COALESCE(w.measured_latency, ${UNMEASURED_LATENCY_MS}::float8), 1) AS rate,
+             w.room * 1000 / GREATEST(COALESCE(w.measured_latency, ${UNMEASURED_LATENCY_MS}::float8), 1) AS rate,
              -ln(1 - random()) / (w.weight * CASE WHEN w.newcomer AND w.new_weight < ${EXPLORATION_SHARE}::float8 * w.tier_weight
                THEN ${EXPLORATION_SHARE}::float8 * (w.tier_weight - w.new_weight) / (${1 - EXPLORATION_SHARE}::float8 * w.new_weight) ELSE 1 END) AS share_key
       FROM (
-        SELECT o.*, o.record * o.free AS weight,
-               sum(o.record * o.free) OVER tier AS tier_weight,
-               COALESCE(sum(o.record * o.free) FILTER (WHERE o.newcomer) OVER tier, 0) AS new_weight
-        FROM offers o WHERE o.free > 0
+        SELECT o.*, o.record * o.room AS weight,
+               sum(o.record * o.room) OVER tier AS tier_weight,
+               COALESCE(sum(o.record * o.room) FILTER (WHERE o.newcomer) OVER tier, 0) AS new_weight
+        FROM (SELECT offers.*, LEAST(offers.free, ${FREE_SLOTS_WEIGHED}::float8) AS room FROM offers WHERE offers.free > 0) o
         WINDOW tier AS (PARTITION BY o.last_resort, o.min_price_points)
       ) w
     ), pick AS (
