@@ -108,6 +108,15 @@ describe('work sharing', () => {
     expect(EXPLORATION_SHARE).toBe(0.2);
   });
 
+  test('a solver that claims a thousand slots weighs as one with eight: it does not take the market by its claim', async () => {
+    const claimer = await fetcher('1', 1000);
+    const honest = await fetcher('1', 4);
+    // Weighed by every free slot, the claimer would win 1000 draws in 1004; capped, 8 in 12.
+    await inParallel(60, 1, fetchOnce);
+    expect(served(honest)).toBeGreaterThanOrEqual(8);
+    expect(served(claimer) + served(honest)).toBe(60);
+  });
+
   test('a cheaper offer takes every task it has room for, whatever the dearer ones\' record', async () => {
     const cheap = await fetcher('1', 4);
     const dear = await fetcher('2', 4);
