@@ -17,7 +17,7 @@ import { createTemporalClient } from '../src/temporal/connection';
 import { cpuPerCall, cpuSnapshot, cpuSpent, type CpuGroups } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
 import { call, FETCH_RESULT, postSse, register, request, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
-import { alternate, load, sleep, summarize, type Summary } from './lib/stats';
+import { alternate, jainIndex, load, sleep, summarize, type Summary } from './lib/stats';
 import { startWebhookReceiver } from './lib/webhooks';
 
 /**
@@ -190,6 +190,8 @@ async function main() {
     if (runs('web')) {
       rows.push({ figure: 'redundant runs (web phase)', extra: await redundantRuns(db, Number(REDUNDANT_FRACTION)) });
       log(`redundant runs: ${JSON.stringify(rows[rows.length - 1].extra)}`);
+      rows.push({ figure: 'work spread: equal web solvers (web phase)', extra: await workSpread(db, client.account_id, solvers.slice(0, 4).map((solver) => solver.solverId)) });
+      log(`work spread: ${JSON.stringify(rows[rows.length - 1].extra)}`);
     }
 
     // 3. Chat: strong solvers forwarding to a fake upstream; overhead = service TTFT − the solver's own time.
@@ -655,6 +657,21 @@ async function redundantRuns(db: Db, rate: number): Promise<Record<string, unkno
 }
 
 /**
+ * How the client's web tasks spread over the equal fetch solvers (one price, one capacity, no record to
+ * tell them apart): the first attempts each served, and Jain's fairness index over them (docs/queue.md,
+ * "Sharing work").
+ */
+async function workSpread(db: Db, clientId: string, solverIds: string[]): Promise<Record<string, unknown>> {
+  const rows = await db.any(sql.type(z.object({ solver_id: z.string(), n: z.number() }))`
+    SELECT a.solver_id, count(*)::int AS n
+    FROM task_attempts a JOIN tasks t ON t.task_id = a.task_id
+    WHERE t.account_id = ${clientId} AND a.task_type = 'proxy_fetch' AND a.attempt_number = 1 AND a.solver_id = ANY(${sql.array(solverIds, 'text')})
+    GROUP BY a.solver_id`);
+  const served = solverIds.map((id) => rows.find((row) => row.solver_id === id)?.n ?? 0);
+  return { solvers: solverIds.length, tasks_per_solver: served, jain_index: jainIndex(served) };
+}
+
+/**
  * Waits until no workflow runs, as Temporal's visibility counts them (a workflow counts as running until
  * its close is recorded there), or `boundMs` has passed. A phase's clients have their answers before
  * its workflows close (a chat's stream ends, then its dispatch activity and workflow finish), and those
@@ -705,6 +722,7 @@ function printGoals(rows: Row[], log: (line: string) => void) {
   const goals: { goal: string; figure: number | undefined; met: (value: number) => boolean }[] = [
     { goal: 'web task p50 at concurrency 1 ≤ 2× the ceiling', figure: note(find('web task', 1), 'p50_vs_ceiling'), met: (v) => v <= 2 },
     { goal: 'web task throughput at concurrency 64 ≥ 0.60 of the ceiling', figure: note(find('web task', 64), 'throughput_vs_ceiling'), met: (v) => v >= 0.6 },
+    { goal: 'work spread over equal web solvers: Jain\'s fairness index ≥ 0.9', figure: note(find('work spread'), 'jain_index'), met: (v) => v >= 0.9 },
     { goal: 'chat TTFT overhead at 32 streams p50 ≤ 15 ms', figure: find('chat: TTFT overhead', 32)?.latency?.p50, met: (v) => v <= 15 },
     { goal: 'chat TTFT overhead at 32 streams p99 ≤ 50 ms', figure: find('chat: TTFT overhead', 32)?.latency?.p99, met: (v) => v <= 50 },
     { goal: 'chunk relay p50 at 32 streams ≤ 2 ms', figure: find('chat: chunk relay', 32)?.latency?.p50, met: (v) => v <= 2 },

@@ -100,3 +100,10 @@ export async function alternate<K extends string>(
 }
 
 export const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** Jain's fairness index of what each of n parties got: (Σx)² / (n Σx²), 1 when equal, 1/n when one got all. */
+export function jainIndex(values: number[]): number {
+  const sum = values.reduce((total, value) => total + value, 0);
+  const squares = values.reduce((total, value) => total + value * value, 0);
+  return squares === 0 ? 1 : Math.round(((sum * sum) / (values.length * squares)) * 1000) / 1000;
+}

@@ -1,7 +1,8 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../tasks/lifecycle';
-import { isCanaryTaskType, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
+import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
+import { evidenceOf, isCanaryTaskType, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
 
 /**
  * Matching a task to a solver's slot, and the queue of tasks waiting for one (docs/queue.md). A slot is
@@ -108,6 +109,8 @@ export interface ReserveAttemptInput {
 
 export interface ReservationInput extends ReserveAttemptInput {
   attemptId: string;
+  /** The strict order the client asked for (a text value or NULL: work shared among equal offers). */
+  sort: ReturnType<typeof sql.fragment>;
   /** A further condition on reserving at all. */
   onlyIf: ReturnType<typeof sql.fragment>;
   /** When the task arrived: a free slot that fits a task waiting since before goes to that task instead. */
@@ -119,10 +122,34 @@ export interface ReservationInput extends ReserveAttemptInput {
 // being taken goes to the next capability, or joins the queue.
 const FREE_SLOTS_CONSIDERED = 32;
 
+// A capability with no completed attempt yet is assumed to take this long per task.
+export const UNMEASURED_LATENCY_MS = 1000;
+/**
+ * A solver with less evidence than this for a task type (its decayed successes and failures) is a
+ * newcomer: ten tasks are what the score needs to tell a reliable solver (11/12 after ten successes)
+ * from a lucky one.
+ */
+export const NEWCOMER_EVIDENCE = 10;
+/**
+ * The newcomers among the cheapest offers with a free slot together get at least this share of the
+ * tasks (their weights are raised to it when lower): one honest newcomer at the market price earns its
+ * record (NEWCOMER_EVIDENCE tasks) within about 50 such tasks, and any number of new accounts together
+ * take no more than a fifth of the work beyond their own weight.
+ */
+export const EXPLORATION_SHARE = 0.2;
+/**
+ * A capability's free slots count up to this many in its weight (and its rate): a solver's capacity is
+ * its own claim, and one that claims thousands of slots must not take the market by it.
+ */
+export const FREE_SLOTS_WEIGHED = 8;
+
+const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
+
 /**
  * The matching rule, as CTEs for one statement: `pick` takes a free slot of the best eligible capability
- * (cheapest first; ties to the better reputation score, then the least loaded, i.e. the lowest free slot;
- * last-resort solvers last), skipping slots another reservation is taking, `reserved` marks it taken,
+ * (last-resort solvers last; cheapest first; among equal prices a weighted random draw, or the strict
+ * order the client asked for: docs/queue.md, "Sharing work"), skipping slots another reservation is
+ * taking, `reserved` marks it taken,
  * and `attempt` records the attempt. Concurrent reservations neither wait for each other nor exceed
  * a solver's limit: slots above max_concurrent are never offered, and while attempts run in such slots
  * (the limit was lowered under them) the capability is offered none. A capability that a task waiting
@@ -132,12 +159,15 @@ const FREE_SLOTS_CONSIDERED = 32;
 export function reservationSteps(input: ReservationInput) {
   const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor });
   return sql.fragment`
-    ranked AS MATERIALIZED (
+    offers AS MATERIALIZED (
       -- The eligible capabilities with what orders them, once each (not once per slot).
       SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost, c.max_concurrent,
              c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) AS last_resort,
              COALESCE(${scoreOf('rep')}, ${PRIOR_SCORE}::float8) AS record,
-             COALESCE(rep.latency_ms, 0) AS latency
+             COALESCE(rep.latency_ms, 0) AS latency, rep.latency_ms::float8 AS measured_latency,
+             COALESCE(${evidenceOf('rep')}, 0) < ${NEWCOMER_EVIDENCE}::float8 AS newcomer,
+             (SELECT count(*) FROM solver_slots f
+              WHERE (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name) AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent)::float8 AS free
       ${eligible}
         AND ${input.onlyIf}
         AND c.min_price_points <= ${input.maxPricePoints}::numeric
@@ -145,6 +175,22 @@ export function reservationSteps(input: ReservationInput) {
         AND (${input.canaryFor !== undefined} OR NOT EXISTS (
           SELECT 1 FROM task_queue q
           WHERE q.task_type = c.task_type AND (q.arrival, q.task_id) < (${input.arrival}, ${input.taskId}::text) AND ${fitsWaiting()}))
+    ), ranked AS MATERIALIZED (
+      -- Among offers at one price, each draws an exponential key at the rate of its weight (score × free
+      -- slots up to FREE_SLOTS_WEIGHED; newcomers' weights raised to EXPLORATION_SHARE of their tier's
+      -- together): the smallest key wins, so each wins with the probability weight / the tier's weights
+      -- (Efraimidis–Spirakis).
+      SELECT w.*, ${input.sort} AS sort,
+             w.room * 1000 / GREATEST(COALESCE(w.measured_latency, ${UNMEASURED_LATENCY_MS}::float8), 1) AS rate,
+             -ln(1 - random()) / (w.weight * CASE WHEN w.newcomer AND w.new_weight < ${EXPLORATION_SHARE}::float8 * w.tier_weight
+               THEN ${EXPLORATION_SHARE}::float8 * (w.tier_weight - w.new_weight) / (${1 - EXPLORATION_SHARE}::float8 * w.new_weight) ELSE 1 END) AS share_key
+      FROM (
+        SELECT o.*, o.record * o.room AS weight,
+               sum(o.record * o.room) OVER tier AS tier_weight,
+               COALESCE(sum(o.record * o.room) FILTER (WHERE o.newcomer) OVER tier, 0) AS new_weight
+        FROM (SELECT offers.*, LEAST(offers.free, ${FREE_SLOTS_WEIGHED}::float8) AS room FROM offers WHERE offers.free > 0) o
+        WINDOW tier AS (PARTITION BY o.last_resort, o.min_price_points)
+      ) w
     ), pick AS (
       SELECT e.solver_id, e.task_type, e.model_name, e.node_id, e.min_price_points, e.billing_type, e.marginal_cost, sl.slot
       FROM ranked e
@@ -157,7 +203,12 @@ export function reservationSteps(input: ReservationInput) {
       -- Locked by its row address (the planner cannot misjudge that join); still free once locked.
       JOIN solver_slots sl ON sl.ctid = free.ctid
       WHERE sl.attempt_id IS NULL
-      ORDER BY e.last_resort ASC, e.min_price_points ASC, e.record DESC, e.latency ASC, sl.slot ASC
+      ORDER BY e.last_resort ASC,
+               CASE WHEN ${sortIs('latency')} THEN e.measured_latency END ASC NULLS LAST,
+               CASE WHEN ${sortIs('throughput')} THEN e.rate END DESC NULLS LAST,
+               e.min_price_points ASC,
+               CASE WHEN e.sort IS NULL THEN e.share_key END ASC,
+               e.record DESC, e.latency ASC, sl.slot ASC
       LIMIT 1
       FOR UPDATE OF sl SKIP LOCKED
     ), reserved AS (
@@ -198,17 +249,22 @@ export interface QueueEntry {
   lastResortSolverIds?: string[];
   /** A canary: it waits for this one solver's slot. */
   canaryFor?: string;
+  /** The strict order its client asked for. */
+  routingSort?: RoutingSort | null;
 }
 
-/** The values of a `task_queue` row (after `arrival, workflow_id, timeout_seconds` from `source`). */
-export function queueValues(entry: QueueEntry) {
+/**
+ * The values of a `task_queue` row (after `arrival, workflow_id, timeout_seconds` from `source`);
+ * `routingSort` as an expression when the statement reads it from the task row.
+ */
+export function queueValues(entry: QueueEntry, routingSort = sql.fragment`${entry.routingSort ?? null}::text`) {
   return sql.fragment`${entry.taskId}, ${entry.taskType}, ${entry.attemptNumber}, ${entry.maxPricePoints}::numeric,
     ${entry.strongModels ? sql.array(entry.strongModels, 'text') : null}::text[], ${sql.array(entry.excludedSolverIds, 'text')},
-    ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text`;
+    ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text, ${routingSort}`;
 }
 export const QUEUE_COLUMNS = sql.fragment`
   arrival, workflow_id, timeout_seconds, task_id, task_type, attempt_number, max_price_points, strong_models, excluded_solver_ids, last_resort_solver_ids,
-  canary_for`;
+  canary_for, routing_sort`;
 
 /** A slot handed to a waiting task: its workflow is to be told (the row in `slot_handoffs` until it is). */
 export interface Handoff {
@@ -247,6 +303,7 @@ const WaitingRow = z.object({
   workflow_id: z.string(),
   arrival: z.string(),
   canary_for: z.string().nullable(),
+  routing_sort: z.enum(ROUTING_SORTS).nullable(),
   payload: z.record(z.any()),
   deadline_ms: z.number(),
 });
@@ -277,7 +334,7 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
       // for this handoff, or is skipped here, and neither waits for the other.
       const head = await tx.maybeOne(sql.type(WaitingRow)`
         SELECT q.task_id, q.task_type, q.attempt_number, trim_scale(q.max_price_points)::text AS max_price_points, q.strong_models,
-               q.excluded_solver_ids, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, t.payload,
+               q.excluded_solver_ids, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.payload,
                (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms
         FROM task_queue q JOIN tasks t ON t.task_id = q.task_id
         WHERE q.task_type = ANY(${types}) ${canaries ? sql.fragment`AND q.canary_for IS NOT NULL` : sql.fragment``}
@@ -323,6 +380,7 @@ async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise
       canaryFor: head.canary_for ?? undefined,
       onlyIf: sql.fragment`true`,
       arrival: sql.fragment`${head.arrival}::timestamptz`,
+      sort: sql.fragment`${head.routing_sort}::text`,
     })}, assigned AS (
       UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
       FROM reserved r WHERE task_id = ${head.task_id} AND status = ANY(${ACTIVE})

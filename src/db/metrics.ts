@@ -35,3 +35,35 @@ export async function queueFigures(db: Db) {
     FROM unfinished u FULL JOIN free f USING (task_type)`);
   return [...rows];
 }
+
+// The work-share gauges look at this much recent work: the window of the alerts of docs/metrics.md.
+export const WORK_SHARE_WINDOW_SECONDS = 300;
+
+const WorkShareRow = z.object({ task_type: z.string(), solvers_served: z.number(), top_share: z.number().nullable(), fairness: z.number().nullable() });
+
+/**
+ * How work spreads over the solvers, per task type, from the attempts started in the last
+ * WORK_SHARE_WINDOW_SECONDS (docs/queue.md, "Sharing work"): how many solvers served any, the largest
+ * share one of them took, and Jain's fairness index (Σx)² / (n Σx²) over the attempts of every solver
+ * that served any or is online with a capability for the type (1: all took as many; 1/n: one took all).
+ */
+export async function workShareFigures(db: Db) {
+  const rows = await db.any(sql.type(WorkShareRow)`
+    WITH recent AS (
+      SELECT task_type, solver_id, count(*)::float8 AS n
+      FROM task_attempts WHERE started_at > now() - make_interval(secs => ${WORK_SHARE_WINDOW_SECONDS})
+      GROUP BY task_type, solver_id
+    ), offered AS (
+      SELECT DISTINCT c.task_type, c.solver_id
+      FROM solver_capabilities c
+      JOIN solver_connections sc ON sc.solver_id = c.solver_id
+      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+    ), per_solver AS (
+      SELECT task_type, COALESCE(r.n, 0) AS n FROM recent r FULL JOIN offered o USING (task_type, solver_id)
+    )
+    SELECT task_type, count(*) FILTER (WHERE n > 0)::int AS solvers_served,
+           max(n) / NULLIF(sum(n), 0) AS top_share,
+           sum(n) ^ 2 / NULLIF(count(*) * sum(n * n), 0) AS fairness
+    FROM per_solver GROUP BY task_type`);
+  return [...rows];
+}

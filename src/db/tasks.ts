@@ -1,7 +1,7 @@
 import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { recordAttemptReassigned, recordTaskFinished } from '../metrics/metrics';
-import { WEB_TASK_TYPES } from '../schemas/domain';
+import { WEB_TASK_TYPES, type RoutingSort } from '../schemas/domain';
 import { withSafetyVerdict } from '../safety/results';
 import {
   ATTEMPT_OUTCOME_TABLE,
@@ -31,6 +31,7 @@ import {
   stateValue,
   toAssignment,
   toldOnly,
+  UNMEASURED_LATENCY_MS,
   type Handoff,
   type ReserveAttemptInput,
 } from './matching';
@@ -148,10 +149,10 @@ export interface NewTask {
    * already, or when the wait the queue and its solvers' measured rate promise exceeds the task's timeout.
    */
   admission?: { maxQueued: number };
+  /** The strict order the client asked for, kept for every attempt (docs/queue.md, "Sharing work"). */
+  routingSort?: RoutingSort;
 }
 
-// A capability with no completed attempt yet is assumed to take this long per task.
-const UNMEASURED_LATENCY_MS = 1000;
 // Retry-After of a refusal is at least this, and at most a minute.
 const MIN_RETRY_AFTER_SECONDS = 1;
 const MAX_RETRY_AFTER_SECONDS = 60;
@@ -186,7 +187,15 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
   const requireOnline = task.match?.requireOnline ?? false;
   const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels });
   const hasBalance = sql.fragment`EXISTS (SELECT 1 FROM balances WHERE account_id = ${task.accountId})`;
-  const entry = { taskId: task.taskId, taskType: task.taskType, attemptNumber: 1, maxPricePoints: task.maxPricePoints, strongModels: task.match?.strongModels, excludedSolverIds: [] };
+  const entry = {
+    taskId: task.taskId,
+    taskType: task.taskType,
+    attemptNumber: 1,
+    maxPricePoints: task.maxPricePoints,
+    strongModels: task.match?.strongModels,
+    excludedSolverIds: [],
+    routingSort: task.routingSort ?? null,
+  };
   const maxQueued = task.admission?.maxQueued ?? null;
   const row = await db
     .one(sql.type(CreatedRow)`
@@ -206,12 +215,13 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         attemptId,
         onlyIf: task.match ? hasBalance : sql.fragment`false`,
         arrival: sql.fragment`now()`,
+        sort: sql.fragment`${entry.routingSort}::text`,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, status, solver_id, key_id, key_spend_period)
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, status, solver_id, key_id, key_spend_period, routing_sort)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotencyKey ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
-               ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}
+               ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
         -- With no eligible solver online at all, nothing is created (the caller answers 402/503).
         WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
@@ -316,7 +326,8 @@ export type Reservation =
  * that no earlier waiting task fits) queues the task in the same statement; its slot is then handed to
  * it (matching.ts, handOnSlots) and its workflow told. Eligible: online on a live node, offers the task
  * type at a price within the task's maximum, below max_concurrent, not tried before. Cheapest first;
- * ties to the better record, then the least loaded. Returns the same assignment when called again for
+ * among equal prices shared by a weighted draw, or in the strict order the task's client asked for
+ * (reservationSteps). Returns the same assignment when called again for
  * the same attempt, and a task already waiting for it is left waiting.
  */
 export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Promise<Reservation> {
@@ -331,12 +342,13 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     ), waiting AS (
       SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
     ), task AS (
-      SELECT created_at, workflow_id, timeout_seconds FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
+      SELECT created_at, workflow_id, timeout_seconds, routing_sort FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
       attemptId,
       onlyIf: sql.fragment`${neither} AND EXISTS (SELECT 1 FROM task)`,
       arrival: input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`(SELECT created_at FROM task)`,
+      sort: sql.fragment`(SELECT routing_sort FROM task)`,
     })}, assigned AS (
       UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
       FROM reserved r WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
@@ -345,7 +357,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
       DELETE FROM task_queue WHERE task_id = ${input.taskId} AND EXISTS (SELECT 1 FROM reserved)
     ), queued AS (
       INSERT INTO task_queue (${QUEUE_COLUMNS})
-      SELECT ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry)}
+      SELECT ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry, sql.fragment`t.routing_sort`)}
       FROM task t WHERE ${neither} AND NOT EXISTS (SELECT 1 FROM reserved)
       ON CONFLICT (task_id) DO UPDATE SET attempt_number = EXCLUDED.attempt_number, max_price_points = EXCLUDED.max_price_points,
         strong_models = EXCLUDED.strong_models, excluded_solver_ids = EXCLUDED.excluded_solver_ids, last_resort_solver_ids = EXCLUDED.last_resort_solver_ids

@@ -4,7 +4,7 @@ import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type WebhookEvent }
 import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
 import type { ScanResult } from '../safety/scanner';
-import type { WebTaskType } from '../schemas/domain';
+import type { RoutingSort, WebTaskType } from '../schemas/domain';
 import { clientFailure, isTerminalState, type TaskState } from '../tasks/lifecycle';
 import { newTaskId, type CreateResult, type TaskService } from '../tasks/service';
 
@@ -109,6 +109,8 @@ export interface WebTaskInput {
   urlLoc: (string | number)[];
   /** Told of the task's terminal state (POST /v1/tasks); without it the account's default webhook, if any, is. */
   webhook?: { url: string; events?: readonly WebhookEvent[] } | null;
+  /** The strict order the client asked matching for (`provider.sort`). */
+  routingSort?: RoutingSort;
 }
 
 export type CompletedTask = TaskRecord & { result: Record<string, any> };

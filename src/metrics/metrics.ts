@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from '../db/pool';
-import { queueFigures } from '../db/metrics';
+import { queueFigures, workShareFigures } from '../db/metrics';
 import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
 
 /**
@@ -147,23 +147,48 @@ const freeSlots = new Gauge({
   registers: [registry],
 });
 
+const workSolvers = new Gauge({
+  name: `${PREFIX}work_solvers`,
+  help: 'Solvers that started attempts of the task type in the last 5 minutes; read from PostgreSQL, the same on every node (use max)',
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
+const workTopShare = new Gauge({
+  name: `${PREFIX}work_top_solver_share_ratio`,
+  help: 'Share of the last 5 minutes\' attempts of the task type that the busiest solver took (0 when none); read from PostgreSQL, the same on every node (use max)',
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
+const workFairness = new Gauge({
+  name: `${PREFIX}work_fairness_ratio`,
+  help: "Jain's fairness index of the last 5 minutes' attempts of the task type over the solvers online for it or that served it (1: equal; 1/n: one took all; 1 when no work); read from PostgreSQL, the same on every node (use max)",
+  labelNames: ['task_type'] as const,
+  registers: [registry],
+});
+
 const scrapeErrors = new Counter({
   name: `${PREFIX}metrics_database_errors_total`,
   help: 'Scrapes whose queue figures could not be read from PostgreSQL (the gauges then keep their last values)',
   registers: [registry],
 });
 
-/** Reads the queue figures once per scrape (one cheap statement), before the registry renders. */
+/** Reads the queue and work-share figures once per scrape (two cheap statements), before the registry renders. */
 async function refreshQueueFigures(): Promise<void> {
   const db = sources.dbs.values().next().value as Db | undefined;
   if (!db) return;
   try {
-    const figures = await queueFigures(db);
+    const [figures, shares] = await Promise.all([queueFigures(db), workShareFigures(db)]);
     for (const taskType of CAPABILITY_TASK_TYPES) {
       const row = figures.find((entry) => entry.task_type === taskType);
       tasksWaiting.labels(taskType).set(row?.waiting ?? 0);
       tasksAssigned.labels(taskType).set(row?.assigned ?? 0);
       freeSlots.labels(taskType).set(row?.free_slots ?? 0);
+      const share = shares.find((entry) => entry.task_type === taskType);
+      workSolvers.labels(taskType).set(share?.solvers_served ?? 0);
+      workTopShare.labels(taskType).set(share?.top_share ?? 0);
+      workFairness.labels(taskType).set(share?.fairness ?? 1);
     }
   } catch {
     scrapeErrors.inc();

@@ -16,6 +16,15 @@ export const FULFILLMENT_PATHS = ['http', 'browser', 'search_api', 'local_model'
 
 // Task states and attempt outcomes: src/tasks/lifecycle.ts.
 
+/**
+ * The strict orders a client may ask matching for (`provider.sort`, as OpenRouter names it), instead of
+ * the default that shares work among equal offers (docs/queue.md, "Sharing work"): `price` cheapest, then
+ * the better score, then the lower latency; `latency` the lowest measured latency first; `throughput`
+ * the most tasks per second the offer can still take first.
+ */
+export const ROUTING_SORTS = ['price', 'latency', 'throughput'] as const;
+export type RoutingSort = (typeof ROUTING_SORTS)[number];
+
 export const PUBLIC_MODEL_ID = 'service/strong';
 export const MODEL_ALIASES: Record<string, string> = { strong: PUBLIC_MODEL_ID, [PUBLIC_MODEL_ID]: PUBLIC_MODEL_ID };
 

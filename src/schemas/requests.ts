@@ -2,7 +2,7 @@ import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
 import { TERMINAL_STATES, type TerminalState } from '../tasks/lifecycle';
-import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
+import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
 /** One schema per request body; types are inferred from them and OpenAPI is generated from them. */
 
@@ -114,6 +114,17 @@ export const WebhookSubscription = z
 export const AccountWebhookBody = WebhookSubscription;
 export type AccountWebhookRequest = z.infer<typeof AccountWebhookBody>;
 
+const ProviderSort = z.enum(ROUTING_SORTS).nullable().optional().openapi({
+  description:
+    'Match by this strict order instead of sharing work among equal offers: price (cheapest, then the better score, then the lower latency), latency (the lowest measured latency first) or throughput (the most tasks per second the offer can still take first); docs/queue.md, "Sharing work"',
+});
+
+/** Routing preferences, as OpenRouter's `provider` object; a web task takes `sort` only. */
+export const ProviderPreferences = z.object({ sort: ProviderSort }).strict().openapi('ProviderPreferences');
+
+/** A chat's `provider`: `sort` is read; its other fields pass through to the solver like any extra field. */
+export const ChatProviderPreferences = z.object({ sort: ProviderSort }).passthrough().openapi('ChatProviderPreferences');
+
 export const CreateTaskBody = z
   .object({
     task_type: z.enum(WEB_TASK_TYPES),
@@ -121,6 +132,7 @@ export const CreateTaskBody = z
     max_price_points: NonNegativeNumeric.nullable().optional(),
     timeout_seconds: TimeoutSeconds.nullable().optional(),
     webhook: WebhookSubscription.nullable().optional(),
+    provider: ProviderPreferences.nullable().optional(),
   })
   .strict()
   .openapi('CreateTaskRequest');
@@ -143,6 +155,7 @@ export const ChatCompletionBody = z
     tools: z.array(z.record(z.any())).nullable().optional(),
     tool_choice: z.union([z.string(), z.record(z.any())]).nullable().optional(),
     parallel_tool_calls: z.boolean().nullable().optional(),
+    provider: ChatProviderPreferences.nullable().optional(),
   })
   .passthrough()
   .openapi('ChatCompletionRequest');

@@ -7,7 +7,7 @@ import { createTaskWithHold, finishTask, getTaskRecord, type Finished, markWorkf
 import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
-import { CHAT_TASK_TYPE, type WebTaskType } from '../schemas/domain';
+import { CHAT_TASK_TYPE, type RoutingSort, type WebTaskType } from '../schemas/domain';
 import { taskFailure, type Assignment, type TaskState } from './lifecycle';
 import {
   AccountIdAttribute,
@@ -41,6 +41,8 @@ export interface CreateTaskInput {
    * request (aborted when it ends), which bounds a first attempt sent before the workflow takes it over.
    */
   chat?: { strongModels: string[]; clientNodeId: string; clientGone?: AbortSignal };
+  /** The strict order the client asked matching for (`provider.sort`); unset, work is shared among equal offers. */
+  routingSort?: RoutingSort;
 }
 
 // Longer than nearly every web task takes, so the long poll is rarely opened.
@@ -106,6 +108,7 @@ export class TaskService {
       keyId: input.keyId,
       match: { strongModels: input.chat?.strongModels, requireOnline: input.requireOnline },
       admission: { maxQueued: this.deps.config.queueLimitPerTaskType },
+      routingSort: input.routingSort,
     });
     if (outcome.kind === 'existing') return { kind: 'existing', task: (await getTaskRecord(this.deps.db, outcome.task.task_id))! };
     if (outcome.kind !== 'created') return outcome;

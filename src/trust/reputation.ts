@@ -101,6 +101,11 @@ export function scoreOf(r: string) {
   return sql.fragment`((${s} + 1) / (${s} + ${f} + 2))`;
 }
 
+/** The evidence of reputation row `r` now: its decayed successes and failures together. */
+export function evidenceOf(r: string) {
+  return sql.fragment`((${sql.identifier([r, 'successes'])} + ${sql.identifier([r, 'failures'])}) * ${decay(r)})`;
+}
+
 /** The score of a solver with no evidence yet. */
 export const PRIOR_SCORE = 0.5;
 

@@ -1,9 +1,16 @@
-import { alternate, summarize, type LoadRun } from '../../bench/lib/stats';
+import { alternate, jainIndex, summarize, type LoadRun } from '../../bench/lib/stats';
 
 describe('benchmark statistics', () => {
   it('summarizes by nearest rank', () => {
     const values = Array.from({ length: 100 }, (_, i) => 100 - i);
     expect(summarize(values)).toEqual({ samples: 100, p50: 50, p95: 95, p99: 99, mean: 50.5 });
+  });
+
+  it("takes Jain's fairness index: 1 for an even split, 1/n when one party got everything", () => {
+    expect(jainIndex([25, 25, 25, 25])).toBe(1);
+    expect(jainIndex([100, 0, 0, 0])).toBe(0.25);
+    expect(jainIndex([99, 1])).toBe(0.51);
+    expect(jainIndex([0, 0])).toBe(1);
   });
 
   it('alternates the loads batch by batch and pools each one', async () => {

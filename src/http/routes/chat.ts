@@ -126,6 +126,7 @@ export function chatRoutes(deps: AppDeps): Router {
         chat: { strongModels, clientNodeId: deps.nodeId, clientGone: clientGone.signal },
         // Checked as the task is created (nothing is created then), before any SSE header is sent.
         requireOnline: true,
+        routingSort: body.provider?.sort ?? undefined,
       });
       const task = createdTask(created, {
         noSolver: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),

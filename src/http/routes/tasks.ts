@@ -51,6 +51,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       idempotencyKey: idempotencyKeyOf(req.header('idempotency-key')),
       urlLoc: ['body', 'payload', 'url'],
       webhook: body.webhook,
+      routingSort: body.provider?.sort ?? undefined,
     });
     res.json(task);
   });
