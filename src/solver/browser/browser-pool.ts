@@ -198,7 +198,6 @@ export async function openPage(page: Page, url: string, policy: NetPolicy, timeo
 /** Chromium network errors that every other solver would hit too are not worth a retry. */
 const NAVIGATION_ERRORS: Array<[pattern: RegExp, type: SolverErrorType, explanation: string]> = [
   [/net::ERR_NAME_NOT_RESOLVED/, 'host_not_found', 'the host does not resolve'],
-  [/net::ERR_CONNECTION_REFUSED/, 'connection_refused', 'the server refused the connection'],
   [/net::ERR_HTTP_RESPONSE_CODE_FAILURE/, 'http_error', 'the server answered with an HTTP error status and an empty page'],
   [/net::ERR_(CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT)/, 'tls_error', 'the TLS certificate or handshake was refused'],
   [/net::ERR_BLOCKED_BY_CLIENT/, 'target_blocked', 'the target is refused by the network policy'],
