@@ -165,9 +165,11 @@ export function trusted(c = 'c') {
  * solver's evidence: decays the counts to now, then adds a success or a failure; a completed attempt
  * moves the latency average. An attempt the service ended (`counts` null) is not evidence. A canary's
  * attempt does not count towards the next canary, and its success is counted by its verdict instead
- * (judgeCanaryIn); its failure to answer counts like any failure. `reputed` returns the rows it wrote, and
- * `canary_due` the solver it made due a canary by count (its count since the last canary reached the
- * drawn one), announced on CANARY_DUE_CHANNEL when the transaction commits.
+ * (judgeCanaryIn); its failure to answer counts like any failure. A failure weighs `failureWeight` (an
+ * SQL expression; 1 by default, 0 for a claim that the target failed judged the target's). `reputed`
+ * returns the rows it wrote, and `canary_due` the solver it made due a canary by count (its count since
+ * the last canary reached the drawn one) or, by a failure that leaves it below the threshold, a recovery
+ * canary; announced on CANARY_DUE_CHANNEL when the transaction commits.
  */
 export function recordOutcomeStep(counts: 'completed' | 'failed' | null, failureWeight?: ReturnType<typeof sql.fragment>) {
   const succeeded = counts === 'completed';
