@@ -1,5 +1,6 @@
 import { closeAttempt, finishTask, reserveAttempt, type AttemptEnd, type Completion, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
-import type { TaskFailure } from '../src/tasks/lifecycle';
+import { claimsTargetFailure, type TargetFailureType, type TargetFailureVerdict, type TaskFailure } from '../src/tasks/lifecycle';
+import { examineTargetClaim } from '../src/trust/target-failures';
 import type { DueDelivery } from '../src/db/webhooks';
 import type { ActivityDeps } from './deps';
 
@@ -24,10 +25,15 @@ export function createTaskActivities({ db, config, handoffs, webhooks }: Activit
       return told(await reserveAttempt(db, input));
     },
 
-    async closeAttempt(input: AttemptEnd) {
-      const { closed, handoffs: handed } = await closeAttempt(db, input);
+    /**
+     * Ends an attempt; a claim that the target failed is examined first (the service's own check, where
+     * it has one). Returns whether it closed the attempt, and how such a claim was judged.
+     */
+    async closeAttempt(input: AttemptEnd): Promise<{ closed: boolean; targetVerdict: TargetFailureVerdict | null }> {
+      const claim = claimsTargetFailure(input) ? await examineTargetClaim(db, input.attemptId, input.error!.type as TargetFailureType) : null;
+      const { closed, targetVerdict, handoffs: handed } = await closeAttempt(db, { ...input, ...(claim ? { claim } : {}) });
       handoffs.deliver(handed);
-      return closed;
+      return { closed, targetVerdict };
     },
 
     /** An admin's completion (a solver's result is stored by its dispatch activity). */

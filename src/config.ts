@@ -181,6 +181,10 @@ const EnvSchema = z.object({
 
 export type Config = ReturnType<typeof loadConfig>;
 
+// Tasks failed on their target that use up an account's whole per-minute rate limit: a client that
+// keeps sending bad targets is limited, not the solvers (docs/trust.md, "Target failures").
+const TARGET_FAILED_TASKS_PER_MINUTE = 10;
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   dotenv.config({ quiet: true } as dotenv.DotenvConfigOptions);
   const parsed = EnvSchema.safeParse(env);
@@ -248,6 +252,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
+      targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
     // bundled solver's own index (SEARCH_INDEX_DIR, or the shipped pages) or a SearXNG instance.

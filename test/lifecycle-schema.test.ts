@@ -4,7 +4,7 @@ import { HOLD_STATES, LEDGER_ENTRY_KINDS } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { DELIVERY_STATES } from '../src/db/webhooks';
 import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, SPEND_LIMIT_PERIODS, TIERS } from '../src/schemas/domain';
-import { ATTEMPT_OUTCOMES, TASK_STATES } from '../src/tasks/lifecycle';
+import { ATTEMPT_OUTCOMES, TARGET_FAILURE_VERDICTS, TASK_STATES } from '../src/tasks/lifecycle';
 import { REDUNDANT_RUN_STATES } from '../src/trust/redundant';
 import { testEndpoints } from './support/stack';
 
@@ -31,6 +31,7 @@ describe('the SQL CHECKs allow exactly the values the TypeScript tables define',
   test.each([
     ['tasks', 'status', TASK_STATES],
     ['task_attempts', 'outcome', ATTEMPT_OUTCOMES],
+    ['target_failures', 'verdict', TARGET_FAILURE_VERDICTS],
     ['ledger_entries', 'kind', Object.keys(LEDGER_ENTRY_KINDS)],
     ['holds', 'status', HOLD_STATES],
     ['webhook_deliveries', 'status', DELIVERY_STATES],

@@ -77,22 +77,48 @@ const judged = (taskId: string) =>
 
 const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
 
-/** A client fetch; the cheaper solver (price 1) serves it, the other (price 2) runs it again. */
+/** A client fetch, answered. */
 async function clientFetch(client: { auth: Record<string, string> }) {
-  const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/rivers` }, headers: client.auth });
+  return answered(api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/rivers` }, headers: client.auth }));
+}
+
+async function answered(fetching: ReturnType<typeof api>) {
+  const fetched = await fetching;
   expect(fetched.status).toBe(200);
   const taskId = fetched.headers.get('x-task-id') ?? fetched.json.task_id;
   expect(taskId).toEqual(expect.any(String));
   return { taskId: String(taskId), fetched };
 }
 
+/**
+ * A run's price cap is what the client was charged, so its second solver asks no more than the first:
+ * at one price, which of two solvers serves the client is a tie. The first solver is started alone and
+ * holds the client's fetch until the second (`startSecond`) is online, which then runs it again.
+ */
+async function servedThenRunAgain<T>(client: { auth: Record<string, string> }, startSecond: () => Promise<T>, firstBehaviour = honest()) {
+  let secondOnline!: () => void;
+  const gate = new Promise<void>((resolve) => (secondOnline = resolve));
+  const first = await startSolver({
+    taskTypes: ['proxy_fetch'],
+    price: '1',
+    behaviour: async (frame, self) => {
+      await gate;
+      await firstBehaviour(frame, self);
+    },
+  });
+  const fetching = api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/rivers` }, headers: client.auth });
+  await waitFor(() => first.received[0], 30_000);
+  const second = await startSecond();
+  const startedAt = Date.now();
+  secondOnline();
+  return { first, second, startedAt, ...(await answered(fetching)) };
+}
+
 test('two honest solvers agree: nothing is recorded against them, the platform pays the second run and the client pays once', async () => {
-  const first = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honest() });
-  const second = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: honest() });
   const client = await registerAccount(stack.url, '100');
   const platformBefore = await getBalance(stack.db, PLATFORM_ACCOUNT_ID);
 
-  const { taskId } = await clientFetch(client);
+  const { first, second, taskId } = await servedThenRunAgain(client, () => startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honest() }));
   const run = await judged(taskId);
   expect(run).toMatchObject({ status: 'agreed', first_solver_id: first.solverId, second_solver_id: second.solverId, measure: 'text_shingles', similarity: 1, threshold: 0.3 });
   expect(first.received).toHaveLength(1);
@@ -107,18 +133,18 @@ test('two honest solvers agree: nothing is recorded against them, the platform p
     expect((await trustOf(solver.solverId)).disagreements).toEqual([]);
   }
 
-  // The client paid the first solver's price once; the platform held the client's cap and paid the second's.
+  // The client paid the first solver's price once; the platform held what the client was charged and paid the second's price.
   expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '1', held_points: '0', available_points: '99' });
   const payers = await stack.db.any(sql.type(z.object({ account_id: z.string(), kind: z.string(), amount: z.string() }))`
     SELECT account_id, kind, trim_scale(amount)::text AS amount FROM ledger_entries WHERE hold_id = ${run.run_task_id} AND kind IN ('hold', 'capture') ORDER BY entry_id`);
   expect(payers).toEqual([
-    { account_id: PLATFORM_ACCOUNT_ID, kind: 'hold', amount: '10' },
-    { account_id: PLATFORM_ACCOUNT_ID, kind: 'capture', amount: '2' },
+    { account_id: PLATFORM_ACCOUNT_ID, kind: 'hold', amount: '1' },
+    { account_id: PLATFORM_ACCOUNT_ID, kind: 'capture', amount: '1' },
   ]);
-  // The platform spent the second price and earned both fees back: 2 − 0.1 − 0.2.
+  // The platform spent the second price and earned both fees back: 1 − 0.1 − 0.1.
   const platformAfter = await getBalance(stack.db, PLATFORM_ACCOUNT_ID);
-  expect(Number(platformAfter!.available_points) - Number(platformBefore!.available_points)).toBeCloseTo(-2 + 0.1 + 0.2, 6);
-  expect(await getBalance(stack.db, second.solverId)).toMatchObject({ lifetime_earned_points: '1.8' });
+  expect(Number(platformAfter!.available_points) - Number(platformBefore!.available_points)).toBeCloseTo(-1 + 0.1 + 0.1, 6);
+  expect(await getBalance(stack.db, second.solverId)).toMatchObject({ lifetime_earned_points: '0.9' });
   expect(await balanceFromEntries(stack.db, PLATFORM_ACCOUNT_ID)).toEqual(platformAfter);
   expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
 
@@ -136,12 +162,9 @@ test('two honest solvers agree: nothing is recorded against them, the platform p
 });
 
 test('a solver that makes the page up disagrees with the honest one, and the disagreement is recorded against both with its evidence', async () => {
-  const first = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honest() });
-  // The scripted 'ok' behaviour answers every fetch with "# Hello".
-  const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '2' });
   const client = await registerAccount(stack.url, '100');
-
-  const { taskId } = await clientFetch(client);
+  // The scripted 'ok' behaviour answers every fetch with "# Hello".
+  const { first, second: cheat, taskId } = await servedThenRunAgain(client, () => startSolver({ taskTypes: ['proxy_fetch'], price: '1' }));
   const run = await judged(taskId);
   expect(run).toMatchObject({ status: 'disagreed', first_solver_id: first.solverId, second_solver_id: cheat.solverId, similarity: 0 });
   expect(run.evidence).toMatchObject({
@@ -170,14 +193,13 @@ test('a solver that makes the page up disagrees with the honest one, and the dis
 });
 
 test('the client has its answer before the second run answers; a slow second solver does not hold it', async () => {
-  await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honest() });
   let secondAnsweredAt: number | undefined;
   const SECOND_DELAY_MS = 4000;
-  const slow = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: honest(SECOND_DELAY_MS, (at) => (secondAnsweredAt = at)) });
   const client = await registerAccount(stack.url, '100');
 
-  const started = Date.now();
-  const { taskId } = await clientFetch(client);
+  const { second: slow, taskId, startedAt: started } = await servedThenRunAgain(client, () =>
+    startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honest(SECOND_DELAY_MS, (at) => (secondAnsweredAt = at)) }),
+  );
   const answeredAt = Date.now();
   // The client's response came first, well within the slow solver's delay.
   expect(secondAnsweredAt).toBeUndefined();
@@ -192,16 +214,26 @@ test('the client has its answer before the second run answers; a slow second sol
   expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
 });
 
-test('with no other solver online within the client task\'s price cap the run is skipped at once, and the platform holds nothing', async () => {
+test('a client and a solver priced above what the client paid cannot farm runs: with no other solver at or under the charged price the run is skipped, and the platform pays nothing', async () => {
   const only = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honest() });
-  // Above the cap of the client's task (10, the default web price): never asked, nor waited for.
-  const dear = await startSolver({ taskTypes: ['proxy_fetch'], price: '20', behaviour: honest() });
+  // The collusion: the client's cap is 10 (the default web price) and its partner asks 9. Paid from the
+  // client's cap, each run would cost the platform 9 for a task that cost the client 1.
+  const colluder = await startSolver({ taskTypes: ['proxy_fetch'], price: '9', behaviour: honest() });
   const client = await registerAccount(stack.url, '100');
-  const { taskId } = await clientFetch(client);
-  const run = await judged(taskId);
-  expect(run).toMatchObject({ status: 'skipped', first_solver_id: only.solverId, second_solver_id: null });
-  expect(only.received).toHaveLength(1);
-  expect(dear.received).toHaveLength(0);
+  const platformBefore = await getBalance(stack.db, PLATFORM_ACCOUNT_ID);
+  for (let i = 0; i < 3; i++) {
+    const { taskId } = await clientFetch(client);
+    const run = await judged(taskId);
+    expect(run).toMatchObject({ status: 'skipped', first_solver_id: only.solverId, second_solver_id: null });
+    expect(run.evidence).toEqual({ reason: 'No other trusted solver within the price cap is online.' });
+  }
+  expect(only.received).toHaveLength(3);
+  expect(colluder.received).toHaveLength(0);
+  expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '3', held_points: '0' });
+  // The platform earned the three fees and paid nothing.
+  const platformAfter = await getBalance(stack.db, PLATFORM_ACCOUNT_ID);
+  expect(Number(platformAfter!.available_points) - Number(platformBefore!.available_points)).toBeCloseTo(3 * 0.1, 6);
+  expect(await getBalance(stack.db, colluder.solverId)).toMatchObject({ lifetime_earned_points: '0' });
   expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
 });
 
@@ -227,7 +259,7 @@ test('a run waits in the queue behind every client task: a freed slot goes to a 
   const gateA = gated();
   const gateB = gated();
   const a = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 1, behaviour: gateA.behaviour });
-  const b = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', maxConcurrent: 1, behaviour: gateB.behaviour });
+  let b!: FakeSolver;
   const client = await registerAccount(stack.url, '100');
   const fetchPage = (i: number) => api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/rivers?i=${i}` }, headers: client.auth });
   const frameOf = (solver: FakeSolver, i: number) => waitFor(() => solver.received.find((frame) => frame.payload.url === `${siteUrl}/rivers?i=${i}`), 30_000);
@@ -236,9 +268,12 @@ test('a run waits in the queue behind every client task: a freed slot goes to a 
     waitFor(() => stack.db.maybeOneFirst(sql.type(z.object({ run_task_id: z.string() }))`SELECT run_task_id FROM redundant_runs WHERE task_id = ${clientTaskId} AND run_task_id IS NOT NULL`), 30_000);
 
   try {
-    // C1 is served by A; its run takes B's only slot and is held there.
+    // C1 is served by A (B, at the same price, comes online once A has it); its run takes B's only
+    // slot and is held there.
     const c1 = fetchPage(1);
-    gateA.release((await frameOf(a, 1)).task_id);
+    const frame1 = await frameOf(a, 1);
+    b = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 1, behaviour: gateB.behaviour });
+    gateA.release(frame1.task_id);
     expect((await c1).status).toBe(200);
     const run1 = await waitFor(() => b.received[0], 30_000);
     // C2 holds A; C3 waits for a slot.
@@ -283,7 +318,7 @@ test('a run waits in the queue behind every client task: a freed slot goes to a 
     gateA.open();
     gateB.open();
   }
-  // C1 to C3 at A's price, C4 at B's: runs cost the client nothing.
-  expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '5', held_points: '0' });
+  // C1 to C4 at 1 each: runs cost the client nothing.
+  expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '4', held_points: '0' });
   expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
 });

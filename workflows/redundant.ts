@@ -12,7 +12,7 @@ const db = proxyLocalActivities<Activities>({
 
 /**
  * One redundant run (docs/trust.md): after a client's web task completed, the platform runs it again
- * on another trusted solver (never the one that served it) within the client's price cap, paid from
+ * on another trusted solver (never the one that served it) within what the client was charged, paid from
  * the platform's hold, and compares the two results. The client's task and balance are not touched,
  * and nobody waits for this. It waits in the queue behind every client task (a slot goes to it only
  * when no waiting client task fits it), handed its slot by signal like any task, until its deadline.

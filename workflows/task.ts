@@ -51,6 +51,10 @@ const SLOT_BY_SIGNAL_PATCH = 'slot-handed-by-signal';
 const FIRST_WAIT_MS = 100;
 const MAX_WAIT_MS = 2000;
 
+// Workflows started before a claim that the target failed got a second solver's opinion end the task
+// at once on replay.
+const SECOND_OPINION_PATCH = 'target-failure-second-opinion';
+
 /**
  * One web task: match a solver, dispatch to the node holding its socket, reassign on error, silence or
  * disconnect, and settle (or release) the points hold exactly once. Admins may complete it by signal,
@@ -108,6 +112,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   let attemptNumber = 0;
   let waitMs = FIRST_WAIT_MS;
   let lastFailure: AttemptFailed | undefined;
+  // A claim that the target failed, held against its solver, gets one other solver's opinion, from a slot free now.
+  let secondOpinion: 'none' | 'asking' | 'asked' = 'none';
 
   const end = async (type: TaskErrorType, message: string, solverErrorType?: string): Promise<TaskWorkflowResult> => {
     const failure = taskFailure(type, message, solverErrorType);
@@ -157,6 +163,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
         setStatus(reservation.finishedAs);
         return { taskId: input.taskId, status: reservation.finishedAs };
       }
+      // No other solver free now to give its opinion: the target's failure ends the task, as it said.
+      if (secondOpinion === 'asking') return end('solver_failed', lastFailure!.error.message, solverErrorTypeOf(lastFailure!));
       if (attemptNumber > 0 && reservation.untriedOnline === 0) {
         return end(
           'solver_failed',
@@ -175,6 +183,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     }
     attemptNumber += 1;
     waitMs = FIRST_WAIT_MS;
+    if (secondOpinion === 'asking') secondOpinion = 'asked';
     const assignment = reservation.assignment;
     setStatus('assigned');
     // Sent to its solver before this workflow asked: with the task (a chat's first attempt), or by the
@@ -187,10 +196,16 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
       setStatus(outcome.status);
       return { taskId: input.taskId, status: outcome.status };
     }
-    await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
+    const closing: unknown = await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
     if (outcome.outcome === 'error' && !outcome.retryable) {
-      // The solver says the task itself cannot succeed (e.g. a refused target): no point trying others.
-      return end('solver_failed', outcome.error.message, solverErrorTypeOf(outcome));
+      // The solver says the task itself cannot succeed (e.g. a refused target): no point trying others,
+      // unless it says the target failed and nothing corroborated it (docs/trust.md, "Target failures"):
+      // then another solver free now either corroborates it or answers the task.
+      const uncorroborated = (closing as { targetVerdict?: string } | null)?.targetVerdict === 'solver';
+      if (secondOpinion !== 'none' || !uncorroborated || !patched(SECOND_OPINION_PATCH)) {
+        return end('solver_failed', outcome.error.message, solverErrorTypeOf(outcome));
+      }
+      secondOpinion = 'asking';
     }
     if (input.stream && (await deltasGiven(input.stream, assignment.attemptId, outcome.chunks)) !== 0) {
       // The client already holds part of this solver's answer; another solver cannot continue it.

@@ -76,6 +76,21 @@ function stateOf(row: z.infer<typeof CounterRow>, limit: number): RateLimitState
   };
 }
 
+/**
+ * A CTE named `name` that charges accounts requests they did not make (rows of `source`: account_id,
+ * requests) in the current window, as if they had: a task that failed on its target (docs/trust.md).
+ */
+export function chargeRequestsStep(name: string, source: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`${sql.identifier([name])} AS (
+    INSERT INTO rate_limits AS r (account_id, window_start, window_count, total_count)
+    SELECT s.account_id, to_timestamp(floor(extract(epoch FROM now()) / ${RATE_LIMIT_WINDOW_SECONDS}) * ${RATE_LIMIT_WINDOW_SECONDS}), s.requests, 0
+    FROM (${source}) s
+    ON CONFLICT (account_id) DO UPDATE SET
+      window_count = CASE WHEN r.window_start = EXCLUDED.window_start THEN r.window_count + EXCLUDED.window_count ELSE EXCLUDED.window_count END,
+      window_start = EXCLUDED.window_start
+  )`;
+}
+
 /** After `afterRequests` more admitted requests (0: the very next one), every request is refused until a reset. */
 export async function simulateRateLimit(db: Db, accountId: string, afterRequests: number): Promise<void> {
   await db.query(sql.unsafe`

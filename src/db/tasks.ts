@@ -14,6 +14,8 @@ import {
   type TaskState,
   type TerminalState,
   type ActiveState,
+  TARGET_FAILURE_VERDICTS,
+  type TargetFailureVerdict,
 } from '../tasks/lifecycle';
 import { cappedCharge, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, release, settle, taskCostColumns } from './ledger';
 import {
@@ -39,6 +41,7 @@ import type { Db } from './pool';
 import { quarantined, recordOutcomeStep } from '../trust/reputation';
 import { holdEarningsIn, judgeCanaryIn } from '../trust/canaries';
 import { sampleRedundantRunIn } from '../trust/redundant';
+import { claimFailures, contradictTargetClaimsIn, judgeTargetClaimSteps, type TargetClaim } from '../trust/target-failures';
 import { accountWebhookStep, DueRow, webhookOutboxSteps, type DueDelivery } from './webhooks';
 import { isKeySpendLimitReached, keySpendLookup, keySpendOf, keySpendStep, returnKeySpend, type KeySpend } from './key-spend';
 
@@ -399,18 +402,20 @@ export async function markAttemptAccepted(db: Runner, attemptId: string): Promis
  * its task type and whether tasks of that type were waiting (the slot is then handed on before commit).
  * An attempt that makes its solver due a canary announces it (docs/trust.md).
  */
-async function closeAttemptIn(tx: Runner, input: AttemptEnd): Promise<{ closed: boolean; taskType: string | null; waiting: boolean; canaryDue: boolean }> {
+async function closeAttemptIn(tx: Runner, input: AttemptEnd): Promise<Closing> {
   const counts = ATTEMPT_OUTCOME_TABLE[input.outcome].counts;
   const succeeded = counts === 'completed';
   const failed = counts === 'failed';
+  // A claim that the target failed is judged in the same statement: its failure counts unless corroborated.
+  const claim = failed && input.claim ? input.claim : null;
   // One statement: the attempt ends once (ended_at IS NULL), and only then are the slot, the stats
   // and the task's state touched.
-  return tx.one(sql.type(z.object({ closed: z.boolean(), taskType: z.string().nullable(), waiting: z.boolean(), canaryDue: z.boolean() }))`
+  return tx.one(sql.type(ClosingRow)`
     WITH closed AS (
       UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb({ ...input.error }) : null}
       WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
       RETURNING attempt_id, solver_id, task_type, model_name, slot, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
-    ), freed AS (
+    ), ${claim ? sql.fragment`${judgeTargetClaimSteps(claim)},` : sql.fragment``} freed AS (
       UPDATE solver_slots sl SET attempt_id = NULL
       FROM closed
       WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (closed.solver_id, closed.task_type, closed.model_name, closed.slot)
@@ -422,15 +427,25 @@ async function closeAttemptIn(tx: Runner, input: AttemptEnd): Promise<{ closed: 
         failed = s.failed + ${failed ? 1 : 0},
         total_latency_ms = s.total_latency_ms + ${succeeded ? sql.fragment`closed.latency_ms` : sql.fragment`0`}
       FROM closed WHERE s.solver_id = closed.solver_id
-    ), ${recordOutcomeStep(counts)}, requeued AS (
+    ), ${recordOutcomeStep(counts, claim ? claimFailures : undefined)}, requeued AS (
       UPDATE tasks t SET status = ${stateValue('queued')}, solver_id = NULL, updated_at = now()
       FROM closed WHERE ${!succeeded} AND t.task_id = closed.task_id AND t.status = ${stateValue('assigned')} AND t.solver_id = closed.solver_id
     )
     SELECT EXISTS (SELECT 1 FROM closed) AS closed, (SELECT task_type FROM closed) AS "taskType",
            EXISTS (SELECT 1 FROM task_queue q JOIN closed ON q.task_type = closed.task_type) AS waiting,
            -- Read, so that the announcement is made: the workers start the canary once this commits.
-           EXISTS (SELECT 1 FROM canary_due) AS "canaryDue"`);
+           EXISTS (SELECT 1 FROM canary_due) AS "canaryDue",
+           ${claim ? sql.fragment`(SELECT verdict FROM claim)` : sql.fragment`NULL::text`} AS "targetVerdict"`);
 }
+
+const ClosingRow = z.object({
+  closed: z.boolean(),
+  taskType: z.string().nullable(),
+  waiting: z.boolean(),
+  canaryDue: z.boolean(),
+  targetVerdict: z.enum(TARGET_FAILURE_VERDICTS).nullable(),
+});
+type Closing = z.infer<typeof ClosingRow>;
 
 /** Freed slots of these closings go to waiting tasks, in the transaction that freed them. */
 async function handOnFreed(tx: Runner, closings: { closed: boolean; taskType: string | null; waiting: boolean }[]): Promise<FreedSlots> {
@@ -460,15 +475,20 @@ export interface AttemptEnd {
   attemptId: string;
   outcome: EndedAttemptOutcome;
   error?: ErrorBody;
+  /** The solver's claim that the target failed, examined (src/trust/target-failures.ts). */
+  claim?: TargetClaim;
 }
 
-/** Ends an attempt once (`closed`) and hands its slot to the oldest waiting task it fits. */
-export async function closeAttempt(db: Db, input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[] }> {
-  const { closed, ...freed } = await db.transaction(async (tx) => {
+/**
+ * Ends an attempt once (`closed`) and hands its slot to the oldest waiting task it fits. `targetVerdict`:
+ * how its claim that the target failed was judged, when it made one.
+ */
+export async function closeAttempt(db: Db, input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }> {
+  const { closed, targetVerdict, ...freed } = await db.transaction(async (tx) => {
     const closing = await closeAttemptIn(tx, input);
-    return { closed: closing.closed, ...(await handOnFreed(tx, [closing])) };
+    return { closed: closing.closed, targetVerdict: closing.targetVerdict, ...(await handOnFreed(tx, [closing])) };
   });
-  return { closed, handoffs: await afterCommit(db, freed) };
+  return { closed, targetVerdict, handoffs: await afterCommit(db, freed) };
 }
 
 export type Completion =
@@ -577,6 +597,8 @@ async function completeIn(
     }
     solverId = task.solver_id;
     price = task.price;
+    // Answered after a failed attempt: a claim that its target failed is contradicted.
+    if (completion.attemptId !== attemptIdFor(taskId, 1)) await contradictTargetClaimsIn(tx, taskId, solverId);
   } else {
     solverId = completion.solverId;
     // The named solver's own price for this task type when it offers one, else the task's maximum.

@@ -9,6 +9,7 @@ export const SOLVER_ERROR_RETRYABLE = {
   response_too_large: false,
   unsupported_content: false,
   host_not_found: false,
+  connection_refused: false,
   selector_not_found: false,
   invalid_selector: false,
   upstream_rejected: false,

@@ -89,6 +89,7 @@ function requestError(error: unknown, url: URL, signal: AbortSignal): SolverErro
   const cause = (error as { cause?: unknown }).cause;
   if (cause instanceof SolverError) return cause;
   const code = (error as NodeJS.ErrnoException).code;
+  if (code === 'ECONNREFUSED') return new SolverError('connection_refused', `could not fetch ${url.href}: the server refused the connection`);
   const detail = code ? `${code}` : firstLine((error as Error).message ?? String(error));
   return new SolverError('fetch_failed', `could not fetch ${url.href}: ${detail}`);
 }

@@ -192,6 +192,26 @@ export function taskFailure(type: TaskErrorType, message: string, solverErrorTyp
 /** The solver's own error type of a failed attempt, when the solver reported the failure. */
 export const solverErrorTypeOf = (failure: AttemptFailed): string | undefined => (failure.outcome === 'error' ? failure.error.type : undefined);
 
+/**
+ * The solver error types that say the target failed, not the solver: its host does not resolve, it
+ * refused the connection or the TLS handshake, or its page answered an HTTP error. Only a claim: it is
+ * held against the solver unless corroborated (docs/trust.md, "Target failures").
+ */
+export const TARGET_FAILURE_TYPES = Object.freeze(['host_not_found', 'connection_refused', 'tls_error', 'http_error'] as const);
+export type TargetFailureType = (typeof TARGET_FAILURE_TYPES)[number];
+export const isTargetFailureType = (type: string): type is TargetFailureType => (TARGET_FAILURE_TYPES as readonly string[]).includes(type);
+/** Whether a failed attempt is its solver's claim that the target failed. */
+export const claimsTargetFailure = (failure: { outcome: string; error?: ErrorBody }): boolean =>
+  failure.outcome === 'error' && failure.error !== undefined && isTargetFailureType(failure.error.type);
+
+/**
+ * How a target failure claim was judged: `target`, not held against the solver (the service's own
+ * check confirmed it, or another solver's claim on the same origin did); `solver`, held against it (so
+ * far uncorroborated); `contradicted`, held against it because another solver then answered the task.
+ */
+export const TARGET_FAILURE_VERDICTS = Object.freeze(['target', 'solver', 'contradicted'] as const);
+export type TargetFailureVerdict = (typeof TARGET_FAILURE_VERDICTS)[number];
+
 /** What a waiting client is told about a task with no result: an API error type and its message. */
 export interface ClientFailure {
   type: (typeof TASK_ERRORS)[TaskErrorType]['apiError'];

@@ -7,7 +7,19 @@ import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
 import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
 import { GRID_COLUMNS, GRID_ROWS, tokenCells, tokenFromPng } from './pixels';
-import { activeCanaryTypesSql, announceCanaryDue, canaryDueAfter, type CanaryTaskType, CANARY_PASS_WEIGHT, CANARY_TASK_TYPES, quarantined, trustPolicy } from './reputation';
+import {
+  activeCanaryTypesSql,
+  announceCanaryDue,
+  belowThreshold,
+  canaryDueAfter,
+  type CanaryTaskType,
+  CANARY_PASS_WEIGHT,
+  CANARY_TASK_TYPES,
+  quarantined,
+  RECOVERY_CANARY_SECONDS,
+  recoveryCanaries,
+  trustPolicy,
+} from './reputation';
 import type { SearchOracle } from './search-oracle';
 import { compareResults, disagrees } from './similarity';
 
@@ -49,13 +61,18 @@ export const canarySearchTaskType = (taskType: string) => `canary_${taskType}`;
 /**
  * Whether solver `s` (a SQL expression) is due a canary of task type `t` now, on the evidence: not
  * quarantined, no canary of that type open, and either on probation (fewer passed canaries than
- * TRUST_PROBATION_CANARIES) or past its randomly drawn count of attempts since the last one.
+ * TRUST_PROBATION_CANARIES), past its randomly drawn count of attempts since the last one, or below
+ * the score threshold with no canary of the type for RECOVERY_CANARY_SECONDS (a recovery canary).
  */
 function dueNow(s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
   const { probationCanaries } = trustPolicy();
+  const recovering = recoveryCanaries()
+    ? sql.fragment`OR (${belowThreshold('r')} AND NOT EXISTS (
+        SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.created_at > now() - make_interval(secs => ${RECOVERY_CANARY_SECONDS})))`
+    : sql.fragment``;
   return sql.fragment`NOT ${quarantined(s)}
     AND NOT EXISTS (SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NULL)
-    AND COALESCE((SELECT r.canary_passes < ${probationCanaries}::int OR r.since_canary >= r.canary_due_after
+    AND COALESCE((SELECT r.canary_passes < ${probationCanaries}::int OR r.since_canary >= r.canary_due_after ${recovering}
                   FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${probationCanaries}::int > 0)`;
 }
 

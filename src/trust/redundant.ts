@@ -89,14 +89,16 @@ export type RedundantRunCreated =
 const RunRow = z.object({ run_task_id: z.string().nullable(), status: z.string(), first_solver_id: z.string(), max_price_points: z.string() });
 
 /**
- * Creates the platform's task that runs a client's task again (its payload as stored, its price cap,
- * its timeout) and the platform's hold for that cap, in one statement. The client's account is not
- * touched. Its workflow is already running (it calls this), so the task is marked started. Idempotent
- * by client task: a second call finds the task the first created.
+ * Creates the platform's task that runs a client's task again (its payload as stored, its timeout) and
+ * the platform's hold for its price cap, in one statement. The cap is what the client was charged, not
+ * the client's cap: a client and a solver priced above the first one could otherwise farm the platform
+ * (the client pays 1, the platform pays the colluding solver up to the client's cap). The client's
+ * account is not touched. Its workflow is already running (it calls this), so the task is marked
+ * started. Idempotent by client task: a second call finds the task the first created.
  */
 export async function createRedundantRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(RunRow)`
-    SELECT r.run_task_id, r.status, r.first_solver_id, trim_scale(t.max_price_points)::text AS max_price_points
+    SELECT r.run_task_id, r.status, r.first_solver_id, trim_scale(COALESCE(t.price_points, 0))::text AS max_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
   if (!run) return { created: false, reason: 'not_found' };
   // Ended already: nothing is sent again, whoever asks.
@@ -110,7 +112,7 @@ export async function createRedundantRunTask(db: Runner, input: { clientTaskId: 
         RETURNING task_id
       ), inserted AS (
         INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, t.max_price_points, t.timeout_seconds, ${input.workflowId}, 'queued', now()
+        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${run.max_price_points}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now()
         FROM tasks t JOIN claimed c ON c.task_id = t.task_id
         RETURNING task_id
       ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, run.max_price_points)}

@@ -19,6 +19,8 @@ export interface TrustPolicy {
   redundantRunFraction: number;
   /** Whether web_search canaries are sent: only with a search oracle to compare results with (CANARY_SEARCH_ORACLE). */
   searchCanaries: boolean;
+  /** Requests of its per-minute rate limit an account is charged for a task that failed on its target (docs/trust.md, "Target failures"). */
+  targetFailureRequestCost: number;
 }
 
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
@@ -28,6 +30,7 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   canaryEveryTasks: 50,
   redundantRunFraction: 0,
   searchCanaries: false,
+  targetFailureRequestCost: 60,
 };
 
 /**
@@ -109,6 +112,36 @@ export function evidenceOf(r: string) {
 /** The score of a solver with no evidence yet. */
 export const PRIOR_SCORE = 0.5;
 
+/** The weight now of one failure counted at `at` (a SQL timestamp): what decay has left of it. */
+export const failureWeightNow = (at: ReturnType<typeof sql.fragment>) =>
+  sql.fragment`power(0.5, GREATEST(extract(epoch FROM now() - ${at}), 0) / ${policy.halfLifeSeconds}::float8)`;
+
+/**
+ * A statement (for a CTE) that adds `failures` to existing reputation rows (rows of `source`: solver_id,
+ * task_type, failures), decaying them to now first: a failure counted later, or (negative) one taken
+ * back at its weight now. Never below 0.
+ */
+export function adjustFailuresStep(source: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`
+    UPDATE solver_reputation r SET successes = r.successes * ${decay('r')}, failures = GREATEST(r.failures * ${decay('r')} + x.failures, 0), decayed_at = now()
+    FROM (SELECT solver_id, task_type, sum(failures)::float8 AS failures FROM (${source}) s GROUP BY solver_id, task_type) x
+    WHERE r.solver_id = x.solver_id AND r.task_type = x.task_type
+    RETURNING r.solver_id`;
+}
+
+/**
+ * A solver whose score for a canary type is below TRUST_MIN_SCORE gets no client work of that type,
+ * but is due a canary (a recovery canary) when it was sent none of that type for this long: a passed
+ * one counts CANARY_PASS_WEIGHT successes, its way back; one every 10 minutes is a trickle.
+ */
+export const RECOVERY_CANARY_SECONDS = 600;
+
+/** Whether recovery canaries are sent: a threshold excludes solvers, and canaries are sent by count. */
+export const recoveryCanaries = () => policy.minScore > 0 && policy.canaryEveryTasks > 0;
+
+/** Whether reputation row `r` (as of now) excludes its solver from client work by score. */
+export const belowThreshold = (r: string) => sql.fragment`${scoreOf(r)} < ${policy.minScore}::float8`;
+
 /** Whether solver `solverId` (an SQL expression) is in an open quarantine. */
 export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`EXISTS (SELECT 1 FROM solver_quarantines x WHERE x.solver_id = ${solverId} AND x.cleared_at IS NULL)`;
@@ -137,17 +170,22 @@ export function trusted(c = 'c') {
  * solver's evidence: decays the counts to now, then adds a success or a failure; a completed attempt
  * moves the latency average. An attempt the service ended (`counts` null) is not evidence. A canary's
  * attempt does not count towards the next canary, and its success is counted by its verdict instead
- * (judgeCanaryIn); its failure to answer counts like any failure. `reputed` returns the rows it wrote, and
- * `canary_due` the solver it made due a canary by count (its count since the last canary reached the
- * drawn one), announced on CANARY_DUE_CHANNEL when the transaction commits.
+ * (judgeCanaryIn); its failure to answer counts like any failure. A failure weighs `failureWeight` (an
+ * SQL expression; 1 by default, 0 for a claim that the target failed judged the target's). `reputed`
+ * returns the rows it wrote, and `canary_due` the solver it made due a canary by count (its count since
+ * the last canary reached the drawn one) or, by a failure that leaves it below the threshold, a recovery
+ * canary; announced on CANARY_DUE_CHANNEL when the transaction commits.
  */
-export function recordOutcomeStep(counts: 'completed' | 'failed' | null) {
+export function recordOutcomeStep(counts: 'completed' | 'failed' | null, failureWeight?: ReturnType<typeof sql.fragment>) {
   const succeeded = counts === 'completed';
   const failed = counts === 'failed';
+  const failures = failed ? (failureWeight ?? sql.fragment`1`) : sql.fragment`0`;
+  // A failure that takes the solver below the threshold may make it due a recovery canary.
+  const recovery = failed && recoveryCanaries() ? sql.fragment`OR (task_type = ANY(${activeCanaryTypesSql()}) AND ${belowThreshold('reputed')})` : sql.fragment``;
   return sql.fragment`
     reputed AS (
       INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, latency_ms, since_canary, canary_due_after)
-      SELECT solver_id, task_type, CASE WHEN canary THEN 0 ELSE ${succeeded ? 1 : 0} END, ${failed ? 1 : 0},
+      SELECT solver_id, task_type, CASE WHEN canary THEN 0 ELSE ${succeeded ? 1 : 0} END, ${failures},
              ${succeeded ? sql.fragment`latency_ms` : sql.fragment`NULL`}, CASE WHEN canary THEN 0 ELSE 1 END,
              CASE WHEN task_type = ANY(${activeCanaryTypesSql()}) THEN ${canaryDueAfter()} END
       FROM (SELECT closed.*, EXISTS (SELECT 1 FROM canaries k WHERE k.task_id = closed.task_id) AS canary FROM closed) c
@@ -158,9 +196,9 @@ export function recordOutcomeStep(counts: 'completed' | 'failed' | null) {
         latency_ms = COALESCE(r.latency_ms * ${1 - LATENCY_WEIGHT}::float8 + EXCLUDED.latency_ms * ${LATENCY_WEIGHT}::float8, EXCLUDED.latency_ms, r.latency_ms),
         since_canary = r.since_canary + EXCLUDED.since_canary,
         decayed_at = now()
-      RETURNING solver_id, task_type, since_canary, canary_due_after
+      RETURNING solver_id, task_type, since_canary, canary_due_after, successes, failures, decayed_at
     ), canary_due AS (
-      SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM reputed WHERE since_canary = canary_due_after
+      SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM reputed WHERE since_canary = canary_due_after ${recovery}
     )`;
 }
 

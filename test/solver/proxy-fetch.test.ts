@@ -91,6 +91,11 @@ test('passes the status code of error pages through', async () => {
   expect(result).toMatchObject({ status_code: 404, title: 'Not here' });
 });
 
+test('a server that refuses the connection is connection_refused, not retried (the target failed)', async () => {
+  const error = await failure(fetchPage({ url: 'http://127.0.0.1:9/' }, { signal: signal() }));
+  expect(error).toMatchObject({ type: 'connection_refused', retryable: false });
+});
+
 test('refuses private targets unless private networks are allowed', async () => {
   const guarded = createProxyFetchHandler({ policy: { allowPrivateNetworks: false }, maxBytes: 1024, timeoutMs: 5_000 });
   for (const url of [`${server.baseUrl}/article.html`, `http://localhost:${server.port}/`, 'http://169.254.169.254/latest/meta-data/', 'http://[::1]/', 'http://10.0.0.1/']) {

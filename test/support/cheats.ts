@@ -21,13 +21,35 @@ function fetchResult(url: string, text: string, taskType: string) {
     : { url, final_url: url, status_code: 200, content_type: 'markdown', content: text, title: 'Page' };
 }
 
-/** Fetches the page it is given and returns its text (proxy_fetch and page_snapshot). */
+/**
+ * Fetches the page it is given and returns its text (proxy_fetch and page_snapshot); a target that fails
+ * is reported as the reference solver reports it (src/solver/guarded-fetch.ts).
+ */
 export const honestFetch: Script = async (frame, self) => {
   self.send({ type: 'accept', attempt_id: frame.attempt_id });
   const url = String(frame.payload.url);
-  const text = pageText(await (await fetch(url)).text());
-  self.send({ type: 'result', attempt_id: frame.attempt_id, result: fetchResult(url, text, frame.task_type) });
+  let html: string;
+  try {
+    html = await (await fetch(url)).text();
+  } catch (error) {
+    const code = ((error as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+    const type = code === 'ENOTFOUND' ? 'host_not_found' : code === 'ECONNREFUSED' ? 'connection_refused' : 'fetch_failed';
+    self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type, message: `could not fetch ${url}: ${code}` }, retryable: type === 'fetch_failed' });
+    return;
+  }
+  self.send({ type: 'result', attempt_id: frame.attempt_id, result: fetchResult(url, pageText(html), frame.task_type) });
 };
+
+/**
+ * Dodges work: claims that the target failed (`type`, a solver error type that says so), whatever the
+ * task, canaries included, hoping the service holds nothing against it.
+ */
+export const claimsTargetFailed =
+  (type = 'host_not_found'): Script =>
+  (frame, self) => {
+    self.send({ type: 'accept', attempt_id: frame.attempt_id });
+    self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type, message: `could not fetch ${String(frame.payload.url)}` }, retryable: false });
+  };
 
 /** Answers every fetch with a page it made up, whatever the URL. */
 export const fabricatedFetch: Script = (frame, self) => {

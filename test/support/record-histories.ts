@@ -86,6 +86,18 @@ export const SCENARIOS: Record<string, Scenario> = {
     await handle.result();
     return handle.fetchHistory();
   },
+  // The `target-failure-second-opinion` marker: a claim that the target failed, held against its solver,
+  // gets another solver's opinion (earlier versions ended the task at the first claim).
+  'web-target-failure': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async (input) =>
+        input.attemptId.endsWith('.a1') ? solverReportedFailure({ type: 'connection_refused', message: 'refused' }, false, 0) : { ok: true, chunks: 0, status: 'completed' },
+      targetVerdict: () => 'solver',
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
   // The `fence-lost-chat-attempt` marker: a chat attempt lost with its node, the client node asked.
   'chat-lost-attempt': async (harness, taskId) => {
     const stream = { clientNodeId: harness.nodeId, completionId: `chatcmpl-${taskId}` };

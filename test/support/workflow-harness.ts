@@ -6,7 +6,7 @@ import type { temporal } from '@temporalio/proto';
 import pino from 'pino';
 import type { DispatchInput } from '../../activities/dispatch';
 import type { AttemptEnd, Completion, Reservation, ReserveAttemptInput } from '../../src/db/tasks';
-import type { Assignment, AttemptReport, TaskFailure, TaskState } from '../../src/tasks/lifecycle';
+import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/tasks/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
 import { nodeTaskQueue, type TaskWorkflowInput, type TaskWorkflowResult } from '../../workflows/contract';
@@ -25,6 +25,8 @@ export interface Script {
   dispatch?(input: DispatchInput): Promise<AttemptReport>;
   /** How many deltas of a lost chat attempt reached the client. */
   fence?(input: { completionId: string; attemptId: string }): number | null;
+  /** How a claim that the target failed was judged as its attempt closed (none by default). */
+  targetVerdict?(input: AttemptEnd): TargetFailureVerdict | null;
 }
 
 export interface Calls {
@@ -94,7 +96,7 @@ export class WorkflowHarness {
         },
         async closeAttempt(input: AttemptEnd) {
           me().calls.closed.push(input);
-          return true;
+          return { closed: true, targetVerdict: me().script.targetVerdict?.(input) ?? null };
         },
         async finishTaskWithoutResult(input: { taskId: string } & TaskFailure) {
           me().calls.finished.push({ status: input.status, error: input.error });
