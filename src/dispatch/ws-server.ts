@@ -6,6 +6,7 @@ import { ApiError } from '../errors';
 import { authenticate } from '../http/auth';
 import type { Logger } from '../logger';
 import type { SolverHub } from './hub';
+import type { KeyRevocations } from './key-revocations';
 
 export const SOLVER_SOCKET_PATH = '/v1/solver/connect';
 
@@ -21,7 +22,7 @@ function refuse(socket: Duplex, status: number, body: object) {
 }
 
 /** Accepts solver WebSockets on the HTTP server, authenticating the api_key before the upgrade. */
-export function attachSolverSockets(server: http.Server, deps: { db: Db; hub: SolverHub; logger: Logger }) {
+export function attachSolverSockets(server: http.Server, deps: { db: Db; hub: SolverHub; revocations: KeyRevocations; logger: Logger }) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   server.on('upgrade', (request, socket, head) => {
     const path = (request.url ?? '').split('?')[0];
@@ -31,11 +32,13 @@ export function attachSolverSockets(server: http.Server, deps: { db: Db; hub: So
     }
     authenticate(deps.db, request.headers.authorization)
       .then((account) => {
+        const keyId = account.key_id!;
         wss.handleUpgrade(request, socket, head, (ws) => {
-          deps.hub.attach(ws, account.account_id).catch((error) => {
+          deps.hub.attach(ws, account.account_id, keyId).catch((error) => {
             deps.logger.error({ err: error }, 'could not register solver connection');
             ws.close(1011, 'internal error');
           });
+          void deps.revocations.check([keyId]);
         });
       })
       .catch((error) => {

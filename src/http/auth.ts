@@ -42,6 +42,26 @@ export function requireAccount(): RequestHandler {
 
 export const accountOf = (res: { locals: Record<string, unknown> }) => res.locals.account as Account;
 
+/**
+ * Key management (creating, listing, changing and revoking keys) needs an unrestricted key, so a key
+ * handed out with a spend limit cannot lift it, mint unlimited keys or lock the owner out. A restricted
+ * key may still revoke itself (`mayRevokeItself`, with the key's id in the path): that takes nothing from
+ * the owner. Runs after requireAccount (and after the path parameters are validated).
+ */
+export function requireKeyManager(options: { mayRevokeItself?: boolean } = {}): RequestHandler {
+  return (req, res, next) => {
+    const account = accountOf(res);
+    if (account.key_restricted && !(options.mayRevokeItself && req.params.key_id === account.key_id)) {
+      throw new ApiError(
+        'restricted_api_key',
+        'This API key is restricted (created with a spend limit, or as restricted): it cannot create, list, change or revoke keys, other than revoke itself. Use an unrestricted key of the account.',
+        { key_id: account.key_id },
+      );
+    }
+    next();
+  };
+}
+
 const digest = (value: string) => crypto.createHash('sha256').update(value).digest();
 
 /**
