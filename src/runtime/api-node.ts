@@ -17,6 +17,7 @@ import { EarlyAttempts } from '../dispatch/early-attempts';
 import { KeyRevocations } from '../dispatch/key-revocations';
 import { SolverHub } from '../dispatch/hub';
 import { attachSolverSockets } from '../dispatch/ws-server';
+import { AddressLimits } from '../http/address-limits';
 import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
 import type { AppDeps } from '../http/deps';
@@ -138,7 +139,7 @@ export async function startApiNode(options: {
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
-  attachSolverSockets(server, { db, hub, revocations, logger });
+  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ db, config }), logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? config.port, config.host, () => resolve());

@@ -18,6 +18,7 @@ import {
 } from '../../schemas/requests';
 import { accountOf, requireAccount, requireKeyManager } from '../auth';
 import type { AppDeps } from '../deps';
+import { addressLimitsOf } from '../rate-limit';
 import { decodeCursor, encodeCursor } from '../pagination';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
 
@@ -30,7 +31,8 @@ export function accountRoutes(deps: AppDeps): Router {
   const auth = requireAccount();
   const keyManager = requireKeyManager();
 
-  router.post('/v1/register', async (_req, res) => {
+  router.post('/v1/register', async (req, res) => {
+    await addressLimitsOf(req).admit(req, 'register');
     const { account, apiKey } = await createAccount(deps.db);
     res.locals.log.info({ account_id: account.account_id }, 'account registered');
     res.status(200).json({
