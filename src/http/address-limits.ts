@@ -9,8 +9,14 @@ import { rateLimitHeaders } from './rate-limit';
 /** Whether an address is one of the proxies (TRUST_PROXY) whose X-Forwarded-For is believed. */
 export type TrustProxy = (address: string) => boolean;
 
-/** An IPv4 address written as IPv6 (`::ffff:1.2.3.4`, how a dual-stack socket reports it) as plain IPv4. */
-const plain = (address: string) => (/^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(address) ? address.slice(7) : address);
+/**
+ * An address as PostgreSQL's inet reads it: an IPv4 address written as IPv6 (`::ffff:1.2.3.4`, how a
+ * dual-stack socket reports it) as plain IPv4, and a link-local IPv6 address without its zone (`%eth0`).
+ */
+const plain = (address: string) => {
+  const unzoned = address.replace(/%.*$/, '');
+  return /^::ffff:\d+\.\d+\.\d+\.\d+$/i.test(unzoned) ? unzoned.slice(7) : unzoned;
+};
 
 export function trustProxy(ranges: readonly string[]): TrustProxy {
   if (ranges.length === 0) return () => false;

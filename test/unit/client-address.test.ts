@@ -12,6 +12,7 @@ describe('the client address a limit counts', () => {
     expect(clientAddress(request('127.0.0.1', '198.51.100.1, 198.51.100.2'), none)).toBe('127.0.0.1');
     expect(clientAddress(request('::ffff:127.0.0.1'), none)).toBe('127.0.0.1');
     expect(clientAddress(request('2001:db8::7'), none)).toBe('2001:db8::7');
+    expect(clientAddress(request('fe80::1%eth0'), none)).toBe('fe80::1');
   });
 
   test('behind trusted proxies it is the first hop, from the right, that no trusted proxy added; what the client wrote to the left is ignored', () => {
