@@ -84,6 +84,10 @@ async function main() {
     LOCAL_SOLVER: 'off',
     ALLOW_PRIVATE_NETWORKS: 'true',
     RATE_LIMIT_PER_MINUTE: '100000000',
+    // The simulated clients and solvers all come from 127.0.0.1.
+    REGISTER_LIMIT_PER_HOUR: '100000000',
+    SOLVER_CONNECT_LIMIT_PER_MINUTE: '100000000',
+    UNAUTHENTICATED_LIMIT_PER_MINUTE: '100000000',
     HOST: '127.0.0.1',
     REDUNDANT_RUN_FRACTION: REDUNDANT_FRACTION,
     // The simulated solvers return one fixed page, which canaries would catch and quarantine: the platform

@@ -1,5 +1,6 @@
 import path from 'node:path';
 import fs from 'node:fs';
+import net from 'node:net';
 import dotenv from 'dotenv';
 import { z } from 'zod';
 import { LOG_FORMATS, logFormatOf } from './logger';
@@ -77,6 +78,40 @@ const decimalString = (name: string, fallback: string) =>
       return value.trim();
     });
 
+/** Named address ranges TRUST_PROXY accepts (the names Express's `trust proxy` knows). */
+export const TRUST_PROXY_PRESETS: Record<string, readonly string[]> = {
+  loopback: ['127.0.0.0/8', '::1/128'],
+  linklocal: ['169.254.0.0/16', 'fe80::/10'],
+  uniquelocal: ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', 'fc00::/7'],
+};
+
+/** TRUST_PROXY: comma-separated addresses, CIDR ranges or preset names, as a list of CIDR ranges. */
+const trustedProxyList = z
+  .string()
+  .optional()
+  .transform((value, ctx) => {
+    const ranges: string[] = [];
+    for (const entry of (value ?? '').split(',').map((part) => part.trim()).filter(Boolean)) {
+      const preset = TRUST_PROXY_PRESETS[entry.toLowerCase()];
+      if (preset) {
+        ranges.push(...preset);
+        continue;
+      }
+      const [address, prefix, ...rest] = entry.split('/');
+      const family = net.isIP(address ?? '');
+      const bits = prefix === undefined ? (family === 6 ? 128 : 32) : Number(prefix);
+      if (family === 0 || rest.length > 0 || (prefix !== undefined && !/^\d+$/.test(prefix)) || !Number.isInteger(bits) || bits < 0 || bits > (family === 6 ? 128 : 32)) {
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: `TRUST_PROXY must list addresses, CIDR ranges or ${Object.keys(TRUST_PROXY_PRESETS).join(', ')}, separated by commas; "${entry}" is none of these`,
+        });
+        return z.NEVER;
+      }
+      ranges.push(`${address}/${bits}`);
+    }
+    return ranges;
+  });
+
 const optionalString = z
   .string()
   .optional()
@@ -150,6 +185,10 @@ const EnvSchema = z.object({
   ACCEPT_TIMEOUT_MS: positiveInt('ACCEPT_TIMEOUT_MS', 5000),
   HEARTBEAT_INTERVAL_MS: positiveInt('HEARTBEAT_INTERVAL_MS', 15000),
   RATE_LIMIT_PER_MINUTE: positiveInt('RATE_LIMIT_PER_MINUTE', 600),
+  REGISTER_LIMIT_PER_HOUR: positiveInt('REGISTER_LIMIT_PER_HOUR', 20),
+  UNAUTHENTICATED_LIMIT_PER_MINUTE: positiveInt('UNAUTHENTICATED_LIMIT_PER_MINUTE', 60),
+  SOLVER_CONNECT_LIMIT_PER_MINUTE: positiveInt('SOLVER_CONNECT_LIMIT_PER_MINUTE', 120),
+  TRUST_PROXY: trustedProxyList,
   QUEUE_LIMIT_PER_TASK_TYPE: positiveInt('QUEUE_LIMIT_PER_TASK_TYPE', 10000),
   SHUTDOWN_GRACE_MS: positiveInt('SHUTDOWN_GRACE_MS', 10000),
   WEBHOOK_RETRY_FOR_SECONDS: positiveInt('WEBHOOK_RETRY_FOR_SECONDS', 86400),
@@ -244,6 +283,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     acceptTimeoutMs: e.ACCEPT_TIMEOUT_MS,
     heartbeatIntervalMs: e.HEARTBEAT_INTERVAL_MS,
     rateLimitPerMinute: e.RATE_LIMIT_PER_MINUTE,
+    // Per client address (src/http/address-limits.ts), shared by every API node.
+    addressLimits: {
+      register: e.REGISTER_LIMIT_PER_HOUR,
+      unauthenticated: e.UNAUTHENTICATED_LIMIT_PER_MINUTE,
+      solverConnect: e.SOLVER_CONNECT_LIMIT_PER_MINUTE,
+    },
+    /** CIDR ranges of the proxies whose X-Forwarded-For names the client; none by default. */
+    trustProxy: e.TRUST_PROXY,
     queueLimitPerTaskType: e.QUEUE_LIMIT_PER_TASK_TYPE,
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     webhookRetryForSeconds: e.WEBHOOK_RETRY_FOR_SECONDS,

@@ -20,6 +20,7 @@ export const ERROR_STATUS = {
   admin_disabled: 403,
   metrics_disabled: 403,
   forbidden: 403,
+  restricted_api_key: 403,
   not_found: 404,
   task_not_found: 404,
   model_not_found: 404,

@@ -44,13 +44,14 @@ describe('the OpenAPI document tells every answer', () => {
     expect(statuses('/v1/tasks', 'post')).toEqual(['200', '401', '402', '403', '413', '415', '422', '429', '503']);
     expect(statuses('/v1/tasks/{task_id}', 'get')).toEqual(['200', '401', '404', '422', '429']);
     expect(statuses('/v1/chat/completions', 'post')).toEqual(['200', '400', '401', '402', '404', '409', '413', '415', '422', '429', '502', '503', '504']);
-    expect(statuses('/v1/admin/tasks/{task_id}/complete', 'post')).toEqual(['200', '401', '403', '404', '409', '413', '415', '422']);
+    expect(statuses('/v1/admin/tasks/{task_id}/complete', 'post')).toEqual(['200', '401', '403', '404', '409', '413', '415', '422', '429']);
     expect(statuses('/v1/admin/domain-policy/reload', 'post')).toContain('500');
-    expect(statuses('/v1/solver/connect', 'get')).toEqual(['101', '401', '404']);
+    expect(statuses('/v1/solver/connect', 'get')).toEqual(['101', '401', '404', '429']);
+    expect(statuses('/v1/register', 'post')).toEqual(['200', '413', '415', '422', '429']);
     expect(statuses('/health', 'get')).toEqual(['200']);
     expect(statuses('/v1/account/webhook', 'put')).toEqual(['200', '401', '403', '413', '415', '422', '429']);
     expect(statuses('/v1/account/webhook', 'get')).toEqual(['200', '401', '404', '429']);
-    expect(statuses('/v1/account/keys/{key_id}', 'patch')).toEqual(['200', '401', '404', '413', '415', '422', '429']);
+    expect(statuses('/v1/account/keys/{key_id}', 'patch')).toEqual(['200', '401', '403', '404', '413', '415', '422', '429']);
     expect(response('/v1/tasks', 'post', '402').description).toContain('key_spend_limit_reached');
     // Firecrawl's statuses: a failed task is 500 and a timeout 408 there; no solver online stays 503.
     expect(statuses('/v1/compat/scraper/scrape', 'post')).toEqual(['200', '401', '402', '403', '408', '409', '413', '415', '422', '429', '500', '503']);
@@ -64,6 +65,10 @@ describe('the OpenAPI document tells every answer', () => {
     expect(Object.keys(limited.headers).sort()).toEqual(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'X-Request-Id']);
     expect(response('/v1/balance', 'get', '200').headers['X-RateLimit-Remaining']).toMatchObject({ required: true, schema: { type: 'integer' } });
     expect(response('/v1/balance', 'get', '401').headers['X-RateLimit-Limit']).toBeUndefined();
+    // Per-address refusals (registration, the solver upgrade) carry the address's counter.
+    for (const [path, method] of [['/v1/register', 'post'], ['/v1/solver/connect', 'get'], ['/v1/admin/status', 'get']] as const) {
+      expect(Object.keys(response(path, method, '429').headers).filter((name) => name !== 'X-Request-Id').sort()).toEqual(['Retry-After', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset']);
+    }
     expect(response('/v1/fetch', 'post', '200').headers['X-Task-Id']).toMatchObject({ required: true });
     for (const [path, method] of [['/v1/fetch', 'post'], ['/v2/scrape', 'post'], ['/v2/search', 'post']]) {
       expect(response(path, method, '503').headers['Retry-After']).toMatchObject({ schema: { type: 'integer' } });

@@ -15,6 +15,8 @@ export const AccountRow = z.object({
   created_at: z.string(),
   /** The key the request authenticated with (its tasks count against that key's spend limit). */
   key_id: z.string().optional(),
+  /** That key is restricted: it may not manage keys (src/http/auth.ts, requireKeyManager). */
+  key_restricted: z.boolean().optional(),
 });
 export type Account = z.infer<typeof AccountRow>;
 
@@ -54,7 +56,7 @@ export const touchKey = (apiKey: string) => sql.fragment`
 
 /** The account of a live (unrevoked) API key, as a row source: authentication reads it, alone or with the request count. */
 export const accountOfKey = (apiKey: string) => sql.fragment`
-  SELECT a.account_id, a.kind, a.prompt_safety_scan, a.created_at, k.key_id
+  SELECT a.account_id, a.kind, a.prompt_safety_scan, a.created_at, k.key_id, k.restricted AS key_restricted
   FROM api_keys k JOIN accounts a USING (account_id)
   WHERE k.key_hash = ${sql.binary(hashApiKey(apiKey))} AND k.revoked_at IS NULL`;
 
@@ -84,6 +86,7 @@ export const ApiKeyRow = z.object({
   created_at: z.string(),
   last_used_at: z.string().nullable(),
   revoked_at: z.string().nullable(),
+  restricted: z.boolean(),
   spend_limit: z.object({ points: z.string(), period: z.enum(SPEND_LIMIT_PERIODS), spent_points: z.string() }).nullable(),
 });
 export type ApiKeyInfo = z.infer<typeof ApiKeyRow>;
@@ -98,7 +101,7 @@ export const spendPeriodNow = (period: ReturnType<typeof sql.fragment>) =>
   sql.fragment`(CASE ${period} WHEN ${'day' satisfies SpendLimitPeriod}::text THEN (now() AT TIME ZONE 'UTC')::date ELSE '-infinity'::date END)`;
 
 // Columns of api_keys, unqualified, so that they serve a SELECT and a RETURNING alike.
-const KEY_COLUMNS = sql.fragment`key_id, name, key_prefix AS prefix, created_at, last_used_at, revoked_at,
+const KEY_COLUMNS = sql.fragment`key_id, name, key_prefix AS prefix, created_at, last_used_at, revoked_at, restricted,
   CASE WHEN spend_limit_points IS NOT NULL THEN json_build_object(
     'points', trim_scale(spend_limit_points)::text, 'period', spend_limit_period,
     'spent_points', COALESCE((SELECT trim_scale(s.spent_points)::text FROM key_spend s
@@ -106,14 +109,19 @@ const KEY_COLUMNS = sql.fragment`key_id, name, key_prefix AS prefix, created_at,
   END AS spend_limit`;
 
 /** A new key for the account; the key itself is returned here only, and stored as its hash. */
-export async function createApiKey(db: Db, accountId: string, name: string, spendLimit?: SpendLimit | null): Promise<{ key: ApiKeyInfo; apiKey: string }> {
+export async function createApiKey(
+  db: Db,
+  accountId: string,
+  key: { name: string; spendLimit?: SpendLimit | null; restricted: boolean },
+): Promise<{ key: ApiKeyInfo; apiKey: string }> {
   const apiKey = newApiKey();
-  const key = await db.one(sql.type(ApiKeyRow)`
-    INSERT INTO api_keys (key_id, account_id, key_hash, key_prefix, name, spend_limit_points, spend_limit_period)
+  const { name, spendLimit, restricted } = key;
+  const created = await db.one(sql.type(ApiKeyRow)`
+    INSERT INTO api_keys (key_id, account_id, key_hash, key_prefix, name, spend_limit_points, spend_limit_period, restricted)
     VALUES (${randomId('key_')}, ${accountId}, ${sql.binary(hashApiKey(apiKey))}, ${apiKey.slice(0, 8)}, ${name},
-            ${spendLimit?.points ?? null}::numeric, ${spendLimit?.period ?? null})
+            ${spendLimit?.points ?? null}::numeric, ${spendLimit?.period ?? null}, ${restricted})
     RETURNING ${KEY_COLUMNS}`);
-  return { key, apiKey };
+  return { key: created, apiKey };
 }
 
 /**
@@ -137,12 +145,29 @@ export async function listApiKeys(db: Db, accountId: string): Promise<readonly A
     ORDER BY revoked_at IS NOT NULL, created_at DESC, key_id DESC`);
 }
 
+/**
+ * NOTIFY channel on which a revocation is announced as its transaction commits: every API node closes the
+ * solver sockets opened with the key (src/dispatch/key-revocations.ts).
+ */
+export const API_KEY_REVOKED_CHANNEL = 'api_key_revoked';
+
+/** Those of the given keys that are revoked (or gone). */
+export async function revokedKeys(db: Db, keyIds: readonly string[]): Promise<string[]> {
+  if (keyIds.length === 0) return [];
+  const live = await db.anyFirst(sql.type(z.object({ key_id: z.string() }))`
+    SELECT key_id FROM api_keys WHERE key_id = ANY(${sql.array(keyIds, 'text')}) AND revoked_at IS NULL`);
+  return keyIds.filter((keyId) => !live.includes(keyId));
+}
+
 export type RevokeOutcome =
   /** Revoked now, or already (revoking is idempotent). */
   | { kind: 'revoked'; key: ApiKeyInfo }
   | { kind: 'not_found' }
-  /** The account's only live key, and the caller did not confirm that it wants to lock itself out. */
-  | { kind: 'last_key'; key: ApiKeyInfo };
+  /**
+   * The account's only live key, or its only live unrestricted one (the others could not manage keys),
+   * and the caller did not confirm that it wants to lock itself out.
+   */
+  | { kind: 'last_key'; key: ApiKeyInfo; lastUnrestricted: boolean };
 
 /**
  * Revokes one of the account's keys. The account row is locked first, so two revocations of an
@@ -154,11 +179,15 @@ export async function revokeApiKey(db: Db, accountId: string, keyId: string, opt
     const key = await tx.maybeOne(sql.type(ApiKeyRow)`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = ${accountId} AND key_id = ${keyId}`);
     if (!key) return { kind: 'not_found' };
     if (key.revoked_at) return { kind: 'revoked', key };
-    const live = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`
-      SELECT count(*)::int AS n FROM api_keys WHERE account_id = ${accountId} AND revoked_at IS NULL`);
-    if (live <= 1 && !options.allowLast) return { kind: 'last_key', key };
+    const live = await tx.one(sql.type(z.object({ keys: z.number(), unrestricted: z.number() }))`
+      SELECT count(*)::int AS keys, (count(*) FILTER (WHERE NOT restricted))::int AS unrestricted
+      FROM api_keys WHERE account_id = ${accountId} AND revoked_at IS NULL`);
+    const lastUnrestricted = !key.restricted && live.unrestricted <= 1;
+    if ((live.keys <= 1 || lastUnrestricted) && !options.allowLast) return { kind: 'last_key', key, lastUnrestricted: live.keys > 1 };
     const revoked = await tx.one(sql.type(ApiKeyRow)`
       UPDATE api_keys SET revoked_at = now() WHERE key_id = ${keyId} RETURNING ${KEY_COLUMNS}`);
+    // Delivered when the revocation commits, and only if it does.
+    await tx.query(sql.unsafe`SELECT pg_notify(${API_KEY_REVOKED_CHANNEL}, ${JSON.stringify({ key_id: keyId })})`);
     return { kind: 'revoked', key: revoked };
   });
 }

@@ -14,6 +14,7 @@ const CHANNEL = /^[a-z_][a-z0-9_]{0,62}$/;
 export class NotifyBus {
   private client: pg.Client | undefined;
   private readonly handlers = new Map<string, Set<Handler>>();
+  private readonly reconnectHandlers = new Set<() => void>();
   private closed = false;
   private reconnectDelayMs = 250;
   private ready: Promise<void> = Promise.resolve();
@@ -49,6 +50,14 @@ export class NotifyBus {
     };
   }
 
+  /**
+   * Calls `handler` each time the connection is back after a drop: notifications sent while it was down
+   * are lost, so a subscriber whose state must not miss one checks it again then.
+   */
+  onReconnect(handler: () => void): void {
+    this.reconnectHandlers.add(handler);
+  }
+
   async publish(channel: string, payload: unknown): Promise<void> {
     if (!CHANNEL.test(channel)) throw new Error(`invalid channel name "${channel}"`);
     await this.ready;
@@ -82,7 +91,11 @@ export class NotifyBus {
       const delay = this.reconnectDelayMs;
       this.reconnectDelayMs = Math.min(delay * 2, 5000);
       setTimeout(() => {
-        this.ready = this.connect().catch((error) => this.logger.error({ err: error }, 'notification reconnect failed'));
+        this.ready = this.connect()
+          .then(() => {
+            for (const handler of this.reconnectHandlers) handler();
+          })
+          .catch((error) => this.logger.error({ err: error }, 'notification reconnect failed'));
       }, delay).unref();
     });
     await client.connect();

@@ -47,6 +47,8 @@ interface PendingAttempt {
 
 interface Session {
   solverId: string;
+  /** The API key the connection authenticated with: revoking it closes the connection. */
+  keyId: string;
   connectionId: string;
   socket: WebSocket;
   alive: boolean;
@@ -75,6 +77,9 @@ export interface AttemptRequest {
   /** The result failed its schema (the solver is also sent `result_rejected`). */
   onResultRejected?(issues: ResultIssueData[]): void;
 }
+
+/** Close code of a connection whose API key was revoked (docs/solver-protocol.md, "Close codes"). */
+export const CLOSE_KEY_REVOKED = 4003;
 
 export class SolverHub {
   private readonly sessions = new Map<string, Session>();
@@ -107,9 +112,9 @@ export class SolverHub {
     return this.sessions.get(solverId)?.attempts.has(attemptId) ?? false;
   }
 
-  async attach(socket: WebSocket, solverId: string): Promise<void> {
+  async attach(socket: WebSocket, solverId: string, keyId: string): Promise<void> {
     const previous = this.sessions.get(solverId);
-    const session: Session = { solverId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map(), registered: Promise.resolve(), welcomed: false, draining: false, testTasks: 0 };
+    const session: Session = { solverId, keyId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map(), registered: Promise.resolve(), welcomed: false, draining: false, testTasks: 0 };
     this.sessions.set(solverId, session);
     if (previous) previous.socket.close(4001, 'replaced by a newer connection');
     socket.on('pong', () => {
@@ -185,6 +190,24 @@ export class SolverHub {
       });
       if (request.signal?.aborted) onAbort();
     });
+  }
+
+  /**
+   * Closes the connections opened with a revoked key (code 4003). The session is detached at once, so no
+   * task goes out on it while the closing handshake runs and matching forgets the solver here.
+   */
+  closeKey(keyId: string): void {
+    for (const session of [...this.sessions.values()]) {
+      if (session.keyId !== keyId) continue;
+      this.deps.logger.info({ solver_id: session.solverId, key_id: keyId }, 'solver connection closed: its API key was revoked');
+      session.socket.close(CLOSE_KEY_REVOKED, 'API key revoked');
+      void this.detach(session);
+    }
+  }
+
+  /** The keys of the connections held here. */
+  connectedKeys(): string[] {
+    return [...new Set([...this.sessions.values()].map((session) => session.keyId))];
   }
 
   async close(): Promise<void> {

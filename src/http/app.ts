@@ -1,6 +1,7 @@
 import path from 'node:path';
 import express, { type Express, type Router } from 'express';
 import swaggerUiDist from 'swagger-ui-dist';
+import { AddressLimits } from './address-limits';
 import type { AppDeps } from './deps';
 import { httpMetrics, metricsRoutes } from '../metrics/http';
 import { errorHandler, jsonBody, notFound, requestContext } from './middleware';
@@ -30,9 +31,11 @@ const DOCS_PAGE = `<!doctype html>
 export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   const app = express();
   app.disable('x-powered-by');
-  app.set('trust proxy', true);
+  const addresses = new AddressLimits({ db: deps.db, config: deps.config });
+  // X-Forwarded-For is believed only from the proxies TRUST_PROXY names; req.ip is the socket's peer otherwise.
+  app.set('trust proxy', addresses.trusted);
   app.use(httpMetrics());
-  installRateLimit(app, { db: deps.db, limitPerMinute: deps.config.rateLimitPerMinute });
+  installRateLimit(app, { db: deps.db, limitPerMinute: deps.config.rateLimitPerMinute, addresses });
   app.use(requestContext(deps.logger));
   app.use(jsonBody(deps.config.bodyLimitBytes));
 

@@ -3,7 +3,7 @@ import type { Request, RequestHandler } from 'express';
 import { findAccountByApiKey, type Account } from '../db/accounts';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
-import { admitRequest } from './rate-limit';
+import { addressLimitsOf, admitRequest } from './rate-limit';
 
 export function bearerToken(header: string | undefined): string | undefined {
   if (!header) return undefined;
@@ -30,17 +30,54 @@ export async function authenticate(db: Db, authorization: string | undefined): P
   return account;
 }
 
+/**
+ * A request that failed authentication has no account to count against: it counts against its address
+ * (429 rate_limited above UNAUTHENTICATED_LIMIT_PER_MINUTE), so keys cannot be guessed at any speed.
+ */
+async function refuseUnauthenticated(req: Request, error: ApiError): Promise<never> {
+  await addressLimitsOf(req).admit(req, 'unauthenticated');
+  throw error;
+}
+
+const isAuthenticationFailure = (error: unknown): error is ApiError => error instanceof ApiError && error.status === 401;
+
 /** Authenticates the caller and counts the request against the account's rate limit, in one statement. */
 export function requireAccount(): RequestHandler {
   return async (req, res, next) => {
-    const account = await admitRequest(req, res, apiKeyOf(req.header('authorization')));
-    if (!account) throw unknownApiKey();
+    let account: Account | null;
+    try {
+      account = await admitRequest(req, res, apiKeyOf(req.header('authorization')));
+    } catch (error) {
+      if (isAuthenticationFailure(error)) await refuseUnauthenticated(req, error);
+      throw error;
+    }
+    if (!account) await refuseUnauthenticated(req, unknownApiKey());
     res.locals.account = account;
     next();
   };
 }
 
 export const accountOf = (res: { locals: Record<string, unknown> }) => res.locals.account as Account;
+
+/**
+ * Key management (creating, listing, changing and revoking keys) needs an unrestricted key, so a key
+ * handed out with a spend limit cannot lift it, mint unlimited keys or lock the owner out. A restricted
+ * key may still revoke itself (`mayRevokeItself`, with the key's id in the path): that takes nothing from
+ * the owner. Runs after requireAccount (and after the path parameters are validated).
+ */
+export function requireKeyManager(options: { mayRevokeItself?: boolean } = {}): RequestHandler {
+  return (req, res, next) => {
+    const account = accountOf(res);
+    if (account.key_restricted && !(options.mayRevokeItself && req.params.key_id === account.key_id)) {
+      throw new ApiError(
+        'restricted_api_key',
+        'This API key is restricted (created with a spend limit, or as restricted): it cannot create, list, change or revoke keys, other than revoke itself. Use an unrestricted key of the account.',
+        { key_id: account.key_id },
+      );
+    }
+    next();
+  };
+}
 
 const digest = (value: string) => crypto.createHash('sha256').update(value).digest();
 
@@ -50,7 +87,7 @@ const digest = (value: string) => crypto.createHash('sha256').update(value).dige
  */
 export function requireAdmin(adminApiKey: string | undefined): RequestHandler {
   const expected = adminApiKey ? digest(adminApiKey) : undefined;
-  return (req: Request, _res, next) => {
+  return async (req: Request, _res, next) => {
     if (!expected) {
       throw new ApiError('admin_disabled', 'Admin routes are disabled on this deployment: set ADMIN_API_KEY to enable them.');
     }
@@ -59,11 +96,11 @@ export function requireAdmin(adminApiKey: string | undefined): RequestHandler {
       (value): value is string => typeof value === 'string' && value.length > 0,
     );
     if (offered.length === 0) {
-      throw new ApiError('admin_authentication_required', 'Send the admin key in X-Admin-API-Key, ADMIN_API_KEY or "Authorization: Bearer <key>".');
+      await refuseUnauthenticated(req, new ApiError('admin_authentication_required', 'Send the admin key in X-Admin-API-Key, ADMIN_API_KEY or "Authorization: Bearer <key>".'));
     }
     let matched = false;
     for (const value of offered) matched = crypto.timingSafeEqual(digest(value), expected) || matched;
-    if (!matched) throw new ApiError('invalid_admin_key', 'The admin key is not valid.');
+    if (!matched) await refuseUnauthenticated(req, new ApiError('invalid_admin_key', 'The admin key is not valid.'));
     next();
   };
 }

@@ -52,15 +52,15 @@ const ModelParams = z.object({ model: z.string().openapi({ description: 'service
 export const ROUTES: RouteDoc[] = [
   { method: 'get', path: '/health', summary: 'Liveness', tag: 'health', auth: 'none', response: StringMap },
   { method: 'get', path: '/metrics', summary: 'Prometheus figures of this node (text exposition format), for METRICS_TOKEN or the admin key (docs/metrics.md)', tag: 'health', auth: 'metrics', success: 'prometheus' },
-  { method: 'post', path: '/v1/register', summary: 'Register an account; returns account_id and api_key (shown once)', tag: 'account', auth: 'none', response: StringMap },
+  { method: 'post', path: '/v1/register', summary: 'Register an account; returns account_id and api_key (shown once); REGISTER_LIMIT_PER_HOUR per client address', tag: 'account', auth: 'none', response: StringMap, errors: ['rate_limited'] },
   { method: 'get', path: '/v1/profile', summary: 'The calling account', tag: 'account', auth: 'bearer' },
   { method: 'get', path: '/v1/balance', summary: 'Points balance', tag: 'account', auth: 'bearer', response: StringMap },
   { method: 'get', path: '/v1/account/ledger', summary: 'Every entry that moved the account\'s points, newest first, paged by cursor', tag: 'account', auth: 'bearer', query: queries.LedgerHistoryQuery, response: responseSchemas.LedgerPage },
   { method: 'get', path: '/v1/account/ledger/summary', summary: 'The account\'s ledger summed by UTC day and task type', tag: 'account', auth: 'bearer', query: queries.LedgerSummaryQuery, response: responseSchemas.LedgerSummary },
-  { method: 'post', path: '/v1/account/keys', summary: 'Create a named API key (the key is shown once), optionally with a spend limit per UTC day or in total', tag: 'account', auth: 'bearer', body: bodies.CreateApiKeyBody, response: responseSchemas.CreatedApiKey },
-  { method: 'get', path: '/v1/account/keys', summary: 'The account\'s API keys (prefix, name, created, last used; never the key)', tag: 'account', auth: 'bearer', response: responseSchemas.ApiKeyList },
-  { method: 'patch', path: '/v1/account/keys/{key_id}', summary: 'Rename a key or set its spend limit (null removes it); a task whose hold does not fit what is left is 402 key_spend_limit_reached', tag: 'account', auth: 'bearer', params: bodies.KeyIdParams, body: bodies.UpdateApiKeyBody, response: responseSchemas.ApiKeyInfo, errors: ['api_key_not_found'] },
-  { method: 'delete', path: '/v1/account/keys/{key_id}', summary: 'Revoke an API key, on every node at once (idempotent); the last live key only with allow_last=true', tag: 'account', auth: 'bearer', params: bodies.KeyIdParams, query: queries.RevokeApiKeyQuery, response: responseSchemas.ApiKeyInfo, errors: ['api_key_not_found', 'last_api_key'] },
+  { method: 'post', path: '/v1/account/keys', summary: 'Create a named API key (the key is shown once), optionally with a spend limit per UTC day or in total', tag: 'account', auth: 'bearer', body: bodies.CreateApiKeyBody, response: responseSchemas.CreatedApiKey, errors: ['restricted_api_key'] },
+  { method: 'get', path: '/v1/account/keys', summary: 'The account\'s API keys (prefix, name, created, last used; never the key)', tag: 'account', auth: 'bearer', response: responseSchemas.ApiKeyList, errors: ['restricted_api_key'] },
+  { method: 'patch', path: '/v1/account/keys/{key_id}', summary: 'Rename a key or set its spend limit (null removes it); a task whose hold does not fit what is left is 402 key_spend_limit_reached', tag: 'account', auth: 'bearer', params: bodies.KeyIdParams, body: bodies.UpdateApiKeyBody, response: responseSchemas.ApiKeyInfo, errors: ['restricted_api_key', 'api_key_not_found'] },
+  { method: 'delete', path: '/v1/account/keys/{key_id}', summary: 'Revoke an API key, on every node at once (idempotent), closing the solver sockets opened with it; the last live key, or the last unrestricted one, only with allow_last=true; a restricted key may revoke only itself', tag: 'account', auth: 'bearer', params: bodies.KeyIdParams, query: queries.RevokeApiKeyQuery, response: responseSchemas.ApiKeyInfo, errors: ['restricted_api_key', 'api_key_not_found', 'last_api_key'] },
   { method: 'get', path: '/v1/account/webhook-secret', summary: 'The secret that signs the account\'s webhook deliveries (made on first use)', tag: 'account', auth: 'bearer', response: responseSchemas.WebhookSecret },
   { method: 'post', path: '/v1/account/webhook-secret/rotate', summary: 'Replace the webhook secret; deliveries from now on are signed with the new one, and for 24 h with the replaced one too (two signatures)', tag: 'account', auth: 'bearer', response: responseSchemas.WebhookSecret },
   { method: 'put', path: '/v1/account/webhook', summary: 'Set the account\'s default webhook: every task created from now on (POST /v1/tasks, the convenience endpoints, scrape and search compat, chat) carries it unless its request names its own', tag: 'account', auth: 'bearer', body: bodies.AccountWebhookBody, response: responseSchemas.AccountWebhook, errors: ['domain_blocked'] },
@@ -103,10 +103,11 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver', tag: 'admin', auth: 'admin', body: bodies.AdminCompleteTaskBody, params: bodies.TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'] },
 ];
 
+// rate_limited: per account once authenticated, per client address for a missing or unknown key.
 const AUTH_ERRORS: Record<Auth, ErrorType[]> = {
   none: [],
   bearer: ['authentication_required', 'invalid_api_key', 'rate_limited'],
-  admin: ['admin_authentication_required', 'invalid_admin_key', 'admin_disabled'],
+  admin: ['admin_authentication_required', 'invalid_admin_key', 'admin_disabled', 'rate_limited'],
   metrics: ['metrics_authentication_required', 'invalid_metrics_token', 'metrics_disabled'],
 };
 // The body is read (and limited) before any route runs, so every route that takes one can answer these.
@@ -145,6 +146,12 @@ const rateLimitHeaders = (required: boolean): Record<string, Header> => ({
   'X-RateLimit-Reset': { description: 'Unix time (seconds) at which the window ends', required, schema: { type: 'integer' } },
 });
 
+const retryAfterHeader: Header = {
+  description: 'Seconds until the rate-limit window ends (at least 1), or (solvers_busy) until a solver slot is likely free',
+  required: true,
+  schema: { type: 'integer' },
+};
+
 const COST_HEADERS: Record<string, Header> = {
   'X-Points-Charged': { description: 'Points charged for this request (decimal string; a stream says it in its finish chunk)', required: false, schema: { type: 'string' } },
   'X-Points-Held': { description: 'Points held while it ran (its maximum price; the rest was released)', required: false, schema: { type: 'string' } },
@@ -153,11 +160,12 @@ const COST_HEADERS: Record<string, Header> = {
 /** The headers of one answer of a route: the request id always, the rate-limit ones once authenticated. */
 function headersOf(route: RouteDoc, status: number): Record<string, Header> {
   // The upgrade is answered on the socket, outside the app (src/dispatch/ws-server.ts); only a plain GET reaches it.
-  if (route.success === 'websocket') return status === 404 ? { 'X-Request-Id': requestIdHeader } : {};
+  if (route.success === 'websocket') return status === 404 ? { 'X-Request-Id': requestIdHeader } : status === 429 ? { ...rateLimitHeaders(true), 'Retry-After': retryAfterHeader } : {};
   const headers: Record<string, Header> = { 'X-Request-Id': requestIdHeader };
   // 401 is before the count; 413, 415 and malformed JSON (a 422) are refused before authentication.
   if (route.auth === 'bearer' && ![401, 413, 415].includes(status)) Object.assign(headers, rateLimitHeaders(status !== 422));
-  if (route.auth === 'bearer' && status === 429) headers['Retry-After'] = { description: 'Seconds until the rate-limit window ends (at least 1), or (solvers_busy) until a solver slot is likely free', required: true, schema: { type: 'integer' } };
+  // A per-address refusal carries the address's counter in the same headers.
+  if (status === 429) Object.assign(headers, route.auth === 'bearer' ? {} : rateLimitHeaders(true), { 'Retry-After': retryAfterHeader });
   if (status === 503 && route.errors?.includes('no_solver_available')) headers['Retry-After'] = { description: 'Seconds after which a solver is likely online (no_solver_available)', required: false, schema: { type: 'integer' } };
   if (route.cost && status === 200) Object.assign(headers, COST_HEADERS);
   if (route.taskHeader && [200, 502, 504].includes(status)) headers['X-Task-Id'] = { description: 'The task that served the request', required: status === 200, schema: { type: 'string' } };
@@ -176,9 +184,7 @@ function successOf(route: RouteDoc): [string, ResponseConfig] {
 
 function responsesOf(route: RouteDoc): Record<string, ResponseConfig> {
   const takesBody = route.method !== 'get';
-  // The solver upgrade is not counted against the rate limit.
-  const auth = AUTH_ERRORS[route.auth].filter((type) => route.success !== 'websocket' || type !== 'rate_limited');
-  const types = [...auth, ...(takesBody ? BODY_ERRORS : []), ...(route.errors ?? [])];
+  const types = [...AUTH_ERRORS[route.auth], ...(takesBody ? BODY_ERRORS : []), ...(route.errors ?? [])];
   const statusOf = (type: ErrorType) => (route.firecrawl ? firecrawlStatus(ERROR_STATUS[type]) : ERROR_STATUS[type]);
   const byStatus = new Map<number, ErrorType[]>();
   for (const type of types) byStatus.set(statusOf(type), [...(byStatus.get(statusOf(type)) ?? []), type]);

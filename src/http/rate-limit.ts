@@ -3,10 +3,12 @@ import type { Account } from '../db/accounts';
 import { countKeyedRequest, type RateLimitState } from '../db/rate-limits';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
+import type { AddressLimits } from './address-limits';
 
 /**
- * The per-account rate limit of every authenticated request. createApp installs the limiter on the app
- * and requireAccount enforces it right after authentication, so no route that authenticates can miss it.
+ * The per-account rate limit of every authenticated request, and the per-address limits
+ * (src/http/address-limits.ts). createApp installs the limiter on the app and requireAccount enforces it
+ * right after authentication, so no route that authenticates can miss it.
  */
 
 const LIMITER = 'rateLimiter';
@@ -14,11 +16,22 @@ const LIMITER = 'rateLimiter';
 interface Limiter {
   db: Db;
   limitPerMinute: number;
+  addresses: AddressLimits;
 }
 
 export function installRateLimit(app: Express, limiter: Limiter): void {
   app.locals[LIMITER] = limiter;
 }
+
+function limiterOf(req: Request): Limiter {
+  const limiter = req.app.locals[LIMITER] as Limiter | undefined;
+  // An app without a limiter would silently serve unlimited traffic: refuse loudly instead.
+  if (!limiter) throw new Error('rate limiter not installed on this app: build it with createApp');
+  return limiter;
+}
+
+/** The per-address limits of the app serving the request. */
+export const addressLimitsOf = (req: Request): AddressLimits => limiterOf(req).addresses;
 
 export function rateLimitHeaders(state: RateLimitState): Record<string, string> {
   return {
@@ -33,9 +46,7 @@ export function rateLimitHeaders(state: RateLimitState): Record<string, string> 
  * throws 429 rate_limited with Retry-After. Null for an unknown or revoked key (nothing counted).
  */
 export async function admitRequest(req: Request, res: Response, apiKey: string): Promise<Account | null> {
-  const limiter = req.app.locals[LIMITER] as Limiter | undefined;
-  // An app without a limiter would silently serve unlimited traffic: refuse loudly instead.
-  if (!limiter) throw new Error('rate limiter not installed on this app: build it with createApp');
+  const limiter = limiterOf(req);
   const admitted = await countKeyedRequest(limiter.db, apiKey, limiter.limitPerMinute);
   if (!admitted) return null;
   const { state } = admitted;

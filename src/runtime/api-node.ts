@@ -14,8 +14,10 @@ import { createDb } from '../db/pool';
 import { heartbeatNode, pruneDeadNodes, recordNodeUrl, removeNode } from '../db/solvers';
 import { AttemptStops } from '../dispatch/attempt-stops';
 import { EarlyAttempts } from '../dispatch/early-attempts';
+import { KeyRevocations } from '../dispatch/key-revocations';
 import { SolverHub } from '../dispatch/hub';
 import { attachSolverSockets } from '../dispatch/ws-server';
+import { AddressLimits } from '../http/address-limits';
 import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
 import type { AppDeps } from '../http/deps';
@@ -93,6 +95,8 @@ export async function startApiNode(options: {
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
     handoffs,
   });
+  const revocations = new KeyRevocations({ bus, db, hub, logger });
+  await revocations.start();
   const removeMetricsSource = addMetricsSource({ db, connectedSolvers: () => hub.connectedCount });
   const payloads = new RecentPayloads();
   const earlyAttempts = new EarlyAttempts({
@@ -135,7 +139,7 @@ export async function startApiNode(options: {
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
-  attachSolverSockets(server, { db, hub, logger });
+  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ db, config }), logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? config.port, config.host, () => resolve());

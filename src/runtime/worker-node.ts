@@ -2,6 +2,7 @@ import os from 'node:os';
 import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { Config } from '../config';
+import { pruneAddressCounters } from '../db/address-limits';
 import { createDb } from '../db/pool';
 import type { Logger } from '../logger';
 import { startMetricsListener, type MetricsListener } from '../metrics/http';
@@ -58,6 +59,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
     handoffs.sweep(UNSENT_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'slot handoff sweep failed'));
     // Webhook deliveries whose first attempt's process died, or that could not be handed to their workflow.
     webhooks.sweep().catch((error) => logger.warn({ err: error }, 'webhook sweep failed'));
+    pruneAddressCounters(db).catch((error) => logger.warn({ err: error }, 'address counter prune failed'));
   }, SWEEP_EVERY_MS);
   sweep.unref();
   // Canaries start as the transactions that make them due commit, announced to every worker. The

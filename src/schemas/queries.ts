@@ -63,7 +63,7 @@ export type LedgerHistoryRequest = z.infer<typeof LedgerHistoryQuery>;
 
 export const RevokeApiKeyQuery = z
   .object({
-    allow_last: z.enum(['true', 'false']).optional().openapi({ description: 'true: revoke even the account\'s only live key (the account then has no way in)' }),
+    allow_last: z.enum(['true', 'false']).optional().openapi({ description: 'true: revoke even the account\'s only live key (the account then has no way in), or its only live unrestricted key (no key could then manage keys)' }),
   })
   .strict()
   .openapi('RevokeApiKeyQuery');

@@ -34,7 +34,13 @@ export const SpendLimit = z
 const KeyName = z.string().min(1).max(100).openapi({ description: 'What the key is for, e.g. "ci" or "laptop"' });
 
 export const CreateApiKeyBody = z
-  .object({ name: KeyName, spend_limit: SpendLimit.nullable().optional() })
+  .object({
+    name: KeyName,
+    spend_limit: SpendLimit.nullable().optional(),
+    restricted: z.boolean().optional().openapi({
+      description: 'A restricted key cannot create, list, change or revoke keys (it may revoke itself); true by default when spend_limit is given, else false',
+    }),
+  })
   .strict()
   .openapi('CreateApiKeyRequest');
 

@@ -86,6 +86,7 @@ export const ApiKeyInfo = z
     created_at: z.string(),
     last_used_at: z.string().nullable().openapi({ description: 'Last authenticated request, to the minute' }),
     revoked_at: z.string().nullable(),
+    restricted: z.boolean().openapi({ description: 'The key cannot create, list, change or revoke keys (it may revoke itself)' }),
     spend_limit: z
       .object({ points: z.string(), period: z.enum(SPEND_LIMIT_PERIODS), spent_points: z.string().openapi({ description: 'Held and charged by the key\'s tasks in the current period' }) })
       .nullable(),

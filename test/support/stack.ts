@@ -22,6 +22,17 @@ export function testEndpoints() {
  */
 export const QUIET_TRUST_ENV = { CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0' } as const;
 
+/**
+ * The suites register many accounts, connect many solvers and probe with bad keys, all from 127.0.0.1:
+ * every stack and every process a test starts lifts the per-address limits (src/http/address-limits.ts),
+ * unless its test sets them itself.
+ */
+export const OPEN_ADDRESS_LIMITS_ENV = {
+  REGISTER_LIMIT_PER_HOUR: '1000000000',
+  UNAUTHENTICATED_LIMIT_PER_MINUTE: '1000000000',
+  SOLVER_CONNECT_LIMIT_PER_MINUTE: '1000000000',
+} as const;
+
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     ...process.env,
@@ -31,6 +42,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
     LOG_LEVEL: process.env.TEST_LOG_LEVEL ?? 'warn',
     HOST: '127.0.0.1',
     ...QUIET_TRUST_ENV,
+    ...OPEN_ADDRESS_LIMITS_ENV,
     ...overrides,
   });
 }

@@ -28,9 +28,11 @@ def task_frame(attempt: str, task_type: str = "proxy_fetch", seconds: float = 10
 class FakeMarket:
     """Speaks the server side of protocol v1 as each test scripts it; records what the solver sent."""
 
-    def __init__(self, script: Script, *, refuse: int = 0, server_time: datetime | None = None) -> None:
+    def __init__(self, script: Script, *, refuse: int = 0, refusals: int = 0, server_time: datetime | None = None) -> None:
         self.script = script
         self.refuse = refuse
+        # Refuse only the first ``refusals`` upgrades (0: all of them).
+        self.refusals = refusals
         self.server_time = server_time
         self.received: List[Dict[str, Any]] = []
         self.connections = 0
@@ -48,8 +50,9 @@ class FakeMarket:
 
     def _check(self, connection: ServerConnection, request: Any) -> Any:
         self.authorization.append(request.headers.get("Authorization", ""))
-        if self.refuse:
-            response = connection.respond(HTTPStatus(self.refuse), json.dumps({"error": {"type": "invalid_api_key", "message": "This API key is unknown or revoked."}}) + "\n")
+        if self.refuse and (self.refusals == 0 or len(self.authorization) <= self.refusals):
+            error_type = "rate_limited" if self.refuse == 429 else "invalid_api_key"
+            response = connection.respond(HTTPStatus(self.refuse), json.dumps({"error": {"type": error_type, "message": "Refused by the test."}}) + "\n")
             return response
         return None
 
@@ -270,6 +273,21 @@ def test_a_refused_key_is_an_error_not_a_reconnect_loop() -> None:
             with pytest.raises(MarketplaceHTTPError) as refused:
                 await asyncio.wait_for(make_solver(market.url, {"proxy_fetch": page}).run(), 5)
             assert refused.value.status == 401 and refused.value.type == "invalid_api_key"
+
+    asyncio.run(scenario())
+
+
+def test_an_upgrade_refused_with_429_is_retried_with_back_off() -> None:
+    async def scenario() -> None:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        async def script(ws: ServerConnection, market: FakeMarket) -> None:
+            done.set_result(None)
+            await market.serve_rest(ws)
+
+        async with FakeMarket(script, refuse=429, refusals=2) as market:
+            await run_until(make_solver(market.url, {"proxy_fetch": page}), done)
+            assert len(market.authorization) == 3 and market.connections == 1
 
     asyncio.run(scenario())
 

@@ -16,8 +16,9 @@ import {
   type SpendLimitRequest,
   type UpdateApiKeyRequest,
 } from '../../schemas/requests';
-import { accountOf, requireAccount } from '../auth';
+import { accountOf, requireAccount, requireKeyManager } from '../auth';
 import type { AppDeps } from '../deps';
+import { addressLimitsOf } from '../rate-limit';
 import { decodeCursor, encodeCursor } from '../pagination';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
 
@@ -28,8 +29,10 @@ const spendLimitOf = (limit: SpendLimitRequest | null | undefined): SpendLimit |
 export function accountRoutes(deps: AppDeps): Router {
   const router = Router();
   const auth = requireAccount();
+  const keyManager = requireKeyManager();
 
-  router.post('/v1/register', async (_req, res) => {
+  router.post('/v1/register', async (req, res) => {
+    await addressLimitsOf(req).admit(req, 'register');
     const { account, apiKey } = await createAccount(deps.db);
     res.locals.log.info({ account_id: account.account_id }, 'account registered');
     res.status(200).json({
@@ -77,13 +80,14 @@ export function accountRoutes(deps: AppDeps): Router {
     res.json({ data: await ledgerSummary(deps.db, accountOf(res).account_id, { createdAfter: query.created_after, createdBefore: query.created_before }) });
   });
 
-  router.post('/v1/account/keys', auth, validateBody(CreateApiKeyBody), async (req, res) => {
+  router.post('/v1/account/keys', auth, keyManager, validateBody(CreateApiKeyBody), async (req, res) => {
     const body = req.body as CreateApiKeyRequest;
-    const { key, apiKey } = await createApiKey(deps.db, accountOf(res).account_id, body.name, spendLimitOf(body.spend_limit));
+    const spendLimit = spendLimitOf(body.spend_limit);
+    const { key, apiKey } = await createApiKey(deps.db, accountOf(res).account_id, { name: body.name, spendLimit, restricted: body.restricted ?? Boolean(spendLimit) });
     res.json({ ...key, api_key: apiKey });
   });
 
-  router.patch('/v1/account/keys/:key_id', auth, validateParams(KeyIdParams), validateBody(UpdateApiKeyBody), async (req, res) => {
+  router.patch('/v1/account/keys/:key_id', auth, keyManager, validateParams(KeyIdParams), validateBody(UpdateApiKeyBody), async (req, res) => {
     const body = req.body as UpdateApiKeyRequest;
     const keyId = req.params.key_id as string;
     const key = await updateApiKey(deps.db, accountOf(res).account_id, keyId, { name: body.name, spendLimit: spendLimitOf(body.spend_limit) });
@@ -91,11 +95,11 @@ export function accountRoutes(deps: AppDeps): Router {
     res.json(key);
   });
 
-  router.get('/v1/account/keys', auth, async (_req, res) => {
+  router.get('/v1/account/keys', auth, keyManager, async (_req, res) => {
     res.json({ data: await listApiKeys(deps.db, accountOf(res).account_id) });
   });
 
-  router.delete('/v1/account/keys/:key_id', auth, validateParams(KeyIdParams), async (req, res) => {
+  router.delete('/v1/account/keys/:key_id', auth, validateParams(KeyIdParams), requireKeyManager({ mayRevokeItself: true }), async (req, res) => {
     const query = parseOrThrow(RevokeApiKeyQuery, req.query, ['query']);
     const keyId = req.params.key_id as string;
     const outcome = await revokeApiKey(deps.db, accountOf(res).account_id, keyId, { allowLast: query.allow_last === 'true' });
@@ -108,7 +112,9 @@ export function accountRoutes(deps: AppDeps): Router {
       case 'last_key':
         throw new ApiError(
           'last_api_key',
-          `Key ${keyId} is this account's only live key: revoking it would leave no way to use the account. Create another key first (POST /v1/account/keys), or repeat with ?allow_last=true.`,
+          outcome.lastUnrestricted
+            ? `Key ${keyId} is this account's only live unrestricted key: without it no key could create, change or revoke keys. Create another unrestricted key first (POST /v1/account/keys), or repeat with ?allow_last=true.`
+            : `Key ${keyId} is this account's only live key: revoking it would leave no way to use the account. Create another key first (POST /v1/account/keys), or repeat with ?allow_last=true.`,
           { key_id: keyId },
         );
     }

@@ -151,7 +151,8 @@ class Solver:
                     log.warning("the marketplace answered %s; retrying", error)
                 except InvalidStatus as error:
                     status = error.response.status_code
-                    if status < 500:
+                    # 429: too many connection attempts from this address; the next may pass.
+                    if status < 500 and status != 429:
                         body: Any = error.response.body.decode(errors="replace") if error.response.body else ""
                         try:
                             body = json.loads(body)
