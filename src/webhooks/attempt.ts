@@ -5,7 +5,7 @@ import type { Db } from '../db/pool';
 import { getTaskRecord } from '../db/tasks';
 import { recordAttempt, webhookSecret, type DeliveryToSend } from '../db/webhooks';
 import { recordWebhookAttempt, type WebhookAttemptPath } from '../metrics/metrics';
-import { refusalReason } from '../solver/net-guard';
+import { refusalReason } from '../policy/special-addresses';
 import { signatureOf } from './signature';
 
 /** How one attempt ended: accepted (2xx), failed (retried later) or refused (the target is not allowed: the delivery has failed). */
@@ -20,7 +20,7 @@ async function assertPublic(config: Config, url: URL): Promise<void> {
   const addresses = net.isIP(host) ? [host] : (await dns.promises.lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
   for (const address of addresses) {
     const reason = refusalReason(address);
-    if (reason) throw new TargetRefused(`the webhook target ${host} resolves to ${address} (${reason}), which is refused`);
+    if (reason) throw new TargetRefused(`the webhook target ${host} is refused: ${reason} addresses are not allowed`);
   }
 }
 
