@@ -33,17 +33,23 @@ export function requestContext(logger: Logger): RequestHandler {
  */
 export const MAX_JSON_DEPTH = 128;
 
-/** Offset of the bracket that opens level MAX_JSON_DEPTH + 1, or -1: one pass, strings skipped. */
+/** Offset of the bracket that opens level MAX_JSON_DEPTH + 1, or -1: one pass, strings skipped whole. */
 export function tooDeepAt(text: string, maxDepth = MAX_JSON_DEPTH): number {
   let depth = 0;
-  let inString = false;
   for (let i = 0; i < text.length; i++) {
     const char = text.charCodeAt(i);
-    if (inString) {
-      if (char === 0x5c) i++;
-      else if (char === 0x22) inString = false;
-    } else if (char === 0x22) inString = true;
-    else if (char === 0x5b || char === 0x7b) {
+    if (char === 0x22) {
+      // To the closing quote: the next one not escaped by an odd run of backslashes.
+      let end = i;
+      for (;;) {
+        end = text.indexOf('"', end + 1);
+        if (end < 0) return -1;
+        let slashes = 0;
+        while (text.charCodeAt(end - 1 - slashes) === 0x5c) slashes++;
+        if (slashes % 2 === 0) break;
+      }
+      i = end;
+    } else if (char === 0x5b || char === 0x7b) {
       if (++depth > maxDepth) return i;
     } else if (char === 0x5d || char === 0x7d) depth--;
   }
