@@ -145,14 +145,14 @@ export function parseOrThrow<S extends ZodTypeAny>(schema: S, value: unknown, pr
     throw new RequestValidationError([{ type: 'missing', loc: ['body'], msg: 'Field required', input: null }]);
   }
   // Text and numbers PostgreSQL cannot store are refused wherever they sit, free-form JSON included (src/schemas/text.ts).
-  const text = unstorableInput(value, prefix);
+  const unstorable = unstorableInput(value, prefix);
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     // A number refused as not finite is not reported again by its schema (`int_from_float` of Infinity).
-    const refused = new Set(text.filter((issue) => issue.type === 'finite_number').map((issue) => JSON.stringify(issue.loc)));
-    throw new RequestValidationError([...text, ...zodErrorToDetail(parsed.error, value, prefix).filter((detail) => !refused.has(JSON.stringify(detail.loc)))]);
+    const refused = new Set(unstorable.filter((issue) => issue.type === 'finite_number').map((issue) => JSON.stringify(issue.loc)));
+    throw new RequestValidationError([...unstorable, ...zodErrorToDetail(parsed.error, value, prefix).filter((detail) => !refused.has(JSON.stringify(detail.loc)))]);
   }
-  if (text.length) throw new RequestValidationError(text);
+  if (unstorable.length) throw new RequestValidationError(unstorable);
   return parsed.data;
 }
 

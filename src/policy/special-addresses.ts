@@ -4,8 +4,8 @@ import os from 'node:os';
 /**
  * The one classifier of the addresses no target may have (SSRF), used by the domain policy, the
  * solver's network guard and webhook deliveries alike: every block of IANA's IPv4 and IPv6
- * Special-Purpose Address Registries, multicast, and this host's own interface addresses (where a
- * container's neighbours and the host's own services listen). An IPv6 address that carries an IPv4 one
+ * Special-Purpose Address Registries, multicast, and this host's own interface addresses (where its
+ * services, and a container's, listen on more than loopback). An IPv6 address that carries an IPv4 one
  * (mapped, NAT64, 6to4, IPv4-compatible or -translated) is judged by that IPv4 address too.
  */
 
