@@ -3,6 +3,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { FakeSolver, strongChat, talker } from './support/fake-solver';
+import { answeredType, HOSTILE_CASES, sendHostile } from './support/hostile-inputs';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
@@ -118,4 +119,15 @@ describe('schemathesis against the served OpenAPI document', () => {
     if (code !== 0) throw new Error(`schemathesis found problems (exit ${code}); its event log is ${ndjson}:\n${output}`);
     fs.rmSync(reportDir, { recursive: true, force: true });
   }, (MAX_SECONDS + 300) * 1000);
+
+  // Inputs a generator from the document does not make (test/support/hostile-inputs.ts), on the same stack.
+  test('explicit cases: each hostile input is a 4xx of its documented type', async () => {
+    const client = await registerAccount(stack.url, '100');
+    const answers = [];
+    for (const hostile of HOSTILE_CASES) {
+      const answer = await sendHostile(stack.url, hostile, { accountId: client.account_id, apiKey: client.api_key, adminKey: ADMIN_KEY });
+      answers.push({ name: hostile.name, status: answer.status, type: answeredType(answer) });
+    }
+    expect(answers).toEqual(HOSTILE_CASES.map((hostile) => ({ name: hostile.name, status: hostile.status, type: hostile.type })));
+  }, 60_000);
 });

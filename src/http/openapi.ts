@@ -110,8 +110,9 @@ const AUTH_ERRORS: Record<Auth, ErrorType[]> = {
   admin: ['admin_authentication_required', 'invalid_admin_key', 'admin_disabled', 'rate_limited'],
   metrics: ['metrics_authentication_required', 'invalid_metrics_token', 'metrics_disabled'],
 };
-// The body is read (and limited) before any route runs, so every route that takes one can answer these.
-const BODY_ERRORS: ErrorType[] = ['payload_too_large', 'unsupported_media_type'];
+// The body is read (and limited) before any route runs, so every route that takes one can answer these:
+// a Content-Encoding it does not decode is 415, a body that does not decode as its encoding says is 400.
+const BODY_ERRORS: ErrorType[] = ['bad_request', 'payload_too_large', 'unsupported_media_type'];
 const ADMIN_HEADERS = ['Authorization', 'ADMIN_API_KEY', 'X-Admin-API-Key'];
 
 const firecrawlStatus = (status: number) => FIRECRAWL_STATUS[status] ?? status;
@@ -162,8 +163,8 @@ function headersOf(route: RouteDoc, status: number): Record<string, Header> {
   // The upgrade is answered on the socket, outside the app (src/dispatch/ws-server.ts); only a plain GET reaches it.
   if (route.success === 'websocket') return status === 404 ? { 'X-Request-Id': requestIdHeader } : status === 429 ? { ...rateLimitHeaders(true), 'Retry-After': retryAfterHeader } : {};
   const headers: Record<string, Header> = { 'X-Request-Id': requestIdHeader };
-  // 401 is before the count; 413, 415 and malformed JSON (a 422) are refused before authentication.
-  if (route.auth === 'bearer' && ![401, 413, 415].includes(status)) Object.assign(headers, rateLimitHeaders(status !== 422));
+  // 401 is before the count; 413, 415, a body that does not decode (a 400) and malformed JSON (a 422) are refused before authentication.
+  if (route.auth === 'bearer' && ![401, 413, 415].includes(status)) Object.assign(headers, rateLimitHeaders(status !== 422 && !(status === 400 && route.method !== 'get')));
   // A per-address refusal carries the address's counter in the same headers.
   if (status === 429) Object.assign(headers, route.auth === 'bearer' ? {} : rateLimitHeaders(true), { 'Retry-After': retryAfterHeader });
   if (status === 503 && route.errors?.includes('no_solver_available')) headers['Retry-After'] = { description: 'Seconds after which a solver is likely online (no_solver_available)', required: false, schema: { type: 'integer' } };

@@ -1,3 +1,4 @@
+import { isStorableText } from '../schemas/text';
 import { RequestValidationError } from './validation';
 
 /**
@@ -7,8 +8,19 @@ import { RequestValidationError } from './validation';
 
 export const encodeCursor = (key: readonly string[]): string => Buffer.from(JSON.stringify(key)).toString('base64url');
 
-/** The key of a cursor: `size` strings, each matching `part` when given. */
-export function decodeCursor(cursor: string | undefined, size: number, part?: RegExp): string[] | undefined {
+/** The time part of a cursor as lists write it (`to_char` in UTC, microseconds), a real instant PostgreSQL can hold. */
+export function isCursorTime(value: string): boolean {
+  const match = /^(\d{4})-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.(\d{3})\d{3}Z$/.exec(value);
+  if (!match || match[1] === '0000') return false;
+  const millis = `${value.slice(0, 23)}Z`;
+  return !Number.isNaN(Date.parse(millis)) && new Date(millis).toISOString() === millis;
+}
+
+/**
+ * The key of a cursor: one string per part, each accepted by its check. Every part is text PostgreSQL
+ * can store (no NUL), whatever its check, since a cursor's parts go into the page's query.
+ */
+export function decodeCursor(cursor: string | undefined, parts: ReadonlyArray<(value: string) => boolean>): string[] | undefined {
   if (cursor === undefined) return undefined;
   let key: unknown;
   try {
@@ -16,8 +28,9 @@ export function decodeCursor(cursor: string | undefined, size: number, part?: Re
   } catch {
     key = undefined;
   }
-  if (!Array.isArray(key) || key.length !== size || !key.every((value) => typeof value === 'string' && (!part || part.test(value)))) {
+  const valid = Array.isArray(key) && key.length === parts.length && key.every((value, index) => typeof value === 'string' && isStorableText(value) && parts[index]!(value));
+  if (!valid) {
     throw new RequestValidationError([{ type: 'value_error', loc: ['query', 'cursor'], msg: 'Value error, not a cursor this list returned', input: cursor }]);
   }
-  return key;
+  return key as string[];
 }

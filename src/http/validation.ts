@@ -1,6 +1,6 @@
 import type { Request, RequestHandler } from 'express';
 import { ZodError, type ZodIssue, type ZodTypeAny, type z } from 'zod';
-import { unstorableText } from '../schemas/text';
+import { unstorableInput } from '../schemas/text';
 
 /**
  * Turns zod issues into the 422 body clients of FastAPI/pydantic v2 know:
@@ -144,11 +144,15 @@ export function parseOrThrow<S extends ZodTypeAny>(schema: S, value: unknown, pr
   if (value === undefined && prefix.length === 1 && prefix[0] === 'body') {
     throw new RequestValidationError([{ type: 'missing', loc: ['body'], msg: 'Field required', input: null }]);
   }
-  // Text PostgreSQL cannot store is refused wherever it sits, free-form JSON included (src/schemas/text.ts).
-  const text = unstorableText(value, prefix);
+  // Text and numbers PostgreSQL cannot store are refused wherever they sit, free-form JSON included (src/schemas/text.ts).
+  const unstorable = unstorableInput(value, prefix);
   const parsed = schema.safeParse(value);
-  if (!parsed.success) throw new RequestValidationError([...text, ...zodErrorToDetail(parsed.error, value, prefix)]);
-  if (text.length) throw new RequestValidationError(text);
+  if (!parsed.success) {
+    // A number refused as not finite is not reported again by its schema (`int_from_float` of Infinity).
+    const refused = new Set(unstorable.filter((issue) => issue.type === 'finite_number').map((issue) => JSON.stringify(issue.loc)));
+    throw new RequestValidationError([...unstorable, ...zodErrorToDetail(parsed.error, value, prefix).filter((detail) => !refused.has(JSON.stringify(detail.loc)))]);
+  }
+  if (unstorable.length) throw new RequestValidationError(unstorable);
   return parsed.data;
 }
 

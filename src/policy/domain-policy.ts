@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { z } from 'zod';
-import { refusalReason } from '../solver/net-guard';
+import { refusalReason } from './special-addresses';
 
 /**
  * The domain policy: which target hosts web tasks may reach. Pure rule matching, no I/O; the guard
@@ -9,8 +9,9 @@ import { refusalReason } from '../solver/net-guard';
  * Patterns: `example.com` matches that host only; `*.example.com` matches every subdomain of it at any
  * depth (not example.com itself); `*` matches every host. The most specific matching pattern decides
  * (an exact host beats any wildcard, a longer wildcard beats a shorter one); on a tie deny wins.
- * Unmatched hosts get `default`. Private, loopback and link-local targets are refused separately,
- * whatever the rules say, unless private networks are allowed.
+ * Unmatched hosts get `default`. Private, loopback, link-local and every other special-purpose address
+ * (src/policy/special-addresses.ts) are refused separately, whatever the rules say, unless private
+ * networks are allowed.
  */
 
 const HostPattern = z
@@ -80,16 +81,18 @@ export function isLocalName(host: string): boolean {
   return name === 'localhost' || name.endsWith('.localhost') || name === 'localhost.localdomain';
 }
 
-/** The private-network verdict for one address: refused when it is loopback, private, link-local... */
+/**
+ * The private-network verdict for one of a host's addresses (src/policy/special-addresses.ts). The
+ * message names the host, never the address: what an internal name resolves to is not for clients.
+ */
 export function evaluateAddress(host: string, address: string): Verdict {
   const reason = refusalReason(address);
   if (!reason) return { allowed: true };
-  const shown = normalizeHost(host) === address ? address : `${normalizeHost(host)} (${address})`;
-  return privateNetworkRefusal(reason, shown);
+  return privateNetworkRefusal(reason, normalizeHost(host));
 }
 
-function privateNetworkRefusal(network: string, shown: string): Verdict {
-  return { allowed: false, reason: 'private_network', message: `Targets on ${network} networks are refused: ${shown}. Only public addresses are served.` };
+function privateNetworkRefusal(reason: string, host: string): Verdict {
+  return { allowed: false, reason: 'private_network', message: `Targets at ${reason} addresses are refused: ${host}. Only public addresses are served.` };
 }
 
 export function parseTarget(raw: string): { url: URL; host: string } | Verdict {

@@ -28,18 +28,45 @@ export function decimalText(value: number | string): string {
   return cleanFraction ? `${cleanWhole}.${cleanFraction}` : cleanWhole;
 }
 
-/** The decimal strings >= 0 (a minus sign only on a zero), as documented in OpenAPI. */
-const NON_NEGATIVE_DECIMAL_PATTERN = '^(\\+?(\\d+(\\.\\d*)?|\\.\\d+)|-(0+(\\.0*)?|\\.0+))$';
-/** The decimal strings > 0, as documented in OpenAPI. */
-const POSITIVE_DECIMAL_PATTERN = '^\\+?(\\d*[1-9]\\d*(\\.\\d*)?|\\d*\\.\\d*[1-9]\\d*)$';
+/**
+ * The digits an amount may have before and after the point, leading and trailing zeros aside. Every
+ * points column is an unconstrained numeric, which PostgreSQL caps at 131,072 digits before the point
+ * and 16,383 after; amounts are summed into balances and divided (fees, per-token prices), whose
+ * quotients it keeps to 1,000 fractional digits. A thousand each side stays clear of all of these, and
+ * far beyond any real price.
+ */
+export const AMOUNT_MAX_WHOLE_DIGITS = 1000;
+export const AMOUNT_MAX_FRACTION_DIGITS = 1000;
 
-// Only a well-formed decimal is judged by its sign; a malformed one already has its decimal_parsing error.
+const W = AMOUNT_MAX_WHOLE_DIGITS;
+const F = AMOUNT_MAX_FRACTION_DIGITS;
+/** The decimal strings >= 0 (a minus sign only on a zero) within the digit bounds, as documented in OpenAPI. */
+const NON_NEGATIVE_DECIMAL_PATTERN = `^(\\+?((0*[1-9]\\d{0,${W - 1}}|0+)(\\.(\\d{0,${F - 1}}[1-9])?0*)?|\\.(\\d{0,${F - 1}}[1-9]0*|0+))|-(0+(\\.0*)?|\\.0+))$`;
+/** The decimal strings > 0 within the digit bounds, as documented in OpenAPI. */
+const POSITIVE_DECIMAL_PATTERN = `^\\+?(0*[1-9]\\d{0,${W - 1}}(\\.(\\d{0,${F - 1}}[1-9])?0*)?|0*\\.\\d{0,${F - 1}}[1-9]0*)$`;
+
+/** Digits before and after the point of a well-formed decimal string, leading and trailing zeros aside (linear: no regex backtracking). */
+function significantDigits(text: string): { whole: number; fraction: number } {
+  const [whole = '', fraction = ''] = text.replace(/^[+-]/, '').split('.');
+  let first = 0;
+  while (first < whole.length && whole[first] === '0') first++;
+  let last = fraction.length;
+  while (last > 0 && fraction[last - 1] === '0') last--;
+  return { whole: whole.length - first, fraction: last };
+}
+
+const wholeDigitsIssue = pydanticIssue('decimal_whole_digits', `Decimal input should have no more than ${W} digits before the decimal point`, { whole_digits: W });
+const fractionDigitsIssue = pydanticIssue('decimal_max_places', `Decimal input should have no more than ${F} decimal places`, { decimal_places: F });
+
+// Only a well-formed decimal is judged by its sign and size; a malformed one already has its decimal_parsing error.
 // The sign is read from the text, not from a Number, which would turn 400 digits into 0 or Infinity.
 const decimalString = (sign: { holds: (text: string) => boolean; issue: ReturnType<typeof pydanticIssue> }, pattern: string) =>
   z
     .string()
     .regex(DECIMAL_PATTERN, 'decimal')
     .refine((value) => !DECIMAL_PATTERN.test(value) || sign.holds(value), sign.issue)
+    .refine((value) => !DECIMAL_PATTERN.test(value) || significantDigits(value).whole <= W, wholeDigitsIssue)
+    .refine((value) => !DECIMAL_PATTERN.test(value) || significantDigits(value).fraction <= F, fractionDigitsIssue)
     .openapi({ pattern });
 
 const nonZero = (text: string) => /[1-9]/.test(text);

@@ -1,77 +1,21 @@
 import dns from 'node:dns';
 import net from 'node:net';
+import { refusalReason } from '../policy/special-addresses';
 import { SolverError } from './errors';
 
 /**
  * Keeps the solver from being used to reach the network it runs in (SSRF): a target whose host
- * resolves to any loopback, private, link-local, unspecified or multicast address is refused,
- * unless the operator allows private networks (local fixtures, tests). Only http(s) is fetched.
+ * resolves to any address of the special-purpose registries (loopback, private, link-local,
+ * documentation, multicast, ...) or of this host itself is refused, unless the operator allows private
+ * networks (local fixtures, tests). The classifier is the one the API's domain policy uses
+ * (src/policy/special-addresses.ts). Only http(s) is fetched.
  */
 
 export type NetPolicy = { allowPrivateNetworks: boolean };
 
-type LabelledRange = { label: string; block: net.BlockList };
-
-function range(label: string, subnets: Array<[string, number, 'ipv4' | 'ipv6']>): LabelledRange {
-  const block = new net.BlockList();
-  for (const [network, prefix, family] of subnets) block.addSubnet(network, prefix, family);
-  return { label, block };
-}
-
-const REFUSED_RANGES: LabelledRange[] = [
-  range('unspecified', [['0.0.0.0', 8, 'ipv4'], ['::', 128, 'ipv6']]),
-  range('loopback', [['127.0.0.0', 8, 'ipv4'], ['::1', 128, 'ipv6']]),
-  range('private', [
-    ['10.0.0.0', 8, 'ipv4'],
-    ['172.16.0.0', 12, 'ipv4'],
-    ['192.168.0.0', 16, 'ipv4'],
-    ['100.64.0.0', 10, 'ipv4'],
-    ['fc00::', 7, 'ipv6'],
-    ['fec0::', 10, 'ipv6'],
-  ]),
-  range('link-local', [['169.254.0.0', 16, 'ipv4'], ['fe80::', 10, 'ipv6']]),
-  range('multicast', [['224.0.0.0', 4, 'ipv4'], ['ff00::', 8, 'ipv6']]),
-  range('reserved', [['240.0.0.0', 4, 'ipv4']]),
-];
-
-/** IPv6 forms that carry an IPv4 address: mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::/96), 6to4 (2002::/16). */
-function embeddedIpv4(address: string): string | null {
-  const lower = address.toLowerCase();
-  const dotted = lower.match(/^(?:::ffff:|64:ff9b::)(\d+\.\d+\.\d+\.\d+)$/);
-  if (dotted) return dotted[1]!;
-  const groups = expandIpv6(lower);
-  if (!groups) return null;
-  const toV4 = (high: number, low: number) => `${high >> 8}.${high & 255}.${low >> 8}.${low & 255}`;
-  const isMapped = groups.slice(0, 5).every((group) => group === 0) && groups[5] === 0xffff;
-  const isNat64 = groups[0] === 0x64 && groups[1] === 0xff9b && groups.slice(2, 6).every((group) => group === 0);
-  if (isMapped || isNat64) return toV4(groups[6]!, groups[7]!);
-  if (groups[0] === 0x2002) return toV4(groups[1]!, groups[2]!);
-  return null;
-}
-
-function expandIpv6(address: string): number[] | null {
-  if (!net.isIPv6(address) || address.includes('.')) return null;
-  const [head, tail] = address.split('::') as [string, string | undefined];
-  const parse = (part: string) => (part === '' ? [] : part.split(':').map((group) => parseInt(group, 16)));
-  const left = parse(head);
-  const right = tail === undefined ? [] : parse(tail);
-  const zeros = tail === undefined ? 0 : 8 - left.length - right.length;
-  return [...left, ...new Array(zeros).fill(0), ...right];
-}
-
-/** Why an address is refused ('loopback', 'private', ...), or null when it is a public address. */
-export function refusalReason(address: string): string | null {
-  const family = net.isIP(address);
-  if (family === 0) return 'not an IP address';
-  const type = family === 4 ? 'ipv4' : 'ipv6';
-  for (const { label, block } of REFUSED_RANGES) if (block.check(address, type)) return label;
-  const inner = family === 6 ? embeddedIpv4(address) : null;
-  return inner ? refusalReason(inner) : null;
-}
-
-function blocked(host: string, address: string, reason: string): SolverError {
-  const shown = host === address ? host : `${host} (${address})`;
-  return new SolverError('target_blocked', `refused to connect to ${shown}: ${reason} addresses are not allowed`);
+/** Names the host and why, never the address a name resolved to. */
+function blocked(host: string, reason: string): SolverError {
+  return new SolverError('target_blocked', `refused to connect to ${host}: ${reason} addresses are not allowed`);
 }
 
 /** Parses a target URL and refuses anything but http(s). */
@@ -108,7 +52,7 @@ export async function resolveAllowedAddresses(host: string, policy: NetPolicy): 
   if (!policy.allowPrivateNetworks) {
     for (const { address } of addresses) {
       const reason = refusalReason(address);
-      if (reason) throw blocked(host, address, reason);
+      if (reason) throw blocked(host, reason);
     }
   }
   return addresses;
@@ -141,7 +85,7 @@ export function guardedLookup(policy: NetPolicy) {
       if (!policy.allowPrivateNetworks) {
         for (const { address } of addresses) {
           const reason = refusalReason(address);
-          if (reason) return callback(blocked(hostname, address, reason) as unknown as NodeJS.ErrnoException, '', 0);
+          if (reason) return callback(blocked(hostname, reason) as unknown as NodeJS.ErrnoException, '', 0);
         }
       }
       if (options.all) return callback(null, addresses);

@@ -1,4 +1,7 @@
+import net from 'node:net';
 import { BrowserPool, openPage } from '../../src/solver/browser/browser-pool';
+import { createPageSnapshotHandler } from '../../src/solver/handlers/page-snapshot';
+import { createScreenshotHandler } from '../../src/solver/handlers/screenshot';
 import { SolverError } from '../../src/solver/errors';
 import { startFixtureServer, type FixtureServer } from './helpers/fixture-server';
 
@@ -14,6 +17,7 @@ const pool = new BrowserPool({
   timeoutMs: 15_000,
   proxyResolver: async (host) => {
     if (host === '127.0.0.2') throw new SolverError('target_blocked', 'refused to connect to 127.0.0.2: test internal network');
+    if (host.endsWith('.invalid')) throw new SolverError('host_not_found', `the host ${host} does not resolve`);
     return host;
   },
 });
@@ -56,4 +60,40 @@ test('subresources on a refused host are never requested', async () => {
   });
   expect(title).toBe('Embeds');
   expect(internalSite.requests).toEqual([]);
+});
+
+describe('a page the proxy could not load is a failed attempt, never the proxy\'s error page', () => {
+  const open = (url: string) => pool.withPage({ width: 800, height: 600 }, new AbortController().signal, (page) => openPage(page, url, policy, 15_000));
+  // A port nothing listens on (Chromium refuses well-known ones such as 9 before any connection).
+  let closed = '';
+  beforeAll(async () => {
+    const server = net.createServer();
+    await new Promise<void>((ready) => server.listen(0, '127.0.0.1', ready));
+    closed = `http://127.0.0.1:${(server.address() as net.AddressInfo).port}/`;
+    await new Promise((done) => server.close(done));
+  });
+
+  test('a plain-http target whose connection fails', async () => {
+    await expect(open(closed)).rejects.toMatchObject({ type: 'navigation_failed', message: `could not load ${closed}: could not connect to ${new URL(closed).host}: ECONNREFUSED` });
+  });
+
+  test('a name that does not resolve', async () => {
+    await expect(open('http://nowhere.invalid/')).rejects.toMatchObject({ type: 'host_not_found', retryable: false });
+  });
+
+  test('a redirect to a host whose connection fails', async () => {
+    await expect(open(`${publicSite.baseUrl}/redirect-to?target=${encodeURIComponent(closed)}`)).rejects.toMatchObject({ type: 'navigation_failed' });
+  });
+
+  test('the screenshot and snapshot handlers fail the attempt', async () => {
+    const screenshot = createScreenshotHandler({ pool, policy, timeoutMs: 15_000 });
+    const snapshot = createPageSnapshotHandler({ pool, policy, timeoutMs: 15_000, maxBytes: 100_000 });
+    await expect(screenshot({ url: closed }, { signal: new AbortController().signal })).rejects.toMatchObject({ type: 'navigation_failed' });
+    await expect(snapshot({ url: 'http://nowhere.invalid/' }, { signal: new AbortController().signal })).rejects.toMatchObject({ type: 'host_not_found' });
+  });
+
+  test('a target cannot pass its own page off as the proxy\'s failure', async () => {
+    const opened = await open(`${publicSite.baseUrl}/claims-proxy-error`);
+    expect(opened).toMatchObject({ status: 200 });
+  });
 });

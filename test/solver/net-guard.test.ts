@@ -1,39 +1,13 @@
 import dns from 'node:dns';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { assertTargetAllowed, guardedLookup, pinnedLookup, refusalReason } from '../../src/solver/net-guard';
+import { assertTargetAllowed, guardedLookup, pinnedLookup } from '../../src/solver/net-guard';
 import { SolverError } from '../../src/solver/errors';
 
-test.each([
-  ['127.0.0.1', 'loopback'],
-  ['127.8.9.10', 'loopback'],
-  ['::1', 'loopback'],
-  ['10.1.2.3', 'private'],
-  ['172.16.0.1', 'private'],
-  ['172.31.255.255', 'private'],
-  ['192.168.1.1', 'private'],
-  ['100.64.0.1', 'private'],
-  ['fd12:3456::1', 'private'],
-  ['169.254.169.254', 'link-local'],
-  ['fe80::1', 'link-local'],
-  ['0.0.0.0', 'unspecified'],
-  ['::', 'unspecified'],
-  ['224.0.0.1', 'multicast'],
-  ['ff02::1', 'multicast'],
-  ['::ffff:127.0.0.1', 'loopback'],
-  ['::ffff:a9fe:a9fe', 'link-local'],
-  ['64:ff9b::10.0.0.1', 'private'],
-  ['2002:c0a8:0101::1', 'private'],
-])('refuses %s as %s', (address, reason) => {
-  expect(refusalReason(address)).toBe(reason);
-});
-
-test.each(['93.184.216.34', '8.8.8.8', '172.32.0.1', '2606:4700:4700::1111', '::ffff:8.8.8.8'])('allows the public address %s', (address) => {
-  expect(refusalReason(address)).toBeNull();
-});
-
 test('refuses a host name that resolves to loopback', async () => {
-  await expect(assertTargetAllowed('http://localhost:8080/', { allowPrivateNetworks: false })).rejects.toMatchObject({ type: 'target_blocked' });
+  const refused = assertTargetAllowed('http://localhost:8080/', { allowPrivateNetworks: false });
+  // The message names the host, never what it resolves to.
+  await expect(refused).rejects.toMatchObject({ type: 'target_blocked', message: 'refused to connect to localhost: loopback addresses are not allowed' });
 });
 
 test('admits private targets when private networks are allowed', async () => {

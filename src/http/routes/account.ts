@@ -62,7 +62,7 @@ export function accountRoutes(deps: AppDeps): Router {
 
   router.get('/v1/account/ledger', auth, async (req, res) => {
     const query = parseOrThrow(LedgerHistoryQuery, req.query, ['query']);
-    const after = decodeCursor(query.cursor, 1, /^\d{1,18}$/);
+    const after = decodeCursor(query.cursor, [(entryId) => /^\d{1,18}$/.test(entryId)]);
     const page = await ledgerHistory(deps.db, accountOf(res).account_id, {
       kind: query.kind,
       taskId: query.task_id,

@@ -1,4 +1,5 @@
 import { Router } from 'express';
+import { isStorableText } from '../../schemas/text';
 import { canaryPage, canaryPageOf } from '../../trust/canaries';
 import type { AppDeps } from '../deps';
 
@@ -10,7 +11,8 @@ export function canaryRoutes(deps: AppDeps): Router {
   const router = Router();
   router.get('/canary/:canaryId', async (req, res, next) => {
     try {
-      const page = await canaryPageOf(deps.db, req.params.canaryId);
+      // No canary id holds a NUL (nor could PostgreSQL compare one): such a path is simply not a canary.
+      const page = isStorableText(req.params.canaryId) ? await canaryPageOf(deps.db, req.params.canaryId) : null;
       res
         .status(page ? 200 : 404)
         .type('html')

@@ -28,7 +28,7 @@ import type { TaskService } from '../../tasks/service';
 import { costHeaders, createWebTask, idempotencyKeyOf, runWebTask, safetyOf } from '../web-tasks';
 import { adminCompleteSignal, cancelTaskSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
-import { decodeCursor, encodeCursor } from '../pagination';
+import { decodeCursor, encodeCursor, isCursorTime } from '../pagination';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
 
@@ -58,7 +58,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
 
   router.get('/v1/tasks', auth, async (req, res) => {
     const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
-    const after = decodeCursor(query.cursor, 2);
+    const after = decodeCursor(query.cursor, [isCursorTime, (taskId) => taskId.length > 0]);
     const page = await listTasks(deps.db, accountOf(res).account_id, {
       status: query.status,
       taskType: query.task_type,

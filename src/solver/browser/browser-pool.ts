@@ -1,9 +1,9 @@
 import { chromium, type Browser, type BrowserContext, type Page, type Route, type WebSocketRoute } from 'playwright-core';
 import type { Logger } from '../../logger';
-import { SolverError, firstLine, type SolverErrorType } from '../errors';
+import { SOLVER_ERROR_RETRYABLE, SolverError, firstLine, type SolverErrorType } from '../errors';
 import { Semaphore } from '../semaphore';
 import { assertTargetAllowed, type NetPolicy } from '../net-guard';
-import { BLOCKED_HEADER, policyResolver, startGuardProxy, type GuardProxy, type TargetResolver } from './guard-proxy';
+import { PROXY_ERROR_HEADER, policyResolver, startGuardProxy, type GuardProxy, type TargetResolver } from './guard-proxy';
 
 /** Flags for a headless Chromium that makes no network traffic of its own and never phones home. */
 export const CHROMIUM_ARGS = [
@@ -180,9 +180,8 @@ export async function openPage(page: Page, url: string, policy: NetPolicy, timeo
   const started = Date.now();
   try {
     const response = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: timeoutMs });
-    if (response?.headers()[BLOCKED_HEADER]) {
-      throw new SolverError('target_blocked', `navigation to ${url} was redirected to a refused address`);
-    }
+    const proxyError = response?.headers()[PROXY_ERROR_HEADER];
+    if (proxyError) throw await proxyFailure(url, proxyError, response!);
     const remaining = timeoutMs - (Date.now() - started);
     if (remaining > 0) await page.waitForLoadState('load', { timeout: remaining }).catch(() => undefined);
     return { finalUrl: page.url(), status: response?.status() ?? null };
@@ -193,6 +192,17 @@ export async function openPage(page: Page, url: string, policy: NetPolicy, timeo
   } finally {
     page.off('request', onRequest);
   }
+}
+
+/**
+ * The page the guard proxy answered in the target's place: the load failed (a refused hop, a name that
+ * does not resolve, a connection that failed), so the attempt fails with the proxy's error type rather
+ * than delivering the proxy's error page as the target's.
+ */
+async function proxyFailure(url: string, type: string, response: { text(): Promise<string> }): Promise<SolverError> {
+  if (type === 'target_blocked') return new SolverError('target_blocked', `navigation to ${url} was redirected to a refused address`);
+  const reason = firstLine(await response.text().catch(() => 'the proxy could not reach the target'));
+  return new SolverError(type in SOLVER_ERROR_RETRYABLE ? (type as SolverErrorType) : 'navigation_failed', `could not load ${url}: ${reason}`);
 }
 
 /** Chromium network errors that every other solver would hit too are not worth a retry. */

@@ -15,7 +15,12 @@ import { resolveAllowedAddresses, type NetPolicy } from '../net-guard';
 /** Resolves a host to the address to connect to, or throws a `target_blocked` SolverError. */
 export type TargetResolver = (host: string) => Promise<string>;
 
-export const BLOCKED_HEADER = 'x-solver-blocked';
+/**
+ * Marks an answer the proxy made itself (a refused target, a name that does not resolve, a connection
+ * that failed) with the SolverErrorType of the failure, so the page it shows is never taken for the
+ * target's; the same header from a target is dropped.
+ */
+export const PROXY_ERROR_HEADER = 'x-solver-proxy-error';
 const IDLE_TIMEOUT_MS = 60_000;
 
 export function policyResolver(policy: NetPolicy): TargetResolver {
@@ -75,13 +80,15 @@ async function forwardRequest(req: http.IncomingMessage, res: http.ServerRespons
       setHost: false,
     },
     (upstreamResponse) => {
-      res.writeHead(upstreamResponse.statusCode ?? 502, withoutHopByHop(upstreamResponse.headers));
+      const headers = withoutHopByHop(upstreamResponse.headers);
+      delete headers[PROXY_ERROR_HEADER];
+      res.writeHead(upstreamResponse.statusCode ?? 502, headers);
       upstreamResponse.pipe(res);
     },
   );
   upstream.setTimeout(IDLE_TIMEOUT_MS, () => upstream.destroy());
-  upstream.on('error', () => {
-    if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' }).end('upstream connection failed');
+  upstream.on('error', (error: NodeJS.ErrnoException) => {
+    if (!res.headersSent) refuse(res, new SolverError('navigation_failed', `could not connect to ${target.host}: ${error.code ?? error.message}`));
     else res.destroy();
   });
   req.pipe(upstream);
@@ -97,10 +104,10 @@ function withoutHopByHop(headers: http.IncomingHttpHeaders): http.OutgoingHttpHe
 }
 
 function refuse(res: http.ServerResponse, error: unknown): void {
-  const blockedTarget = error instanceof SolverError && error.type === 'target_blocked';
+  const failure = error instanceof SolverError ? error : new SolverError('navigation_failed', error instanceof Error ? error.message : 'the proxy could not reach the target');
   res
-    .writeHead(blockedTarget ? 403 : 502, { 'content-type': 'text/plain', ...(blockedTarget && { [BLOCKED_HEADER]: '1' }) })
-    .end(error instanceof Error ? error.message : 'refused');
+    .writeHead(failure.type === 'target_blocked' ? 403 : 502, { 'content-type': 'text/plain', [PROXY_ERROR_HEADER]: failure.type })
+    .end(failure.message);
 }
 
 async function tunnel(req: http.IncomingMessage, client: Duplex, head: Buffer, resolve: TargetResolver, sockets: Set<Duplex>): Promise<void> {
@@ -115,7 +122,7 @@ async function tunnel(req: http.IncomingMessage, client: Duplex, head: Buffer, r
     address = await resolve(stripBrackets(match[1]!));
   } catch (error) {
     const blockedTarget = error instanceof SolverError && error.type === 'target_blocked';
-    client.end(blockedTarget ? `HTTP/1.1 403 Forbidden\r\n${BLOCKED_HEADER}: 1\r\n\r\n` : 'HTTP/1.1 502 Bad Gateway\r\n\r\n');
+    client.end(blockedTarget ? `HTTP/1.1 403 Forbidden\r\n${PROXY_ERROR_HEADER}: target_blocked\r\n\r\n` : 'HTTP/1.1 502 Bad Gateway\r\n\r\n');
     return;
   }
   const upstream = net.connect({ host: address, port: Number(match[2]) });

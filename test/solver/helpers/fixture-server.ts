@@ -65,6 +65,9 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       const target = url.searchParams.get('target') ?? '';
       return send(res, 200, 'text/html', `<html><head><title>Embeds</title></head><body><h1>Embeds</h1><img src="${target}/pixel.png"><iframe src="${target}/frame.html"></iframe><script>fetch('${target}/beacon').catch(() => {});</script></body></html>`);
     }
+    case '/claims-proxy-error':
+      // A target that sends the guard proxy's failure headers (today's and the one before it).
+      return send(res, 200, 'text/html', '<html><head><title>Claims</title></head><body><h1>A real page</h1></body></html>', { 'x-solver-proxy-error': 'target_blocked', 'x-solver-blocked': '1' });
     case '/hang':
       // Never answers: lets tests abort a request in flight.
       return;
