@@ -27,6 +27,8 @@ import {
   handOnSlots,
   QUEUE_COLUMNS,
   queueValues,
+  REASSIGNED,
+  recordHandoffsCommitted,
   reservationSteps,
   stateValue,
   toAssignment,
@@ -324,7 +326,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
   // One statement, so one round trip and atomic without a transaction.
-  const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reserved_now: z.boolean() }))`
+  const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reassigned: z.boolean() }))`
     WITH existing AS (
       SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost
       FROM task_attempts WHERE attempt_id = ${attemptId}
@@ -355,9 +357,9 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
               SELECT ${CANDIDATE_COLUMNS}
               FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost FROM reserved) chosen
             ) x) AS candidate,
-           EXISTS (SELECT 1 FROM queued) AS queued, EXISTS (SELECT 1 FROM waiting) AS waiting, EXISTS (SELECT 1 FROM reserved) AS reserved_now`);
-  // A later attempt matched or queued by this call (not found again on a retry) follows a failed one.
-  if (input.attemptNumber > 1 && (row.reserved_now || (row.queued && !row.waiting))) recordAttemptReassigned(input.taskType);
+           EXISTS (SELECT 1 FROM queued) AS queued, EXISTS (SELECT 1 FROM waiting) AS waiting, ${REASSIGNED} AS reassigned`);
+  // Reserved by this call (not found again on a retry); a queued attempt counts when its slot is handed.
+  if (row.reassigned) recordAttemptReassigned(input.taskType);
   if (row.candidate) return { assignment: toAssignment(attemptId, row.candidate) };
   const handoffs = row.queued ? await handOnSlots(db, [input.taskType], { knownWaiting: true }) : [];
   const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
@@ -439,7 +441,7 @@ interface FreedSlots {
  * while they were being freed (matching.ts, handOnSlots).
  */
 async function afterCommit(db: Runner, { freed, handoffs }: FreedSlots): Promise<Handoff[]> {
-  if (freed.length === 0 || handoffs.length > 0) return handoffs;
+  if (freed.length === 0 || handoffs.length > 0) return recordHandoffsCommitted(handoffs);
   return handOnSlots(db, freed);
 }
 

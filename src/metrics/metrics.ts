@@ -52,7 +52,7 @@ const tasksFinished = new Counter({
 
 const attemptsReassigned = new Counter({
   name: `${PREFIX}attempts_reassigned_total`,
-  help: 'Attempts given to another solver after an earlier attempt of the same task failed',
+  help: 'Attempts given to another solver than the previous attempt of the same task (a task put back in line, or given to the same solver again, is not counted)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
@@ -184,7 +184,7 @@ export const recordTaskCreated = (taskType: string) => tasksCreated.labels(taskT
 /** A task reached its final state (the transaction that finished it committed). */
 export const recordTaskFinished = (taskType: string, status: string) => tasksFinished.labels(taskType, status).inc();
 
-/** An attempt after the first was reserved for a task. */
+/** An attempt after the first was given to another solver than the task's previous attempt. */
 export const recordAttemptReassigned = (taskType: string) => attemptsReassigned.labels(taskType).inc();
 
 /** An attempt sent early was taken over by its dispatch activity, or abandoned without one (src/dispatch/early-attempts.ts). */
