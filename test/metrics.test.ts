@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import { sql } from 'slonik';
 import { createDb, type Db } from '../src/db/pool';
@@ -149,6 +150,17 @@ describe('Prometheus metrics of a deployment of several processes', () => {
     expect(sampleValue(b, 'marketplace_chat_relay_seconds_count', { path: 'notify' })).toBeGreaterThanOrEqual(3);
     // Process figures come with every scrape.
     expect(workerFigures.types.get('process_cpu_seconds_total')).toBe('counter');
+  });
+
+  test('every process\'s /metrics passes `promtool check metrics`, as a deployment gating on it runs it', async () => {
+    for (const url of [`${urlA()}/metrics`, workerMetrics()]) {
+      const response = await fetch(url, { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
+      const text = await response.text();
+      expect(text).toContain('nodejs_active_handles');
+      const check = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      if (check.error) throw new Error(`promtool did not run (${check.error.message}): \`npm test\` installs it (Debian package prometheus)`);
+      expect({ status: check.status, output: check.stdout + check.stderr }).toEqual({ status: 0, output: '' });
+    }
   });
 
   test('a task whose only solver fails is not counted as reassigned: the counter moves only when another solver takes the task', async () => {

@@ -12,6 +12,9 @@ import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
 
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
+// Gauges named like counters fail `promtool check metrics`; each is the sum of its by-type gauge
+// (`sum without (type) (nodejs_active_handles)`).
+for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
 
 const PREFIX = 'marketplace_';
 const FINAL_STATES = ['completed', 'failed', 'timed_out'] as const;
