@@ -2,7 +2,7 @@ import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig } from '@aste
 import { FIRECRAWL_STATUS } from '../compat/firecrawl';
 import { ERROR_STATUS, type ErrorType } from '../errors';
 import { z } from '../schemas/zod';
-import { errorBodyOf, errorTypesOf, FreeForm, StringMap, ValidationErrorBody } from '../schemas/common';
+import { errorBodyOf, errorTypesOf, FreeForm, openAiErrorBodyOf, OpenAIValidationErrorBody, StringMap, ValidationErrorBody } from '../schemas/common';
 import * as queries from '../schemas/queries';
 import * as bodies from '../schemas/requests';
 import * as responseSchemas from '../schemas/responses';
@@ -37,6 +37,8 @@ interface RouteDoc {
   taskHeader?: boolean;
   /** Errors in Firecrawl's shape and statuses (src/compat/firecrawl.ts). */
   firecrawl?: boolean;
+  /** Errors as OpenAI's error object (src/chat/openai-format.ts). */
+  openai?: boolean;
 }
 
 /** Creating a task holds points and starts its workflow, or is refused when the queue for its type is full. */
@@ -76,10 +78,10 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/search', cost: true, summary: 'Web search', tag: 'convenience', auth: 'bearer', body: bodies.SearchBody, errors: RUNS_TASK, taskHeader: true },
   { method: 'post', path: '/v1/screenshot', cost: true, summary: 'PNG screenshot of the rendered page (JSON, or raw PNG with Accept: image/png)', tag: 'convenience', auth: 'bearer', body: bodies.ScreenshotBody, errors: ['domain_blocked', ...RUNS_TASK], taskHeader: true, success: 'png' },
   { method: 'post', path: '/v1/snapshot', cost: true, summary: 'Structured snapshot of the rendered page', tag: 'convenience', auth: 'bearer', body: bodies.SnapshotBody, errors: ['domain_blocked', ...RUNS_TASK], taskHeader: true },
-  { method: 'post', path: '/v1/chat/completions', cost: true, summary: 'OpenAI-compatible chat completion (JSON or SSE)', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse' },
-  { method: 'post', path: '/v1/inference/chat/completions', cost: true, summary: 'Temporary alias of /v1/chat/completions', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse' },
-  { method: 'get', path: '/v1/models', summary: 'Public models', tag: 'inference', auth: 'none' },
-  { method: 'get', path: '/v1/models/{model}', summary: 'A model descriptor (service/strong or strong)', tag: 'inference', auth: 'none', params: ModelParams, errors: ['model_not_found'] },
+  { method: 'post', path: '/v1/chat/completions', cost: true, summary: 'OpenAI-compatible chat completion (JSON or SSE)', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse', openai: true },
+  { method: 'post', path: '/v1/inference/chat/completions', cost: true, summary: 'Temporary alias of /v1/chat/completions', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse', openai: true },
+  { method: 'get', path: '/v1/models', summary: 'Public models', tag: 'inference', auth: 'none', openai: true },
+  { method: 'get', path: '/v1/models/{model}', summary: 'A model descriptor (service/strong or strong)', tag: 'inference', auth: 'none', params: ModelParams, errors: ['model_not_found'], openai: true },
   { method: 'post', path: '/v1/compat/scraper/scrape', cost: true, summary: 'Firecrawl v1 compatible scrape', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: { 'Idempotency-Key': 'Retrying with the same key returns the first scrape\'s tasks' }, errors: ['domain_blocked', ...RUNS_TASK], firecrawl: true },
   { method: 'post', path: '/v1/compat/scraper/v1/scrape', cost: true, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, errors: ['domain_blocked', ...RUNS_TASK], firecrawl: true },
   { method: 'post', path: '/v1/compat/scraper/v2/scrape', cost: true, summary: 'Firecrawl v2 compatible scrape (formats as names or objects; unsupported formats are 400 unsupported_format)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: { 'Idempotency-Key': 'Retrying with the same key returns the first scrape\'s tasks' }, errors: FIRECRAWL_V2, firecrawl: true },
@@ -133,7 +135,7 @@ const ScrapeValidationError = ValidationErrorBody.extend({ success: z.literal(fa
 
 /** One server-sent event of a streamed completion (one `data:` line each). */
 const SseEvent = z
-  .object({ data: z.string().openapi({ description: 'A chat.completion.chunk, an {"error":{...}} object when the stream fails, or [DONE] at its end' }) })
+  .object({ data: z.string().openapi({ description: 'A chat.completion.chunk, an {"error":{"message","type","param","code"}} object when the stream fails, or [DONE] at its end' }) })
   .passthrough()
   .openapi('ChatCompletionEvent');
 
@@ -185,7 +187,7 @@ function responsesOf(route: RouteDoc): Record<string, ResponseConfig> {
   const [successStatus, success] = successOf(route);
   const responses: Record<string, ResponseConfig> = { [successStatus]: success };
   for (const [status, own] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const schema = route.firecrawl ? firecrawlErrorBodyOf(status) : errorBodyOf(status);
+    const schema = route.firecrawl ? firecrawlErrorBodyOf(status) : route.openai ? openAiErrorBodyOf(status) : errorBodyOf(status);
     responses[String(status)] = { description: own.join(', '), headers: headersOf(route, status), content: { 'application/json': { schema } } };
   }
   // Any body can be malformed JSON, and every body and path parameter is validated.
@@ -193,7 +195,7 @@ function responsesOf(route: RouteDoc): Record<string, ResponseConfig> {
     responses['422'] = {
       description: 'Validation error',
       headers: headersOf(route, 422),
-      content: { 'application/json': { schema: route.firecrawl ? ScrapeValidationError : ValidationErrorBody } },
+      content: { 'application/json': { schema: route.firecrawl ? ScrapeValidationError : route.openai ? OpenAIValidationErrorBody : ValidationErrorBody } },
     };
   }
   return responses;
@@ -292,7 +294,7 @@ export function openApiDocument(): object {
       title: 'Task Marketplace API',
       version: '0.1.0',
       description:
-        'Web tasks, chat completions and solver agents. Errors are {"error":{"type","message"}} (one schema per status, ErrorNNN, whose `type` lists the types of that status); validation errors are 422 {"detail":[...]}. Strings hold no NUL (422 string_pattern_mismatch) and no unpaired UTF-16 surrogate (422 string_unicode).',
+        'Web tasks, chat completions and solver agents. Errors are {"error":{"type","message"}} (one schema per status, ErrorNNN, whose `type` lists the types of that status); validation errors are 422 {"detail":[...]}. On the OpenAI-compatible routes (chat completions, models) an error is OpenAI\'s error object {"error":{"message","type","param","code"}}, `code` the same as `type` (OpenAIErrorNNN), and a 422 keeps its `detail` and adds that object for its first issue. Strings hold no NUL (422 string_pattern_mismatch) and no unpaired UTF-16 surrogate (422 string_unicode).',
     },
   });
   constrainRequests(document as unknown as JsonSchema);
