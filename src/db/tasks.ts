@@ -128,6 +128,12 @@ export interface TaskRecord extends Omit<TaskRow, 'account_id'>, TaskCost {
 const QueuePlace = z.object({ position: z.number(), waited_seconds: z.number() });
 export type QueuePlace = z.infer<typeof QueuePlace>;
 
+/** An Idempotency-Key as a task stores it, and the fingerprint of the request that sent it (src/http/idempotency.ts). */
+export interface Idempotency {
+  key: string;
+  fingerprint: string;
+}
+
 export interface NewTask {
   taskId: string;
   accountId: string;
@@ -136,7 +142,8 @@ export interface NewTask {
   maxPricePoints: string;
   timeoutSeconds: number;
   workflowId: string;
-  idempotencyKey?: string;
+  /** The request's Idempotency-Key (as this task stores it) and the fingerprint of the request it came with. */
+  idempotency?: Idempotency;
   /** The API key that asks for it: its hold counts against the key's spend limit, if it has one. */
   keyId?: string;
   /**
@@ -164,8 +171,10 @@ const AdmissionRow = z.object({ ahead: z.number(), rate: z.coerce.number(), busy
 export type CreateTaskOutcome =
   /** `handoffs`: slots handed to waiting tasks (this one's own may be among them) once it had queued. */
   | { kind: 'created'; task: TaskRow; firstAssignment: Assignment | null; handoffs: Handoff[] }
-  /** The account used this idempotency key before: that task is the answer. */
+  /** The account used this idempotency key before, with the same request: that task is the answer. */
   | { kind: 'existing'; task: TaskRow }
+  /** The account used this idempotency key before with another request: nothing is created. */
+  | { kind: 'idempotency_key_reused' }
   /** The hold does not fit the account's available points (or the account does not exist). */
   | { kind: 'insufficient_balance'; requiredPoints: string }
   /** The hold does not fit what is left of the key's spend limit in its period. */
@@ -209,9 +218,9 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         onlyIf: task.match ? hasBalance : sql.fragment`false`,
         arrival: sql.fragment`now()`,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, status, solver_id, key_id, key_spend_period)
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
-               ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotencyKey ?? null},
+               ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
                ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
@@ -242,8 +251,10 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
   if (row === 'overdraft') return { kind: 'insufficient_balance', requiredPoints: task.maxPricePoints };
   if (row === 'key_limit') return { kind: 'key_spend_limit_reached', requiredPoints: task.maxPricePoints, keyId: task.keyId!, limit: await keySpendOf(db, task.keyId!) };
   if (row === 'duplicate') {
-    const existing = await db.one(sql.type(TaskRow)`
-      SELECT ${TASK_COLUMNS} FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotencyKey ?? null}`);
+    const { request_fingerprint: fingerprint, ...existing } = await db.one(sql.type(TaskRow.extend({ request_fingerprint: z.string().nullable() }))`
+      SELECT ${TASK_COLUMNS}, request_fingerprint FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotency?.key ?? null}`);
+    // A task from before fingerprints were stored has none: its type still tells another operation.
+    if ((fingerprint ?? task.idempotency?.fingerprint) !== task.idempotency?.fingerprint || existing.task_type !== task.taskType) return { kind: 'idempotency_key_reused' };
     return { kind: 'existing', task: existing };
   }
   if (!row.inserted) {
@@ -263,6 +274,18 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
     firstAssignment: own?.assignment ?? null,
     handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)),
   };
+}
+
+/**
+ * Whether the account used any of these idempotency keys (as tasks store them) with a request other than
+ * the one of `fingerprint`: a request making several tasks asks before it makes any.
+ */
+export async function idempotencyKeyReused(db: Runner, accountId: string, idempotency: { keys: string[]; fingerprint: string }): Promise<boolean> {
+  return db.oneFirst(sql.type(z.object({ reused: z.boolean() }))`
+    SELECT EXISTS (
+      SELECT 1 FROM tasks
+      WHERE account_id = ${accountId} AND idempotency_key = ANY(${sql.array(idempotency.keys, 'text')}) AND request_fingerprint <> ${idempotency.fingerprint}
+    ) AS reused`);
 }
 
 /** When a refused task would be admitted: once the queue has shrunk below both limits at its measured rate. */
