@@ -108,6 +108,10 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect(Buffer.from(await png.arrayBuffer()).subarray(1, 4).toString()).toBe('PNG');
     const snap = await api(stack.url, 'POST', '/v1/snapshot', { headers: client.auth, body: { url: 'https://example.com/x', mode: 'aria' } });
     expect(snap.json).toEqual({ url: 'https://example.com/x', snapshot: expect.any(String), snapshot_format: 'aria', title: 'Hello', elapsed_ms: expect.any(Number) });
+    // Every one-call answer names its task in X-Task-Id; the bodies the contract gives a task_id name the same one.
+    for (const answer of [fetched, searched, shot]) expect(answer.json.task_id).toBe(answer.headers.get('x-task-id'));
+    expect(snap.headers.get('x-task-id')).toMatch(/^task_/);
+    expect(png.headers.get('x-task-id')).toMatch(/^task_/);
   });
 
   test('payloads are validated per task type, with loc pointing into the payload', async () => {
