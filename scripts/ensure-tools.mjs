@@ -5,11 +5,12 @@
 // and snapshots, Chromium. System packages (Chromium, python3-venv) come from apt-get when this runs as
 // root or may use sudo without a password; otherwise Chromium is left out (the `npm start` banner says
 // how to add it) and a missing python3-venv stops here with the command that installs it.
-// `--test` also installs what the tests drive from PyPI: the Firecrawl Python SDKs (both majors), the
-// Standard Webhooks library, the Python solver SDK (sdk/python, with `websockets`, and `pytest`,
-// `jsonschema` and `mypy` for its tests) and the API fuzzer (`schemathesis`, pinned); `--python-sdk` and
-// `--schemathesis` install only one of those, so `npm start` never installs them. Each is installed again
-// only when it changed; idempotent and quick when everything is present.
+// `--test` also installs promtool (Debian's prometheus package, from apt-get like Chromium) and what the
+// tests drive from PyPI: the Firecrawl Python SDKs (both majors), the Standard Webhooks library, the Python
+// solver SDK (sdk/python, with `websockets`, and `pytest`, `jsonschema` and `mypy` for its tests) and the
+// API fuzzer (`schemathesis`, pinned); `--python-sdk` and `--schemathesis` install only one of those, so
+// `npm start` never installs them. Each is installed again only when it changed; idempotent and quick when
+// everything is present.
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -173,6 +174,8 @@ if (!process.env.TEMPORAL_ADDRESS && !process.env.TEMPORAL_CLI && !fs.existsSync
 }
 
 if (process.argv.includes('--test')) {
+  // The metrics test checks /metrics with promtool, which Debian ships in its prometheus package.
+  if (!works('promtool', ['--version']) && !aptInstall(['prometheus'])) console.error('promtool is missing and apt-get cannot install it: the metrics test will fail; install Prometheus\'s promtool.');
   ensurePythonClientLibraries();
   ensurePythonSdk();
   ensureSchemathesis();

@@ -10,7 +10,7 @@ import { startApiNode, type ApiNode } from '../src/runtime/api-node';
 import { startWorkerNode, type WorkerNode } from '../src/runtime/worker-node';
 import { FakeSolver, strongChat, suiteSolvers, talker, waitFor } from './support/fake-solver';
 import { startHoldingProxy, type HoldingProxy } from './support/holding-proxy';
-import { api, capturingLogger, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
+import { ADMIN_KEY, api, capturingLogger, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
 
 /** A streaming chat request as a raw fetch, so the test reads the SSE bytes as they come. */
 const startStream = (baseUrl: string, client: { auth: Record<string, string> }, signal?: AbortSignal) =>
@@ -53,6 +53,59 @@ describe('chat completions', () => {
     expect(error).toBeInstanceOf(OpenAI.APIError);
     expect(error.status).toBe(402);
     expect(error.error).toMatchObject({ type: 'no_strong_solver_available' });
+  });
+
+  test('every error of the OpenAI-compatible routes is OpenAI\'s error object: the openai SDK reads our error type as e.code', async () => {
+    const caught = async (call: Promise<unknown>) => {
+      const error = await call.then(() => null, (thrown) => thrown);
+      expect(error).toBeInstanceOf(OpenAI.APIError);
+      return { status: error.status, code: error.code, type: error.type, param: error.param };
+    };
+    const hi = { model: 'service/strong', messages: [{ role: 'user' as const, content: 'hi' }] };
+    const client = await registerAccount(stack.url, '500');
+    expect(await caught(openai(client.api_key).chat.completions.create(hi))).toEqual({ status: 402, code: 'no_strong_solver_available', type: 'no_strong_solver_available', param: null });
+
+    // A solver that answers until told to fail (before its first token, then after it): a failing solver's
+    // score falls below the trust threshold, so the failures come last.
+    let failing: 'no' | 'at_once' | 'mid_stream' = 'no';
+    await solver((frame, self) => {
+      if (failing === 'no') return talker(['ok'])(frame, self);
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      if (failing === 'mid_stream') self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'partial' } });
+      self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'upstream_failed', message: 'scripted failure' }, retryable: false });
+    });
+    const sdk = openai(client.api_key);
+    const poor = await registerAccount(stack.url);
+    expect(await caught(openai(poor.api_key).chat.completions.create(hi))).toMatchObject({ status: 402, code: 'insufficient_balance' });
+    const limitedKey = await api(stack.url, 'POST', '/v1/account/keys', { headers: client.auth, body: { name: 'capped', spend_limit: { points: '1', period: 'total' } } });
+    expect(await caught(openai(limitedKey.json.api_key).chat.completions.create(hi))).toMatchObject({ status: 402, code: 'key_spend_limit_reached' });
+    expect(await caught(openai('not-a-key').chat.completions.create(hi))).toMatchObject({ status: 401, code: 'invalid_api_key' });
+    expect(await caught(sdk.chat.completions.create({ ...hi, model: 'gpt-2' }))).toMatchObject({ status: 404, code: 'model_not_found' });
+    expect(await caught(sdk.models.retrieve('gpt-2'))).toEqual({ status: 404, code: 'model_not_found', type: 'model_not_found', param: null });
+    expect(await caught(sdk.chat.completions.create(hi, { headers: { 'X-Service-Trust-Mode': 'paranoid' } }))).toMatchObject({ status: 400, code: 'invalid_trust_mode' });
+    expect(await caught(sdk.chat.completions.create({ ...hi, messages: [{ role: 'user', content: 'hi' }, { role: 'user' } as never] }))).toEqual({
+      status: 422,
+      code: 'missing',
+      type: 'invalid_request_error',
+      param: 'messages[1].content',
+    });
+    // The same on the alias route, and for a body that is not JSON at all.
+    const malformed = await api(stack.url, 'POST', '/v1/inference/chat/completions', { headers: { ...client.auth, 'content-type': 'application/json' }, raw: '{"model":' });
+    expect(malformed.status).toBe(422);
+    expect(malformed.json).toMatchObject({ detail: [{ type: 'json_invalid' }], error: { type: 'invalid_request_error', code: 'json_invalid', param: null } });
+    await api(stack.url, 'POST', '/v1/admin/simulate-rate-limit', { headers: { 'X-Admin-API-Key': ADMIN_KEY }, body: { account_id: client.account_id, trigger_after_n_requests: 0 } });
+    expect(await caught(sdk.chat.completions.create(hi))).toMatchObject({ status: 429, code: 'rate_limited' });
+    await api(stack.url, 'POST', '/v1/admin/reset-rate-limit', { headers: { 'X-Admin-API-Key': ADMIN_KEY }, body: { account_id: client.account_id } });
+    failing = 'at_once';
+    expect(await caught(sdk.chat.completions.create(hi))).toMatchObject({ status: 502, code: 'solver_failed' });
+    failing = 'mid_stream';
+    const streamed = await caught(
+      (async () => {
+        for await (const _chunk of await sdk.chat.completions.create({ ...hi, stream: true }));
+      })(),
+    );
+    // An error inside the stream has no status of its own: the SDK still reads its code.
+    expect(streamed).toMatchObject({ code: 'solver_failed', type: 'solver_failed', param: null });
   });
 
   test('non-streaming: the deltas are assembled into one chat.completion, settled per token exactly', async () => {

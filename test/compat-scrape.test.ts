@@ -2,7 +2,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import FirecrawlApp from 'firecrawl-js-v1';
-import { getBalance } from '../src/db/ledger';
+import { balanceFromEntries, getBalance } from '../src/db/ledger';
 import { FakeSolver, SAMPLE_RESULTS, suiteSolvers, type TaskFrame } from './support/fake-solver';
 import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
@@ -207,6 +207,19 @@ describe('Firecrawl v1 scrape compatibility', () => {
     expect(second.json).toEqual(first.json);
     expect(worker.received).toHaveLength(2);
     expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('6');
+    // The same key with other formats (a part the first scrape had not) is another request, in Firecrawl's shape.
+    for (const [path, other] of [
+      ['/v1/compat/scraper/scrape', { ...request.body, formats: ['rawHtml'] }],
+      ['/v1/compat/scraper/v2/scrape', request.body],
+    ] as const) {
+      const refused = await api(stack.url, 'POST', path, { headers: request.headers, body: other });
+      expect([refused.status, refused.json]).toEqual([422, { success: false, error: expect.stringContaining('Idempotency-Key'), code: 'idempotency_key_reused' }]);
+    }
+    // Firecrawl's SDKs send the key as X-Idempotency-Key: the same key.
+    const viaSdkHeader = await api(stack.url, 'POST', '/v1/compat/scraper/scrape', { headers: { ...client.auth, 'X-Idempotency-Key': 'scrape-retry-1' }, body: request.body });
+    expect(viaSdkHeader.json).toEqual(first.json);
+    expect(worker.received).toHaveLength(2);
+    expect(await getBalance(stack.db, client.account_id)).toEqual(await balanceFromEntries(stack.db, client.account_id));
   });
 
   test('a convenience request retried with the same Idempotency-Key returns the first task\'s result without a second charge', async () => {

@@ -1,3 +1,4 @@
+import { balanceFromEntries, getBalance } from '../src/db/ledger';
 import { ADMIN_KEY, api, capturingLogger, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 describe('HTTP foundation through the real app on a real port', () => {
@@ -105,6 +106,15 @@ describe('HTTP foundation through the real app on a real port', () => {
     const retried = await api(stack.url, 'POST', '/v1/admin/deposit', { headers, body: { account_id: account.account_id, amount_points: 7 } });
     expect(retried.json.applied).toBe('false');
     expect(retried.json.available_points).toBe('7');
+    // The same key and account with another amount is another request: refused, nothing deposited.
+    for (const amount of [70, '7.5']) {
+      const other = await api(stack.url, 'POST', '/v1/admin/deposit', { headers, body: { account_id: account.account_id, amount_points: amount } });
+      expect([other.status, other.json.error?.type]).toEqual([422, 'idempotency_key_reused']);
+    }
+    // The same amount written another way is the same deposit.
+    expect((await api(stack.url, 'POST', '/v1/admin/deposit', { headers, body: { account_id: account.account_id, amount_points: '7.00' } })).json.applied).toBe('false');
+    expect(await getBalance(stack.db, account.account_id)).toEqual(await balanceFromEntries(stack.db, account.account_id));
+    expect((await getBalance(stack.db, account.account_id))?.available_points).toBe('7');
   });
 
   test('deposit validation: every violated field is reported in the pydantic shape', async () => {

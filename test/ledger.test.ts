@@ -35,7 +35,7 @@ async function hold(input: { holdId: string; accountId: string; amount: string; 
     maxPricePoints: input.amount,
     timeoutSeconds: 60,
     workflowId: `task-${input.holdId}`,
-    idempotencyKey: input.idempotencyKey,
+    idempotency: input.idempotencyKey ? { key: input.idempotencyKey, fingerprint: 'same request' } : undefined,
   });
   if (outcome.kind === 'created') await markWorkflowStarted(db, input.holdId);
   return outcome.kind;
@@ -55,7 +55,7 @@ describe('points ledger', () => {
     const accountId = await newAccount();
     const key = `deposit:${crypto.randomUUID()}`;
     expect(await deposit(db, { accountId, amount: '12.5', idempotencyKey: key })).toEqual({ applied: true });
-    expect(await deposit(db, { accountId, amount: '12.5', idempotencyKey: key })).toEqual({ applied: false });
+    expect(await deposit(db, { accountId, amount: '12.5', idempotencyKey: key })).toEqual({ applied: false, depositedBefore: '12.5' });
     expect((await getBalance(db, accountId))?.available_points).toBe('12.5');
     await expectConsistent(accountId);
   });

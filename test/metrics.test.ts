@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import crypto from 'node:crypto';
 import { sql } from 'slonik';
 import { createDb, type Db } from '../src/db/pool';
@@ -25,6 +26,8 @@ describe('Prometheus metrics of a deployment of several processes', () => {
     HOST: '127.0.0.1',
     LOCAL_SOLVER: 'off',
     ...QUIET_TRUST_ENV,
+    // Solvers that fail stay eligible: these tests count what their failures cause.
+    TRUST_MIN_SCORE: '0',
     WORKFLOW_BUNDLE_PATH: process.env.WORKFLOW_BUNDLE_PATH ?? '',
     API_RUNS_WORKFLOWS: 'false',
   };
@@ -147,6 +150,36 @@ describe('Prometheus metrics of a deployment of several processes', () => {
     expect(sampleValue(b, 'marketplace_chat_relay_seconds_count', { path: 'notify' })).toBeGreaterThanOrEqual(3);
     // Process figures come with every scrape.
     expect(workerFigures.types.get('process_cpu_seconds_total')).toBe('counter');
+  });
+
+  test('every process\'s /metrics passes `promtool check metrics`, as a deployment gating on it runs it', async () => {
+    for (const url of [`${urlA()}/metrics`, workerMetrics()]) {
+      const response = await fetch(url, { headers: { Authorization: `Bearer ${METRICS_TOKEN}` } });
+      const text = await response.text();
+      expect(text).toContain('nodejs_active_handles');
+      const check = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+      if (check.error) throw new Error(`promtool did not run (${check.error.message}): \`npm test\` installs it (Debian package prometheus)`);
+      expect({ status: check.status, output: check.stdout + check.stderr }).toEqual({ status: 0, output: '' });
+    }
+  });
+
+  test('a task whose only solver fails is not counted as reassigned: the counter moves only when another solver takes the task', async () => {
+    // The only screenshot solver, failing as it would on a target that cannot be reached.
+    const lonely = await FakeSolver.start(urlA(), { taskTypes: ['screenshot'], behaviour: 'error' });
+    solvers.push(lonely);
+    const client = await registerAccount(urlB(), '100');
+    const before = await scrapeAll();
+    for (let index = 0; index < 3; index += 1) {
+      const shot = await api(urlB(), 'POST', '/v1/screenshot', { headers: client.auth, body: { url: `https://unreachable.example/${index}` } });
+      expect(shot.status).toBe(502);
+      const polled = await api(urlB(), 'GET', `/v1/tasks/${shot.json.error.task_id}`, { headers: client.auth });
+      expect(polled.json.attempts).toHaveLength(1);
+    }
+    expect(lonely.received).toHaveLength(3);
+    const after = await scrapeAll();
+    const moved = (name: string, labels: Record<string, string>) => total(after, name, labels) - total(before, name, labels);
+    expect(moved('marketplace_tasks_finished_total', { task_type: 'screenshot', status: 'failed' })).toBe(3);
+    expect(moved('marketplace_attempts_reassigned_total', { task_type: 'screenshot' })).toBe(0);
   });
 
   test('/metrics refuses without the metrics token or the admin key, on API nodes and on the worker', async () => {

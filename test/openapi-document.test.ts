@@ -31,7 +31,8 @@ describe('the OpenAPI document tells every answer', () => {
         for (const [status, declared] of Object.entries<any>(operation.responses)) {
           if (Number(status) < 400 || status === '422') continue;
           const ref: string = declared.content['application/json'].schema.$ref;
-          const expected = path.startsWith('/v1/compat/scraper/') || path.startsWith('/v2/') ? `ScrapeError${status}` : `Error${status}`;
+          const openai = ['/v1/chat/completions', '/v1/inference/chat/completions'].includes(path) || path.startsWith('/v1/models');
+          const expected = path.startsWith('/v1/compat/scraper/') || path.startsWith('/v2/') ? `ScrapeError${status}` : openai ? `OpenAIError${status}` : `Error${status}`;
           expect([method, path, ref]).toEqual([method, path, `#/components/schemas/${expected}`]);
         }
       }
@@ -60,6 +61,11 @@ describe('the OpenAPI document tells every answer', () => {
     expect(doc.components.schemas.ScrapeError408.properties.code.enum).toEqual(['task_timeout']);
     expect(doc.components.schemas.ScrapeError503.properties.code.enum).toContain('no_solver_available');
     expect(doc.components.schemas.ScrapeError500.properties.code.enum).not.toContain('no_solver_available');
+    // OpenAI's error object on the OpenAI-compatible routes: `code` is the type, which the SDKs read.
+    expect(doc.components.schemas.OpenAIError402.properties.error.properties.code.enum).toEqual(typesOf(402));
+    expect(doc.components.schemas.OpenAIError402.properties.error.required).toEqual(['message', 'type', 'param', 'code']);
+    expect(response('/v1/chat/completions', 'post', '422').content['application/json'].schema.$ref).toBe('#/components/schemas/OpenAIValidationError');
+    expect(response('/v1/models/{model}', 'get', '404').content['application/json'].schema.$ref).toBe('#/components/schemas/OpenAIError404');
   });
 
   test('rate-limit headers, Retry-After, formats and the text pattern are declared', () => {

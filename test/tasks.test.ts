@@ -108,6 +108,10 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect(Buffer.from(await png.arrayBuffer()).subarray(1, 4).toString()).toBe('PNG');
     const snap = await api(stack.url, 'POST', '/v1/snapshot', { headers: client.auth, body: { url: 'https://example.com/x', mode: 'aria' } });
     expect(snap.json).toEqual({ url: 'https://example.com/x', snapshot: expect.any(String), snapshot_format: 'aria', title: 'Hello', elapsed_ms: expect.any(Number) });
+    // Every one-call answer names its task in X-Task-Id; the bodies the contract gives a task_id name the same one.
+    for (const answer of [fetched, searched, shot]) expect(answer.json.task_id).toBe(answer.headers.get('x-task-id'));
+    expect(snap.headers.get('x-task-id')).toMatch(/^task_/);
+    expect(png.headers.get('x-task-id')).toMatch(/^task_/);
   });
 
   test('payloads are validated per task type, with loc pointing into the payload', async () => {
@@ -413,5 +417,43 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     expect(second.json.task_id).toBe(first.json.task_id);
     await poll(client, first.json.task_id);
     expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('1');
+  });
+
+  test('an Idempotency-Key reused with another body, or at another endpoint, is 422 idempotency_key_reused and creates nothing', async () => {
+    const worker = await solver();
+    const client = await registerAccount(stack.url, '100');
+    const headers = { ...client.auth, 'Idempotency-Key': 'reused-1' };
+    const body = { task_type: 'proxy_fetch', payload: { url: 'https://example.com/first' }, max_price_points: '5' };
+    const first = await api(stack.url, 'POST', '/v1/tasks', { headers, body });
+    expect(first.status).toBe(200);
+    // The same body with its keys in another order is the same request.
+    const same = await api(stack.url, 'POST', '/v1/tasks', { headers, body: { max_price_points: '5', payload: body.payload, task_type: 'proxy_fetch' } });
+    expect([same.status, same.json.task_id]).toEqual([200, first.json.task_id]);
+    for (const other of [{ ...body, payload: { url: 'https://example.com/second' } }, { ...body, max_price_points: '6' }, { ...body, timeout_seconds: 30 }]) {
+      const refused = await api(stack.url, 'POST', '/v1/tasks', { headers, body: other });
+      expect([refused.status, refused.json.error?.type]).toEqual([422, 'idempotency_key_reused']);
+    }
+    // The same key at a convenience endpoint is another request: the raw PNG it asks for is refused, never a 500.
+    const png = await fetch(`${stack.url}/v1/screenshot`, {
+      method: 'POST',
+      headers: { ...headers, Accept: 'image/png', 'content-type': 'application/json' },
+      body: JSON.stringify({ url: 'https://example.com/first' }),
+    });
+    expect([png.status, ((await png.json()) as { error: { type: string } }).error.type]).toEqual([422, 'idempotency_key_reused']);
+    // A convenience endpoint keeps its own key's first result, and refuses that key at /v1/tasks.
+    const shotHeaders = { ...client.auth, 'Idempotency-Key': 'reused-2' };
+    const shot = await api(stack.url, 'POST', '/v1/screenshot', { headers: shotHeaders, body: { url: 'https://example.com/shot' } });
+    const shotAgain = await fetch(`${stack.url}/v1/screenshot`, {
+      method: 'POST',
+      headers: { ...shotHeaders, Accept: 'image/png', 'content-type': 'application/json' },
+      body: JSON.stringify({ url: 'https://example.com/shot' }),
+    });
+    expect([shotAgain.status, shotAgain.headers.get('content-type'), shotAgain.headers.get('x-task-id')]).toEqual([200, 'image/png', shot.json.task_id]);
+    const asTask = await api(stack.url, 'POST', '/v1/tasks', { headers: shotHeaders, body: { task_type: 'screenshot', payload: { url: 'https://example.com/shot' } } });
+    expect([asTask.status, asTask.json.error?.type]).toEqual([422, 'idempotency_key_reused']);
+    await poll(client, first.json.task_id);
+    expect(worker.received).toHaveLength(2);
+    expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('2');
+    await expectLedgerExact(client.account_id);
   });
 });

@@ -94,3 +94,45 @@ export function completionBody(meta: CompletionMeta, message: ReturnType<Message
     usage,
   };
 }
+
+/** The `type` of the OpenAI error object a validation failure (422) carries beside its `detail`. */
+export const OPENAI_VALIDATION_ERROR_TYPE = 'invalid_request_error';
+
+interface ValidationIssue {
+  type: string;
+  loc: (string | number)[];
+  msg: string;
+}
+
+/** A validation issue's field as OpenAI names a `param` (`messages[0].content`); null for the body as a whole. */
+function paramOf(loc: (string | number)[]): string | null {
+  const [where, ...path] = loc;
+  if (where === 'header') return path.length > 0 ? String(path[0]) : null;
+  // A malformed body's location is a byte offset, not a field.
+  if (path.length === 0 || typeof path[0] === 'number') return null;
+  return path.map((key, index) => (typeof key === 'number' ? `[${key}]` : index === 0 ? key : `.${key}`)).join('');
+}
+
+/**
+ * An error body as OpenAI's error object `{"error":{"message","type","param","code"}}`, which the openai SDKs
+ * read (`e.code`): `code` is our error type, also kept as `type`, and the other fields stay. A validation
+ * error keeps its `detail` and gains the object, `code` the first issue's type and `param` its field.
+ */
+export function openAiErrorBody(body: unknown): unknown {
+  if (typeof body !== 'object' || body === null) return body;
+  const { error, detail } = body as { error?: { type?: unknown; message?: unknown }; detail?: ValidationIssue[] };
+  if (error && typeof error.type === 'string') {
+    const { type, message, ...extra } = error;
+    return { ...body, error: { message, type, param: null, code: type, ...extra } };
+  }
+  if (Array.isArray(detail) && detail.length > 0) {
+    const [first] = detail;
+    const param = paramOf(first.loc);
+    const more = detail.length > 1 ? ` (and ${detail.length - 1} more; see detail)` : '';
+    return {
+      ...body,
+      error: { message: `${param ? `${param}: ` : ''}${first.msg}${more}`, type: OPENAI_VALIDATION_ERROR_TYPE, param, code: first.type },
+    };
+  }
+  return body;
+}

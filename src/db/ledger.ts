@@ -122,14 +122,21 @@ export async function getBalance(db: Runner, accountId: string): Promise<Balance
     FROM balances WHERE account_id = ${accountId}`);
 }
 
-export async function deposit(db: Runner, input: { accountId: string; amount: string; idempotencyKey: string }): Promise<LedgerResult> {
+/** A deposit once per key; one not applied says the amount its key deposited before (canonical decimal text). */
+export async function deposit(
+  db: Runner,
+  input: { accountId: string; amount: string; idempotencyKey: string },
+): Promise<{ applied: true } | { applied: false; depositedBefore: string }> {
   assertPositive(input.amount, 'deposit amount');
   return inTransaction(db, async (tx) => {
     const applied = await appendEntry(tx, { accountId: input.accountId, kind: 'deposit', amount: input.amount, key: input.idempotencyKey });
-    if (applied) {
-      await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry('deposit', sql.fragment`${input.amount}::numeric`)} WHERE account_id = ${input.accountId}`);
+    if (!applied) {
+      const before = await tx.oneFirst(sql.type(z.object({ amount: z.string() }))`
+        SELECT trim_scale(amount)::text AS amount FROM ledger_entries WHERE idempotency_key = ${input.idempotencyKey}`);
+      return { applied: false, depositedBefore: before };
     }
-    return { applied };
+    await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry('deposit', sql.fragment`${input.amount}::numeric`)} WHERE account_id = ${input.accountId}`);
+    return { applied: true };
   });
 }
 

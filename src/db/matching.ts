@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../tasks/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
 import { evidenceOf, isCanaryTaskType, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
@@ -221,7 +222,21 @@ export function reservationSteps(input: ReservationInput) {
         (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost, slot)
       SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost, slot
       FROM reserved
+    ), previous_attempt AS (
+      SELECT solver_id FROM task_attempts WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber - 1}
     )`;
+}
+
+/**
+ * Whether the slot reserved by `reservationSteps` went to another solver than the task's previous attempt
+ * (a reassignment, counted in metrics); a task put back in line, or given to the same solver again, is not one.
+ */
+export const REASSIGNED = sql.fragment`EXISTS (SELECT 1 FROM reserved r JOIN previous_attempt p ON p.solver_id <> r.solver_id)`;
+
+/** Counts the reassignments among handoffs, once the transaction that handed them has committed. */
+export function recordHandoffsCommitted(handoffs: Handoff[]): Handoff[] {
+  for (const handoff of handoffs) if (handoff.reassigned && handoff.task) recordAttemptReassigned(handoff.task.taskType);
+  return handoffs;
 }
 
 /**
@@ -272,6 +287,8 @@ export interface Handoff {
   workflowId: string;
   attemptNumber: number;
   assignment: Assignment;
+  /** The slot went to another solver than the task's previous attempt (set where the slot was handed, never read back). */
+  reassigned?: boolean;
   /**
    * What sending the task to its solver takes, for the process that handed the slot: if it holds the
    * solver's socket, it sends the task as it tells the workflow (src/dispatch/early-attempts.ts). Absent
@@ -361,13 +378,13 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
       handed.push(handoff);
     }
   };
-  return options.inTransaction ? run(db) : db.transaction(run);
+  return options.inTransaction ? run(db) : recordHandoffsCommitted(await db.transaction(run));
 }
 
 /** Reserves the best free slot for a waiting task, takes it off the queue and records the handoff. */
 async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise<Handoff | null> {
   const attemptId = attemptIdFor(head.task_id, head.attempt_number);
-  const row = await tx.maybeOne(sql.type(CandidateRow)`
+  const row = await tx.maybeOne(sql.type(CandidateRow.extend({ reassigned: z.boolean() }))`
     WITH ${reservationSteps({
       taskId: head.task_id,
       attemptId,
@@ -391,13 +408,14 @@ async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise
       SELECT ${attemptId}, ${head.task_id}, ${head.workflow_id}, ${head.attempt_number} FROM reserved
       ON CONFLICT DO NOTHING
     )
-    SELECT ${CANDIDATE_COLUMNS} FROM reserved`);
+    SELECT ${CANDIDATE_COLUMNS}, ${REASSIGNED} AS reassigned FROM reserved`);
   if (!row) return null;
   return {
     taskId: head.task_id,
     workflowId: head.workflow_id,
     attemptNumber: head.attempt_number,
     assignment: toAssignment(attemptId, row),
+    ...(row.reassigned ? { reassigned: true } : {}),
     task: { taskType: head.task_type, payload: head.payload, deadlineMs: head.deadline_ms, ...(head.canary_for ? { canaryFor: head.canary_for } : {}) },
   };
 }

@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { SolverCapabilityInput } from '../schemas/requests';
-import { eligibleSolvers, handOnSlots, NODE_LIVENESS_SECONDS, type Handoff } from './matching';
+import { eligibleSolvers, handOnSlots, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff } from './matching';
 import type { Db } from './pool';
 import { announceCanaryDueIn, isCanaryTaskType } from '../trust/reputation';
 
@@ -36,7 +36,7 @@ export async function replaceCapabilities(
   solverId: string,
   capabilities: SolverCapabilityInput[],
 ): Promise<{ capabilities: CapabilityRecord[]; handoffs: Handoff[] }> {
-  return db.transaction(async (tx) => {
+  const replaced = await db.transaction(async (tx) => {
     await tx.query(sql.unsafe`
       DELETE FROM solver_capabilities
       WHERE solver_id = ${solverId}
@@ -69,6 +69,8 @@ export async function replaceCapabilities(
     const handoffs = await handOnSlots(tx, capabilities.map((c) => c.task_type), { inTransaction: true });
     return { capabilities: await listCapabilities(tx as unknown as Db, solverId), handoffs };
   });
+  recordHandoffsCommitted(replaced.handoffs);
+  return replaced;
 }
 
 export async function listCapabilities(db: Db, solverId: string): Promise<CapabilityRecord[]> {
@@ -107,7 +109,7 @@ export async function pruneDeadNodes(db: Db): Promise<void> {
  * slots go to waiting tasks they fit, in the same transaction; a solver online again may be due a canary.
  */
 export async function registerConnection(db: Db, input: { solverId: string; connectionId: string; nodeId: string }): Promise<Handoff[]> {
-  return db.transaction(async (tx) => {
+  const handoffs = await db.transaction(async (tx) => {
     const types = await tx.anyFirst(sql.type(z.object({ task_type: z.string() }))`
       WITH connected AS (
         INSERT INTO solver_connections (solver_id, connection_id, node_id) VALUES (${input.solverId}, ${input.connectionId}, ${input.nodeId})
@@ -119,6 +121,7 @@ export async function registerConnection(db: Db, input: { solverId: string; conn
     if (types.some(isCanaryTaskType)) await announceCanaryDueIn(tx, input.solverId);
     return handOnSlots(tx, [...types], { inTransaction: true });
   });
+  return recordHandoffsCommitted(handoffs);
 }
 
 /** The connection takes no new attempt (the solver sent `drain`); a newer connection is left as it is. */

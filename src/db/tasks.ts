@@ -29,6 +29,8 @@ import {
   handOnSlots,
   QUEUE_COLUMNS,
   queueValues,
+  REASSIGNED,
+  recordHandoffsCommitted,
   reservationSteps,
   stateValue,
   toAssignment,
@@ -130,6 +132,12 @@ export interface TaskRecord extends Omit<TaskRow, 'account_id'>, TaskCost {
 const QueuePlace = z.object({ position: z.number(), waited_seconds: z.number() });
 export type QueuePlace = z.infer<typeof QueuePlace>;
 
+/** An Idempotency-Key as a task stores it, and the fingerprint of the request that sent it (src/http/idempotency.ts). */
+export interface Idempotency {
+  key: string;
+  fingerprint: string;
+}
+
 export interface NewTask {
   taskId: string;
   accountId: string;
@@ -138,7 +146,8 @@ export interface NewTask {
   maxPricePoints: string;
   timeoutSeconds: number;
   workflowId: string;
-  idempotencyKey?: string;
+  /** The request's Idempotency-Key (as this task stores it) and the fingerprint of the request it came with. */
+  idempotency?: Idempotency;
   /** The API key that asks for it: its hold counts against the key's spend limit, if it has one. */
   keyId?: string;
   /**
@@ -166,8 +175,10 @@ const AdmissionRow = z.object({ ahead: z.number(), rate: z.coerce.number(), busy
 export type CreateTaskOutcome =
   /** `handoffs`: slots handed to waiting tasks (this one's own may be among them) once it had queued. */
   | { kind: 'created'; task: TaskRow; firstAssignment: Assignment | null; handoffs: Handoff[] }
-  /** The account used this idempotency key before: that task is the answer. */
+  /** The account used this idempotency key before, with the same request: that task is the answer. */
   | { kind: 'existing'; task: TaskRow }
+  /** The account used this idempotency key before with another request: nothing is created. */
+  | { kind: 'idempotency_key_reused' }
   /** The hold does not fit the account's available points (or the account does not exist). */
   | { kind: 'insufficient_balance'; requiredPoints: string }
   /** The hold does not fit what is left of the key's spend limit in its period. */
@@ -220,9 +231,9 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         arrival: sql.fragment`now()`,
         sort: sql.fragment`${entry.routingSort}::text`,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, status, solver_id, key_id, key_spend_period, routing_sort)
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
-               ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotencyKey ?? null},
+               ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
                ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
@@ -253,8 +264,10 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
   if (row === 'overdraft') return { kind: 'insufficient_balance', requiredPoints: task.maxPricePoints };
   if (row === 'key_limit') return { kind: 'key_spend_limit_reached', requiredPoints: task.maxPricePoints, keyId: task.keyId!, limit: await keySpendOf(db, task.keyId!) };
   if (row === 'duplicate') {
-    const existing = await db.one(sql.type(TaskRow)`
-      SELECT ${TASK_COLUMNS} FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotencyKey ?? null}`);
+    const { request_fingerprint: fingerprint, ...existing } = await db.one(sql.type(TaskRow.extend({ request_fingerprint: z.string().nullable() }))`
+      SELECT ${TASK_COLUMNS}, request_fingerprint FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotency?.key ?? null}`);
+    // A task from before fingerprints were stored has none: its type still tells another operation.
+    if ((fingerprint ?? task.idempotency?.fingerprint) !== task.idempotency?.fingerprint || existing.task_type !== task.taskType) return { kind: 'idempotency_key_reused' };
     return { kind: 'existing', task: existing };
   }
   if (!row.inserted) {
@@ -274,6 +287,18 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
     firstAssignment: own?.assignment ?? null,
     handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)),
   };
+}
+
+/**
+ * Whether the account used any of these idempotency keys (as tasks store them) with a request other than
+ * the one of `fingerprint`: a request making several tasks asks before it makes any.
+ */
+export async function idempotencyKeyReused(db: Runner, accountId: string, idempotency: { keys: string[]; fingerprint: string }): Promise<boolean> {
+  return db.oneFirst(sql.type(z.object({ reused: z.boolean() }))`
+    SELECT EXISTS (
+      SELECT 1 FROM tasks
+      WHERE account_id = ${accountId} AND idempotency_key = ANY(${sql.array(idempotency.keys, 'text')}) AND request_fingerprint <> ${idempotency.fingerprint}
+    ) AS reused`);
 }
 
 /** When a refused task would be admitted: once the queue has shrunk below both limits at its measured rate. */
@@ -338,7 +363,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
   // One statement, so one round trip and atomic without a transaction.
-  const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reserved_now: z.boolean() }))`
+  const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reassigned: z.boolean() }))`
     WITH existing AS (
       SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost
       FROM task_attempts WHERE attempt_id = ${attemptId}
@@ -370,9 +395,9 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
               SELECT ${CANDIDATE_COLUMNS}
               FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost FROM reserved) chosen
             ) x) AS candidate,
-           EXISTS (SELECT 1 FROM queued) AS queued, EXISTS (SELECT 1 FROM waiting) AS waiting, EXISTS (SELECT 1 FROM reserved) AS reserved_now`);
-  // A later attempt matched or queued by this call (not found again on a retry) follows a failed one.
-  if (input.attemptNumber > 1 && (row.reserved_now || (row.queued && !row.waiting))) recordAttemptReassigned(input.taskType);
+           EXISTS (SELECT 1 FROM queued) AS queued, EXISTS (SELECT 1 FROM waiting) AS waiting, ${REASSIGNED} AS reassigned`);
+  // Reserved by this call (not found again on a retry); a queued attempt counts when its slot is handed.
+  if (row.reassigned) recordAttemptReassigned(input.taskType);
   if (row.candidate) return { assignment: toAssignment(attemptId, row.candidate) };
   const handoffs = row.queued ? await handOnSlots(db, [input.taskType], { knownWaiting: true }) : [];
   const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
@@ -466,7 +491,7 @@ interface FreedSlots {
  * while they were being freed (matching.ts, handOnSlots).
  */
 async function afterCommit(db: Runner, { freed, handoffs }: FreedSlots): Promise<Handoff[]> {
-  if (freed.length === 0 || handoffs.length > 0) return handoffs;
+  if (freed.length === 0 || handoffs.length > 0) return recordHandoffsCommitted(handoffs);
   return handOnSlots(db, freed);
 }
 

@@ -9,7 +9,7 @@ import { openApiDocument } from './openapi';
 import { installRateLimit } from './rate-limit';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
-import { chatRoutes } from './routes/chat';
+import { chatRoutes, OPENAI_PATHS, openAiErrorDialect } from './routes/chat';
 import { COMPAT_SCRAPER_PREFIX, compatRoutes, FIRECRAWL_V2_ROOT, firecrawlErrorDialect } from './routes/compat';
 import { canaryRoutes } from './routes/canary';
 import { healthRoutes } from './routes/health';
@@ -63,6 +63,7 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
 
   app.use(notFound);
   app.use([COMPAT_SCRAPER_PREFIX, FIRECRAWL_V2_ROOT], firecrawlErrorDialect());
+  app.use(OPENAI_PATHS, openAiErrorDialect());
   app.use(errorHandler());
   return app;
 }

@@ -2,7 +2,7 @@ import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig } from '@aste
 import { FIRECRAWL_STATUS } from '../compat/firecrawl';
 import { ERROR_STATUS, type ErrorType } from '../errors';
 import { z } from '../schemas/zod';
-import { errorBodyOf, errorTypesOf, FreeForm, StringMap, ValidationErrorBody } from '../schemas/common';
+import { errorBodyOf, errorTypesOf, FreeForm, openAiErrorBodyOf, OpenAIValidationErrorBody, StringMap, ValidationErrorBody } from '../schemas/common';
 import * as queries from '../schemas/queries';
 import * as bodies from '../schemas/requests';
 import * as responseSchemas from '../schemas/responses';
@@ -37,16 +37,28 @@ interface RouteDoc {
   taskHeader?: boolean;
   /** Errors in Firecrawl's shape and statuses (src/compat/firecrawl.ts). */
   firecrawl?: boolean;
+  /** Errors as OpenAI's error object (src/chat/openai-format.ts). */
+  openai?: boolean;
 }
 
 /** Creating a task holds points and starts its workflow, or is refused when the queue for its type is full. */
 const CREATES_TASK: ErrorType[] = ['insufficient_balance', 'key_spend_limit_reached', 'service_unavailable', 'solvers_busy'];
 /** A convenience route also needs an online solver and waits for the verdict (which a cancel may end). */
 const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_failed', 'task_timeout', 'task_cancelled'];
+/** A convenience or compatibility route that takes an Idempotency-Key. */
+const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', ...RUNS_TASK];
 const CHAT: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
 /** Firecrawl v2 and search: a format or source this service does not produce is refused before anything is held. */
-const FIRECRAWL_V2: ErrorType[] = ['unsupported_format', 'domain_blocked', ...RUNS_TASK];
+const FIRECRAWL_V2: ErrorType[] = ['unsupported_format', 'domain_blocked', ...IDEMPOTENT_RUN];
 const TRUST_MODE = { 'X-Service-Trust-Mode': 'standard (default) or strict' };
+/** The same key with the same operation and body answers the first request's task(s); with another, 422 idempotency_key_reused. */
+const idempotent = (first: string) => ({
+  'Idempotency-Key': `Sent again with the same body, ${first}; with another body (or at another operation), 422 idempotency_key_reused and nothing is done`,
+});
+const TASK_KEY = idempotent('returns the first task');
+const RUN_KEY = idempotent('answers with the first request\'s task');
+const SCRAPE_KEY = { ...idempotent('answers with the first scrape\'s tasks'), 'X-Idempotency-Key': 'The same as Idempotency-Key (Firecrawl\'s SDKs send it)' };
+const SEARCH_KEY = { ...idempotent('answers with the first search\'s task'), 'X-Idempotency-Key': 'The same as Idempotency-Key (Firecrawl\'s SDKs send it)' };
 const ModelParams = z.object({ model: z.string().openapi({ description: 'service/strong or strong' }) });
 
 export const ROUTES: RouteDoc[] = [
@@ -67,32 +79,32 @@ export const ROUTES: RouteDoc[] = [
   { method: 'get', path: '/v1/account/webhook', summary: 'The account\'s default webhook', tag: 'account', auth: 'bearer', response: responseSchemas.AccountWebhook, errors: ['webhook_not_found'] },
   { method: 'delete', path: '/v1/account/webhook', summary: 'Remove the account\'s default webhook (tasks created before keep theirs)', tag: 'account', auth: 'bearer', response: responseSchemas.AccountWebhook, errors: ['webhook_not_found'] },
   { method: 'patch', path: '/v1/account/settings', summary: 'Change account settings', tag: 'account', auth: 'bearer', body: bodies.AccountSettingsBody, response: bodies.AccountSettingsBody },
-  { method: 'post', path: '/v1/tasks', summary: 'Create a web task, optionally with a webhook told of its end', tag: 'tasks', auth: 'bearer', body: bodies.CreateTaskBody, response: responseSchemas.TaskRecord, headers: { 'Idempotency-Key': 'Retrying with the same key returns the first task' }, errors: ['domain_blocked', ...CREATES_TASK] },
+  { method: 'post', path: '/v1/tasks', summary: 'Create a web task, optionally with a webhook told of its end', tag: 'tasks', auth: 'bearer', body: bodies.CreateTaskBody, response: responseSchemas.TaskRecord, headers: TASK_KEY, errors: ['domain_blocked', 'idempotency_key_reused', ...CREATES_TASK] },
   { method: 'get', path: '/v1/tasks', summary: 'The account\'s tasks, newest first, filtered and paged by cursor (records without result)', tag: 'tasks', auth: 'bearer', query: queries.ListTasksQuery, response: responseSchemas.TaskListResponse },
   { method: 'get', path: '/v1/tasks/{task_id}', summary: 'Poll a task', tag: 'tasks', auth: 'bearer', params: bodies.TaskIdParams, response: responseSchemas.TaskRecord, errors: ['task_not_found'] },
   { method: 'get', path: '/v1/tasks/{task_id}/webhooks', summary: 'The task\'s webhook and the log of its deliveries, every attempt included', tag: 'tasks', auth: 'bearer', params: bodies.TaskIdParams, response: responseSchemas.WebhookLog, errors: ['task_not_found'] },
   { method: 'post', path: '/v1/tasks/{task_id}/cancel', summary: 'Cancel a queued or running task: its solver is stopped, its hold released, its state cancelled (idempotent)', tag: 'tasks', auth: 'bearer', params: bodies.TaskIdParams, response: responseSchemas.TaskRecord, errors: ['task_not_found', 'task_already_finished'] },
-  { method: 'post', path: '/v1/fetch', cost: true, summary: 'Fetch a page as markdown or HTML (no browser)', tag: 'convenience', auth: 'bearer', body: bodies.FetchBody, errors: ['domain_blocked', ...RUNS_TASK], taskHeader: true },
-  { method: 'post', path: '/v1/search', cost: true, summary: 'Web search', tag: 'convenience', auth: 'bearer', body: bodies.SearchBody, errors: RUNS_TASK, taskHeader: true },
-  { method: 'post', path: '/v1/screenshot', cost: true, summary: 'PNG screenshot of the rendered page (JSON, or raw PNG with Accept: image/png)', tag: 'convenience', auth: 'bearer', body: bodies.ScreenshotBody, errors: ['domain_blocked', ...RUNS_TASK], taskHeader: true, success: 'png' },
-  { method: 'post', path: '/v1/snapshot', cost: true, summary: 'Structured snapshot of the rendered page', tag: 'convenience', auth: 'bearer', body: bodies.SnapshotBody, errors: ['domain_blocked', ...RUNS_TASK], taskHeader: true },
-  { method: 'post', path: '/v1/chat/completions', cost: true, summary: 'OpenAI-compatible chat completion (JSON or SSE)', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse' },
-  { method: 'post', path: '/v1/inference/chat/completions', cost: true, summary: 'Temporary alias of /v1/chat/completions', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse' },
-  { method: 'get', path: '/v1/models', summary: 'Public models', tag: 'inference', auth: 'none' },
-  { method: 'get', path: '/v1/models/{model}', summary: 'A model descriptor (service/strong or strong)', tag: 'inference', auth: 'none', params: ModelParams, errors: ['model_not_found'] },
-  { method: 'post', path: '/v1/compat/scraper/scrape', cost: true, summary: 'Firecrawl v1 compatible scrape', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: { 'Idempotency-Key': 'Retrying with the same key returns the first scrape\'s tasks' }, errors: ['domain_blocked', ...RUNS_TASK], firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v1/scrape', cost: true, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, errors: ['domain_blocked', ...RUNS_TASK], firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v2/scrape', cost: true, summary: 'Firecrawl v2 compatible scrape (formats as names or objects; unsupported formats are 400 unsupported_format)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: { 'Idempotency-Key': 'Retrying with the same key returns the first scrape\'s tasks' }, errors: FIRECRAWL_V2, firecrawl: true },
-  { method: 'post', path: '/v2/scrape', cost: true, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, errors: FIRECRAWL_V2, firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v1/search', cost: true, summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of {url,title,description})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, errors: ['unsupported_format', ...RUNS_TASK], firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v2/search', cost: true, summary: 'Firecrawl v2 compatible search (a web_search task; data.web lists {url,title,description,position})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, errors: ['unsupported_format', ...RUNS_TASK], firecrawl: true },
-  { method: 'post', path: '/v2/search', cost: true, summary: 'The same v2 search at the path firecrawl-py 4.x builds', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, errors: ['unsupported_format', ...RUNS_TASK], firecrawl: true },
+  { method: 'post', path: '/v1/fetch', cost: true, summary: 'Fetch a page as markdown or HTML (no browser)', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: bodies.FetchBody, errors: ['domain_blocked', ...IDEMPOTENT_RUN], taskHeader: true },
+  { method: 'post', path: '/v1/search', cost: true, summary: 'Web search', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: bodies.SearchBody, errors: IDEMPOTENT_RUN, taskHeader: true },
+  { method: 'post', path: '/v1/screenshot', cost: true, summary: 'PNG screenshot of the rendered page (JSON, or raw PNG with Accept: image/png)', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: bodies.ScreenshotBody, errors: ['domain_blocked', ...IDEMPOTENT_RUN], taskHeader: true, success: 'png' },
+  { method: 'post', path: '/v1/snapshot', cost: true, summary: 'Structured snapshot of the rendered page', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: bodies.SnapshotBody, errors: ['domain_blocked', ...IDEMPOTENT_RUN], taskHeader: true },
+  { method: 'post', path: '/v1/chat/completions', cost: true, summary: 'OpenAI-compatible chat completion (JSON or SSE)', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse', openai: true },
+  { method: 'post', path: '/v1/inference/chat/completions', cost: true, summary: 'Temporary alias of /v1/chat/completions', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse', openai: true },
+  { method: 'get', path: '/v1/models', summary: 'Public models', tag: 'inference', auth: 'none', openai: true },
+  { method: 'get', path: '/v1/models/{model}', summary: 'A model descriptor (service/strong or strong)', tag: 'inference', auth: 'none', params: ModelParams, errors: ['model_not_found'], openai: true },
+  { method: 'post', path: '/v1/compat/scraper/scrape', cost: true, summary: 'Firecrawl v1 compatible scrape', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: ['domain_blocked', ...IDEMPOTENT_RUN], firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v1/scrape', cost: true, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: ['domain_blocked', ...IDEMPOTENT_RUN], firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v2/scrape', cost: true, summary: 'Firecrawl v2 compatible scrape (formats as names or objects; unsupported formats are 400 unsupported_format)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_V2, firecrawl: true },
+  { method: 'post', path: '/v2/scrape', cost: true, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_V2, firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v1/search', cost: true, summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of {url,title,description})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v2/search', cost: true, summary: 'Firecrawl v2 compatible search (a web_search task; data.web lists {url,title,description,position})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
+  { method: 'post', path: '/v2/search', cost: true, summary: 'The same v2 search at the path firecrawl-py 4.x builds', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
   { method: 'post', path: '/v1/solver/capabilities', summary: 'Register or replace solver capabilities', tag: 'solver', auth: 'bearer', body: bodies.SolverCapabilitiesBody },
   { method: 'get', path: '/v1/solver/stats', summary: 'Solver statistics, with its reputation per task type and any quarantine (docs/trust.md)', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/market', summary: 'The market a solver works in: strong-tier allowlist, platform fee, clients\' default maximum prices, protocol version, timeouts, server time', tag: 'solver', auth: 'bearer', response: SolverMarket },
   { method: 'get', path: '/v1/solver/schemas', summary: 'JSON Schema (draft 2020-12) of every solver protocol frame and result type (docs/solver-schemas.json)', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/connect', summary: 'WebSocket upgrade for solver protocol v1 (see docs/solver-protocol.md); a request without the upgrade is 404', tag: 'solver', auth: 'bearer', errors: ['not_found'], success: 'websocket' },
-  { method: 'post', path: '/v1/admin/deposit', summary: 'Deposit points', tag: 'admin', auth: 'admin', body: bodies.DepositBody, response: StringMap, headers: { 'Idempotency-Key': 'A retried deposit with the same key for the same account applies once' }, errors: ['account_not_found'] },
+  { method: 'post', path: '/v1/admin/deposit', summary: 'Deposit points', tag: 'admin', auth: 'admin', body: bodies.DepositBody, response: StringMap, headers: { 'Idempotency-Key': 'A deposit sent again with the same key, account and amount applies once; the same key and account with another amount is 422 idempotency_key_reused (a key is the account\'s: for another account it is another deposit)' }, errors: ['account_not_found', 'idempotency_key_reused'] },
   { method: 'post', path: '/v1/admin/domain-policy/reload', summary: 'Reload the domain policy on every node', tag: 'admin', auth: 'admin', errors: ['invalid_domain_policy'] },
   { method: 'post', path: '/v1/admin/reset-rate-limit', summary: 'Clear an account\'s rate-limit counter and simulation', tag: 'admin', auth: 'admin', body: bodies.AccountIdBody, errors: ['account_not_found'] },
   { method: 'post', path: '/v1/admin/simulate-rate-limit', summary: 'Rate-limit an account after N more requests', tag: 'admin', auth: 'admin', body: bodies.SimulateRateLimitBody, errors: ['account_not_found'] },
@@ -135,7 +147,7 @@ const ScrapeValidationError = ValidationErrorBody.extend({ success: z.literal(fa
 
 /** One server-sent event of a streamed completion (one `data:` line each). */
 const SseEvent = z
-  .object({ data: z.string().openapi({ description: 'A chat.completion.chunk, an {"error":{...}} object when the stream fails, or [DONE] at its end' }) })
+  .object({ data: z.string().openapi({ description: 'A chat.completion.chunk, an {"error":{"message","type","param","code"}} object when the stream fails, or [DONE] at its end' }) })
   .passthrough()
   .openapi('ChatCompletionEvent');
 
@@ -193,15 +205,19 @@ function responsesOf(route: RouteDoc): Record<string, ResponseConfig> {
   const [successStatus, success] = successOf(route);
   const responses: Record<string, ResponseConfig> = { [successStatus]: success };
   for (const [status, own] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const schema = route.firecrawl ? firecrawlErrorBodyOf(status) : errorBodyOf(status);
+    const schema = route.firecrawl ? firecrawlErrorBodyOf(status) : route.openai ? openAiErrorBodyOf(status) : errorBodyOf(status);
     responses[String(status)] = { description: own.join(', '), headers: headersOf(route, status), content: { 'application/json': { schema } } };
   }
-  // Any body can be malformed JSON, and every body and path parameter is validated.
+  // Any body can be malformed JSON, and every body and path parameter is validated; a route's own 422
+  // (idempotency_key_reused) is the other shape that status can have.
   if (takesBody || route.params || route.query) {
+    const validation = route.firecrawl ? ScrapeValidationError : route.openai ? OpenAIValidationErrorBody : ValidationErrorBody;
+    const own = byStatus.get(422);
+    const errorBody = own && (route.firecrawl ? firecrawlErrorBodyOf(422) : route.openai ? openAiErrorBodyOf(422) : errorBodyOf(422));
     responses['422'] = {
-      description: 'Validation error',
+      description: own ? `Validation error, or ${own.join(', ')}` : 'Validation error',
       headers: headersOf(route, 422),
-      content: { 'application/json': { schema: route.firecrawl ? ScrapeValidationError : ValidationErrorBody } },
+      content: { 'application/json': { schema: errorBody ? z.union([validation, errorBody]) : validation } },
     };
   }
   return responses;
@@ -300,7 +316,7 @@ export function openApiDocument(): object {
       title: 'Task Marketplace API',
       version: '0.1.0',
       description:
-        'Web tasks, chat completions and solver agents. Errors are {"error":{"type","message"}} (one schema per status, ErrorNNN, whose `type` lists the types of that status); validation errors are 422 {"detail":[...]}. Strings hold no NUL (422 string_pattern_mismatch) and no unpaired UTF-16 surrogate (422 string_unicode).',
+        'Web tasks, chat completions and solver agents. Errors are {"error":{"type","message"}} (one schema per status, ErrorNNN, whose `type` lists the types of that status); validation errors are 422 {"detail":[...]}. On the OpenAI-compatible routes (chat completions, models) an error is OpenAI\'s error object {"error":{"message","type","param","code"}}, `code` the same as `type` (OpenAIErrorNNN), and a 422 keeps its `detail` and adds that object for its first issue. Strings hold no NUL (422 string_pattern_mismatch) and no unpaired UTF-16 surrogate (422 string_unicode).',
     },
   });
   constrainRequests(document as unknown as JsonSchema);

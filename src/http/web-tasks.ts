@@ -1,5 +1,5 @@
 import type { Db } from '../db/pool';
-import { getTaskRecord, type TaskRecord } from '../db/tasks';
+import { getTaskRecord, type Idempotency, type TaskRecord } from '../db/tasks';
 import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type WebhookEvent } from '../db/webhooks';
 import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
@@ -47,6 +47,13 @@ export const keySpendLimitReached = ({ keyId, requiredPoints, limit }: Extract<C
     { key_id: keyId, required_points: requiredPoints, ...(limit ? { spend_limit: limit } : {}) },
   );
 
+/** 422 idempotency_key_reused: the account sent this Idempotency-Key before with another request. */
+export const idempotencyKeyReused = () =>
+  new ApiError(
+    'idempotency_key_reused',
+    'This Idempotency-Key was used before with another request (another operation or body); nothing was done. Use a new key for a new request, or send the first request again to get its result.',
+  );
+
 /** 429 solvers_busy: admitting the task would only make it wait past its deadline (docs/queue.md, "Backpressure"). */
 export const solversBusy = (retryAfterSeconds: number, waiting: number) =>
   new ApiError(
@@ -70,6 +77,8 @@ export function createdTask(result: CreateResult, refusal: { priceFromRequest?: 
       throw refusal.noSolver();
     case 'solvers_busy':
       throw solversBusy(result.retryAfterSeconds, result.waiting);
+    case 'idempotency_key_reused':
+      throw idempotencyKeyReused();
     case 'not_started':
       throw new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: result.taskId });
   }
@@ -104,7 +113,8 @@ export interface WebTaskInput {
   /** The request can set max_price_points (POST /v1/tasks). */
   priceFromRequest?: boolean;
   timeoutSeconds?: number | null;
-  idempotencyKey?: string;
+  /** The request's Idempotency-Key, as the task stores it, and the request's fingerprint (src/http/idempotency.ts). */
+  idempotency?: Idempotency;
   /** Where the payload's url sits in the request, for the 422 of a URL that does not parse. */
   urlLoc: (string | number)[];
   /** Told of the task's terminal state (POST /v1/tasks); without it the account's default webhook, if any, is. */
@@ -124,8 +134,6 @@ export const costHeaders = (cost: { charged_points: string; held_points: string 
   'X-Points-Held': cost.held_points ?? '0',
 });
 
-/** Idempotency keys longer than this are ignored rather than stored. */
-export const idempotencyKeyOf = (header: string | undefined) => (header && header.length <= 255 ? header : undefined);
 
 async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Promise<void> {
   const url = input.payload.url;

@@ -12,6 +12,9 @@ import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
 
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
+// Gauges named like counters fail `promtool check metrics`; each is the sum of its by-type gauge
+// (`sum without (type) (nodejs_active_handles)`).
+for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
 
 const PREFIX = 'marketplace_';
 const FINAL_STATES = ['completed', 'failed', 'timed_out'] as const;
@@ -52,7 +55,7 @@ const tasksFinished = new Counter({
 
 const attemptsReassigned = new Counter({
   name: `${PREFIX}attempts_reassigned_total`,
-  help: 'Attempts given to another solver after an earlier attempt of the same task failed',
+  help: 'Attempts given to another solver than the previous attempt of the same task (a task put back in line, or given to the same solver again, is not counted)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
@@ -209,7 +212,7 @@ export const recordTaskCreated = (taskType: string) => tasksCreated.labels(taskT
 /** A task reached its final state (the transaction that finished it committed). */
 export const recordTaskFinished = (taskType: string, status: string) => tasksFinished.labels(taskType, status).inc();
 
-/** An attempt after the first was reserved for a task. */
+/** An attempt after the first was given to another solver than the task's previous attempt. */
 export const recordAttemptReassigned = (taskType: string) => attemptsReassigned.labels(taskType).inc();
 
 /** An attempt sent early was taken over by its dispatch activity, or abandoned without one (src/dispatch/early-attempts.ts). */

@@ -105,6 +105,20 @@ export function errorBodyOf(status: number): z.ZodTypeAny {
   return body;
 }
 
+const openAiErrorBodies = new Map<number, z.ZodTypeAny>();
+
+/** The same errors on the OpenAI-compatible routes: OpenAI's error object, `code` the type again (src/chat/openai-format.ts). */
+export function openAiErrorBodyOf(status: number): z.ZodTypeAny {
+  const types = typeEnum(errorTypesOf(status));
+  const body =
+    openAiErrorBodies.get(status) ??
+    z
+      .object({ error: z.object({ message: z.string(), type: types, param: z.string().nullable(), code: types }).passthrough() })
+      .openapi(`OpenAIError${status}`);
+  openAiErrorBodies.set(status, body);
+  return body;
+}
+
 export const ValidationErrorBody = z
   .object({
     detail: z
@@ -123,3 +137,13 @@ export const ValidationErrorBody = z
 
 export const StringMap = z.record(z.string());
 export const FreeForm = z.record(z.any());
+
+/** A validation error on the OpenAI-compatible routes: the same `detail`, and OpenAI's error object for its first issue. */
+export const OpenAIValidationErrorBody = ValidationErrorBody.extend({
+  error: z.object({
+    message: z.string(),
+    type: z.literal('invalid_request_error'),
+    param: z.string().nullable().openapi({ description: 'The first issue\'s field (messages[0].content), null for a malformed body' }),
+    code: z.string().openapi({ description: 'The first issue\'s type (missing, too_short, json_invalid, ...)' }),
+  }),
+}).openapi('OpenAIValidationError');

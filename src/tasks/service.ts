@@ -3,7 +3,7 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { countOnlineSolvers } from '../db/solvers';
-import { createTaskWithHold, finishTask, getTaskRecord, type Finished, markWorkflowStarted, type CreateTaskOutcome, type TaskRecord, type TaskRow } from '../db/tasks';
+import { createTaskWithHold, finishTask, getTaskRecord, type Finished, markWorkflowStarted, type CreateTaskOutcome, type Idempotency, type TaskRecord, type TaskRow } from '../db/tasks';
 import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
@@ -33,7 +33,8 @@ export interface CreateTaskInput {
   payload: Record<string, unknown>;
   maxPricePoints?: string | null;
   timeoutSeconds?: number | null;
-  idempotencyKey?: string;
+  /** The request's Idempotency-Key (as the task stores it) and the request's fingerprint. */
+  idempotency?: Idempotency;
   /** Create nothing when no eligible solver is online at all (a new task only): `no_solver_online`. */
   requireOnline?: boolean;
   /**
@@ -53,6 +54,8 @@ const WAIT_GRACE_MS = 5000;
 /** What creating a task did: the task, or why there is none. */
 export type CreateResult =
   | { kind: 'created' | 'existing'; task: TaskRecord }
+  /** The idempotency key came with another request before: nothing is created. */
+  | { kind: 'idempotency_key_reused' }
   | { kind: 'insufficient_balance'; requiredPoints: string }
   | Extract<CreateTaskOutcome, { kind: 'key_spend_limit_reached' }>
   | { kind: 'no_solver_online' }
@@ -104,7 +107,7 @@ export class TaskService {
       maxPricePoints: input.maxPricePoints ?? (input.chat ? this.deps.config.defaultChatPricePoints : this.deps.config.defaultWebTaskPricePoints),
       timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
       workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
-      idempotencyKey: input.idempotencyKey,
+      idempotency: input.idempotency,
       keyId: input.keyId,
       match: { strongModels: input.chat?.strongModels, requireOnline: input.requireOnline },
       admission: { maxQueued: this.deps.config.queueLimitPerTaskType },

@@ -12,6 +12,7 @@ import { disagreementsOf } from '../../trust/redundant';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
 import { validateBody, validateParams } from '../validation';
+import { idempotencyKeyReused } from '../web-tasks';
 
 export function adminRoutes(deps: AppDeps): Router {
   const router = Router();
@@ -27,6 +28,8 @@ export function adminRoutes(deps: AppDeps): Router {
     const key = idempotencyKey ? `deposit:${accountId}:${idempotencyKey}` : `deposit:${crypto.randomUUID()}`;
     const amountText = decimalText(amount);
     const result = await deposit(deps.db, { accountId, amount: amountText, idempotencyKey: key });
+    // The key is the account's: another amount under it is another request.
+    if (!result.applied && result.depositedBefore !== amountText) throw idempotencyKeyReused();
     res.locals.log.info({ account_id: accountId, amount_points: amountText, applied: result.applied }, 'deposit');
     const balance = await getBalance(deps.db, accountId);
     res.json({ account_id: accountId, deposited_points: amountText, applied: String(result.applied), ...balance });

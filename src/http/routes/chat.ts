@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
-import { Router, type Request, type Response } from 'express';
-import { chunk, completionBody, MessageAssembler, normalizeUsage, usageChunk, type CompletionMeta } from '../../chat/openai-format';
+import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+import { chunk, completionBody, MessageAssembler, normalizeUsage, openAiErrorBody, usageChunk, type CompletionMeta } from '../../chat/openai-format';
 import type { RelayEvent } from '../../chat/relay';
 import { costOfTasks } from '../../db/ledger';
 import { getTaskRecord } from '../../db/tasks';
@@ -146,7 +146,7 @@ export function chatRoutes(deps: AppDeps): Router {
       if (!end) {
         const failure = verdict?.status === 'completed' ? new ApiError('solver_failed', 'The completion stream was interrupted.') : failureError('chat', task, verdict);
         if (!stream) throw failure;
-        send(failure.toBody());
+        send(openAiErrorBody(failure.toBody()));
         res.end();
         return;
       }
@@ -167,7 +167,7 @@ export function chatRoutes(deps: AppDeps): Router {
       // The stream has begun: report the failure in-band rather than cutting the stream silently.
       const failure = error instanceof ApiError ? error : new ApiError('internal_error', 'The completion failed on our side; retry.');
       if (!(error instanceof ApiError)) res.locals.log.error({ err: error }, 'chat stream failed');
-      send(failure.toBody());
+      send(openAiErrorBody(failure.toBody()));
       res.end();
     } finally {
       finished = true;
@@ -181,4 +181,19 @@ export function chatRoutes(deps: AppDeps): Router {
   // Temporary alias during the migration window; same behaviour.
   router.post('/v1/inference/chat/completions', auth, validateBody(ChatCompletionBody), handler);
   return router;
+}
+
+/** The OpenAI-compatible paths (completions, its alias, models), whose errors are OpenAI's error object. */
+export const OPENAI_PATHS = ['/v1/chat/completions', '/v1/inference/chat/completions', '/v1/models'];
+
+/**
+ * Mounted on OPENAI_PATHS before the common error renderer: that renderer still decides status and
+ * message, and this gives its body OpenAI's `code` and `param` (src/chat/openai-format.ts).
+ */
+export function openAiErrorDialect(): ErrorRequestHandler {
+  return (error, _req, res, next) => {
+    const json = res.json.bind(res);
+    res.json = (body: unknown) => json(openAiErrorBody(body));
+    next(error);
+  };
 }

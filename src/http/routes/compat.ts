@@ -13,7 +13,9 @@ import {
   type ScrapeV2Request,
 } from '../../schemas/requests';
 import { costOfTasks } from '../../db/ledger';
-import { costHeaders, idempotencyKeyOf, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
+import { idempotencyKeyReused as keyUsedElsewhere } from '../../db/tasks';
+import { idempotencyOf } from '../idempotency';
+import { costHeaders, idempotencyKeyReused, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, RequestValidationError, validateBody, type ValidationDetail } from '../validation';
@@ -32,6 +34,7 @@ export const COMPAT_SCRAPER_PREFIX = '/v1/compat/scraper';
 export const FIRECRAWL_V2_ROOT = '/v2';
 
 type ScrapePart = { part: keyof ScrapeResults; taskType: WebTaskType; payload: Record<string, unknown> };
+const SCRAPE_PARTS: (keyof ScrapeResults)[] = ['markdown', 'rawHtml', 'screenshot'];
 
 // A web_search task returns at most this many results (SearchBody.count).
 const SEARCH_RESULTS_MAX = 10;
@@ -43,11 +46,22 @@ export function compatRoutes(deps: AppDeps): Router {
 
   /** Runs a scrape's tasks together and returns their results; the first failure is the answer. */
   /** Runs a scrape's tasks; its answer's headers say what they cost, which `cost` returns for the body too. */
-  async function runScrape(req: Request, res: Response, url: string, timeoutSeconds: number | undefined, parts: ScrapePart[]): Promise<{ results: ScrapeResults; cost: { charged_points: string; held_points: string } }> {
-    // Firecrawl SDKs send x-idempotency-key; each task of the scrape gets its own key derived from it.
-    const key = idempotencyKeyOf(req.header('idempotency-key') ?? req.header('x-idempotency-key'));
-    // Checked for every part before any task exists, so a refused target or a missing screenshot solver
-    // leaves no fetch task charged.
+  async function runScrape(
+    req: Request,
+    res: Response,
+    operation: string,
+    url: string,
+    timeoutSeconds: number | undefined,
+    parts: ScrapePart[],
+  ): Promise<{ results: ScrapeResults; cost: { charged_points: string; held_points: string } }> {
+    // Each task of the scrape gets its own key derived from the request's.
+    const idempotency = idempotencyOf(req, operation);
+    const partKey = (part: keyof ScrapeResults) => idempotency && { key: `scrape:${part}:${idempotency.key}`, fingerprint: idempotency.fingerprint };
+    // Checked for every part before any task exists, so a refused target, a missing screenshot solver or a
+    // key used with another scrape (maybe of other parts) leaves no fetch task charged.
+    if (idempotency && (await keyUsedElsewhere(deps.db, accountOf(res).account_id, { keys: SCRAPE_PARTS.map((part) => partKey(part)!.key), fingerprint: idempotency.fingerprint }))) {
+      throw idempotencyKeyReused();
+    }
     await deps.domainPolicy.assertAllowed(url, ['body', 'url']);
     for (const taskType of new Set(parts.map((entry) => entry.taskType))) {
       if (!(await deps.tasks.solverOnline(taskType))) throw noSolverOnline(taskType);
@@ -59,7 +73,7 @@ export function compatRoutes(deps: AppDeps): Router {
         taskType,
         payload,
         timeoutSeconds,
-        idempotencyKey: key ? `scrape:${part}:${key}` : undefined,
+        idempotency: partKey(part),
         urlLoc: ['body', 'url'],
       }).then(({ task }) => [part, { taskId: task.task_id, result: task.result }] as const),
     );
@@ -95,7 +109,7 @@ export function compatRoutes(deps: AppDeps): Router {
     if (plan.markdown) parts.push({ part: 'markdown', taskType: 'proxy_fetch', payload: { url, raw_html: false, ...fetchTimeout } });
     if (plan.rawHtml) parts.push({ part: 'rawHtml', taskType: 'proxy_fetch', payload: { url, raw_html: true, ...fetchTimeout } });
     if (plan.screenshot) parts.push({ part: 'screenshot', taskType: 'screenshot', payload: { url, full_page: plan.screenshot.fullPage } });
-    const { results, cost } = await runScrape(req, res, url, timeoutSeconds, parts);
+    const { results, cost } = await runScrape(req, res, 'scrape:v1', url, timeoutSeconds, parts);
     res.json({ success: true, data: withCost(scrapeDocument({ url, formats, onlyMainContent: body.onlyMainContent ?? true, results }), cost) });
   });
 
@@ -126,7 +140,7 @@ export function compatRoutes(deps: AppDeps): Router {
     if (plan.solverMarkdown) parts.push({ part: 'markdown', taskType: 'proxy_fetch', payload: { url, raw_html: false, ...fetchTimeout } });
     if (plan.rawHtml) parts.push({ part: 'rawHtml', taskType: 'proxy_fetch', payload: { url, raw_html: true, ...fetchTimeout } });
     if (plan.screenshot) parts.push({ part: 'screenshot', taskType: 'screenshot', payload: { url, ...plan.screenshot } });
-    const { results, cost } = await runScrape(req, res, url, timeoutSeconds, parts);
+    const { results, cost } = await runScrape(req, res, 'scrape:v2', url, timeoutSeconds, parts);
     res.json({ success: true, data: withCost(scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, results }), cost) });
   });
 
@@ -142,7 +156,8 @@ export function compatRoutes(deps: AppDeps): Router {
       const first = scrapeFormats[0]!;
       throw unsupportedResultScrape(typeof first === 'string' ? first : first.type);
     }
-    const key = idempotencyKeyOf(req.header('idempotency-key') ?? req.header('x-idempotency-key'));
+    // Both versions' searches are one operation: the same body makes the same task.
+    const idempotency = idempotencyOf(req, 'search');
     const limit = body.limit ?? FIRECRAWL_SEARCH_DEFAULT_LIMIT;
     const count = Math.min(limit, SEARCH_RESULTS_MAX);
     const { task } = await runWebTask(
@@ -153,7 +168,7 @@ export function compatRoutes(deps: AppDeps): Router {
         taskType: 'web_search',
         payload: { query: body.query, count },
         timeoutSeconds: timeoutSecondsOf(body.timeout),
-        idempotencyKey: key ? `search:${key}` : undefined,
+        idempotency: idempotency && { key: `search:${idempotency.key}`, fingerprint: idempotency.fingerprint },
         urlLoc: ['body', 'query'],
       },
       (created) => res.setHeader('X-Task-Id', created.task_id),

@@ -25,7 +25,8 @@ import {
 import { decimalText } from '../../schemas/common';
 import { ListTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
-import { costHeaders, createWebTask, idempotencyKeyOf, runWebTask, safetyOf } from '../web-tasks';
+import { idempotencyOf } from '../idempotency';
+import { costHeaders, createWebTask, runWebTask, safetyOf } from '../web-tasks';
 import { adminCompleteSignal, cancelTaskSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
 import { decodeCursor, encodeCursor, isCursorTime } from '../pagination';
@@ -48,7 +49,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       maxPricePoints: body.max_price_points == null ? null : decimalText(body.max_price_points),
       priceFromRequest: true,
       timeoutSeconds: body.timeout_seconds,
-      idempotencyKey: idempotencyKeyOf(req.header('idempotency-key')),
+      idempotency: idempotencyOf(req, 'tasks'),
       urlLoc: ['body', 'payload', 'url'],
       webhook: body.webhook,
       routingSort: body.provider?.sort ?? undefined,
@@ -126,7 +127,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
         taskType,
         payload,
         timeoutSeconds,
-        idempotencyKey: idempotencyKeyOf(res.req.header('idempotency-key')),
+        idempotency: idempotencyOf(res.req, `convenience:${taskType}`),
         urlLoc: ['body', 'url'],
       },
       (task) => res.setHeader('X-Task-Id', task.task_id),
