@@ -187,7 +187,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     const body = req.body as SnapshotRequest;
     const { task, elapsedMs } = await runToCompletion(res, 'page_snapshot', body);
     const result = task.result;
-    res.json({ url: result.url, snapshot: result.snapshot, snapshot_format: result.snapshot_format, title: result.title ?? null, elapsed_ms: elapsedMs, ...safetyOf(result) });
+    res.json({ url: result.url, snapshot: result.snapshot, snapshot_format: result.snapshot_format, title: result.title ?? null, elapsed_ms: elapsedMs, task_id: task.task_id, ...safetyOf(result) });
   });
 
   router.post('/v1/admin/tasks/:task_id/complete', requireAdmin(deps.config.adminApiKey), validateParams(TaskIdParams), validateBody(AdminCompleteTaskBody), async (req, res) => {
