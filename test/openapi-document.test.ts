@@ -48,7 +48,7 @@ describe('the OpenAPI document tells every answer', () => {
     expect(statuses('/v1/admin/tasks/{task_id}/complete', 'post')).toEqual(['200', '400', '401', '403', '404', '409', '413', '415', '422', '429']);
     expect(statuses('/v1/admin/domain-policy/reload', 'post')).toContain('500');
     expect(statuses('/v1/solver/connect', 'get')).toEqual(['101', '401', '404', '429']);
-    expect(statuses('/v1/register', 'post')).toEqual(['200', '413', '415', '422', '429']);
+    expect(statuses('/v1/register', 'post')).toEqual(['200', '400', '413', '415', '422', '429']);
     expect(statuses('/health', 'get')).toEqual(['200']);
     expect(statuses('/v1/account/webhook', 'put')).toEqual(['200', '400', '401', '403', '413', '415', '422', '429']);
     expect(statuses('/v1/account/webhook', 'get')).toEqual(['200', '401', '404', '429']);
