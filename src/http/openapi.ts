@@ -32,7 +32,7 @@ interface RouteDoc {
   /** The error types the route's own code answers. */
   errors?: ErrorType[];
   /** The success answer when it is not JSON only. */
-  success?: 'png' | 'sse' | 'websocket' | 'prometheus';
+  success?: 'png' | 'sse' | 'websocket' | 'prometheus' | 'events';
   /** Convenience routes name their task in X-Task-Id. */
   taskHeader?: boolean;
   /** Errors in Firecrawl's shape and statuses (src/compat/firecrawl.ts). */
@@ -99,8 +99,12 @@ export const ROUTES: RouteDoc[] = [
   { method: 'get', path: '/v1/admin/quarantines', summary: 'Solvers in quarantine, with the evidence and what is held of their earnings (docs/trust.md)', tag: 'admin', auth: 'admin' },
   { method: 'get', path: '/v1/admin/solvers/{solver_id}/trust', summary: 'One solver\'s reputation per task type, quarantines, held earnings and redundant-run disagreements with their evidence', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, errors: ['account_not_found'] },
   { method: 'post', path: '/v1/admin/solvers/{solver_id}/quarantine/clear', summary: 'Clear a solver\'s quarantine and release its held earnings', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, body: bodies.ClearQuarantineBody, errors: ['account_not_found', 'quarantine_not_found'] },
+  { method: 'get', path: '/v1/admin/tasks', summary: 'Any account\'s tasks, newest first, found by id, account, type, status and time, paged by cursor (records without result, with account_id)', tag: 'admin', auth: 'admin', query: queries.AdminTasksQuery },
+  { method: 'get', path: '/v1/admin/tasks/{task_id}', summary: 'One task in full: its record and result, account_id, every attempt (node, price, outcome, error, times), every ledger entry it wrote on any account, and workflow_url (its workflow in the Temporal UI, null when TEMPORAL_UI_URL is unset)', tag: 'admin', auth: 'admin', params: bodies.TaskIdParams, errors: ['task_not_found'] },
+  { method: 'get', path: '/v1/admin/solvers', summary: 'Solvers online: node, capabilities with price, slots and slots taken, and reputation per task type', tag: 'admin', auth: 'admin' },
+  { method: 'get', path: '/v1/admin/events', summary: 'Server-sent events for the console (docs/console.md): `history` (this node\'s queue snapshots of the last hour) first, then `status` (a queue snapshot every 5 s and shortly after tasks end) and `task_finished` ({task_id, status}, as each task ends); without Accept: text/event-stream, the samples once as JSON', tag: 'admin', auth: 'admin', success: 'events' },
   { method: 'get', path: '/v1/admin/status', summary: 'Database and Temporal reachability, counts', tag: 'admin', auth: 'admin' },
-  { method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver', tag: 'admin', auth: 'admin', body: bodies.AdminCompleteTaskBody, params: bodies.TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'] },
+  { method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver; the result must match the task type\'s result schema (docs/solver-schemas.json), 422 at its loc otherwise', tag: 'admin', auth: 'admin', body: bodies.AdminCompleteTaskBody, params: bodies.TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'] },
 ];
 
 const AUTH_ERRORS: Record<Auth, ErrorType[]> = {
@@ -137,6 +141,14 @@ const SseEvent = z
   .passthrough()
   .openapi('ChatCompletionEvent');
 
+/** One event of GET /v1/admin/events (`event:` names it, `data:` is one JSON object). */
+const MarketEventSchema = z
+  .object({
+    event: z.enum(['history', 'status', 'task_finished']),
+    data: z.string().openapi({ description: 'history: {samples:[{at, queues}]}; status: {at, queues} (queues as in GET /v1/admin/status); task_finished: {task_id, status}' }),
+  })
+  .openapi('MarketEvent');
+
 type Header = { description: string; required?: boolean; schema: { type: 'string' | 'integer' } };
 const requestIdHeader: Header = { description: 'The request id (the caller\'s X-Request-Id when it is sane)', required: true, schema: { type: 'string' } };
 const rateLimitHeaders = (required: boolean): Record<string, Header> => ({
@@ -170,6 +182,7 @@ function successOf(route: RouteDoc): [string, ResponseConfig] {
   if (route.success === 'websocket') return ['101', { description: 'Switching Protocols: the solver WebSocket' }];
   if (route.success === 'png') return ['200', { description: 'The screenshot as JSON, or the raw PNG with Accept: image/png', headers, content: { ...json, 'image/png': { schema: z.string().openapi({ format: 'binary' }) } } }];
   if (route.success === 'prometheus') return ['200', { description: 'Prometheus text exposition format 0.0.4', headers, content: { 'text/plain': { schema: z.string() } } }];
+  if (route.success === 'events') return ['200', { description: 'With Accept: text/event-stream, a stream that stays open (`: keep-alive` comments every SSE_KEEPALIVE_MS); otherwise {samples} as JSON: the last hour\'s snapshots and one taken now', headers, content: { ...json, 'text/event-stream': { schema: MarketEventSchema } } }];
   if (route.success === 'sse') return ['200', { description: 'The completion as JSON, or server-sent events with stream: true', headers, content: { ...json, 'text/event-stream': { schema: SseEvent } } }];
   return ['200', { description: 'Success', headers, content: json }];
 }
