@@ -1,4 +1,6 @@
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
@@ -152,6 +154,7 @@ describe('operators', () => {
     const page = await openConsole('operator', ADMIN_KEY);
     await page.locator('[data-queued="page_snapshot"]').filter({ hasText: /^[1-9]/ }).waitFor();
     await expect(page.locator('svg.chart polyline[data-type="page_snapshot"]').count()).resolves.toBe(1);
+    await keep(page, 'operator-queues');
     await page.getByRole('link', { name: 'page_snapshot' }).click();
     await page.getByRole('link', { name: taskId }).click();
     await page.locator('#task-status', { hasText: 'queued' }).waitFor();
@@ -273,29 +276,71 @@ describe('clients', () => {
     await keep(page, 'client-keys-phone');
   });
 
-  test('see their tasks and spend per day', async () => {
-    const solver = await startSolver({ taskTypes: ['proxy_fetch'] });
-    const client = await registerAccount(stack.url, '50');
-    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/spend' } });
-    expect(fetched.status).toBe(200);
-    const page = await openConsole('client', client.api_key);
-    await page.getByRole('link', { name: fetched.json.task_id }).waitFor();
-    await expect(page.locator('.bars li').first().textContent()).resolves.toContain('1 pts');
-    await keep(page, 'client-tasks');
-    expect(solver.received).toHaveLength(1);
+  test('set a webhook, then see their tasks, spend per day and each delivery with its attempts', async () => {
+    const received: string[] = [];
+    const receiver = http.createServer((req, res) => {
+      received.push(String(req.headers['webhook-id']));
+      res.writeHead(204).end();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    try {
+      const solver = await startSolver({ taskTypes: ['proxy_fetch'] });
+      const client = await registerAccount(stack.url, '50');
+      const page = await openConsole('client', client.api_key);
+      await page.getByRole('link', { name: 'Webhook' }).click();
+      await page.getByLabel('URL').fill(`http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`);
+      await page.getByRole('button', { name: 'Save' }).click();
+      await page.getByText(/Every new task tells http:\/\/127\.0\.0\.1/).waitFor();
+
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/spend' } });
+      expect(fetched.status).toBe(200);
+      await waitFor(() => received.length === 1);
+      await page.getByRole('link', { name: 'Tasks & spend' }).click();
+      await expect(page.locator('.bars li').first().textContent()).resolves.toContain('1 pts');
+      await keep(page, 'client-tasks');
+      await page.getByRole('link', { name: fetched.json.task_id }).click();
+      await page.getByText('completed → delivered').waitFor();
+      await page.locator('td', { hasText: /^204$/ }).waitFor();
+      expect(solver.received).toHaveLength(1);
+    } finally {
+      await new Promise((resolve) => receiver.close(resolve));
+    }
   });
 });
 
 describe('solvers', () => {
-  test('see their earnings and reputation per task type', async () => {
-    const solver = await startSolver({ taskTypes: ['proxy_fetch'], price: '2' });
+  test('see their earnings, reputation per task type, and why an attempt failed', async () => {
+    let failNext = true;
+    const solver = await startSolver({
+      taskTypes: ['proxy_fetch'],
+      price: '2',
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        if (failNext) {
+          failNext = false;
+          self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'upstream_failed', message: 'the site answered 503' }, retryable: false });
+        } else {
+          self.send({ type: 'result', attempt_id: frame.attempt_id, result: { url: frame.payload.url, final_url: frame.payload.url, status_code: 200, content_type: 'markdown', content: '# Earned', title: 'Earned' } });
+        }
+      },
+    });
     const client = await registerAccount(stack.url, '50');
+    await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/fail' } });
     expect((await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/earn' } })).status).toBe(200);
+
+    const attempts = await api(stack.url, 'GET', '/v1/solver/attempts', { headers: { Authorization: `Bearer ${solver.apiKey}` } });
+    expect(attempts.json.data.map((a: { outcome: string }) => a.outcome)).toEqual(['completed', 'error']);
+    expect(attempts.json.data[1].error).toMatchObject({ message: 'the site answered 503' });
+    // Only its own: another solver's list holds none of these.
+    const other = await registerAccount(stack.url);
+    expect((await api(stack.url, 'GET', '/v1/solver/attempts', { headers: other.auth })).json.data).toEqual([]);
+
     const page = await openConsole('solver', solver.apiKey);
     // 2 points less the platform's 10 %.
     await page.locator('#earned', { hasText: '1.8 pts' }).waitFor();
     await expect(page.locator('.bars li').first().textContent()).resolves.toContain('1.8 pts');
     await expect(page.locator('td', { hasText: /^proxy_fetch$/ }).count()).resolves.toBeGreaterThanOrEqual(2);
+    await page.locator('td', { hasText: 'the site answered 503' }).waitFor();
     await keep(page, 'solver-earnings');
   });
 });

@@ -111,8 +111,59 @@ async function keys(main) {
     h('div', { id: 'new-key-out', role: 'status' })));
 }
 
+
+const EVENTS = ['completed', 'failed', 'timed_out', 'cancelled'];
+
+/** The account's default webhook and the secret that signs its deliveries. */
+async function webhook(main) {
+  let current = null;
+  try {
+    current = await get('/v1/account/webhook');
+  } catch (error) {
+    if (error.status !== 404) throw error;
+  }
+  const secret = await get('/v1/account/webhook-secret');
+  const url = h('input', { name: 'url', type: 'url', required: true, value: current?.url ?? '' });
+  const boxes = EVENTS.map((event) => h('input', { type: 'checkbox', name: 'events', value: event, checked: !current || current.events.includes(event) }));
+  const out = h('div', { role: 'status' });
+  const shown = h('code', { id: 'secret' }, `${secret.secret.slice(0, 10)}…`);
+  fill(main,
+    section('Default webhook', h('p', {}, current ? `Every new task tells ${current.url} when it ends (${current.events.join(', ')}).` : 'No default webhook: only tasks that name their own have one.'),
+      h('form', { onsubmit: async (event) => {
+        event.preventDefault();
+        try {
+          await call('PUT', '/v1/account/webhook', { url: url.value.trim(), events: boxes.filter((box) => box.checked).map((box) => box.value) });
+          toast('Webhook saved.');
+          webhook(main);
+        } catch (error) {
+          fill(out, h('p', { class: 'error' }, errorText(error)));
+        }
+      } },
+        field('URL', url),
+        h('fieldset', {}, h('legend', {}, 'Events'), boxes.map((box) => h('label', { class: 'check' }, box, ` ${box.value}`))),
+        h('span', { class: 'actions' }, h('button', { type: 'submit' }, 'Save'),
+          current ? h('button', { type: 'button', class: 'danger', onclick: async () => {
+            await call('DELETE', '/v1/account/webhook');
+            toast('Default webhook removed.');
+            webhook(main);
+          } }, 'Remove') : null),
+        out)),
+    section('Signing secret', h('p', {}, 'Deliveries are signed with this secret (Standard Webhooks). Rotated ', time(secret.rotated_at),
+      secret.previous_secret_expires_at ? `; the replaced one still signs until ${time(secret.previous_secret_expires_at)}` : '', '.'),
+      h('p', {}, shown),
+      h('span', { class: 'actions' },
+        h('button', { type: 'button', onclick: () => fill(shown, secret.secret) }, 'Show the secret'),
+        h('button', { type: 'button', onclick: async () => {
+          await call('POST', '/v1/account/webhook-secret/rotate');
+          toast('Secret rotated: the old one signs too for 24 h.');
+          webhook(main);
+        } }, 'Rotate'))),
+    section('Deliveries', h('p', {}, 'Each task\'s deliveries, with every attempt, are on its page (Tasks & spend).')));
+}
+
 export const clientViews = {
   'my-tasks': { title: 'Tasks & spend', render: myTasks },
   keys: { title: 'Keys', render: keys },
+  webhook: { title: 'Webhook', render: webhook },
   'my-task': { render: myTask },
 };

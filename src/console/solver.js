@@ -6,11 +6,12 @@ import { fill, h, points, section, table, time } from './ui.js';
 
 async function earnings(main) {
   const since = new Date(Date.now() - 30 * 86400_000).toISOString();
-  const [stats, balance, summary, payouts] = await Promise.all([
+  const [stats, balance, summary, payouts, attempts] = await Promise.all([
     get('/v1/solver/stats'),
     get('/v1/balance'),
     get(`/v1/account/ledger/summary${query({ created_after: since })}`),
     get(`/v1/account/ledger${query({ kind: 'payout', limit: 20 })}`),
+    get('/v1/solver/attempts'),
   ]);
   const trust = stats.trust;
   const days = perDay(summary.data, 'payout');
@@ -31,6 +32,11 @@ async function earnings(main) {
     section('Offers', table([
       ['Task type', (c) => c.task_type], ['Model', (c) => c.model_name], ['Price', (c) => points(c.min_price_points)], ['Slots taken', (c) => `${c.active_attempts}/${c.max_concurrent}`],
     ], stats.capabilities, { empty: 'No capability registered.' })),
+    section('Latest attempts (last 7 days)', table([
+      ['Started', (a) => time(a.started_at)], ['Task', (a) => a.task_id], ['Type', (a) => a.task_type], ['Price', (a) => points(a.price_points)],
+      ['Outcome', (a) => h('span', { class: `outcome ${a.outcome}` }, a.outcome)],
+      ['Why', (a) => (a.error ? `${a.error.type ?? 'error'}: ${a.error.message ?? ''}` : '')],
+    ], attempts.data, { empty: 'No attempt in the last 7 days.' })),
     section('Latest payouts', table([
       ['When', (e) => time(e.created_at)], ['Task', (e) => e.task_id ?? '—'], ['Type', (e) => e.task_type ?? '—'], ['Amount', (e) => points(e.amount)],
     ], payouts.data, { empty: 'No payout yet.' })));

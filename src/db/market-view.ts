@@ -75,15 +75,20 @@ export async function onlineSolvers(db: Db): Promise<OnlineSolver[]> {
   return [...solvers.values()];
 }
 
-const RecentAttemptRow = AttemptDetailRow.extend({ task_id: z.string(), task_type: z.string() });
+const RecentAttemptRow = AttemptDetailRow.omit({ node_id: true }).extend({ task_id: z.string(), task_type: z.string() });
+export type RecentAttempt = z.infer<typeof RecentAttemptRow>;
 
-/** Most attempts the solver's page lists. */
+/** Most attempts a solver's list holds. */
 const RECENT_ATTEMPTS = 50;
+/** How far back it looks: the attempts' BRIN index on started_at keeps the scan to these days. */
+const RECENT_ATTEMPT_DAYS = 7;
 
-/** A solver's latest attempts, newest first, each with the error that ended it, if any. */
-export async function recentAttemptsOf(db: Db, solverId: string): Promise<readonly z.infer<typeof RecentAttemptRow>[]> {
+/** A solver's latest attempts (of the last week), newest first, each with the error that ended it, if any. */
+export async function recentAttemptsOf(db: Db, solverId: string): Promise<readonly RecentAttempt[]> {
   return db.any(sql.type(RecentAttemptRow)`
-    SELECT task_id, task_type, attempt_number, solver_id, node_id, model_name, trim_scale(price_points)::text AS price_points, outcome, error,
+    SELECT task_id, task_type, attempt_number, solver_id, model_name, trim_scale(price_points)::text AS price_points, outcome, error,
            started_at, accepted_at, ended_at
-    FROM task_attempts WHERE solver_id = ${solverId} ORDER BY started_at DESC LIMIT ${RECENT_ATTEMPTS}`);
+    FROM task_attempts
+    WHERE solver_id = ${solverId} AND started_at > now() - make_interval(days => ${RECENT_ATTEMPT_DAYS})
+    ORDER BY started_at DESC LIMIT ${RECENT_ATTEMPTS}`);
 }
