@@ -242,6 +242,20 @@ describe('operators', () => {
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
   });
 
+  test('markup in a result is shown as text, never run', async () => {
+    const client = await registerAccount(stack.url, '100');
+    const payee = await registerAccount(stack.url);
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/x' }, timeout_seconds: 120 } });
+    const markup = '<img id="pwn" src="x" onerror="window.__pwned = 1"><b id="bold">bold</b>';
+    const result = { url: 'https://example.com/x', final_url: 'https://example.com/x', status_code: 200, content_type: 'html', content: markup, title: '<script>window.__pwned = 2</script>' };
+    expect((await api(stack.url, 'POST', `/v1/admin/tasks/${created.json.task_id}/complete`, { headers: admin, body: { solver_id: payee.account_id, result } })).status).toBe(200);
+    const page = await openConsole('operator', ADMIN_KEY);
+    await page.goto(`${stack.url}/console#/task/${created.json.task_id}`);
+    await page.locator('pre', { hasText: 'onerror' }).waitFor();
+    expect(await page.locator('#pwn, #bold').count()).toBe(0);
+    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+  });
+
   test('deposit points and reload the domain policy from the console', async () => {
     const account = await registerAccount(stack.url);
     const page = await openConsole('operator', ADMIN_KEY);

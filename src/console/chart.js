@@ -12,7 +12,7 @@ const svg = (tag, attrs, text) => {
 };
 
 /** samples: [{at, queues: {type: {queued, ...}}}]; draws `queued` per type over the hour up to now. */
-export function queueChart(samples, { width = 640, height = 180 } = {}) {
+export function queueChart(samples, { width = 900, height = 200 } = {}) {
   const now = Date.now();
   const from = now - HOUR_MS;
   const types = [...new Set(samples.flatMap((sample) => Object.keys(sample.queues)))].sort();
@@ -29,9 +29,13 @@ export function queueChart(samples, { width = 640, height = 180 } = {}) {
   root.append(svg('text', { x: pad.left, y: height - 4, class: 'tick' }, '−60 min'));
   root.append(svg('text', { x: width - pad.right, y: height - 4, 'text-anchor': 'end', class: 'tick' }, 'now'));
   types.forEach((type, index) => {
-    const points = samples.filter((sample) => Date.parse(sample.at) >= from).map((sample) => `${x(sample.at).toFixed(1)},${y(sample.queues[type]?.queued ?? 0).toFixed(1)}`);
-    if (points.length === 1) points.push(points[0].replace(/^[\d.]+/, String(width - pad.right)));
-    root.append(svg('polyline', { points: points.join(' '), fill: 'none', stroke: COLOURS[index % COLOURS.length], 'stroke-width': 2, 'data-type': type }));
+    const shown = samples.filter((sample) => Date.parse(sample.at) >= from);
+    const points = shown.map((sample) => [x(sample.at), y(sample.queues[type]?.queued ?? 0)]);
+    const colour = COLOURS[index % COLOURS.length];
+    root.append(svg('polyline', { points: points.map(([px, py]) => `${px.toFixed(1)},${py.toFixed(1)}`).join(' '), fill: 'none', stroke: colour, 'stroke-width': 2, 'data-type': type }));
+    // The latest value as a dot: a line of one sample has no length to show.
+    const last = points[points.length - 1];
+    if (last) root.append(svg('circle', { cx: last[0].toFixed(1), cy: last[1].toFixed(1), r: 3.5, fill: colour }));
   });
   const legend = document.createElement('ul');
   legend.className = 'legend';

@@ -148,7 +148,7 @@ function completeForm(task, reload) {
     try {
       await call('POST', `/v1/admin/tasks/${encodeURIComponent(task.task_id)}/complete`, { solver_id: solver.value.trim(), result: value });
       toast('Task completed by hand.');
-      reload();
+      reload(true);
     } catch (error) {
       fill(problems, errorText(error));
     }
@@ -171,8 +171,14 @@ function resultView(result) {
 }
 
 async function task(main, [taskId]) {
-  const draw = async () => {
+  let shown;
+  const draw = async (force = false) => {
     const t = await get(`/v1/admin/tasks/${encodeURIComponent(taskId)}`);
+    if (force) shown = undefined;
+    // Redrawn only when something changed: a half-typed manual result is not thrown away.
+    const key = JSON.stringify([t.status, t.attempts, t.ledger.length, t.queue?.position]);
+    if (key === shown) return t;
+    shown = key;
     fill(main,
       section(`Task ${t.task_id}`,
         h('dl', { class: 'facts' },
@@ -199,7 +205,7 @@ async function task(main, [taskId]) {
   return followEvents((name, data) => {
     const mine = name === 'task_finished' && data.task_id === taskId;
     // A task still running changes without ending (an attempt starts or fails): the snapshots refresh it.
-    if (mine || (name === 'status' && !TERMINAL.has(current.status) && !document.activeElement?.closest('#complete'))) {
+    if (mine || (name === 'status' && !TERMINAL.has(current.status))) {
       draw().then((t) => (current = t)).catch(() => undefined);
     }
   });
