@@ -191,7 +191,7 @@ async function task(main, [taskId]) {
           h('dt', {}, 'Ended'), h('dd', {}, time(t.completed_at)),
           h('dt', {}, 'Workflow'), h('dd', {}, t.workflow_url ? h('a', { href: t.workflow_url, target: '_blank', rel: 'noopener noreferrer' }, `${t.workflow_id} in the Temporal UI`) : `${t.workflow_id} (set TEMPORAL_UI_URL for a link)`)),
         t.error ? h('p', { class: 'error' }, `${t.error.type}: ${t.error.message}`) : null),
-      section('Attempts', t.attempts.length ? timeline(t) : h('p', { class: 'empty' }, 'No attempt yet.')),
+      section('Attempts', t.attempts.length ? timeline(t) : h('p', { class: 'empty' }, TERMINAL.has(t.status) ? 'No solver attempt.' : 'No attempt yet.')),
       section('Ledger', table([
         ['Entry', (e) => e.entry_id], ['Account', (e) => e.account_id], ['Kind', (e) => e.kind], ['Amount', (e) => points(e.amount)],
         ['Available', (e) => e.available_change], ['Held', (e) => e.held_change], ['When', (e) => time(e.created_at)],
