@@ -149,6 +149,7 @@ const EnvSchema = z.object({
   DATABASE_URL: optionalString,
   TEMPORAL_ADDRESS: optionalString,
   TEMPORAL_NAMESPACE: optionalString,
+  TEMPORAL_UI_URL: optionalString,
   TEMPORAL_TASK_QUEUE: optionalString,
   TEMPORAL_CLI: optionalString,
   ADMIN_API_KEY: optionalString,
@@ -246,6 +247,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     databaseUrl: e.DATABASE_URL,
     temporalAddress: e.TEMPORAL_ADDRESS,
     temporalNamespace: e.TEMPORAL_NAMESPACE ?? 'default',
+    // The console links each task to its workflow there; `npm start` fills it with the embedded server's UI.
+    temporalUiUrl: e.TEMPORAL_UI_URL?.replace(/\/+$/, ''),
     taskQueue: e.TEMPORAL_TASK_QUEUE ?? 'marketplace',
     temporalCli: e.TEMPORAL_CLI,
     adminApiKey: e.ADMIN_API_KEY,

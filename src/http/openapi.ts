@@ -32,7 +32,7 @@ interface RouteDoc {
   /** The error types the route's own code answers. */
   errors?: ErrorType[];
   /** The success answer when it is not JSON only. */
-  success?: 'png' | 'sse' | 'websocket' | 'prometheus';
+  success?: 'png' | 'sse' | 'websocket' | 'prometheus' | 'events';
   /** Convenience routes name their task in X-Task-Id. */
   taskHeader?: boolean;
   /** Errors in Firecrawl's shape and statuses (src/compat/firecrawl.ts). */
@@ -102,6 +102,7 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/solver/capabilities', summary: 'Register or replace solver capabilities', tag: 'solver', auth: 'bearer', body: bodies.SolverCapabilitiesBody },
   { method: 'get', path: '/v1/solver/stats', summary: 'Solver statistics, with its reputation per task type and any quarantine (docs/trust.md)', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/market', summary: 'The market a solver works in: strong-tier allowlist, platform fee, clients\' default maximum prices, protocol version, timeouts, server time', tag: 'solver', auth: 'bearer', response: SolverMarket },
+  { method: 'get', path: '/v1/solver/attempts', summary: 'The calling solver\'s latest attempts (at most 50, of the last 7 days), newest first: task, type, price, outcome and the error that ended any failed one', tag: 'solver', auth: 'bearer', response: responseSchemas.SolverAttempts },
   { method: 'get', path: '/v1/solver/schemas', summary: 'JSON Schema (draft 2020-12) of every solver protocol frame and result type (docs/solver-schemas.json)', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/connect', summary: 'WebSocket upgrade for solver protocol v1 (see docs/solver-protocol.md); a request without the upgrade is 404', tag: 'solver', auth: 'bearer', errors: ['not_found'], success: 'websocket' },
   { method: 'post', path: '/v1/admin/deposit', summary: 'Deposit points', tag: 'admin', auth: 'admin', body: bodies.DepositBody, response: StringMap, headers: { 'Idempotency-Key': 'A deposit sent again with the same key, account and amount applies once; the same key and account with another amount is 422 idempotency_key_reused (a key is the account\'s: for another account it is another deposit)' }, errors: ['account_not_found', 'idempotency_key_reused'] },
@@ -111,8 +112,12 @@ export const ROUTES: RouteDoc[] = [
   { method: 'get', path: '/v1/admin/quarantines', summary: 'Solvers in quarantine, with the evidence and what is held of their earnings (docs/trust.md)', tag: 'admin', auth: 'admin' },
   { method: 'get', path: '/v1/admin/solvers/{solver_id}/trust', summary: 'One solver\'s reputation per task type, quarantines, held earnings and redundant-run disagreements with their evidence', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, errors: ['account_not_found'] },
   { method: 'post', path: '/v1/admin/solvers/{solver_id}/quarantine/clear', summary: 'Clear a solver\'s quarantine and release its held earnings', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, body: bodies.ClearQuarantineBody, errors: ['account_not_found', 'quarantine_not_found'] },
+  { method: 'get', path: '/v1/admin/tasks', summary: 'Any account\'s tasks, newest first, found by id, account, type, status and time, paged by cursor (records without result, with account_id)', tag: 'admin', auth: 'admin', query: queries.AdminTasksQuery },
+  { method: 'get', path: '/v1/admin/tasks/{task_id}', summary: 'One task in full: its record and result, account_id, every attempt (node, price, outcome, error, times), every ledger entry it wrote on any account, and workflow_url (its workflow in the Temporal UI, null when TEMPORAL_UI_URL is unset)', tag: 'admin', auth: 'admin', params: bodies.TaskIdParams, errors: ['task_not_found'] },
+  { method: 'get', path: '/v1/admin/solvers', summary: 'Solvers online: node, capabilities with price, slots and slots taken, and reputation per task type', tag: 'admin', auth: 'admin' },
+  { method: 'get', path: '/v1/admin/events', summary: 'Server-sent events for the console (docs/console.md): `history` (this node\'s queue snapshots of the last hour) first, then `status` (a queue snapshot every 5 s and shortly after tasks end) and `task_finished` ({task_id, status}, as each task ends); without Accept: text/event-stream, the samples once as JSON', tag: 'admin', auth: 'admin', success: 'events' },
   { method: 'get', path: '/v1/admin/status', summary: 'Database and Temporal reachability, counts', tag: 'admin', auth: 'admin' },
-  { method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver', tag: 'admin', auth: 'admin', body: bodies.AdminCompleteTaskBody, params: bodies.TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'] },
+  { method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver; the result must match the task type\'s result schema (docs/solver-schemas.json), 422 at its loc otherwise', tag: 'admin', auth: 'admin', body: bodies.AdminCompleteTaskBody, params: bodies.TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'] },
 ];
 
 // rate_limited: per account once authenticated, per client address for a missing or unknown key.
@@ -150,6 +155,14 @@ const SseEvent = z
   .object({ data: z.string().openapi({ description: 'A chat.completion.chunk, an {"error":{"message","type","param","code"}} object when the stream fails, or [DONE] at its end' }) })
   .passthrough()
   .openapi('ChatCompletionEvent');
+
+/** One event of GET /v1/admin/events (`event:` names it, `data:` is one JSON object). */
+const MarketEventSchema = z
+  .object({
+    event: z.enum(['history', 'status', 'task_finished']),
+    data: z.string().openapi({ description: 'history: {samples:[{at, queues}]}; status: {at, queues} (queues as in GET /v1/admin/status); task_finished: {task_id, status}' }),
+  })
+  .openapi('MarketEvent');
 
 type Header = { description: string; required?: boolean; schema: { type: 'string' | 'integer' } };
 const requestIdHeader: Header = { description: 'The request id (the caller\'s X-Request-Id when it is sane)', required: true, schema: { type: 'string' } };
@@ -191,6 +204,7 @@ function successOf(route: RouteDoc): [string, ResponseConfig] {
   if (route.success === 'websocket') return ['101', { description: 'Switching Protocols: the solver WebSocket' }];
   if (route.success === 'png') return ['200', { description: 'The screenshot as JSON, or the raw PNG with Accept: image/png', headers, content: { ...json, 'image/png': { schema: z.string().openapi({ format: 'binary' }) } } }];
   if (route.success === 'prometheus') return ['200', { description: 'Prometheus text exposition format 0.0.4', headers, content: { 'text/plain': { schema: z.string() } } }];
+  if (route.success === 'events') return ['200', { description: 'With Accept: text/event-stream, a stream that stays open (`: keep-alive` comments every SSE_KEEPALIVE_MS); otherwise {samples} as JSON: the last hour\'s snapshots and one taken now', headers, content: { ...json, 'text/event-stream': { schema: MarketEventSchema } } }];
   if (route.success === 'sse') return ['200', { description: 'The completion as JSON, or server-sent events with stream: true', headers, content: { ...json, 'text/event-stream': { schema: SseEvent } } }];
   return ['200', { description: 'Success', headers, content: json }];
 }

@@ -40,6 +40,20 @@ export const ListTasksQuery = z
 
 export type ListTasksRequest = z.infer<typeof ListTasksQuery>;
 
+/** The admin's task finder: any account's tasks, by id, account, type, status and time. */
+export const AdminTasksQuery = z
+  .object({
+    task_id: z.string().min(1).optional().openapi({ description: 'One task, by its id' }),
+    account_id: z.string().min(1).optional().openapi({ description: 'Tasks of this client account' }),
+    status: z.enum(TASK_STATES as [TaskState, ...TaskState[]]).optional(),
+    task_type: z.enum(CAPABILITY_TASK_TYPES).optional(),
+    created_after: Timestamp.optional().openapi({ description: 'Tasks created at or after this ISO 8601 time' }),
+    created_before: Timestamp.optional().openapi({ description: 'Tasks created before this ISO 8601 time' }),
+    ...Page,
+  })
+  .strict()
+  .openapi('AdminTasksQuery');
+
 const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as [LedgerEntryKind, ...LedgerEntryKind[]];
 
 const CreatedRange = {

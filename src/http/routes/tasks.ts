@@ -23,6 +23,7 @@ import {
   type SnapshotRequest,
 } from '../../schemas/requests';
 import { decimalText } from '../../schemas/common';
+import { RESULT_SCHEMAS } from '../../schemas/frames';
 import { ListTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
@@ -198,6 +199,9 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     if (isTerminalState(task.status)) {
       throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}.`, { status: task.status });
     }
+    // The result must be one a solver could have returned: clients read it as the type's result.
+    const schema = RESULT_SCHEMAS[task.task_type as keyof typeof RESULT_SCHEMAS];
+    if (schema) parseOrThrow(schema, body.result, ['body', 'result']);
     if (!(await findAccount(deps.db, body.solver_id))) throw new ApiError('account_not_found', `No solver "${body.solver_id}".`);
     await deps.temporal.workflow.getHandle(task.workflow_id).signal(adminCompleteSignal, { solverId: body.solver_id, result: body.result });
     // The signal first: a solver still at work is then stopped now, not at its activity's next heartbeat.
