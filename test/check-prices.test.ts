@@ -128,6 +128,15 @@ describe('probation, with a ceiling of 5', () => {
   const EVERY = 3;
   const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: String(EVERY), CHECK_PRICE_CEILING_POINTS: '5' });
 
+  test('the market tells solvers the ceiling of the types checks are sent for', async () => {
+    const account = await registerAccount(stack.url);
+    const market = (await api(stack.url, 'GET', '/v1/solver/market', { headers: account.auth })).json;
+    expect(market.task_types.proxy_fetch.check_price_ceiling_points).toBe('5');
+    expect(market.task_types.chat_completion.check_price_ceiling_points).toBe('5');
+    // No search oracle: no web_search canary, no ceiling.
+    expect(market.task_types.web_search.check_price_ceiling_points).toBeNull();
+  });
+
   test('an honest solver priced at 2 passes its probation canary, paid its own price, and gets client work', async () => {
     const solver = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: honestFetch });
     await waitFor(async () => (await trustOf(solver.solverId)).reputation[0]?.client_work === true, 60_000);
