@@ -199,7 +199,7 @@ const EnvSchema = z.object({
   TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 0),
   TRUST_HALF_LIFE_HOURS: positiveInt('TRUST_HALF_LIFE_HOURS', 24),
   CANARY_EVERY_TASKS: nonNegativeInt('CANARY_EVERY_TASKS', 50),
-  CANARY_PRICE_POINTS: decimalString('CANARY_PRICE_POINTS', '1'),
+  CHECK_PRICE_CEILING_POINTS: decimalString('CHECK_PRICE_CEILING_POINTS', '100'),
   REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
   CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
   CANARY_SEARCH_ORACLE: z
@@ -302,6 +302,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
+      checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
@@ -310,7 +311,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       e.CANARY_SEARCH_ORACLE === undefined
         ? undefined
         : { ...e.CANARY_SEARCH_ORACLE, indexDir: e.SEARCH_INDEX_DIR === undefined ? path.join(root, 'config/search-index') : path.resolve(e.SEARCH_INDEX_DIR) },
-    canaryPricePoints: e.CANARY_PRICE_POINTS,
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
     publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
