@@ -19,7 +19,7 @@ import { taskLedger } from '../../db/ledger';
 import { onlineSolvers, taskAttempts } from '../../db/market-view';
 import { AdminTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
 import { TaskIdParams } from '../../schemas/requests';
-import { decodeCursor, encodeCursor, isCursorTime } from '../pagination';
+import { taskListAfter, taskListPage } from '../pagination';
 import type { MarketEvent } from '../market-events';
 
 export function adminRoutes(deps: AppDeps): Router {
@@ -95,7 +95,6 @@ export function adminRoutes(deps: AppDeps): Router {
   // The console's reads (docs/console.md): any account's tasks, one task in full, the solvers online, the live feed.
   router.get('/v1/admin/tasks', admin, async (req, res) => {
     const query = parseOrThrow(AdminTasksQuery, req.query, ['query']);
-    const after = decodeCursor(query.cursor, [isCursorTime, (taskId) => taskId.length > 0]);
     const page = await findTasks(deps.db, {
       taskId: query.task_id,
       accountId: query.account_id,
@@ -103,11 +102,10 @@ export function adminRoutes(deps: AppDeps): Router {
       taskType: query.task_type,
       createdAfter: query.created_after,
       createdBefore: query.created_before,
-      after: after && { createdAt: after[0], taskId: after[1] },
+      after: taskListAfter(query.cursor),
       limit: query.limit ?? PAGE_LIMIT_DEFAULT,
     });
-    const next = page.nextCursor && encodeCursor([page.nextCursor.createdAt, page.nextCursor.taskId]);
-    res.json({ data: page.tasks, has_more: next !== null, next_cursor: next });
+    res.json(taskListPage(page));
   });
 
   router.get('/v1/admin/tasks/:task_id', admin, validateParams(TaskIdParams), async (req, res) => {

@@ -30,7 +30,7 @@ import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, runWebTask, safetyOf } from '../web-tasks';
 import { adminCompleteSignal, cancelTaskSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
-import { decodeCursor, encodeCursor, isCursorTime } from '../pagination';
+import { taskListAfter, taskListPage } from '../pagination';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
 
@@ -60,17 +60,15 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
 
   router.get('/v1/tasks', auth, async (req, res) => {
     const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
-    const after = decodeCursor(query.cursor, [isCursorTime, (taskId) => taskId.length > 0]);
     const page = await listTasks(deps.db, accountOf(res).account_id, {
       status: query.status,
       taskType: query.task_type,
       createdAfter: query.created_after,
       createdBefore: query.created_before,
-      after: after && { createdAt: after[0], taskId: after[1] },
+      after: taskListAfter(query.cursor),
       limit: query.limit ?? PAGE_LIMIT_DEFAULT,
     });
-    const next = page.nextCursor && encodeCursor([page.nextCursor.createdAt, page.nextCursor.taskId]);
-    res.json({ data: page.tasks, has_more: next !== null, next_cursor: next });
+    res.json(taskListPage(page));
   });
 
   router.get('/v1/tasks/:task_id', auth, validateParams(TaskIdParams), async (req, res) => {
