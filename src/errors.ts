@@ -7,6 +7,8 @@ export const ERROR_STATUS = {
   invalid_trust_mode: 400,
   prompt_safety_violation: 400,
   unsupported_format: 400,
+  unsupported_option: 400,
+  invalid_action: 400,
   authentication_required: 401,
   invalid_api_key: 401,
   admin_authentication_required: 401,

@@ -53,7 +53,7 @@ describe('the OpenAPI document tells every answer', () => {
     expect(statuses('/v1/account/keys/{key_id}', 'patch')).toEqual(['200', '401', '404', '413', '415', '422', '429']);
     expect(response('/v1/tasks', 'post', '402').description).toContain('key_spend_limit_reached');
     // Firecrawl's statuses: a failed task is 500 and a timeout 408 there; no solver online stays 503.
-    expect(statuses('/v1/compat/scraper/scrape', 'post')).toEqual(['200', '401', '402', '403', '408', '409', '413', '415', '422', '429', '500', '503']);
+    expect(statuses('/v1/compat/scraper/scrape', 'post')).toEqual(['200', '400', '401', '402', '403', '408', '409', '413', '415', '422', '429', '500', '503']);
     expect(doc.components.schemas.ScrapeError408.properties.code.enum).toEqual(['task_timeout']);
     expect(doc.components.schemas.ScrapeError503.properties.code.enum).toContain('no_solver_available');
     expect(doc.components.schemas.ScrapeError500.properties.code.enum).not.toContain('no_solver_available');

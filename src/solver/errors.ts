@@ -10,6 +10,7 @@ export const SOLVER_ERROR_RETRYABLE = {
   unsupported_content: false,
   host_not_found: false,
   selector_not_found: false,
+  action_failed: false,
   invalid_selector: false,
   upstream_rejected: false,
   http_error: false,

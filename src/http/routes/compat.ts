@@ -1,7 +1,11 @@
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
-import { DEFAULT_FORMATS, firecrawlFailure, planScrape, scrapeDocument, timeoutSecondsOf, withScheme, type ScrapeResults } from '../../compat/firecrawl';
-import { planScrapeV2, unsupportedFormat, unsupportedResultScrape, webResultV1, webResultV2, type SearchHit } from '../../compat/firecrawl-v2';
+import { DEFAULT_FORMATS, firecrawlFailure, scrapeDocument, timeoutSecondsOf, withScheme, type ScrapeParts } from '../../compat/firecrawl';
+import { firecrawlActions, parseActions } from '../../compat/firecrawl-actions';
+import { planScrapeV2, renderPayload, unsupportedFormat, unsupportedResultScrape, webResultV1, webResultV2, type SearchHit } from '../../compat/firecrawl-v2';
 import { isValidSelector } from '../../compat/page-html';
+import { renderReason } from '../../compat/render-policy';
+import { assertScrapeOptions } from '../../compat/scrape-options';
+import type { ScanResult } from '../../safety/scanner';
 import type { WebTaskType } from '../../schemas/domain';
 import {
   FirecrawlSearchBody,
@@ -31,7 +35,10 @@ export const COMPAT_SCRAPER_PREFIX = '/v1/compat/scraper';
  */
 export const FIRECRAWL_V2_ROOT = '/v2';
 
-type ScrapePart = { part: keyof ScrapeResults; taskType: WebTaskType; payload: Record<string, unknown> };
+type ScrapePart = 'fetch' | 'render' | 'screenshot';
+// Safety findings are located by the Firecrawl field their task produced.
+const PART_NAMES: Record<ScrapePart, string> = { fetch: 'rawHtml', render: 'renderedHtml', screenshot: 'screenshot' };
+type TaskOutcome = { taskId: string; result: Record<string, unknown> };
 
 // A web_search task returns at most this many results (SearchBody.count).
 const SEARCH_RESULTS_MAX = 10;
@@ -41,18 +48,30 @@ export function compatRoutes(deps: AppDeps): Router {
   const router = Router();
   const auth = requireAccount();
 
-  /** Runs a scrape's tasks together and returns their results; the first failure is the answer. */
-  /** Runs a scrape's tasks; its answer's headers say what they cost, which `cost` returns for the body too. */
-  async function runScrape(req: Request, res: Response, url: string, timeoutSeconds: number | undefined, parts: ScrapePart[]): Promise<{ results: ScrapeResults; cost: { charged_points: string; held_points: string } }> {
+  /**
+   * A scrape as Firecrawl does it: the page fetched, and rendered in a browser when it needs it (or
+   * always, for waitFor and actions); its screenshot; one answer whose headers say what its tasks cost.
+   */
+  async function scrape(req: Request, res: Response, version: 'v1' | 'v2', body: ScrapeV2Request) {
+    assertScrapeOptions(body as Record<string, unknown>, version);
+    const actions = parseActions(body.actions, body.waitFor ?? 0);
+    const plan = planScrapeV2(body, actions);
+    const url = withScheme(body.url);
+    const timeoutSeconds = timeoutSecondsOf(body.timeout);
+    const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
     // Firecrawl SDKs send x-idempotency-key; each task of the scrape gets its own key derived from it.
     const key = idempotencyKeyOf(req.header('idempotency-key') ?? req.header('x-idempotency-key'));
-    // Checked for every part before any task exists, so a refused target or a missing screenshot solver
-    // leaves no fetch task charged.
+    const renderFirst = plan.render === 'always' && (plan.content || plan.actions.length > 0);
+    const separateScreenshot = plan.screenshot !== null && !(renderFirst && plan.actions.length > 0);
+    // Checked before any task exists, so a refused target or a missing solver leaves nothing charged.
     await deps.domainPolicy.assertAllowed(url, ['body', 'url']);
-    for (const taskType of new Set(parts.map((entry) => entry.taskType))) {
-      if (!(await deps.tasks.solverOnline(taskType))) throw noSolverOnline(taskType);
-    }
-    const runs = parts.map(({ part, taskType, payload }) =>
+    const needed = new Set<WebTaskType>([
+      ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
+      ...(separateScreenshot ? (['screenshot'] as const) : []),
+    ]);
+    for (const taskType of needed) if (!(await deps.tasks.solverOnline(taskType))) throw noSolverOnline(taskType);
+
+    const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>): Promise<TaskOutcome> =>
       runWebTask(deps, {
         accountId: accountOf(res).account_id,
         keyId: accountOf(res).key_id,
@@ -61,23 +80,65 @@ export function compatRoutes(deps: AppDeps): Router {
         timeoutSeconds,
         idempotencyKey: key ? `scrape:${part}:${key}` : undefined,
         urlLoc: ['body', 'url'],
-      }).then(({ task }) => [part, { taskId: task.task_id, result: task.result }] as const),
-    );
-    // Wait for every task, so none is left running unseen when another fails; then report the first failure.
-    const settled = await Promise.allSettled(runs);
-    const failure = settled.find((outcome) => outcome.status === 'rejected');
-    if (failure) throw (failure as PromiseRejectedResult).reason;
-    const results = Object.fromEntries(settled.map((outcome) => (outcome as PromiseFulfilledResult<readonly [string, unknown]>).value)) as ScrapeResults;
-    const cost = await costOfTasks(deps.db, Object.values(results).map((part) => part!.taskId));
-    res.set(costHeaders(cost));
-    return { results, cost };
-  }
+      }).then(({ task }) => ({ taskId: task.task_id, result: task.result as Record<string, unknown> }));
 
-  /** A scrape document's metadata with what the scrape cost. */
-  const withCost = <T extends { metadata: Record<string, unknown> }>(data: T, cost: { charged_points: string; held_points: string }) => ({
-    ...data,
-    metadata: { ...data.metadata, pointsCharged: cost.charged_points, pointsHeld: cost.held_points },
-  });
+    const outcomes: Array<{ part: ScrapePart; outcome: TaskOutcome }> = [];
+    let warning: string | undefined;
+    const page = async (): Promise<void> => {
+      if (renderFirst) {
+        outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(url, plan)) });
+        return;
+      }
+      if (!plan.content) return;
+      const fetched = await run('fetch', 'proxy_fetch', { url, raw_html: true, ...fetchTimeout });
+      outcomes.push({ part: 'fetch', outcome: fetched });
+      const reason = fetched.result.content_type === 'html' ? renderReason(String(fetched.result.content ?? '')) : null;
+      if (!reason) return;
+      if (!(await deps.tasks.solverOnline('page_snapshot'))) {
+        warning = `The page needs rendering (${reason}) and no browser solver is online: its content is what a fetch sees.`;
+        return;
+      }
+      outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(String(fetched.result.final_url ?? url), plan)) });
+    };
+    const shot = async (): Promise<void> => {
+      if (separateScreenshot) outcomes.push({ part: 'screenshot', outcome: await run('screenshot', 'screenshot', { url, ...plan.screenshot }) });
+    };
+    // Wait for every task, so none is left running unseen when another fails; then report the first failure.
+    const failure = (await Promise.allSettled([page(), shot()])).find((outcome) => outcome.status === 'rejected');
+    if (failure) throw (failure as PromiseRejectedResult).reason;
+
+    const taskIds = outcomes.map(({ outcome }) => outcome.taskId);
+    const cost = await costOfTasks(deps.db, taskIds);
+    res.set(costHeaders(cost));
+    const byPart = (part: ScrapePart) => outcomes.find((entry) => entry.part === part)?.outcome.result;
+    const rendered = byPart('render');
+    const fetched = byPart('fetch');
+    const screenshot = byPart('screenshot');
+    const pageParts = rendered
+      ? { content: String(rendered.snapshot ?? ''), kind: 'html' as const, finalUrl: rendered.url as string, statusCode: (rendered.status_code as number | null) ?? null, title: rendered.title as string | null }
+      : fetched
+        ? { content: String(fetched.content ?? ''), kind: fetched.content_type === 'html' ? ('html' as const) : ('text' as const), finalUrl: fetched.final_url as string, statusCode: fetched.status_code as number, title: fetched.title as string | null }
+        : undefined;
+    const renderedActions = rendered?.actions as Parameters<typeof firecrawlActions>[0] | undefined;
+    let screenshotPart = screenshot as { mime_type?: string; image_base64?: string } | undefined;
+    let actionResults = renderedActions;
+    if (renderedActions && plan.screenshot && !separateScreenshot) {
+      // The screenshot format was the last action: it is data.screenshot, not one of the actions' screenshots.
+      const screenshots = [...renderedActions.screenshots];
+      screenshotPart = { mime_type: 'image/png', image_base64: screenshots.pop() };
+      actionResults = { ...renderedActions, screenshots };
+    }
+    const parts: ScrapeParts = {
+      ...(pageParts ? { page: plan.content ? pageParts : { ...pageParts, content: '' } } : {}),
+      ...(screenshotPart ? { screenshot: screenshotPart } : {}),
+      ...(actionResults && plan.actions.length > 0 ? { actions: firecrawlActions(actionResults, version) } : {}),
+      taskIds,
+      scans: outcomes.flatMap(({ part, outcome }) => (outcome.result.safety ? [{ name: PART_NAMES[part], safety: outcome.result.safety as ScanResult }] : [])),
+      ...(warning ? { warning } : {}),
+    };
+    const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
+    res.json({ success: true, data: { ...data, metadata: { ...data.metadata, pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
+  }
 
   router.post([`${COMPAT_SCRAPER_PREFIX}/scrape`, `${COMPAT_SCRAPER_PREFIX}/v1/scrape`], auth, validateBody(ScrapeBody), async (req, res) => {
     const body = req.body as ScrapeRequest;
@@ -87,16 +148,8 @@ export function compatRoutes(deps: AppDeps): Router {
         { type: 'value_error', loc: ['body', 'formats'], msg: 'Value error, ask for either "screenshot" or "screenshot@fullPage", not both', input: body.formats },
       ]);
     }
-    const url = withScheme(body.url);
-    const timeoutSeconds = timeoutSecondsOf(body.timeout);
-    const plan = planScrape(formats);
-    const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
-    const parts: ScrapePart[] = [];
-    if (plan.markdown) parts.push({ part: 'markdown', taskType: 'proxy_fetch', payload: { url, raw_html: false, ...fetchTimeout } });
-    if (plan.rawHtml) parts.push({ part: 'rawHtml', taskType: 'proxy_fetch', payload: { url, raw_html: true, ...fetchTimeout } });
-    if (plan.screenshot) parts.push({ part: 'screenshot', taskType: 'screenshot', payload: { url, full_page: plan.screenshot.fullPage } });
-    const { results, cost } = await runScrape(req, res, url, timeoutSeconds, parts);
-    res.json({ success: true, data: withCost(scrapeDocument({ url, formats, onlyMainContent: body.onlyMainContent ?? true, results }), cost) });
+    const v2Formats = formats.map((format) => (format === 'screenshot@fullPage' ? { type: 'screenshot', fullPage: true } : format));
+    await scrape(req, res, 'v1', { ...body, formats: v2Formats } as ScrapeV2Request);
   });
 
   router.post([`${COMPAT_SCRAPER_PREFIX}/v2/scrape`, `${FIRECRAWL_V2_ROOT}/scrape`], auth, validateBody(ScrapeV2Body), async (req, res) => {
@@ -118,16 +171,7 @@ export function compatRoutes(deps: AppDeps): Router {
       });
     }
     if (problems.length > 0) throw new RequestValidationError(problems);
-    const plan = planScrapeV2(body);
-    const url = withScheme(body.url);
-    const timeoutSeconds = timeoutSecondsOf(body.timeout);
-    const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
-    const parts: ScrapePart[] = [];
-    if (plan.solverMarkdown) parts.push({ part: 'markdown', taskType: 'proxy_fetch', payload: { url, raw_html: false, ...fetchTimeout } });
-    if (plan.rawHtml) parts.push({ part: 'rawHtml', taskType: 'proxy_fetch', payload: { url, raw_html: true, ...fetchTimeout } });
-    if (plan.screenshot) parts.push({ part: 'screenshot', taskType: 'screenshot', payload: { url, ...plan.screenshot } });
-    const { results, cost } = await runScrape(req, res, url, timeoutSeconds, parts);
-    res.json({ success: true, data: withCost(scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, results }), cost) });
+    await scrape(req, res, 'v2', body);
   });
 
   /** One web_search task for a Firecrawl search; its hits, at most `limit`, and the warning when capped. */
