@@ -1,4 +1,5 @@
 import { BrowserPool, openPage } from '../../src/solver/browser/browser-pool';
+import { createPageSnapshotHandler } from '../../src/solver/handlers/page-snapshot';
 import { SolverError } from '../../src/solver/errors';
 import { startFixtureServer, type FixtureServer } from './helpers/fixture-server';
 
@@ -55,5 +56,25 @@ test('subresources on a refused host are never requested', async () => {
     return page.title();
   });
   expect(title).toBe('Embeds');
+  expect(internalSite.requests).toEqual([]);
+});
+
+test('actions run behind the same guard: a script or a click cannot reach a refused host', async () => {
+  const snapshot = createPageSnapshotHandler({ pool, policy, timeoutMs: 15_000, maxBytes: 200 * 1024 });
+  const internal = `${internalSite.baseUrl}/article.html`;
+  const result = await snapshot(
+    {
+      url: `${publicSite.baseUrl}/actions.html`,
+      mode: 'html',
+      actions: [
+        { type: 'executeJavascript', script: `return fetch(${JSON.stringify(internal)}).then(() => 'reached', () => 'blocked')` },
+        { type: 'executeJavascript', script: `const a = document.createElement('a'); a.id = 'inside'; a.href = ${JSON.stringify(internal)}; a.textContent = 'inside'; document.body.appendChild(a); return 1` },
+        { type: 'click', selector: '#inside' },
+        { type: 'wait', milliseconds: 300 },
+      ],
+    },
+    { signal: new AbortController().signal },
+  );
+  expect((result.actions as { javascript_returns: unknown[] }).javascript_returns[0]).toEqual({ type: 'string', value: 'blocked' });
   expect(internalSite.requests).toEqual([]);
 });
