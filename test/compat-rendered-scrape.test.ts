@@ -6,6 +6,7 @@ import { auditLedger, getBalance } from '../src/db/ledger';
 import { createLogger } from '../src/logger';
 import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
 import { pngSize } from '../src/solver/png';
+import { SAMPLE_RESULTS, suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { FIRECRAWL_PY_MAJORS, runFirecrawlPy } from './support/firecrawl-py';
 import { api, registerAccount, startTestStack, testConfig, type TestStack } from './support/stack';
 
@@ -159,7 +160,7 @@ describe('refusals', () => {
     const long = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url, waitFor: 5_000, actions: [{ type: 'wait', milliseconds: 16_000 }] } });
     expect([long.status, long.json.action, long.json.error]).toEqual([400, 'wait', expect.stringContaining('at most 20000 ms')]);
     const refused: Array<[string, unknown]> = [
-      ['location', { country: 'DE' }],
+      ['location', { country: 'DE', languages: ['de-DE'] }],
       ['proxy', 'stealth'],
       ['headers', { Cookie: 'session=1' }],
       ['minAge', 60_000],
@@ -177,11 +178,10 @@ describe('refusals', () => {
       expect([option, answer.status, answer.json.code, answer.json.option]).toEqual([option, 400, 'unsupported_option', option]);
       expect(answer.json.error).toContain(`"${option}"`);
     }
-    for (const [option, value] of [['jsonOptions', { prompt: 'x' }], ['agent', { model: 'FIRE-1' }], ['location', { country: 'US' }]] as const) {
+    for (const [option, value] of [['jsonOptions', { prompt: 'x' }], ['agent', { model: 'FIRE-1' }], ['location', { languages: ['en-US'] }]] as const) {
       const v1 = await api(stack.url, 'POST', '/v1/compat/scraper/v1/scrape', { headers: client.auth, body: { url, [option]: value } });
       expect([option, v1.status, v1.json.option]).toEqual([option, 400, option]);
     }
-    await expect(new FirecrawlAppV1({ apiKey: client.api_key, apiUrl: base() }).scrapeUrl(url, { location: { country: 'DE' } })).rejects.toMatchObject({ statusCode: 400, message: expect.stringContaining('"location"') });
     // Options that cannot change the answer pass.
     const accepted = await api(stack.url, 'POST', '/v2/scrape', {
       headers: client.auth,
@@ -191,6 +191,90 @@ describe('refusals', () => {
     const after = (await getBalance(stack.db, client.account_id))!;
     // Only the accepted scrape (one fetch) was charged.
     expect(Number(before.available_points) - Number(after.available_points)).toBe(Number(accepted.json.data.metadata.pointsCharged));
+  });
+});
+
+describe('location', () => {
+  const solvers = suiteSolvers(() => stack.url);
+  const GERMAN_PAGE = `<html><head><title>Seite</title></head><body><main><h1>Guten Tag</h1><p>${'Diese Seite kommt aus Deutschland. '.repeat(8)}</p></main></body></html>`;
+  const fromGermany: Parameters<typeof solvers>[0] = {
+    capabilities: ['proxy_fetch', 'screenshot'].map((taskType) => ({
+      task_type: taskType, tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'fake', model_name: 'fake',
+      marginal_cost: 0, min_price_points: '1', max_concurrent: 4, country: 'DE',
+    })),
+    behaviour: (frame: TaskFrame, self: FakeSolver) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      const url = frame.payload.url as string;
+      const result = frame.task_type === 'proxy_fetch' ? { url, final_url: url, status_code: 200, content_type: 'html', content: GERMAN_PAGE, title: 'Seite' } : SAMPLE_RESULTS[frame.task_type]!(frame.payload);
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result });
+    },
+  };
+
+  test('with no solver declaring the country online, the scrape is refused naming location, before anything is held', async () => {
+    const payer = await registerAccount(stack.url, '100');
+    const firecrawl = new Firecrawl({ apiKey: payer.api_key, apiUrl: base() });
+    await expect(firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' } })).rejects.toMatchObject({ status: 503, message: expect.stringContaining('location.country') });
+    const v1 = await api(stack.url, 'POST', '/v1/compat/scraper/v1/scrape', { headers: payer.auth, body: { url: `${site.url}/click.html`, location: { country: 'FR' } } });
+    expect([v1.status, v1.headers.get('retry-after'), v1.json]).toEqual([503, '10', expect.objectContaining({ success: false, code: 'no_solver_available', option: 'location', country: 'FR' })]);
+    // An invalid code is a validation error, as Firecrawl's is.
+    const invalid = await api(stack.url, 'POST', '/v2/scrape', { headers: payer.auth, body: { url: `${site.url}/click.html`, location: { country: 'Germany' } } });
+    expect(invalid.status).toBe(422);
+    expect(await getBalance(stack.db, payer.account_id)).toMatchObject({ available_points: '100', held_points: '0' });
+  });
+
+  test('location.country routes every task of the scrape to solvers that declare it; others never see it', async () => {
+    const german = await solvers(fromGermany);
+    const firecrawl = new Firecrawl({ apiKey: client.api_key, apiUrl: base() });
+    const doc = await firecrawl.scrape(`${site.url}/click.html`, { formats: ['markdown', 'screenshot'], location: { country: 'de' } });
+    expect(doc.markdown).toContain('Guten Tag');
+    expect(german.received.map((frame) => frame.task_type).sort()).toEqual(['proxy_fetch', 'screenshot']);
+    // The bundled solver (no country) would answer with the real page: it never gets a located task.
+    for (let i = 0; i < 3; i++) expect((await firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' } })).markdown).toContain('Guten Tag');
+    // A browser is needed for actions, and no solver in Germany offers one.
+    await expect(firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' }, actions: [{ type: 'scrape' }] })).rejects.toMatchObject({ status: 503, message: expect.stringContaining('page_snapshot') });
+  });
+});
+
+describe('location in the queue', () => {
+  const solvers = suiteSolvers(() => stack.url);
+
+  test('a located task waiting for a slot is not handed to a solver of no (or another) country, nor holds up tasks behind it', async () => {
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => (release = resolve));
+    const page = (country: string) => `<html><body><main><p>${`Fetched from ${country}. `.repeat(20)}</p></main></body></html>`;
+    const answering = (country: string, hold?: Promise<void>) => async (frame: TaskFrame, self: FakeSolver) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      if (hold && self.received.length === 1) await hold;
+      const url = frame.payload.url as string;
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result: { url, final_url: url, status_code: 200, content_type: 'html', content: page(country), title: country } });
+    };
+    const capability = (country?: string) => ({
+      task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'fake', model_name: 'fake',
+      marginal_cost: 0, min_price_points: '1', max_concurrent: 1, ...(country ? { country } : {}),
+    });
+    const german = await solvers({ capabilities: [capability('DE')], behaviour: answering('DE', held) });
+    const body = { url: `${site.url}/click.html`, location: { country: 'DE' } };
+    const first = api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body });
+    await waitFor(() => german.received.length === 1);
+    // The German slot is taken: this one waits in the queue.
+    const second = api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // New slots elsewhere are handed to waiting tasks they fit: not to these.
+    const french = await solvers({ capabilities: [capability('FR')], behaviour: answering('FR') });
+    const nowhere = await solvers({ capabilities: [capability()], behaviour: answering('nowhere') });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // A task for any country is not held up behind the located one that no free slot fits.
+    const plain = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: `${site.url}/click.html`, timeout: 10_000 } });
+    expect(plain.status).toBe(200);
+    expect(plain.json.data.markdown).not.toContain('Fetched from DE');
+    release();
+    for (const answer of await Promise.all([first, second])) {
+      expect(answer.status).toBe(200);
+      expect(answer.json.data.markdown).toContain('Fetched from DE');
+    }
+    // Germany ran both located tasks; the others at most the plain one (the bundled solver may have taken it).
+    expect(german.received).toHaveLength(2);
+    expect(french.received.length + nowhere.received.length).toBeLessThanOrEqual(1);
   });
 });
 

@@ -49,7 +49,12 @@ export const SCRAPE_OPTIONS: Readonly<Record<string, OptionRule>> = Object.freez
     why: 'Firecrawl\'s default, which firecrawl-py 4.x sends with every scrape: ads and cookie banners come from third-party scripts, which a fetch never runs and main-content extraction drops; a rendered page\'s screenshot may show them',
   },
   proxy: { versions: BOTH, verdict: 'accepted', why: 'solvers fetch directly: basic is what is served; stealth, enhanced and auto are refused', refuses: (value) => given(value) && value !== 'basic' },
-  location: { versions: BOTH, verdict: 'refused', why: 'no solver declares the country it fetches from' },
+  location: {
+    versions: BOTH,
+    verdict: 'served',
+    why: 'country (default US, as Firecrawl): only solvers that declare fetching from it take the scrape; languages (the Accept-Language a browser sends) are refused, as headers are',
+    refuses: (value) => Boolean((value as { languages?: unknown[] | null }).languages?.length),
+  },
   minAge: { versions: ['v2'], verdict: 'refused', why: 'it asks for a cached copy, and no page cache is kept' },
   lockdown: { versions: ['v2'], verdict: 'accepted', why: 'false is what is served; true (cache only) is refused', refuses: truthy },
   useMock: { versions: BOTH, verdict: 'refused', why: 'Firecrawl\'s recorded test responses are not served' },

@@ -111,6 +111,8 @@ export interface WebTaskInput {
   webhook?: { url: string; events?: readonly WebhookEvent[] } | null;
   /** The strict order the client asked matching for (`provider.sort`). */
   routingSort?: RoutingSort;
+  /** The country the page must be fetched from (Firecrawl's location.country). */
+  country?: string;
 }
 
 export type CompletedTask = TaskRecord & { result: Record<string, any> };
@@ -133,6 +135,15 @@ async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Prom
 }
 
 const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, webhook: _webhook, ...input }: WebTaskInput) => input;
+
+/** No solver of the type that declares the country a task asks for is online (Firecrawl's location.country). */
+export const noSolverInCountry = (taskType: WebTaskType, country: string) =>
+  new ApiError(
+    'no_solver_available',
+    `No solver for ${taskType} that fetches from ${country} (location.country) is online right now; retry in ${NO_SOLVER_RETRY_AFTER_SECONDS} s, or scrape without location.`,
+    { retry_after_seconds: NO_SOLVER_RETRY_AFTER_SECONDS, option: 'location', country },
+    { 'Retry-After': String(NO_SOLVER_RETRY_AFTER_SECONDS) },
+  );
 
 /**
  * Creates a web task (it runs on its own; the caller polls, or is told by its webhook). A webhook's
@@ -165,7 +176,8 @@ export async function runWebTask(
   const started = Date.now();
   // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
   const result = await deps.tasks.create({ ...toCreateInput(input), requireOnline: true });
-  const task = createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
+  const noSolver = () => (input.country ? noSolverInCountry(input.taskType, input.country) : noSolverOnline(input.taskType));
+  const task = createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver });
   onCreated(task);
   const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task);
   const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;

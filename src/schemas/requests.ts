@@ -249,6 +249,15 @@ const ScrapeOptions = {
   timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
   mobile: z.boolean().nullable().optional(),
   removeBase64Images: z.boolean().nullable().optional(),
+  location: z
+    .object({
+      country: z.string().regex(/^([A-Za-z]{2}|US-generic)$/, 'an ISO 3166-1 alpha-2 country code, e.g. "DE"').optional(),
+      languages: z.array(z.string()).nullable().optional(),
+    })
+    .strict()
+    .nullable()
+    .optional()
+    .openapi({ description: 'country: only solvers that declare fetching from it take the scrape (Firecrawl\'s default: US); languages are refused' }),
   // Each action is checked by the route, so that a refused one is a 400 naming it (src/compat/firecrawl-actions.ts).
   actions: z.array(z.any()).nullable().optional().openapi({ description: 'Firecrawl actions (PageAction), run in the rendered page' }),
 };
@@ -288,6 +297,9 @@ export const FirecrawlSearchBody = z
   .passthrough()
   .openapi('FirecrawlSearchRequest');
 
+/** An ISO 3166-1 alpha-2 country code, upper case. */
+export const CountryCode = z.string().regex(/^[A-Z]{2}$/, 'an ISO 3166-1 alpha-2 country code in upper case, e.g. "DE"');
+
 export const SolverCapability = z
   .object({
     task_type: z.enum(CAPABILITY_TASK_TYPES),
@@ -299,6 +311,9 @@ export const SolverCapability = z
     marginal_cost: NonNegativeNumeric,
     min_price_points: NonNegativeNumeric,
     max_concurrent: PositiveInt.max(MAX_CONCURRENT_LIMIT),
+    country: CountryCode.nullable()
+      .optional()
+      .openapi({ description: 'The country this capability fetches from, as the solver declares it (ISO 3166-1 alpha-2, e.g. "DE"); tasks that ask for a country (Firecrawl\'s location.country) go only to capabilities that declare it' }),
   })
   .strict()
   .openapi('SolverCapability');

@@ -90,7 +90,7 @@ const RunRow = z.object({ run_task_id: z.string().nullable(), status: z.string()
 
 /**
  * Creates the platform's task that runs a client's task again (its payload as stored, its price cap,
- * its timeout) and the platform's hold for that cap, in one statement. The client's account is not
+ * its timeout, the country it must be fetched from) and the platform's hold for that cap, in one statement. The client's account is not
  * touched. Its workflow is already running (it calls this), so the task is marked started. Idempotent
  * by client task: a second call finds the task the first created.
  */
@@ -109,8 +109,8 @@ export async function createRedundantRunTask(db: Runner, input: { clientTaskId: 
         WHERE task_id = ${input.clientTaskId} AND run_task_id IS NULL AND status = 'pending'
         RETURNING task_id
       ), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, t.max_price_points, t.timeout_seconds, ${input.workflowId}, 'queued', now()
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
+        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, t.max_price_points, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
         FROM tasks t JOIN claimed c ON c.task_id = t.task_id
         RETURNING task_id
       ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, run.max_price_points)}

@@ -113,7 +113,8 @@ describe('Firecrawl options, actions and the render policy', () => {
 
   test('every refused option and every unknown key is a 400 naming it; harmless ones pass', () => {
     expect(refusal(() => assertScrapeOptions({ url: 'x', origin: 'js-sdk@4', maxAge: 1000, blockAds: true, proxy: 'basic', headers: {}, parsers: ['pdf'] }, 'v2'))).toBeUndefined();
-    for (const [option, value] of [['location', { country: 'DE' }], ['proxy', 'stealth'], ['headers', { Cookie: 'a=b' }], ['minAge', 1], ['zeroDataRetention', true], ['useMock', 'x'], ['profile', { name: 'p' }]] as const) {
+    expect(refusal(() => assertScrapeOptions({ url: 'x', location: { country: 'DE' } }, 'v2'))).toBeUndefined();
+    for (const [option, value] of [['location', { country: 'DE', languages: ['de-DE'] }], ['proxy', 'stealth'], ['headers', { Cookie: 'a=b' }], ['minAge', 1], ['zeroDataRetention', true], ['useMock', 'x'], ['profile', { name: 'p' }]] as const) {
       expect(refusal(() => assertScrapeOptions({ url: 'x', [option]: value }, 'v2'))).toMatchObject({ type: 'unsupported_option', status: 400, extra: { option } });
     }
     expect(refusal(() => assertScrapeOptions({ url: 'x', fooBar: 1 }, 'v2'))).toMatchObject({ type: 'unsupported_option', extra: { option: 'fooBar' }, message: expect.stringContaining('Unrecognized key') });

@@ -17,7 +17,7 @@ import {
   type ScrapeV2Request,
 } from '../../schemas/requests';
 import { costOfTasks } from '../../db/ledger';
-import { costHeaders, idempotencyKeyOf, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
+import { costHeaders, idempotencyKeyOf, noSolverInCountry, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, RequestValidationError, validateBody, type ValidationDetail } from '../validation';
@@ -61,6 +61,9 @@ export function compatRoutes(deps: AppDeps): Router {
     const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
     // Firecrawl SDKs send x-idempotency-key; each task of the scrape gets its own key derived from it.
     const key = idempotencyKeyOf(req.header('idempotency-key') ?? req.header('x-idempotency-key'));
+    // Firecrawl fetches from the US unless told otherwise; US-generic is its name for any US address.
+    const country = body.location ? (body.location.country ?? 'US').slice(0, 2).toUpperCase() : undefined;
+    const online = (taskType: WebTaskType) => deps.tasks.solverOnline(taskType, country);
     const renderFirst = plan.render === 'always' && (plan.content || plan.actions.length > 0);
     const separateScreenshot = plan.screenshot !== null && !(renderFirst && plan.actions.length > 0);
     // Checked before any task exists, so a refused target or a missing solver leaves nothing charged.
@@ -69,7 +72,7 @@ export function compatRoutes(deps: AppDeps): Router {
       ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
       ...(separateScreenshot ? (['screenshot'] as const) : []),
     ]);
-    for (const taskType of needed) if (!(await deps.tasks.solverOnline(taskType))) throw noSolverOnline(taskType);
+    for (const taskType of needed) if (!(await online(taskType))) throw country ? noSolverInCountry(taskType, country) : noSolverOnline(taskType);
 
     const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>): Promise<TaskOutcome> =>
       runWebTask(deps, {
@@ -80,6 +83,7 @@ export function compatRoutes(deps: AppDeps): Router {
         timeoutSeconds,
         idempotencyKey: key ? `scrape:${part}:${key}` : undefined,
         urlLoc: ['body', 'url'],
+        country,
       }).then(({ task }) => ({ taskId: task.task_id, result: task.result as Record<string, unknown> }));
 
     const outcomes: Array<{ part: ScrapePart; outcome: TaskOutcome }> = [];
@@ -94,8 +98,8 @@ export function compatRoutes(deps: AppDeps): Router {
       outcomes.push({ part: 'fetch', outcome: fetched });
       const reason = fetched.result.content_type === 'html' ? renderReason(String(fetched.result.content ?? '')) : null;
       if (!reason) return;
-      if (!(await deps.tasks.solverOnline('page_snapshot'))) {
-        warning = `The page needs rendering (${reason}) and no browser solver is online: its content is what a fetch sees.`;
+      if (!(await online('page_snapshot'))) {
+        warning = `The page needs rendering (${reason}) and no browser solver${country ? ` fetching from ${country}` : ''} is online: its content is what a fetch sees.`;
         return;
       }
       outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(String(fetched.result.final_url ?? url), plan)) });
