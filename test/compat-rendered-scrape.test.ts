@@ -228,6 +228,12 @@ describe('location', () => {
     const doc = await firecrawl.scrape(`${site.url}/click.html`, { formats: ['markdown', 'screenshot'], location: { country: 'de' } });
     expect(doc.markdown).toContain('Guten Tag');
     expect(german.received.map((frame) => frame.task_type).sort()).toEqual(['proxy_fetch', 'screenshot']);
+    // The record lists its country; a country that is not an upper-case ISO 3166-1 alpha-2 code is refused.
+    const auth = { Authorization: `Bearer ${german.apiKey}` };
+    const registered = (await api(stack.url, 'GET', '/v1/solver/stats', { headers: auth })).json.capabilities as Array<{ country?: string }>;
+    expect(registered.map((record) => record.country)).toEqual(['DE', 'DE']);
+    const lower = await api(stack.url, 'POST', '/v1/solver/capabilities', { headers: auth, body: [{ ...fromGermany.capabilities![0], country: 'de' }] });
+    expect([lower.status, lower.json.detail[0].loc]).toEqual([422, ['body', 0, 'country']]);
     // The bundled solver (no country) would answer with the real page: it never gets a located task.
     for (let i = 0; i < 3; i++) expect((await firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' } })).markdown).toContain('Guten Tag');
     // A browser is needed for actions, and no solver in Germany offers one.
