@@ -152,6 +152,33 @@ describe('Firecrawl v1 scrape compatibility', () => {
     expect(unknownRoute.json).toMatchObject({ success: false, code: 'not_found' });
   });
 
+  test('a fetched page that its scripts fill is rendered by a page_snapshot solver; with none online it is answered from the fetch, with a warning', async () => {
+    const SHELL = '<html><head><title>Shell</title></head><body><div id="app"></div><script src="/bundle.js"></script></body></html>';
+    const RENDERED = '<html><head><title>Shell</title></head><body><div id="app"><h1>Rendered app</h1><p>Written by the bundle.</p></div></body></html>';
+    const spaSolver = (frame: TaskFrame, self: FakeSolver) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      const url = frame.payload.url as string;
+      const result =
+        frame.task_type === 'proxy_fetch'
+          ? { url, final_url: url, status_code: 200, content_type: 'html', content: SHELL, title: 'Shell' }
+          : { url, snapshot: RENDERED, snapshot_format: 'html', title: 'Shell', status_code: 200 };
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result });
+    };
+    const fetcher = await solver({ behaviour: spaSolver, taskTypes: ['proxy_fetch'] });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: 'https://example.com/spa', formats: ['markdown', 'links'] } });
+    expect(fetched.status).toBe(200);
+    expect(fetched.json.data.warning).toContain('an empty application root');
+    expect(fetched.json.data.metadata.taskIds).toHaveLength(1);
+    const browser = await solver({ behaviour: spaSolver, taskTypes: ['page_snapshot'] });
+    const rendered = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: 'https://example.com/spa', formats: ['markdown'], mobile: true } });
+    expect(rendered.json.data.markdown).toContain('Rendered app');
+    expect(rendered.json.data.warning).toBeUndefined();
+    expect(rendered.json.data.metadata.taskIds).toHaveLength(2);
+    expect(browser.received.map((frame) => frame.payload)).toEqual([{ url: 'https://example.com/spa', mode: 'html', viewport: { width: 390, height: 844 } }]);
+    expect(fetcher.received).toHaveLength(2);
+  });
+
   test('a scrape that needs a solver type nobody offers is 503 with Retry-After, in Firecrawl\'s shape, and creates none of its tasks', async () => {
     const fetcher = await solver({ behaviour: pageSolver, taskTypes: ['proxy_fetch'] });
     const client = await registerAccount(stack.url, '100');
