@@ -9,6 +9,7 @@ export const ERROR_STATUS = {
   unsupported_format: 400,
   unsupported_option: 400,
   invalid_action: 400,
+  location_unavailable: 400,
   authentication_required: 401,
   invalid_api_key: 401,
   admin_authentication_required: 401,

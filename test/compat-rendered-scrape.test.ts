@@ -213,9 +213,12 @@ describe('location', () => {
   test('with no solver declaring the country online, the scrape is refused naming location, before anything is held', async () => {
     const payer = await registerAccount(stack.url, '100');
     const firecrawl = new Firecrawl({ apiKey: payer.api_key, apiUrl: base() });
-    await expect(firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' } })).rejects.toMatchObject({ status: 503, message: expect.stringContaining('location.country') });
+    await expect(firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' } })).rejects.toMatchObject({ status: 400, code: 'location_unavailable', message: expect.stringContaining('location.country') });
     const v1 = await api(stack.url, 'POST', '/v1/compat/scraper/v1/scrape', { headers: payer.auth, body: { url: `${site.url}/click.html`, location: { country: 'FR' } } });
-    expect([v1.status, v1.headers.get('retry-after'), v1.json]).toEqual([503, '10', expect.objectContaining({ success: false, code: 'no_solver_available', option: 'location', country: 'FR' })]);
+    expect([v1.status, v1.json]).toEqual([400, { success: false, code: 'location_unavailable', option: 'location', country: 'FR', error: expect.stringContaining('fetches from FR (location.country)') }]);
+    // Firecrawl's default country is the US: location without one asks for it.
+    const us = await api(stack.url, 'POST', '/v2/scrape', { headers: payer.auth, body: { url: `${site.url}/click.html`, location: {} } });
+    expect([us.status, us.json.country]).toEqual([400, 'US']);
     // An invalid code is a validation error, as Firecrawl's is.
     const invalid = await api(stack.url, 'POST', '/v2/scrape', { headers: payer.auth, body: { url: `${site.url}/click.html`, location: { country: 'Germany' } } });
     expect(invalid.status).toBe(422);
@@ -237,7 +240,7 @@ describe('location', () => {
     // The bundled solver (no country) would answer with the real page: it never gets a located task.
     for (let i = 0; i < 3; i++) expect((await firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' } })).markdown).toContain('Guten Tag');
     // A browser is needed for actions, and no solver in Germany offers one.
-    await expect(firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' }, actions: [{ type: 'scrape' }] })).rejects.toMatchObject({ status: 503, message: expect.stringContaining('page_snapshot') });
+    await expect(firecrawl.scrape(`${site.url}/click.html`, { location: { country: 'DE' }, actions: [{ type: 'scrape' }] })).rejects.toMatchObject({ status: 400, message: expect.stringContaining('page_snapshot') });
   });
 });
 

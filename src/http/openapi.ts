@@ -45,7 +45,7 @@ const CREATES_TASK: ErrorType[] = ['insufficient_balance', 'key_spend_limit_reac
 const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_failed', 'task_timeout', 'task_cancelled'];
 const CHAT: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
 /** Firecrawl scrape: a format, option or action this service does not serve is refused before anything is held. */
-const FIRECRAWL_SCRAPE: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'domain_blocked', ...RUNS_TASK];
+const FIRECRAWL_SCRAPE: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...RUNS_TASK];
 /** v1 names its formats in the request schema: an unserved one is a 422 there. */
 const FIRECRAWL_SCRAPE_V1: ErrorType[] = FIRECRAWL_SCRAPE.filter((type) => type !== 'unsupported_format');
 const TRUST_MODE = { 'X-Service-Trust-Mode': 'standard (default) or strict' };

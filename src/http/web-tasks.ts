@@ -136,13 +136,15 @@ async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Prom
 
 const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, webhook: _webhook, ...input }: WebTaskInput) => input;
 
-/** No solver of the type that declares the country a task asks for is online (Firecrawl's location.country). */
+/**
+ * No solver of the type that declares the country a task asks for is online (Firecrawl's location.country):
+ * the request asks for what this marketplace may not have at all, so it is the client's 400, not a 503.
+ */
 export const noSolverInCountry = (taskType: WebTaskType, country: string) =>
   new ApiError(
-    'no_solver_available',
-    `No solver for ${taskType} that fetches from ${country} (location.country) is online right now; retry in ${NO_SOLVER_RETRY_AFTER_SECONDS} s, or scrape without location.`,
-    { retry_after_seconds: NO_SOLVER_RETRY_AFTER_SECONDS, option: 'location', country },
-    { 'Retry-After': String(NO_SOLVER_RETRY_AFTER_SECONDS) },
+    'location_unavailable',
+    `No solver for ${taskType} that fetches from ${country} (location.country) is online; scrape without location, or later.`,
+    { option: 'location', country },
   );
 
 /**
