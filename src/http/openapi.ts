@@ -48,8 +48,10 @@ const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_
 /** A convenience or compatibility route that takes an Idempotency-Key. */
 const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', ...RUNS_TASK];
 const CHAT: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
-/** Firecrawl v2 and search: a format or source this service does not produce is refused before anything is held. */
-const FIRECRAWL_V2: ErrorType[] = ['unsupported_format', 'domain_blocked', ...IDEMPOTENT_RUN];
+/** Firecrawl scrape: a format, option or action this service does not serve is refused before anything is held. */
+const FIRECRAWL_SCRAPE: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN];
+/** v1 names its formats in the request schema: an unserved one is a 422 there. */
+const FIRECRAWL_SCRAPE_V1: ErrorType[] = FIRECRAWL_SCRAPE.filter((type) => type !== 'unsupported_format');
 const TRUST_MODE = { 'X-Service-Trust-Mode': 'standard (default) or strict' };
 /** The same key with the same operation and body answers the first request's task(s); with another, 422 idempotency_key_reused. */
 const idempotent = (first: string) => ({
@@ -92,10 +94,10 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/inference/chat/completions', cost: true, summary: 'Temporary alias of /v1/chat/completions', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse', openai: true },
   { method: 'get', path: '/v1/models', summary: 'Public models', tag: 'inference', auth: 'none', openai: true },
   { method: 'get', path: '/v1/models/{model}', summary: 'A model descriptor (service/strong or strong)', tag: 'inference', auth: 'none', params: ModelParams, errors: ['model_not_found'], openai: true },
-  { method: 'post', path: '/v1/compat/scraper/scrape', cost: true, summary: 'Firecrawl v1 compatible scrape', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: ['domain_blocked', ...IDEMPOTENT_RUN], firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v1/scrape', cost: true, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: ['domain_blocked', ...IDEMPOTENT_RUN], firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v2/scrape', cost: true, summary: 'Firecrawl v2 compatible scrape (formats as names or objects; unsupported formats are 400 unsupported_format)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_V2, firecrawl: true },
-  { method: 'post', path: '/v2/scrape', cost: true, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_V2, firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/scrape', cost: true, summary: 'Firecrawl v1 compatible scrape (docs/decisions.md lists which options are served, accepted or refused)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE_V1, firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v1/scrape', cost: true, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE_V1, firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v2/scrape', cost: true, summary: 'Firecrawl v2 compatible scrape: fetched, rendered when the page needs it, actions run in the browser; unserved formats, options and actions are 400 naming them', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE, firecrawl: true },
+  { method: 'post', path: '/v2/scrape', cost: true, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE, firecrawl: true },
   { method: 'post', path: '/v1/compat/scraper/v1/search', cost: true, summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of {url,title,description})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
   { method: 'post', path: '/v1/compat/scraper/v2/search', cost: true, summary: 'Firecrawl v2 compatible search (a web_search task; data.web lists {url,title,description,position})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
   { method: 'post', path: '/v2/search', cost: true, summary: 'The same v2 search at the path firecrawl-py 4.x builds', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
