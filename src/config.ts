@@ -4,6 +4,7 @@ import net from 'node:net';
 import dotenv from 'dotenv';
 import { z } from 'zod';
 import { LOG_FORMATS, logFormatOf } from './logger';
+import { parseCanaryHosts, type CanaryOrigin } from './trust/canary-hosts';
 
 /**
  * All configuration is read and validated here, once. Nothing else reads process.env.
@@ -213,7 +214,23 @@ const EnvSchema = z.object({
       return z.NEVER;
     }),
   REDUNDANT_RUN_SWEEP_SECONDS: positiveInt('REDUNDANT_RUN_SWEEP_SECONDS', 300),
-  PUBLIC_BASE_URL: optionalString,
+  CANARY_HOSTS: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      const parsed = parseCanaryHosts(value ?? '');
+      if (typeof parsed === 'string') {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `CANARY_HOSTS: ${parsed}` });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+  PUBLIC_BASE_URL: z
+    .string()
+    .optional()
+    .refine((value) => value === undefined || value.trim() === '', {
+      message: 'PUBLIC_BASE_URL is no longer read: canary pages are served under CANARY_HOSTS (docs/trust.md, "Canary pages")',
+    }),
   NODE_ID: optionalString,
   WORKFLOW_BUNDLE_PATH: optionalString,
 });
@@ -238,6 +255,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   if (!['on', 'off', 'true', 'false', '1', '0'].includes(localSolver)) {
     throw new Error(`Invalid configuration:\n  LOCAL_SOLVER: must be "on" or "off", got "${e.LOCAL_SOLVER}"`);
   }
+  // Canary pages go where the operator says; without that, on a machine whose solvers may fetch
+  // loopback, under names of localhost; otherwise nowhere (no page canaries are sent).
+  const canaryHosts: { configured: CanaryOrigin[]; local: boolean } = { configured: e.CANARY_HOSTS, local: e.CANARY_HOSTS.length === 0 && e.ALLOW_PRIVATE_NETWORKS };
   return {
     rootDir: root,
     port: e.PORT,
@@ -299,6 +319,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
+      pageCanaries: canaryHosts.configured.length > 0 || e.ALLOW_PRIVATE_NETWORKS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
@@ -310,7 +331,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     canaryPricePoints: e.CANARY_PRICE_POINTS,
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
-    publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
+    canaryHosts,
     nodeId: e.NODE_ID,
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
   };

@@ -35,6 +35,9 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const { config, logger } = options;
   installTemporalRuntime(logger);
   configureTrust(config.trust);
+  if (config.trust.probationCanaries > 0 && !config.trust.pageCanaries) {
+    logger.warn('no canary page can be served (CANARY_HOSTS is unset and ALLOW_PRIVATE_NETWORKS false): proxy_fetch, page_snapshot and screenshot have no canaries and no probation; set CANARY_HOSTS (docs/trust.md, "Canary pages")');
+  }
   // Local activities of many concurrent workflows share this pool.
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
   const connection = await createWorkerConnection(options.temporalAddress);

@@ -7,7 +7,7 @@ import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import { newTaskId } from '../tasks/service';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
-import { canaryPriceCap, canarySearchTaskType, canaryWorkflowId, dueCanaries, servesPage, type DueCanary } from './canaries';
+import { canaryPriceCap, canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
 import { CANARY_DUE_CHANNEL } from './reputation';
 
 /**
@@ -27,10 +27,8 @@ export interface CanaryStartDeps {
 
 /** Starts a canary workflow for each solver due one (or for one solver's due canaries). Returns how many it started (or found started). */
 export async function startDueCanaries(deps: CanaryStartDeps, options: { solverId?: string } = {}): Promise<number> {
-  // Without a public address, a node's own (loopback or private) address serves canary pages only
-  // where solvers may fetch private networks: otherwise no canary page could be fetched (chat audits need none).
-  const pages = Boolean(deps.config.publicBaseUrl) || deps.config.allowPrivateNetworks;
-  const due = (await dueCanaries(deps.db, { solverId: options.solverId })).filter(({ taskType }) => pages || !servesPage(taskType));
+  // Page canaries are due only where solvers can reach canary pages (activeCanaryTypes).
+  const due = await dueCanaries(deps.db, { solverId: options.solverId });
   if (due.length === 0) return 0;
   // The platform account must be able to pay a canary's price cap (its hold), per task type: a chat
   // audit's is DEFAULT_CHAT_PRICE_POINTS, a page's CANARY_PRICE_POINTS. One it cannot pay is not
