@@ -1,11 +1,16 @@
+import fs from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import pino from 'pino';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { auditLedger, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { awaitLocalProbation, fundLocalPlatform, LOCAL_PLATFORM_POINTS, startLocalSolver } from '../src/runtime/local-solver';
 import { fetchesOnlyLikelyChecks, fetchesOnlyNewHosts, learnsCanaryDomain } from './support/cheats';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
-import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { ADMIN_KEY, api, registerAccount, startTestStack, testConfig, type TestStack } from './support/stack';
 import { canariesSettled } from './support/trust';
 
 /**
@@ -132,4 +137,29 @@ test('a cheat that learns the canary domain from its probation canary passes eve
   const trust = await trustOf(cheat.solverId);
   expect(trust.quarantined).toBe(false);
   expect(trust.reputation[0].canary_passes).toBeGreaterThanOrEqual(1 + Math.floor(30 / (2 * EVERY - 1)));
+});
+
+test('the bundled solver, started as npm start starts it, passes its probation canaries and serves a client at once', async () => {
+  const logger = pino({ level: 'warn' });
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'canary-pages-local-'));
+  // The stack's settings (probation 1, private networks allowed: canary pages under names of localhost).
+  const config = testConfig({ DATA_DIR: dataDir, TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: String(EVERY) });
+  await fundLocalPlatform(stack.db, logger);
+  expect(Number((await getBalance(stack.db, PLATFORM_ACCOUNT_ID))!.available_points)).toBeGreaterThanOrEqual(LOCAL_PLATFORM_POINTS);
+  const bundled = await startLocalSolver({ config, apiUrl: stack.url, logger });
+  try {
+    await awaitLocalProbation(stack.db, bundled.solverId, logger);
+    const trust = await trustOf(bundled.solverId);
+    expect(trust.quarantined).toBe(false);
+    const pageTypes = trust.reputation.filter((row: { task_type: string }) => ['proxy_fetch', 'page_snapshot', 'screenshot'].includes(row.task_type));
+    expect(pageTypes.length).toBeGreaterThanOrEqual(bundled.taskTypes.includes('screenshot') ? 3 : 1);
+    for (const row of pageTypes) expect(row).toMatchObject({ canary_passes: 1, canary_failures: 0, client_work: true });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/hello` }, headers: client.auth });
+    expect(fetched.status).toBe(200);
+    expect(fetched.json.data?.content ?? fetched.text).toContain('a page a client wants');
+  } finally {
+    await bundled.stop();
+    fs.rmSync(dataDir, { recursive: true, force: true });
+  }
 });

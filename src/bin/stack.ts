@@ -2,7 +2,8 @@ import { loadConfig } from '../config';
 import { createLogger, logFormatOf } from '../logger';
 import { startApiNode } from '../runtime/api-node';
 import { startInfrastructure, writeStackFile } from '../runtime/infrastructure';
-import { startLocalSolver } from '../runtime/local-solver';
+import { createDb } from '../db/pool';
+import { awaitLocalProbation, fundLocalPlatform, startLocalSolver } from '../runtime/local-solver';
 import { startWorkerNode } from '../runtime/worker-node';
 import { exitOnStartupError, onShutdown } from './shutdown';
 
@@ -34,8 +35,14 @@ async function main() {
     const api = await startApiNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
     stops.push(api.close);
     // Last to start, first to stop: its running attempts finish while the API and worker are still up.
+    // Like any new solver it is on probation (TRUST_PROBATION_CANARIES): its canaries are paid from the
+    // platform account, funded here, and the banner waits for them.
+    const db = config.localSolver && config.trust.probationCanaries > 0 ? await createDb(infra.databaseUrl, { maximumPoolSize: 2 }) : undefined;
+    if (db) await fundLocalPlatform(db, logger);
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
     if (solver) stops.push(solver.stop);
+    if (db && solver) await awaitLocalProbation(db, solver.solverId, logger);
+    await db?.end();
     const lines = [
       '',
       `  API           ${api.url}`,

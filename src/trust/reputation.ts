@@ -30,7 +30,7 @@ export interface TrustPolicy {
 
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   minScore: 0.3,
-  probationCanaries: 0,
+  probationCanaries: 1,
   halfLifeSeconds: 24 * 3600,
   canaryEveryTasks: 50,
   redundantRunFraction: 0,

@@ -26,7 +26,9 @@ export function testEndpoints() {
 
 /**
  * Scripted solvers return made-up pages and answers, which canaries and chat audits would catch: only
- * the trust tests send them. Nor are client tasks run twice: only the redundant-run tests do that.
+ * the trust tests send them. Nor is a new solver on probation (the service's default is one canary per
+ * type): the other suites' fresh solvers get client work at once. Nor are client tasks run twice: only
+ * the redundant-run tests do that.
  * Every stack and every process a test starts takes these (the database, and so the platform account
  * that pays for both, is shared between suites).
  */
