@@ -36,8 +36,21 @@ export async function startDueCanaries(deps: CanaryStartDeps, options: { solverI
   const platform = await getBalance(deps.db, PLATFORM_ACCOUNT_ID);
   const available = Number(platform?.available_points ?? 0);
   const affordable = due.filter(({ taskType }) => platform && available >= Number(canaryPriceCap(taskType, deps.config)));
+  if (affordable.length < due.length) warnUnfunded(deps, due.length - affordable.length, available);
   for (const canary of affordable) await startCanary(deps, canary);
   return affordable.length;
+}
+
+// With probation on by default, an unfunded platform account keeps every new solver from client work: said, once a minute at most.
+const UNFUNDED_WARNING_MS = 60_000;
+let lastUnfundedWarning = 0;
+function warnUnfunded(deps: CanaryStartDeps, count: number, available: number): void {
+  if (Date.now() - lastUnfundedWarning < UNFUNDED_WARNING_MS) return;
+  lastUnfundedWarning = Date.now();
+  deps.logger.warn(
+    { canaries: count, platform_available_points: available },
+    'canaries not started: the platform account cannot pay for them, and solvers on probation get no client work until it can; fund it with POST /v1/admin/deposit (account_id "platform")',
+  );
 }
 
 async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: DueCanary): Promise<void> {
