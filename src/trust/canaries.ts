@@ -29,8 +29,8 @@ import { canaryPage, canaryPageText } from './canary-pages';
  * Canary tasks (docs/trust.md): the platform account sends a solver a task for a page the service
  * serves under a canary host name (CANARY_HOSTS), drawn from a fresh random seed like any small site's
  * page (src/trust/canary-pages.ts); a fetch or snapshot passes when its text is the page's text (by
- * the redundant runs' measure), a screenshot when its pixels show the seed's grid. For chat, the canary is an audit prompt (src/trust/chat-audit.ts) whose answer is
- * known; for web_search, a fresh query whose answer the search oracle gave (src/trust/search-oracle.ts)
+ * the redundant runs' measure), a screenshot when its pixels show the seed's grid. For chat, the
+ * canary is an audit prompt (src/trust/chat-audit.ts) whose answer is known; for web_search, a fresh query whose answer the search oracle gave (src/trust/search-oracle.ts)
  * and the result is compared with by the redundant runs' measure. The verdict is given in the
  * transaction that stores the result and settles it.
  */
@@ -134,8 +134,8 @@ const SearchExpectation = z.object({ kind: z.literal('search'), oracle: z.string
 /**
  * The task a canary sends, per task type, and what its result must show: for the page types the page's
  * address in the payload a client's request becomes (its defaults filled in the same way), the seed
- * the page is drawn from and where it is served (host and path); for chat a fresh audit prompt and its expected answer; for web_search a fresh query
- * and the oracle's answer. A string: why there is none.
+ * the page is drawn from and where it is served (host and path); for chat a fresh audit prompt and its
+ * expected answer; for web_search a fresh query and the oracle's answer. A string: why there is none.
  */
 async function canaryTask(
   db: Runner,
