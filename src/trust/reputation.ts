@@ -28,9 +28,13 @@ export interface TrustPolicy {
   targetFailureRequestCost: number;
 }
 
+/**
+ * The policy until a process configures its own from its configuration (configureTrust; probation is
+ * on there by default): what the database layer runs with on its own, as its tests run it.
+ */
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   minScore: 0.3,
-  probationCanaries: 1,
+  probationCanaries: 0,
   halfLifeSeconds: 24 * 3600,
   canaryEveryTasks: 50,
   redundantRunFraction: 0,
