@@ -52,6 +52,9 @@ async function main() {
       ...(solver && !solver.taskTypes.includes('screenshot')
         ? [`  Browser tasks off (screenshot, page_snapshot): no Chromium at ${solver.chromiumPath}; run \`sudo apt-get install chromium\` and start again`]
         : []),
+      ...(config.trust.probationCanaries > 0 && !config.trust.pageCanaries
+        ? ['  Canary pages  off (ALLOW_PRIVATE_NETWORKS=false, no CANARY_HOSTS): fetches, snapshots and screenshots have no canaries and no probation']
+        : []),
       ...(config.adminApiKey ? [] : ['  Admin         off: set ADMIN_API_KEY (e.g. in .env) to deposit points into accounts']),
       `  Data          ${config.dataDir}`,
       '',
