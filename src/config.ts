@@ -4,6 +4,7 @@ import net from 'node:net';
 import dotenv from 'dotenv';
 import { z } from 'zod';
 import { LOG_FORMATS, logFormatOf } from './logger';
+import { parseCanaryHosts, type CanaryOrigin } from './trust/canary-hosts';
 
 /**
  * All configuration is read and validated here, once. Nothing else reads process.env.
@@ -196,7 +197,7 @@ const EnvSchema = z.object({
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   WEBHOOK_DIRECT_CONCURRENCY: positiveInt('WEBHOOK_DIRECT_CONCURRENCY', 32),
   TRUST_MIN_SCORE: fraction('TRUST_MIN_SCORE', 0.3),
-  TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 0),
+  TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 1),
   TRUST_HALF_LIFE_HOURS: positiveInt('TRUST_HALF_LIFE_HOURS', 24),
   CANARY_EVERY_TASKS: nonNegativeInt('CANARY_EVERY_TASKS', 50),
   CHECK_PRICE_CEILING_POINTS: decimalString('CHECK_PRICE_CEILING_POINTS', '100'),
@@ -214,7 +215,23 @@ const EnvSchema = z.object({
       return z.NEVER;
     }),
   REDUNDANT_RUN_SWEEP_SECONDS: positiveInt('REDUNDANT_RUN_SWEEP_SECONDS', 300),
-  PUBLIC_BASE_URL: optionalString,
+  CANARY_HOSTS: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      const parsed = parseCanaryHosts(value ?? '');
+      if (typeof parsed === 'string') {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `CANARY_HOSTS: ${parsed}` });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+  PUBLIC_BASE_URL: z
+    .string()
+    .optional()
+    .refine((value) => value === undefined || value.trim() === '', {
+      message: 'PUBLIC_BASE_URL is no longer read: canary pages are served under CANARY_HOSTS (docs/trust.md, "Canary pages")',
+    }),
   NODE_ID: optionalString,
   WORKFLOW_BUNDLE_PATH: optionalString,
 });
@@ -239,6 +256,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   if (!['on', 'off', 'true', 'false', '1', '0'].includes(localSolver)) {
     throw new Error(`Invalid configuration:\n  LOCAL_SOLVER: must be "on" or "off", got "${e.LOCAL_SOLVER}"`);
   }
+  // Canary pages go where the operator says; without that, on a machine whose solvers may fetch
+  // loopback, under names of localhost; otherwise nowhere (no page canaries are sent).
+  const canaryHosts: { configured: CanaryOrigin[]; local: boolean } = { configured: e.CANARY_HOSTS, local: e.CANARY_HOSTS.length === 0 && e.ALLOW_PRIVATE_NETWORKS };
   return {
     rootDir: root,
     port: e.PORT,
@@ -303,6 +323,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
       checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
+      pageCanaries: canaryHosts.configured.length > 0 || e.ALLOW_PRIVATE_NETWORKS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
@@ -313,7 +334,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
         : { ...e.CANARY_SEARCH_ORACLE, indexDir: e.SEARCH_INDEX_DIR === undefined ? path.join(root, 'config/search-index') : path.resolve(e.SEARCH_INDEX_DIR) },
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
-    publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
+    canaryHosts,
     nodeId: e.NODE_ID,
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
   };

@@ -11,8 +11,8 @@ import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { chatRoutes, OPENAI_PATHS, openAiErrorDialect } from './routes/chat';
 import { COMPAT_SCRAPER_PREFIX, compatRoutes, FIRECRAWL_V2_ROOT, firecrawlErrorDialect } from './routes/compat';
-import { canaryRoutes } from './routes/canary';
 import { consoleRoutes } from './routes/console';
+import { canarySites } from './routes/canary';
 import { healthRoutes } from './routes/health';
 import { limitRoutes } from './routes/limits';
 import { modelRoutes } from './routes/models';
@@ -35,6 +35,8 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   const addresses = new AddressLimits({ db: deps.db, config: deps.config });
   // X-Forwarded-For is believed only from the proxies TRUST_PROXY names; req.ip is the socket's peer otherwise.
   app.set('trust proxy', addresses.trusted);
+  // Canary host names are websites, not the API: they are answered before any of the API's middleware.
+  app.use(canarySites(deps));
   app.use(httpMetrics());
   installRateLimit(app, { db: deps.db, limitPerMinute: deps.config.rateLimitPerMinute, addresses });
   app.use(requestContext(deps.logger));
@@ -50,7 +52,6 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
 
   app.use(consoleRoutes());
   app.use(healthRoutes(deps));
-  app.use(canaryRoutes(deps));
   app.use(metricsRoutes({ metricsToken: deps.config.metricsToken, adminApiKey: deps.config.adminApiKey }));
   app.use(accountRoutes(deps));
   app.use(modelRoutes(deps));

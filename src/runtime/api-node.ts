@@ -149,7 +149,7 @@ export async function startApiNode(options: {
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
   logger.info({ url }, 'api listening');
-  // Canary pages for the solvers this node holds are fetched here unless PUBLIC_BASE_URL says otherwise.
+  // Without CANARY_HOSTS, canary pages for the solvers this node holds are served on its port (names under localhost).
   await recordNodeUrl(db, nodeId, url);
   return {
     url,

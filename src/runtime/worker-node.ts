@@ -31,10 +31,16 @@ const SWEEP_EVERY_MS = 15_000;
 const UNSENT_AFTER_SECONDS = 5;
 
 /** A Temporal worker process: runs every workflow and the activities that need only Postgres. */
+const isLoopbackHost = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+
 export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
   const { config, logger } = options;
   installTemporalRuntime(logger);
   configureTrust(config.trust);
+  // Said where others can reach the service (a local stack's banner says it instead).
+  if (config.trust.probationCanaries > 0 && !config.trust.pageCanaries && !isLoopbackHost(config.host)) {
+    logger.warn('no canary page can be served (CANARY_HOSTS is unset and ALLOW_PRIVATE_NETWORKS false): proxy_fetch, page_snapshot and screenshot have no canaries and no probation; set CANARY_HOSTS (docs/trust.md, "Canary pages")');
+  }
   // Local activities of many concurrent workflows share this pool.
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
   const connection = await createWorkerConnection(options.temporalAddress);

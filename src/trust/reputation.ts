@@ -19,6 +19,11 @@ export interface TrustPolicy {
   redundantRunFraction: number;
   /** Whether web_search canaries are sent: only with a search oracle to compare results with (CANARY_SEARCH_ORACLE). */
   searchCanaries: boolean;
+  /**
+   * Whether canary pages (proxy_fetch, page_snapshot, screenshot) are sent: only where solvers can reach
+   * them (CANARY_HOSTS, or the local names under localhost when ALLOW_PRIVATE_NETWORKS is true).
+   */
+  pageCanaries: boolean;
   /** Requests of its per-minute rate limit an account is charged for a task that failed on its target (docs/trust.md, "Target failures"). */
   targetFailureRequestCost: number;
   /**
@@ -28,6 +33,10 @@ export interface TrustPolicy {
   checkPriceCeilingPoints: string;
 }
 
+/**
+ * The policy until a process configures its own from its configuration (configureTrust; probation is
+ * on there by default): what the database layer runs with on its own, as its tests run it.
+ */
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   minScore: 0.3,
   probationCanaries: 0,
@@ -35,6 +44,7 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   canaryEveryTasks: 50,
   redundantRunFraction: 0,
   searchCanaries: false,
+  pageCanaries: true,
   targetFailureRequestCost: 60,
   checkPriceCeilingPoints: '100',
 };
@@ -66,8 +76,14 @@ export const announceCanaryDue = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`pg_notify(${CANARY_DUE_CHANNEL}, json_build_object('solver_id', ${solverId})::text)`;
 
 export type CanaryTaskType = (typeof CANARY_TASK_TYPES)[number];
-/** The task types canaries are sent for under this process's policy: web_search only with a search oracle. */
-export const activeCanaryTypes = (): readonly CanaryTaskType[] => (policy.searchCanaries ? CANARY_TASK_TYPES : CANARY_TASK_TYPES.filter((type) => type !== 'web_search'));
+/** The canary types that are pages the service serves. */
+export const PAGE_CANARY_TYPES: readonly CanaryTaskType[] = ['proxy_fetch', 'page_snapshot', 'screenshot'];
+/**
+ * The task types canaries are sent for under this process's policy: web_search only with a search
+ * oracle, the page types only where solvers can reach canary pages. A type left out has no probation.
+ */
+export const activeCanaryTypes = (): readonly CanaryTaskType[] =>
+  CANARY_TASK_TYPES.filter((type) => (type === 'web_search' ? policy.searchCanaries : PAGE_CANARY_TYPES.includes(type) ? policy.pageCanaries : true));
 export const isCanaryTaskType = (taskType: string): taskType is CanaryTaskType => (activeCanaryTypes() as readonly string[]).includes(taskType);
 /** The active canary types as a SQL text array. */
 export const activeCanaryTypesSql = () => sql.array([...activeCanaryTypes()], 'text');
