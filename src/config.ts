@@ -201,6 +201,8 @@ const EnvSchema = z.object({
   CANARY_PRICE_POINTS: decimalString('CANARY_PRICE_POINTS', '1'),
   REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
   CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
+  EARNINGS_VESTING_SECONDS: nonNegativeInt('EARNINGS_VESTING_SECONDS', 86400),
+  EARNINGS_VESTING_CHECKS: nonNegativeInt('EARNINGS_VESTING_CHECKS', 3),
   CANARY_SEARCH_ORACLE: z
     .string()
     .optional()
@@ -300,6 +302,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
+      vestingSeconds: e.EARNINGS_VESTING_SECONDS, vestingChecks: e.EARNINGS_VESTING_CHECKS,
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
     // bundled solver's own index (SEARCH_INDEX_DIR, or the shipped pages) or a SearXNG instance.

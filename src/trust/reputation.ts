@@ -21,6 +21,10 @@ export interface TrustPolicy {
   searchCanaries: boolean;
   /** Requests of its per-minute rate limit an account is charged for a task that failed on its target (docs/trust.md, "Target failures"). */
   targetFailureRequestCost: number;
+  /** A solver's pay for a task vests this long after it settled (0: paid out available at once; docs/trust.md, "Escrow and refunds"). */
+  vestingSeconds: number;
+  /** Or sooner, once the solver has passed this many checks (canaries, agreeing redundant runs) since (0: by time only). */
+  vestingChecks: number;
 }
 
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
@@ -31,6 +35,8 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   redundantRunFraction: 0,
   searchCanaries: false,
   targetFailureRequestCost: 60,
+  vestingSeconds: 0,
+  vestingChecks: 0,
 };
 
 /**
