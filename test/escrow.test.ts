@@ -3,6 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { honestFetch } from './support/cheats';
+import { vestEarnings } from '../src/trust/escrow';
 import { suiteSolvers, waitFor, type FakeSolver } from './support/fake-solver';
 import { canariesSettled } from './support/trust';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
@@ -108,8 +109,13 @@ describe('with a long vesting period', () => {
     for (const taskId of served) expect((await taskOf(taskId, client.auth)).verification).toBe('disputed');
     const platformBefore = await getBalance(stack.db, PLATFORM_ACCOUNT_ID);
 
-    const confirmed = await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: { note: 'made pages up' }, headers: admin });
-    expect(confirmed.status).toBe(200);
+    // Two admins confirm at once: the pay is forfeited and each client refunded once.
+    const [one, two] = await Promise.all(
+      [1, 2].map(() => api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: { note: 'made pages up' }, headers: admin })),
+    );
+    expect([one.status, two.status]).toEqual([200, 200]);
+    const confirmed = one.json.refunded_tasks > 0 ? one : two;
+    expect((one.json.refunded_tasks > 0 ? two : one).json).toMatchObject({ refunded_tasks: 0, forfeited_points: '0', refunded_points: '0' });
     // The canary is refunded to the platform, which paid for it.
     expect(confirmed.json).toMatchObject({ refunded_tasks: served.length + 1, forfeited_points: String(heldPay), refunded_points: String(paid + Number(CHEAT_PRICE)), quarantine: { confirmed_note: 'made pages up', cleared_at: null } });
 
@@ -185,6 +191,35 @@ describe('with a short vesting period', () => {
     expect(vested).toMatchObject({ available_points: '5.4', held_points: '0', lifetime_earned_points: '5.4', earnings: { unvested_points: '0', next_vesting_at: null, frozen: false } });
     const releases = (await api(stack.url, 'GET', '/v1/account/ledger?kind=release', { headers: bearer(solver) })).json.data;
     expect(releases).toHaveLength(3);
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+});
+
+describe('with vesting by passed checks', () => {
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: '2', EARNINGS_VESTING_SECONDS: '3600', EARNINGS_VESTING_CHECKS: '1' });
+
+  test("an honest solver's pay vests once it passes a check after it, long before the period", async () => {
+    const client = await registerAccount(stack.url, '100');
+    const solver = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: honestFetch });
+    const trusted = async () => (await trustOf(solver.solverId)).reputation[0]?.client_work === true;
+    await waitFor(trusted, 45_000);
+    // The probation canary vouches for nothing paid after it: the client tasks' pay stays held.
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=0` }, headers: client.auth });
+    expect(fetched.status).toBe(200);
+    await vestEarnings(stack.db);
+    const taskId = fetched.headers.get('x-task-id')!;
+    const ledgerOf = async () => (await api(stack.url, 'GET', `/v1/account/ledger?task_id=${taskId}`, { headers: bearer(solver) })).json.data.map((entry: { kind: string }) => entry.kind);
+    expect(await ledgerOf()).toEqual(['hold', 'payout']);
+    // Fetches until a canary passes after that task (one comes within 3 attempts): then it vests.
+    for (let i = 1; i <= 3; i++) {
+      expect((await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth })).status).toBe(200);
+      await canariesSettled(stack.db, solver.solverId);
+    }
+    const { reputation } = await trustOf(solver.solverId);
+    expect(reputation[0].canary_passes).toBeGreaterThanOrEqual(2);
+    expect(await vestEarnings(stack.db)).toBeGreaterThan(0);
+    expect(await ledgerOf()).toEqual(['release', 'hold', 'payout']);
+    expect((await taskOf(taskId, client.auth)).verification).toBe('unchecked');
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 });
