@@ -43,7 +43,8 @@ import {
 } from './matching';
 import type { Db } from './pool';
 import { quarantined, recordOutcomeStep } from '../trust/reputation';
-import { escrowed, holdEarningsIn, judgeCanaryIn } from '../trust/canaries';
+import { judgeCanaryIn } from '../trust/canaries';
+import { escrowed, holdEarningsIn } from '../trust/escrow';
 import { sampleRedundantRunIn } from '../trust/redundant';
 import { claimFailures, contradictTargetClaimsIn, judgeTargetClaimSteps, type TargetClaim } from '../trust/target-failures';
 import { accountWebhookStep, DueRow, webhookOutboxSteps, type DueDelivery } from './webhooks';

@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { heldEarningsId, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
@@ -356,22 +356,4 @@ export async function markCanaryUnanswered(db: Runner, taskId: string): Promise<
       RETURNING solver_id
     )
     SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM marked`);
-}
-
-/** Whether a solver's pay is held until it vests (EARNINGS_VESTING_SECONDS above 0). */
-export const escrowed = () => trustPolicy().vestingSeconds > 0;
-
-/**
- * Holds a solver's pay for a task settled in this transaction: it moves from available to held on the
- * solver's account as `held:<task id>`, until it vests (src/trust/escrow.ts), a quarantine is cleared
- * or confirmed. Without escrow, only a quarantined solver's pay is held.
- */
-export async function holdEarningsIn(tx: Runner, taskId: string, solverId: string, earned: string): Promise<void> {
-  if (/^0*(\.0*)?$/.test(earned)) return;
-  // The quarantine is asked here, after the settlement locked the solver's balance row: a clearing that
-  // committed meanwhile (it locks that row too) is seen, and nothing is held after it.
-  const held = escrowed() ? sql.fragment`true` : quarantined(sql.fragment`${solverId}::text`);
-  await tx.query(sql.unsafe`
-    WITH ${holdSteps(sql.fragment`SELECT ${heldEarningsId(taskId)}::text AS hold_id WHERE ${held}`, solverId, earned)}
-    SELECT 1`);
 }

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { heldEarningsId, HOLD_OPEN, release } from '../db/ledger';
+import { heldEarningsId, HOLD_OPEN, holdSteps, release } from '../db/ledger';
 import type { Db } from '../db/pool';
 import { quarantined, trustPolicy } from './reputation';
 
@@ -12,6 +12,24 @@ import { quarantined, trustPolicy } from './reputation';
  */
 
 type Runner = CommonQueryMethods;
+
+/** Whether a solver's pay is held until it vests (EARNINGS_VESTING_SECONDS above 0). */
+export const escrowed = () => trustPolicy().vestingSeconds > 0;
+
+/**
+ * Holds a solver's pay for a task settled in this transaction: it moves from available to held on the
+ * solver's account as `held:<task id>`, until it vests (`vestEarnings`), or a quarantine is cleared
+ * or confirmed. Without escrow, only a quarantined solver's pay is held.
+ */
+export async function holdEarningsIn(tx: Runner, taskId: string, solverId: string, earned: string): Promise<void> {
+  if (/^0*(\.0*)?$/.test(earned)) return;
+  // The quarantine is asked here, after the settlement locked the solver's balance row: a clearing that
+  // committed meanwhile (it locks that row too) is seen, and nothing is held after it.
+  const held = escrowed() ? sql.fragment`true` : quarantined(sql.fragment`${solverId}::text`);
+  await tx.query(sql.unsafe`
+    WITH ${holdSteps(sql.fragment`SELECT ${heldEarningsId(taskId)}::text AS hold_id WHERE ${held}`, solverId, earned)}
+    SELECT 1`);
+}
 
 // Holds vested per sweep: a backlog drains over a few sweeps rather than in one long pass.
 const VEST_BATCH = 500;
@@ -28,7 +46,7 @@ const PASSED_CHECKS = sql.fragment`
 /** Open earnings holds due to vest now, oldest first: past the period, or followed by enough passed checks; never a quarantined solver's. */
 async function dueToVest(db: Runner): Promise<readonly { hold_id: string }[]> {
   const { vestingSeconds, vestingChecks } = trustPolicy();
-  // The judging time of each solver's `vestingChecks`-th latest passed check: what was held before it is vouched for.
+  // Vouched for: the solver passed `vestingChecks` checks judged after the pay was held.
   const vouched =
     vestingChecks > 0
       ? sql.fragment`h.created_at < (
