@@ -203,6 +203,8 @@ const EnvSchema = z.object({
   CHECK_PRICE_CEILING_POINTS: decimalString('CHECK_PRICE_CEILING_POINTS', '100'),
   REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
   CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
+  EARNINGS_VESTING_SECONDS: nonNegativeInt('EARNINGS_VESTING_SECONDS', 86400),
+  EARNINGS_VESTING_CHECKS: nonNegativeInt('EARNINGS_VESTING_CHECKS', 3),
   CANARY_SEARCH_ORACLE: z
     .string()
     .optional()
@@ -325,6 +327,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
       pageCanaries: canaryHosts.configured.length > 0 || e.ALLOW_PRIVATE_NETWORKS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
+      vestingSeconds: e.EARNINGS_VESTING_SECONDS, vestingChecks: e.EARNINGS_VESTING_CHECKS,
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
     // bundled solver's own index (SEARCH_INDEX_DIR, or the shipped pages) or a SearXNG instance.

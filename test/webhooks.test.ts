@@ -169,7 +169,7 @@ describe('webhooks', () => {
       expect({ delivered: attempts('delivered'), failed: attempts('failed') }).toEqual({ delivered: 2, failed: receiver.received.length - 2 });
 
       const log = await api(stack.url, 'GET', `/v1/tasks/${completed.json.task_id}/webhooks`, { headers: client.auth });
-      expect(log.json.webhook).toEqual({ url: receiver.url, events: ['completed', 'failed', 'timed_out', 'cancelled'] });
+      expect(log.json.webhook).toEqual({ url: receiver.url, events: ['completed', 'failed', 'timed_out', 'cancelled', 'refunded'] });
       expect(log.json.deliveries).toEqual([
         expect.objectContaining({ event: 'completed', status: 'delivered', attempts: [expect.objectContaining({ attempt: 1, status_code: 500 }), expect.objectContaining({ attempt: 2, status_code: 500 }), expect.objectContaining({ attempt: 3, status_code: 204, error: null })] }),
       ]);
@@ -356,7 +356,7 @@ describe('webhooks', () => {
 
       const set = await api(stack.url, 'PUT', '/v1/account/webhook', { headers: client.auth, body: { url: receiver.url } });
       expect(set.status).toBe(200);
-      expect(set.json).toEqual({ url: receiver.url, events: ['completed', 'failed', 'timed_out', 'cancelled'], updated_at: expect.any(String) });
+      expect(set.json).toEqual({ url: receiver.url, events: ['completed', 'failed', 'timed_out', 'cancelled', 'refunded'], updated_at: expect.any(String) });
       expect((await api(stack.url, 'GET', '/v1/account/webhook', { headers: client.auth })).json).toEqual(set.json);
       // Replacing it keeps one per account.
       const onlyCompleted = await api(stack.url, 'PUT', '/v1/account/webhook', { headers: client.auth, body: { url: receiver.url, events: ['completed'] } });

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import type { CapabilityTaskType } from '../schemas/domain';
 import type { TaskState } from '../tasks/lifecycle';
 import { taskCostColumns } from './ledger';
+import { verificationColumn } from './verification';
 import type { Db } from './pool';
 import { TASK_SUMMARY_COLUMNS, TaskCostRow, TaskRow } from './tasks';
 
@@ -61,7 +62,7 @@ async function pageOfTasks(db: Db, scope: ReturnType<typeof sql.fragment>[], fil
   ];
   // One row more than the page tells whether another page follows.
   const rows = await db.any(sql.type(ListedRow)`
-    SELECT ${TASK_SUMMARY_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)},
+    SELECT ${TASK_SUMMARY_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)}, ${verificationColumn(sql.fragment`tasks.task_id`)},
            to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS cursor_at
     FROM tasks WHERE ${sql.join(conditions, sql.fragment` AND `)}
     ORDER BY created_at DESC, task_id DESC

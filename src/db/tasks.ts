@@ -16,7 +16,9 @@ import {
   type ActiveState,
   TARGET_FAILURE_VERDICTS,
   type TargetFailureVerdict,
+  VERIFICATION_STATES,
 } from '../tasks/lifecycle';
+import { verificationColumn } from './verification';
 import { cappedCharge, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, release, settle, taskCostColumns } from './ledger';
 import {
   ACTIVE,
@@ -41,7 +43,8 @@ import {
 } from './matching';
 import type { Db } from './pool';
 import { quarantined, recordOutcomeStep } from '../trust/reputation';
-import { holdEarningsIn, judgeCanaryIn } from '../trust/canaries';
+import { judgeCanaryIn } from '../trust/canaries';
+import { escrowed, holdEarningsIn } from '../trust/escrow';
 import { sampleRedundantRunIn } from '../trust/redundant';
 import { claimFailures, contradictTargetClaimsIn, judgeTargetClaimSteps, type TargetClaim } from '../trust/target-failures';
 import { accountWebhookStep, DueRow, webhookOutboxSteps, type DueDelivery } from './webhooks';
@@ -119,8 +122,8 @@ export const TASK_SUMMARY_COLUMNS = sql.fragment`
   created_at, updated_at, completed_at`;
 const TASK_COLUMNS = sql.fragment`${TASK_SUMMARY_COLUMNS}, result`;
 
-/** What a task held and was charged (`taskCostColumns`). */
-export const TaskCostRow = z.object({ held_points: z.string().nullable(), hold_status: z.string().nullable(), charged_points: z.string() });
+/** What a task held and was charged (`taskCostColumns`), and what is known of its result (`verificationColumn`). */
+export const TaskCostRow = z.object({ held_points: z.string().nullable(), hold_status: z.string().nullable(), charged_points: z.string(), verification: z.enum(VERIFICATION_STATES) });
 export type TaskCost = z.infer<typeof TaskCostRow>;
 
 export interface TaskRecord extends Omit<TaskRow, 'account_id'>, TaskCost {
@@ -327,7 +330,7 @@ export async function getTaskRecord(db: Runner, taskId: string, accountId?: stri
   // One round trip: the attempts come along as JSON, their times in the same ISO 8601 form as the task's.
   const iso = (column: string) => sql.fragment`to_char(${sql.identifier(['ta', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
   const row = await db.maybeOne(sql.type(TaskRow.merge(TaskCostRow).extend({ attempts: z.array(AttemptRow), queue: QueuePlace.nullable() }))`
-    SELECT ${TASK_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)},
+    SELECT ${TASK_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)}, ${verificationColumn(sql.fragment`tasks.task_id`)},
       (SELECT json_build_object(
                 -- Among client tasks: canaries and runs waiting behind clients are the platform's.
                 'position', (SELECT count(*)::int FROM task_queue a WHERE a.task_type = q.task_type AND (a.arrival, a.task_id) <= (q.arrival, q.task_id) AND ${clientWaiting('a')}),
@@ -664,8 +667,8 @@ async function completeIn(
   const settled = await settle(tx, { holdId: taskId, price, solverId, feePercent: input.feePercent });
   // The key's spend keeps the charge; the rest of the hold is given back to it as to the account.
   if (settled.applied && task.key_limited) await returnKeySpend(tx, taskId, sql.fragment`${task.max_price_points}::numeric - ${settled.charged}::numeric`);
-  // A quarantined solver's earnings are held for an admin (docs/trust.md).
-  if (settled.applied && completion.kind === 'attempt' && (task.quarantined || verdict === 'failed')) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
+  // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
+  if (settled.applied && completion.kind === 'attempt' && (escrowed() || task.quarantined || verdict === 'failed')) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
   // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
   if (settled.applied && completion.kind === 'attempt') await sampleRedundantRunIn(tx, { taskId, taskType: task.task_type, accountId: task.account_id, solverId });
   return { applied: true, status: 'completed' };

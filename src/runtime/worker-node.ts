@@ -10,6 +10,7 @@ import { addMetricsSource } from '../metrics/metrics';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';
+import { vestEarnings, vestingSweepMs } from '../trust/escrow';
 import { WebhookDeliveries } from '../webhooks/sender';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
@@ -93,6 +94,15 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const redundantRuns = setInterval(sweepRedundant, config.redundantRunSweepSeconds * 1000);
   redundantRuns.unref();
 
+  // Escrowed earnings vest by time or by passed checks; none while their solver is quarantined.
+  const vesting =
+    config.trust.vestingSeconds > 0
+      ? setInterval(() => {
+          vestEarnings(db).catch((error) => logger.warn({ err: error }, 'earnings vesting sweep failed'));
+        }, vestingSweepMs())
+      : undefined;
+  vesting?.unref();
+
   const removeMetricsSource = addMetricsSource({ db });
   let metrics: MetricsListener | undefined;
   if (config.workerMetricsPort !== undefined) {
@@ -108,6 +118,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
       clearInterval(canaries);
       clearTimeout(firstRedundantSweep);
       clearInterval(redundantRuns);
+      clearInterval(vesting);
       await metrics?.close();
       removeMetricsSource();
       await bus.close();

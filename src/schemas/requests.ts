@@ -1,7 +1,7 @@
 import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
-import { TERMINAL_STATES, type TerminalState } from '../tasks/lifecycle';
+import { WEBHOOK_EVENTS, type WebhookEvent } from '../tasks/lifecycle';
 import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
 /** One schema per request body; types are inferred from them and OpenAPI is generated from them. */
@@ -176,10 +176,10 @@ export const WebhookSubscription = z
   .object({
     url: z.string().min(1).openapi({ description: 'http(s) URL that receives the signed POSTs; the domain policy applies' }),
     events: z
-      .array(z.enum(TERMINAL_STATES as [TerminalState, ...TerminalState[]]))
+      .array(z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]))
       .min(1)
       .optional()
-      .openapi({ description: 'Terminal states to be told about (default: all)' }),
+      .openapi({ description: 'Terminal states to be told about, and `refunded` (the task was refunded: `task.refunded`); default: all' }),
   })
   .strict()
   .openapi('WebhookSubscription');

@@ -135,7 +135,7 @@ export class TaskService {
     // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
     const { account_id: _account, ...record } = task;
     // Its hold, opened with it, is its maximum price; nothing is charged yet.
-    return { kind: 'created', task: { ...record, attempts: [], held_points: record.max_price_points, hold_status: 'open', charged_points: '0' } };
+    return { kind: 'created', task: { ...record, attempts: [], held_points: record.max_price_points, hold_status: 'open', charged_points: '0', verification: 'unchecked' } };
   }
 
   private startFirstAttemptEarly(task: TaskRow, assignment: Assignment, stream: { clientNodeId: string; completionId: string }, clientGone: AbortSignal): boolean {

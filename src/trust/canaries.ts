@@ -383,19 +383,3 @@ export async function markCanaryUnanswered(db: Runner, taskId: string): Promise<
     )
     SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM marked`);
 }
-
-/** The hold id of a quarantined solver's earnings from one task. */
-export const heldEarningsId = (taskId: string) => `held:${taskId}`;
-
-/**
- * Holds a quarantined solver's earnings from a task settled in this transaction: its payout moves
- * from available to held on the solver's account until an admin clears the quarantine.
- */
-export async function holdEarningsIn(tx: Runner, taskId: string, solverId: string, earned: string): Promise<void> {
-  if (/^0*(\.0*)?$/.test(earned)) return;
-  // Asked again here, after the settlement locked the solver's balance row: a clearing that committed
-  // meanwhile (it locks that row too) is seen, and nothing is held after it.
-  await tx.query(sql.unsafe`
-    WITH ${holdSteps(sql.fragment`SELECT ${heldEarningsId(taskId)}::text AS hold_id WHERE ${quarantined(sql.fragment`${solverId}::text`)}`, solverId, earned)}
-    SELECT 1`);
-}

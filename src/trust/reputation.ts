@@ -31,6 +31,10 @@ export interface TrustPolicy {
    * cannot be checked, so it gets no client work of a type checks are sent for (docs/trust.md, "Prices").
    */
   checkPriceCeilingPoints: string;
+  /** A solver's pay for a task vests this long after it settled (0: paid out available at once; docs/trust.md, "Escrow and refunds"). */
+  vestingSeconds: number;
+  /** Or sooner, once the solver has passed this many checks (canaries, agreeing redundant runs) since (0: by time only). */
+  vestingChecks: number;
 }
 
 /**
@@ -47,6 +51,8 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   pageCanaries: true,
   targetFailureRequestCost: 60,
   checkPriceCeilingPoints: '100',
+  vestingSeconds: 0,
+  vestingChecks: 0,
 };
 
 /**

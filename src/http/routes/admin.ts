@@ -7,7 +7,7 @@ import { sql } from 'slonik';
 import { ApiError } from '../../errors';
 import { decimalText } from '../../schemas/common';
 import { ClearQuarantineBody, DepositBody, SolverIdParams } from '../../schemas/requests';
-import { clearQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../trust/quarantines';
+import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../trust/quarantines';
 import { disagreementsOf } from '../../trust/redundant';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
@@ -90,6 +90,17 @@ export function adminRoutes(deps: AppDeps): Router {
     if (!cleared) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
     res.locals.log.info({ solver_id: solverId, released_points: cleared.released_points }, 'quarantine cleared');
     res.json({ solver_id: solverId, ...cleared });
+  });
+
+  router.post('/v1/admin/solvers/:solver_id/quarantine/confirm', admin, validateParams(SolverIdParams), validateBody(ClearQuarantineBody), async (req, res) => {
+    const solverId = String(req.params.solver_id);
+    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const confirmed = await confirmQuarantine(deps.db, solverId, (req.body as { note?: string | null }).note ?? null);
+    if (!confirmed) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
+    const { webhooks, ...outcome } = confirmed;
+    deps.webhooks.send(webhooks);
+    res.locals.log.info({ solver_id: solverId, refunded_tasks: outcome.refunded_tasks, refunded_points: outcome.refunded_points }, 'quarantine confirmed');
+    res.json({ solver_id: solverId, ...outcome });
   });
 
   // The console's reads (docs/console.md): any account's tasks, one task in full, the solvers online, the live feed.
