@@ -30,6 +30,7 @@ import { TaskService } from '../tasks/service';
 import { createWorkerConnection } from '../temporal/connection';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { WebhookDeliveries } from '../webhooks/sender';
+import { CrawlRunner } from '../crawl/runner';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
 import { configureTrust } from '../trust/reputation';
@@ -121,6 +122,7 @@ export async function startApiNode(options: {
   });
   const workerRun = worker.run();
   workerRun.catch((error) => logger.error({ err: error }, 'node worker stopped with an error'));
+  const finished = await TaskFinishedWatch.start(bus);
   // Optionally this node also runs workflows, so that the workflows it starts begin here at once.
   const workflowWorker = config.apiRunsWorkflows
     ? await Worker.create({
@@ -128,13 +130,20 @@ export async function startApiNode(options: {
         namespace: config.temporalNamespace,
         taskQueue: config.taskQueue,
         workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks }),
+        activities: createActivities({
+          config,
+          db,
+          logger: logger.child({ component: 'activities' }),
+          handoffs,
+          webhooks,
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished, handoffs, webhooks }),
+        }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished, payloads, earlyAttempts, handoffs, webhooks });
   const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);
