@@ -7,6 +7,7 @@ import { auditLedger, getBalance } from '../src/db/ledger';
 import { createLogger } from '../src/logger';
 import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
 import { startCrawlSite, type CrawlSite } from './support/crawl-site';
+import { runFirecrawlPy } from './support/firecrawl-py';
 import { api, registerAccount, startTestStack, testConfig, type TestStack } from './support/stack';
 
 /**
@@ -225,4 +226,43 @@ describe('the legacy JavaScript SDK 1.x (v1 routes)', () => {
     expect(batch.data.map((doc) => doc.markdown)).toEqual(expect.arrayContaining([expect.stringContaining('# Page 5'), expect.stringContaining('# Page 6')]));
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
   }, 300_000);
+});
+
+describe('the Python SDKs (firecrawl-py 4.x and 1.x)', () => {
+  test('4.x: crawl, start_crawl + get_crawl_status + cancel_crawl, map and batch_scrape', async () => {
+    const client = await registerAccount(stack.url, '10000');
+    const call = (name: string, args: unknown[], kwargs: Record<string, unknown> = {}) => runFirecrawlPy(4, { api_url: base(), api_key: client.api_key, call: name, args, kwargs });
+    const crawled = await call('crawl', [`${site.baseUrl}/docs/page-0.html`], { limit: 130, poll_interval: 1, timeout: 200 });
+    expect(crawled.raised).toBeUndefined();
+    expect(crawled.result).toMatchObject({ status: 'completed', total: 130, completed: 130 });
+    // Two status pages, followed by the SDK's pagination.
+    expect(crawled.result.data).toHaveLength(130);
+    expect(crawled.result.data[0].markdown).toContain('# Page 0');
+
+    const started = await call('start_crawl', [`${site.baseUrl}/slow/0.html`], { limit: 50, max_concurrency: 1, sitemap: 'skip' });
+    expect(started.result).toMatchObject({ id: expect.any(String) });
+    const status = await call('get_crawl_status', [started.result.id]);
+    expect(status.result).toMatchObject({ status: 'scraping' });
+    expect((await call('cancel_crawl', [started.result.id])).result).toBe(true);
+    expect((await call('get_crawl_status', [started.result.id])).result).toMatchObject({ status: 'cancelled' });
+
+    const mapped = await call('map', [`${site.baseUrl}/`], { limit: 50 });
+    expect(mapped.result.links.map((link: { url: string }) => link.url)).toEqual(expect.arrayContaining([`${site.baseUrl}/orphan.html`]));
+    const batch = await call('batch_scrape', [[`${site.baseUrl}/docs/page-8.html`, `${site.baseUrl}/docs/page-9.html`]], { formats: ['markdown'], poll_interval: 1, wait_timeout: 120 });
+    expect(batch.raised).toBeUndefined();
+    expect(batch.result).toMatchObject({ status: 'completed', completed: 2 });
+  }, 600_000);
+
+  test('1.x: crawl_url, map_url and batch_scrape_urls', async () => {
+    const client = await registerAccount(stack.url, '10000');
+    const call = (name: string, args: unknown[], kwargs: Record<string, unknown> = {}) => runFirecrawlPy(1, { api_url: base(), api_key: client.api_key, call: name, args, kwargs });
+    const crawled = await call('crawl_url', [`${site.baseUrl}/docs/page-0.html`], { params: { limit: 110 }, poll_interval: 1 });
+    expect(crawled.raised).toBeUndefined();
+    expect(crawled.result).toMatchObject({ status: 'completed', completed: 110 });
+    expect(crawled.result.data).toHaveLength(110);
+    const mapped = await call('map_url', [`${site.baseUrl}/`], { params: { limit: 50 } });
+    expect(mapped.result.links).toEqual(expect.arrayContaining([`${site.baseUrl}/orphan.html`]));
+    const batch = await call('batch_scrape_urls', [[`${site.baseUrl}/docs/page-8.html`]], { params: { formats: ['markdown'] }, poll_interval: 1 });
+    expect(batch.result).toMatchObject({ status: 'completed', completed: 1 });
+  }, 600_000);
 });

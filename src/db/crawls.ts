@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
+import type { Db } from './pool';
 
 /**
  * Crawls and batch scrapes (docs/crawl.md) in PostgreSQL. A job's pages are rows unique by URL within
@@ -42,7 +43,7 @@ export interface NewPage {
 }
 
 export async function createCrawl(
-  db: Runner,
+  db: Db,
   input: { crawlId: string; accountId: string; keyId?: string; kind: CrawlKind; url: string | null; options: Record<string, unknown>; workflowId: string; ttlHours: number; pages: NewPage[] },
 ): Promise<void> {
   await db.query(sql.unsafe`
@@ -67,16 +68,20 @@ export async function activeCrawls(db: Runner, accountId: string, kind: CrawlKin
  * Adds pages not yet in the job, at most up to `limit` pages in all; returns how many were new. The
  * unique (crawl_id, url) makes a URL found twice one page, however often it is offered.
  */
-export async function addPages(db: Runner, crawlId: string, pages: NewPage[], limit: number): Promise<number> {
+export async function addPages(db: Db, crawlId: string, pages: NewPage[], limit: number): Promise<number> {
   if (pages.length === 0) return 0;
-  const result = await db.query(sql.unsafe`
+  // The job's row is locked so that pages added at once by concurrent pages of a slice count each other.
+  return db.transaction(async (tx) => {
+    await tx.query(sql.unsafe`SELECT 1 FROM crawls WHERE crawl_id = ${crawlId} FOR UPDATE`);
+    const result = await tx.query(sql.unsafe`
     INSERT INTO crawl_pages (crawl_id, url, depth)
     SELECT ${crawlId}, url, depth
     FROM unnest(${sql.array(pages.map((page) => page.url), 'text')}::text[], ${sql.array(pages.map((page) => page.depth), 'int4')}::int[]) WITH ORDINALITY AS p(url, depth, n)
     WHERE n <= GREATEST(0, ${Math.min(limit, 2_147_483_647)} - (SELECT count(*) FROM crawl_pages WHERE crawl_id = ${crawlId}))
     ORDER BY n
     ON CONFLICT (crawl_id, url) DO NOTHING`);
-  return result.rowCount;
+    return result.rowCount;
+  });
 }
 
 export async function pageCount(db: Runner, crawlId: string): Promise<number> {

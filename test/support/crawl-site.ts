@@ -20,15 +20,17 @@ const page = (title: string, links: string[]) =>
     .map((href) => `<a href="${href}">${href}</a>`)
     .join(' ')}</main></body></html>`;
 
-export async function startCrawlSite(pages: number, options: { slowMs?: number } = {}): Promise<CrawlSite> {
+export async function startCrawlSite(pages: number, options: { slowMs?: number; pageDelayMs?: number } = {}): Promise<CrawlSite> {
   const hits = new Map<string, number>();
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://site');
     const key = `${url.pathname}${url.search}`;
     hits.set(key, (hits.get(key) ?? 0) + 1);
     const html = (body: string) => {
-      res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-      res.end(body);
+      setTimeout(() => {
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
+        res.end(body);
+      }, options.pageDelayMs ?? 0);
     };
     if (url.pathname === '/robots.txt') {
       res.writeHead(200, { 'content-type': 'text/plain' });
