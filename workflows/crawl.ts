@@ -13,7 +13,7 @@ const crawl = proxyActivities<Activities>({
 // Pages per activity call, and calls per workflow run before it continues as new: each call adds a
 // handful of events, so a run's history stays small whatever the crawl's size.
 export const PAGES_PER_SLICE = 500;
-export const SLICES_PER_RUN = 40;
+export const SLICES_PER_RUN = 10;
 
 /**
  * A crawl or batch scrape: discovery once, then slices of pages, each page an ordinary web task created
