@@ -122,7 +122,6 @@ export async function startApiNode(options: {
   });
   const workerRun = worker.run();
   workerRun.catch((error) => logger.error({ err: error }, 'node worker stopped with an error'));
-  const finished = await TaskFinishedWatch.start(bus);
   // Optionally this node also runs workflows, so that the workflows it starts begin here at once.
   const workflowWorker = config.apiRunsWorkflows
     ? await Worker.create({
@@ -136,14 +135,14 @@ export async function startApiNode(options: {
           logger: logger.child({ component: 'activities' }),
           handoffs,
           webhooks,
-          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished, handoffs, webhooks }),
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks }),
         }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished, payloads, earlyAttempts, handoffs, webhooks });
+  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
   const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy };
   const app = createApp(deps);
   const server = http.createServer(app);
