@@ -31,6 +31,7 @@ export const ERROR_STATUS = {
   api_key_not_found: 404,
   quarantine_not_found: 404,
   webhook_not_found: 404,
+  job_not_found: 404,
   method_not_allowed: 405,
   task_already_finished: 409,
   last_api_key: 409,

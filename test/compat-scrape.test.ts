@@ -147,7 +147,7 @@ describe('Firecrawl v1 scrape compatibility', () => {
     expect(unpaid.status).toBe(402);
     expect(unpaid.json).toMatchObject({ success: false, code: 'insufficient_balance' });
 
-    const unknownRoute = await api(stack.url, 'POST', '/v1/compat/scraper/v1/crawl', { headers: client.auth, body: { url: 'https://example.com' } });
+    const unknownRoute = await api(stack.url, 'POST', '/v1/compat/scraper/v1/extract', { headers: client.auth, body: { url: 'https://example.com' } });
     expect(unknownRoute.status).toBe(404);
     expect(unknownRoute.json).toMatchObject({ success: false, code: 'not_found' });
   });

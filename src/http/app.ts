@@ -10,6 +10,7 @@ import { installRateLimit } from './rate-limit';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { chatRoutes, OPENAI_PATHS, openAiErrorDialect } from './routes/chat';
+import { crawlRoutes } from './routes/crawl';
 import { COMPAT_SCRAPER_PREFIX, compatRoutes, FIRECRAWL_V2_ROOT, firecrawlErrorDialect } from './routes/compat';
 import { consoleRoutes } from './routes/console';
 import { canarySites } from './routes/canary';
@@ -62,6 +63,7 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   app.use(solverToolRoutes(deps));
   app.use(chatRoutes(deps));
   app.use(compatRoutes(deps));
+  app.use(crawlRoutes(deps));
   for (const router of extraRouters) app.use(router);
 
   app.use(notFound);

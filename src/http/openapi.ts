@@ -63,6 +63,34 @@ const SCRAPE_KEY = { ...idempotent('answers with the first scrape\'s tasks'), 'X
 const SEARCH_KEY = { ...idempotent('answers with the first search\'s task'), 'X-Idempotency-Key': 'The same as Idempotency-Key (Firecrawl\'s SDKs send it)' };
 const ModelParams = z.object({ model: z.string().openapi({ description: 'service/strong or strong' }) });
 
+/** Crawl, batch scrape and map (docs/crawl.md): v2 at the compatibility prefix and at /v2, v1 at the prefix. */
+function crawlRouteDocs(): RouteDoc[] {
+  const START: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'service_unavailable'];
+  const JOB: ErrorType[] = ['job_not_found'];
+  const both = (path: string) => [`/v1/compat/scraper/v2${path}`, `/v2${path}`];
+  const docs: RouteDoc[] = [];
+  const add = (paths: string[], doc: Omit<RouteDoc, 'path' | 'tag' | 'auth' | 'firecrawl'>) => {
+    for (const path of paths) docs.push({ ...doc, path, tag: 'compatibility', auth: 'bearer', firecrawl: true });
+  };
+  const params = bodies.JobIdParams;
+  add(both('/crawl'), { method: 'post', summary: 'Firecrawl v2 crawl: starts a crawl workflow whose pages are proxy_fetch tasks (robots.txt obeyed, the domain policy applied to every URL)', body: bodies.CrawlV2Body, errors: START });
+  add(['/v1/compat/scraper/v1/crawl'], { method: 'post', summary: 'Firecrawl v1 crawl (the same job, v1 option names)', body: bodies.CrawlV1Body, errors: START });
+  add([...both('/crawl/active'), '/v1/compat/scraper/v1/crawl/active'], { method: 'get', summary: 'The account\'s crawls still running' });
+  for (const [prefix, job] of [['/v2/crawl', 'crawl'], ['/v2/batch/scrape', 'batch scrape'], ['/v1/crawl', 'crawl or batch scrape'], ['/v1/batch/scrape', 'batch scrape']] as const) {
+    const paths = prefix.startsWith('/v2') ? both(prefix.slice(3)) : [`/v1/compat/scraper${prefix}`];
+    add(paths.map((path) => `${path}/{id}`), { method: 'get', summary: `A ${job}'s status, counts, cost and documents, paged by \`next\` (skip, limit)`, params, query: queries.CrawlStatusQuery, errors: JOB });
+    add(paths.map((path) => `${path}/{id}`), { method: 'delete', summary: `Cancel a ${job}: pending pages stop at once, running pages' tasks are cancelled; only pages done are charged`, params, errors: JOB });
+    add(paths.map((path) => `${path}/{id}/errors`), { method: 'get', summary: `A ${job}'s failed pages and the URLs robots.txt kept it from`, params, errors: JOB });
+  }
+  add(['/v1/compat/scraper/v1/crawl/{id}/errors'], { method: 'delete', summary: 'The same errors, at the method firecrawl-js 1.x uses', params, errors: JOB });
+  add(both('/batch/scrape'), { method: 'post', summary: 'Firecrawl v2 batch scrape: a list of URLs as one job (pages are proxy_fetch tasks)', body: bodies.BatchScrapeV2Body, errors: START });
+  add(['/v1/compat/scraper/v1/batch/scrape'], { method: 'post', summary: 'Firecrawl v1 batch scrape', body: bodies.BatchScrapeV1Body, errors: START });
+  const MAP: ErrorType[] = ['domain_blocked', ...RUNS_TASK];
+  add(both('/map'), { method: 'post', cost: true, summary: 'Firecrawl v2 map: the site\'s URLs from its sitemaps and the start page\'s links (one proxy_fetch task)', body: bodies.MapBody, errors: MAP });
+  add(['/v1/compat/scraper/v1/map'], { method: 'post', cost: true, summary: 'Firecrawl v1 map (links as strings)', body: bodies.MapBody, errors: MAP });
+  return docs;
+}
+
 export const ROUTES: RouteDoc[] = [
   { method: 'get', path: '/health', summary: 'Liveness', tag: 'health', auth: 'none', response: StringMap },
   { method: 'get', path: '/metrics', summary: 'Prometheus figures of this node (text exposition format), for METRICS_TOKEN or the admin key (docs/metrics.md)', tag: 'health', auth: 'metrics', success: 'prometheus' },
@@ -101,6 +129,7 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/compat/scraper/v1/search', cost: true, summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of {url,title,description})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
   { method: 'post', path: '/v1/compat/scraper/v2/search', cost: true, summary: 'Firecrawl v2 compatible search (a web_search task; data.web lists {url,title,description,position})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
   { method: 'post', path: '/v2/search', cost: true, summary: 'The same v2 search at the path firecrawl-py 4.x builds', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
+  ...crawlRouteDocs(),
   { method: 'post', path: '/v1/solver/capabilities', summary: 'Register or replace solver capabilities', tag: 'solver', auth: 'bearer', body: bodies.SolverCapabilitiesBody },
   { method: 'get', path: '/v1/solver/stats', summary: 'Solver statistics, with its reputation per task type and any quarantine (docs/trust.md)', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/market', summary: 'The market a solver works in: strong-tier allowlist, platform fee, clients\' default maximum prices, protocol version, timeouts, server time', tag: 'solver', auth: 'bearer', response: SolverMarket },

@@ -31,6 +31,7 @@ import { TaskService } from '../tasks/service';
 import { createWorkerConnection } from '../temporal/connection';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { WebhookDeliveries } from '../webhooks/sender';
+import { CrawlRunner } from '../crawl/runner';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
 import { configureTrust } from '../trust/reputation';
@@ -129,7 +130,14 @@ export async function startApiNode(options: {
         namespace: config.temporalNamespace,
         taskQueue: config.taskQueue,
         workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks }),
+        activities: createActivities({
+          config,
+          db,
+          logger: logger.child({ component: 'activities' }),
+          handoffs,
+          webhooks,
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks }),
+        }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();

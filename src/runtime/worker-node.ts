@@ -12,6 +12,9 @@ import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';
 import { vestEarnings, vestingSweepMs } from '../trust/escrow';
 import { WebhookDeliveries } from '../webhooks/sender';
+import { CrawlRunner } from '../crawl/runner';
+import { DomainGuard } from '../policy/guard';
+import { TaskFinishedWatch } from '../tasks/finished';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
@@ -48,18 +51,21 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const handoffs = new SlotHandoffs({ db, temporal, logger });
   const webhooks = new WebhookDeliveries({ config, db, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
+  const bus = new NotifyBus(options.databaseUrl, logger);
+  await bus.start();
+  // Crawls judge every discovered URL by the domain policy, as the API nodes judge a task's target.
+  const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId: `worker-${os.hostname()}-${process.pid}` });
+  await domainPolicy.listen(bus);
+  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks, crawls }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
-
-  const bus = new NotifyBus(options.databaseUrl, logger);
-  await bus.start();
 
   const sweep = setInterval(() => {
     sweepUnstartedTasks({ config, db, temporal, logger, eagerStart: false, handoffs, webhooks }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));

@@ -80,3 +80,15 @@ export const RevokeApiKeyQuery = z
   })
   .strict()
   .openapi('RevokeApiKeyQuery');
+
+/** Documents per page of a crawl's or batch scrape's status (Firecrawl pages by `skip`, following `next`). */
+export const CRAWL_PAGE_DEFAULT = 100;
+export const CRAWL_PAGE_MAX = 1000;
+
+export const CrawlStatusQuery = z
+  .object({
+    skip: QueryInt(Int().min(0).max(2_147_483_647)).optional().openapi({ description: 'Documents to skip (the `next` URL carries it)' }),
+    limit: QueryInt(Int().min(1).max(CRAWL_PAGE_MAX)).optional().openapi({ description: `Documents per answer, 1-${CRAWL_PAGE_MAX} (default ${CRAWL_PAGE_DEFAULT})` }),
+  })
+  .strict()
+  .openapi('CrawlStatusQuery');

@@ -268,6 +268,9 @@ const ScrapeOptions = {
   actions: z.array(z.any()).nullable().optional().openapi({ description: 'Firecrawl actions (PageAction), run in the rendered page' }),
 };
 
+/** A v2 scrape's options without its URL: the scrape options of crawls and batch scrapes. */
+const ScrapeOptionsV2 = { formats: z.array(ScrapeV2Format).nullable().optional(), ...ScrapeOptions };
+
 export const ScrapeBody = z
   .object({ url: z.string().min(1), formats: z.array(z.enum(SCRAPE_FORMATS)).optional(), ...ScrapeOptions })
   .passthrough()
@@ -363,3 +366,116 @@ export type ScrapeRequest = z.infer<typeof ScrapeBody>;
 export type ScrapeV2Request = z.infer<typeof ScrapeV2Body>;
 export type FirecrawlSearchRequest = z.infer<typeof FirecrawlSearchBody>;
 export type SolverCapabilityInput = z.infer<typeof SolverCapability>;
+
+/** A crawl's or batch scrape's pages, at most (Firecrawl's own crawl limit). */
+export const CRAWL_LIMIT_MAX = 10_000;
+/** Pages of one job fetched at once, at most: politeness towards the site, fairness towards other clients. */
+export const CRAWL_CONCURRENCY_MAX = 50;
+/** Firecrawl's `delay` between two pages, seconds, at most. */
+const CRAWL_DELAY_MAX_SECONDS = 60;
+/** A map lists at most this many URLs (Firecrawl's own maximum). */
+export const MAP_LIMIT_MAX = 100_000;
+
+const Flag = z.boolean().nullable().optional();
+const Patterns = z.array(z.string()).nullable().optional();
+// Firecrawl's webhook: a URL, or {url, headers, metadata, events}; accepted, and not yet called (docs/crawl.md).
+const CrawlWebhook = z.union([z.string().min(1), z.object({ url: z.string().min(1) }).passthrough()]);
+
+export const CrawlV2Body = z
+  .object({
+    url: z.string().min(1),
+    limit: PositiveInt.max(CRAWL_LIMIT_MAX).nullable().optional(),
+    maxDiscoveryDepth: Int().min(0).nullable().optional(),
+    includePaths: Patterns,
+    excludePaths: Patterns,
+    crawlEntireDomain: Flag,
+    allowSubdomains: Flag,
+    allowExternalLinks: Flag,
+    ignoreQueryParameters: Flag,
+    regexOnFullURL: Flag,
+    sitemap: z.enum(['include', 'skip', 'only']).nullable().optional(),
+    delay: z.number().min(0).max(CRAWL_DELAY_MAX_SECONDS).nullable().optional(),
+    maxConcurrency: PositiveInt.max(CRAWL_CONCURRENCY_MAX).nullable().optional(),
+    scrapeOptions: z.object(ScrapeOptionsV2).passthrough().nullable().optional(),
+    webhook: CrawlWebhook.nullable().optional(),
+  })
+  .passthrough()
+  .openapi('CrawlV2Request');
+export type CrawlV2Request = z.infer<typeof CrawlV2Body>;
+
+export const CrawlV1Body = z
+  .object({
+    url: z.string().min(1),
+    limit: PositiveInt.max(CRAWL_LIMIT_MAX).nullable().optional(),
+    maxDepth: Int().min(0).nullable().optional(),
+    maxDiscoveryDepth: Int().min(0).nullable().optional(),
+    includePaths: Patterns,
+    excludePaths: Patterns,
+    allowBackwardLinks: Flag,
+    crawlEntireDomain: Flag,
+    allowSubdomains: Flag,
+    allowExternalLinks: Flag,
+    ignoreQueryParameters: Flag,
+    regexOnFullURL: Flag,
+    ignoreSitemap: Flag,
+    delay: z.number().min(0).max(CRAWL_DELAY_MAX_SECONDS).nullable().optional(),
+    maxConcurrency: PositiveInt.max(CRAWL_CONCURRENCY_MAX).nullable().optional(),
+    scrapeOptions: z
+      .object({
+        formats: z.array(z.enum(SCRAPE_FORMATS)).nullable().optional(),
+        onlyMainContent: Flag,
+        includeTags: z.array(z.string().min(1)).nullable().optional(),
+        excludeTags: z.array(z.string().min(1)).nullable().optional(),
+        timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+      })
+      .passthrough()
+      .nullable()
+      .optional(),
+    webhook: CrawlWebhook.nullable().optional(),
+  })
+  .passthrough()
+  .openapi('CrawlV1Request');
+export type CrawlV1Request = z.infer<typeof CrawlV1Body>;
+
+const BatchUrls = z.array(z.string().min(1)).min(1).max(CRAWL_LIMIT_MAX);
+
+export const BatchScrapeV2Body = z
+  .object({ urls: BatchUrls, ...ScrapeOptionsV2, ignoreInvalidURLs: Flag, maxConcurrency: PositiveInt.max(CRAWL_CONCURRENCY_MAX).nullable().optional(), webhook: CrawlWebhook.nullable().optional() })
+  .passthrough()
+  .openapi('BatchScrapeV2Request');
+export type BatchScrapeV2Request = z.infer<typeof BatchScrapeV2Body>;
+
+export const BatchScrapeV1Body = z
+  .object({
+    urls: BatchUrls,
+    formats: z.array(z.enum(SCRAPE_FORMATS)).nullable().optional(),
+    onlyMainContent: Flag,
+    includeTags: z.array(z.string().min(1)).nullable().optional(),
+    excludeTags: z.array(z.string().min(1)).nullable().optional(),
+    timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+    ignoreInvalidURLs: Flag,
+    webhook: CrawlWebhook.nullable().optional(),
+  })
+  .passthrough()
+  .openapi('BatchScrapeV1Request');
+export type BatchScrapeV1Request = z.infer<typeof BatchScrapeV1Body>;
+
+export const MapBody = z
+  .object({
+    url: z.string().min(1),
+    search: z.string().nullable().optional(),
+    sitemap: z.enum(['include', 'skip', 'only']).nullable().optional(),
+    // v1's names for the same choice.
+    ignoreSitemap: Flag,
+    sitemapOnly: Flag,
+    includeSubdomains: Flag,
+    ignoreQueryParameters: Flag,
+    limit: PositiveInt.max(MAP_LIMIT_MAX).nullable().optional(),
+    timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+  })
+  .passthrough()
+  .openapi('MapRequest');
+export type MapRequest = z.infer<typeof MapBody>;
+
+/** A crawl's or batch scrape's id, as its start answered it. */
+export const JobIdParams = z.object({ id: z.string().min(1).max(100) });
