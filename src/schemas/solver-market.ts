@@ -1,4 +1,4 @@
-import { CAPABILITY_TASK_TYPES } from './domain';
+import { BILLING_TYPES, CAPABILITY_TASK_TYPES } from './domain';
 import { z } from './zod';
 
 /** GET /v1/solver/market: what a solver needs to know to price and run its work here. */
@@ -13,6 +13,7 @@ export const SolverMarket = z
       z.object({
         default_max_price_points: z.string().openapi({ description: 'The maximum price of a task whose client names none; a record priced above it gets no such task' }),
         strong_tier_only: z.boolean(),
+        billing_types: z.array(z.enum(BILLING_TYPES)).openapi({ description: 'The billing types a record of this task type may have: per_token for chat only' }),
       }),
     ),
     accept_timeout_ms: z.number().int(),

@@ -88,3 +88,13 @@ def test_the_schema_refuses_what_the_server_refuses(document: Dict[str, Any]) ->
     fetch = validator_for(document, document["results"]["proxy_fetch"]["$ref"])
     assert not fetch.is_valid({"url": "u", "final_url": "u", "status_code": 200, "content_type": "text", "content": ""})
     assert fetch.is_valid({"url": "u", "final_url": "u", "status_code": 404, "content_type": "html", "content": "", "extra": 1})
+
+
+def test_the_capabilities_schema_takes_per_token_for_chat_only(document: Dict[str, Any]) -> None:
+    from marketplace_solver import Capability
+
+    validator = validator_for(document, document["capabilities"]["$ref"])
+    chat = Capability("chat_completion", model_name="gpt-4o", provider_name="t", tier="strong", billing_type="per_token").to_json()
+    fetch = Capability("proxy_fetch", model_name="fetch", provider_name="t").to_json()
+    assert list(validator.iter_errors([chat, fetch])) == []
+    assert list(validator.iter_errors([{**fetch, "billing_type": "per_token"}])) != []

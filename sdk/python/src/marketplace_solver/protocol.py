@@ -9,6 +9,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Literal, Optional, Tupl
 
 TaskType = Literal["proxy_fetch", "web_search", "screenshot", "page_snapshot", "chat_completion"]
 TASK_TYPES: Tuple[str, ...] = ("proxy_fetch", "web_search", "screenshot", "page_snapshot", "chat_completion")
+# Only chat is billed by tokens (the server counts them); every other task type is billed per request.
+TOKEN_BILLED_TASK_TYPES: Tuple[str, ...] = ("chat_completion",)
 PROTOCOL_VERSION = 1
 
 # Close codes the server uses (docs/solver-protocol.md, "Close codes").
@@ -31,6 +33,12 @@ class Capability:
     tier: Literal["strong", "standard", "basic"] = "standard"
     billing_type: Literal["per_request", "per_token"] = "per_request"
     fulfillment_path: Literal["http", "browser", "search_api", "local_model", "provider_api"] = "http"
+
+    def __post_init__(self) -> None:
+        if self.billing_type == "per_token" and self.task_type not in TOKEN_BILLED_TASK_TYPES:
+            raise ValueError(
+                f'task_type "{self.task_type}" is billed per_request; only {", ".join(TOKEN_BILLED_TASK_TYPES)} may be billed per_token'
+            )
 
     def to_json(self) -> Dict[str, Any]:
         return {
