@@ -84,18 +84,22 @@ export function promptTokens(payload: Record<string, unknown>): number {
 async function promptTokensYielding(payload: Record<string, unknown>): Promise<number> {
   const { texts, allowed } = promptParts(payload);
   let tokens = allowed;
-  for (const text of texts) {
-    let rest = text;
-    while (rest.length > YIELD_CHARS) {
-      const cut = lastWhitespace(rest.slice(0, YIELD_CHARS));
-      const end = cut > 0 ? cut : YIELD_CHARS;
-      tokens += textTokens(rest.slice(0, end));
-      rest = rest.slice(end);
-      await new Promise((resolve) => setImmediate(resolve));
-    }
-    tokens += textTokens(rest);
-  }
+  for (const text of texts) tokens += await tokensYielding(text);
   return tokens;
+}
+
+/** The tokens of `text`, counted in pieces of at most YIELD_CHARS cut at whitespace, the event loop served between them. */
+async function tokensYielding(text: string): Promise<number> {
+  let tokens = 0;
+  let rest = text;
+  while (rest.length > YIELD_CHARS) {
+    const cut = lastWhitespace(rest.slice(0, YIELD_CHARS));
+    const end = cut > 0 ? cut : YIELD_CHARS;
+    tokens += textTokens(rest.slice(0, end));
+    rest = rest.slice(end);
+    await new Promise((resolve) => setImmediate(resolve));
+  }
+  return tokens + textTokens(rest);
 }
 
 /** What the service counted of one attempt: its prompt, and the text its deltas delivered. */
@@ -108,13 +112,15 @@ export interface CountedUsage {
 
 /**
  * Counts an attempt's delivered deltas: content, refusal, tool calls' names and arguments, and streamed
- * reasoning (`reasoning_content`, `reasoning`). Each delta's text is only appended here; it is counted
- * in pieces of about PIECE_CHARS cut before whitespace (where the tokenizer cuts anyway), so the hot
- * path costs a string append and the count is that of the text as a whole, however it was split.
+ * reasoning (`reasoning_content`, `reasoning`). A delta's text is only appended on its way; each piece
+ * of about PIECE_CHARS, cut before whitespace (where the tokenizer cuts anyway), is counted after it, in
+ * slices that let the node serve its other streams between them. So the relay path costs a string
+ * append, memory stays small, and the count is that of the text as a whole, however it was split.
  */
 export class DeliveredTokens {
   private readonly pending = { answer: '', reasoning: '' };
   private readonly tokens = { answer: 0, reasoning: 0 };
+  private counting: Promise<void> = Promise.resolve();
 
   constructor(private readonly payload: Record<string, unknown>) {}
 
@@ -142,23 +148,30 @@ export class DeliveredTokens {
       this.pending[kind] = pending;
       return;
     }
+    // Cut before the last whitespace; a long stretch without any is taken whole.
     const cut = lastWhitespace(pending);
-    if (cut <= 0) {
+    if (cut <= 0 && pending.length < PIECE_CHARS * 4) {
       this.pending[kind] = pending;
-      if (pending.length < PIECE_CHARS * 4) return;
-      // No whitespace for a long stretch: counted as it is.
-      this.tokens[kind] += textTokens(pending);
-      this.pending[kind] = '';
       return;
     }
-    this.tokens[kind] += textTokens(pending.slice(0, cut));
-    this.pending[kind] = pending.slice(cut);
+    const end = cut > 0 ? cut : pending.length;
+    this.pending[kind] = pending.slice(end);
+    this.countLater(kind, pending.slice(0, end));
+  }
+
+  /** Counts a piece after the delta that completed it has gone on, one piece after another. */
+  private countLater(kind: 'answer' | 'reasoning', piece: string): void {
+    this.counting = this.counting.then(async () => {
+      await new Promise((resolve) => setImmediate(resolve));
+      this.tokens[kind] += await tokensYielding(piece);
+    });
   }
 
   /** The counts so far; the prompt is counted here, once, after the answer has streamed. */
   async counted(): Promise<CountedUsage> {
-    const answer = this.tokens.answer + textTokens(this.pending.answer);
-    const reasoning = this.tokens.reasoning + textTokens(this.pending.reasoning);
+    await this.counting;
+    const answer = this.tokens.answer + (await tokensYielding(this.pending.answer));
+    const reasoning = this.tokens.reasoning + (await tokensYielding(this.pending.reasoning));
     return { prompt_tokens: await promptTokensYielding(this.payload), completion_tokens: answer + reasoning, reasoning_tokens: reasoning };
   }
 }

@@ -40,6 +40,16 @@ describe('the usage a chat is billed for', () => {
     expect(promptTokens({ ...payload, tools: [{ type: 'function', function: { name: 'f' } }] })).toBeGreaterThan(text + 400);
   });
 
+  test('a huge delta is not counted on its way: add only appends, and the count comes after', async () => {
+    const huge = 'Foxes are quick and dogs are lazy. '.repeat(30_000);
+    const delivered = new DeliveredTokens(payload);
+    const started = performance.now();
+    delivered.add({ content: huge });
+    // Tokenizing it whole takes some 100 ms and more.
+    expect(performance.now() - started).toBeLessThan(20);
+    expect((await delivered.counted()).completion_tokens).toBe(countTokens(huge));
+  });
+
   test('a long prompt is counted in pieces, as a whole', async () => {
     const long = { messages: [{ role: 'user', content: 'Foxes are quick and dogs are lazy. '.repeat(3000) }] };
     const delivered = new DeliveredTokens(long);
