@@ -149,6 +149,7 @@ const EnvSchema = z.object({
   DATABASE_URL: optionalString,
   TEMPORAL_ADDRESS: optionalString,
   TEMPORAL_NAMESPACE: optionalString,
+  TEMPORAL_UI_URL: optionalString,
   TEMPORAL_TASK_QUEUE: optionalString,
   TEMPORAL_CLI: optionalString,
   ADMIN_API_KEY: optionalString,
@@ -198,7 +199,7 @@ const EnvSchema = z.object({
   TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 0),
   TRUST_HALF_LIFE_HOURS: positiveInt('TRUST_HALF_LIFE_HOURS', 24),
   CANARY_EVERY_TASKS: nonNegativeInt('CANARY_EVERY_TASKS', 50),
-  CANARY_PRICE_POINTS: decimalString('CANARY_PRICE_POINTS', '1'),
+  CHECK_PRICE_CEILING_POINTS: decimalString('CHECK_PRICE_CEILING_POINTS', '100'),
   REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
   CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
   CANARY_SEARCH_ORACLE: z
@@ -246,6 +247,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     databaseUrl: e.DATABASE_URL,
     temporalAddress: e.TEMPORAL_ADDRESS,
     temporalNamespace: e.TEMPORAL_NAMESPACE ?? 'default',
+    // The console links each task to its workflow there; `npm start` fills it with the embedded server's UI.
+    temporalUiUrl: e.TEMPORAL_UI_URL?.replace(/\/+$/, ''),
     taskQueue: e.TEMPORAL_TASK_QUEUE ?? 'marketplace',
     temporalCli: e.TEMPORAL_CLI,
     adminApiKey: e.ADMIN_API_KEY,
@@ -299,6 +302,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
+      checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
@@ -307,7 +311,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       e.CANARY_SEARCH_ORACLE === undefined
         ? undefined
         : { ...e.CANARY_SEARCH_ORACLE, indexDir: e.SEARCH_INDEX_DIR === undefined ? path.join(root, 'config/search-index') : path.resolve(e.SEARCH_INDEX_DIR) },
-    canaryPricePoints: e.CANARY_PRICE_POINTS,
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
     publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),

@@ -31,7 +31,9 @@ async function main() {
     // Stopped in reverse order: the API lets its requests in flight finish while the workflows still run.
     const worker = await startWorkerNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
     stops.push(worker.close);
-    const api = await startApiNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
+    // The console links tasks to the embedded server's UI unless TEMPORAL_UI_URL names another.
+    const apiConfig = { ...config, temporalUiUrl: config.temporalUiUrl ?? (infra.temporalUiUrl || undefined) };
+    const api = await startApiNode({ config: apiConfig, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
     stops.push(api.close);
     // Last to start, first to stop: its running attempts finish while the API and worker are still up.
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
@@ -40,6 +42,7 @@ async function main() {
       '',
       `  API           ${api.url}`,
       `  API docs      ${api.url}/docs`,
+      `  Console       ${api.url}/console${config.adminApiKey ? ' (sign in with ADMIN_API_KEY, or a client or solver key)' : ' (client and solver keys; set ADMIN_API_KEY for the operator views)'}`,
       ...(infra.temporalUiUrl ? [`  Temporal UI   ${infra.temporalUiUrl}`] : [`  Temporal      ${infra.temporalAddress}`]),
       solver ? `  Local solver  serving ${solver.taskTypes.join(', ')} as ${solver.solverId}` : '  Local solver  off (LOCAL_SOLVER=off)',
       ...(solver && !solver.taskTypes.includes('screenshot')

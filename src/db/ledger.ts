@@ -364,6 +364,22 @@ export async function ledgerHistory(db: Runner, accountId: string, filter: Ledge
   return { entries: rows.slice(0, filter.limit), hasMore: rows.length > filter.limit };
 }
 
+/**
+ * Every entry that moved points for one task, on any account (its client's hold, capture and release,
+ * the solver's payout, the platform's fee, and the `held:` hold of a quarantined solver's earnings),
+ * oldest first. Each entry's key is `<kind>:<hold id>`, so the unique index finds them.
+ */
+export async function taskLedger(db: Runner, taskId: string): Promise<readonly (LedgerEntry & { account_id: string })[]> {
+  const keys = ENTRY_KINDS.flatMap((kind) => [`${kind}:${taskId}`, `${kind}:held:${taskId}`]);
+  return db.any(sql.type(LedgerEntryRow.extend({ account_id: z.string() }))`
+    SELECT e.entry_id::text AS entry_id, e.account_id, e.kind, trim_scale(e.amount)::text AS amount, ${taskId}::text AS task_id, t.task_type,
+           trim_scale(${entryEffect('available')})::text AS available_change, trim_scale(${entryEffect('held')})::text AS held_change,
+           e.created_at
+    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = ${taskId}
+    WHERE e.idempotency_key = ANY(${sql.array(keys, 'text')})
+    ORDER BY e.entry_id`);
+}
+
 const SummaryRow = z.object({
   day: z.string(),
   task_type: z.string().nullable(),

@@ -165,6 +165,8 @@ export interface NewTask {
   admission?: { maxQueued: number };
   /** The strict order the client asked for, kept for every attempt (docs/queue.md, "Sharing work"). */
   routingSort?: RoutingSort;
+  /** The country the task must be fetched from: only capabilities that declare it take it, every attempt. */
+  country?: string;
 }
 
 // Retry-After of a refusal is at least this, and at most a minute.
@@ -201,7 +203,8 @@ export type CreateTaskOutcome =
 export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateTaskOutcome> {
   const attemptId = attemptIdFor(task.taskId, 1);
   const requireOnline = task.match?.requireOnline ?? false;
-  const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels });
+  const country = task.country ?? null;
+  const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels, country });
   const hasBalance = sql.fragment`EXISTS (SELECT 1 FROM balances WHERE account_id = ${task.accountId})`;
   const entry = {
     taskId: task.taskId,
@@ -232,12 +235,14 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         onlyIf: task.match ? hasBalance : sql.fragment`false`,
         arrival: sql.fragment`now()`,
         sort: sql.fragment`${entry.routingSort}::text`,
+        country,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort)
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort, country)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
-               ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text
+               ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text,
+               ${country}::text
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
         -- With no eligible solver online at all, nothing is created (the caller answers 402/503).
         WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
@@ -372,13 +377,14 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     ), waiting AS (
       SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
     ), task AS (
-      SELECT created_at, workflow_id, timeout_seconds, routing_sort FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
+      SELECT created_at, workflow_id, timeout_seconds, routing_sort, country FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
       attemptId,
       onlyIf: sql.fragment`${neither} AND EXISTS (SELECT 1 FROM task)`,
       arrival: input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`(SELECT created_at FROM task)`,
       sort: sql.fragment`(SELECT routing_sort FROM task)`,
+      country: sql.fragment`(SELECT country FROM task)`,
     })}, assigned AS (
       UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
       FROM reserved r WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
@@ -404,7 +410,12 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const handoffs = row.queued ? await handOnSlots(db, [input.taskType], { knownWaiting: true }) : [];
   const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
   if (own) return { assignment: own.assignment, handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)) };
-  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor });
+  const eligible = eligibleSolvers(input.taskType, {
+    strongModels: input.strongModels,
+    excludedSolverIds: input.excludedSolverIds,
+    canaryFor: input.canaryFor,
+    country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${input.taskId})`,
+  });
   // A run behind client tasks waits for no solver that its price cap keeps from it.
   const priceFits = input.behindClientTasks ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric` : sql.fragment``;
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`

@@ -12,6 +12,7 @@ import { adminRoutes } from './routes/admin';
 import { chatRoutes, OPENAI_PATHS, openAiErrorDialect } from './routes/chat';
 import { COMPAT_SCRAPER_PREFIX, compatRoutes, FIRECRAWL_V2_ROOT, firecrawlErrorDialect } from './routes/compat';
 import { canaryRoutes } from './routes/canary';
+import { consoleRoutes } from './routes/console';
 import { healthRoutes } from './routes/health';
 import { limitRoutes } from './routes/limits';
 import { modelRoutes } from './routes/models';
@@ -47,6 +48,7 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
     res.type('html').send(DOCS_PAGE);
   });
 
+  app.use(consoleRoutes());
   app.use(healthRoutes(deps));
   app.use(canaryRoutes(deps));
   app.use(metricsRoutes({ metricsToken: deps.config.metricsToken, adminApiKey: deps.config.adminApiKey }));

@@ -20,6 +20,7 @@ import { attachSolverSockets } from '../dispatch/ws-server';
 import { AddressLimits } from '../http/address-limits';
 import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
+import { MarketEvents } from '../http/market-events';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { addMetricsSource } from '../metrics/metrics';
@@ -135,7 +136,8 @@ export async function startApiNode(options: {
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
   const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy };
+  const market = new MarketEvents({ db, bus, logger });
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy, market };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
@@ -159,6 +161,8 @@ export async function startApiNode(options: {
       // Drain: take no new connections and no new attempts (matching forgets this node's solvers), and let
       // the requests in flight finish while their solvers' sockets and this node's dispatch worker stay up.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Consoles' live feeds would otherwise hold the drain for its whole grace.
+      market.close();
       const drained = requests.drained(config.shutdownGraceMs);
       await removeNode(db, nodeId).catch((error) => logger.warn({ err: error }, 'could not leave matching'));
       const left = await drained;

@@ -37,7 +37,7 @@ export type RoutingSort = (typeof ROUTING_SORTS)[number];
 export const PUBLIC_MODEL_ID = 'service/strong';
 export const MODEL_ALIASES: Record<string, string> = { strong: PUBLIC_MODEL_ID, [PUBLIC_MODEL_ID]: PUBLIC_MODEL_ID };
 
-export const SNAPSHOT_FORMATS = ['markdown', 'ai', 'aria', 'role'] as const;
+export const SNAPSHOT_FORMATS = ['markdown', 'ai', 'aria', 'role', 'html'] as const;
 export const SOLVER_PROTOCOL_VERSION = 1;
 
 // Each unit of a capability's concurrency is a row (a slot) that matching takes and frees.

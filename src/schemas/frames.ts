@@ -194,6 +194,15 @@ export const SnapshotResult = z.object({
   snapshot: z.union([z.string(), z.record(z.any())]),
   snapshot_format: z.enum(SNAPSHOT_FORMATS).describe('The payload\'s mode, or markdown when it has none'),
   title: z.string().nullable().optional(),
+  status_code: z.number().int().nullable().optional().describe('html mode: the HTTP status of the page\'s document'),
+  actions: z
+    .object({
+      screenshots: z.array(z.string()).describe('PNG images, base64, one per screenshot action in order'),
+      scrapes: z.array(z.object({ url: z.string(), html: z.string() })).describe('The page\'s URL and HTML at each scrape action'),
+      javascript_returns: z.array(z.object({ type: z.string(), value: z.any() })).describe('Each executeJavascript action\'s value and its JavaScript typeof'),
+    })
+    .optional()
+    .describe('html mode with actions: what the actions returned'),
 });
 
 export const ChatResult = z.object({

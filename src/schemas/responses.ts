@@ -1,3 +1,4 @@
+import { ATTEMPT_OUTCOMES, type AttemptOutcome } from '../tasks/lifecycle';
 import { z } from './zod';
 import { SPEND_LIMIT_PERIODS } from './domain';
 
@@ -128,3 +129,23 @@ export const WebhookLog = z
     ),
   })
   .openapi('WebhookLog');
+
+export const SolverAttempts = z
+  .object({
+    data: z.array(
+      z.object({
+        task_id: z.string(),
+        task_type: z.string(),
+        attempt_number: z.number().int(),
+        solver_id: z.string(),
+        model_name: z.string(),
+        price_points: z.string(),
+        outcome: z.enum(ATTEMPT_OUTCOMES as [AttemptOutcome, ...AttemptOutcome[]]).openapi({ description: 'pending while it runs; error, rejected, timeout, disconnected and invalid_result count against the solver, cancelled (stopped by the service) does not' }),
+        error: z.record(z.any()).nullable().openapi({ description: 'Why a failed attempt failed ({type, message}), null otherwise' }),
+        started_at: z.string(),
+        accepted_at: z.string().nullable(),
+        ended_at: z.string().nullable(),
+      }),
+    ),
+  })
+  .openapi('SolverAttempts');

@@ -44,6 +44,8 @@ export interface CreateTaskInput {
   chat?: { strongModels: string[]; clientNodeId: string; clientGone?: AbortSignal };
   /** The strict order the client asked matching for (`provider.sort`); unset, work is shared among equal offers. */
   routingSort?: RoutingSort;
+  /** The country the task must be fetched from (ISO 3166-1 alpha-2): only solvers declaring it take it. */
+  country?: string;
 }
 
 // Longer than nearly every web task takes, so the long poll is rarely opened.
@@ -112,6 +114,7 @@ export class TaskService {
       match: { strongModels: input.chat?.strongModels, requireOnline: input.requireOnline },
       admission: { maxQueued: this.deps.config.queueLimitPerTaskType },
       routingSort: input.routingSort,
+      country: input.country,
     });
     if (outcome.kind === 'existing') return { kind: 'existing', task: (await getTaskRecord(this.deps.db, outcome.task.task_id))! };
     if (outcome.kind !== 'created') return outcome;
@@ -178,9 +181,9 @@ export class TaskService {
     }
   }
 
-  /** Whether a solver for the type is online at all. */
-  async solverOnline(taskType: WebTaskType): Promise<boolean> {
-    return (await countOnlineSolvers(this.deps.db, taskType)) > 0;
+  /** Whether a solver for the type (declaring that country, when given) is online at all. */
+  async solverOnline(taskType: WebTaskType, country?: string): Promise<boolean> {
+    return (await countOnlineSolvers(this.deps.db, taskType, { country })) > 0;
   }
 }
 

@@ -43,12 +43,13 @@ const PAGELESS_TYPES: readonly CanaryTaskType[] = [CHAT_TASK_TYPE, SEARCH_TASK_T
 export const servesPage = (taskType: CanaryTaskType) => !PAGELESS_TYPES.includes(taskType);
 
 /**
- * The price cap (and the platform's hold) of a canary: CANARY_PRICE_POINTS for a page; for a chat
- * audit a client's default chat cap, so that every strong solver a client's chat could reach is
- * audited, paid its own price like a client's chat.
+ * The price cap (and the platform's hold) of every canary, page, audit or search: CHECK_PRICE_CEILING_POINTS.
+ * The settlement captures the checked solver's own price within it, as for a client's task, so a
+ * solver is checked at whatever price it asks up to the ceiling; above it, it gets no client work
+ * (trusted). Held at the ceiling rather than the price found as it was due, so that a price raised
+ * before the canary is matched still matches.
  */
-export const canaryPriceCap = (taskType: CanaryTaskType, config: { canaryPricePoints: string; defaultChatPricePoints: string }) =>
-  taskType === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.canaryPricePoints;
+export const canaryHold = (config: { trust: { checkPriceCeilingPoints: string } }) => config.trust.checkPriceCeilingPoints;
 
 /**
  * The workflow id of a solver's canary of a task type: numbered by the canaries of that type it was
@@ -100,6 +101,8 @@ export async function dueCanaries(db: Runner, options: { solverId?: string; limi
         -- Chat goes to strong-tier capabilities only: those are audited.
         AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
         AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
+        -- An offer above the ceiling is no check's to pay (it gets no client work either).
+        AND c.min_price_points <= ${trustPolicy().checkPriceCeilingPoints}::numeric
         AND (${options.solverId ?? null}::text IS NULL OR c.solver_id = ${options.solverId ?? null})
     ) c
     WHERE ${dueNow(sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}

@@ -7,7 +7,7 @@ import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import { newTaskId } from '../tasks/service';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
-import { canaryPriceCap, canarySearchTaskType, canaryWorkflowId, dueCanaries, servesPage, type DueCanary } from './canaries';
+import { canaryHold, canarySearchTaskType, canaryWorkflowId, dueCanaries, servesPage, type DueCanary } from './canaries';
 import { CANARY_DUE_CHANNEL } from './reputation';
 
 /**
@@ -32,12 +32,17 @@ export async function startDueCanaries(deps: CanaryStartDeps, options: { solverI
   const pages = Boolean(deps.config.publicBaseUrl) || deps.config.allowPrivateNetworks;
   const due = (await dueCanaries(deps.db, { solverId: options.solverId })).filter(({ taskType }) => pages || !servesPage(taskType));
   if (due.length === 0) return 0;
-  // The platform account must be able to pay a canary's price cap (its hold), per task type: a chat
-  // audit's is DEFAULT_CHAT_PRICE_POINTS, a page's CANARY_PRICE_POINTS. One it cannot pay is not
-  // started (its workflow would end skipped, and the solver stay due).
+  // The platform account must be able to pay a canary's hold (CHECK_PRICE_CEILING_POINTS, every type).
+  // None is started while it cannot (its workflow would end skipped): the solver stays due, and on
+  // probation gets no client work, until the account is funded and a sweep starts it.
   const platform = await getBalance(deps.db, PLATFORM_ACCOUNT_ID);
-  const available = Number(platform?.available_points ?? 0);
-  const affordable = due.filter(({ taskType }) => platform && available >= Number(canaryPriceCap(taskType, deps.config)));
+  const affordable = platform && Number(platform.available_points) >= Number(canaryHold(deps.config)) ? due : [];
+  if (affordable.length < due.length && options.solverId === undefined) {
+    deps.logger.warn(
+      { due: due.length, hold_points: canaryHold(deps.config), available_points: platform?.available_points ?? '0' },
+      'canaries not started: the platform account cannot hold their price (POST /v1/admin/deposit for account_id platform)',
+    );
+  }
   for (const canary of affordable) await startCanary(deps, canary);
   return affordable.length;
 }
@@ -49,7 +54,7 @@ async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: 
     solverId,
     taskType,
     sent,
-    maxPricePoints: canaryPriceCap(taskType, deps.config),
+    maxPricePoints: canaryHold(deps.config),
     // A chat audit goes to the solver's strong-tier capability, matched by the allowlist like a client's strong chat.
     ...(taskType === CHAT_TASK_TYPE ? { strongModels: readStrongModels(deps.config) } : {}),
     timeoutSeconds: deps.config.defaultTaskTimeoutSeconds,

@@ -52,7 +52,8 @@ export async function reputationOf(db: Runner, solverId: string): Promise<Reputa
            round(r.latency_ms)::float8 AS latency_ms,
            COALESCE(r.canary_passes, 0) AS canary_passes, COALESCE(r.canary_failures, 0) AS canary_failures,
            COALESCE(r.redundant_runs, 0) AS redundant_runs, COALESCE(r.disagreements, 0) AS disagreements,
-           ${trusted('t')} AS client_work
+           -- Its cheapest offer of the type: client work goes to any offer a check can pay.
+           ${trusted('t', sql.fragment`COALESCE((SELECT min(p.min_price_points) FROM solver_capabilities p WHERE p.solver_id = t.solver_id AND p.task_type = t.task_type), 0)`)} AS client_work
     FROM (
       SELECT ${solverId}::text AS solver_id, task_type FROM solver_capabilities WHERE solver_id = ${solverId}
       UNION SELECT solver_id, task_type FROM solver_reputation WHERE solver_id = ${solverId}

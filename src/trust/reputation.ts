@@ -21,6 +21,11 @@ export interface TrustPolicy {
   searchCanaries: boolean;
   /** Requests of its per-minute rate limit an account is charged for a task that failed on its target (docs/trust.md, "Target failures"). */
   targetFailureRequestCost: number;
+  /**
+   * The most the platform account pays for one check (a canary's hold): an offer priced above it
+   * cannot be checked, so it gets no client work of a type checks are sent for (docs/trust.md, "Prices").
+   */
+  checkPriceCeilingPoints: string;
 }
 
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
@@ -31,6 +36,7 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   redundantRunFraction: 0,
   searchCanaries: false,
   targetFailureRequestCost: 60,
+  checkPriceCeilingPoints: '100',
 };
 
 /**
@@ -146,20 +152,35 @@ export const belowThreshold = (r: string) => sql.fragment`${scoreOf(r)} < ${poli
 export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`EXISTS (SELECT 1 FROM solver_quarantines x WHERE x.solver_id = ${solverId} AND x.cleared_at IS NULL)`;
 
+/** Whether canaries are sent at all under this process's policy (for probation, or by count). */
+export const checksSent = () => policy.probationCanaries > 0 || policy.canaryEveryTasks > 0;
+
 /**
- * Whether capability `c` may take client work: its solver is not quarantined, has passed its
- * probation canaries for the task type (when canaries of that type are sent at all), and scores at
- * least the threshold.
+ * Whether an offer of task type `taskType` at `price` (SQL expressions) is one a check can pay: at or
+ * below CHECK_PRICE_CEILING_POINTS, or of a type no canary is sent for.
  */
-export function trusted(c = 'c') {
+export function checkable(taskType: ReturnType<typeof sql.fragment>, price: ReturnType<typeof sql.fragment>) {
+  if (!checksSent()) return sql.fragment`true`;
+  return sql.fragment`(${price} <= ${policy.checkPriceCeilingPoints}::numeric OR NOT (${taskType} = ANY(${activeCanaryTypesSql()})))`;
+}
+
+/**
+ * Whether capability `c` may take client work: its solver is not quarantined, its price (`price`, by
+ * default the capability's own) is one a check can pay (checkable), it has passed its probation
+ * canaries for the task type (when canaries of that type are sent at all), and it scores at least the
+ * threshold.
+ */
+export function trusted(c = 'c', price = sql.fragment`${sql.identifier([c, 'min_price_points'])}`) {
   const solverId = sql.fragment`${sql.identifier([c, 'solver_id'])}`;
   const taskType = sql.fragment`${sql.identifier([c, 'task_type'])}`;
   const { minScore, probationCanaries } = policy;
+  // An offer no check can pay is never checked: it gets no client work until it is priced within reach.
+  const payable = checkable(taskType, price);
   // With no probation and no threshold the reputation row is not read at all (the hot path).
-  if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)}`;
+  if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)} AND ${payable}`;
   // A type no canary is sent for (web_search without a search oracle) has no probation to pass.
   const probation = probationCanaries === 0 ? sql.fragment`false` : sql.fragment`${taskType} = ANY(${activeCanaryTypesSql()})`;
-  return sql.fragment`NOT ${quarantined(solverId)} AND COALESCE(
+  return sql.fragment`NOT ${quarantined(solverId)} AND ${payable} AND COALESCE(
     (SELECT (r.canary_passes >= ${probationCanaries}::int OR NOT ${probation}) AND ${scoreOf('r')} >= ${minScore}::float8
      FROM solver_reputation r WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType}),
     NOT ${probation} AND ${PRIOR_SCORE >= minScore})`;

@@ -12,8 +12,16 @@ import { disagreementsOf } from '../../trust/redundant';
 import { usageInflationsOf } from '../../trust/usage-inflation';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
-import { validateBody, validateParams } from '../validation';
+import { parseOrThrow, validateBody, validateParams } from '../validation';
 import { idempotencyKeyReused } from '../web-tasks';
+import { findTasks } from '../../db/task-listing';
+import { getTaskRecord, getTaskRow } from '../../db/tasks';
+import { taskLedger } from '../../db/ledger';
+import { onlineSolvers, taskAttempts } from '../../db/market-view';
+import { AdminTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
+import { TaskIdParams } from '../../schemas/requests';
+import { taskListAfter, taskListPage } from '../pagination';
+import type { MarketEvent } from '../market-events';
 
 export function adminRoutes(deps: AppDeps): Router {
   const router = Router();
@@ -92,6 +100,54 @@ export function adminRoutes(deps: AppDeps): Router {
     if (!cleared) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
     res.locals.log.info({ solver_id: solverId, released_points: cleared.released_points }, 'quarantine cleared');
     res.json({ solver_id: solverId, ...cleared });
+  });
+
+  // The console's reads (docs/console.md): any account's tasks, one task in full, the solvers online, the live feed.
+  router.get('/v1/admin/tasks', admin, async (req, res) => {
+    const query = parseOrThrow(AdminTasksQuery, req.query, ['query']);
+    const page = await findTasks(deps.db, {
+      taskId: query.task_id,
+      accountId: query.account_id,
+      status: query.status,
+      taskType: query.task_type,
+      createdAfter: query.created_after,
+      createdBefore: query.created_before,
+      after: taskListAfter(query.cursor),
+      limit: query.limit ?? PAGE_LIMIT_DEFAULT,
+    });
+    res.json(taskListPage(page));
+  });
+
+  router.get('/v1/admin/tasks/:task_id', admin, validateParams(TaskIdParams), async (req, res) => {
+    const taskId = String(req.params.task_id);
+    const [record, row, attempts, ledger] = await Promise.all([getTaskRecord(deps.db, taskId), getTaskRow(deps.db, taskId), taskAttempts(deps.db, taskId), taskLedger(deps.db, taskId)]);
+    if (!record || !row) throw new ApiError('task_not_found', `No task "${taskId}".`);
+    const ui = deps.config.temporalUiUrl;
+    const workflowUrl = ui ? `${ui}/namespaces/${encodeURIComponent(deps.config.temporalNamespace)}/workflows/${encodeURIComponent(record.workflow_id)}` : null;
+    res.json({ ...record, account_id: row.account_id, attempts, ledger, workflow_url: workflowUrl });
+  });
+
+  router.get('/v1/admin/solvers', admin, async (_req, res) => {
+    const solvers = await onlineSolvers(deps.db);
+    const withReputation = await Promise.all(solvers.map(async (solver) => ({ ...solver, reputation: await reputationOf(deps.db, solver.solver_id) })));
+    res.json({ data: withReputation });
+  });
+
+  router.get('/v1/admin/events', admin, async (req, res) => {
+    // Without Accept: text/event-stream, the same samples once, as JSON, and a fresh one (curl, fuzzers).
+    if (req.accepts(['application/json', 'text/event-stream']) !== 'text/event-stream') {
+      res.json({ samples: [...deps.market.history(), { at: new Date().toISOString(), queues: await queueStatus(deps.db) }] });
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' });
+    res.flushHeaders();
+    const send = ({ event, data }: MarketEvent) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
+    const stop = deps.market.listen(send, () => res.end());
+    req.on('close', () => {
+      clearInterval(keepAlive);
+      stop();
+    });
   });
 
   return router;

@@ -4,6 +4,7 @@ import { solverJsonSchemas } from '../../schemas/json-schema';
 import type { z } from '../../schemas/zod';
 import type { SolverMarket } from '../../schemas/solver-market';
 import { MAX_FRAME_BYTES } from '../../dispatch/ws-server';
+import { checksSent, isCanaryTaskType } from '../../trust/reputation';
 import { requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 
@@ -25,6 +26,7 @@ export function solverToolRoutes(deps: AppDeps): Router {
           {
             default_max_price_points: type === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.defaultWebTaskPricePoints,
             strong_tier_only: type === CHAT_TASK_TYPE,
+            check_price_ceiling_points: checksSent() && isCanaryTaskType(type) ? config.trust.checkPriceCeilingPoints : null,
             billing_types: [...billingTypesOf(type)],
           },
         ]),

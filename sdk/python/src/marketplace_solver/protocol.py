@@ -33,6 +33,9 @@ class Capability:
     tier: Literal["strong", "standard", "basic"] = "standard"
     billing_type: Literal["per_request", "per_token"] = "per_request"
     fulfillment_path: Literal["http", "browser", "search_api", "local_model", "provider_api"] = "http"
+    #: The country this capability fetches from (ISO 3166-1 alpha-2, upper case, e.g. "DE"), as the solver
+    #: declares it; tasks that ask for a country (Firecrawl's location.country) go only to capabilities declaring it.
+    country: Optional[str] = None
 
     def __post_init__(self) -> None:
         if self.billing_type == "per_token" and self.task_type not in TOKEN_BILLED_TASK_TYPES:
@@ -41,7 +44,7 @@ class Capability:
             )
 
     def to_json(self) -> Dict[str, Any]:
-        return {
+        record: Dict[str, Any] = {
             "task_type": self.task_type,
             "tier": self.tier,
             "billing_type": self.billing_type,
@@ -52,6 +55,9 @@ class Capability:
             "min_price_points": self.min_price_points,
             "max_concurrent": self.max_concurrent,
         }
+        if self.country is not None:
+            record["country"] = self.country
+        return record
 
 
 class ResultIssue(TypedDict, total=False):
