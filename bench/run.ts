@@ -18,6 +18,7 @@ import { cpuPerCall, cpuSnapshot, cpuSpent, type CpuGroups } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
 import { call, FETCH_RESULT, postSse, register, request, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { alternate, jainIndex, load, sleep, summarize, type Summary } from './lib/stats';
+import { tokenizerCost } from './lib/tokenizer';
 import { startWebhookReceiver } from './lib/webhooks';
 
 /**
@@ -285,6 +286,11 @@ async function main() {
       { label: 'chat', pacing: MODEL_PACING, concurrency: 32, total: scale(320), steady: true },
       { label: 'chat burst (instant upstream, closed loop)', pacing: BURST_PACING, concurrency: 32, total: scale(640), steady: false },
     ];
+    if (runs('chat')) {
+      // In this process, not the service's: what counting a chat's usage costs (src/chat/usage.ts).
+      rows.push({ figure: 'micro: usage count per 1,000 streamed tokens (CPU ms)', extra: await tokenizerCost() });
+      log(`usage count: ${JSON.stringify(rows[rows.length - 1].extra)}`);
+    }
     for (const { label, pacing, concurrency, total, steady } of runs('chat') ? chatPhases : []) {
       // Steady phases start their streams spread over one stream's length, as independent clients would.
       const rampMs = steady ? pacing.firstTokenMs + pacing.chunks * pacing.chunkIntervalMs : 0;

@@ -1,7 +1,8 @@
 import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { recordAttemptReassigned, recordTaskFinished } from '../metrics/metrics';
-import { WEB_TASK_TYPES, type RoutingSort } from '../schemas/domain';
+import { TOKEN_BILLED_TASK_TYPES, WEB_TASK_TYPES, type RoutingSort } from '../schemas/domain';
+import type { MeteredUsage } from '../chat/usage';
 import { withSafetyVerdict } from '../safety/results';
 import {
   ATTEMPT_OUTCOME_TABLE,
@@ -46,6 +47,7 @@ import { quarantined, recordOutcomeStep } from '../trust/reputation';
 import { judgeCanaryIn } from '../trust/canaries';
 import { escrowed, holdEarningsIn } from '../trust/escrow';
 import { sampleRedundantRunIn } from '../trust/redundant';
+import { recordUsageInflationIn } from '../trust/usage-inflation';
 import { claimFailures, contradictTargetClaimsIn, judgeTargetClaimSteps, type TargetClaim } from '../trust/target-failures';
 import { accountWebhookStep, DueRow, webhookOutboxSteps, type DueDelivery } from './webhooks';
 import { isKeySpendLimitReached, keySpendLookup, keySpendOf, keySpendStep, returnKeySpend, type KeySpend } from './key-spend';
@@ -531,8 +533,11 @@ export async function closeAttempt(db: Db, input: AttemptEnd): Promise<{ closed:
 }
 
 export type Completion =
-  /** A solver's validated result for its (still open) attempt. */
-  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown> }
+  /**
+   * A solver's validated result for its (still open) attempt; a chat's with its metered usage, whose
+   * billed tokens are what a per_token offer charges (src/chat/usage.ts).
+   */
+  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage }
   | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
 
 /** How a task ends: with a result (settled at its price), or without one (its hold released). */
@@ -593,10 +598,12 @@ async function completeIn(
   ended: Ended,
 ): Promise<FinishOutcome> {
   const { completion } = input;
-  const usage = completion.kind === 'attempt' && isRecord(completion.result.usage) ? completion.result.usage : {};
+  const metered = completion.kind === 'attempt' ? completion.usage : undefined;
   // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
-  // per_request: the matched price; per_token: min_price_points + marginal_cost × total_tokens / 1000
-  // (settle caps it at the hold). Exact NUMERIC arithmetic, from the usage the solver reported.
+  // per_request: the matched price; per_token (chat only): min_price_points + marginal_cost × billed
+  // total_tokens / 1000 (settle caps it at the hold), where billed is the smaller of the solver's report
+  // and the bound of what the service counted; a chat not metered bills no tokens. A per_token offer of
+  // another task type (refused at registration) is charged its min_price_points. Exact NUMERIC arithmetic.
   const task = await tx.one(sql.type(
     z.object({
       status: TaskStateColumn,
@@ -613,14 +620,11 @@ async function completeIn(
     SELECT t.status, t.account_id, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan, ta.solver_id,
       t.key_spend_period IS NOT NULL AS key_limited,
       ta.solver_id IS NOT NULL AND ${quarantined(sql.fragment`ta.solver_id`)} AS quarantined,
-      CASE ta.billing_type
-        WHEN 'per_token' THEN ta.price_points + ta.marginal_cost * COALESCE(
-          (u.usage ->> 'total_tokens')::numeric,
-          COALESCE((u.usage ->> 'prompt_tokens')::numeric, 0) + COALESCE((u.usage ->> 'completion_tokens')::numeric, 0)) / 1000
+      CASE WHEN ta.billing_type = 'per_token' AND t.task_type = ANY(${sql.array([...TOKEN_BILLED_TASK_TYPES], 'text')})
+        THEN ta.price_points + ta.marginal_cost * ${metered?.billed.total_tokens ?? 0}::numeric / 1000
         ELSE ta.price_points
       END::text AS price
     FROM tasks t JOIN accounts a USING (account_id)
-      CROSS JOIN (SELECT ${sql.jsonb(usage as never)} AS usage) u
       LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
     WHERE t.task_id = ${taskId} FOR UPDATE OF t`);
   ended.type = task.task_type;
@@ -651,7 +655,8 @@ async function completeIn(
   }
   // Web results are scanned once, where they are stored, so polling, the convenience responses and the
   // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
-  let result = completion.result;
+  // A chat's stored result shows the usage it was billed for.
+  let result = metered ? { ...completion.result, usage: metered.billed } : completion.result;
   if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
   // The row is finished before the settlement, so that the balance rows the settlement locks (the
   // client's, which a new task of the same account waits for, and the platform's, which every settlement
@@ -667,14 +672,14 @@ async function completeIn(
   const settled = await settle(tx, { holdId: taskId, price, solverId, feePercent: input.feePercent });
   // The key's spend keeps the charge; the rest of the hold is given back to it as to the account.
   if (settled.applied && task.key_limited) await returnKeySpend(tx, taskId, sql.fragment`${task.max_price_points}::numeric - ${settled.charged}::numeric`);
+  // A usage report above its bound is evidence against the solver, and may quarantine it (docs/trust.md).
+  const inflation = settled.applied && metered?.inflated ? await recordUsageInflationIn(tx, { taskId, solverId, taskType: task.task_type, usage: metered }) : null;
   // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
-  if (settled.applied && completion.kind === 'attempt' && (escrowed() || task.quarantined || verdict === 'failed')) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
+  if (settled.applied && completion.kind === 'attempt' && (escrowed() || task.quarantined || verdict === 'failed' || inflation?.quarantined)) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
   // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
   if (settled.applied && completion.kind === 'attempt') await sampleRedundantRunIn(tx, { taskId, taskType: task.task_type, accountId: task.account_id, solverId });
   return { applied: true, status: 'completed' };
 }
-
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Ends a task without a result (failed or timed out): releases its whole hold. */
 async function failIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, freed: FreedSlots, ended: Ended): Promise<Finished> {

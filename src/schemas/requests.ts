@@ -2,7 +2,7 @@ import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
 import { WEBHOOK_EVENTS, type WebhookEvent } from '../tasks/lifecycle';
-import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
+import { BILLING_TYPES, billingTypesOf, CAPABILITY_TASK_TYPES, TOKEN_BILLED_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
 /** One schema per request body; types are inferred from them and OpenAPI is generated from them. */
 
@@ -325,7 +325,27 @@ export const SolverCapability = z
       .openapi({ description: 'The country this capability fetches from, as the solver declares it (ISO 3166-1 alpha-2, e.g. "DE"); tasks that ask for a country (Firecrawl\'s location.country) go only to capabilities that declare it' }),
   })
   .strict()
-  .openapi('SolverCapability');
+  // Only chat is billed by tokens: the service counts a chat's tokens, and a web task has none to count.
+  .superRefine((capability, context) => {
+    const allowed = billingTypesOf(capability.task_type);
+    if (allowed.includes(capability.billing_type)) return;
+    const expected = allowed.map((type) => `'${type}'`).join(' or ');
+    context.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['billing_type'],
+      message: 'billing_type',
+      ...pydanticIssue('literal_error', `Input should be ${expected}: task_type "${capability.task_type}" is billed per request; only ${TOKEN_BILLED_TASK_TYPES.join(', ')} is billed per token`, { expected }),
+    });
+  })
+  .openapi('SolverCapability', {
+    description: `billing_type per_token is for task_type ${TOKEN_BILLED_TASK_TYPES.join(', ')} only; every other task type is billed per_request`,
+    allOf: [
+      {
+        if: { properties: { task_type: { not: { enum: [...TOKEN_BILLED_TASK_TYPES] } } }, required: ['task_type'] },
+        then: { properties: { billing_type: { const: 'per_request' } } },
+      },
+    ],
+  } as never);
 
 export const SolverCapabilitiesBody = z.array(SolverCapability).openapi('SolverCapabilities');
 

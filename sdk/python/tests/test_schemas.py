@@ -99,3 +99,11 @@ def test_capability_records_match_the_schema_with_and_without_a_country(document
         validator.validate(record)
     assert list(validator.iter_errors({**located, "country": "de"}))
 
+
+def test_the_capability_schema_takes_per_token_for_chat_only(document: Dict[str, Any]) -> None:
+    validator = validator_for(document, document["capability"]["$ref"])
+    chat = Capability("chat_completion", model_name="gpt-4o", provider_name="t", tier="strong", billing_type="per_token").to_json()
+    fetch = Capability("proxy_fetch", model_name="fetch", provider_name="t").to_json()
+    assert list(validator.iter_errors(chat)) == [] and list(validator.iter_errors(fetch)) == []
+    assert list(validator.iter_errors({**fetch, "billing_type": "per_token"})) != []
+

@@ -9,6 +9,7 @@ import { decimalText } from '../../schemas/common';
 import { ClearQuarantineBody, DepositBody, SolverIdParams } from '../../schemas/requests';
 import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../trust/quarantines';
 import { disagreementsOf } from '../../trust/redundant';
+import { usageInflationsOf } from '../../trust/usage-inflation';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
@@ -74,13 +75,22 @@ export function adminRoutes(deps: AppDeps): Router {
   router.get('/v1/admin/solvers/:solver_id/trust', admin, validateParams(SolverIdParams), async (req, res) => {
     const solverId = String(req.params.solver_id);
     if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const [quarantines, reputation, held, disagreements] = await Promise.all([
+    const [quarantines, reputation, held, disagreements, usageInflations] = await Promise.all([
       quarantinesOf(deps.db, solverId),
       reputationOf(deps.db, solverId),
       heldEarnings(deps.db, solverId),
       disagreementsOf(deps.db, solverId),
+      usageInflationsOf(deps.db, solverId),
     ]);
-    res.json({ solver_id: solverId, quarantined: quarantines.some((q) => q.cleared_at === null), ...held, reputation, quarantines, disagreements });
+    res.json({
+      solver_id: solverId,
+      quarantined: quarantines.some((q) => q.cleared_at === null),
+      ...held,
+      reputation,
+      quarantines,
+      disagreements,
+      usage_inflations: usageInflations,
+    });
   });
 
   router.post('/v1/admin/solvers/:solver_id/quarantine/clear', admin, validateParams(SolverIdParams), validateBody(ClearQuarantineBody), async (req, res) => {
