@@ -631,7 +631,7 @@ async function main() {
       const { formatTable } = await import('./solver');
       log('');
       log('solver alone (reference agent handlers, pages on 127.0.0.1):');
-      log(formatTable([...solverBench.fetch, ...solverBench.screenshot]));
+      log(formatTable([...solverBench.fetch, ...solverBench.rendered, ...solverBench.screenshot]));
     }
     const out = path.resolve(__dirname, '..', 'bench-results.json');
     fs.writeFileSync(out, JSON.stringify({ at: new Date().toISOString(), cpus: os.cpus().length, quick, rows, solver: solverBench }, null, 2));

@@ -2,13 +2,15 @@ import http from 'node:http';
 import os from 'node:os';
 import type { AddressInfo } from 'node:net';
 import { BrowserPool } from '../src/solver/browser/browser-pool';
+import { createPageSnapshotHandler } from '../src/solver/handlers/page-snapshot';
 import { createProxyFetchHandler } from '../src/solver/handlers/proxy-fetch';
 import { createScreenshotHandler } from '../src/solver/handlers/screenshot';
 import type { TaskHandler } from '../src/solver/handlers/types';
 
 /**
  * Throughput of the solver's own work, without the marketplace: proxy_fetch (HTTP + Readability +
- * markdown) and screenshots (warm Chromium, one context per task) against pages served on 127.0.0.1.
+ * markdown), rendered pages (page_snapshot's html mode, what a Firecrawl scrape of a page that needs a
+ * browser runs) and screenshots (warm Chromium, one context per task) against pages served on 127.0.0.1.
  * Each run stops after a time budget or a request budget, whichever comes first.
  *
  *   npm run bench:solver
@@ -25,6 +27,7 @@ export type BenchRow = { task: string; concurrency: number; requests: number; er
 export type SolverBenchmark = {
   environment: { cpus: number; node: string; platform: string };
   fetch: BenchRow[];
+  rendered: BenchRow[];
   screenshot: BenchRow[];
 };
 
@@ -110,6 +113,12 @@ export async function runSolverBenchmark(): Promise<SolverBenchmark> {
 
     // The pool has room for the highest concurrency; each run's worker count is what limits the pages in use.
     await pool.start();
+    const render = createPageSnapshotHandler({ pool, policy, timeoutMs: 30_000, maxBytes: 5 * 1024 * 1024 });
+    const renderPayload = (n: number) => ({ url: `${site.baseUrl}/article/${n % 50}`, mode: 'html' });
+    await render(renderPayload(0), { signal: new AbortController().signal });
+    const renderedRows: BenchRow[] = [];
+    for (const concurrency of SCREENSHOT_CONCURRENCY) renderedRows.push(await measure('rendered (page_snapshot html)', render, renderPayload, concurrency, SCREENSHOT_BUDGET));
+
     const screenshot = createScreenshotHandler({ pool, policy, timeoutMs: 30_000 });
     const screenshotPayload = (n: number) => ({ url: `${site.baseUrl}/article/${n % 50}`, viewport: { width: 1280, height: 800 } });
     await screenshot(screenshotPayload(0), { signal: new AbortController().signal });
@@ -120,6 +129,7 @@ export async function runSolverBenchmark(): Promise<SolverBenchmark> {
     return {
       environment: { cpus: os.cpus().length, node: process.version, platform: `${os.platform()} ${os.arch()}` },
       fetch: fetchRows,
+      rendered: renderedRows,
       screenshot: screenshotRows,
     };
   } finally {
@@ -132,7 +142,7 @@ if (require.main === module) {
   runSolverBenchmark().then(
     (result) => {
       process.stdout.write(`Solver benchmark (${result.environment.cpus} CPUs, Node ${result.environment.node})\n\n`);
-      process.stdout.write(`${formatTable([...result.fetch, ...result.screenshot])}\n`);
+      process.stdout.write(`${formatTable([...result.fetch, ...result.rendered, ...result.screenshot])}\n`);
     },
     (error) => {
       process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);

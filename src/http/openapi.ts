@@ -373,5 +373,8 @@ export function openApiDocument(): object {
 /** The methods documented for a concrete request path (a 405's Allow header), empty when none is. */
 export function documentedMethods(requestPath: string): string[] {
   const matches = (template: string) => new RegExp(`^${template.replace(/\{[^}]+\}/g, '[^/]+')}$`).test(requestPath);
-  return [...new Set(ROUTES.filter((route) => matches(route.path)).map((route) => route.method.toUpperCase()))];
+  // A concrete path is matched before a templated one (OpenAPI's rule): /v2/crawl/active is not /v2/crawl/{id}.
+  const concrete = ROUTES.filter((route) => route.path === requestPath);
+  const routes = concrete.length > 0 ? concrete : ROUTES.filter((route) => matches(route.path));
+  return [...new Set(routes.map((route) => route.method.toUpperCase()))];
 }

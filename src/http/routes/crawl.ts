@@ -313,6 +313,8 @@ export function crawlRoutes(deps: AppDeps): Router {
 
   router.get(v2('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
   router.get(v1('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
+  // `active` is a path of its own, not a job id: another method there is a 405, not a cancel of job "active".
+  router.delete([...v2('/crawl/active'), v1('/crawl/active')], (_req, _res, next) => next('router'));
   router.get(v2('/crawl/:id/errors'), auth, params, errors);
   router.get(v2('/batch/scrape/:id/errors'), auth, params, errors);
   // firecrawl-js 1.x asks for a crawl's errors with DELETE.
