@@ -7,8 +7,10 @@ import zlib from 'node:zlib';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { sql } from 'slonik';
 import { auditLedger, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { finishDelivery } from '../src/db/webhooks';
+import { createTemporalClient } from '../src/temporal/connection';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
-import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
 /**
  * The market console (docs/console.md) in real Chromium against a real stack: what an operator, a
@@ -323,6 +325,50 @@ describe('clients', () => {
       await page.locator('td', { hasText: /^204$/ }).waitFor();
       expect(solver.received).toHaveLength(1);
     } finally {
+      await new Promise((resolve) => receiver.close(resolve));
+    }
+  });
+  test('send a failed webhook delivery again from its task\'s page', async () => {
+    let accept = false;
+    const answered: number[] = [];
+    const receiver = http.createServer((req, res) => {
+      req.resume();
+      answered.push(accept ? 204 : 500);
+      res.writeHead(answered.at(-1)!).end();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
+    try {
+      await startSolver({ taskTypes: ['proxy_fetch'] });
+      const client = await registerAccount(stack.url, '50');
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/resend' }, webhook: { url, events: ['completed'] } } });
+      const taskId = created.json.task_id as string;
+      // Its receiver refused it until its time was up: its workflow ended and the delivery failed.
+      const workflow = temporal.workflow.getHandle(`webhook-${taskId}-completed`);
+      await waitFor(async () => (await workflow.describe().then(() => true, () => false)) || undefined);
+      await workflow.terminate('its time is up');
+      await finishDelivery(stack.db, `whd_${taskId}_completed`, 'failed');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const refused = answered.length;
+
+      const page = await openConsole('client', client.api_key);
+      await page.getByRole('link', { name: taskId }).click();
+      await page.getByText('completed → failed').waitFor();
+      await keep(page, 'client-delivery-failed');
+      accept = true;
+      await page.getByRole('button', { name: 'Send the completed delivery again' }).click();
+      await page.getByText('The completed delivery is being sent again.').waitFor();
+      await waitFor(() => answered.includes(204));
+      await page.reload();
+      await page.getByText('completed → delivered').waitFor();
+      await page.locator('td', { hasText: /^204$/ }).waitFor();
+      await expect(page.locator('td', { hasText: /^500$/ }).count()).resolves.toBe(refused);
+      expect(await page.getByRole('button', { name: /delivery again/ }).count()).toBe(0);
+      await keep(page, 'client-delivery-resent');
+      expect(answered.filter((code) => code === 204)).toHaveLength(1);
+    } finally {
+      await temporal.connection.close();
       await new Promise((resolve) => receiver.close(resolve));
     }
   });

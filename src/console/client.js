@@ -89,6 +89,15 @@ async function myTask(main, [taskId]) {
     section('Webhook deliveries', hooks.webhook ? h('p', {}, `To ${hooks.webhook.url} (${hooks.webhook.events.join(', ')})`) : h('p', { class: 'empty' }, 'This task has no webhook.'),
       hooks.deliveries.map((d) => h('article', { class: 'evidence' },
         h('h3', {}, `${d.event} → ${d.status}`), h('p', {}, `${d.url}, written ${time(d.created_at)}, finished ${time(d.finished_at)}`),
+        d.status === 'failed' ? h('button', { type: 'button', 'aria-label': `Send the ${d.event} delivery again`, onclick: async () => {
+          try {
+            await call('POST', `/v1/tasks/${encodeURIComponent(taskId)}/webhooks/${encodeURIComponent(d.event)}/resend`);
+            toast(`The ${d.event} delivery is being sent again.`);
+            myTask(main, [taskId]);
+          } catch (error) {
+            toast(errorText(error), 'error');
+          }
+        } }, 'Send again') : null,
         table([['#', (a) => String(a.attempt)], ['At', (a) => time(a.started_at)], ['Took', (a) => `${a.duration_ms} ms`], ['Answer', (a) => (a.status_code === null ? '—' : String(a.status_code))], ['Error', (a) => a.error ?? '']], d.attempts, { empty: 'No attempt yet.' })))));
 }
 
