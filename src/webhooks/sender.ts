@@ -31,7 +31,8 @@ const CLAIM_GRACE_SECONDS = 60;
 /**
  * Webhook deliveries: the first attempt of each made at once by the process that wrote it, with no
  * workflow when the receiver accepts it (the common case); the durable delivery workflow
- * (`webhook-<task id>-<event>`) only for one whose first attempt failed, or that was stranded.
+ * (`webhook-<task id>-<event>`) only for one whose first attempt failed, that was stranded, or that
+ * failed and its client sent again.
  */
 export class WebhookDeliveries implements WebhookSender, WebhookResender {
   private readonly inFlight = new Set<Promise<void>>();
