@@ -7,8 +7,10 @@ import zlib from 'node:zlib';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { sql } from 'slonik';
 import { auditLedger, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { finishDelivery } from '../src/db/webhooks';
+import { createTemporalClient } from '../src/temporal/connection';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
-import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
 /**
  * The market console (docs/console.md) in real Chromium against a real stack: what an operator, a
@@ -27,8 +29,11 @@ const pages: Page[] = [];
 const problems: string[] = [];
 
 beforeAll(async () => {
-  // Every client web task is run again by a second solver, so that two screenshots can disagree.
-  stack = await startTestStack({ env: { REDUNDANT_RUN_FRACTION: '1', REDUNDANT_RUN_SWEEP_SECONDS: '3600', TEMPORAL_UI_URL: 'http://127.0.0.1:8233' } });
+  // Every client web task is run again by a second solver, so that two screenshots can disagree; a
+  // solver's pay is held for an hour (no check vests it sooner), so that held and vested pay differ.
+  stack = await startTestStack({
+    env: { REDUNDANT_RUN_FRACTION: '1', REDUNDANT_RUN_SWEEP_SECONDS: '3600', EARNINGS_VESTING_SECONDS: '3600', EARNINGS_VESTING_CHECKS: '0', TEMPORAL_UI_URL: 'http://127.0.0.1:8233' },
+  });
   const funded = await api(stack.url, 'POST', '/v1/admin/deposit', { body: { account_id: PLATFORM_ACCOUNT_ID, amount_points: '1000' }, headers: admin });
   expect(funded.status).toBe(200);
   browser = await chromium.launch({ executablePath: process.env.CHROMIUM_PATH ?? '/usr/bin/chromium', headless: true, args: ['--no-sandbox'] });
@@ -323,6 +328,50 @@ describe('clients', () => {
       await new Promise((resolve) => receiver.close(resolve));
     }
   });
+  test('send a failed webhook delivery again from its task\'s page', async () => {
+    let accept = false;
+    const answered: number[] = [];
+    const receiver = http.createServer((req, res) => {
+      req.resume();
+      answered.push(accept ? 204 : 500);
+      res.writeHead(answered.at(-1)!).end();
+    });
+    await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+    const temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
+    try {
+      await startSolver({ taskTypes: ['proxy_fetch'] });
+      const client = await registerAccount(stack.url, '50');
+      const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+      const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/resend' }, webhook: { url, events: ['completed'] } } });
+      const taskId = created.json.task_id as string;
+      // Its receiver refused it until its time was up: its workflow ended and the delivery failed.
+      const workflow = temporal.workflow.getHandle(`webhook-${taskId}-completed`);
+      await waitFor(async () => (await workflow.describe().then(() => true, () => false)) || undefined);
+      await workflow.terminate('its time is up');
+      await finishDelivery(stack.db, `whd_${taskId}_completed`, 'failed');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      const refused = answered.length;
+
+      const page = await openConsole('client', client.api_key);
+      await page.getByRole('link', { name: taskId }).click();
+      await page.getByText('completed → failed').waitFor();
+      await keep(page, 'client-delivery-failed');
+      accept = true;
+      await page.getByRole('button', { name: 'Send the completed delivery again' }).click();
+      await page.getByText('The completed delivery is being sent again.').waitFor();
+      await waitFor(() => answered.includes(204));
+      await page.reload();
+      await page.getByText('completed → delivered').waitFor();
+      await page.locator('td', { hasText: /^204$/ }).waitFor();
+      await expect(page.locator('td', { hasText: /^500$/ }).count()).resolves.toBe(refused);
+      expect(await page.getByRole('button', { name: /delivery again/ }).count()).toBe(0);
+      await keep(page, 'client-delivery-resent');
+      expect(answered.filter((code) => code === 204)).toHaveLength(1);
+    } finally {
+      await temporal.connection.close();
+      await new Promise((resolve) => receiver.close(resolve));
+    }
+  });
 });
 
 describe('solvers', () => {
@@ -359,6 +408,59 @@ describe('solvers', () => {
     await expect(page.locator('td', { hasText: /^proxy_fetch$/ }).count()).resolves.toBeGreaterThanOrEqual(2);
     await page.locator('td', { hasText: 'the site answered 503' }).waitFor();
     await keep(page, 'solver-earnings');
+  });
+});
+
+describe('escrow and refunds', () => {
+  test('a solver sees held pay beside vested pay; an operator confirms its quarantine and sees the refund; the client sees its task refunded', async () => {
+    const solver = await startSolver({ taskTypes: ['proxy_fetch'], price: '2' });
+    const client = await registerAccount(stack.url, '50');
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/escrowed' } });
+    expect(fetched.status).toBe(200);
+    const taskId = fetched.json.task_id as string;
+    // An admin completion is not escrowed: its pay is vested at once.
+    const byHand = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'vested' }, max_price_points: '6', timeout_seconds: 120 } });
+    const completed = await api(stack.url, 'POST', `/v1/admin/tasks/${byHand.json.task_id}/complete`, { headers: admin, body: { solver_id: solver.solverId, result: { results: [{ title: 'Vested', url: 'https://example.com', snippet: 'by hand' }] } } });
+    expect(completed.status).toBe(200);
+
+    const solverPage = await openConsole('solver', solver.apiKey);
+    await solverPage.locator('#vested', { hasText: /^5\.4 pts$/ }).waitFor();
+    await expect(solverPage.locator('#unvested').textContent()).resolves.toMatch(/^1\.8 pts over 1 tasks; the oldest vests by \d{4}-/);
+    await keep(solverPage, 'solver-held-and-vested');
+
+    await stack.db.query(sql.unsafe`
+      INSERT INTO solver_quarantines (solver_id, task_type, reason, evidence)
+      VALUES (${solver.solverId}, 'proxy_fetch', 'canary_failed', ${sql.jsonb({ canary_task_id: 'task_canary_y', task_type: 'proxy_fetch', expected_token: 'cnry-00aa11', returned_excerpt: 'made up' })})`);
+    await solverPage.reload();
+    await solverPage.locator('#unvested', { hasText: '1.8 pts over 1 tasks: frozen while quarantined' }).waitFor();
+
+    const operator = await openConsole('operator', ADMIN_KEY);
+    await operator.goto(`${stack.url}/console#/solver/${solver.solverId}`);
+    await operator.getByLabel('Note (kept with the quarantine)').fill('made-up pages');
+    await operator.getByRole('button', { name: /Confirm the quarantine/ }).click();
+    await operator.locator('#decided', { hasText: 'Quarantine confirmed: 1 task(s) refunded, 2 pts given back to their clients (1.8 pts forfeited by the solver).' }).waitFor();
+    await operator.getByText(/confirmed \d{4}-.*: made-up pages/).waitFor();
+    await operator.getByText('Quarantined', { exact: true }).waitFor();
+    await keep(operator, 'operator-quarantine-confirmed');
+    // Confirming again refunds nothing twice.
+    await operator.getByRole('button', { name: /Confirm the quarantine/ }).click();
+    await operator.locator('#decided', { hasText: 'Quarantine confirmed: 0 task(s) refunded, 0 pts' }).waitFor();
+    const balance = await api(stack.url, 'GET', '/v1/balance', { headers: client.auth });
+    // 50 deposited, 6 for the task completed by hand, the fetch's 2 given back.
+    expect(balance.json.available_points).toBe('44');
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+
+    const clientPage = await openConsole('client', client.api_key);
+    const row = clientPage.locator('tr', { has: clientPage.getByRole('link', { name: taskId }) });
+    await expect(row.first().locator('[data-verification]').getAttribute('data-verification')).resolves.toBe('refunded');
+    const refund = clientPage.locator('section', { hasText: 'Refunds' }).locator('tr', { hasText: taskId });
+    await expect(refund.textContent()).resolves.toContain('2 pts');
+    await keep(clientPage, 'client-refunds');
+    await clientPage.getByRole('link', { name: taskId }).first().click();
+    await clientPage.locator('#verification', { hasText: 'refunded' }).waitFor();
+    const entry = clientPage.locator('tr', { has: clientPage.locator('td', { hasText: /^refund$/ }) });
+    await expect(entry.textContent()).resolves.toContain('2 pts');
+    await keep(clientPage, 'client-task-refunded');
   });
 });
 

@@ -9,7 +9,7 @@ import pino from 'pino';
 import { Client as PgClient } from 'pg';
 import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
-import { deliveryToSend } from '../src/db/webhooks';
+import { deliveryToSend, finishDelivery } from '../src/db/webhooks';
 import { MIGRATIONS_DIR } from '../src/db/migrate';
 import { attemptDelivery } from '../src/webhooks/attempt';
 import { createTemporalClient } from '../src/temporal/connection';
@@ -240,6 +240,66 @@ describe('webhooks', () => {
         await receiver.close();
       }
     }, 30_000);
+
+    test('a failed delivery is sent again at its client\'s request, once however many ask at once, by a new workflow that goes on from its last attempt', async () => {
+      let accept = false;
+      const received: { id: string; answered: number }[] = [];
+      const receiver = http.createServer((req, res) => {
+        req.resume();
+        const answered = accept ? 204 : 500;
+        received.push({ id: String(req.headers['webhook-id']), answered });
+        res.writeHead(answered).end();
+      });
+      await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
+      try {
+        await solver({ taskTypes: ['web_search'] });
+        const client = await registerAccount(stack.url, '100');
+        const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+        const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'resent' }, webhook: { url, events: ['completed'] } } });
+        const taskId = created.json.task_id as string;
+        const resend = (auth: Record<string, string>, event = 'completed') => api(stack.url, 'POST', `/v1/tasks/${taskId}/webhooks/${event}/resend`, { headers: auth });
+        // The receiver refuses until the delivery's time is up (its workflow ended, the delivery failed).
+        await waitFor(() => received.length >= 1);
+        await waitFor(async () => (await workflowOf(taskId).then(() => true, () => false)) || undefined);
+        expect((await resend(client.auth)).json.error).toMatchObject({ type: 'webhook_delivery_not_failed', status: 'pending' });
+        await temporal.workflow.getHandle(`webhook-${taskId}-completed`).terminate('its time is up');
+        await finishDelivery(stack.db, `whd_${taskId}_completed`, 'failed');
+        // An attempt in flight at the termination still logs itself.
+        await new Promise((resolve) => setTimeout(resolve, 500));
+        const failedAfter = received.length;
+
+        // Another account's task is not found; an event the task has no delivery for, nor one that is no event, is refused.
+        const stranger = await registerAccount(stack.url, '1');
+        expect([(await resend(stranger.auth)).status, (await resend(stranger.auth)).json.error.type]).toEqual([404, 'task_not_found']);
+        expect([(await resend(client.auth, 'failed')).status, (await resend(client.auth, 'failed')).json.error.type]).toEqual([404, 'webhook_delivery_not_found']);
+        expect((await resend(client.auth, 'nope')).status).toBe(422);
+        expect(received).toHaveLength(failedAfter);
+
+        accept = true;
+        const before = await counted('marketplace_webhook_delivery_workflows_started_total', { reason: 'resent' });
+        const both = await Promise.all([resend(client.auth), resend(client.auth)]);
+        expect(both.map((answer) => answer.status).sort()).toEqual([200, 409]);
+        const winner = both.find((answer) => answer.status === 200)!;
+        expect(winner.json).toEqual({ delivery_id: `whd_${taskId}_completed`, task_id: taskId, event: 'completed', status: 'pending', attempts: failedAfter });
+        await waitFor(() => received.some((entry) => entry.answered === 204));
+        await new Promise((resolve) => setTimeout(resolve, 1500));
+
+        expect(received.filter((entry) => entry.answered === 204)).toHaveLength(1);
+        expect(new Set(received.map((entry) => entry.id))).toEqual(new Set([`whd_${taskId}_completed`]));
+        expect(await counted('marketplace_webhook_delivery_workflows_started_total', { reason: 'resent' })).toBe(before + 1);
+        expect((await workflowOf(taskId)).status.name).toBe('COMPLETED');
+        const log = await api(stack.url, 'GET', `/v1/tasks/${taskId}/webhooks`, { headers: client.auth });
+        expect(log.json.deliveries).toEqual([expect.objectContaining({ status: 'delivered', finished_at: expect.any(String) })]);
+        expect(log.json.deliveries[0].attempts.map((a: { attempt: number; status_code: number }) => [a.attempt, a.status_code])).toEqual([
+          ...Array.from({ length: failedAfter }, (_, i) => [i + 1, 500]),
+          [failedAfter + 1, 204],
+        ]);
+        // A delivered one is not sent again.
+        expect((await resend(client.auth)).json.error).toMatchObject({ type: 'webhook_delivery_not_failed', status: 'delivered' });
+      } finally {
+        await new Promise((resolve) => receiver.close(resolve));
+      }
+    }, 60_000);
 
     test('a process makes at most WEBHOOK_DIRECT_CONCURRENCY first attempts at once, and leaves one written too long ago to the sweep', async () => {
       // A receiver that answers each delivery after 300 ms and notes how many it held at once.

@@ -69,19 +69,23 @@ export function render() {
   const views = ROLES[current.role].views;
   const view = views[name] ?? views[ROLES[current.role].home];
   for (const a of document.querySelectorAll('#nav a')) a.toggleAttribute('aria-current', a.getAttribute('href') === `#/${name}`);
-  fill(main, h('p', {}, 'Loading…'));
+  // Each render draws into its own box: a slower view left behind draws into a detached one, never over the next.
+  const box = h('div', { class: 'view' }, h('p', {}, 'Loading…'));
+  fill(main, box);
   const params = new URLSearchParams(search ?? '');
-  Promise.resolve(view.render(main, args, params))
+  Promise.resolve(view.render(box, args, params))
     .then((stop) => {
+      if (!box.isConnected) return typeof stop === 'function' ? stop() : undefined;
       if (typeof stop === 'function') cleanup = stop;
       main.focus({ preventScroll: true });
     })
     .catch((error) => {
+      if (!box.isConnected) return;
       if (error?.status === 401) {
         signOut();
         return signInPage('The key is no longer accepted; sign in again.');
       }
-      fill(main, h('p', { class: 'error', role: 'alert' }, errorText(error)));
+      fill(box, h('p', { class: 'error', role: 'alert' }, errorText(error)));
     });
 }
 

@@ -23,10 +23,11 @@ export function perDay(summary, kind) {
 
 async function myTasks(main, _args, params) {
   const since = new Date(Date.now() - 30 * 86400_000).toISOString();
-  const [balance, page, summary] = await Promise.all([
+  const [balance, page, summary, refunds] = await Promise.all([
     get('/v1/balance'),
     get(`/v1/tasks${query({ limit: 50, cursor: params.get('cursor') })}`),
     get(`/v1/account/ledger/summary${query({ created_after: since })}`),
+    get(`/v1/account/ledger${query({ kind: 'refund', limit: 20 })}`),
   ]);
   fill(main,
     section('Balance', h('dl', { class: 'facts' },
@@ -37,19 +38,41 @@ async function myTasks(main, _args, params) {
     section('Tasks', table([
       ['Task', (t) => link(`#/my-task/${encodeURIComponent(t.task_id)}`, t.task_id)],
       ['Type', (t) => t.task_type], ['Status', (t) => h('span', { class: `status ${t.status}` }, t.status)],
-      ['Created', (t) => time(t.created_at)], ['Charged', (t) => points(t.charged_points)],
+      ['Created', (t) => time(t.created_at)], ['Charged', (t) => points(t.charged_points)], ['Result', (t) => verification(t.verification)],
     ], page.data, { empty: 'No task yet.' }),
-    page.next_cursor ? h('p', {}, link(`#/my-tasks?cursor=${encodeURIComponent(page.next_cursor)}`, 'Older tasks →')) : null));
+    page.next_cursor ? h('p', {}, link(`#/my-tasks?cursor=${encodeURIComponent(page.next_cursor)}`, 'Older tasks →')) : null),
+    section('Refunds', h('p', {}, 'What was paid for a task whose result was found wrong, given back (its solver\'s held pay and the platform\'s fee).'),
+      table([
+        ['When', (e) => time(e.created_at)], ['Task', (e) => (e.task_id ? link(`#/my-task/${encodeURIComponent(e.task_id)}`, e.task_id) : '—')],
+        ['Type', (e) => e.task_type ?? '—'], ['Refunded', (e) => points(e.amount)],
+      ], refunds.data, { empty: 'No refund.' })));
+}
+
+const VERIFIED = {
+  unchecked: 'not checked',
+  verified: 'verified by a second solver',
+  disputed: 'disputed',
+  refunded: 'refunded',
+};
+
+/** A task's verification state (docs/trust.md, "Escrow and refunds") as a labelled badge. */
+function verification(state) {
+  return h('span', { class: `verification ${state}`, 'data-verification': state }, VERIFIED[state] ?? state);
 }
 
 async function myTask(main, [taskId]) {
-  const [task, hooks] = await Promise.all([get(`/v1/tasks/${encodeURIComponent(taskId)}`), get(`/v1/tasks/${encodeURIComponent(taskId)}/webhooks`)]);
+  const [task, hooks, ledger] = await Promise.all([
+    get(`/v1/tasks/${encodeURIComponent(taskId)}`),
+    get(`/v1/tasks/${encodeURIComponent(taskId)}/webhooks`),
+    get(`/v1/account/ledger${query({ task_id: taskId, limit: 50 })}`),
+  ]);
   const running = task.status === 'queued' || task.status === 'assigned';
   fill(main,
     section(`Task ${task.task_id}`,
       h('dl', { class: 'facts' },
         h('dt', {}, 'Status'), h('dd', {}, task.status), h('dt', {}, 'Type'), h('dd', {}, task.task_type),
-        h('dt', {}, 'Charged'), h('dd', {}, points(task.charged_points)), h('dt', {}, 'Created'), h('dd', {}, time(task.created_at))),
+        h('dt', {}, 'Charged'), h('dd', {}, points(task.charged_points)), h('dt', {}, 'Created'), h('dd', {}, time(task.created_at)),
+        h('dt', {}, 'Result'), h('dd', { id: 'verification' }, verification(task.verification))),
       running ? h('button', { type: 'button', onclick: async () => {
         try {
           await call('POST', `/v1/tasks/${encodeURIComponent(taskId)}/cancel`);
@@ -59,9 +82,22 @@ async function myTask(main, [taskId]) {
           toast(errorText(error), 'error');
         }
       } }, 'Cancel this task') : null),
+    section('Ledger', table([
+      ['When', (e) => time(e.created_at)], ['Kind', (e) => e.kind], ['Amount', (e) => points(e.amount)],
+      ['Available', (e) => e.available_change], ['Held', (e) => e.held_change],
+    ], ledger.data, { empty: 'No ledger entry.' })),
     section('Webhook deliveries', hooks.webhook ? h('p', {}, `To ${hooks.webhook.url} (${hooks.webhook.events.join(', ')})`) : h('p', { class: 'empty' }, 'This task has no webhook.'),
       hooks.deliveries.map((d) => h('article', { class: 'evidence' },
         h('h3', {}, `${d.event} → ${d.status}`), h('p', {}, `${d.url}, written ${time(d.created_at)}, finished ${time(d.finished_at)}`),
+        d.status === 'failed' ? h('button', { type: 'button', 'aria-label': `Send the ${d.event} delivery again`, onclick: async () => {
+          try {
+            await call('POST', `/v1/tasks/${encodeURIComponent(taskId)}/webhooks/${encodeURIComponent(d.event)}/resend`);
+            toast(`The ${d.event} delivery is being sent again.`);
+            myTask(main, [taskId]);
+          } catch (error) {
+            toast(errorText(error), 'error');
+          }
+        } }, 'Send again') : null,
         table([['#', (a) => String(a.attempt)], ['At', (a) => time(a.started_at)], ['Took', (a) => `${a.duration_ms} ms`], ['Answer', (a) => (a.status_code === null ? '—' : String(a.status_code))], ['Error', (a) => a.error ?? '']], d.attempts, { empty: 'No attempt yet.' })))));
 }
 

@@ -248,7 +248,8 @@ function quarantineEvidence(q) {
     ? sideBySide('Oracle URLs', e.search.oracle_urls, 'Returned URLs', e.search.returned_urls)
     : e.expected_token !== undefined ? sideBySide('Expected (the canary\'s token)', String(e.expected_token), 'Returned (first 500 characters)', String(e.returned_excerpt ?? '')) : json(e);
   return h('article', { class: 'evidence' },
-    h('h3', {}, `${q.reason} (${q.task_type}) since ${time(q.started_at)}`, q.cleared_at ? ` — cleared ${time(q.cleared_at)}${q.cleared_note ? `: ${q.cleared_note}` : ''}` : ''),
+    h('h3', {}, `${q.reason} (${q.task_type}) since ${time(q.started_at)}`, q.cleared_at ? ` — cleared ${time(q.cleared_at)}${q.cleared_note ? `: ${q.cleared_note}` : ''}` : '',
+      q.confirmed_at ? ` — confirmed ${time(q.confirmed_at)}${q.confirmed_note ? `: ${q.confirmed_note}` : ''}` : ''),
     e.canary_task_id ? h('p', {}, 'Canary task ', taskLink(e.canary_task_id)) : null,
     panes,
     e.problems ? h('p', {}, `Problems: ${e.problems.join(', ')}`) : null);
@@ -265,26 +266,33 @@ async function disagreement(run) {
   return h('article', { class: 'evidence' }, header, tasksLine, body);
 }
 
-async function solverTrust(main, [solverId]) {
+async function solverTrust(main, [solverId], _params, done = null) {
   const trust = await get(`/v1/admin/solvers/${encodeURIComponent(solverId)}/trust`);
   const note = h('input', { name: 'note', maxlength: 2000 });
-  const clear = trust.quarantined
-    ? h('form', { id: 'clear', onsubmit: async (event) => {
-        event.preventDefault();
-        try {
-          const cleared = await call('POST', `/v1/admin/solvers/${encodeURIComponent(solverId)}/quarantine/clear`, { note: note.value || null });
-          toast(`Quarantine cleared; ${cleared.released_points} points released.`);
-          solverTrust(main, [solverId]);
-        } catch (error) {
-          toast(errorText(error), 'error');
-        }
-      } }, field('Note (kept with the quarantine)', note), h('button', { type: 'submit' }, 'Clear the quarantine and release held earnings'))
+  const decide = (verb) => async () => {
+    try {
+      const answer = await call('POST', `/v1/admin/solvers/${encodeURIComponent(solverId)}/quarantine/${verb}`, { note: note.value || null });
+      await solverTrust(main, [solverId], _params, verb === 'clear'
+        ? `Quarantine cleared; ${points(answer.released_points)} released.`
+        : `Quarantine confirmed: ${answer.refunded_tasks} task(s) refunded, ${points(answer.refunded_points)} given back to their clients (${points(answer.forfeited_points)} forfeited by the solver).`);
+    } catch (error) {
+      toast(errorText(error), 'error');
+    }
+  };
+  const actions = trust.quarantined
+    ? h('form', { id: 'decide', onsubmit: (event) => event.preventDefault() },
+        field('Note (kept with the quarantine)', note),
+        h('span', { class: 'actions' },
+          h('button', { type: 'button', onclick: decide('clear') }, 'Clear the quarantine and release held earnings'),
+          h('button', { type: 'button', class: 'danger', onclick: decide('confirm') }, 'Confirm the quarantine and refund the clients of its held earnings')),
+        h('p', {}, 'Clearing releases the held pay to the solver; confirming keeps the solver out and gives each held task\'s price back to its client.'))
     : null;
   const runs = await Promise.all(trust.disagreements.map(disagreement));
   fill(main,
     section(`Solver ${solverId}`,
       h('p', {}, trust.quarantined ? h('strong', { class: 'status failed' }, 'Quarantined') : 'Not quarantined', `; held: ${points(trust.held_points)} over ${trust.held_tasks} tasks.`),
-      clear,
+      done ? h('p', { id: 'decided', role: 'status' }, done) : null,
+      actions,
       table([
         ['Task type', (r) => r.task_type], ['Score', (r) => String(r.score)], ['Successes', (r) => String(r.successes)], ['Failures', (r) => String(r.failures)],
         ['Canaries passed/failed', (r) => `${r.canary_passes}/${r.canary_failures}`], ['Disagreements/runs', (r) => `${r.disagreements}/${r.redundant_runs}`],

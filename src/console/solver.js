@@ -14,15 +14,18 @@ async function earnings(main) {
     get('/v1/solver/attempts'),
   ]);
   const trust = stats.trust;
+  const held = balance.earnings;
   const days = perDay(summary.data, 'payout');
   fill(main,
     section('Earnings', h('dl', { class: 'facts' },
       h('dt', {}, 'Earned in all'), h('dd', { id: 'earned' }, points(stats.lifetime_earned_points)),
-      h('dt', {}, 'Available'), h('dd', {}, points(balance.available_points)),
-      h('dt', {}, 'Held (quarantine)'), h('dd', {}, `${points(trust.held_points)} over ${trust.held_tasks} tasks`),
+      h('dt', {}, 'Vested (available)'), h('dd', { id: 'vested' }, points(balance.available_points)),
+      h('dt', {}, 'Held, not vested yet'), h('dd', { id: 'unvested' }, `${points(held.unvested_points)} over ${held.unvested_tasks} tasks`,
+        held.frozen ? ': frozen while quarantined' : held.next_vesting_at ? `; the oldest vests by ${time(held.next_vesting_at)}` : ''),
       h('dt', {}, 'Attempts'), h('dd', {}, `${stats.attempts}: ${stats.completed} completed, ${stats.failed} failed${stats.success_rate === null ? '' : ` (${Math.round(stats.success_rate * 100)}%)`}`),
       h('dt', {}, 'Online'), h('dd', {}, stats.connected ? `yes${stats.draining ? ', draining' : ''}, ${stats.active_attempts} running` : 'no')),
-      trust.quarantine ? h('p', { class: 'error' }, `Quarantined since ${time(trust.quarantine.started_at)}: ${trust.quarantine.reason} (${trust.quarantine.task_type}). New earnings are held until an operator clears it.`) : null),
+      h('p', {}, 'Pay for a task is held until it vests (after a while, or sooner when checks vouch for you); held pay cannot be spent, and a confirmed quarantine gives it back to the clients.'),
+      trust.quarantine ? h('p', { class: 'error' }, `Quarantined since ${time(trust.quarantine.started_at)}: ${trust.quarantine.reason} (${trust.quarantine.task_type}). Nothing vests until an operator clears it (releasing the held pay) or confirms it (refunding it).`) : null),
     section('Earned per day (last 30 days)', days.length ? dayBars(days, 'Points earned per UTC day') : h('p', { class: 'empty' }, 'Nothing earned yet.')),
     section('Reputation and checks per task type', table([
       ['Task type', (r) => r.task_type], ['Score', (r) => String(r.score)], ['Successes', (r) => String(r.successes)], ['Failures', (r) => String(r.failures)],

@@ -197,6 +197,38 @@ export async function finishDelivery(db: Runner, deliveryId: string, status: Exc
     UPDATE webhook_deliveries SET status = ${status}, finished_at = now() WHERE delivery_id = ${deliveryId} AND status = ${'pending' satisfies DeliveryState}`);
 }
 
+export type ReopenOutcome =
+  | { outcome: 'reopened'; delivery: DueDelivery; attempts: number }
+  | { outcome: 'task_not_found' }
+  | { outcome: 'delivery_not_found' }
+  | { outcome: 'not_failed'; status: Exclude<DeliveryState, 'failed'> };
+
+const ReopenedRow = DueRow.extend({ attempts: z.number() });
+
+/**
+ * Puts a failed delivery of the account's task back in the outbox, pending and claimed by `claimedBy`
+ * with no workflow, so that its claimer hands it to its workflow (or the sweep does, once the claim is
+ * old). Only a failed delivery is reopened: of two resends at once one wins, and a pending one is
+ * already being sent.
+ */
+export async function reopenFailedDelivery(db: Runner, input: { taskId: string; accountId: string; event: WebhookEvent; claimedBy: string }): Promise<ReopenOutcome> {
+  const reopened = await db.maybeOne(sql.type(ReopenedRow)`
+    UPDATE webhook_deliveries d
+    SET status = ${'pending' satisfies DeliveryState}, finished_at = NULL, claimed_at = now(), claimed_by = ${input.claimedBy}, workflow_started_at = NULL
+    FROM tasks t
+    WHERE d.delivery_id = ${deliveryIdOf(input.taskId, input.event)} AND t.task_id = d.task_id AND t.account_id = ${input.accountId}
+      AND d.status = ${'failed' satisfies DeliveryState}
+    RETURNING d.task_id, d.event, (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts`);
+  if (reopened) return { outcome: 'reopened', delivery: { task_id: reopened.task_id, event: reopened.event }, attempts: reopened.attempts };
+  const found = await db.maybeOne(sql.type(z.object({ status: z.enum(DELIVERY_STATES).nullable() }))`
+    SELECT d.status FROM tasks t LEFT JOIN webhook_deliveries d ON d.task_id = t.task_id AND d.event = ${input.event}
+    WHERE t.task_id = ${input.taskId} AND t.account_id = ${input.accountId}`);
+  if (!found) return { outcome: 'task_not_found' };
+  // Failed again since the update looked (a concurrent resend reopened it and its attempt was refused at once).
+  if (found.status === null) return { outcome: 'delivery_not_found' };
+  return { outcome: 'not_failed', status: found.status === 'failed' ? 'pending' : found.status };
+}
+
 const LogRow = z.object({
   delivery_id: z.string(),
   event: z.string(),

@@ -9,7 +9,7 @@ import type { MarketEvents } from './market-events';
 import type { DomainGuard } from '../policy/guard';
 import type { HandoffSender } from '../tasks/handoffs';
 import type { TaskService } from '../tasks/service';
-import type { WebhookSender } from '../webhooks/sender';
+import type { WebhookResender, WebhookSender } from '../webhooks/sender';
 
 /** What the HTTP layer is given; built once by the API entry point. */
 export interface AppDeps {
@@ -22,8 +22,8 @@ export interface AppDeps {
   tasks: TaskService;
   /** Tells waiting workflows the slots handed to them (new capabilities, tasks queued). */
   handoffs: HandoffSender;
-  /** Makes the first attempt of the webhook deliveries a task's ending wrote (a cancel before the workflow started). */
-  webhooks: WebhookSender;
+  /** Makes the first attempt of the webhook deliveries a task's ending wrote (a cancel before the workflow started), and resends a failed one. */
+  webhooks: WebhookSender & WebhookResender;
   /** LISTEN/NOTIFY between API nodes (policy reloads, chat deltas, attempt stops). */
   bus: NotifyBus;
   relay: ChatRelay;

@@ -76,7 +76,7 @@ const webhookAttempts = new Counter({
 
 const webhookWorkflows = new Counter({
   name: `${PREFIX}webhook_delivery_workflows_started_total`,
-  help: 'Delivery workflows started, by reason (first_attempt_failed; stranded: found by the recovery sweep, its sender having died or failed to start it)',
+  help: 'Delivery workflows started, by reason (first_attempt_failed; stranded: found by the recovery sweep, its sender having died or failed to start it; resent: a failed delivery its client asked to send again)',
   labelNames: ['reason'] as const,
   registers: [registry],
 });
@@ -103,7 +103,7 @@ for (const taskType of CAPABILITY_TASK_TYPES) {
   for (const status of FINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
 }
 for (const occasion of ['created', 'handed']) for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
-for (const reason of ['first_attempt_failed', 'stranded']) webhookWorkflows.labels(reason).inc(0);
+for (const reason of ['first_attempt_failed', 'stranded', 'resent']) webhookWorkflows.labels(reason).inc(0);
 
 /** What this process can report on: its database (queue figures) and its solver sockets (API nodes). */
 const sources = { dbs: new Set<Db>(), socketCounts: new Set<() => number>() };
@@ -224,7 +224,7 @@ export type WebhookAttemptPath = 'direct' | 'workflow';
 export const recordWebhookAttempt = (event: string, result: 'delivered' | 'failed' | 'refused', path: WebhookAttemptPath) => webhookAttempts.labels(event, result, path).inc();
 
 /** A delivery was handed to its workflow (once per delivery: a start refused as a duplicate is not counted). */
-export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded') => webhookWorkflows.labels(reason).inc();
+export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded' | 'resent') => webhookWorkflows.labels(reason).inc();
 
 export const observeChatFirstToken = (seconds: number) => chatFirstToken.observe(seconds);
 

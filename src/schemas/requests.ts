@@ -369,6 +369,10 @@ export const AdminCompleteTaskBody = z
   .openapi('AdminCompleteTaskRequest');
 
 export const TaskIdParams = z.object({ task_id: z.string().openapi({ description: 'Task id' }) });
+export const WebhookDeliveryParams = z.object({
+  task_id: z.string().openapi({ description: 'Task id' }),
+  event: z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]).openapi({ description: 'The delivery\'s event (one delivery per task and event)' }),
+});
 export const SolverIdParams = z.object({ solver_id: z.string().openapi({ description: 'Solver (account) id' }) });
 export const ClearQuarantineBody = z
   .object({ note: z.string().max(2000).nullable().optional().openapi({ description: 'Why the quarantine is cleared (kept with it)' }) })

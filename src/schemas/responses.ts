@@ -156,6 +156,16 @@ export const WebhookLog = z
   })
   .openapi('WebhookLog');
 
+export const WebhookResent = z
+  .object({
+    delivery_id: z.string(),
+    task_id: z.string(),
+    event: z.string(),
+    status: z.literal('pending').openapi({ description: 'Sent again: its attempts go on from the last one, with a new retry window' }),
+    attempts: z.number().int().openapi({ description: 'Attempts made before this resend' }),
+  })
+  .openapi('WebhookResent');
+
 export const SolverAttempts = z
   .object({
     data: z.array(

@@ -1,7 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
-import { claimDelivery, deliveryIdOf, deliveryWorkflowId, findStrandedDeliveries, markDeliveryStarted, type DueDelivery } from '../db/webhooks';
+import { claimDelivery, deliveryIdOf, deliveryWorkflowId, findStrandedDeliveries, markDeliveryStarted, reopenFailedDelivery, type DueDelivery, type ReopenOutcome, type WebhookEvent } from '../db/webhooks';
 import type { Logger } from '../logger';
 import { recordWebhookWorkflowStarted } from '../metrics/metrics';
 import { Semaphore } from '../solver/semaphore';
@@ -12,6 +12,11 @@ import { attemptDelivery } from './attempt';
 export interface WebhookSender {
   /** Sends in the background; never throws (a delivery not sent stays in the outbox for the sweep). */
   send(deliveries: DueDelivery[] | undefined): void;
+}
+
+/** Sends a failed delivery again, on a client's request. */
+export interface WebhookResender {
+  resend(input: { taskId: string; accountId: string; event: WebhookEvent }): Promise<ReopenOutcome>;
 }
 
 // A delivery written this long ago and never claimed lost its committer between the commit and the claim.
@@ -26,9 +31,10 @@ const CLAIM_GRACE_SECONDS = 60;
 /**
  * Webhook deliveries: the first attempt of each made at once by the process that wrote it, with no
  * workflow when the receiver accepts it (the common case); the durable delivery workflow
- * (`webhook-<task id>-<event>`) only for one whose first attempt failed, or that was stranded.
+ * (`webhook-<task id>-<event>`) only for one whose first attempt failed, that was stranded, or that
+ * failed and its client sent again.
  */
-export class WebhookDeliveries implements WebhookSender {
+export class WebhookDeliveries implements WebhookSender, WebhookResender {
   private readonly inFlight = new Set<Promise<void>>();
   // Bounds this process's concurrent first attempts (connections, sockets, pool use) in a burst of endings.
   private readonly slots: Semaphore;
@@ -65,10 +71,22 @@ export class WebhookDeliveries implements WebhookSender {
   }
 
   /**
+   * Reopens a failed delivery (claimed by this process) and hands it to its workflow as a new one: a
+   * whole retry window, the first attempt at once. A workflow not started is left to the sweep.
+   */
+  async resend(input: { taskId: string; accountId: string; event: WebhookEvent }): Promise<ReopenOutcome> {
+    const reopened = await reopenFailedDelivery(this.deps.db, { ...input, claimedBy: this.deps.claimant });
+    if (reopened.outcome === 'reopened') {
+      await this.startWorkflow(reopened.delivery, 0, 'resent').catch((error) => this.deps.logger.warn({ err: error, task_id: input.taskId }, 'resent webhook delivery not handed to its workflow; the sweep hands it on'));
+    }
+    return reopened;
+  }
+
+  /**
    * Starts a delivery's workflow. Idempotent (the workflow id is the task's and the event's), so the
    * sweep may start one its sender has started already.
    */
-  async startWorkflow(due: DueDelivery, attemptsMade: number, reason: 'first_attempt_failed' | 'stranded'): Promise<void> {
+  async startWorkflow(due: DueDelivery, attemptsMade: number, reason: 'first_attempt_failed' | 'stranded' | 'resent'): Promise<void> {
     const { config, temporal, db } = this.deps;
     const deliveryId = deliveryIdOf(due.task_id, due.event);
     const input: WebhookDeliveryInput = { deliveryId, retryForSeconds: config.webhookRetryForSeconds, attemptTimeoutMs: config.webhookTimeoutMs, attemptsMade };

@@ -1,7 +1,7 @@
 import { Router, type Response } from 'express';
 import { findAccount } from '../../db/accounts';
 import { listTasks } from '../../db/task-listing';
-import { deliveryLog } from '../../db/webhooks';
+import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { finishTask, getTaskRecord } from '../../db/tasks';
 import { ApiError } from '../../errors';
@@ -16,6 +16,7 @@ import {
   SearchBody,
   SnapshotBody,
   TaskIdParams,
+  WebhookDeliveryParams,
   type CreateTaskRequest,
   type FetchRequest,
   type ScreenshotRequest,
@@ -81,6 +82,18 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     const log = await deliveryLog(deps.db, req.params.task_id as string, accountOf(res).account_id);
     if (!log) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(log);
+  });
+
+  router.post('/v1/tasks/:task_id/webhooks/:event/resend', auth, validateParams(WebhookDeliveryParams), async (req, res) => {
+    const { task_id: taskId, event } = req.params as { task_id: string; event: WebhookEvent };
+    const resent = await deps.webhooks.resend({ taskId, accountId: accountOf(res).account_id, event });
+    if (resent.outcome === 'task_not_found') throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
+    if (resent.outcome === 'delivery_not_found') throw new ApiError('webhook_delivery_not_found', `Task ${taskId} has no "${event}" webhook delivery.`);
+    if (resent.outcome === 'not_failed') {
+      throw new ApiError('webhook_delivery_not_failed', `The "${event}" delivery of task ${taskId} is ${resent.status}; only a failed delivery is sent again.`, { status: resent.status });
+    }
+    res.locals.log.info({ task_id: taskId, event, attempts: resent.attempts }, 'webhook delivery resent');
+    res.json({ delivery_id: deliveryIdOf(taskId, event), task_id: taskId, event, status: 'pending', attempts: resent.attempts });
   });
 
   router.post('/v1/tasks/:task_id/cancel', auth, validateParams(TaskIdParams), async (req, res) => {
