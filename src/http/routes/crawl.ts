@@ -313,8 +313,13 @@ export function crawlRoutes(deps: AppDeps): Router {
 
   router.get(v2('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
   router.get(v1('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
-  // `active` is a path of its own, not a job id: another method there is a 405, not a cancel of job "active".
-  router.delete([...v2('/crawl/active'), v1('/crawl/active')], (_req, _res, next) => next('router'));
+  // `active` is a path of its own, not a job id: another method there is a 405, not a cancel of job "active",
+  // and OPTIONS lists its own methods, not those of /crawl/{id}.
+  const activePaths = [...v2('/crawl/active'), v1('/crawl/active')];
+  router.delete(activePaths, (_req, _res, next) => next('router'));
+  router.options(activePaths, (_req, res) => {
+    res.set('Allow', 'GET, HEAD').type('text').send('GET, HEAD');
+  });
   router.get(v2('/crawl/:id/errors'), auth, params, errors);
   router.get(v2('/batch/scrape/:id/errors'), auth, params, errors);
   // firecrawl-js 1.x asks for a crawl's errors with DELETE.
