@@ -17,5 +17,8 @@ ALTER TABLE task_attempts ADD COLUMN estimated_price_points numeric;
 -- million tokens for prompt and completion, points per request). NULL: none (web tasks, canaries).
 ALTER TABLE tasks ADD COLUMN estimate_prompt_tokens int, ADD COLUMN estimate_completion_tokens int,
   ADD COLUMN max_price_prompt numeric, ADD COLUMN max_price_completion numeric, ADD COLUMN max_price_request numeric;
+-- A chat's maximum price, which its hold (max_price_points: the estimate of the offer matched) may be
+-- raised to when a later attempt falls back to a dearer offer.
+ALTER TABLE tasks ADD COLUMN price_cap_points numeric;
 ALTER TABLE task_queue ADD COLUMN estimate_prompt_tokens int, ADD COLUMN estimate_completion_tokens int,
   ADD COLUMN max_price_prompt numeric, ADD COLUMN max_price_completion numeric, ADD COLUMN max_price_request numeric;

@@ -170,6 +170,28 @@ export function holdSteps(holdIds: ReturnType<typeof sql.fragment>, accountId: s
     )`;
 }
 
+/**
+ * The steps that raise open holds, as CTEs for one statement: `raises` is a query of rows (hold_id,
+ * account_id, extra, raise_id); each hold grows by `extra`, with its own `hold` entry (once per
+ * raise_id), and the
+ * points move from available to held (a balance that would go negative fails its CHECK, `isOverdraft`).
+ */
+export function raiseHoldSteps(raises: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`
+    raise AS (${raises}),
+    raised_hold AS (
+      UPDATE holds h SET amount = h.amount + x.extra, remaining = h.remaining + x.extra
+      FROM raise x WHERE h.hold_id = x.hold_id AND h.status = ${HOLD_OPEN}
+    ), raised_entry AS (
+      INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
+      SELECT account_id, ${kindValue('hold')}, extra, hold_id, ${kindValue('hold')} || ':' || raise_id FROM raise
+      ON CONFLICT (idempotency_key) DO NOTHING
+    ), raised_balance AS (
+      UPDATE balances b SET ${applyEntry('hold', sql.fragment`x.extra`)}
+      FROM raise x WHERE b.account_id = x.account_id
+    )`;
+}
+
 async function lockHold(tx: Tx, holdId: string) {
   return tx.maybeOne(sql.type(z.object({ account_id: z.string(), remaining: z.string(), status: z.enum(HOLD_STATES) }))`
     SELECT account_id, remaining::text AS remaining, status FROM holds WHERE hold_id = ${holdId} FOR UPDATE`);

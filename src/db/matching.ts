@@ -206,6 +206,8 @@ export interface ReservationInput extends ReserveAttemptInput {
   arrival: ReturnType<typeof sql.fragment>;
   /** What prices the offers for this request and limits them (none: each offer at its min_price_points). */
   figures?: Figures;
+  /** The most an offer's estimate may be (default: maxPricePoints). */
+  ceiling?: Fragment;
 }
 
 // Free slots of one capability that a reservation looks at, lowest first: more than the reservations
@@ -263,7 +265,7 @@ export function reservationSteps(input: ReservationInput) {
               WHERE (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name) AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent)::float8 AS free
       ${eligible}
         AND ${input.onlyIf}
-        AND ${withinLimits('c', figures, sql.fragment`${input.maxPricePoints}::numeric`)}
+        AND ${withinLimits('c', figures, input.ceiling ?? sql.fragment`${input.maxPricePoints}::numeric`)}
         AND NOT ${runningAboveLimit}
         AND (${input.canaryFor !== undefined} OR NOT EXISTS (
           SELECT 1 FROM task_queue q

@@ -17,7 +17,7 @@ import {
   TARGET_FAILURE_VERDICTS,
   type TargetFailureVerdict,
 } from '../tasks/lifecycle';
-import { cappedCharge, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, release, settle, taskCostColumns } from './ledger';
+import { cappedCharge, HOLD_OPEN, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, raiseHoldSteps, release, settle, taskCostColumns } from './ledger';
 import {
   ACTIVE,
   attemptIdFor,
@@ -257,12 +257,13 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         figures,
       })}, inserted AS (
         INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort,
-                           ${FIGURE_COLUMNS})
+                           ${FIGURE_COLUMNS}, price_cap_points)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${held},
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
                ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text,
-               ${figures.promptTokens}, ${figures.completionTokens}, ${figures.maxPricePrompt}, ${figures.maxPriceCompletion}, ${figures.maxPriceRequest}
+               ${figures.promptTokens}, ${figures.completionTokens}, ${figures.maxPricePrompt}, ${figures.maxPriceCompletion}, ${figures.maxPriceRequest},
+               ${task.figures ? task.maxPricePoints : null}::numeric
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
         -- With no eligible solver online at all, nothing is created (the caller answers 402/503).
         WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
@@ -409,6 +410,12 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
+  // A chat falls back to a dearer offer than its hold by raising the hold, up to its maximum price and
+  // what the account has available (not under a key's spend limit, which counted the first hold only).
+  const ceiling = sql.fragment`COALESCE((
+    SELECT LEAST(t.price_cap_points, h.amount + b.available)
+    FROM task t JOIN holds h ON h.hold_id = ${input.taskId} AND h.status = ${HOLD_OPEN} JOIN balances b ON b.account_id = h.account_id
+    WHERE t.price_cap_points IS NOT NULL AND t.key_spend_period IS NULL), ${input.maxPricePoints}::numeric)`;
   // One statement, so one round trip and atomic without a transaction.
   const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reassigned: z.boolean() }))`
     WITH existing AS (
@@ -417,7 +424,8 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     ), waiting AS (
       SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
     ), task AS (
-      SELECT created_at, workflow_id, timeout_seconds, routing_sort, ${FIGURE_COLUMNS} FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
+      SELECT created_at, workflow_id, timeout_seconds, routing_sort, ${FIGURE_COLUMNS}, price_cap_points, key_spend_period
+      FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
       attemptId,
@@ -425,8 +433,13 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
       arrival: input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`(SELECT created_at FROM task)`,
       sort: sql.fragment`(SELECT routing_sort FROM task)`,
       figures: figuresFrom('task'),
-    })}, assigned AS (
-      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
+      ceiling,
+    })}, ${raiseHoldSteps(sql.fragment`
+      SELECT h.hold_id, h.account_id, r.estimated_price_points - h.amount AS extra, ${attemptId}::text AS raise_id
+      FROM reserved r JOIN holds h ON h.hold_id = ${input.taskId} AND h.status = ${HOLD_OPEN}
+      WHERE EXISTS (SELECT 1 FROM task WHERE price_cap_points IS NOT NULL) AND r.estimated_price_points > h.amount`)}, assigned AS (
+      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now(),
+        max_price_points = max_price_points + COALESCE((SELECT extra FROM raise), 0)
       FROM reserved r WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), dequeued AS (
       -- A place kept for an earlier attempt (not expected, but never to be handed a second slot).
@@ -451,13 +464,12 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
   if (own) return { assignment: own.assignment, handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)) };
   const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor });
-  // A run behind client tasks waits for no solver that its price cap keeps from it; nor does a chat
-  // (its attempts after the first go only to offers whose estimate fits its hold: docs/queue.md).
+  // A run behind client tasks waits for no solver that its price cap keeps from it; nor does a chat.
   const priceFits = input.behindClientTasks
     ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric`
     : sql.fragment`AND NOT EXISTS (
         SELECT 1 FROM tasks t WHERE t.task_id = ${input.taskId} AND t.estimate_prompt_tokens IS NOT NULL
-          AND NOT ${withinLimits('c', figuresIn('t'), sql.fragment`t.max_price_points`)})`;
+          AND NOT ${withinLimits('c', figuresIn('t'), sql.fragment`COALESCE(t.price_cap_points, t.max_price_points)`)})`;
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
     SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible} ${priceFits}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
   const finishedAs = status && isTerminalState(status) ? status : null;
