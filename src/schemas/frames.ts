@@ -205,7 +205,7 @@ export const ChatResult = z.object({
       total_tokens: z.number().int().min(0).optional(),
     })
     .passthrough()
-    .describe('Priced per_token as min_price_points + marginal_cost × total_tokens / 1000'),
+    .describe('Priced per_token as min_price_points + (prompt_cost × prompt_tokens + completion_cost × completion_tokens) / 1000, capped at the hold'),
   model: z.string().optional().describe('The model that answered'),
 });
 

@@ -1,10 +1,12 @@
 import { OpenAPIRegistry, OpenApiGeneratorV31 } from '@asteasolutions/zod-to-openapi';
 import { SOLVER_PROTOCOL_VERSION } from './domain';
 import { RESULT_SCHEMAS, SERVER_FRAMES, SOLVER_FRAMES } from './frames';
+import { SolverCapabilitiesBody } from './requests';
 import type { z } from './zod';
 
 /**
- * JSON Schema (draft 2020-12) of every frame of the solver protocol and every result type, generated
+ * JSON Schema (draft 2020-12) of every frame of the solver protocol, every result type and the
+ * capabilities a solver registers (POST /v1/solver/capabilities), generated
  * from the zod schemas that check them, for solver authors in any language. Served at
  * GET /v1/solver/schemas and kept in docs/solver-schemas.json (a test checks that file is current).
  */
@@ -28,6 +30,7 @@ export function solverJsonSchemas(): Record<string, unknown> {
   register(SERVER_FRAMES, names.server_frames);
   register(SOLVER_FRAMES, names.solver_frames);
   register(RESULT_SCHEMAS, names.results);
+  registry.register('SolverCapabilities', SolverCapabilitiesBody);
   const components = new OpenApiGeneratorV31(registry.definitions).generateComponents() as { components?: { schemas?: Record<string, unknown> } };
   const text = JSON.stringify(components.components?.schemas ?? {}).replaceAll('"#/components/schemas/', '"#/$defs/');
   const refs = (named: Record<string, string>) => Object.fromEntries(Object.entries(named).map(([type, name]) => [type, { $ref: `#/$defs/${name}` }]));
@@ -36,11 +39,12 @@ export function solverJsonSchemas(): Record<string, unknown> {
     $id: 'solver-protocol-v1.json',
     title: `Solver WebSocket protocol, version ${SOLVER_PROTOCOL_VERSION}`,
     description:
-      'Every frame is one JSON object in a WebSocket text frame; its "type" names it. server_frames are sent by the marketplace, solver_frames by the solver, results[task_type] is what the "result" of a "result" frame must match. Unknown fields are ignored in both directions.',
+      'Every frame is one JSON object in a WebSocket text frame; its "type" names it. server_frames are sent by the marketplace, solver_frames by the solver, results[task_type] is what the "result" of a "result" frame must match. Unknown fields are ignored in both directions. capabilities is the body of POST /v1/solver/capabilities (its records take no unknown field).',
     protocol: SOLVER_PROTOCOL_VERSION,
     server_frames: refs(names.server_frames),
     solver_frames: refs(names.solver_frames),
     results: refs(names.results),
+    capabilities: { $ref: '#/$defs/SolverCapabilities' },
     anyOf: [...Object.values(names.server_frames), ...Object.values(names.solver_frames)].map((name) => ({ $ref: `#/$defs/${name}` })),
     $defs: JSON.parse(text),
   };
