@@ -41,6 +41,8 @@ export function buildCapabilities(config: SolverConfig, taskTypes: readonly Capa
         billing_type: 'per_token',
         model_name: model,
         marginal_cost: config.chat?.pointsPer1kTokens ?? '0',
+        ...(config.chat?.promptPointsPer1kTokens ? { prompt_cost: config.chat.promptPointsPer1kTokens } : {}),
+        ...(config.chat?.completionPointsPer1kTokens ? { completion_cost: config.chat.completionPointsPer1kTokens } : {}),
       }));
     }
     return [{ ...common, tier: 'standard', billing_type: 'per_request', model_name: webModelName(config, taskType), marginal_cost: '0' }];
