@@ -226,8 +226,8 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
   };
   const maxQueued = task.admission?.maxQueued ?? null;
   const figures = figuresOf(task.figures);
-  // With figures, the hold is the estimate of the offer matched now (the maximum when none is yet):
-  // later attempts are matched within it, so the charge of whichever solver serves it fits.
+  // With figures, the hold (and the task's max_price_points) is the estimate of the offer matched now,
+  // the maximum when none is yet; a later attempt on a dearer offer raises it (reserveAttempt).
   const held = task.figures
     ? sql.fragment`(SELECT LEAST(${task.maxPricePoints}::numeric, COALESCE((SELECT estimated_price_points FROM reserved), ${task.maxPricePoints}::numeric)))`
     : sql.fragment`${task.maxPricePoints}::numeric`;
