@@ -140,7 +140,7 @@ describe('chat offers ranked, held and billed by their estimated price for the r
       };
     };
     const client = await registerAccount(stack.url, '500');
-    const sdk = openai(client.api_key);
+    let sdk = openai(client.api_key);
     const run = async (provider: Record<string, unknown> | undefined, backupOffer: Record<string, unknown>[]) => {
       const failing = await chatSolver(offer('0.1', { marginal: '1' }), failsOnceBackedUp());
       const answer = sdk.chat.completions.create({ ...chat600, ...(provider ? { provider } : {}) } as never).then(
@@ -164,6 +164,14 @@ describe('chat offers ranked, held and billed by their estimated price for the r
     expect(task.json).toMatchObject({ estimated_price_points: '1.2', held_points: '1.2', max_price_points: '1.2', charged_points: '1.105' });
     // Charged for the two answered chats: 0.1 + 0.605 and 0.5 + 0.605.
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ held_points: '0', lifetime_spent_points: '1.81' });
+    // An account that cannot cover the raise (1 point: 0.8 held, 0.2 available, 0.4 needed) is not
+    // overdrawn, nor left waiting: the chat fails at once.
+    const poor = await registerAccount(stack.url, '1');
+    sdk = openai(poor.api_key);
+    const started = Date.now();
+    expect(await run(undefined, offer('0.5', { marginal: '1' }))).toEqual({ outcome: { status: 502, code: 'solver_failed' }, served: [1, 0] });
+    expect(Date.now() - started).toBeLessThan(15_000);
+    expect(await getBalance(stack.db, poor.account_id)).toMatchObject({ available_points: '1', held_points: '0', lifetime_spent_points: '0' });
     await ledgerExact();
   });
 

@@ -398,6 +398,17 @@ export type Reservation =
   | { assignment: null; untriedOnline: number; finishedAs: TerminalState | null; queued?: boolean; handoffs?: Handoff[] };
 
 /**
+ * The most an offer's estimate may be for a later attempt of task row `t`: a chat falls back to a dearer
+ * offer than its hold (max_price_points) by raising the hold, up to its maximum price and what the
+ * account has available; not under a key's spend limit, which counted the first hold only.
+ */
+const fallbackCeiling = (t: string) => {
+  const col = (name: string) => sql.identifier([t, name]);
+  return sql.fragment`CASE WHEN ${col('price_cap_points')} IS NULL OR ${col('key_spend_period')} IS NOT NULL THEN ${col('max_price_points')}
+    ELSE LEAST(${col('price_cap_points')}, ${col('max_price_points')} + COALESCE((SELECT b.available FROM balances b WHERE b.account_id = ${col('account_id')}), 0)) END`;
+};
+
+/**
  * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots, or (none free
  * that no earlier waiting task fits) queues the task in the same statement; its slot is then handed to
  * it (matching.ts, handOnSlots) and its workflow told. Eligible: online on a live node, offers the task
@@ -410,12 +421,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
-  // A chat falls back to a dearer offer than its hold by raising the hold, up to its maximum price and
-  // what the account has available (not under a key's spend limit, which counted the first hold only).
-  const ceiling = sql.fragment`COALESCE((
-    SELECT LEAST(t.price_cap_points, h.amount + b.available)
-    FROM task t JOIN holds h ON h.hold_id = ${input.taskId} AND h.status = ${HOLD_OPEN} JOIN balances b ON b.account_id = h.account_id
-    WHERE t.price_cap_points IS NOT NULL AND t.key_spend_period IS NULL), ${input.maxPricePoints}::numeric)`;
+  const ceiling = sql.fragment`COALESCE((SELECT ${fallbackCeiling('t')} FROM task t WHERE t.price_cap_points IS NOT NULL), ${input.maxPricePoints}::numeric)`;
   // One statement, so one round trip and atomic without a transaction.
   const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reassigned: z.boolean() }))`
     WITH existing AS (
@@ -424,7 +430,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     ), waiting AS (
       SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
     ), task AS (
-      SELECT created_at, workflow_id, timeout_seconds, routing_sort, ${FIGURE_COLUMNS}, price_cap_points, key_spend_period
+      SELECT created_at, workflow_id, timeout_seconds, routing_sort, ${FIGURE_COLUMNS}, account_id, max_price_points, price_cap_points, key_spend_period
       FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
@@ -469,7 +475,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric`
     : sql.fragment`AND NOT EXISTS (
         SELECT 1 FROM tasks t WHERE t.task_id = ${input.taskId} AND t.estimate_prompt_tokens IS NOT NULL
-          AND NOT ${withinLimits('c', figuresIn('t'), sql.fragment`COALESCE(t.price_cap_points, t.max_price_points)`)})`;
+          AND NOT ${withinLimits('c', figuresIn('t'), fallbackCeiling('t'))})`;
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
     SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible} ${priceFits}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
   const finishedAs = status && isTerminalState(status) ? status : null;
