@@ -1,4 +1,4 @@
-import { canaryPriceCap, createCanary, markCanaryUnanswered, type CanaryCreated, type CanaryTaskType } from '../src/trust/canaries';
+import { canaryHold, createCanary, markCanaryUnanswered, type CanaryCreated, type CanaryTaskType } from '../src/trust/canaries';
 import { createSearchOracle } from '../src/trust/search-oracle';
 import type { ActivityDeps } from './deps';
 
@@ -8,7 +8,7 @@ export function createCanaryActivities({ db, config }: ActivityDeps) {
   const searchOracle = config.canarySearchOracle ? createSearchOracle(config.canarySearchOracle) : null;
   return {
     async createCanary(input: { taskId: string; solverId: string; taskType: CanaryTaskType; sent: number; workflowId: string; timeoutSeconds: number }): Promise<CanaryCreated> {
-      return createCanary(db, { ...input, publicBaseUrl: config.publicBaseUrl ?? null, pricePoints: canaryPriceCap(input.taskType, config), searchOracle });
+      return createCanary(db, { ...input, canaryHosts: config.canaryHosts, pricePoints: canaryHold(config), searchOracle });
     },
     async markCanaryUnanswered(input: { taskId: string }): Promise<void> {
       await markCanaryUnanswered(db, input.taskId);

@@ -1,4 +1,5 @@
 import type { Config } from '../src/config';
+import type { CrawlRunner } from '../src/crawl/runner';
 import type { Db } from '../src/db/pool';
 import type { ChatRelay } from '../src/chat/relay';
 import type { AttemptStops } from '../src/dispatch/attempt-stops';
@@ -17,6 +18,8 @@ export interface ActivityDeps {
   handoffs: HandoffSender;
   /** Makes the first attempt of the webhook deliveries that finishing a task wrote. */
   webhooks: WebhookSender;
+  /** Runs the crawl workflows' activities (a process that runs workflows has one). */
+  crawls?: CrawlRunner;
 }
 
 export interface NodeActivityDeps extends ActivityDeps {

@@ -2,6 +2,7 @@ import { Context } from '@temporalio/activity';
 import { finishTask, getTaskRow } from '../src/db/tasks';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { MessageAssembler } from '../src/chat/openai-format';
+import { countedChunks, DeliveredTokens, meterUsage } from '../src/chat/usage';
 import { AttemptFailure } from '../src/dispatch/hub';
 import { CHAT_TASK_TYPE, type CapabilityTaskType } from '../src/schemas/domain';
 import { attemptFailed, UNKNOWN_CHUNKS, type AttemptReport } from '../src/tasks/lifecycle';
@@ -56,6 +57,8 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
       // into the stored result, which the audit's judge reads (an attempt sent early assembles its own).
       const assembled = early ? early.assembled : !stream && input.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
       const chunks = () => deltas?.chunks ?? 0;
+      // Chat: what its deltas delivered is counted, to bound the usage it is billed for (src/chat/usage.ts).
+      let delivered = early?.delivered;
       try {
         let result: Record<string, unknown>;
         if (early) {
@@ -63,6 +66,7 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
         } else {
           const payload = payloads?.take(input.taskId) ?? (await getTaskRow(db, input.taskId))?.payload;
           if (!payload) return attemptFailed('task_not_found', 'The task no longer exists.', chunks());
+          if (input.taskType === CHAT_TASK_TYPE) delivered = new DeliveredTokens(payload);
           result = await hub.runAttempt({
             solverId: input.solverId,
             attemptId: input.attemptId,
@@ -72,11 +76,15 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
             deadline: new Date(input.deadlineMs),
             acceptTimeoutMs: input.acceptTimeoutMs,
             signal: stop,
-            onChunk: deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta))),
+            onChunk: countedChunks(delivered, deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta)))),
           });
         }
         if (assembled) result = { ...result, message: assembled.message() };
-        const completed = await finishTask(db, input.taskId, { completion: { kind: 'attempt', attemptId: input.attemptId, result }, feePercent: config.platformFeePercent });
+        const usage = delivered ? meterUsage(result.usage, await delivered.counted()) : undefined;
+        const completed = await finishTask(db, input.taskId, {
+          completion: { kind: 'attempt', attemptId: input.attemptId, result, ...(usage ? { usage } : {}) },
+          feePercent: config.platformFeePercent,
+        });
         handoffs.deliver(completed.handoffs);
         webhooks.send(completed.webhooks);
         if (completed.attemptClosed) {
@@ -84,8 +92,9 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
         }
         if (stream) {
           await deltas?.flushed();
-          const usage = (result.usage as Record<string, unknown> | undefined) ?? null;
-          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage });
+          // The client is shown the usage it was billed for.
+          const billed = usage ? { ...usage.billed } : null;
+          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage: billed });
         }
         // Not applied: the task had finished already (an admin, its deadline), and that is its state.
         return { ok: true, chunks: chunks(), status: completed.status };

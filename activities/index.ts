@@ -1,6 +1,7 @@
 import type { ActivityDeps, NodeActivityDeps } from './deps';
 import { createCanaryActivities } from './canaries';
 import { createChatStreamActivities } from './chat-stream';
+import { createCrawlActivities } from './crawl';
 import { createDispatchActivities } from './dispatch';
 import { createRedundantRunActivities } from './redundant';
 import { createTaskActivities } from './tasks';
@@ -18,6 +19,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createCanaryActivities(deps),
     ...createRedundantRunActivities(deps),
     ...createWebhookActivities(deps),
+    ...createCrawlActivities(deps),
   };
 }
 

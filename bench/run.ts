@@ -18,6 +18,7 @@ import { cpuPerCall, cpuSnapshot, cpuSpent, type CpuGroups } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
 import { call, FETCH_RESULT, postSse, register, request, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { alternate, jainIndex, load, sleep, summarize, type Summary } from './lib/stats';
+import { tokenizerCost } from './lib/tokenizer';
 import { startWebhookReceiver } from './lib/webhooks';
 
 /**
@@ -91,8 +92,9 @@ async function main() {
     HOST: '127.0.0.1',
     REDUNDANT_RUN_FRACTION: REDUNDANT_FRACTION,
     // The simulated solvers return one fixed page, which canaries would catch and quarantine: the platform
-    // account is funded for redundant runs only.
+    // account is funded for redundant runs only, and new solvers are on no probation.
     CANARY_EVERY_TASKS: '0',
+    TRUST_PROBATION_CANARIES: '0',
   };
   const services: Service[] = [];
   const db = await createDb(infra.databaseUrl);
@@ -284,6 +286,11 @@ async function main() {
       { label: 'chat', pacing: MODEL_PACING, concurrency: 32, total: scale(320), steady: true },
       { label: 'chat burst (instant upstream, closed loop)', pacing: BURST_PACING, concurrency: 32, total: scale(640), steady: false },
     ];
+    if (runs('chat')) {
+      // In this process, not the service's: what counting a chat's usage costs (src/chat/usage.ts).
+      rows.push({ figure: 'micro: usage count per 1,000 streamed tokens (CPU ms)', extra: await tokenizerCost() });
+      log(`usage count: ${JSON.stringify(rows[rows.length - 1].extra)}`);
+    }
     for (const { label, pacing, concurrency, total, steady } of runs('chat') ? chatPhases : []) {
       // Steady phases start their streams spread over one stream's length, as independent clients would.
       const rampMs = steady ? pacing.firstTokenMs + pacing.chunks * pacing.chunkIntervalMs : 0;
@@ -570,7 +577,7 @@ async function main() {
     if (runs('trust')) {
       for (const solver of solvers.splice(0)) solver.close();
       for (const service of services.splice(0).reverse()) await service.stop();
-      const { CANARY_EVERY_TASKS: _off, ...trustEnv } = { ...env, CANARY_SEARCH_ORACLE: 'bundled' };
+      const { CANARY_EVERY_TASKS: _off, TRUST_PROBATION_CANARIES: _noProbation, ...trustEnv } = { ...env, CANARY_SEARCH_ORACLE: 'bundled' };
       services.push(await startService('worker', { ...trustEnv, LOG_LEVEL: 'info' }, /temporal worker started/));
       services.push(await startService('api', { ...trustEnv, PORT: String(port), NODE_ID: 'bench-api-trust' }, async () => (await fetch(`${base}/health`)).ok));
       const { runTrustPhase } = await import('./trust');

@@ -10,8 +10,9 @@ import { call, register, request, SimSolver } from './lib/sim';
 import { sleep } from './lib/stats';
 
 /**
- * The trust phase (`--only=trust`): with the service's default canary settings (no probation, a canary
- * every 1 to 99 attempts of a type, 2% of client web tasks run again) and search canaries against the
+ * The trust phase (`--only=trust`): with the service's default canary settings (1 probation canary per
+ * type, a canary every 1 to 99 attempts of a type, 2% of client web tasks run again; canary pages under
+ * names of localhost) and search canaries against the
  * bundled index, each scripted cheat of test/support/cheats.ts runs beside honest solvers while clients
  * send fetches, searches and strong-tier chats. The cheats ask less than the honest solvers, so they get
  * every client task their slots can take until they are caught: the worst case. Prints per cheat the

@@ -4,6 +4,7 @@ import net from 'node:net';
 import dotenv from 'dotenv';
 import { z } from 'zod';
 import { LOG_FORMATS, logFormatOf } from './logger';
+import { parseCanaryHosts, type CanaryOrigin } from './trust/canary-hosts';
 
 /**
  * All configuration is read and validated here, once. Nothing else reads process.env.
@@ -149,6 +150,7 @@ const EnvSchema = z.object({
   DATABASE_URL: optionalString,
   TEMPORAL_ADDRESS: optionalString,
   TEMPORAL_NAMESPACE: optionalString,
+  TEMPORAL_UI_URL: optionalString,
   TEMPORAL_TASK_QUEUE: optionalString,
   TEMPORAL_CLI: optionalString,
   ADMIN_API_KEY: optionalString,
@@ -195,12 +197,14 @@ const EnvSchema = z.object({
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
   WEBHOOK_DIRECT_CONCURRENCY: positiveInt('WEBHOOK_DIRECT_CONCURRENCY', 32),
   TRUST_MIN_SCORE: fraction('TRUST_MIN_SCORE', 0.3),
-  TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 0),
+  TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 1),
   TRUST_HALF_LIFE_HOURS: positiveInt('TRUST_HALF_LIFE_HOURS', 24),
   CANARY_EVERY_TASKS: nonNegativeInt('CANARY_EVERY_TASKS', 50),
-  CANARY_PRICE_POINTS: decimalString('CANARY_PRICE_POINTS', '1'),
+  CHECK_PRICE_CEILING_POINTS: decimalString('CHECK_PRICE_CEILING_POINTS', '100'),
   REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
   CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
+  EARNINGS_VESTING_SECONDS: nonNegativeInt('EARNINGS_VESTING_SECONDS', 86400),
+  EARNINGS_VESTING_CHECKS: nonNegativeInt('EARNINGS_VESTING_CHECKS', 3),
   CANARY_SEARCH_ORACLE: z
     .string()
     .optional()
@@ -213,7 +217,23 @@ const EnvSchema = z.object({
       return z.NEVER;
     }),
   REDUNDANT_RUN_SWEEP_SECONDS: positiveInt('REDUNDANT_RUN_SWEEP_SECONDS', 300),
-  PUBLIC_BASE_URL: optionalString,
+  CANARY_HOSTS: z
+    .string()
+    .optional()
+    .transform((value, ctx) => {
+      const parsed = parseCanaryHosts(value ?? '');
+      if (typeof parsed === 'string') {
+        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `CANARY_HOSTS: ${parsed}` });
+        return z.NEVER;
+      }
+      return parsed;
+    }),
+  PUBLIC_BASE_URL: z
+    .string()
+    .optional()
+    .refine((value) => value === undefined || value.trim() === '', {
+      message: 'PUBLIC_BASE_URL is no longer read: canary pages are served under CANARY_HOSTS (docs/trust.md, "Canary pages")',
+    }),
   NODE_ID: optionalString,
   WORKFLOW_BUNDLE_PATH: optionalString,
 });
@@ -238,6 +258,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   if (!['on', 'off', 'true', 'false', '1', '0'].includes(localSolver)) {
     throw new Error(`Invalid configuration:\n  LOCAL_SOLVER: must be "on" or "off", got "${e.LOCAL_SOLVER}"`);
   }
+  // Canary pages go where the operator says; without that, on a machine whose solvers may fetch
+  // loopback, under names of localhost; otherwise nowhere (no page canaries are sent).
+  const canaryHosts: { configured: CanaryOrigin[]; local: boolean } = { configured: e.CANARY_HOSTS, local: e.CANARY_HOSTS.length === 0 && e.ALLOW_PRIVATE_NETWORKS };
   return {
     rootDir: root,
     port: e.PORT,
@@ -246,6 +269,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     databaseUrl: e.DATABASE_URL,
     temporalAddress: e.TEMPORAL_ADDRESS,
     temporalNamespace: e.TEMPORAL_NAMESPACE ?? 'default',
+    // The console links each task to its workflow there; `npm start` fills it with the embedded server's UI.
+    temporalUiUrl: e.TEMPORAL_UI_URL?.replace(/\/+$/, ''),
     taskQueue: e.TEMPORAL_TASK_QUEUE ?? 'marketplace',
     temporalCli: e.TEMPORAL_CLI,
     adminApiKey: e.ADMIN_API_KEY,
@@ -299,7 +324,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
+      checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
+      pageCanaries: canaryHosts.configured.length > 0 || e.ALLOW_PRIVATE_NETWORKS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
+      vestingSeconds: e.EARNINGS_VESTING_SECONDS, vestingChecks: e.EARNINGS_VESTING_CHECKS,
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
     // bundled solver's own index (SEARCH_INDEX_DIR, or the shipped pages) or a SearXNG instance.
@@ -307,10 +335,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       e.CANARY_SEARCH_ORACLE === undefined
         ? undefined
         : { ...e.CANARY_SEARCH_ORACLE, indexDir: e.SEARCH_INDEX_DIR === undefined ? path.join(root, 'config/search-index') : path.resolve(e.SEARCH_INDEX_DIR) },
-    canaryPricePoints: e.CANARY_PRICE_POINTS,
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
-    publicBaseUrl: e.PUBLIC_BASE_URL?.replace(/\/+$/, ''),
+    canaryHosts,
     nodeId: e.NODE_ID,
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
   };

@@ -53,7 +53,8 @@ describe('Firecrawl v1 scrape compatibility', () => {
     const firecrawl = new FirecrawlApp({ apiKey: client.api_key, apiUrl: base() });
     const doc = await firecrawl.scrapeUrl('https://example.com/page', { formats: ['markdown', 'html', 'rawHtml', 'links'], onlyMainContent: true, timeout: 20_000 });
     if (!doc.success) throw new Error(`scrape failed: ${JSON.stringify(doc)}`);
-    expect(doc.markdown).toBe('# Fixture Heading\n\nBody text.');
+    // Markdown is the main content, converted on the API node from the same fetch as the other formats.
+    expect(doc.markdown).toBe('# Fixture Page\n\n## Fixture Heading\n\nBody text with [a relative guide](https://example.com/docs/guide.html) and [an absolute link](https://other.example.org/x#frag).\n\n[again](https://example.com/docs/guide.html) script link');
     expect(doc.rawHtml).toBe(PAGE);
     expect(doc.html).toContain('<h1>Fixture Heading</h1>');
     expect(doc.html).toContain('href="https://example.com/docs/guide.html"');
@@ -68,27 +69,30 @@ describe('Firecrawl v1 scrape compatibility', () => {
       url: 'https://example.com/page?final',
       statusCode: 200,
     });
-    // markdown and the raw-HTML view are two fetch tasks, each charged at the solver's price.
-    expect(doc.metadata!.taskIds).toHaveLength(2);
-    expect(doc.metadata).toMatchObject({ pointsCharged: '4', pointsHeld: '20' });
-    expect(worker.received.map((frame) => [frame.task_type, frame.payload.raw_html])).toEqual(expect.arrayContaining([['proxy_fetch', false], ['proxy_fetch', true]]));
-    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '96', held_points: '0', lifetime_spent_points: '4' });
+    // Every format comes from one raw-HTML fetch, charged at the solver's price; the page needs no rendering.
+    expect(doc.metadata!.taskIds).toHaveLength(1);
+    expect(doc.metadata).toMatchObject({ pointsCharged: '2', pointsHeld: '10' });
+    expect(worker.received.map((frame) => [frame.task_type, frame.payload.raw_html])).toEqual([['proxy_fetch', true]]);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '98', held_points: '0', lifetime_spent_points: '2' });
   });
 
-  test('defaults to markdown, accepts extra Firecrawl keys such as origin, and serves the documented path too', async () => {
+  test('defaults to markdown, accepts Firecrawl keys that change nothing such as origin, and serves the documented path too', async () => {
     await solver({ behaviour: pageSolver });
     const client = await registerAccount(stack.url, '100');
     const response = await api(stack.url, 'POST', '/v1/compat/scraper/scrape', {
       headers: client.auth,
-      body: { url: 'https://example.com/plain', origin: 'js-sdk', waitFor: 0, headers: { 'User-Agent': 'x' }, onlyMainContent: null, timeout: null },
+      body: { url: 'https://example.com/plain', origin: 'js-sdk', waitFor: 0, headers: {}, maxAge: 0, onlyMainContent: null, timeout: null },
     });
     expect(response.status).toBe(200);
     expect(response.json).toEqual({
       success: true,
       data: {
-        markdown: '# Fixture Heading\n\nBody text.',
+        markdown: expect.stringContaining('## Fixture Heading'),
         metadata: {
           title: 'Fixture Page',
+          description: 'A page for scrape tests',
+          language: 'en',
+          ogTitle: 'OG Fixture',
           sourceURL: 'https://example.com/plain',
           url: 'https://example.com/plain?final',
           statusCode: 200,
@@ -143,9 +147,36 @@ describe('Firecrawl v1 scrape compatibility', () => {
     expect(unpaid.status).toBe(402);
     expect(unpaid.json).toMatchObject({ success: false, code: 'insufficient_balance' });
 
-    const unknownRoute = await api(stack.url, 'POST', '/v1/compat/scraper/v1/crawl', { headers: client.auth, body: { url: 'https://example.com' } });
+    const unknownRoute = await api(stack.url, 'POST', '/v1/compat/scraper/v1/extract', { headers: client.auth, body: { url: 'https://example.com' } });
     expect(unknownRoute.status).toBe(404);
     expect(unknownRoute.json).toMatchObject({ success: false, code: 'not_found' });
+  });
+
+  test('a fetched page that its scripts fill is rendered by a page_snapshot solver; with none online it is answered from the fetch, with a warning', async () => {
+    const SHELL = '<html><head><title>Shell</title></head><body><div id="app"></div><script src="/bundle.js"></script></body></html>';
+    const RENDERED = '<html><head><title>Shell</title></head><body><div id="app"><h1>Rendered app</h1><p>Written by the bundle.</p></div></body></html>';
+    const spaSolver = (frame: TaskFrame, self: FakeSolver) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      const url = frame.payload.url as string;
+      const result =
+        frame.task_type === 'proxy_fetch'
+          ? { url, final_url: url, status_code: 200, content_type: 'html', content: SHELL, title: 'Shell' }
+          : { url, snapshot: RENDERED, snapshot_format: 'html', title: 'Shell', status_code: 200 };
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result });
+    };
+    const fetcher = await solver({ behaviour: spaSolver, taskTypes: ['proxy_fetch'] });
+    const client = await registerAccount(stack.url, '100');
+    const fetched = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: 'https://example.com/spa', formats: ['markdown', 'links'] } });
+    expect(fetched.status).toBe(200);
+    expect(fetched.json.data.warning).toContain('an empty application root');
+    expect(fetched.json.data.metadata.taskIds).toHaveLength(1);
+    const browser = await solver({ behaviour: spaSolver, taskTypes: ['page_snapshot'] });
+    const rendered = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: 'https://example.com/spa', formats: ['markdown'], mobile: true } });
+    expect(rendered.json.data.markdown).toContain('Rendered app');
+    expect(rendered.json.data.warning).toBeUndefined();
+    expect(rendered.json.data.metadata.taskIds).toHaveLength(2);
+    expect(browser.received.map((frame) => frame.payload)).toEqual([{ url: 'https://example.com/spa', mode: 'html', viewport: { width: 390, height: 844 } }]);
+    expect(fetcher.received).toHaveLength(2);
   });
 
   test('a scrape that needs a solver type nobody offers is 503 with Retry-After, in Firecrawl\'s shape, and creates none of its tasks', async () => {
@@ -205,8 +236,9 @@ describe('Firecrawl v1 scrape compatibility', () => {
     const second = await api(stack.url, 'POST', '/v1/compat/scraper/scrape', request);
     expect(first.status).toBe(200);
     expect(second.json).toEqual(first.json);
-    expect(worker.received).toHaveLength(2);
-    expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('6');
+    // markdown and links share one fetch, run once.
+    expect(worker.received).toHaveLength(1);
+    expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('3');
     // The same key with other formats (a part the first scrape had not) is another request, in Firecrawl's shape.
     for (const [path, other] of [
       ['/v1/compat/scraper/scrape', { ...request.body, formats: ['rawHtml'] }],
@@ -218,7 +250,7 @@ describe('Firecrawl v1 scrape compatibility', () => {
     // Firecrawl's SDKs send the key as X-Idempotency-Key: the same key.
     const viaSdkHeader = await api(stack.url, 'POST', '/v1/compat/scraper/scrape', { headers: { ...client.auth, 'X-Idempotency-Key': 'scrape-retry-1' }, body: request.body });
     expect(viaSdkHeader.json).toEqual(first.json);
-    expect(worker.received).toHaveLength(2);
+    expect(worker.received).toHaveLength(1);
     expect(await getBalance(stack.db, client.account_id)).toEqual(await balanceFromEntries(stack.db, client.account_id));
   });
 

@@ -83,9 +83,9 @@ describe('usage history: GET /v1/account/ledger and its summary', () => {
     const summary = (await api(stack.url, 'GET', '/v1/account/ledger/summary', { headers: client.auth })).json.data;
     const today = new Date().toISOString().slice(0, 10);
     expect(summary).toEqual([
-      { day: today, task_type: null, tasks: 0, entries: 2, amounts: { deposit: '100.25', hold: '0', capture: '0', release: '0', payout: '0', fee: '0' }, available_change: '100.25', held_change: '0' },
-      { day: today, task_type: 'proxy_fetch', tasks: 3, entries: 9, amounts: { deposit: '0', hold: '30', capture: '4.5', release: '25.5', payout: '0', fee: '0' }, available_change: '-4.5', held_change: '0' },
-      { day: today, task_type: 'web_search', tasks: 1, entries: 1, amounts: { deposit: '0', hold: '10', capture: '0', release: '0', payout: '0', fee: '0' }, available_change: '-10', held_change: '10' },
+      { day: today, task_type: null, tasks: 0, entries: 2, amounts: { deposit: '100.25', hold: '0', capture: '0', release: '0', payout: '0', fee: '0', forfeit: '0', fee_return: '0', refund: '0' }, available_change: '100.25', held_change: '0' },
+      { day: today, task_type: 'proxy_fetch', tasks: 3, entries: 9, amounts: { deposit: '0', hold: '30', capture: '4.5', release: '25.5', payout: '0', fee: '0', forfeit: '0', fee_return: '0', refund: '0' }, available_change: '-4.5', held_change: '0' },
+      { day: today, task_type: 'web_search', tasks: 1, entries: 1, amounts: { deposit: '0', hold: '10', capture: '0', release: '0', payout: '0', fee: '0', forfeit: '0', fee_return: '0', refund: '0' }, available_change: '-10', held_change: '10' },
     ]);
   });
 

@@ -47,8 +47,15 @@ describe('the OpenAPI document tells every answer', () => {
     expect(statuses('/v1/chat/completions', 'post')).toEqual(['200', '400', '401', '402', '404', '409', '413', '415', '422', '429', '502', '503', '504']);
     expect(statuses('/v1/admin/tasks/{task_id}/complete', 'post')).toEqual(['200', '400', '401', '403', '404', '409', '413', '415', '422', '429']);
     expect(statuses('/v1/admin/domain-policy/reload', 'post')).toContain('500');
+    // The console's reads (docs/console.md).
+    expect(statuses('/v1/admin/tasks', 'get')).toEqual(['200', '401', '403', '422', '429']);
+    expect(statuses('/v1/admin/tasks/{task_id}', 'get')).toEqual(['200', '401', '403', '404', '422', '429']);
+    expect(statuses('/v1/admin/solvers', 'get')).toEqual(['200', '401', '403', '429']);
+    expect(statuses('/v1/admin/events', 'get')).toEqual(['200', '401', '403', '429']);
+    expect(Object.keys(response('/v1/admin/events', 'get', '200').content).sort()).toEqual(['application/json', 'text/event-stream']);
+    expect(statuses('/v1/solver/attempts', 'get')).toEqual(['200', '401', '429']);
     expect(statuses('/v1/solver/connect', 'get')).toEqual(['101', '401', '404', '429']);
-    expect(statuses('/v1/register', 'post')).toEqual(['200', '413', '415', '422', '429']);
+    expect(statuses('/v1/register', 'post')).toEqual(['200', '400', '413', '415', '422', '429']);
     expect(statuses('/health', 'get')).toEqual(['200']);
     expect(statuses('/v1/account/webhook', 'put')).toEqual(['200', '400', '401', '403', '413', '415', '422', '429']);
     expect(statuses('/v1/account/webhook', 'get')).toEqual(['200', '401', '404', '429']);

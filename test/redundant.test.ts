@@ -126,6 +126,8 @@ test('two honest solvers agree: nothing is recorded against them, the platform p
   // The second solver got the client's payload in an ordinary task frame, under another task id.
   expect(second.received[0].task_id).toBe(run.run_task_id);
   expect(second.received[0].payload).toEqual(first.received[0].payload);
+  // The client's task shows it was checked.
+  expect((await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: client.auth })).json.verification).toBe('verified');
 
   for (const solver of [first, second]) {
     const [reputation] = (await trustOf(solver.solverId)).reputation;
@@ -187,6 +189,8 @@ test('a solver that makes the page up disagrees with the honest one, and the dis
   // The solvers see their own counts.
   const own = (await api(stack.url, 'GET', '/v1/solver/stats', { headers: { Authorization: `Bearer ${cheat.apiKey}` } })).json;
   expect(own.trust.reputation[0]).toMatchObject({ disagreements: 1, redundant_runs: 1 });
+  // The client's task is disputed, not refunded: one disagreement does not tell which side is wrong.
+  expect((await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: client.auth })).json.verification).toBe('disputed');
 
   expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '1', held_points: '0' });
   expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });

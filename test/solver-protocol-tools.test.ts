@@ -43,8 +43,9 @@ describe('market description and schemas', () => {
       platform_fee_percent: '10',
       strong_models: ['gpt-4o', 'house-strong'],
       task_types: {
-        proxy_fetch: { default_max_price_points: '10', strong_tier_only: false },
-        web_search: { default_max_price_points: '10', strong_tier_only: false },
+        // No canaries in this stack: no check, so no ceiling on prices.
+        proxy_fetch: { default_max_price_points: '10', strong_tier_only: false, check_price_ceiling_points: null },
+        web_search: { default_max_price_points: '10', strong_tier_only: false, check_price_ceiling_points: null },
         screenshot: { default_max_price_points: '10', strong_tier_only: false },
         page_snapshot: { default_max_price_points: '10', strong_tier_only: false },
         chat_completion: { default_max_price_points: '100', strong_tier_only: true },

@@ -6,7 +6,7 @@ import { DEFAULT_SEARCH_INDEX_DIR } from '../src/solver/config';
 import { createLocalSearchBackend } from '../src/solver/search/local-index';
 import { FakeSolver, suiteSolvers, waitFor, type TaskFrame } from './support/fake-solver';
 import { canariesSettled, canaryCounts } from './support/trust';
-import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+import { ADMIN_KEY, api, freePort, registerAccount, startTestStack, type TestStack } from './support/stack';
 import { BrowserPool } from '../src/solver/browser/browser-pool';
 import { createScreenshotHandler } from '../src/solver/handlers/screenshot';
 
@@ -26,9 +26,13 @@ const admin = { 'X-Admin-API-Key': ADMIN_KEY };
 /** A stack with this trust policy for the tests of one describe block (the policy is per process). */
 jest.setTimeout(180_000);
 
-function stackWith(env: Record<string, string>) {
+function stackWith(env: Record<string, string>, options: { canaryHost?: string } = {}) {
   beforeAll(async () => {
-    stack = await startTestStack({ env: { CANARY_SWEEP_SECONDS: '3600', ...env } });
+    // A canary host of one name (on this stack's port) serves every canary page from one site, as a
+    // deployment's CANARY_HOSTS may; without it, each page is on a name under localhost.
+    const port = options.canaryHost ? await freePort() : undefined;
+    const hosts: Record<string, string> = options.canaryHost ? { CANARY_HOSTS: `http://${options.canaryHost}:${port}` } : {};
+    stack = await startTestStack({ port, env: { CANARY_SWEEP_SECONDS: '3600', ...hosts, ...env } });
     // Canaries are paid from the platform's own points.
     const funded = await api(stack.url, 'POST', '/v1/admin/deposit', { body: { account_id: PLATFORM_ACCOUNT_ID, amount_points: '1000' }, headers: admin });
     expect(funded.status).toBe(200);
@@ -47,7 +51,8 @@ const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/ad
 
 const countsOf = (solverId: string) => canaryCounts(stack.db, solverId, 'proxy_fetch');
 
-const isCanary = (frame: TaskFrame) => String(frame.payload.url).includes('/canary/');
+/** Canary pages are served under names of localhost; this file's clients fetch 127.0.0.1. */
+const isCanary = (frame: TaskFrame) => new URL(String(frame.payload.url)).hostname.endsWith('.localhost');
 
 /** A behaviour that answers canaries honestly at once and holds each client task until the test releases it. */
 function gated() {
@@ -60,7 +65,7 @@ function gated() {
 }
 
 describe('with probation', () => {
-  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: String(PROBATION_CANARIES), CANARY_EVERY_TASKS: String(CANARY_EVERY_TASKS) });
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: String(PROBATION_CANARIES), CANARY_EVERY_TASKS: String(CANARY_EVERY_TASKS) }, { canaryHost: 'notes.localhost' });
 
   test('a solver that makes pages up is quarantined by its first canary, gets no client task, and its earnings are held', async () => {
     // The scripted 'ok' behaviour answers every fetch with "# Hello", whatever the page says.
@@ -75,6 +80,11 @@ describe('with probation', () => {
     expect(quarantine).toMatchObject({ reason: 'canary_failed', task_type: 'proxy_fetch', cleared_at: null });
     expect(quarantine.evidence.returned_excerpt).toBe('# Hello');
     expect(quarantine.evidence.expected_token).toMatch(/^[0-9a-f]{32}$/);
+    // The page was no /canary/ path on the API's origin but a page of a site, judged by its text.
+    const url = new URL(String(cheat.received[0]!.payload.url));
+    expect(url.hostname).toBe('notes.localhost');
+    expect(url.pathname).not.toContain('canary');
+    expect(quarantine.evidence.page).toMatchObject({ host: 'notes.localhost', path: url.pathname, measure: 'text_shingles', similarity: 0, threshold: 0.3 });
     // The canary's price (1) less the 10% fee, held on the solver's account.
     expect(trust).toMatchObject({ held_points: '0.9', held_tasks: 1 });
     expect(trust.reputation[0]).toMatchObject({ task_type: 'proxy_fetch', canary_failures: 1, client_work: false });
@@ -126,11 +136,15 @@ describe('with probation', () => {
     const trust = await trustOf(cheat.solverId);
     expect(trust.quarantined).toBe(true);
     expect(trust.reputation[0]).toMatchObject({ canary_passes: 1, canary_failures: 1, client_work: false });
-    // The evidence: the first canary's page, with its old token, where the fresh one was expected.
+    // The evidence: the first canary's page (another page of the same site) where the second's was expected.
     const [quarantine] = trust.quarantines;
     expect(quarantine.reason).toBe('canary_failed');
-    expect(quarantine.evidence.returned_excerpt).toMatch(/^Notes [0-9a-f]{6} Notes Reference [0-9a-f]{32}$/);
-    expect(quarantine.evidence.returned_excerpt).not.toContain(quarantine.evidence.expected_token);
+    const [first, second] = cheat.received.filter(isCanary).map((frame) => new URL(String(frame.payload.url)));
+    expect(first!.host).toBe(second!.host);
+    expect(first!.pathname).not.toBe(second!.pathname);
+    expect(quarantine.evidence.page.path).toBe(second!.pathname);
+    expect(quarantine.evidence.page.similarity).toBeLessThan(0.3);
+    expect(quarantine.evidence.returned_excerpt.length).toBeGreaterThan(200);
     // Two canaries and the client tasks between them; nothing after. Only the failed canary's payout is held.
     expect(cheat.received).toHaveLength(served + 2);
     expect(cheat.received.filter(isCanary)).toHaveLength(2);

@@ -68,6 +68,11 @@ test('two stacks with different PORT and DATA_DIR start side by side and stop cl
         expect(banners[i]).toContain(`http://127.0.0.1:${port}`);
         const health = await fetch(`http://127.0.0.1:${port}/health`);
         expect(health.status).toBe(200);
+        // The market console, beside the API (docs/console.md).
+        const consoleUrl = /Console\s+(\S+)/.exec(banners[i])?.[1];
+        expect(consoleUrl).toBe(`http://127.0.0.1:${port}/console`);
+        const page = await fetch(consoleUrl!);
+        expect([page.status, page.headers.get('content-security-policy')]).toEqual([200, expect.stringContaining("default-src 'self'")]);
       }
       const uiUrls = banners.map((banner) => /Temporal UI\s+(\S+)/.exec(banner)?.[1]);
       expect(new Set(uiUrls).size).toBe(2);

@@ -114,3 +114,16 @@ export interface RedundantRunWorkflowResult {
   status: 'agreed' | 'disagreed' | 'incomparable' | 'unanswered' | 'skipped';
   reason?: string;
 }
+
+/** A crawl or batch scrape (docs/crawl.md); its workflow id names the job. */
+export const crawlWorkflowId = (crawlId: string) => `crawl-${crawlId}`;
+
+export interface CrawlWorkflowInput {
+  crawlId: string;
+  /** Discovery (robots.txt, sitemaps) is done: set when the workflow continues as new. */
+  seeded?: boolean;
+}
+
+export interface CrawlWorkflowResult {
+  crawlId: string;
+}

@@ -2,7 +2,8 @@ import { loadConfig } from '../config';
 import { createLogger, logFormatOf } from '../logger';
 import { startApiNode } from '../runtime/api-node';
 import { startInfrastructure, writeStackFile } from '../runtime/infrastructure';
-import { startLocalSolver } from '../runtime/local-solver';
+import { createDb } from '../db/pool';
+import { awaitLocalProbation, fundLocalPlatform, startLocalSolver } from '../runtime/local-solver';
 import { startWorkerNode } from '../runtime/worker-node';
 import { exitOnStartupError, onShutdown } from './shutdown';
 
@@ -31,19 +32,31 @@ async function main() {
     // Stopped in reverse order: the API lets its requests in flight finish while the workflows still run.
     const worker = await startWorkerNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
     stops.push(worker.close);
-    const api = await startApiNode({ config, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
+    // The console links tasks to the embedded server's UI unless TEMPORAL_UI_URL names another.
+    const apiConfig = { ...config, temporalUiUrl: config.temporalUiUrl ?? (infra.temporalUiUrl || undefined) };
+    const api = await startApiNode({ config: apiConfig, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
     stops.push(api.close);
     // Last to start, first to stop: its running attempts finish while the API and worker are still up.
+    // Like any new solver it is on probation (TRUST_PROBATION_CANARIES): its canaries are paid from the
+    // platform account, funded here, and the banner waits for them.
+    const db = config.localSolver && config.trust.probationCanaries > 0 ? await createDb(infra.databaseUrl, { maximumPoolSize: 2 }) : undefined;
+    if (db) await fundLocalPlatform(db, logger);
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
     if (solver) stops.push(solver.stop);
+    if (db && solver) await awaitLocalProbation(db, solver.solverId, logger);
+    await db?.end();
     const lines = [
       '',
       `  API           ${api.url}`,
       `  API docs      ${api.url}/docs`,
+      `  Console       ${api.url}/console${config.adminApiKey ? ' (sign in with ADMIN_API_KEY, or a client or solver key)' : ' (client and solver keys; set ADMIN_API_KEY for the operator views)'}`,
       ...(infra.temporalUiUrl ? [`  Temporal UI   ${infra.temporalUiUrl}`] : [`  Temporal      ${infra.temporalAddress}`]),
       solver ? `  Local solver  serving ${solver.taskTypes.join(', ')} as ${solver.solverId}` : '  Local solver  off (LOCAL_SOLVER=off)',
       ...(solver && !solver.taskTypes.includes('screenshot')
         ? [`  Browser tasks off (screenshot, page_snapshot): no Chromium at ${solver.chromiumPath}; run \`sudo apt-get install chromium\` and start again`]
+        : []),
+      ...(config.trust.probationCanaries > 0 && !config.trust.pageCanaries
+        ? ['  Canary pages  off (ALLOW_PRIVATE_NETWORKS=false, no CANARY_HOSTS): fetches, snapshots and screenshots have no canaries and no probation']
         : []),
       ...(config.adminApiKey ? [] : ['  Admin         off: set ADMIN_API_KEY (e.g. in .env) to deposit points into accounts']),
       `  Data          ${config.dataDir}`,

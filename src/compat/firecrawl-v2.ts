@@ -1,5 +1,5 @@
 import { ApiError } from '../errors';
-import { SCRAPE_V2_FORMATS, type ScrapeV2Request } from '../schemas/requests';
+import { SCRAPE_V2_FORMATS, type PageActionStep, type ScrapeV2Request } from '../schemas/requests';
 import type { TagFilter } from './page-html';
 
 /**
@@ -11,16 +11,21 @@ export type ScrapeV2Format = (typeof SCRAPE_V2_FORMATS)[number];
 
 export interface ScrapeV2Plan {
   formats: ScrapeV2Format[];
-  /** A fetch of the solver's main-content markdown; without it, markdown is derived from the raw HTML. */
-  solverMarkdown: boolean;
-  /** A fetch of the raw HTML: html, rawHtml and links, and markdown when tags filter or the whole page is wanted. */
-  rawHtml: boolean;
+  /** markdown, html, rawHtml or links: the page's HTML is needed, fetched or rendered. */
+  content: boolean;
+  /** always: waitFor or actions need the browser; when_needed: fetch first, render when the page needs it. */
+  render: 'always' | 'when_needed';
   screenshot: { full_page: boolean; viewport?: { width: number; height: number }; wait_ms?: number } | null;
+  /** The rendered page's viewport (mobile), when not the solver's default. */
+  viewport?: { width: number; height: number };
+  waitMs: number;
+  actions: PageActionStep[];
   onlyMainContent: boolean;
   tags: TagFilter;
+  removeBase64Images: boolean;
 }
 
-// A phone-sized viewport for `mobile: true` screenshots (an iPhone 12–15's CSS pixels).
+// A phone-sized viewport for `mobile: true` (an iPhone 12–15's CSS pixels).
 export const MOBILE_VIEWPORT = { width: 390, height: 844 };
 
 const typeOf = (format: string | { type: string }) => (typeof format === 'string' ? format : format.type);
@@ -42,10 +47,14 @@ export function unsupportedResultScrape(format: string): ApiError {
   );
 }
 
-/** The tasks a v2 scrape needs; throws `unsupported_format` for a format this service does not produce. */
-export function planScrapeV2(body: ScrapeV2Request): ScrapeV2Plan {
+const CONTENT_FORMATS: readonly ScrapeV2Format[] = ['markdown', 'html', 'rawHtml', 'links'];
+
+/** The tasks a scrape needs; throws `unsupported_format` for a format this service does not produce. */
+export function planScrapeV2(body: ScrapeV2Request, actions: PageActionStep[] = []): ScrapeV2Plan {
   const requested = body.formats && body.formats.length > 0 ? body.formats : ['markdown'];
   const formats = new Set<ScrapeV2Format>();
+  const waitMs = body.waitFor ?? 0;
+  const mobileViewport = body.mobile ? MOBILE_VIEWPORT : undefined;
   let screenshot: ScrapeV2Plan['screenshot'] = null;
   for (const format of requested) {
     const type = typeOf(format);
@@ -54,23 +63,36 @@ export function planScrapeV2(body: ScrapeV2Request): ScrapeV2Plan {
     if (type === 'screenshot') {
       // The route has validated a screenshot object's fields; quality applies to JPEG only and our images are PNG.
       const options = typeof format === 'string' ? {} : (format as { fullPage?: boolean | null; viewport?: { width: number; height: number } | null });
-      const viewport = options.viewport ?? (body.mobile ? MOBILE_VIEWPORT : undefined);
-      // waitFor lets the page's scripts render before the capture; a fetch runs no script, so only screenshots wait.
-      screenshot = { full_page: options.fullPage === true, ...(viewport ? { viewport } : {}), ...(body.waitFor ? { wait_ms: body.waitFor } : {}) };
+      const viewport = options.viewport ?? mobileViewport;
+      screenshot = { full_page: options.fullPage === true, ...(viewport ? { viewport } : {}), ...(waitMs ? { wait_ms: waitMs } : {}) };
     }
   }
-  const onlyMainContent = body.onlyMainContent ?? true;
-  const tags: TagFilter = { include: body.includeTags ?? undefined, exclude: body.excludeTags ?? undefined };
-  const filtered = Boolean(tags.include?.length || tags.exclude?.length);
-  // The solver's markdown is always the main content, unfiltered; anything else is derived from the raw HTML.
-  const solverMarkdown = formats.has('markdown') && onlyMainContent && !filtered;
   return {
     formats: [...formats],
-    solverMarkdown,
-    rawHtml: formats.has('html') || formats.has('rawHtml') || formats.has('links') || (formats.has('markdown') && !solverMarkdown),
+    content: CONTENT_FORMATS.some((format) => formats.has(format)),
+    render: waitMs > 0 || actions.length > 0 ? 'always' : 'when_needed',
     screenshot,
-    onlyMainContent,
-    tags,
+    ...(mobileViewport ? { viewport: mobileViewport } : {}),
+    waitMs,
+    actions,
+    onlyMainContent: body.onlyMainContent ?? true,
+    tags: { include: body.includeTags ?? undefined, exclude: body.excludeTags ?? undefined },
+    removeBase64Images: body.removeBase64Images ?? true,
+  };
+}
+
+/** The page_snapshot payload that renders the page; with actions, a wanted screenshot is its last one, taken after the others. */
+export function renderPayload(url: string, plan: ScrapeV2Plan): Record<string, unknown> {
+  const screenshotAction = plan.screenshot && plan.actions.length > 0
+    ? [{ type: 'screenshot' as const, fullPage: plan.screenshot.full_page, ...(plan.screenshot.viewport && plan.screenshot.viewport !== plan.viewport ? { viewport: plan.screenshot.viewport } : {}) }]
+    : [];
+  const actions = [...plan.actions, ...screenshotAction];
+  return {
+    url,
+    mode: 'html',
+    ...(plan.waitMs ? { wait_ms: plan.waitMs } : {}),
+    ...(plan.viewport ? { viewport: plan.viewport } : {}),
+    ...(actions.length > 0 ? { actions } : {}),
   };
 }
 

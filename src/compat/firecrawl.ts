@@ -2,6 +2,7 @@ import type { SCRAPE_FORMATS } from '../schemas/requests';
 import { mergeScans, type ScanResult } from '../safety/scanner';
 import { htmlToMarkdown } from '../solver/html/markdown';
 import { cleanHtml, extractLinks, pageMetadata, type TagFilter } from './page-html';
+import type { firecrawlActions } from './firecrawl-actions';
 
 /**
  * Firecrawl scrape semantics on top of our web tasks: which tasks a request needs, and how their
@@ -13,23 +14,6 @@ export type ScrapeFormat = (typeof SCRAPE_FORMATS)[number];
 /** Firecrawl's default when `formats` is absent. */
 export const DEFAULT_FORMATS: ScrapeFormat[] = ['markdown'];
 
-export interface ScrapePlan {
-  /** proxy_fetch, markdown (the solver's main-content conversion). */
-  markdown: boolean;
-  /** proxy_fetch with raw_html: html, rawHtml and links are all derived from it. */
-  rawHtml: boolean;
-  screenshot: { fullPage: boolean } | null;
-}
-
-export function planScrape(formats: readonly ScrapeFormat[]): ScrapePlan {
-  const has = (format: ScrapeFormat) => formats.includes(format);
-  return {
-    markdown: has('markdown'),
-    rawHtml: has('html') || has('rawHtml') || has('links'),
-    screenshot: has('screenshot@fullPage') ? { fullPage: true } : has('screenshot') ? { fullPage: false } : null,
-  };
-}
-
 /** Firecrawl accepts a URL without a scheme and assumes http. */
 export function withScheme(url: string): string {
   const trimmed = url.trim();
@@ -39,73 +23,84 @@ export function withScheme(url: string): string {
 /** Firecrawl's `timeout` is milliseconds; our tasks count whole seconds. */
 export const timeoutSecondsOf = (timeoutMs: number | null | undefined) => (timeoutMs ? Math.max(1, Math.ceil(timeoutMs / 1000)) : undefined);
 
-interface FetchResult {
-  final_url?: string;
-  status_code?: number;
-  content?: string;
+/** The page a scrape's content comes from: a fetch's raw HTML (or text), or a rendered page's HTML. */
+export interface ScrapedPage {
+  content: string;
+  /** text: a fetched non-HTML page (JSON, plain text…), given as it is. */
+  kind: 'html' | 'text';
+  finalUrl?: string;
+  statusCode?: number | null;
   title?: string | null;
-  safety?: ScanResult;
 }
 
-interface ScreenshotResult {
-  mime_type?: string;
-  image_base64?: string;
-  safety?: ScanResult;
+export interface ScrapeParts {
+  page?: ScrapedPage;
+  screenshot?: { mime_type?: string; image_base64?: string };
+  actions?: ReturnType<typeof firecrawlActions>;
+  taskIds: string[];
+  /** Each task's safety findings, under the name of the part it produced. */
+  scans: Array<{ name: string; safety: ScanResult }>;
+  warning?: string;
 }
 
-export interface ScrapeResults {
-  markdown?: { taskId: string; result: FetchResult };
-  rawHtml?: { taskId: string; result: FetchResult };
-  screenshot?: { taskId: string; result: ScreenshotResult };
-}
-
-/** Safety findings of each task, their locations named after the Firecrawl field they came from. */
-function mergedSafety(results: ScrapeResults): { safety: ScanResult } | Record<string, never> {
-  const parts = Object.entries(results).filter(([, part]) => part?.result.safety) as Array<[string, { result: { safety: ScanResult } }]>;
-  if (parts.length === 0) return {};
-  const scans = parts.map(([name, part]) => ({
-    flagged: part.result.safety.flagged,
-    findings: part.result.safety.findings.map((finding) => ({ ...finding, location: `${name}.${finding.location ?? ''}`.replace(/\.$/, '') })),
-  }));
-  return { safety: mergeScans(scans) };
-}
-
-/**
- * Firecrawl's `data` document: only the requested formats, plus `metadata`. Markdown is the solver's
- * main-content conversion when it ran a fetch for it, else it is derived here from the cleaned HTML
- * (the plan asks for that when tag filters or the whole page are wanted).
- */
-export function scrapeDocument(input: { url: string; formats: readonly string[]; onlyMainContent: boolean; tags?: TagFilter; results: ScrapeResults }) {
-  const { url, formats, onlyMainContent, tags, results } = input;
-  const fetched = results.markdown?.result ?? results.rawHtml?.result;
-  const finalUrl = fetched?.final_url ?? url;
-  const raw = results.rawHtml?.result.content ?? '';
-  const fromHead = results.rawHtml ? pageMetadata(raw) : {};
-  const title = results.markdown?.result.title ?? results.rawHtml?.result.title ?? fromHead.title;
-  const taskIds = Object.values(results).map((part) => part!.taskId);
-  const screenshot = results.screenshot?.result;
+/** Safety findings of each task, their locations named after the part they came from. */
+function mergedSafety(scans: ScrapeParts['scans']): { safety: ScanResult } | Record<string, never> {
+  if (scans.length === 0) return {};
   return {
-    ...(formats.includes('markdown') ? { markdown: results.markdown ? (results.markdown.result.content ?? '') : derivedMarkdown(raw, finalUrl, onlyMainContent, tags) } : {}),
-    ...(formats.includes('html') ? { html: cleanHtml(raw, finalUrl, onlyMainContent, tags) } : {}),
+    safety: mergeScans(
+      scans.map(({ name, safety }) => ({
+        flagged: safety.flagged,
+        findings: safety.findings.map((finding) => ({ ...finding, location: `${name}.${finding.location ?? ''}`.replace(/\.$/, '') })),
+      })),
+    ),
+  };
+}
+
+// Firecrawl's placeholder for an inline image it leaves out of markdown.
+const BASE64_IMAGE = /\(data:image\/[^;)]+;base64,[^)]*\)/g;
+
+/** The main content as the solver's fetch converts it; filtered or whole-page markdown from the cleaned HTML. */
+function markdownOf(page: ScrapedPage, pageUrl: string, onlyMainContent: boolean, tags: TagFilter): string {
+  if (page.kind === 'text') return page.content;
+  if (!page.content) return '';
+  const filtered = Boolean(tags.include?.length || tags.exclude?.length);
+  if (onlyMainContent && !filtered) return htmlToMarkdown(page.content, pageUrl).markdown;
+  return htmlToMarkdown(cleanHtml(page.content, pageUrl, onlyMainContent, tags), pageUrl, { mainContentOnly: false, titleHeading: false }).markdown;
+}
+
+/** Firecrawl's `data` document: only the requested formats, plus `metadata` (and `actions` when some ran). */
+export function scrapeDocument(input: { url: string; formats: readonly string[]; onlyMainContent: boolean; tags?: TagFilter; removeBase64Images?: boolean; parts: ScrapeParts }) {
+  const { url, formats, onlyMainContent, tags = {}, removeBase64Images = true, parts } = input;
+  const page = parts.page;
+  const finalUrl = page?.finalUrl ?? url;
+  const html = page?.kind === 'html' ? page.content : '';
+  const raw = page?.content ?? '';
+  const fromHead = html ? pageMetadata(html) : {};
+  const title = page?.title ?? fromHead.title;
+  const markdown = () => {
+    const text = page ? markdownOf(page, finalUrl, onlyMainContent, tags) : '';
+    return removeBase64Images ? text.replace(BASE64_IMAGE, '(<Base64-Image-Removed>)') : text;
+  };
+  const screenshot = parts.screenshot;
+  return {
+    ...(formats.includes('markdown') ? { markdown: markdown() } : {}),
+    ...(formats.includes('html') ? { html: html ? cleanHtml(html, finalUrl, onlyMainContent, tags) : raw } : {}),
     ...(formats.includes('rawHtml') ? { rawHtml: raw } : {}),
-    ...(formats.includes('links') ? { links: extractLinks(raw, finalUrl) } : {}),
+    ...(formats.includes('links') ? { links: html ? extractLinks(html, finalUrl) : [] } : {}),
     ...(screenshot ? { screenshot: `data:${screenshot.mime_type ?? 'image/png'};base64,${screenshot.image_base64 ?? ''}` } : {}),
+    ...(parts.actions ? { actions: parts.actions } : {}),
+    ...(parts.warning ? { warning: parts.warning } : {}),
     metadata: {
       ...fromHead,
       ...(title ? { title } : {}),
       sourceURL: url,
       url: finalUrl,
-      ...(fetched?.status_code !== undefined ? { statusCode: fetched.status_code } : {}),
-      scrapeId: taskIds[0],
-      taskIds,
+      ...(page?.statusCode !== undefined && page.statusCode !== null ? { statusCode: page.statusCode } : {}),
+      scrapeId: parts.taskIds[0],
+      taskIds: parts.taskIds,
     },
-    ...mergedSafety(results),
+    ...mergedSafety(parts.scans),
   };
-}
-
-function derivedMarkdown(rawHtml: string, pageUrl: string, onlyMainContent: boolean, tags: TagFilter | undefined): string {
-  if (!rawHtml) return '';
-  return htmlToMarkdown(cleanHtml(rawHtml, pageUrl, onlyMainContent, tags), pageUrl, { mainContentOnly: false, titleHeading: false }).markdown;
 }
 
 // Firecrawl clients know 400, 401, 402, 403, 408, 409, 429 and 500; our other failure statuses map here.

@@ -35,11 +35,24 @@ export const LEDGER_ENTRY_KINDS = {
   payout: { available: 1, lifetime_earned: 1 },
   /** The platform's share of a settled task. */
   fee: { available: 1, lifetime_earned: 1 },
+  /** A solver's unvested pay for a task, taken back from its earnings hold (docs/trust.md, "Escrow and refunds"). */
+  forfeit: { held: -1, lifetime_earned: -1 },
+  /** The platform's share of a refunded task, given back. */
+  fee_return: { available: -1, lifetime_earned: -1 },
+  /** What a client paid for a task proven or judged wrong, given back: at most its capture. */
+  refund: { available: 1, lifetime_spent: -1 },
 } as const satisfies Record<string, Partial<Record<BalanceColumn, 1 | -1>>>;
 
 export type LedgerEntryKind = keyof typeof LEDGER_ENTRY_KINDS;
 const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as LedgerEntryKind[];
 const effectOf = (kind: LedgerEntryKind, column: BalanceColumn): number => (LEDGER_ENTRY_KINDS[kind] as Partial<Record<BalanceColumn, number>>)[column] ?? 0;
+
+/**
+ * The hold of a solver's pay for one task: opened in the transaction that settles the task, released
+ * (`release`) when the pay vests or a quarantine is cleared, forfeited (`refundFromEarnings`) when the
+ * task is refunded.
+ */
+export const heldEarningsId = (taskId: string) => `held:${taskId}`;
 
 /** An entry kind as a statement's value. */
 const kindValue = (kind: LedgerEntryKind) => sql.fragment`${kind}::text`;
@@ -311,6 +324,61 @@ export async function settle(
   });
 }
 
+/** Locks the accounts' balance rows in the one global order settlements take them in. */
+async function lockBalances(tx: Tx, accountIds: readonly string[]): Promise<void> {
+  await tx.query(sql.unsafe`SELECT 1 FROM balances WHERE account_id = ANY(${sql.array([...new Set(accountIds)], 'text')}) ORDER BY account_id FOR UPDATE`);
+}
+
+export type RefundMovement =
+  /** `refunded` went to `accountId` (the task's client): `forfeited` from the solver's hold, `feeReturned` from the platform. */
+  | { applied: true; accountId: string; solverId: string; refunded: string; forfeited: string; feeReturned: string }
+  /** The solver's pay for the task is not held (it vested, was refunded already, or was never escrowed): nothing moves. */
+  | { applied: false };
+
+/**
+ * Refunds a settled task's client from its solver's unvested pay for it, once: the pay held as
+ * `held:<task id>` is forfeited, the platform gives back its fee (as much as its available points
+ * allow), and the client gets both back, never more than the task's capture. Locks the hold, then the
+ * three balance rows in the global order.
+ */
+export async function refundFromEarnings(db: Runner, taskId: string): Promise<RefundMovement> {
+  return inTransaction(db, async (tx) => {
+    const held = await tx.maybeOne(sql.type(z.object({ solver_id: z.string(), client_id: z.string() }))`
+      SELECT h.account_id AS solver_id, t.account_id AS client_id
+      FROM holds h JOIN tasks t ON t.task_id = ${taskId}
+      WHERE h.hold_id = ${heldEarningsId(taskId)} AND h.status = ${HOLD_OPEN}
+      FOR UPDATE OF h`);
+    if (!held) return { applied: false };
+    await lockBalances(tx, [held.solver_id, held.client_id, PLATFORM_ACCOUNT_ID]);
+    // The fee given back is what remains of the capture beyond the forfeited pay, within the fee and the
+    // platform's available points (no balance goes negative); the refund never exceeds the capture.
+    const amounts = await tx.one(sql.type(z.object({ forfeited: z.string(), fee_returned: z.string(), refunded: z.string() }))`
+      SELECT trim_scale(forfeited)::text AS forfeited, trim_scale(fee_returned)::text AS fee_returned,
+             trim_scale(LEAST(charged, forfeited + fee_returned))::text AS refunded
+      FROM (
+        SELECT forfeited, charged, GREATEST(LEAST(fee, charged - forfeited, platform_available), 0) AS fee_returned
+        FROM (
+          SELECT (SELECT remaining FROM holds WHERE hold_id = ${heldEarningsId(taskId)}) AS forfeited,
+                 COALESCE((SELECT amount FROM ledger_entries WHERE idempotency_key = ${kindValue('capture')} || ':' || ${taskId}), 0) AS charged,
+                 COALESCE((SELECT amount FROM ledger_entries WHERE idempotency_key = ${kindValue('fee')} || ':' || ${taskId}), 0) AS fee,
+                 (SELECT available FROM balances WHERE account_id = ${PLATFORM_ACCOUNT_ID}) AS platform_available
+        ) raw
+      ) capped`);
+    const moves: { accountId: string; kind: LedgerEntryKind; amount: string; holdId: string }[] = [
+      { accountId: held.solver_id, kind: 'forfeit', amount: amounts.forfeited, holdId: heldEarningsId(taskId) },
+      { accountId: PLATFORM_ACCOUNT_ID, kind: 'fee_return', amount: amounts.fee_returned, holdId: taskId },
+      { accountId: held.client_id, kind: 'refund', amount: amounts.refunded, holdId: taskId },
+    ];
+    for (const move of moves) {
+      if (/^0*(\.0*)?$/.test(move.amount)) continue;
+      if (!(await appendEntry(tx, { ...move, key: `${move.kind}:${move.holdId}` }))) throw new Error(`${move.kind} of task ${taskId} was written before its hold closed`);
+      await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry(move.kind, sql.fragment`${move.amount}::numeric`)} WHERE account_id = ${move.accountId}`);
+    }
+    await tx.query(sql.unsafe`UPDATE holds SET remaining = 0, status = ${HOLD_SETTLED}, closed_at = now() WHERE hold_id = ${heldEarningsId(taskId)}`);
+    return { applied: true, accountId: held.client_id, solverId: held.solver_id, refunded: amounts.refunded, forfeited: amounts.forfeited, feeReturned: amounts.fee_returned };
+  });
+}
+
 /** Balances recomputed from the entries alone; used to prove the running totals never drift. */
 export async function balanceFromEntries(db: Runner, accountId: string): Promise<Balance> {
   return db.one(sql.type(BalanceRow)`
@@ -324,7 +392,7 @@ export async function balanceFromEntries(db: Runner, accountId: string): Promise
 /**
  * What a whole-ledger audit finds wrong (all zero when exact): accounts whose running balances differ
  * from their entries, go negative or break available + held = deposited + earned − spent; holds left
- * open on finished tasks; holds charged or paid out more than once.
+ * open on finished tasks; holds charged, paid out, forfeited or refunded more than once.
  */
 export async function auditLedger(db: Runner): Promise<{ accountsOff: number; openHoldsOnFinishedTasks: number; doubleMovements: number }> {
   return db.one(sql.type(z.object({ accountsOff: z.number(), openHoldsOnFinishedTasks: z.number(), doubleMovements: z.number() }))`
@@ -338,9 +406,12 @@ export async function auditLedger(db: Runner): Promise<{ accountsOff: number; op
       (SELECT count(*)::int FROM holds h JOIN tasks t ON t.task_id = h.hold_id
        WHERE h.status = ${HOLD_OPEN} AND t.status = ANY(${sql.array(TERMINAL_STATES, 'text')})) AS "openHoldsOnFinishedTasks",
       (SELECT count(*)::int FROM (
-         SELECT hold_id, kind FROM ledger_entries WHERE kind = ANY(${sql.array(['capture', 'payout'] satisfies LedgerEntryKind[], 'text')})
+         SELECT hold_id, kind FROM ledger_entries WHERE kind = ANY(${sql.array(['capture', 'payout', 'forfeit', 'fee_return', 'refund'] satisfies LedgerEntryKind[], 'text')})
          GROUP BY 1, 2 HAVING count(*) > 1) d) AS "doubleMovements"`);
 }
+
+/** The task an entry belongs to: its hold's, or for a solver's pay held until it vests (`held:<task id>`), that task. */
+const ENTRY_TASK_ID = sql.fragment`CASE WHEN e.hold_id LIKE ${heldEarningsId('%')} THEN substr(e.hold_id, ${heldEarningsId('').length + 1}) ELSE e.hold_id END`;
 
 const LedgerEntryRow = z.object({
   entry_id: z.string(),
@@ -373,21 +444,37 @@ export async function ledgerHistory(db: Runner, accountId: string, filter: Ledge
   const conditions = [
     sql.fragment`e.account_id = ${accountId}`,
     ...(filter.kind ? [sql.fragment`e.kind = ${filter.kind}`] : []),
-    ...(filter.taskId ? [sql.fragment`e.hold_id = ${filter.taskId}`] : []),
+    ...(filter.taskId ? [sql.fragment`e.hold_id IN (${filter.taskId}, ${heldEarningsId(filter.taskId)})`] : []),
     ...(filter.createdAfter ? [sql.fragment`e.created_at >= ${filter.createdAfter}::timestamptz`] : []),
     ...(filter.createdBefore ? [sql.fragment`e.created_at < ${filter.createdBefore}::timestamptz`] : []),
     ...(filter.beforeEntryId ? [sql.fragment`e.entry_id < ${filter.beforeEntryId}::bigint`] : []),
   ];
   // One row more than the page tells whether another page follows.
   const rows = await db.any(sql.type(LedgerEntryRow)`
-    SELECT e.entry_id::text AS entry_id, e.kind, trim_scale(e.amount)::text AS amount, e.hold_id AS task_id, t.task_type,
+    SELECT e.entry_id::text AS entry_id, e.kind, trim_scale(e.amount)::text AS amount, ${ENTRY_TASK_ID} AS task_id, t.task_type,
            trim_scale(${entryEffect('available')})::text AS available_change, trim_scale(${entryEffect('held')})::text AS held_change,
            e.created_at
-    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = e.hold_id
+    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = ${ENTRY_TASK_ID}
     WHERE ${sql.join(conditions, sql.fragment` AND `)}
     ORDER BY e.entry_id DESC
     LIMIT ${filter.limit + 1}`);
   return { entries: rows.slice(0, filter.limit), hasMore: rows.length > filter.limit };
+}
+
+/**
+ * Every entry that moved points for one task, on any account (its client's hold, capture and release,
+ * the solver's payout, the platform's fee, and the `held:` hold of a quarantined solver's earnings),
+ * oldest first. Each entry's key is `<kind>:<hold id>`, so the unique index finds them.
+ */
+export async function taskLedger(db: Runner, taskId: string): Promise<readonly (LedgerEntry & { account_id: string })[]> {
+  const keys = ENTRY_KINDS.flatMap((kind) => [`${kind}:${taskId}`, `${kind}:held:${taskId}`]);
+  return db.any(sql.type(LedgerEntryRow.extend({ account_id: z.string() }))`
+    SELECT e.entry_id::text AS entry_id, e.account_id, e.kind, trim_scale(e.amount)::text AS amount, ${taskId}::text AS task_id, t.task_type,
+           trim_scale(${entryEffect('available')})::text AS available_change, trim_scale(${entryEffect('held')})::text AS held_change,
+           e.created_at
+    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = ${taskId}
+    WHERE e.idempotency_key = ANY(${sql.array(keys, 'text')})
+    ORDER BY e.entry_id`);
 }
 
 const SummaryRow = z.object({
@@ -414,10 +501,10 @@ export async function ledgerSummary(db: Runner, accountId: string, range: { crea
   const amounts = ENTRY_KINDS.map((kind) => sql.fragment`${kind}::text, trim_scale(COALESCE(SUM(e.amount) FILTER (WHERE e.kind = ${kind}), 0))::text`);
   return db.any(sql.type(SummaryRow)`
     SELECT to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, t.task_type,
-           count(DISTINCT e.hold_id)::int AS tasks, count(*)::int AS entries,
+           count(DISTINCT ${ENTRY_TASK_ID})::int AS tasks, count(*)::int AS entries,
            json_build_object(${sql.join(amounts, sql.fragment`, `)}) AS amounts,
            trim_scale(${effectSum('available')})::text AS available_change, trim_scale(${effectSum('held')})::text AS held_change
-    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = e.hold_id
+    FROM ledger_entries e LEFT JOIN tasks t ON t.task_id = ${ENTRY_TASK_ID}
     WHERE ${sql.join(conditions, sql.fragment` AND `)}
     GROUP BY 1, 2
     ORDER BY 1 DESC, 2 NULLS FIRST`);

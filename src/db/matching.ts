@@ -29,11 +29,17 @@ export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId
  * The solvers that may take a task of this type: a capability for it, connected (not draining) to a live API node, not
  * excluded, trusted with client work (src/trust/reputation.ts), and (chat) strong-tier for one of the allowed
  * models. A canary (`canaryFor`) goes to its one solver instead, on probation or not, unless quarantined.
+ * A task that asks for a `country` goes only to capabilities that declare it (a value, or an expression
+ * that reads it from the task's row).
  * `FROM … WHERE …`, with the capability as `c`, its connection as `sc`, the solver's record as `s` and its
  * reputation for the task type as `rep`.
  */
-export function eligibleSolvers(taskType: string, options: { strongModels?: string[]; excludedSolverIds?: string[]; canaryFor?: string } = {}) {
+export function eligibleSolvers(
+  taskType: string,
+  options: { strongModels?: string[]; excludedSolverIds?: string[]; canaryFor?: string; country?: string | null | ReturnType<typeof sql.fragment> } = {},
+) {
   const strongOnly = options.strongModels !== undefined;
+  const country = typeof options.country === 'object' && options.country !== null ? options.country : sql.fragment`${options.country ?? null}::text`;
   const trust = options.canaryFor === undefined ? trusted('c') : sql.fragment`c.solver_id = ${options.canaryFor} AND NOT ${quarantined(sql.fragment`c.solver_id`)}`;
   return sql.fragment`
     FROM solver_capabilities c
@@ -44,6 +50,7 @@ export function eligibleSolvers(taskType: string, options: { strongModels?: stri
     WHERE c.task_type = ${taskType}
       AND NOT (c.solver_id = ANY(${sql.array(options.excludedSolverIds ?? [], 'text')}))
       AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))
+      AND (${country} IS NULL OR c.country = ${country})
       AND ${trust}`;
 }
 
@@ -56,6 +63,7 @@ const fitsWaiting = () => sql.fragment`
   q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), sql.fragment`q.max_price_points`)}
   AND NOT (c.solver_id = ANY(q.excluded_solver_ids))
   AND (q.strong_models IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(q.strong_models)))
+  AND NOT EXISTS (SELECT 1 FROM tasks qt WHERE qt.task_id = q.task_id AND qt.country IS NOT NULL AND c.country IS DISTINCT FROM qt.country)
   AND CASE WHEN q.canary_for IS NULL THEN ${trusted('c')} ELSE c.solver_id = q.canary_for AND NOT ${quarantined(sql.fragment`c.solver_id`)} END`;
 
 /** Attempts still running above a lowered max_concurrent of capability `c`: it gets nothing until they end. */
@@ -198,6 +206,8 @@ export interface ReserveAttemptInput {
 
 export interface ReservationInput extends ReserveAttemptInput {
   attemptId: string;
+  /** The country the task must be fetched from: a value, or an expression reading the task's row. */
+  country: string | null | ReturnType<typeof sql.fragment>;
   /** The strict order the client asked for (a text value or NULL: work shared among equal offers). */
   sort: ReturnType<typeof sql.fragment>;
   /** A further condition on reserving at all. */
@@ -250,7 +260,7 @@ const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
  * canary overtakes: its solver's free slot is its own first (docs/trust.md).
  */
 export function reservationSteps(input: ReservationInput) {
-  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor });
+  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor, country: input.country });
   const figures = input.figures ?? figuresOf();
   return sql.fragment`
     offers AS MATERIALIZED (
@@ -423,6 +433,7 @@ const WaitingRow = z.object({
   max_price_prompt: z.string().nullable(),
   max_price_completion: z.string().nullable(),
   max_price_request: z.string().nullable(),
+  country: z.string().nullable(),
   payload: z.record(z.any()),
   deadline_ms: z.number(),
 });
@@ -453,7 +464,7 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
       // for this handoff, or is skipped here, and neither waits for the other.
       const head = await tx.maybeOne(sql.type(WaitingRow)`
         SELECT q.task_id, q.task_type, q.attempt_number, trim_scale(q.max_price_points)::text AS max_price_points, q.strong_models,
-               q.excluded_solver_ids, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.payload,
+               q.excluded_solver_ids, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.country, t.payload,
                q.estimate_prompt_tokens, q.estimate_completion_tokens, q.max_price_prompt::text, q.max_price_completion::text, q.max_price_request::text,
                (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms
         FROM task_queue q JOIN tasks t ON t.task_id = q.task_id
@@ -508,6 +519,7 @@ async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise
         maxPriceCompletion: head.max_price_completion,
         maxPriceRequest: head.max_price_request,
       }),
+      country: head.country,
     })}, assigned AS (
       UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
       FROM reserved r WHERE task_id = ${head.task_id} AND status = ANY(${ACTIVE})

@@ -21,9 +21,11 @@ const CapabilityRow = z.object({
   completion_cost: z.string(),
   min_price_points: z.string(),
   max_concurrent: z.number(),
+  country: z.string().nullable(),
   active_attempts: z.number(),
 });
-export type CapabilityRecord = z.infer<typeof CapabilityRow>;
+/** A capability as its solver registered it; `country` only when declared. */
+export type CapabilityRecord = Omit<z.infer<typeof CapabilityRow>, 'country'> & { country?: string };
 
 const decimal = (value: number | string) => String(value);
 
@@ -47,16 +49,16 @@ export async function replaceCapabilities(
     for (const capability of capabilities) {
       await tx.query(sql.unsafe`
         INSERT INTO solver_capabilities
-          (solver_id, task_type, tier, billing_type, fulfillment_path, provider_name, model_name, marginal_cost, prompt_cost, completion_cost, min_price_points, max_concurrent)
+          (solver_id, task_type, tier, billing_type, fulfillment_path, provider_name, model_name, marginal_cost, prompt_cost, completion_cost, min_price_points, max_concurrent, country)
         VALUES (${solverId}, ${capability.task_type}, ${capability.tier}, ${capability.billing_type}, ${capability.fulfillment_path},
                 ${capability.provider_name}, ${capability.model_name}, ${decimal(capability.marginal_cost)}::numeric,
                 ${decimal(capability.prompt_cost ?? capability.marginal_cost)}::numeric, ${decimal(capability.completion_cost ?? capability.marginal_cost)}::numeric,
-                ${decimal(capability.min_price_points)}::numeric, ${capability.max_concurrent})
+                ${decimal(capability.min_price_points)}::numeric, ${capability.max_concurrent}, ${capability.country ?? null}::text)
         ON CONFLICT (solver_id, task_type, model_name) DO UPDATE SET
           tier = EXCLUDED.tier, billing_type = EXCLUDED.billing_type, fulfillment_path = EXCLUDED.fulfillment_path,
           provider_name = EXCLUDED.provider_name, marginal_cost = EXCLUDED.marginal_cost,
           prompt_cost = EXCLUDED.prompt_cost, completion_cost = EXCLUDED.completion_cost,
-          min_price_points = EXCLUDED.min_price_points, max_concurrent = EXCLUDED.max_concurrent, updated_at = now()`);
+          min_price_points = EXCLUDED.min_price_points, max_concurrent = EXCLUDED.max_concurrent, country = EXCLUDED.country, updated_at = now()`);
       // Slots 1..max_concurrent exist; free ones above it go (matching offers none of those).
       await tx.query(sql.unsafe`
         WITH added AS (
@@ -82,11 +84,11 @@ export async function listCapabilities(db: Db, solverId: string): Promise<Capabi
     SELECT task_type, tier, billing_type, fulfillment_path, provider_name, model_name,
            trim_scale(marginal_cost)::text AS marginal_cost, trim_scale(prompt_cost)::text AS prompt_cost,
            trim_scale(completion_cost)::text AS completion_cost, trim_scale(min_price_points)::text AS min_price_points,
-           max_concurrent,
+           max_concurrent, country,
            (SELECT count(*)::int FROM solver_slots sl
             WHERE (sl.solver_id, sl.task_type, sl.model_name) = (c.solver_id, c.task_type, c.model_name) AND sl.attempt_id IS NOT NULL) AS active_attempts
     FROM solver_capabilities c WHERE solver_id = ${solverId} ORDER BY task_type, model_name`);
-  return [...rows];
+  return rows.map(({ country, ...record }) => (country ? { ...record, country } : record));
 }
 
 export async function heartbeatNode(db: Db, nodeId: string): Promise<void> {
@@ -139,7 +141,7 @@ export async function removeConnection(db: Db, input: { solverId: string; connec
 }
 
 /** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
-export async function countOnlineSolvers(db: Db, taskType: string, options: { strongModels?: string[] } = {}): Promise<number> {
+export async function countOnlineSolvers(db: Db, taskType: string, options: { strongModels?: string[]; country?: string } = {}): Promise<number> {
   return db.oneFirst(sql.type(z.object({ count: z.number() }))`
     SELECT count(DISTINCT c.solver_id)::int AS count ${eligibleSolvers(taskType, options)}`);
 }

@@ -1,7 +1,8 @@
 import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { recordAttemptReassigned, recordTaskFinished } from '../metrics/metrics';
-import { WEB_TASK_TYPES, type RoutingSort } from '../schemas/domain';
+import { TOKEN_BILLED_TASK_TYPES, WEB_TASK_TYPES, type RoutingSort } from '../schemas/domain';
+import type { MeteredUsage } from '../chat/usage';
 import { withSafetyVerdict } from '../safety/results';
 import {
   ATTEMPT_OUTCOME_TABLE,
@@ -16,7 +17,9 @@ import {
   type ActiveState,
   TARGET_FAILURE_VERDICTS,
   type TargetFailureVerdict,
+  VERIFICATION_STATES,
 } from '../tasks/lifecycle';
+import { verificationColumn } from './verification';
 import { cappedCharge, HOLD_OPEN, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, raiseHoldSteps, release, settle, taskCostColumns } from './ledger';
 import {
   ACTIVE,
@@ -47,8 +50,10 @@ import {
 } from './matching';
 import type { Db } from './pool';
 import { quarantined, recordOutcomeStep } from '../trust/reputation';
-import { holdEarningsIn, judgeCanaryIn } from '../trust/canaries';
+import { judgeCanaryIn } from '../trust/canaries';
+import { escrowed, holdEarningsIn } from '../trust/escrow';
 import { sampleRedundantRunIn } from '../trust/redundant';
+import { recordUsageInflationIn } from '../trust/usage-inflation';
 import { claimFailures, contradictTargetClaimsIn, judgeTargetClaimSteps, type TargetClaim } from '../trust/target-failures';
 import { accountWebhookStep, DueRow, webhookOutboxSteps, type DueDelivery } from './webhooks';
 import { isKeySpendLimitReached, keySpendLookup, keySpendOf, keySpendStep, returnKeySpend, type KeySpend } from './key-spend';
@@ -125,8 +130,14 @@ export const TASK_SUMMARY_COLUMNS = sql.fragment`
   created_at, updated_at, completed_at`;
 const TASK_COLUMNS = sql.fragment`${TASK_SUMMARY_COLUMNS}, result`;
 
-/** What a task held and was charged (`taskCostColumns`). */
-export const TaskCostRow = z.object({ held_points: z.string().nullable(), estimated_price_points: z.string().nullable(), hold_status: z.string().nullable(), charged_points: z.string() });
+/** What a task held and was charged (`taskCostColumns`), and what is known of its result (`verificationColumn`). */
+export const TaskCostRow = z.object({
+  held_points: z.string().nullable(),
+  estimated_price_points: z.string().nullable(),
+  hold_status: z.string().nullable(),
+  charged_points: z.string(),
+  verification: z.enum(VERIFICATION_STATES),
+});
 export type TaskCost = z.infer<typeof TaskCostRow>;
 
 export interface TaskRecord extends Omit<TaskRow, 'account_id'>, TaskCost {
@@ -175,6 +186,8 @@ export interface NewTask {
    * of the maximum (docs/queue.md, "What a chat pays").
    */
   figures?: RequestFigures;
+  /** The country the task must be fetched from: only capabilities that declare it take it, every attempt. */
+  country?: string;
 }
 
 // Retry-After of a refusal is at least this, and at most a minute.
@@ -213,7 +226,8 @@ export type CreateTaskOutcome =
 export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateTaskOutcome> {
   const attemptId = attemptIdFor(task.taskId, 1);
   const requireOnline = task.match?.requireOnline ?? false;
-  const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels });
+  const country = task.country ?? null;
+  const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels, country });
   const hasBalance = sql.fragment`EXISTS (SELECT 1 FROM balances WHERE account_id = ${task.accountId})`;
   const entry = {
     taskId: task.taskId,
@@ -255,13 +269,15 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         arrival: sql.fragment`now()`,
         sort: sql.fragment`${entry.routingSort}::text`,
         figures,
+        country,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort,
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort, country,
                            ${FIGURE_COLUMNS}, price_cap_points)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${held},
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
                ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text,
+               ${country}::text,
                ${figures.promptTokens}, ${figures.completionTokens}, ${figures.maxPricePrompt}, ${figures.maxPriceCompletion}, ${figures.maxPriceRequest},
                ${task.figures ? task.maxPricePoints : null}::numeric
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
@@ -370,7 +386,7 @@ export async function getTaskRecord(db: Runner, taskId: string, accountId?: stri
   // One round trip: the attempts come along as JSON, their times in the same ISO 8601 form as the task's.
   const iso = (column: string) => sql.fragment`to_char(${sql.identifier(['ta', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
   const row = await db.maybeOne(sql.type(TaskRow.merge(TaskCostRow).extend({ attempts: z.array(AttemptRow), queue: QueuePlace.nullable() }))`
-    SELECT ${TASK_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)},
+    SELECT ${TASK_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)}, ${verificationColumn(sql.fragment`tasks.task_id`)},
       (SELECT json_build_object(
                 -- Among client tasks: canaries and runs waiting behind clients are the platform's.
                 'position', (SELECT count(*)::int FROM task_queue a WHERE a.task_type = q.task_type AND (a.arrival, a.task_id) <= (q.arrival, q.task_id) AND ${clientWaiting('a')}),
@@ -430,7 +446,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     ), waiting AS (
       SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
     ), task AS (
-      SELECT created_at, workflow_id, timeout_seconds, routing_sort, ${FIGURE_COLUMNS}, account_id, max_price_points, price_cap_points, key_spend_period
+      SELECT created_at, workflow_id, timeout_seconds, routing_sort, country, ${FIGURE_COLUMNS}, account_id, max_price_points, price_cap_points, key_spend_period
       FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
@@ -440,6 +456,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
       sort: sql.fragment`(SELECT routing_sort FROM task)`,
       figures: figuresFrom('task'),
       ceiling,
+      country: sql.fragment`(SELECT country FROM task)`,
     })}, ${raiseHoldSteps(sql.fragment`
       SELECT h.hold_id, h.account_id, r.estimated_price_points - h.amount AS extra, ${attemptId}::text AS raise_id
       FROM reserved r JOIN holds h ON h.hold_id = ${input.taskId} AND h.status = ${HOLD_OPEN}
@@ -469,7 +486,12 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const handoffs = row.queued ? await handOnSlots(db, [input.taskType], { knownWaiting: true }) : [];
   const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
   if (own) return { assignment: own.assignment, handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)) };
-  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor });
+  const eligible = eligibleSolvers(input.taskType, {
+    strongModels: input.strongModels,
+    excludedSolverIds: input.excludedSolverIds,
+    canaryFor: input.canaryFor,
+    country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${input.taskId})`,
+  });
   // A run behind client tasks waits for no solver that its price cap keeps from it; nor does a chat.
   const priceFits = input.behindClientTasks
     ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric`
@@ -588,8 +610,11 @@ export async function closeAttempt(db: Db, input: AttemptEnd): Promise<{ closed:
 }
 
 export type Completion =
-  /** A solver's validated result for its (still open) attempt. */
-  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown> }
+  /**
+   * A solver's validated result for its (still open) attempt; a chat's with its metered usage, whose
+   * billed tokens are what a per_token offer charges (src/chat/usage.ts).
+   */
+  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage }
   | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
 
 /** How a task ends: with a result (settled at its price), or without one (its hold released). */
@@ -650,11 +675,18 @@ async function completeIn(
   ended: Ended,
 ): Promise<FinishOutcome> {
   const { completion } = input;
-  const usage = completion.kind === 'attempt' && isRecord(completion.result.usage) ? completion.result.usage : {};
+  const metered = completion.kind === 'attempt' ? completion.usage : undefined;
+  // A reported total below the billed counts is billed as reported: prompt tokens first, then completion.
+  const billed = metered?.billed ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const chargedPrompt = Math.min(billed.prompt_tokens, billed.total_tokens);
+  const charged = { prompt: chargedPrompt, completion: Math.min(billed.completion_tokens, billed.total_tokens - chargedPrompt) };
   // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
-  // per_request: the matched price; per_token: min_price_points + prompt rate × prompt_tokens / 1000 +
-  // completion rate × completion_tokens / 1000 (an attempt from before the rates: marginal_cost × the
-  // total), which settle caps at the hold. Exact NUMERIC arithmetic, from the usage the solver reported.
+  // per_request: the matched price; per_token (chat only): min_price_points + prompt rate × billed
+  // prompt_tokens / 1000 + completion rate × billed completion_tokens / 1000 (an attempt from before the
+  // rates: marginal_cost × billed total_tokens / 1000), which settle caps at the hold. Billed is the
+  // smaller of the solver's report and the bound of what the service counted; a chat not metered bills
+  // no tokens. A per_token offer of another task type (refused at registration) is charged its
+  // min_price_points. Exact NUMERIC arithmetic.
   const task = await tx.one(sql.type(
     z.object({
       status: TaskStateColumn,
@@ -671,15 +703,12 @@ async function completeIn(
     SELECT t.status, t.account_id, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan, ta.solver_id,
       t.key_spend_period IS NOT NULL AS key_limited,
       ta.solver_id IS NOT NULL AND ${quarantined(sql.fragment`ta.solver_id`)} AS quarantined,
-      CASE ta.billing_type
-        WHEN 'per_token' THEN ta.price_points + CASE WHEN ta.prompt_cost IS NULL THEN ta.marginal_cost * COALESCE(
-          (u.usage ->> 'total_tokens')::numeric,
-          COALESCE((u.usage ->> 'prompt_tokens')::numeric, 0) + COALESCE((u.usage ->> 'completion_tokens')::numeric, 0)) / 1000
-          ELSE (ta.prompt_cost * COALESCE((u.usage ->> 'prompt_tokens')::numeric, 0) + ta.completion_cost * COALESCE((u.usage ->> 'completion_tokens')::numeric, 0)) / 1000 END
+      CASE WHEN ta.billing_type = 'per_token' AND t.task_type = ANY(${sql.array([...TOKEN_BILLED_TASK_TYPES], 'text')})
+        THEN ta.price_points + CASE WHEN ta.prompt_cost IS NULL THEN ta.marginal_cost * ${billed.total_tokens}::numeric / 1000
+          ELSE (ta.prompt_cost * ${charged.prompt}::numeric + ta.completion_cost * ${charged.completion}::numeric) / 1000 END
         ELSE ta.price_points
       END::text AS price
     FROM tasks t JOIN accounts a USING (account_id)
-      CROSS JOIN (SELECT ${sql.jsonb(usage as never)} AS usage) u
       LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
     WHERE t.task_id = ${taskId} FOR UPDATE OF t`);
   ended.type = task.task_type;
@@ -710,7 +739,8 @@ async function completeIn(
   }
   // Web results are scanned once, where they are stored, so polling, the convenience responses and the
   // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
-  let result = completion.result;
+  // A chat's stored result shows the usage it was billed for.
+  let result = metered ? { ...completion.result, usage: metered.billed } : completion.result;
   if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
   // The row is finished before the settlement, so that the balance rows the settlement locks (the
   // client's, which a new task of the same account waits for, and the platform's, which every settlement
@@ -726,14 +756,14 @@ async function completeIn(
   const settled = await settle(tx, { holdId: taskId, price, solverId, feePercent: input.feePercent });
   // The key's spend keeps the charge; the rest of the hold is given back to it as to the account.
   if (settled.applied && task.key_limited) await returnKeySpend(tx, taskId, sql.fragment`${task.max_price_points}::numeric - ${settled.charged}::numeric`);
-  // A quarantined solver's earnings are held for an admin (docs/trust.md).
-  if (settled.applied && completion.kind === 'attempt' && (task.quarantined || verdict === 'failed')) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
+  // A usage report above its bound is evidence against the solver, and may quarantine it (docs/trust.md).
+  const inflation = settled.applied && metered?.inflated ? await recordUsageInflationIn(tx, { taskId, solverId, taskType: task.task_type, usage: metered }) : null;
+  // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
+  if (settled.applied && completion.kind === 'attempt' && (escrowed() || task.quarantined || verdict === 'failed' || inflation?.quarantined)) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
   // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
   if (settled.applied && completion.kind === 'attempt') await sampleRedundantRunIn(tx, { taskId, taskType: task.task_type, accountId: task.account_id, solverId });
   return { applied: true, status: 'completed' };
 }
-
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** Ends a task without a result (failed or timed out): releases its whole hold. */
 async function failIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, freed: FreedSlots, ended: Ended): Promise<Finished> {

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { TERMINAL_STATES, type TerminalState } from '../tasks/lifecycle';
+import { REFUNDED_EVENT, WEBHOOK_EVENTS, type TerminalState, type WebhookEvent } from '../tasks/lifecycle';
 import { newSecret } from '../webhooks/signature';
 import type { Db } from './pool';
 
@@ -12,9 +12,8 @@ import type { Db } from './pool';
  * whose claimer died, is sent on by a Temporal workflow until it is accepted or its time is up.
  */
 
-/** The events a webhook can ask for: a task's terminal states. */
-export const WEBHOOK_EVENTS = TERMINAL_STATES;
-export type WebhookEvent = TerminalState;
+/** The events a webhook can ask for: a task's terminal states, and its refund. */
+export { WEBHOOK_EVENTS, type WebhookEvent };
 
 export const DELIVERY_STATES = ['pending', 'delivered', 'failed'] as const;
 export type DeliveryState = (typeof DELIVERY_STATES)[number];
@@ -90,7 +89,22 @@ export function webhookOutboxSteps(status: TerminalState) {
     )`;
 }
 
-const EventColumn = z.enum(TERMINAL_STATES as [TerminalState, ...TerminalState[]]);
+/**
+ * Writes the `refunded` delivery of a refunded task, when its subscription wants it, and returns it
+ * (the refunding transaction's committer makes its first attempt).
+ */
+export async function refundedDeliveryIn(tx: Runner, taskId: string): Promise<DueDelivery[]> {
+  const due = await tx.any(sql.type(DueRow)`
+    INSERT INTO webhook_deliveries (delivery_id, task_id, event)
+    -- The form of deliveryIdOf.
+    SELECT 'whd_' || w.task_id || '_' || ${REFUNDED_EVENT}::text, w.task_id, ${REFUNDED_EVENT}::text
+    FROM task_webhooks w WHERE w.task_id = ${taskId} AND ${REFUNDED_EVENT}::text = ANY(w.events)
+    ON CONFLICT (task_id, event) DO NOTHING
+    RETURNING task_id, event`);
+  return [...due];
+}
+
+const EventColumn = z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]);
 export const DueRow = z.object({ task_id: z.string(), event: EventColumn });
 export type DueDelivery = z.infer<typeof DueRow>;
 

@@ -1,6 +1,7 @@
 import { DeltaForwarder } from '../chat/delta-forwarder';
 import { MessageAssembler } from '../chat/openai-format';
 import type { ChatRelay } from '../chat/relay';
+import { countedChunks, DeliveredTokens } from '../chat/usage';
 import type { Handoff } from '../db/matching';
 import type { Logger } from '../logger';
 import { recordEarlyAttempt } from '../metrics/metrics';
@@ -39,6 +40,8 @@ export interface EarlyAttempt {
    * the rest as they come; the activity stores the assembled message with the result.
    */
   assembled?: MessageAssembler;
+  /** Chat: the tokens of its prompt and of the deltas it delivered, which bound its billed usage. */
+  delivered?: DeliveredTokens;
 }
 
 interface Entry extends EarlyAttempt {
@@ -82,6 +85,7 @@ export class EarlyAttempts {
     if (this.entries.has(request.attemptId) || hub.isRunning(request.solverId, request.attemptId)) return false;
     const deltas = request.stream ? new DeltaForwarder(this.deps, request.stream, request.attemptId) : undefined;
     const assembled = !request.stream && request.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
+    const delivered = request.taskType === CHAT_TASK_TYPE ? new DeliveredTokens(request.payload) : undefined;
     const controller = new AbortController();
     const result = hub.runAttempt({
       solverId: request.solverId,
@@ -92,7 +96,7 @@ export class EarlyAttempts {
       deadline: request.deadline,
       acceptTimeoutMs: request.acceptTimeoutMs,
       signal: controller.signal,
-      onChunk: deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta))),
+      onChunk: countedChunks(delivered, deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta)))),
     });
     // Its failure is the adopting activity's to report; until then it must not count as unhandled.
     result.catch(() => undefined);
@@ -106,6 +110,7 @@ export class EarlyAttempts {
       result,
       deltas,
       assembled,
+      delivered,
       controller,
       occasion: request.occasion,
       forget: () => {
@@ -153,7 +158,7 @@ export class EarlyAttempts {
     recordEarlyAttempt(entry.occasion, 'taken_over');
     if (cancelled.aborted) entry.controller.abort();
     else cancelled.addEventListener('abort', () => entry.controller.abort(), { once: true });
-    return { result: entry.result, deltas: entry.deltas, assembled: entry.assembled };
+    return { result: entry.result, deltas: entry.deltas, assembled: entry.assembled, delivered: entry.delivered };
   }
 
   /** Cancels an attempt no activity has taken over: its client went away, or its workflow gave it up or is gone. */

@@ -10,8 +10,10 @@ import { installRateLimit } from './rate-limit';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { chatRoutes, OPENAI_PATHS, openAiErrorDialect } from './routes/chat';
+import { crawlRoutes } from './routes/crawl';
 import { COMPAT_SCRAPER_PREFIX, compatRoutes, FIRECRAWL_V2_ROOT, firecrawlErrorDialect } from './routes/compat';
-import { canaryRoutes } from './routes/canary';
+import { consoleRoutes } from './routes/console';
+import { canarySites } from './routes/canary';
 import { healthRoutes } from './routes/health';
 import { limitRoutes } from './routes/limits';
 import { modelRoutes } from './routes/models';
@@ -34,6 +36,8 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   const addresses = new AddressLimits({ db: deps.db, config: deps.config });
   // X-Forwarded-For is believed only from the proxies TRUST_PROXY names; req.ip is the socket's peer otherwise.
   app.set('trust proxy', addresses.trusted);
+  // Canary host names are websites, not the API: they are answered before any of the API's middleware.
+  app.use(canarySites(deps));
   app.use(httpMetrics());
   installRateLimit(app, { db: deps.db, limitPerMinute: deps.config.rateLimitPerMinute, addresses });
   app.use(requestContext(deps.logger));
@@ -47,8 +51,8 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
     res.type('html').send(DOCS_PAGE);
   });
 
+  app.use(consoleRoutes());
   app.use(healthRoutes(deps));
-  app.use(canaryRoutes(deps));
   app.use(metricsRoutes({ metricsToken: deps.config.metricsToken, adminApiKey: deps.config.adminApiKey }));
   app.use(accountRoutes(deps));
   app.use(modelRoutes(deps));
@@ -59,6 +63,7 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   app.use(solverToolRoutes(deps));
   app.use(chatRoutes(deps));
   app.use(compatRoutes(deps));
+  app.use(crawlRoutes(deps));
   for (const router of extraRouters) app.use(router);
 
   app.use(notFound);

@@ -5,6 +5,7 @@ import type { AttemptStops } from '../dispatch/attempt-stops';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
+import type { MarketEvents } from './market-events';
 import type { DomainGuard } from '../policy/guard';
 import type { HandoffSender } from '../tasks/handoffs';
 import type { TaskService } from '../tasks/service';
@@ -29,4 +30,6 @@ export interface AppDeps {
   stops: AttemptStops;
   /** The domain policy in force on this node (reloaded on every node together). */
   domainPolicy: DomainGuard;
+  /** The console's live feed of queue snapshots and task endings (GET /v1/admin/events). */
+  market: MarketEvents;
 }

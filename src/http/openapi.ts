@@ -32,7 +32,7 @@ interface RouteDoc {
   /** The error types the route's own code answers. */
   errors?: ErrorType[];
   /** The success answer when it is not JSON only. */
-  success?: 'png' | 'sse' | 'websocket' | 'prometheus';
+  success?: 'png' | 'sse' | 'websocket' | 'prometheus' | 'events';
   /** Convenience routes name their task in X-Task-Id. */
   taskHeader?: boolean;
   /** Errors in Firecrawl's shape and statuses (src/compat/firecrawl.ts). */
@@ -48,8 +48,10 @@ const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_
 /** A convenience or compatibility route that takes an Idempotency-Key. */
 const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', ...RUNS_TASK];
 const CHAT: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
-/** Firecrawl v2 and search: a format or source this service does not produce is refused before anything is held. */
-const FIRECRAWL_V2: ErrorType[] = ['unsupported_format', 'domain_blocked', ...IDEMPOTENT_RUN];
+/** Firecrawl scrape: a format, option or action this service does not serve is refused before anything is held. */
+const FIRECRAWL_SCRAPE: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN];
+/** v1 names its formats in the request schema: an unserved one is a 422 there. */
+const FIRECRAWL_SCRAPE_V1: ErrorType[] = FIRECRAWL_SCRAPE.filter((type) => type !== 'unsupported_format');
 const TRUST_MODE = { 'X-Service-Trust-Mode': 'standard (default) or strict' };
 /** The same key with the same operation and body answers the first request's task(s); with another, 422 idempotency_key_reused. */
 const idempotent = (first: string) => ({
@@ -61,12 +63,40 @@ const SCRAPE_KEY = { ...idempotent('answers with the first scrape\'s tasks'), 'X
 const SEARCH_KEY = { ...idempotent('answers with the first search\'s task'), 'X-Idempotency-Key': 'The same as Idempotency-Key (Firecrawl\'s SDKs send it)' };
 const ModelParams = z.object({ model: z.string().openapi({ description: 'service/strong or strong' }) });
 
+/** Crawl, batch scrape and map (docs/crawl.md): v2 at the compatibility prefix and at /v2, v1 at the prefix. */
+function crawlRouteDocs(): RouteDoc[] {
+  const START: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'service_unavailable'];
+  const JOB: ErrorType[] = ['job_not_found'];
+  const both = (path: string) => [`/v1/compat/scraper/v2${path}`, `/v2${path}`];
+  const docs: RouteDoc[] = [];
+  const add = (paths: string[], doc: Omit<RouteDoc, 'path' | 'tag' | 'auth' | 'firecrawl'>) => {
+    for (const path of paths) docs.push({ ...doc, path, tag: 'compatibility', auth: 'bearer', firecrawl: true });
+  };
+  const params = bodies.JobIdParams;
+  add(both('/crawl'), { method: 'post', summary: 'Firecrawl v2 crawl: starts a crawl workflow whose pages are proxy_fetch tasks (robots.txt obeyed, the domain policy applied to every URL)', body: bodies.CrawlV2Body, errors: START });
+  add(['/v1/compat/scraper/v1/crawl'], { method: 'post', summary: 'Firecrawl v1 crawl (the same job, v1 option names)', body: bodies.CrawlV1Body, errors: START });
+  add([...both('/crawl/active'), '/v1/compat/scraper/v1/crawl/active'], { method: 'get', summary: 'The account\'s crawls still running' });
+  for (const [prefix, job] of [['/v2/crawl', 'crawl'], ['/v2/batch/scrape', 'batch scrape'], ['/v1/crawl', 'crawl or batch scrape'], ['/v1/batch/scrape', 'batch scrape']] as const) {
+    const paths = prefix.startsWith('/v2') ? both(prefix.slice(3)) : [`/v1/compat/scraper${prefix}`];
+    add(paths.map((path) => `${path}/{id}`), { method: 'get', summary: `A ${job}'s status, counts, cost and documents, paged by \`next\` (skip, limit)`, params, query: queries.CrawlStatusQuery, errors: JOB });
+    add(paths.map((path) => `${path}/{id}`), { method: 'delete', summary: `Cancel a ${job}: pending pages stop at once, running pages' tasks are cancelled; only pages done are charged`, params, errors: JOB });
+    add(paths.map((path) => `${path}/{id}/errors`), { method: 'get', summary: `A ${job}'s failed pages and the URLs robots.txt kept it from`, params, errors: JOB });
+  }
+  add(['/v1/compat/scraper/v1/crawl/{id}/errors'], { method: 'delete', summary: 'The same errors, at the method firecrawl-js 1.x uses', params, errors: JOB });
+  add(both('/batch/scrape'), { method: 'post', summary: 'Firecrawl v2 batch scrape: a list of URLs as one job (pages are proxy_fetch tasks)', body: bodies.BatchScrapeV2Body, errors: START });
+  add(['/v1/compat/scraper/v1/batch/scrape'], { method: 'post', summary: 'Firecrawl v1 batch scrape', body: bodies.BatchScrapeV1Body, errors: START });
+  const MAP: ErrorType[] = ['domain_blocked', ...RUNS_TASK];
+  add(both('/map'), { method: 'post', cost: true, summary: 'Firecrawl v2 map: the site\'s URLs from its sitemaps and the start page\'s links (one proxy_fetch task)', body: bodies.MapBody, errors: MAP });
+  add(['/v1/compat/scraper/v1/map'], { method: 'post', cost: true, summary: 'Firecrawl v1 map (links as strings)', body: bodies.MapBody, errors: MAP });
+  return docs;
+}
+
 export const ROUTES: RouteDoc[] = [
   { method: 'get', path: '/health', summary: 'Liveness', tag: 'health', auth: 'none', response: StringMap },
   { method: 'get', path: '/metrics', summary: 'Prometheus figures of this node (text exposition format), for METRICS_TOKEN or the admin key (docs/metrics.md)', tag: 'health', auth: 'metrics', success: 'prometheus' },
   { method: 'post', path: '/v1/register', summary: 'Register an account; returns account_id and api_key (shown once); REGISTER_LIMIT_PER_HOUR per client address', tag: 'account', auth: 'none', response: StringMap, errors: ['rate_limited'] },
   { method: 'get', path: '/v1/profile', summary: 'The calling account', tag: 'account', auth: 'bearer' },
-  { method: 'get', path: '/v1/balance', summary: 'Points balance', tag: 'account', auth: 'bearer', response: StringMap },
+  { method: 'get', path: '/v1/balance', summary: 'Points balance, and a solver\'s earnings not vested yet', tag: 'account', auth: 'bearer', response: responseSchemas.Balance },
   { method: 'get', path: '/v1/account/ledger', summary: 'Every entry that moved the account\'s points, newest first, paged by cursor', tag: 'account', auth: 'bearer', query: queries.LedgerHistoryQuery, response: responseSchemas.LedgerPage },
   { method: 'get', path: '/v1/account/ledger/summary', summary: 'The account\'s ledger summed by UTC day and task type', tag: 'account', auth: 'bearer', query: queries.LedgerSummaryQuery, response: responseSchemas.LedgerSummary },
   { method: 'post', path: '/v1/account/keys', summary: 'Create a named API key (the key is shown once), optionally with a spend limit per UTC day or in total', tag: 'account', auth: 'bearer', body: bodies.CreateApiKeyBody, response: responseSchemas.CreatedApiKey, errors: ['restricted_api_key'] },
@@ -92,16 +122,18 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/inference/chat/completions', cost: true, summary: 'Temporary alias of /v1/chat/completions', tag: 'inference', auth: 'bearer', body: bodies.ChatCompletionBody, headers: TRUST_MODE, errors: CHAT, success: 'sse', openai: true },
   { method: 'get', path: '/v1/models', summary: 'Public models', tag: 'inference', auth: 'none', openai: true },
   { method: 'get', path: '/v1/models/{model}', summary: 'A model descriptor (service/strong or strong)', tag: 'inference', auth: 'none', params: ModelParams, errors: ['model_not_found'], openai: true },
-  { method: 'post', path: '/v1/compat/scraper/scrape', cost: true, summary: 'Firecrawl v1 compatible scrape', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: ['domain_blocked', ...IDEMPOTENT_RUN], firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v1/scrape', cost: true, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: ['domain_blocked', ...IDEMPOTENT_RUN], firecrawl: true },
-  { method: 'post', path: '/v1/compat/scraper/v2/scrape', cost: true, summary: 'Firecrawl v2 compatible scrape (formats as names or objects; unsupported formats are 400 unsupported_format)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_V2, firecrawl: true },
-  { method: 'post', path: '/v2/scrape', cost: true, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_V2, firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/scrape', cost: true, summary: 'Firecrawl v1 compatible scrape (docs/decisions.md lists which options are served, accepted or refused)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE_V1, firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v1/scrape', cost: true, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeBody, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE_V1, firecrawl: true },
+  { method: 'post', path: '/v1/compat/scraper/v2/scrape', cost: true, summary: 'Firecrawl v2 compatible scrape: fetched, rendered when the page needs it, actions run in the browser; unserved formats, options and actions are 400 naming them', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE, firecrawl: true },
+  { method: 'post', path: '/v2/scrape', cost: true, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)', tag: 'compatibility', auth: 'bearer', body: bodies.ScrapeV2Body, headers: SCRAPE_KEY, errors: FIRECRAWL_SCRAPE, firecrawl: true },
   { method: 'post', path: '/v1/compat/scraper/v1/search', cost: true, summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of {url,title,description})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
   { method: 'post', path: '/v1/compat/scraper/v2/search', cost: true, summary: 'Firecrawl v2 compatible search (a web_search task; data.web lists {url,title,description,position})', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
   { method: 'post', path: '/v2/search', cost: true, summary: 'The same v2 search at the path firecrawl-py 4.x builds', tag: 'compatibility', auth: 'bearer', body: bodies.FirecrawlSearchBody, headers: SEARCH_KEY, errors: ['unsupported_format', ...IDEMPOTENT_RUN], firecrawl: true },
+  ...crawlRouteDocs(),
   { method: 'post', path: '/v1/solver/capabilities', summary: 'Register or replace solver capabilities', tag: 'solver', auth: 'bearer', body: bodies.SolverCapabilitiesBody },
   { method: 'get', path: '/v1/solver/stats', summary: 'Solver statistics, with its reputation per task type and any quarantine (docs/trust.md)', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/market', summary: 'The market a solver works in: strong-tier allowlist, platform fee, clients\' default maximum prices, protocol version, timeouts, server time', tag: 'solver', auth: 'bearer', response: SolverMarket },
+  { method: 'get', path: '/v1/solver/attempts', summary: 'The calling solver\'s latest attempts (at most 50, of the last 7 days), newest first: task, type, price, outcome and the error that ended any failed one', tag: 'solver', auth: 'bearer', response: responseSchemas.SolverAttempts },
   { method: 'get', path: '/v1/solver/schemas', summary: 'JSON Schema (draft 2020-12) of every solver protocol frame and result type (docs/solver-schemas.json)', tag: 'solver', auth: 'bearer' },
   { method: 'get', path: '/v1/solver/connect', summary: 'WebSocket upgrade for solver protocol v1 (see docs/solver-protocol.md); a request without the upgrade is 404', tag: 'solver', auth: 'bearer', errors: ['not_found'], success: 'websocket' },
   { method: 'post', path: '/v1/admin/deposit', summary: 'Deposit points', tag: 'admin', auth: 'admin', body: bodies.DepositBody, response: StringMap, headers: { 'Idempotency-Key': 'A deposit sent again with the same key, account and amount applies once; the same key and account with another amount is 422 idempotency_key_reused (a key is the account\'s: for another account it is another deposit)' }, errors: ['account_not_found', 'idempotency_key_reused'] },
@@ -109,10 +141,15 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/admin/reset-rate-limit', summary: 'Clear an account\'s rate-limit counter and simulation', tag: 'admin', auth: 'admin', body: bodies.AccountIdBody, errors: ['account_not_found'] },
   { method: 'post', path: '/v1/admin/simulate-rate-limit', summary: 'Rate-limit an account after N more requests', tag: 'admin', auth: 'admin', body: bodies.SimulateRateLimitBody, errors: ['account_not_found'] },
   { method: 'get', path: '/v1/admin/quarantines', summary: 'Solvers in quarantine, with the evidence and what is held of their earnings (docs/trust.md)', tag: 'admin', auth: 'admin' },
-  { method: 'get', path: '/v1/admin/solvers/{solver_id}/trust', summary: 'One solver\'s reputation per task type, quarantines, held earnings and redundant-run disagreements with their evidence', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, errors: ['account_not_found'] },
+  { method: 'get', path: '/v1/admin/solvers/{solver_id}/trust', summary: 'One solver\'s reputation per task type, quarantines, held earnings, redundant-run disagreements and inflated chat usage reports (`usage_inflations`), with their evidence', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, errors: ['account_not_found'] },
+  { method: 'post', path: '/v1/admin/solvers/{solver_id}/quarantine/confirm', summary: 'Confirm a solver\'s quarantine: it stays quarantined, and its unvested earnings are forfeited to refund the clients of those tasks (docs/trust.md, "Escrow and refunds")', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, body: bodies.ClearQuarantineBody, errors: ['account_not_found', 'quarantine_not_found'] },
   { method: 'post', path: '/v1/admin/solvers/{solver_id}/quarantine/clear', summary: 'Clear a solver\'s quarantine and release its held earnings', tag: 'admin', auth: 'admin', params: bodies.SolverIdParams, body: bodies.ClearQuarantineBody, errors: ['account_not_found', 'quarantine_not_found'] },
+  { method: 'get', path: '/v1/admin/tasks', summary: 'Any account\'s tasks, newest first, found by id, account, type, status and time, paged by cursor (records without result, with account_id)', tag: 'admin', auth: 'admin', query: queries.AdminTasksQuery },
+  { method: 'get', path: '/v1/admin/tasks/{task_id}', summary: 'One task in full: its record and result, account_id, every attempt (node, price, outcome, error, times), every ledger entry it wrote on any account, and workflow_url (its workflow in the Temporal UI, null when TEMPORAL_UI_URL is unset)', tag: 'admin', auth: 'admin', params: bodies.TaskIdParams, errors: ['task_not_found'] },
+  { method: 'get', path: '/v1/admin/solvers', summary: 'Solvers online: node, capabilities with price, slots and slots taken, and reputation per task type', tag: 'admin', auth: 'admin' },
+  { method: 'get', path: '/v1/admin/events', summary: 'Server-sent events for the console (docs/console.md): `history` (this node\'s queue snapshots of the last hour) first, then `status` (a queue snapshot every 5 s and shortly after tasks end) and `task_finished` ({task_id, status}, as each task ends); without Accept: text/event-stream, the samples once as JSON', tag: 'admin', auth: 'admin', success: 'events' },
   { method: 'get', path: '/v1/admin/status', summary: 'Database and Temporal reachability, counts', tag: 'admin', auth: 'admin' },
-  { method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver', tag: 'admin', auth: 'admin', body: bodies.AdminCompleteTaskBody, params: bodies.TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'] },
+  { method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver; the result must match the task type\'s result schema (docs/solver-schemas.json), 422 at its loc otherwise', tag: 'admin', auth: 'admin', body: bodies.AdminCompleteTaskBody, params: bodies.TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'] },
 ];
 
 // rate_limited: per account once authenticated, per client address for a missing or unknown key.
@@ -150,6 +187,14 @@ const SseEvent = z
   .object({ data: z.string().openapi({ description: 'A chat.completion.chunk, an {"error":{"message","type","param","code"}} object when the stream fails, or [DONE] at its end' }) })
   .passthrough()
   .openapi('ChatCompletionEvent');
+
+/** One event of GET /v1/admin/events (`event:` names it, `data:` is one JSON object). */
+const MarketEventSchema = z
+  .object({
+    event: z.enum(['history', 'status', 'task_finished']),
+    data: z.string().openapi({ description: 'history: {samples:[{at, queues}]}; status: {at, queues} (queues as in GET /v1/admin/status); task_finished: {task_id, status}' }),
+  })
+  .openapi('MarketEvent');
 
 type Header = { description: string; required?: boolean; schema: { type: 'string' | 'integer' } };
 const requestIdHeader: Header = { description: 'The request id (the caller\'s X-Request-Id when it is sane)', required: true, schema: { type: 'string' } };
@@ -191,6 +236,7 @@ function successOf(route: RouteDoc): [string, ResponseConfig] {
   if (route.success === 'websocket') return ['101', { description: 'Switching Protocols: the solver WebSocket' }];
   if (route.success === 'png') return ['200', { description: 'The screenshot as JSON, or the raw PNG with Accept: image/png', headers, content: { ...json, 'image/png': { schema: z.string().openapi({ format: 'binary' }) } } }];
   if (route.success === 'prometheus') return ['200', { description: 'Prometheus text exposition format 0.0.4', headers, content: { 'text/plain': { schema: z.string() } } }];
+  if (route.success === 'events') return ['200', { description: 'With Accept: text/event-stream, a stream that stays open (`: keep-alive` comments every SSE_KEEPALIVE_MS); otherwise {samples} as JSON: the last hour\'s snapshots and one taken now', headers, content: { ...json, 'text/event-stream': { schema: MarketEventSchema } } }];
   if (route.success === 'sse') return ['200', { description: 'The completion as JSON, or server-sent events with stream: true', headers, content: { ...json, 'text/event-stream': { schema: SseEvent } } }];
   return ['200', { description: 'Success', headers, content: json }];
 }

@@ -34,3 +34,15 @@ export function decodeCursor(cursor: string | undefined, parts: ReadonlyArray<(v
   }
   return key as string[];
 }
+
+/** Where a task list's page starts: the `(created_at, task_id)` key its cursor holds. */
+export function taskListAfter(cursor: string | undefined): { createdAt: string; taskId: string } | undefined {
+  const after = decodeCursor(cursor, [isCursorTime, (taskId) => taskId.length > 0]);
+  return after && { createdAt: after[0]!, taskId: after[1]! };
+}
+
+/** A page of tasks as every task list answers it. */
+export function taskListPage<T>(page: { tasks: T[]; nextCursor: { createdAt: string; taskId: string } | null }) {
+  const next = page.nextCursor && encodeCursor([page.nextCursor.createdAt, page.nextCursor.taskId]);
+  return { data: page.tasks, has_more: next !== null, next_cursor: next };
+}

@@ -144,6 +144,8 @@ export interface WebTaskInput {
   webhook?: { url: string; events?: readonly WebhookEvent[] } | null;
   /** The strict order the client asked matching for (`provider.sort`). */
   routingSort?: RoutingSort;
+  /** The country the page must be fetched from (Firecrawl's location.country). */
+  country?: string;
 }
 
 export type CompletedTask = TaskRecord & { result: Record<string, any> };
@@ -164,6 +166,17 @@ async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Prom
 }
 
 const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, webhook: _webhook, ...input }: WebTaskInput) => input;
+
+/**
+ * No solver of the type that declares the country a task asks for is online (Firecrawl's location.country):
+ * the request asks for what this marketplace may not have at all, so it is the client's 400, not a 503.
+ */
+export const noSolverInCountry = (taskType: WebTaskType, country: string) =>
+  new ApiError(
+    'location_unavailable',
+    `No solver for ${taskType} that fetches from ${country} (location.country) is online; scrape without location, or later.`,
+    { option: 'location', country },
+  );
 
 /**
  * Creates a web task (it runs on its own; the caller polls, or is told by its webhook). A webhook's
@@ -196,7 +209,8 @@ export async function runWebTask(
   const started = Date.now();
   // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
   const result = await deps.tasks.create({ ...toCreateInput(input), requireOnline: true });
-  const task = createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
+  const noSolver = () => (input.country ? noSolverInCountry(input.taskType, input.country) : noSolverOnline(input.taskType));
+  const task = createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver });
   onCreated(task);
   const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task);
   const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;

@@ -20,6 +20,7 @@ import { attachSolverSockets } from '../dispatch/ws-server';
 import { AddressLimits } from '../http/address-limits';
 import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
+import { MarketEvents } from '../http/market-events';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { addMetricsSource } from '../metrics/metrics';
@@ -30,6 +31,7 @@ import { TaskService } from '../tasks/service';
 import { createWorkerConnection } from '../temporal/connection';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { WebhookDeliveries } from '../webhooks/sender';
+import { CrawlRunner } from '../crawl/runner';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
 import { configureTrust } from '../trust/reputation';
@@ -128,14 +130,22 @@ export async function startApiNode(options: {
         namespace: config.temporalNamespace,
         taskQueue: config.taskQueue,
         workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-        activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks }),
+        activities: createActivities({
+          config,
+          db,
+          logger: logger.child({ component: 'activities' }),
+          handoffs,
+          webhooks,
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks }),
+        }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
   const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy };
+  const market = new MarketEvents({ db, bus, logger });
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy, market };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
@@ -147,7 +157,7 @@ export async function startApiNode(options: {
   const port = (server.address() as AddressInfo).port;
   const url = `http://${config.host === '0.0.0.0' ? '127.0.0.1' : config.host}:${port}`;
   logger.info({ url }, 'api listening');
-  // Canary pages for the solvers this node holds are fetched here unless PUBLIC_BASE_URL says otherwise.
+  // Without CANARY_HOSTS, canary pages for the solvers this node holds are served on its port (names under localhost).
   await recordNodeUrl(db, nodeId, url);
   return {
     url,
@@ -159,6 +169,8 @@ export async function startApiNode(options: {
       // Drain: take no new connections and no new attempts (matching forgets this node's solvers), and let
       // the requests in flight finish while their solvers' sockets and this node's dispatch worker stay up.
       const closed = new Promise<void>((resolve) => server.close(() => resolve()));
+      // Consoles' live feeds would otherwise hold the drain for its whole grace.
+      market.close();
       const drained = requests.drained(config.shutdownGraceMs);
       await removeNode(db, nodeId).catch((error) => logger.warn({ err: error }, 'could not leave matching'));
       const left = await drained;

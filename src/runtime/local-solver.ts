@@ -1,7 +1,11 @@
+import crypto from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { readStrongModels, type Config } from '../config';
+import { deposit, getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import type { Db } from '../db/pool';
+import { reputationOf } from '../trust/quarantines';
 import type { Logger } from '../logger';
 import type { CapabilityTaskType } from '../schemas/domain';
 import { startSolverAgent } from '../solver/agent';
@@ -140,4 +144,39 @@ async function keyIsKnown(apiUrl: string, apiKey: string): Promise<boolean> {
   const response = await fetch(`${apiUrl}/v1/balance`, { headers: { authorization: `Bearer ${apiKey}` } });
   await response.body?.cancel();
   return response.status !== 401;
+}
+
+/**
+ * What the local stack keeps on the platform account: the bundled solver's probation canaries and chat
+ * audits are paid from it (docs/trust.md, "Canaries"), and a fresh stack's platform account has nothing.
+ */
+export const LOCAL_PLATFORM_POINTS = 1000;
+// Its probation canaries are local pages (a browser's first start included) and, with chat, one audit.
+const PROBATION_WAIT_MS = 60_000;
+
+/** Tops the platform account up to LOCAL_PLATFORM_POINTS with a deposit (points on one's own machine). */
+export async function fundLocalPlatform(db: Db, logger: Logger): Promise<void> {
+  const available = Number((await getBalance(db, PLATFORM_ACCOUNT_ID))?.available_points ?? 0);
+  if (available >= LOCAL_PLATFORM_POINTS) return;
+  const amount = String(LOCAL_PLATFORM_POINTS - available);
+  await deposit(db, { accountId: PLATFORM_ACCOUNT_ID, amount, idempotencyKey: `local-stack-platform:${crypto.randomUUID()}` });
+  logger.info({ amount }, 'platform account funded for the bundled solver\'s probation canaries');
+}
+
+/**
+ * Waits until the bundled solver may take client work of every type it offers (its probation canaries
+ * passed), so that the stack is ready when it says so; after PROBATION_WAIT_MS it names what is still
+ * on probation and goes on.
+ */
+export async function awaitLocalProbation(db: Db, solverId: string, logger: Logger): Promise<void> {
+  const deadline = Date.now() + PROBATION_WAIT_MS;
+  for (;;) {
+    const waiting = (await reputationOf(db, solverId)).filter((row) => !row.client_work).map((row) => row.task_type);
+    if (waiting.length === 0) return;
+    if (Date.now() > deadline) {
+      logger.warn({ task_types: waiting, solver_id: solverId }, 'the bundled solver has not passed its probation canaries of these types yet: it gets no client task of them until it does (GET /v1/admin/solvers/{id}/trust)');
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
 }

@@ -10,7 +10,11 @@ import { addMetricsSource } from '../metrics/metrics';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';
+import { vestEarnings, vestingSweepMs } from '../trust/escrow';
 import { WebhookDeliveries } from '../webhooks/sender';
+import { CrawlRunner } from '../crawl/runner';
+import { DomainGuard } from '../policy/guard';
+import { TaskFinishedWatch } from '../tasks/finished';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
@@ -31,28 +35,37 @@ const SWEEP_EVERY_MS = 15_000;
 const UNSENT_AFTER_SECONDS = 5;
 
 /** A Temporal worker process: runs every workflow and the activities that need only Postgres. */
+const isLoopbackHost = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+
 export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
   const { config, logger } = options;
   installTemporalRuntime(logger);
   configureTrust(config.trust);
+  // Said where others can reach the service (a local stack's banner says it instead).
+  if (config.trust.probationCanaries > 0 && !config.trust.pageCanaries && !isLoopbackHost(config.host)) {
+    logger.warn('no canary page can be served (CANARY_HOSTS is unset and ALLOW_PRIVATE_NETWORKS false): proxy_fetch, page_snapshot and screenshot have no canaries and no probation; set CANARY_HOSTS (docs/trust.md, "Canary pages")');
+  }
   // Local activities of many concurrent workflows share this pool.
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
   const connection = await createWorkerConnection(options.temporalAddress);
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const handoffs = new SlotHandoffs({ db, temporal, logger });
   const webhooks = new WebhookDeliveries({ config, db, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
+  const bus = new NotifyBus(options.databaseUrl, logger);
+  await bus.start();
+  // Crawls judge every discovered URL by the domain policy, as the API nodes judge a task's target.
+  const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId: `worker-${os.hostname()}-${process.pid}` });
+  await domainPolicy.listen(bus);
+  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks, crawls }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
-
-  const bus = new NotifyBus(options.databaseUrl, logger);
-  await bus.start();
 
   const sweep = setInterval(() => {
     sweepUnstartedTasks({ config, db, temporal, logger, eagerStart: false, handoffs, webhooks }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
@@ -87,6 +100,15 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const redundantRuns = setInterval(sweepRedundant, config.redundantRunSweepSeconds * 1000);
   redundantRuns.unref();
 
+  // Escrowed earnings vest by time or by passed checks; none while their solver is quarantined.
+  const vesting =
+    config.trust.vestingSeconds > 0
+      ? setInterval(() => {
+          vestEarnings(db).catch((error) => logger.warn({ err: error }, 'earnings vesting sweep failed'));
+        }, vestingSweepMs())
+      : undefined;
+  vesting?.unref();
+
   const removeMetricsSource = addMetricsSource({ db });
   let metrics: MetricsListener | undefined;
   if (config.workerMetricsPort !== undefined) {
@@ -102,6 +124,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
       clearInterval(canaries);
       clearTimeout(firstRedundantSweep);
       clearInterval(redundantRuns);
+      clearInterval(vesting);
       await metrics?.close();
       removeMetricsSource();
       await bus.close();

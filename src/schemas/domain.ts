@@ -9,6 +9,15 @@ export type CapabilityTaskType = (typeof CAPABILITY_TASK_TYPES)[number];
 
 export const TIERS = ['strong', 'standard', 'basic'] as const;
 export const BILLING_TYPES = ['per_request', 'per_token'] as const;
+export type BillingType = (typeof BILLING_TYPES)[number];
+/**
+ * The task types billed per token: chat only, whose usage the service counts (src/chat/usage.ts). A web
+ * task's work is not measured in tokens, so every other type is billed per request.
+ */
+export const TOKEN_BILLED_TASK_TYPES: readonly CapabilityTaskType[] = [CHAT_TASK_TYPE];
+/** The billing types an offer of `taskType` may have. */
+export const billingTypesOf = (taskType: string): readonly BillingType[] =>
+  (TOKEN_BILLED_TASK_TYPES as readonly string[]).includes(taskType) ? BILLING_TYPES : ['per_request'];
 /** The periods a key's spend limit counts over: the UTC day, or the key's whole life. */
 export const SPEND_LIMIT_PERIODS = ['day', 'total'] as const;
 export type SpendLimitPeriod = (typeof SPEND_LIMIT_PERIODS)[number];
@@ -28,7 +37,7 @@ export type RoutingSort = (typeof ROUTING_SORTS)[number];
 export const PUBLIC_MODEL_ID = 'service/strong';
 export const MODEL_ALIASES: Record<string, string> = { strong: PUBLIC_MODEL_ID, [PUBLIC_MODEL_ID]: PUBLIC_MODEL_ID };
 
-export const SNAPSHOT_FORMATS = ['markdown', 'ai', 'aria', 'role'] as const;
+export const SNAPSHOT_FORMATS = ['markdown', 'ai', 'aria', 'role', 'html'] as const;
 export const SOLVER_PROTOCOL_VERSION = 1;
 
 // Each unit of a capability's concurrency is a row (a slot) that matching takes and frees.

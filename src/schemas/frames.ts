@@ -194,6 +194,15 @@ export const SnapshotResult = z.object({
   snapshot: z.union([z.string(), z.record(z.any())]),
   snapshot_format: z.enum(SNAPSHOT_FORMATS).describe('The payload\'s mode, or markdown when it has none'),
   title: z.string().nullable().optional(),
+  status_code: z.number().int().nullable().optional().describe('html mode: the HTTP status of the page\'s document'),
+  actions: z
+    .object({
+      screenshots: z.array(z.string()).describe('PNG images, base64, one per screenshot action in order'),
+      scrapes: z.array(z.object({ url: z.string(), html: z.string() })).describe('The page\'s URL and HTML at each scrape action'),
+      javascript_returns: z.array(z.object({ type: z.string(), value: z.any() })).describe('Each executeJavascript action\'s value and its JavaScript typeof'),
+    })
+    .optional()
+    .describe('html mode with actions: what the actions returned'),
 });
 
 export const ChatResult = z.object({
@@ -205,7 +214,7 @@ export const ChatResult = z.object({
       total_tokens: z.number().int().min(0).optional(),
     })
     .passthrough()
-    .describe('Priced per_token as min_price_points + (prompt_cost × prompt_tokens + completion_cost × completion_tokens) / 1000, capped at the hold'),
+    .describe('Priced per_token as min_price_points + (prompt_cost × prompt_tokens + completion_cost × completion_tokens) / 1000 (at most the hold), the tokens billed up to the bound of what the service counted of the prompt and the delivered chunks (docs/solver-protocol.md, "Prices and fees")'),
   model: z.string().optional().describe('The model that answered'),
 });
 

@@ -27,18 +27,31 @@ const Timestamp = z
   .transform((value) => new Date(value).toISOString())
   .refine((iso) => /^\d{4}-/.test(iso) && !iso.startsWith('0000-'), { message: 'Invalid datetime' });
 
+/** What every task list filters on. */
+const TaskFilter = {
+  status: z.enum(TASK_STATES as [TaskState, ...TaskState[]]).optional(),
+  task_type: z.enum(CAPABILITY_TASK_TYPES).optional(),
+  created_after: Timestamp.optional().openapi({ description: 'Tasks created at or after this ISO 8601 time' }),
+  created_before: Timestamp.optional().openapi({ description: 'Tasks created before this ISO 8601 time' }),
+  ...Page,
+};
+
 export const ListTasksQuery = z
-  .object({
-    status: z.enum(TASK_STATES as [TaskState, ...TaskState[]]).optional(),
-    task_type: z.enum(CAPABILITY_TASK_TYPES).optional(),
-    created_after: Timestamp.optional().openapi({ description: 'Tasks created at or after this ISO 8601 time' }),
-    created_before: Timestamp.optional().openapi({ description: 'Tasks created before this ISO 8601 time' }),
-    ...Page,
-  })
+  .object(TaskFilter)
   .strict()
   .openapi('ListTasksQuery');
 
 export type ListTasksRequest = z.infer<typeof ListTasksQuery>;
+
+/** The admin's task finder: any account's tasks, by id, account, type, status and time. */
+export const AdminTasksQuery = z
+  .object({
+    task_id: z.string().min(1).optional().openapi({ description: 'One task, by its id' }),
+    account_id: z.string().min(1).optional().openapi({ description: 'Tasks of this client account' }),
+    ...TaskFilter,
+  })
+  .strict()
+  .openapi('AdminTasksQuery');
 
 const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as [LedgerEntryKind, ...LedgerEntryKind[]];
 
@@ -67,3 +80,15 @@ export const RevokeApiKeyQuery = z
   })
   .strict()
   .openapi('RevokeApiKeyQuery');
+
+/** Documents per page of a crawl's or batch scrape's status (Firecrawl pages by `skip`, following `next`). */
+export const CRAWL_PAGE_DEFAULT = 100;
+export const CRAWL_PAGE_MAX = 1000;
+
+export const CrawlStatusQuery = z
+  .object({
+    skip: QueryInt(Int().min(0).max(2_147_483_647)).optional().openapi({ description: 'Documents to skip (the `next` URL carries it)' }),
+    limit: QueryInt(Int().min(1).max(CRAWL_PAGE_MAX)).optional().openapi({ description: `Documents per answer, 1-${CRAWL_PAGE_MAX} (default ${CRAWL_PAGE_DEFAULT})` }),
+  })
+  .strict()
+  .openapi('CrawlStatusQuery');

@@ -1,8 +1,8 @@
 import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
-import { TERMINAL_STATES, type TerminalState } from '../tasks/lifecycle';
-import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
+import { WEBHOOK_EVENTS, type WebhookEvent } from '../tasks/lifecycle';
+import { BILLING_TYPES, billingTypesOf, CAPABILITY_TASK_TYPES, TOKEN_BILLED_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
 /** One schema per request body; types are inferred from them and OpenAPI is generated from them. */
 
@@ -87,14 +87,82 @@ export const ScreenshotBody = z
   .strict()
   .openapi('ScreenshotRequest');
 
-export const SnapshotBody = z
+/** Firecrawl's limit on the actions of one scrape. */
+export const MAX_PAGE_ACTIONS = 50;
+/** waitFor and every wait action together: within the default attempt deadline (30 s), as a screenshot's wait. */
+export const MAX_PAGE_WAIT_MS = MAX_SCREENSHOT_WAIT_MS;
+/** A selector wait counts this much towards the total, as Firecrawl counts it. */
+export const SELECTOR_WAIT_MS = 1_000;
+export const MAX_ACTION_SCRIPT_CHARS = 16_384;
+export const MAX_ACTION_TEXT_CHARS = 16_384;
+/** Each screenshot is a PNG in the result frame (32 MiB at most): a few full pages fit, fifty do not. */
+export const MAX_SCREENSHOT_ACTIONS = 5;
+export const PAGE_ACTION_TYPES = ['wait', 'click', 'write', 'press', 'scroll', 'screenshot', 'scrape', 'executeJavascript'] as const;
+
+const ActionSelector = z.string().min(1).max(2_000);
+
+/** One step of a rendered page's script, in Firecrawl's shape (its `actions` entries). */
+export const PageAction = z
+  .discriminatedUnion('type', [
+    z.object({ type: z.literal('wait'), milliseconds: PositiveInt.max(MAX_PAGE_WAIT_MS).optional(), selector: ActionSelector.optional() }).strict(),
+    z.object({ type: z.literal('click'), selector: ActionSelector, all: z.boolean().optional() }).strict(),
+    z.object({ type: z.literal('write'), text: z.string().max(MAX_ACTION_TEXT_CHARS) }).strict(),
+    z.object({ type: z.literal('press'), key: z.string().min(1).max(64) }).strict(),
+    z.object({ type: z.literal('scroll'), direction: z.enum(['up', 'down']).optional(), selector: ActionSelector.optional() }).strict(),
+    // quality applies to JPEG and the images are PNG: accepted, with no effect.
+    z.object({ type: z.literal('screenshot'), fullPage: z.boolean().optional(), quality: Int().min(1).max(100).optional(), viewport: Viewport.optional() }).strict(),
+    z.object({ type: z.literal('scrape') }).strict(),
+    z.object({ type: z.literal('executeJavascript'), script: z.string().min(1).max(MAX_ACTION_SCRIPT_CHARS) }).strict(),
+  ])
+  .openapi('PageAction');
+export type PageActionStep = z.infer<typeof PageAction>;
+
+/** What the actions make the page wait, as Firecrawl counts it (a selector wait is one second). */
+export function actionsWaitMs(actions: readonly PageActionStep[]): number {
+  return actions.reduce((total, action) => total + (action.type === 'wait' ? (action.milliseconds ?? (action.selector ? SELECTOR_WAIT_MS : 0)) : 0), 0);
+}
+
+/** The checks that span actions: a wait names one thing, the total wait and the screenshots are bounded. */
+export function pageActionProblems(actions: readonly PageActionStep[], waitForMs = 0): Array<{ index: number; message: string }> {
+  const problems: Array<{ index: number; message: string }> = [];
+  actions.forEach((action, index) => {
+    if (action.type === 'wait' && (action.milliseconds === undefined) === (action.selector === undefined)) {
+      problems.push({ index, message: 'give either milliseconds or selector, not both' });
+    }
+  });
+  const waited = actionsWaitMs(actions) + waitForMs;
+  if (waited > MAX_PAGE_WAIT_MS) {
+    const last = actions.map((action) => action.type).lastIndexOf('wait');
+    problems.push({ index: Math.max(last, 0), message: `waitFor and wait actions add up to ${waited} ms; at most ${MAX_PAGE_WAIT_MS} ms are allowed` });
+  }
+  const shots = actions.flatMap((action, index) => (action.type === 'screenshot' ? [index] : []));
+  if (shots.length > MAX_SCREENSHOT_ACTIONS) problems.push({ index: shots[MAX_SCREENSHOT_ACTIONS]!, message: `at most ${MAX_SCREENSHOT_ACTIONS} screenshot actions are allowed` });
+  return problems;
+}
+
+export const PageActions = z
+  .array(PageAction)
+  .max(MAX_PAGE_ACTIONS)
+  .superRefine((actions, context) => {
+    for (const problem of pageActionProblems(actions)) context.addIssue({ code: z.ZodIssueCode.custom, path: [problem.index], message: problem.message });
+  });
+
+/** A snapshot's fields; SnapshotBody adds the check that spans them (the solver parses with these). */
+export const SnapshotFields = z
   .object({
     url: TargetUrl().refine((value) => /^https?:\/\//i.test(value), 'URL scheme should be \'http\' or \'https\''),
-    mode: z.enum(['ai', 'aria']).nullable().optional(),
+    mode: z.enum(['ai', 'aria', 'html']).nullable().optional().openapi({ description: 'ai or aria: an ARIA snapshot; html: the rendered page\'s HTML; none: markdown of the rendered page' }),
     selector: z.string().min(1).nullable().optional(),
+    // Milliseconds to wait after the page has loaded (and before any action), so that its scripts render.
+    wait_ms: Int().min(0).max(MAX_PAGE_WAIT_MS).nullable().optional(),
+    viewport: Viewport.nullable().optional(),
+    actions: PageActions.nullable().optional().openapi({ description: 'html mode only: steps run in order on the loaded page (Firecrawl\'s actions); their screenshots, scrapes and script values come back in the result\'s actions' }),
   })
-  .strict()
-  .openapi('SnapshotRequest');
+  .strict();
+
+export const SnapshotBody = SnapshotFields.superRefine((body, context) => {
+  if (body.actions?.length && body.mode !== 'html') context.addIssue({ code: z.ZodIssueCode.custom, path: ['actions'], message: 'actions need mode "html"' });
+}).openapi('SnapshotRequest');
 
 /** Task payloads are validated with the fields of the matching convenience body. */
 export const PAYLOAD_SCHEMAS: Record<WebTaskType, z.ZodTypeAny> = {
@@ -108,10 +176,10 @@ export const WebhookSubscription = z
   .object({
     url: z.string().min(1).openapi({ description: 'http(s) URL that receives the signed POSTs; the domain policy applies' }),
     events: z
-      .array(z.enum(TERMINAL_STATES as [TerminalState, ...TerminalState[]]))
+      .array(z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]))
       .min(1)
       .optional()
-      .openapi({ description: 'Terminal states to be told about (default: all)' }),
+      .openapi({ description: 'Terminal states to be told about, and `refunded` (the task was refunded: `task.refunded`); default: all' }),
   })
   .strict()
   .openapi('WebhookSubscription');
@@ -194,18 +262,6 @@ export const ChatCompletionBody = z
 /** The Firecrawl v1 scrape formats this service can produce; others (LLM extraction...) are refused. */
 export const SCRAPE_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'screenshot', 'screenshot@fullPage'] as const;
 
-// Extra Firecrawl keys (origin, waitFor, headers...) are accepted and ignored, so existing clients work.
-export const ScrapeBody = z
-  .object({
-    url: z.string().min(1),
-    formats: z.array(z.enum(SCRAPE_FORMATS)).optional(),
-    onlyMainContent: z.boolean().nullable().optional(),
-    // Milliseconds, as Firecrawl takes it.
-    timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
-  })
-  .passthrough()
-  .openapi('ScrapeRequest');
-
 /** Firecrawl v2 scrape formats this service serves; any other (json, summary, …) is refused naming it. */
 export const SCRAPE_V2_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'screenshot'] as const;
 
@@ -213,16 +269,37 @@ export const SCRAPE_V2_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'scree
 // this service serves is decided by the route, so that an unserved one is named in Firecrawl's error body.
 const ScrapeV2Format = z.union([z.string().min(1), z.object({ type: z.string().min(1) }).passthrough()]);
 
-const ScrapeOptionsV2 = {
-  formats: z.array(ScrapeV2Format).nullable().optional(),
+// The options both versions serve. Every other Firecrawl option is judged by src/compat/scrape-options.ts
+// (accepted or refused, naming it), so the bodies pass them through to it.
+const ScrapeOptions = {
   onlyMainContent: z.boolean().nullable().optional(),
   includeTags: z.array(z.string().min(1)).nullable().optional(),
   excludeTags: z.array(z.string().min(1)).nullable().optional(),
-  waitFor: Int().min(0).max(MAX_SCREENSHOT_WAIT_MS).nullable().optional(),
+  waitFor: Int().min(0).max(MAX_PAGE_WAIT_MS).nullable().optional(),
+  // Milliseconds, as Firecrawl takes it.
   timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
-  headers: z.record(z.string()).nullable().optional(),
   mobile: z.boolean().nullable().optional(),
+  removeBase64Images: z.boolean().nullable().optional(),
+  location: z
+    .object({
+      country: z.string().regex(/^([A-Za-z]{2}|US-generic)$/, 'an ISO 3166-1 alpha-2 country code, e.g. "DE"').optional(),
+      languages: z.array(z.string()).nullable().optional(),
+    })
+    .strict()
+    .nullable()
+    .optional()
+    .openapi({ description: 'country: only solvers that declare fetching from it take the scrape (Firecrawl\'s default: US); languages are refused' }),
+  // Each action is checked by the route, so that a refused one is a 400 naming it (src/compat/firecrawl-actions.ts).
+  actions: z.array(z.any()).nullable().optional().openapi({ description: 'Firecrawl actions (PageAction), run in the rendered page' }),
 };
+
+/** A v2 scrape's options without its URL: the scrape options of crawls and batch scrapes. */
+const ScrapeOptionsV2 = { formats: z.array(ScrapeV2Format).nullable().optional(), ...ScrapeOptions };
+
+export const ScrapeBody = z
+  .object({ url: z.string().min(1), formats: z.array(z.enum(SCRAPE_FORMATS)).optional(), ...ScrapeOptions })
+  .passthrough()
+  .openapi('ScrapeRequest');
 
 /** A v2 screenshot format object; `quality` is accepted, and has no effect on PNG images. */
 export const ScreenshotFormatV2 = z
@@ -234,9 +311,8 @@ export const ScreenshotFormatV2 = z
   })
   .passthrough();
 
-// Other Firecrawl keys (origin, maxAge, proxy, parsers…) are accepted and ignored, so existing clients work.
 export const ScrapeV2Body = z
-  .object({ url: z.string().min(1), ...ScrapeOptionsV2 })
+  .object({ url: z.string().min(1), formats: z.array(ScrapeV2Format).nullable().optional(), ...ScrapeOptions })
   .passthrough()
   .openapi('ScrapeV2Request');
 
@@ -255,6 +331,9 @@ export const FirecrawlSearchBody = z
   .passthrough()
   .openapi('FirecrawlSearchRequest');
 
+/** An ISO 3166-1 alpha-2 country code, upper case. */
+export const CountryCode = z.string().regex(/^[A-Z]{2}$/, 'an ISO 3166-1 alpha-2 country code in upper case, e.g. "DE"');
+
 export const SolverCapability = z
   .object({
     task_type: z.enum(CAPABILITY_TASK_TYPES),
@@ -268,9 +347,32 @@ export const SolverCapability = z
     completion_cost: NonNegativeNumeric.optional().openapi({ description: 'per_token: points per 1,000 completion tokens (default: marginal_cost)' }),
     min_price_points: NonNegativeNumeric,
     max_concurrent: PositiveInt.max(MAX_CONCURRENT_LIMIT),
+    country: CountryCode.nullable()
+      .optional()
+      .openapi({ description: 'The country this capability fetches from, as the solver declares it (ISO 3166-1 alpha-2, e.g. "DE"); tasks that ask for a country (Firecrawl\'s location.country) go only to capabilities that declare it' }),
   })
   .strict()
-  .openapi('SolverCapability');
+  // Only chat is billed by tokens: the service counts a chat's tokens, and a web task has none to count.
+  .superRefine((capability, context) => {
+    const allowed = billingTypesOf(capability.task_type);
+    if (allowed.includes(capability.billing_type)) return;
+    const expected = allowed.map((type) => `'${type}'`).join(' or ');
+    context.addIssue({
+      code: z.ZodIssueCode.custom,
+      path: ['billing_type'],
+      message: 'billing_type',
+      ...pydanticIssue('literal_error', `Input should be ${expected}: task_type "${capability.task_type}" is billed per request; only ${TOKEN_BILLED_TASK_TYPES.join(', ')} is billed per token`, { expected }),
+    });
+  })
+  .openapi('SolverCapability', {
+    description: `billing_type per_token is for task_type ${TOKEN_BILLED_TASK_TYPES.join(', ')} only; every other task type is billed per_request`,
+    allOf: [
+      {
+        if: { properties: { task_type: { not: { enum: [...TOKEN_BILLED_TASK_TYPES] } } }, required: ['task_type'] },
+        then: { properties: { billing_type: { const: 'per_request' } } },
+      },
+    ],
+  } as never);
 
 export const SolverCapabilitiesBody = z.array(SolverCapability).openapi('SolverCapabilities');
 
@@ -311,3 +413,116 @@ export type ScrapeRequest = z.infer<typeof ScrapeBody>;
 export type ScrapeV2Request = z.infer<typeof ScrapeV2Body>;
 export type FirecrawlSearchRequest = z.infer<typeof FirecrawlSearchBody>;
 export type SolverCapabilityInput = z.infer<typeof SolverCapability>;
+
+/** A crawl's or batch scrape's pages, at most (Firecrawl's own crawl limit). */
+export const CRAWL_LIMIT_MAX = 10_000;
+/** Pages of one job fetched at once, at most: politeness towards the site, fairness towards other clients. */
+export const CRAWL_CONCURRENCY_MAX = 50;
+/** Firecrawl's `delay` between two pages, seconds, at most. */
+const CRAWL_DELAY_MAX_SECONDS = 60;
+/** A map lists at most this many URLs (Firecrawl's own maximum). */
+export const MAP_LIMIT_MAX = 100_000;
+
+const Flag = z.boolean().nullable().optional();
+const Patterns = z.array(z.string()).nullable().optional();
+// Firecrawl's webhook: a URL, or {url, headers, metadata, events}; accepted, and not yet called (docs/crawl.md).
+const CrawlWebhook = z.union([z.string().min(1), z.object({ url: z.string().min(1) }).passthrough()]);
+
+export const CrawlV2Body = z
+  .object({
+    url: z.string().min(1),
+    limit: PositiveInt.max(CRAWL_LIMIT_MAX).nullable().optional(),
+    maxDiscoveryDepth: Int().min(0).nullable().optional(),
+    includePaths: Patterns,
+    excludePaths: Patterns,
+    crawlEntireDomain: Flag,
+    allowSubdomains: Flag,
+    allowExternalLinks: Flag,
+    ignoreQueryParameters: Flag,
+    regexOnFullURL: Flag,
+    sitemap: z.enum(['include', 'skip', 'only']).nullable().optional(),
+    delay: z.number().min(0).max(CRAWL_DELAY_MAX_SECONDS).nullable().optional(),
+    maxConcurrency: PositiveInt.max(CRAWL_CONCURRENCY_MAX).nullable().optional(),
+    scrapeOptions: z.object(ScrapeOptionsV2).passthrough().nullable().optional(),
+    webhook: CrawlWebhook.nullable().optional(),
+  })
+  .passthrough()
+  .openapi('CrawlV2Request');
+export type CrawlV2Request = z.infer<typeof CrawlV2Body>;
+
+export const CrawlV1Body = z
+  .object({
+    url: z.string().min(1),
+    limit: PositiveInt.max(CRAWL_LIMIT_MAX).nullable().optional(),
+    maxDepth: Int().min(0).nullable().optional(),
+    maxDiscoveryDepth: Int().min(0).nullable().optional(),
+    includePaths: Patterns,
+    excludePaths: Patterns,
+    allowBackwardLinks: Flag,
+    crawlEntireDomain: Flag,
+    allowSubdomains: Flag,
+    allowExternalLinks: Flag,
+    ignoreQueryParameters: Flag,
+    regexOnFullURL: Flag,
+    ignoreSitemap: Flag,
+    delay: z.number().min(0).max(CRAWL_DELAY_MAX_SECONDS).nullable().optional(),
+    maxConcurrency: PositiveInt.max(CRAWL_CONCURRENCY_MAX).nullable().optional(),
+    scrapeOptions: z
+      .object({
+        formats: z.array(z.enum(SCRAPE_FORMATS)).nullable().optional(),
+        onlyMainContent: Flag,
+        includeTags: z.array(z.string().min(1)).nullable().optional(),
+        excludeTags: z.array(z.string().min(1)).nullable().optional(),
+        timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+      })
+      .passthrough()
+      .nullable()
+      .optional(),
+    webhook: CrawlWebhook.nullable().optional(),
+  })
+  .passthrough()
+  .openapi('CrawlV1Request');
+export type CrawlV1Request = z.infer<typeof CrawlV1Body>;
+
+const BatchUrls = z.array(z.string().min(1)).min(1).max(CRAWL_LIMIT_MAX);
+
+export const BatchScrapeV2Body = z
+  .object({ urls: BatchUrls, ...ScrapeOptionsV2, ignoreInvalidURLs: Flag, maxConcurrency: PositiveInt.max(CRAWL_CONCURRENCY_MAX).nullable().optional(), webhook: CrawlWebhook.nullable().optional() })
+  .passthrough()
+  .openapi('BatchScrapeV2Request');
+export type BatchScrapeV2Request = z.infer<typeof BatchScrapeV2Body>;
+
+export const BatchScrapeV1Body = z
+  .object({
+    urls: BatchUrls,
+    formats: z.array(z.enum(SCRAPE_FORMATS)).nullable().optional(),
+    onlyMainContent: Flag,
+    includeTags: z.array(z.string().min(1)).nullable().optional(),
+    excludeTags: z.array(z.string().min(1)).nullable().optional(),
+    timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+    ignoreInvalidURLs: Flag,
+    webhook: CrawlWebhook.nullable().optional(),
+  })
+  .passthrough()
+  .openapi('BatchScrapeV1Request');
+export type BatchScrapeV1Request = z.infer<typeof BatchScrapeV1Body>;
+
+export const MapBody = z
+  .object({
+    url: z.string().min(1),
+    search: z.string().nullable().optional(),
+    sitemap: z.enum(['include', 'skip', 'only']).nullable().optional(),
+    // v1's names for the same choice.
+    ignoreSitemap: Flag,
+    sitemapOnly: Flag,
+    includeSubdomains: Flag,
+    ignoreQueryParameters: Flag,
+    limit: PositiveInt.max(MAP_LIMIT_MAX).nullable().optional(),
+    timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+  })
+  .passthrough()
+  .openapi('MapRequest');
+export type MapRequest = z.infer<typeof MapBody>;
+
+/** A crawl's or batch scrape's id, as its start answered it. */
+export const JobIdParams = z.object({ id: z.string().min(1).max(100) });

@@ -1,5 +1,7 @@
+import { ATTEMPT_OUTCOMES, type AttemptOutcome } from '../tasks/lifecycle';
 import { z } from './zod';
 import { SPEND_LIMIT_PERIODS } from './domain';
+import { VERIFICATION_STATES } from '../tasks/lifecycle';
 
 /** Response schemas of the routes whose answers are documented field by field. */
 
@@ -13,6 +15,10 @@ export const TaskCost = {
   }),
   hold_status: z.enum(['open', 'settled', 'released']).nullable().openapi({ description: 'open while it runs; settled when it was charged; released when nothing was' }),
   charged_points: Amount.openapi({ description: 'Points charged for the task ("0" until it settles, and when it ends without a result)' }),
+  verification: z.enum(VERIFICATION_STATES).openapi({
+    description:
+      'What is known of the result (docs/trust.md, "Escrow and refunds"): unchecked; verified (a second solver\'s run agreed); disputed (a second run disagreed, or its solver was quarantined before its pay for it vested); refunded (what was paid for it was given back, ledger kind `refund`)',
+  }),
 };
 
 export const TaskSummary = z
@@ -53,15 +59,36 @@ export const TaskRecord = TaskSummary.extend({
 export const LedgerEntry = z
   .object({
     entry_id: z.string(),
-    kind: z.string().openapi({ description: 'deposit, hold, capture (a task\'s charge), release, payout (a solver\'s earning) or fee' }),
+    kind: z.string().openapi({
+      description:
+        'deposit, hold, capture (a task\'s charge), release, payout (a solver\'s earning), fee, forfeit (a solver\'s unvested pay taken back), fee_return (the platform\'s fee given back) or refund (what a client paid for a task, given back); a solver\'s pay is held (hold) until it vests (release)',
+    }),
     amount: Amount,
-    task_id: z.string().nullable().openapi({ description: 'The task the entry belongs to (null for a deposit)' }),
+    task_id: z.string().nullable().openapi({ description: 'The task the entry belongs to (null for a deposit); a solver\'s held pay names the task it was paid for' }),
     task_type: z.string().nullable(),
     available_change: Amount.openapi({ description: 'Signed change of available points' }),
     held_change: Amount.openapi({ description: 'Signed change of held points' }),
     created_at: z.string(),
   })
   .openapi('LedgerEntry');
+
+export const Balance = z
+  .object({
+    account_id: z.string(),
+    available_points: Amount.openapi({ description: 'Points the account can spend: deposits, vested earnings, holds given back' }),
+    held_points: Amount.openapi({ description: 'Points set aside: its running tasks\' holds and its earnings not vested yet' }),
+    lifetime_earned_points: Amount,
+    lifetime_spent_points: Amount,
+    earnings: z
+      .object({
+        unvested_points: Amount.openapi({ description: 'Pay for tasks served that has not vested (part of held_points); a confirmed quarantine forfeits it to refund the clients' }),
+        unvested_tasks: z.number().int(),
+        frozen: z.boolean().openapi({ description: 'The solver is quarantined: nothing vests until an admin clears (releases) or confirms (forfeits)' }),
+        next_vesting_at: z.string().nullable().openapi({ description: 'When the oldest unvested pay vests by time (EARNINGS_VESTING_SECONDS); passed checks may vest it sooner. Null when none, or while frozen' }),
+      })
+      .openapi({ description: 'A solver\'s earnings held until they vest (docs/trust.md, "Escrow and refunds")' }),
+  })
+  .openapi('Balance');
 
 export const LedgerPage = pageOf(LedgerEntry, 'LedgerPage');
 
@@ -131,3 +158,23 @@ export const WebhookLog = z
     ),
   })
   .openapi('WebhookLog');
+
+export const SolverAttempts = z
+  .object({
+    data: z.array(
+      z.object({
+        task_id: z.string(),
+        task_type: z.string(),
+        attempt_number: z.number().int(),
+        solver_id: z.string(),
+        model_name: z.string(),
+        price_points: z.string(),
+        outcome: z.enum(ATTEMPT_OUTCOMES as [AttemptOutcome, ...AttemptOutcome[]]).openapi({ description: 'pending while it runs; error, rejected, timeout, disconnected and invalid_result count against the solver, cancelled (stopped by the service) does not' }),
+        error: z.record(z.any()).nullable().openapi({ description: 'Why a failed attempt failed ({type, message}), null otherwise' }),
+        started_at: z.string(),
+        accepted_at: z.string().nullable(),
+        ended_at: z.string().nullable(),
+      }),
+    ),
+  })
+  .openapi('SolverAttempts');

@@ -1,4 +1,4 @@
-import { CAPABILITY_TASK_TYPES } from './domain';
+import { BILLING_TYPES, CAPABILITY_TASK_TYPES } from './domain';
 import { z } from './zod';
 
 /** GET /v1/solver/market: what a solver needs to know to price and run its work here. */
@@ -13,6 +13,10 @@ export const SolverMarket = z
       z.object({
         default_max_price_points: z.string().openapi({ description: 'The maximum price of a task whose client names none; a record priced above it gets no such task' }),
         strong_tier_only: z.boolean(),
+        check_price_ceiling_points: z.string().nullable().openapi({
+          description: 'The highest min_price_points a check (canary) can pay: a record priced above it gets no client task of this type; null when no check is sent for the type',
+        }),
+        billing_types: z.array(z.enum(BILLING_TYPES)).openapi({ description: 'The billing types a record of this task type may have: per_token for chat only' }),
       }),
     ),
     accept_timeout_ms: z.number().int(),

@@ -45,7 +45,9 @@ export function buildCapabilities(config: SolverConfig, taskTypes: readonly Capa
         ...(config.chat?.completionPointsPer1kTokens ? { completion_cost: config.chat.completionPointsPer1kTokens } : {}),
       }));
     }
-    return [{ ...common, tier: 'standard', billing_type: 'per_request', model_name: webModelName(config, taskType), marginal_cost: '0' }];
+    // Only web tasks fetch pages: a chat answer does not depend on where it is asked from.
+    const country = config.country ? { country: config.country } : {};
+    return [{ ...common, tier: 'standard', billing_type: 'per_request', model_name: webModelName(config, taskType), marginal_cost: '0', ...country }];
   });
   return SolverCapabilitiesBody.parse(records);
 }

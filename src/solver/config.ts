@@ -142,6 +142,14 @@ const SolverEnv = z.object({
   // Chat only forwards to an upstream and waits on it: many at once cost little here.
   SOLVER_CHAT_MAX_CONCURRENT: positiveInt('SOLVER_CHAT_MAX_CONCURRENT', 32, MAX_CONCURRENT_LIMIT),
   SOLVER_PROVIDER_NAME: optionalString,
+  // The country this solver fetches from, declared on its web capabilities (tasks asking for it go here).
+  SOLVER_COUNTRY: optionalString.pipe(
+    z
+      .string()
+      .regex(/^[A-Za-z]{2}$/, 'SOLVER_COUNTRY must be an ISO 3166-1 alpha-2 country code, e.g. DE')
+      .transform((value) => value.toUpperCase())
+      .optional(),
+  ),
   SOLVER_PRICE_POINTS: pricePoints('SOLVER_PRICE_POINTS', '1'),
   SOLVER_SHUTDOWN_GRACE_MS: positiveInt('SOLVER_SHUTDOWN_GRACE_MS', 10_000),
   SOLVER_RECONNECT_BASE_MS: positiveInt('SOLVER_RECONNECT_BASE_MS', 500),
@@ -183,6 +191,7 @@ export const SolverConfigSchema = z.object({
   maxConcurrent: z.number().int().positive(),
   chatMaxConcurrent: z.number().int().positive(),
   providerName: z.string().min(1),
+  country: z.string().regex(/^[A-Z]{2}$/).nullable().default(null),
   pricePoints: z.record(z.enum(CAPABILITY_TASK_TYPES), z.string()),
   shutdownGraceMs: z.number().int().positive(),
   reconnectBaseMs: z.number().int().positive(),
@@ -274,6 +283,7 @@ export function parseSolverConfig(argv: readonly string[], env: Environment): So
     maxConcurrent: e.SOLVER_MAX_CONCURRENT,
     chatMaxConcurrent: e.SOLVER_CHAT_MAX_CONCURRENT,
     providerName: e.SOLVER_PROVIDER_NAME ?? 'reference-solver',
+    country: e.SOLVER_COUNTRY ?? null,
     pricePoints: e.SOLVER_PRICE_POINTS,
     shutdownGraceMs: e.SOLVER_SHUTDOWN_GRACE_MS,
     reconnectBaseMs: e.SOLVER_RECONNECT_BASE_MS,

@@ -11,6 +11,7 @@ export const SOLVER_ERROR_RETRYABLE = {
   host_not_found: false,
   connection_refused: false,
   selector_not_found: false,
+  action_failed: false,
   invalid_selector: false,
   upstream_rejected: false,
   http_error: false,

@@ -58,7 +58,15 @@ export async function resolveAllowedAddresses(host: string, policy: NetPolicy): 
   return addresses;
 }
 
+/**
+ * Names under `localhost` are the loopback address (RFC 6761, as browsers resolve them): the system
+ * resolver may not know them, and they must be refused as loopback wherever private networks are.
+ */
+const LOOPBACK_NAME = /\.localhost\.?$/i;
+const LOOPBACK: dns.LookupAddress[] = [{ address: '127.0.0.1', family: 4 }];
+
 async function resolveAll(host: string): Promise<dns.LookupAddress[]> {
+  if (LOOPBACK_NAME.test(host)) return LOOPBACK;
   try {
     return await dns.promises.lookup(host, { all: true, verbatim: true });
   } catch (error) {
@@ -80,7 +88,10 @@ type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dn
  */
 export function guardedLookup(policy: NetPolicy) {
   return (hostname: string, options: dns.LookupOptions, callback: LookupCallback): void => {
-    dns.lookup(hostname, { all: true, verbatim: true, family: options.family }, (error, addresses) => {
+    const lookup = LOOPBACK_NAME.test(hostname)
+      ? (_host: string, _options: dns.LookupAllOptions, done: (error: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => done(null, LOOPBACK)
+      : dns.lookup;
+    lookup(hostname, { all: true, verbatim: true, family: options.family }, (error, addresses) => {
       if (error) return callback(dnsError(hostname, error) as unknown as NodeJS.ErrnoException, '', 0);
       if (!policy.allowPrivateNetworks) {
         for (const { address } of addresses) {

@@ -37,6 +37,19 @@ export const isTerminalState = (state: string): state is TerminalState => (TERMI
 
 export const canTransition = (from: TaskState, to: TaskState): boolean => (TASK_TRANSITIONS[from] as readonly TaskState[]).includes(to);
 
+/** What a webhook can be told about: a task's terminal states, and its refund (`task.refunded`). */
+export const REFUNDED_EVENT = 'refunded';
+export type WebhookEvent = TerminalState | typeof REFUNDED_EVENT;
+export const WEBHOOK_EVENTS: readonly WebhookEvent[] = [...TERMINAL_STATES, REFUNDED_EVENT];
+
+/**
+ * What a completed task's result is known to be worth (docs/trust.md, "Escrow and refunds"): not
+ * checked; verified (a redundant run agreed); disputed (a redundant run disagreed, or its solver's pay
+ * for it is frozen by a quarantine); refunded (its client got back what it paid).
+ */
+export const VERIFICATION_STATES = ['unchecked', 'verified', 'disputed', 'refunded'] as const;
+export type Verification = (typeof VERIFICATION_STATES)[number];
+
 // ---------------------------------------------------------------------------------------------------
 // Attempt outcomes
 // ---------------------------------------------------------------------------------------------------

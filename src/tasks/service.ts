@@ -63,6 +63,8 @@ export interface CreateTaskInput {
   };
   /** The strict order the client asked matching for (`provider.sort`); unset, work is shared among equal offers. */
   routingSort?: RoutingSort;
+  /** The country the task must be fetched from (ISO 3166-1 alpha-2): only solvers declaring it take it. */
+  country?: string;
 }
 
 // Longer than nearly every web task takes, so the long poll is rarely opened.
@@ -134,6 +136,7 @@ export class TaskService {
       admission: { maxQueued: input.chat?.noFallbacks ? 0 : this.deps.config.queueLimitPerTaskType },
       routingSort: input.routingSort,
       figures: input.chat?.figures,
+      country: input.country,
     });
     if (outcome.kind === 'existing') return { kind: 'existing', task: (await getTaskRecord(this.deps.db, outcome.task.task_id))! };
     if (outcome.kind !== 'created') return outcome;
@@ -161,7 +164,15 @@ export class TaskService {
     // Its hold, opened with it, is its maximum price; nothing is charged yet.
     return {
       kind: 'created',
-      task: { ...record, attempts: [], held_points: record.max_price_points, estimated_price_points: firstAssignment?.estimatedPricePoints ?? null, hold_status: 'open', charged_points: '0' },
+      task: {
+        ...record,
+        attempts: [],
+        held_points: record.max_price_points,
+        estimated_price_points: firstAssignment?.estimatedPricePoints ?? null,
+        hold_status: 'open',
+        charged_points: '0',
+        verification: 'unchecked',
+      },
     };
   }
 
@@ -208,9 +219,9 @@ export class TaskService {
     }
   }
 
-  /** Whether a solver for the type is online at all. */
-  async solverOnline(taskType: WebTaskType): Promise<boolean> {
-    return (await countOnlineSolvers(this.deps.db, taskType)) > 0;
+  /** Whether a solver for the type (declaring that country, when given) is online at all. */
+  async solverOnline(taskType: WebTaskType, country?: string): Promise<boolean> {
+    return (await countOnlineSolvers(this.deps.db, taskType, { country })) > 0;
   }
 }
 

@@ -6,7 +6,7 @@ import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
 import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
-import { GRID_COLUMNS, GRID_ROWS, tokenCells, tokenFromPng } from './pixels';
+import { tokenFromPng } from './pixels';
 import {
   activeCanaryTypesSql,
   announceCanaryDue,
@@ -21,13 +21,16 @@ import {
   trustPolicy,
 } from './reputation';
 import type { SearchOracle } from './search-oracle';
-import { compareResults, disagrees } from './similarity';
+import { compareResults, disagrees, SIMILARITY_MEASURES, textSimilarity } from './similarity';
+import { canaryUrlBase, drawCanaryHost, LOCAL_CANARY_DOMAIN, type CanaryOrigin } from './canary-hosts';
+import { canaryPage, canaryPageText } from './canary-pages';
 
 /**
  * Canary tasks (docs/trust.md): the platform account sends a solver a task for a page the service
- * serves (GET /canary/{canary_id}) with a fresh random token in its text; the result passes when it
- * holds the token. For chat, the canary is an audit prompt (src/trust/chat-audit.ts) whose answer is
- * known; for web_search, a fresh query whose answer the search oracle gave (src/trust/search-oracle.ts)
+ * serves under a canary host name (CANARY_HOSTS), drawn from a fresh random seed like any small site's
+ * page (src/trust/canary-pages.ts); a fetch or snapshot passes when its text is the page's text (by
+ * the redundant runs' measure), a screenshot when its pixels show the seed's grid. For chat, the
+ * canary is an audit prompt (src/trust/chat-audit.ts) whose answer is known; for web_search, a fresh query whose answer the search oracle gave (src/trust/search-oracle.ts)
  * and the result is compared with by the redundant runs' measure. The verdict is given in the
  * transaction that stores the result and settles it.
  */
@@ -37,18 +40,15 @@ type Runner = CommonQueryMethods;
 export { isCanaryTaskType, type CanaryTaskType } from './reputation';
 
 const SEARCH_TASK_TYPE = 'web_search';
-/** The canary types that are no page the service serves (chat audits, search queries): they need no address. */
-const PAGELESS_TYPES: readonly CanaryTaskType[] = [CHAT_TASK_TYPE, SEARCH_TASK_TYPE];
-/** Whether canaries of the type are pages the service serves. */
-export const servesPage = (taskType: CanaryTaskType) => !PAGELESS_TYPES.includes(taskType);
 
 /**
- * The price cap (and the platform's hold) of a canary: CANARY_PRICE_POINTS for a page; for a chat
- * audit a client's default chat cap, so that every strong solver a client's chat could reach is
- * audited, paid its own price like a client's chat.
+ * The price cap (and the platform's hold) of every canary, page, audit or search: CHECK_PRICE_CEILING_POINTS.
+ * The settlement captures the checked solver's own price within it, as for a client's task, so a
+ * solver is checked at whatever price it asks up to the ceiling; above it, it gets no client work
+ * (trusted). Held at the ceiling rather than the price found as it was due, so that a price raised
+ * before the canary is matched still matches.
  */
-export const canaryPriceCap = (taskType: CanaryTaskType, config: { canaryPricePoints: string; defaultChatPricePoints: string }) =>
-  taskType === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.canaryPricePoints;
+export const canaryHold = (config: { trust: { checkPriceCeilingPoints: string } }) => config.trust.checkPriceCeilingPoints;
 
 /**
  * The workflow id of a solver's canary of a task type: numbered by the canaries of that type it was
@@ -100,37 +100,20 @@ export async function dueCanaries(db: Runner, options: { solverId?: string; limi
         -- Chat goes to strong-tier capabilities only: those are audited.
         AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
         AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
+        -- An offer above the ceiling is no check's to pay (it gets no client work either).
+        AND c.min_price_points <= ${trustPolicy().checkPriceCeilingPoints}::numeric
         AND (${options.solverId ?? null}::text IS NULL OR c.solver_id = ${options.solverId ?? null})
     ) c
     WHERE ${dueNow(sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
     LIMIT ${options.limit ?? 100}`);
 }
 
-/**
- * The page of a canary: plain HTML whose text carries the token, like any small page; for a
- * screenshot, the token's bits as a grid of black and white cells filling the viewport.
- */
-export function canaryPage(token: string, taskType: string): string {
-  if (taskType === 'screenshot') {
-    const cells = tokenCells(token).map((dark) => (dark ? '<i class="d"></i>' : '<i></i>')).join('');
-    return `<!doctype html>
-<html><head><meta charset="utf-8"><title>Pattern ${token.slice(0, 6)}</title><style>
-html,body{margin:0;height:100%;overflow:hidden;background:#fff}
-main{position:fixed;inset:0;display:grid;grid-template-columns:repeat(${GRID_COLUMNS},1fr);grid-template-rows:repeat(${GRID_ROWS},1fr)}
-i{display:block}.d{background:#000}
-</style></head><body><main>${cells}</main></body></html>
-`;
-  }
-  return `<!doctype html>
-<html><head><meta charset="utf-8"><title>Notes ${token.slice(0, 6)}</title></head>
-<body><main><h1>Notes</h1><p>Reference ${token}</p></main></body></html>
-`;
-}
-
-/** What a canary's page shows: its token, and the task type it is rendered for (a chat audit has no page). */
-export async function canaryPageOf(db: Runner, canaryId: string): Promise<{ token: string; taskType: string } | null> {
-  return db.maybeOne(sql.type(z.object({ token: z.string(), taskType: z.string() }))`
-    SELECT token, task_type AS "taskType" FROM canaries WHERE canary_id = ${canaryId} AND task_type <> ALL(${sql.array([...PAGELESS_TYPES], 'text')})`);
+/** The canary page at a host name and path (its HTML), or null when there is none. */
+export async function canaryPageAt(db: Runner, hostname: string, path: string): Promise<string | null> {
+  const host = hostname.toLowerCase();
+  const canary = await db.maybeOne(sql.type(z.object({ token: z.string(), task_type: z.string() }))`
+    SELECT token, task_type FROM canaries WHERE page = ${`${host}${path}`}`);
+  return canary ? canaryPage(canary.token, canary.task_type, host).html : null;
 }
 
 export interface NewCanary {
@@ -140,8 +123,8 @@ export interface NewCanary {
   /** Canaries of that type the solver was sent before this one, as its starter found it due. */
   sent: number;
   workflowId: string;
-  /** Where the page is served; null: the address of the API node holding the solver's socket. */
-  publicBaseUrl: string | null;
+  /** Where pages are served (CANARY_HOSTS), or under localhost names on the port of the node holding the solver's socket. */
+  canaryHosts: { configured: readonly CanaryOrigin[]; local: boolean };
   pricePoints: string;
   timeoutSeconds: number;
   /** What web_search canaries are compared with; none: no web_search canary is created. */
@@ -153,15 +136,16 @@ const SearchExpectation = z.object({ kind: z.literal('search'), oracle: z.string
 
 /**
  * The task a canary sends, per task type, and what its result must show: for the page types the page's
- * address in the payload a client's request becomes (its defaults filled in the same way) and the
- * page's token; for chat a fresh audit prompt and its expected answer; for web_search a fresh query
- * and the oracle's answer. A string: why there is none.
+ * address in the payload a client's request becomes (its defaults filled in the same way), the seed
+ * the page is drawn from and where it is served (host and path); for chat a fresh audit prompt and its
+ * expected answer; for web_search a fresh query and the oracle's answer. A string: why there is none.
  */
 async function canaryTask(
   db: Runner,
   canary: NewCanary,
-  canaryId: string,
-): Promise<{ payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | z.infer<typeof SearchExpectation> | null } | 'no_page_address' | 'no_oracle_answer'> {
+): Promise<
+  { payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | z.infer<typeof SearchExpectation> | null; page?: string } | 'no_page_address' | 'no_oracle_answer'
+> {
   if (canary.taskType === CHAT_TASK_TYPE) {
     const built = buildChatAudit();
     return { payload: built.payload, token: built.token, audit: built.expected };
@@ -172,13 +156,36 @@ async function canaryTask(
     const { payload, results } = drawn;
     return { payload, token: payload.query, audit: { kind: 'search', oracle: canary.searchOracle!.name, query: payload.query, count: payload.count, results } };
   }
-  const base =
-    canary.publicBaseUrl ??
-    (await db.maybeOneFirst(sql.type(z.object({ base_url: z.string().nullable() }))`
-      SELECT n.base_url FROM solver_connections sc JOIN api_nodes n ON n.node_id = sc.node_id WHERE sc.solver_id = ${canary.solverId} LIMIT 1`));
-  if (!base) return 'no_page_address';
-  const payload = PAYLOAD_SCHEMAS[canary.taskType].parse({ url: `${base}/canary/${canaryId}` }) as Record<string, unknown>;
-  return { payload, token: crypto.randomBytes(16).toString('hex'), audit: null };
+  const origin = await pageOrigin(db, canary);
+  if (!origin) return 'no_page_address';
+  const earlierHosts = await db.anyFirst(sql.type(z.object({ host: z.string() }))`
+    SELECT DISTINCT split_part(page, '/', 1) AS host FROM (
+      SELECT page FROM canaries WHERE solver_id = ${canary.solverId} AND page IS NOT NULL ORDER BY created_at DESC LIMIT ${EARLIER_HOSTS}) p`);
+  const host = drawCanaryHost(origin, earlierHosts);
+  // A page is at a path of its own on its host: a seed whose page is taken (rare) is drawn again.
+  let token: string;
+  let path: string;
+  do {
+    token = crypto.randomBytes(16).toString('hex');
+    path = canaryPage(token, canary.taskType, host).path;
+  } while (await db.exists(sql.unsafe`SELECT 1 FROM canaries WHERE page = ${`${host}${path}`}`));
+  const payload = PAYLOAD_SCHEMAS[canary.taskType].parse({ url: `${canaryUrlBase(origin, host)}${path}` }) as Record<string, unknown>;
+  return { payload, token, audit: null, page: `${host}${path}` };
+}
+
+/** The solver's latest canary hosts a new page may reuse (drawCanaryHost). */
+const EARLIER_HOSTS = 8;
+
+/** The origin of a new canary page: one of CANARY_HOSTS, or names under localhost on the port of the node holding the solver's socket. */
+async function pageOrigin(db: Runner, canary: NewCanary): Promise<CanaryOrigin | null> {
+  const { configured, local } = canary.canaryHosts;
+  if (configured.length > 0) return configured[crypto.randomInt(configured.length)]!;
+  if (!local) return null;
+  const base = await db.maybeOneFirst(sql.type(z.object({ base_url: z.string().nullable() }))`
+    SELECT n.base_url FROM solver_connections sc JOIN api_nodes n ON n.node_id = sc.node_id WHERE sc.solver_id = ${canary.solverId} LIMIT 1`);
+  if (!base) return null;
+  const url = new URL(base);
+  return { scheme: 'http', host: LOCAL_CANARY_DOMAIN, port: url.port ? Number(url.port) : null };
 }
 
 /** What creating a canary did: the task to run, or why there is none. */
@@ -196,9 +203,9 @@ export async function createCanary(db: DatabasePool, canary: NewCanary): Promise
   const existing = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
   if (existing) return { created: true, taskId: canary.taskId };
   const canaryId = crypto.randomBytes(12).toString('base64url');
-  const task = await canaryTask(db, canary, canaryId);
+  const task = await canaryTask(db, canary);
   if (typeof task === 'string') return { created: false, reason: task };
-  const { payload, token, audit } = task;
+  const { payload, token, audit, page } = task;
   const row = await db
     .transaction(async (tx) => {
       // The solver's reputation row before the platform's balance row, in the order every settlement
@@ -206,8 +213,8 @@ export async function createCanary(db: DatabasePool, canary: NewCanary): Promise
       await tx.query(sql.unsafe`SELECT 1 FROM solver_reputation WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} FOR UPDATE`);
       return tx.maybeOne(sql.type(z.object({ task_id: z.string() }))`
       WITH k AS (
-        INSERT INTO canaries (task_id, canary_id, solver_id, task_type, token, audit)
-        SELECT ${canary.taskId}, ${canaryId}, ${canary.solverId}, ${canary.taskType}, ${token}, ${audit ? sql.jsonb(audit) : null}::jsonb
+        INSERT INTO canaries (task_id, canary_id, solver_id, task_type, token, audit, page)
+        SELECT ${canary.taskId}, ${canaryId}, ${canary.solverId}, ${canary.taskType}, ${token}, ${audit ? sql.jsonb(audit) : null}::jsonb, ${page ?? null}::text
         WHERE ${dueNow(sql.fragment`${canary.solverId}::text`, sql.fragment`${canary.taskType}::text`)}
           AND ${canariesSent(sql.fragment`${canary.solverId}::text`, sql.fragment`${canary.taskType}::text`)} = ${canary.sent}
         -- Two starts of one canary at once: the open canary's unique index lets one through.
@@ -240,8 +247,8 @@ export async function createCanary(db: DatabasePool, canary: NewCanary): Promise
 }
 
 /**
- * What a result shows of the page, in which the token must appear: the text of a fetch or snapshot,
- * and for a screenshot the token read back from the image's grid (or why it could not be read).
+ * What a result shows of the page: the text of a fetch or snapshot, and for a screenshot the token
+ * read back from the image's grid (or why it could not be read).
  */
 function resultText(taskType: string, result: Record<string, unknown>): string {
   if (taskType === SEARCH_TASK_TYPE) {
@@ -269,14 +276,15 @@ function resultText(taskType: string, result: Record<string, unknown>): string {
  * when the task is no canary.
  */
 export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<'passed' | 'failed' | null> {
-  const canary = await tx.maybeOne(sql.type(z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown() }))`
-    SELECT canary_id, task_type, token, audit FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
+  const canary = await tx.maybeOne(sql.type(z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown(), page: z.string().nullable() }))`
+    SELECT canary_id, task_type, token, audit, page FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
   if (!canary) return null;
   const expected = canary.audit === null || canary.task_type !== CHAT_TASK_TYPE ? null : ChatAuditExpectation.parse(canary.audit);
   const judged = expected ? judgeChatAudit(expected, result) : null;
   const searched = canary.task_type === SEARCH_TASK_TYPE ? judgeSearch(SearchExpectation.parse(canary.audit), result) : null;
   const text = resultText(canary.task_type, result);
-  const passed = judged ? judged.passed : searched ? searched.passed : text.includes(canary.token);
+  const paged = canary.page !== null && canary.task_type !== 'screenshot' ? judgePageText(canary.token, canary.task_type, canary.page, text) : null;
+  const passed = judged ? judged.passed : searched ? searched.passed : paged ? paged.passed : text.includes(canary.token);
   const verdict = passed ? 'passed' : 'failed';
   // One failure quarantines (web); a chat audit, this many among the solver's last `window` judged ones.
   const [needed, window] = judged ? [CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW] : [1, 1];
@@ -290,6 +298,7 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
     returned_excerpt: judged ? judged.returned : text.slice(0, 500),
     ...(judged && expected ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: failedInWindow, of_last: window } : {}),
     ...(searched ? { search: searched.evidence } : {}),
+    ...(paged ? { page: paged.evidence } : {}),
   };
   const weight = CANARY_PASS_WEIGHT;
   await tx.query(sql.unsafe`
@@ -315,6 +324,23 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
     -- possibly due the next one (probation, attempts meanwhile, or the failed audit's recheck at once).
     SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)} WHERE ${!quarantine}`);
   return verdict;
+}
+
+/**
+ * A fetch's or snapshot's verdict on a canary page: the returned text against the page's own text
+ * (canaryPageText), by the redundant runs' text measure and the fetch threshold (3-word shingles,
+ * src/trust/similarity.ts): below it, the page was not what the solver read.
+ */
+function judgePageText(token: string, taskType: string, page: string, text: string) {
+  const slash = page.indexOf('/');
+  const host = page.slice(0, slash);
+  const expected = canaryPageText(canaryPage(token, taskType, host).html);
+  const { measure, threshold } = SIMILARITY_MEASURES.proxy_fetch;
+  const similarity = Math.round(textSimilarity(expected, text) * 10_000) / 10_000;
+  return {
+    passed: similarity >= threshold,
+    evidence: { host, path: page.slice(slash), measure, similarity, threshold, expected_excerpt: expected.slice(0, 500) },
+  };
 }
 
 /**
@@ -356,20 +382,4 @@ export async function markCanaryUnanswered(db: Runner, taskId: string): Promise<
       RETURNING solver_id
     )
     SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM marked`);
-}
-
-/** The hold id of a quarantined solver's earnings from one task. */
-export const heldEarningsId = (taskId: string) => `held:${taskId}`;
-
-/**
- * Holds a quarantined solver's earnings from a task settled in this transaction: its payout moves
- * from available to held on the solver's account until an admin clears the quarantine.
- */
-export async function holdEarningsIn(tx: Runner, taskId: string, solverId: string, earned: string): Promise<void> {
-  if (/^0*(\.0*)?$/.test(earned)) return;
-  // Asked again here, after the settlement locked the solver's balance row: a clearing that committed
-  // meanwhile (it locks that row too) is seen, and nothing is held after it.
-  await tx.query(sql.unsafe`
-    WITH ${holdSteps(sql.fragment`SELECT ${heldEarningsId(taskId)}::text AS hold_id WHERE ${quarantined(sql.fragment`${solverId}::text`)}`, solverId, earned)}
-    SELECT 1`);
 }

@@ -7,7 +7,7 @@ import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import { newTaskId } from '../tasks/service';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
-import { canaryPriceCap, canarySearchTaskType, canaryWorkflowId, dueCanaries, servesPage, type DueCanary } from './canaries';
+import { canaryHold, canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
 import { CANARY_DUE_CHANNEL } from './reputation';
 
 /**
@@ -27,19 +27,30 @@ export interface CanaryStartDeps {
 
 /** Starts a canary workflow for each solver due one (or for one solver's due canaries). Returns how many it started (or found started). */
 export async function startDueCanaries(deps: CanaryStartDeps, options: { solverId?: string } = {}): Promise<number> {
-  // Without a public address, a node's own (loopback or private) address serves canary pages only
-  // where solvers may fetch private networks: otherwise no canary page could be fetched (chat audits need none).
-  const pages = Boolean(deps.config.publicBaseUrl) || deps.config.allowPrivateNetworks;
-  const due = (await dueCanaries(deps.db, { solverId: options.solverId })).filter(({ taskType }) => pages || !servesPage(taskType));
+  // Page canaries are due only where solvers can reach canary pages (activeCanaryTypes).
+  const due = await dueCanaries(deps.db, { solverId: options.solverId });
   if (due.length === 0) return 0;
-  // The platform account must be able to pay a canary's price cap (its hold), per task type: a chat
-  // audit's is DEFAULT_CHAT_PRICE_POINTS, a page's CANARY_PRICE_POINTS. One it cannot pay is not
-  // started (its workflow would end skipped, and the solver stay due).
+  // The platform account must be able to pay a canary's hold (CHECK_PRICE_CEILING_POINTS, every type).
+  // None is started while it cannot (its workflow would end skipped): the solver stays due, and on
+  // probation gets no client work, until the account is funded and a sweep starts it.
   const platform = await getBalance(deps.db, PLATFORM_ACCOUNT_ID);
   const available = Number(platform?.available_points ?? 0);
-  const affordable = due.filter(({ taskType }) => platform && available >= Number(canaryPriceCap(taskType, deps.config)));
+  const affordable = platform && available >= Number(canaryHold(deps.config)) ? due : [];
+  if (affordable.length < due.length) warnUnfunded(deps, due.length - affordable.length, available);
   for (const canary of affordable) await startCanary(deps, canary);
   return affordable.length;
+}
+
+// With probation on by default, an unfunded platform account keeps every new solver from client work: said, once a minute at most.
+const UNFUNDED_WARNING_MS = 60_000;
+let lastUnfundedWarning = 0;
+function warnUnfunded(deps: CanaryStartDeps, count: number, available: number): void {
+  if (Date.now() - lastUnfundedWarning < UNFUNDED_WARNING_MS) return;
+  lastUnfundedWarning = Date.now();
+  deps.logger.warn(
+    { canaries: count, platform_available_points: available },
+    'canaries not started: the platform account cannot pay for them, and solvers on probation get no client work until it can; fund it with POST /v1/admin/deposit (account_id "platform")',
+  );
 }
 
 async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: DueCanary): Promise<void> {
@@ -49,7 +60,7 @@ async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: 
     solverId,
     taskType,
     sent,
-    maxPricePoints: canaryPriceCap(taskType, deps.config),
+    maxPricePoints: canaryHold(deps.config),
     // A chat audit goes to the solver's strong-tier capability, matched by the allowlist like a client's strong chat.
     ...(taskType === CHAT_TASK_TYPE ? { strongModels: readStrongModels(deps.config) } : {}),
     timeoutSeconds: deps.config.defaultTaskTimeoutSeconds,

@@ -4,9 +4,9 @@ import { PUBLIC_MODEL_ID } from '../schemas/domain';
 
 /**
  * Chat audits (docs/trust.md, "Chat audits"): canaries of task type `chat_completion` for strong-tier
- * solvers. The platform sends a chat request built from a small bank of prompts whose answers are
- * checked without a model (a product of fresh operands, a fresh word in capitals, a call of an offered
- * function with given values), and the judge checks the answer, the tool call against the offered
+ * solvers. The platform sends a chat request drawn from a generated bank (topics, wordings, system
+ * prompts, earlier turns) whose answers are checked without a model (a product of fresh operands, a
+ * fresh word in capitals, a call of an offered function with given values), and the judge checks the answer, the tool call against the offered
  * schema, and that the reported usage is plausible for the output. Pure functions: the canary module
  * stores what is expected and calls the judge in the transaction that settles the audit.
  */
@@ -65,70 +65,167 @@ export interface ChatAudit {
 }
 
 const pick = <T>(items: readonly T[]): T => items[crypto.randomInt(items.length)]!;
+const chance = (p: number) => crypto.randomInt(1_000_000) < p * 1_000_000;
 const LETTERS = 'abcdefghijkmnpqrstuvwxyz';
 const word = (length: number, alphabet = LETTERS) => Array.from({ length }, () => alphabet[crypto.randomInt(alphabet.length)]).join('');
+const fill = (template: string, values: Record<string, string | number>) => template.replace(/\{(\w+)\}/g, (_, key: string) => String(values[key] ?? ''));
 
-const ARITHMETIC_PROMPTS = [
-  (a: number, b: number) => `Compute ${a} * ${b}. Reply with the number only.`,
-  (a: number, b: number) => `What is ${a} × ${b}? Answer with just the number.`,
-  (a: number, b: number) => `Calculate ${a} * ${b} and give only the result.`,
-];
-const TRANSFORM_PROMPTS = [
-  (w: string) => `Write "${w}" in capital letters. Reply with that word only.`,
-  (w: string) => `Convert "${w}" to upper case and reply with nothing else.`,
-];
-const FUNCTIONS = [
-  { name: 'record_reading', description: 'Stores a sensor reading.', text: 'sensor', number: 'value' },
-  { name: 'book_room', description: 'Books a meeting room for a number of people.', text: 'room', number: 'attendees' },
-  { name: 'log_order', description: 'Logs an order line.', text: 'sku', number: 'quantity' },
-  { name: 'set_reminder', description: 'Sets a reminder some minutes from now.', text: 'label', number: 'minutes' },
+/**
+ * The bank audits are drawn from: topics a client's chat may be about, each with who asks, what it is
+ * about and the names its functions use, composed with many wordings of each question, optional
+ * system prompts, earlier turns, context and closing requests. No text here holds a digit or a double
+ * quote: the question's values are the only ones, and the judge knows them.
+ */
+const TOPICS = [
+  { who: 'I run a small bakery', about: 'our weekly flour orders', unit: 'bags', verbs: ['order', 'restock'], nouns: ['supplier', 'batch', 'order'], text: ['supplier', 'batch', 'flavor'], number: ['quantity', 'loaves', 'trays'] },
+  { who: 'I manage a warehouse', about: 'pallet counts for the audit', unit: 'boxes', verbs: ['log', 'move'], nouns: ['pallet', 'shipment', 'bin'], text: ['sku', 'bin', 'carrier'], number: ['quantity', 'pallets', 'weight'] },
+  { who: 'I teach a chemistry class', about: 'lab supplies for next term', unit: 'vials', verbs: ['reserve', 'record'], nouns: ['lab', 'sample', 'reading'], text: ['sample', 'student', 'sensor'], number: ['value', 'grams', 'minutes'] },
+  { who: 'I am planning a wedding', about: 'the seating and catering', unit: 'guests', verbs: ['book', 'assign'], nouns: ['table', 'venue', 'menu'], text: ['table', 'guest', 'menu'], number: ['seats', 'guests', 'courses'] },
+  { who: 'I keep the books for a cafe', about: 'this month\'s invoices', unit: 'invoices', verbs: ['record', 'file'], nouns: ['invoice', 'expense', 'receipt'], text: ['vendor', 'category', 'reference'], number: ['amount', 'cents', 'items'] },
+  { who: 'I coordinate volunteers at a food bank', about: 'the weekend shifts', unit: 'parcels', verbs: ['schedule', 'assign'], nouns: ['shift', 'volunteer', 'parcel'], text: ['volunteer', 'station', 'shift'], number: ['hours', 'parcels', 'people'] },
+  { who: 'I maintain a fleet of delivery vans', about: 'fuel and mileage', unit: 'litres', verbs: ['log', 'schedule'], nouns: ['van', 'trip', 'service'], text: ['vehicle', 'driver', 'route'], number: ['kilometers', 'litres', 'stops'] },
+  { who: 'I run a tabletop game night', about: 'tournament brackets', unit: 'players', verbs: ['register', 'score'], nouns: ['player', 'match', 'round'], text: ['player', 'team', 'deck'], number: ['points', 'round', 'wins'] },
+  { who: 'I work on a backend team', about: 'a capacity estimate for the next release', unit: 'requests', verbs: ['create', 'open'], nouns: ['ticket', 'incident', 'deploy'], text: ['service', 'owner', 'label'], number: ['priority', 'replicas', 'minutes'] },
+  { who: 'I look after a community garden', about: 'seed trays and plots', unit: 'seedlings', verbs: ['plant', 'water'], nouns: ['plot', 'bed', 'harvest'], text: ['plot', 'crop', 'gardener'], number: ['rows', 'plants', 'days'] },
+  { who: 'I organise a running club', about: 'training plans', unit: 'meters', verbs: ['log', 'plan'], nouns: ['run', 'workout', 'race'], text: ['runner', 'route', 'pace'], number: ['meters', 'laps', 'minutes'] },
+  { who: 'I run a small print shop', about: 'a flyer job for a client', unit: 'sheets', verbs: ['queue', 'quote'], nouns: ['print', 'job', 'proof'], text: ['customer', 'paper', 'finish'], number: ['copies', 'pages', 'sheets'] },
+  { who: 'I handle bookings for a hostel', about: 'next month\'s occupancy', unit: 'nights', verbs: ['book', 'hold'], nouns: ['room', 'booking', 'guest'], text: ['room', 'guest', 'channel'], number: ['nights', 'beds', 'attendees'] },
+  { who: 'I am a librarian', about: 'returning and shelving books', unit: 'books', verbs: ['catalog', 'reserve'], nouns: ['book', 'loan', 'shelf'], text: ['isbn', 'shelf', 'patron'], number: ['copies', 'days', 'pages'] },
+  { who: 'I coach a youth football team', about: 'kit and travel costs', unit: 'shirts', verbs: ['add', 'track'], nouns: ['player', 'game', 'kit'], text: ['player', 'position', 'opponent'], number: ['goals', 'minutes', 'number'] },
+  { who: 'I run an online plant shop', about: 'pot sizes and stock', unit: 'pots', verbs: ['list', 'update'], nouns: ['listing', 'stock', 'order'], text: ['plant', 'size', 'sku'], number: ['quantity', 'price', 'stock'] },
+  { who: 'I manage a call center team', about: 'staffing for the holidays', unit: 'calls', verbs: ['set', 'log'], nouns: ['reminder', 'shift', 'call'], text: ['label', 'agent', 'queue'], number: ['minutes', 'agents', 'calls'] },
+  { who: 'I am renovating a flat', about: 'tiles and paint', unit: 'tiles', verbs: ['order', 'note'], nouns: ['material', 'room', 'quote'], text: ['material', 'room', 'color'], number: ['tiles', 'liters', 'meters'] },
+  { who: 'I run a podcast', about: 'episode downloads', unit: 'downloads', verbs: ['publish', 'schedule'], nouns: ['episode', 'guest', 'ad'], text: ['episode', 'guest', 'sponsor'], number: ['minutes', 'downloads', 'slot'] },
+  { who: 'I help at a bike repair cafe', about: 'spare parts', unit: 'spokes', verbs: ['log', 'reserve'], nouns: ['repair', 'part', 'bike'], text: ['part', 'owner', 'frame'], number: ['quantity', 'minutes', 'size'] },
 ] as const;
-const TOOL_PROMPTS = [
-  (name: string, text: string, textValue: string, number: string, numberValue: number) => `Call ${name} with ${text} "${textValue}" and ${number} ${numberValue}.`,
-  (name: string, text: string, textValue: string, number: string, numberValue: number) => `Use the ${name} function: ${text} "${textValue}", ${number} ${numberValue}.`,
+
+type Topic = (typeof TOPICS)[number];
+
+const SYSTEM_PROMPTS = [
+  'You are a helpful assistant.',
+  'You are a concise assistant. Keep answers short.',
+  'You are an assistant for a small business. Be accurate and brief.',
+  'You help with everyday office tasks. Answer exactly what is asked.',
+  'You are a careful assistant. Do not add explanations unless asked.',
+  'Answer in plain text without markdown.',
+  'You are a friendly assistant for {about}.',
 ];
+const OPENERS = ['Hi!', 'Hello,', 'Quick question.', 'Hey there.', 'Good morning!', 'Hi, hope you are well.', 'Sorry to bother you again.', ''];
+const CONTEXTS = [
+  '{who} and I am sorting out {about}.',
+  '{who}. We are going through {about} today.',
+  'Context: {about}.',
+  '{who}, and the numbers keep getting mixed up.',
+  'This is for {about}.',
+  'My colleague asked me to double check {about}.',
+  '{who} and I need this for a spreadsheet.',
+  'We are tidying up {about} before the end of the week.',
+];
+const CLOSERS = ['', 'Thanks!', 'Thank you.', 'Much appreciated.', 'Thanks in advance.', 'Cheers.'];
+const PRIOR_TURNS = [
+  ['Can you help me with some numbers for {about}?', 'Of course. What do you need?'],
+  ['I have a couple of quick tasks about {about}.', 'Sure, go ahead.'],
+  ['Are you there?', 'Yes, how can I help?'],
+  ['{who}. Can you help me with something?', 'Happy to help. What is it?'],
+] as const;
+
+const ARITHMETIC_ASKS = [
+  'Compute {a} * {b}. Reply with the number only.',
+  'What is {a} × {b}? Answer with just the number.',
+  'Calculate {a} * {b} and give only the result.',
+  'We have {a} lots of {b} {unit}. How many {unit} is that, {a} times {b}? Just the number please.',
+  'What is the product of {a} and {b}? Only the number.',
+  'How much is {a} multiplied by {b}? Reply with the result only.',
+  'I need {a} × {b} for a cell in my sheet. Number only, no working.',
+  'Can you work out {a} times {b} for me? Just give me the final figure.',
+  'Multiply {a} by {b}: {a} * {b}. Answer with the number alone.',
+  'Quick sanity check on {about}: {a} × {b} = ? Only the number, please.',
+];
+const TRANSFORM_ASKS = [
+  'Write "{w}" in capital letters. Reply with that word only.',
+  'Convert "{w}" to upper case and reply with nothing else.',
+  'Our label printer needs codes in capitals. Please give me "{w}" in all caps, nothing else.',
+  'Uppercase this code for me: "{w}". Reply with just the uppercased code.',
+  'Can you rewrite "{w}" using only capital letters? Only the word, please.',
+  'Please return "{w}" in uppercase, with no other text.',
+  'The reference "{w}" has to be written in block capitals for the form. What is it in capitals? Reply with the word only.',
+  'Turn "{w}" into upper case letters. Just the result.',
+];
+const TOOL_ASKS = [
+  'Call {name} with {text} "{tv}" and {number} {nv}.',
+  'Use the {name} function: {text} "{tv}", {number} {nv}.',
+  'Please {verb} this with {name}: {text} "{tv}" and {number} {nv}.',
+  'Run {name} for {text} "{tv}" with {number} {nv}, please.',
+  'Go ahead and call {name}, {text} "{tv}", {number} {nv}.',
+  'Can you use {name} to {verb} it? The {text} "{tv}" and the {number} {nv}.',
+  'I need a {noun} recorded through {name} with {text} "{tv}" and {number} {nv}.',
+];
+
+/** A chat as a client's would be: a system prompt at times, an earlier exchange at times, an opener, context, the question, a closing word. */
+function conversation(topic: Topic, ask: string): { role: string; content: string }[] {
+  const values = { who: topic.who, about: topic.about };
+  const messages: { role: string; content: string }[] = [];
+  if (chance(0.4)) messages.push({ role: 'system', content: fill(pick(SYSTEM_PROMPTS), values) });
+  if (chance(0.25)) {
+    const [user, assistant] = pick(PRIOR_TURNS);
+    messages.push({ role: 'user', content: fill(user, values) }, { role: 'assistant', content: assistant });
+  }
+  const context = chance(0.6) ? fill(pick(CONTEXTS), values) : '';
+  const parts = [pick(OPENERS), ...(chance(0.5) ? [context, ask] : [ask, context]), pick(CLOSERS)].filter(Boolean);
+  messages.push({ role: 'user', content: parts.join(chance(0.2) ? '\n\n' : ' ') });
+  return messages;
+}
 
 const promptChars = (payload: { messages: { content: string }[]; tools?: unknown[] }) =>
   payload.messages.reduce((sum, message) => sum + message.content.length, 0) + (payload.tools ? JSON.stringify(payload.tools).length : 0);
 
 /**
- * A fresh audit of one kind (random when not given). Temperature 0; no seed: the answers are checked
- * by value, not by wording, and a seed would make audits stand out among clients' requests.
+ * A fresh audit of one kind (random when not given), drawn from the bank above. Temperature 0; no
+ * seed: the answers are checked by value, not by wording, and a seed would make audits stand out
+ * among clients' requests.
  */
 export function buildChatAudit(kind: ChatAuditKind = pick(CHAT_AUDIT_KINDS)): ChatAudit {
+  const topic = pick(TOPICS);
   if (kind === 'arithmetic') {
     const a = crypto.randomInt(1000, 10000);
     const b = crypto.randomInt(11, 100);
-    const payload = { model: PUBLIC_MODEL_ID, messages: [{ role: 'user', content: pick(ARITHMETIC_PROMPTS)(a, b) }], temperature: 0 };
+    const ask = fill(pick(ARITHMETIC_ASKS), { a, b, unit: topic.unit, about: topic.about });
+    const payload = { model: PUBLIC_MODEL_ID, messages: conversation(topic, ask), temperature: 0 };
     const answer = String(a * b);
     return { payload, expected: { kind, answer, prompt_chars: promptChars(payload) }, token: answer };
   }
   if (kind === 'transform') {
-    const w = word(8);
-    const payload = { model: PUBLIC_MODEL_ID, messages: [{ role: 'user', content: pick(TRANSFORM_PROMPTS)(w) }], temperature: 0 };
+    const w = word(crypto.randomInt(6, 11));
+    const payload = { model: PUBLIC_MODEL_ID, messages: conversation(topic, fill(pick(TRANSFORM_ASKS), { w })), temperature: 0 };
     const answer = w.toUpperCase();
     return { payload, expected: { kind, answer, prompt_chars: promptChars(payload) }, token: answer };
   }
-  const fn = pick(FUNCTIONS);
-  const textValue = word(6, `${LETTERS}23456789`);
+  const verb = pick(topic.verbs);
+  const noun = pick(topic.nouns);
+  const name = `${verb}_${noun}`;
+  const text = pick(topic.text);
+  const number = pick(topic.number.filter((field) => field !== text));
+  const textValue = word(crypto.randomInt(5, 9), `${LETTERS}23456789`);
   const numberValue = crypto.randomInt(2, 10000);
   const parameters: ParametersSchema = {
     type: 'object',
-    properties: { [fn.text]: { type: 'string', description: `The ${fn.text}.` }, [fn.number]: { type: 'integer', description: `The ${fn.number}.` } },
-    required: [fn.text, fn.number],
+    properties: { [text]: { type: 'string', description: `The ${text}.` }, [number]: { type: 'integer', description: `The ${number}.` } },
+    required: [text, number],
     additionalProperties: false,
   };
-  const tools = [{ type: 'function', function: { name: fn.name, description: fn.description, parameters } }];
+  const description = `${verb.charAt(0).toUpperCase()}${verb.slice(1)}s a ${noun}.`;
+  const tools = [{ type: 'function', function: { name, description, parameters } }];
+  const ask = fill(pick(TOOL_ASKS), { name, text, tv: textValue, number, nv: numberValue, verb, noun });
   const payload = {
     model: PUBLIC_MODEL_ID,
-    messages: [{ role: 'user', content: pick(TOOL_PROMPTS)(fn.name, fn.text, textValue, fn.number, numberValue) }],
+    messages: conversation(topic, ask),
     temperature: 0,
     tools,
-    tool_choice: { type: 'function', function: { name: fn.name } },
+    tool_choice: { type: 'function', function: { name } },
   };
   return {
     payload,
-    expected: { kind, name: fn.name, arguments: { [fn.text]: textValue, [fn.number]: numberValue }, parameters, prompt_chars: promptChars(payload) },
+    expected: { kind, name, arguments: { [text]: textValue, [number]: numberValue }, parameters, prompt_chars: promptChars(payload) },
     token: textValue,
   };
 }

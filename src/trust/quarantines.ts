@@ -1,8 +1,9 @@
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { HOLD_OPEN, release } from '../db/ledger';
+import { heldEarningsId, HOLD_OPEN, PLATFORM_ACCOUNT_ID, release } from '../db/ledger';
+import { refundTask } from '../db/verification';
+import type { DueDelivery } from '../db/webhooks';
 import type { Db } from '../db/pool';
-import { heldEarningsId } from './canaries';
 import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from './reputation';
 
 /** What solvers and admins see of reputation and quarantines (docs/trust.md). */
@@ -32,12 +33,15 @@ const QuarantineRow = z.object({
   started_at: z.string(),
   cleared_at: z.string().nullable(),
   cleared_note: z.string().nullable(),
+  confirmed_at: z.string().nullable(),
+  confirmed_note: z.string().nullable(),
 });
 export type Quarantine = z.infer<typeof QuarantineRow>;
 
 const QUARANTINE_COLUMNS = sql.fragment`quarantine_id::text AS quarantine_id, solver_id, task_type, reason, evidence,
   to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS started_at,
-  to_char(cleared_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS cleared_at, cleared_note`;
+  to_char(cleared_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS cleared_at, cleared_note,
+  to_char(confirmed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS confirmed_at, confirmed_note`;
 
 /**
  * A solver's reputation for each task type it offers or has evidence for: the score now (decayed
@@ -52,7 +56,8 @@ export async function reputationOf(db: Runner, solverId: string): Promise<Reputa
            round(r.latency_ms)::float8 AS latency_ms,
            COALESCE(r.canary_passes, 0) AS canary_passes, COALESCE(r.canary_failures, 0) AS canary_failures,
            COALESCE(r.redundant_runs, 0) AS redundant_runs, COALESCE(r.disagreements, 0) AS disagreements,
-           ${trusted('t')} AS client_work
+           -- Its cheapest offer of the type: client work goes to any offer a check can pay.
+           ${trusted('t', sql.fragment`COALESCE((SELECT min(p.min_price_points) FROM solver_capabilities p WHERE p.solver_id = t.solver_id AND p.task_type = t.task_type), 0)`)} AS client_work
     FROM (
       SELECT ${solverId}::text AS solver_id, task_type FROM solver_capabilities WHERE solver_id = ${solverId}
       UNION SELECT solver_id, task_type FROM solver_reputation WHERE solver_id = ${solverId}
@@ -104,5 +109,55 @@ export async function clearQuarantine(db: Db, solverId: string, note: string | n
     // A solver on probation is due a canary again.
     await announceCanaryDueIn(tx, solverId);
     return { quarantine: cleared, released_points: releasedPoints };
+  });
+}
+
+/** What confirming a quarantine did: the tasks refunded, what was forfeited and refunded in all. */
+export interface Confirmed {
+  quarantine: Quarantine;
+  forfeited_points: string;
+  refunded_points: string;
+  refunded_tasks: number;
+  /** The `task.refunded` deliveries written, whose first attempt is the caller's to make once this returns. */
+  webhooks: DueDelivery[];
+}
+
+/**
+ * Confirms a solver's open quarantine: the solver stays quarantined, and its pay not vested (every open
+ * `held:` hold: the tasks it served since its oldest unvested pay, and those settled while quarantined)
+ * is forfeited to refund each task's client (`refundTask`). Null when none is open. A later
+ * confirmation forfeits what has been held since.
+ */
+export async function confirmQuarantine(db: Db, solverId: string, note: string | null): Promise<Confirmed | null> {
+  return db.transaction(async (tx: DatabaseTransactionConnection) => {
+    const confirmed = await tx.maybeOne(sql.type(QuarantineRow)`
+      UPDATE solver_quarantines SET confirmed_at = COALESCE(confirmed_at, now()), confirmed_note = COALESCE(${note}, confirmed_note)
+      WHERE solver_id = ${solverId} AND cleared_at IS NULL
+      RETURNING ${QUARANTINE_COLUMNS}`);
+    if (!confirmed) return null;
+    // Every balance row the refunds move, locked at once in the global order (a settlement takes them
+    // in that order too); a hold written after this look is taken by the next confirmation.
+    await tx.query(sql.unsafe`
+      SELECT 1 FROM balances WHERE account_id = ANY(
+        SELECT ${solverId}::text UNION SELECT ${PLATFORM_ACCOUNT_ID}::text
+        UNION SELECT t.account_id FROM holds h JOIN tasks t ON ${heldEarningsId('')} || t.task_id = h.hold_id
+        WHERE h.account_id = ${solverId} AND h.status = ${HOLD_OPEN} AND h.hold_id LIKE ${heldEarningsId('%')})
+      ORDER BY account_id FOR UPDATE`);
+    const taskIds = await tx.anyFirst(sql.type(z.object({ task_id: z.string() }))`
+      SELECT substr(hold_id, ${heldEarningsId('').length + 1}) AS task_id FROM holds
+      WHERE account_id = ${solverId} AND status = ${HOLD_OPEN} AND hold_id LIKE ${heldEarningsId('%')} ORDER BY hold_id`);
+    const refundedIds: string[] = [];
+    const webhooks: DueDelivery[] = [];
+    for (const taskId of taskIds) {
+      const { movement, webhooks: due } = await refundTask(tx, taskId);
+      if (movement.applied) refundedIds.push(taskId);
+      webhooks.push(...due);
+    }
+    const totals = await tx.one(sql.type(z.object({ forfeited: z.string(), refunded: z.string() }))`
+      SELECT trim_scale(COALESCE(sum(amount) FILTER (WHERE kind = 'forfeit'), 0))::text AS forfeited,
+             trim_scale(COALESCE(sum(amount) FILTER (WHERE kind = 'refund'), 0))::text AS refunded
+      FROM ledger_entries WHERE idempotency_key = ANY(
+        SELECT k || id FROM unnest(${sql.array(refundedIds, 'text')}) id, unnest(ARRAY['forfeit:' || ${heldEarningsId('')}, 'refund:']) k)`);
+    return { quarantine: confirmed, forfeited_points: totals.forfeited, refunded_points: totals.refunded, refunded_tasks: refundedIds.length, webhooks };
   });
 }

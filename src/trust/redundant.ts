@@ -89,12 +89,12 @@ export type RedundantRunCreated =
 const RunRow = z.object({ run_task_id: z.string().nullable(), status: z.string(), first_solver_id: z.string(), max_price_points: z.string() });
 
 /**
- * Creates the platform's task that runs a client's task again (its payload as stored, its timeout) and
- * the platform's hold for its price cap, in one statement. The cap is what the client was charged, not
- * the client's cap: a client and a solver priced above the first one could otherwise farm the platform
- * (the client pays 1, the platform pays the colluding solver up to the client's cap). The client's
- * account is not touched. Its workflow is already running (it calls this), so the task is marked
- * started. Idempotent by client task: a second call finds the task the first created.
+ * Creates the platform's task that runs a client's task again (its payload as stored, its timeout, the
+ * country it must be fetched from) and the platform's hold for its price cap, in one statement. The cap
+ * is what the client was charged, not the client's cap: a client and a solver priced above the first one
+ * could otherwise farm the platform (the client pays 1, the platform pays the colluding solver up to the
+ * client's cap). The client's account is not touched. Its workflow is already running (it calls this),
+ * so the task is marked started. Idempotent by client task: a second call finds the task the first created.
  */
 export async function createRedundantRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(RunRow)`
@@ -111,8 +111,8 @@ export async function createRedundantRunTask(db: Runner, input: { clientTaskId: 
         WHERE task_id = ${input.clientTaskId} AND run_task_id IS NULL AND status = 'pending'
         RETURNING task_id
       ), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${run.max_price_points}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now()
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
+        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${run.max_price_points}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
         FROM tasks t JOIN claimed c ON c.task_id = t.task_id
         RETURNING task_id
       ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, run.max_price_points)}

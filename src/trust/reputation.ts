@@ -19,10 +19,28 @@ export interface TrustPolicy {
   redundantRunFraction: number;
   /** Whether web_search canaries are sent: only with a search oracle to compare results with (CANARY_SEARCH_ORACLE). */
   searchCanaries: boolean;
+  /**
+   * Whether canary pages (proxy_fetch, page_snapshot, screenshot) are sent: only where solvers can reach
+   * them (CANARY_HOSTS, or the local names under localhost when ALLOW_PRIVATE_NETWORKS is true).
+   */
+  pageCanaries: boolean;
   /** Requests of its per-minute rate limit an account is charged for a task that failed on its target (docs/trust.md, "Target failures"). */
   targetFailureRequestCost: number;
+  /**
+   * The most the platform account pays for one check (a canary's hold): an offer priced above it
+   * cannot be checked, so it gets no client work of a type checks are sent for (docs/trust.md, "Prices").
+   */
+  checkPriceCeilingPoints: string;
+  /** A solver's pay for a task vests this long after it settled (0: paid out available at once; docs/trust.md, "Escrow and refunds"). */
+  vestingSeconds: number;
+  /** Or sooner, once the solver has passed this many checks (canaries, agreeing redundant runs) since (0: by time only). */
+  vestingChecks: number;
 }
 
+/**
+ * The policy until a process configures its own from its configuration (configureTrust; probation is
+ * on there by default): what the database layer runs with on its own, as its tests run it.
+ */
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   minScore: 0.3,
   probationCanaries: 0,
@@ -30,7 +48,11 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   canaryEveryTasks: 50,
   redundantRunFraction: 0,
   searchCanaries: false,
+  pageCanaries: true,
   targetFailureRequestCost: 60,
+  checkPriceCeilingPoints: '100',
+  vestingSeconds: 0,
+  vestingChecks: 0,
 };
 
 /**
@@ -60,8 +82,14 @@ export const announceCanaryDue = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`pg_notify(${CANARY_DUE_CHANNEL}, json_build_object('solver_id', ${solverId})::text)`;
 
 export type CanaryTaskType = (typeof CANARY_TASK_TYPES)[number];
-/** The task types canaries are sent for under this process's policy: web_search only with a search oracle. */
-export const activeCanaryTypes = (): readonly CanaryTaskType[] => (policy.searchCanaries ? CANARY_TASK_TYPES : CANARY_TASK_TYPES.filter((type) => type !== 'web_search'));
+/** The canary types that are pages the service serves. */
+export const PAGE_CANARY_TYPES: readonly CanaryTaskType[] = ['proxy_fetch', 'page_snapshot', 'screenshot'];
+/**
+ * The task types canaries are sent for under this process's policy: web_search only with a search
+ * oracle, the page types only where solvers can reach canary pages. A type left out has no probation.
+ */
+export const activeCanaryTypes = (): readonly CanaryTaskType[] =>
+  CANARY_TASK_TYPES.filter((type) => (type === 'web_search' ? policy.searchCanaries : PAGE_CANARY_TYPES.includes(type) ? policy.pageCanaries : true));
 export const isCanaryTaskType = (taskType: string): taskType is CanaryTaskType => (activeCanaryTypes() as readonly string[]).includes(taskType);
 /** The active canary types as a SQL text array. */
 export const activeCanaryTypesSql = () => sql.array([...activeCanaryTypes()], 'text');
@@ -146,20 +174,35 @@ export const belowThreshold = (r: string) => sql.fragment`${scoreOf(r)} < ${poli
 export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`EXISTS (SELECT 1 FROM solver_quarantines x WHERE x.solver_id = ${solverId} AND x.cleared_at IS NULL)`;
 
+/** Whether canaries are sent at all under this process's policy (for probation, or by count). */
+export const checksSent = () => policy.probationCanaries > 0 || policy.canaryEveryTasks > 0;
+
 /**
- * Whether capability `c` may take client work: its solver is not quarantined, has passed its
- * probation canaries for the task type (when canaries of that type are sent at all), and scores at
- * least the threshold.
+ * Whether an offer of task type `taskType` at `price` (SQL expressions) is one a check can pay: at or
+ * below CHECK_PRICE_CEILING_POINTS, or of a type no canary is sent for.
  */
-export function trusted(c = 'c') {
+export function checkable(taskType: ReturnType<typeof sql.fragment>, price: ReturnType<typeof sql.fragment>) {
+  if (!checksSent()) return sql.fragment`true`;
+  return sql.fragment`(${price} <= ${policy.checkPriceCeilingPoints}::numeric OR NOT (${taskType} = ANY(${activeCanaryTypesSql()})))`;
+}
+
+/**
+ * Whether capability `c` may take client work: its solver is not quarantined, its price (`price`, by
+ * default the capability's own) is one a check can pay (checkable), it has passed its probation
+ * canaries for the task type (when canaries of that type are sent at all), and it scores at least the
+ * threshold.
+ */
+export function trusted(c = 'c', price = sql.fragment`${sql.identifier([c, 'min_price_points'])}`) {
   const solverId = sql.fragment`${sql.identifier([c, 'solver_id'])}`;
   const taskType = sql.fragment`${sql.identifier([c, 'task_type'])}`;
   const { minScore, probationCanaries } = policy;
+  // An offer no check can pay is never checked: it gets no client work until it is priced within reach.
+  const payable = checkable(taskType, price);
   // With no probation and no threshold the reputation row is not read at all (the hot path).
-  if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)}`;
+  if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)} AND ${payable}`;
   // A type no canary is sent for (web_search without a search oracle) has no probation to pass.
   const probation = probationCanaries === 0 ? sql.fragment`false` : sql.fragment`${taskType} = ANY(${activeCanaryTypesSql()})`;
-  return sql.fragment`NOT ${quarantined(solverId)} AND COALESCE(
+  return sql.fragment`NOT ${quarantined(solverId)} AND ${payable} AND COALESCE(
     (SELECT (r.canary_passes >= ${probationCanaries}::int OR NOT ${probation}) AND ${scoreOf('r')} >= ${minScore}::float8
      FROM solver_reputation r WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType}),
     NOT ${probation} AND ${PRIOR_SCORE >= minScore})`;

@@ -1,4 +1,5 @@
 import type { WebTaskType } from '../schemas/domain';
+import { htmlToMarkdown } from '../solver/html/markdown';
 import { decodePngGray } from './png';
 
 /**
@@ -48,10 +49,10 @@ const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string
     return { similarity: textSimilarity(x, y), first: { excerpt: x.slice(0, EXCERPT_CHARS) }, second: { excerpt: y.slice(0, EXCERPT_CHARS) } };
   },
   page_snapshot: (a, b) => {
-    const [x, y] = [snapshotText(a.snapshot), snapshotText(b.snapshot)];
+    const [x, y] = [snapshotView(a), snapshotView(b)];
     // Both were asked for the payload's mode: a snapshot in another format is not that page's.
     const sameFormat = a.snapshot_format === b.snapshot_format;
-    const structure = multisetJaccard(structureOf(x, String(a.snapshot_format)), structureOf(y, String(b.snapshot_format)));
+    const structure = multisetJaccard(structureOf(x, structureFormat(a)), structureOf(y, structureFormat(b)));
     const words = textSimilarity(x, y);
     return {
       similarity: sameFormat ? (words + structure) / 2 : 0,
@@ -75,6 +76,21 @@ const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string
 
 const round = (value: number) => Math.round(value * 10_000) / 10_000;
 const text = (value: unknown) => (typeof value === 'string' ? value : '');
+
+/**
+ * What a snapshot is compared by. A rendered page (html mode) is compared as the markdown of its HTML,
+ * followed by what its actions returned (the pages they scraped, as markdown, and their script values),
+ * so a made-up action result disagrees like a made-up page; action screenshots are not compared.
+ */
+function snapshotView(result: Record<string, unknown>): string {
+  if (result.snapshot_format !== 'html') return snapshotText(result.snapshot);
+  const pageUrl = typeof result.url === 'string' ? result.url : 'http://invalid/';
+  const asMarkdown = (html: unknown) => htmlToMarkdown(typeof html === 'string' ? html : '', pageUrl, { mainContentOnly: false, titleHeading: false }).markdown;
+  const actions = (result.actions ?? {}) as { scrapes?: Array<{ html?: unknown }>; javascript_returns?: unknown[] };
+  return [asMarkdown(result.snapshot), ...(actions.scrapes ?? []).map((scrape) => asMarkdown(scrape.html)), ...(actions.javascript_returns ?? []).map((value) => JSON.stringify(value))].join('\n\n');
+}
+
+const structureFormat = (result: Record<string, unknown>) => (result.snapshot_format === 'html' ? 'markdown' : String(result.snapshot_format));
 
 /** A snapshot's text: a string as it is, an object (a tree) as its JSON. */
 function snapshotText(value: unknown): string {

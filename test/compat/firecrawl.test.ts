@@ -1,15 +1,11 @@
-import { firecrawlFailure, planScrape, timeoutSecondsOf, withScheme } from '../../src/compat/firecrawl';
-import { MOBILE_VIEWPORT, planScrapeV2 } from '../../src/compat/firecrawl-v2';
+import { firecrawlFailure, timeoutSecondsOf, withScheme } from '../../src/compat/firecrawl';
+import { parseActions } from '../../src/compat/firecrawl-actions';
+import { MOBILE_VIEWPORT, planScrapeV2, renderPayload } from '../../src/compat/firecrawl-v2';
+import { renderReason } from '../../src/compat/render-policy';
+import { assertScrapeOptions, SCRAPE_OPTIONS } from '../../src/compat/scrape-options';
 import { cleanHtml, extractLinks, isValidSelector, pageMetadata } from '../../src/compat/page-html';
 
 describe('Firecrawl scrape semantics', () => {
-  test('formats map to the fewest tasks: html, rawHtml and links share one raw fetch', () => {
-    expect(planScrape(['markdown'])).toEqual({ markdown: true, rawHtml: false, screenshot: null });
-    expect(planScrape(['html', 'links', 'rawHtml'])).toEqual({ markdown: false, rawHtml: true, screenshot: null });
-    expect(planScrape(['screenshot'])).toEqual({ markdown: false, rawHtml: false, screenshot: { fullPage: false } });
-    expect(planScrape(['markdown', 'screenshot@fullPage'])).toEqual({ markdown: true, rawHtml: false, screenshot: { fullPage: true } });
-  });
-
   test('timeouts are milliseconds rounded up to whole seconds; URLs without a scheme get http', () => {
     expect(timeoutSecondsOf(30_000)).toBe(30);
     expect(timeoutSecondsOf(1)).toBe(1);
@@ -60,11 +56,16 @@ describe('Firecrawl scrape semantics', () => {
 describe('Firecrawl v2 scrape semantics', () => {
   const url = 'https://example.com/a';
 
-  test('formats as names or objects; markdown is the solver\'s unless tags filter it or the whole page is wanted', () => {
-    expect(planScrapeV2({ url })).toMatchObject({ formats: ['markdown'], solverMarkdown: true, rawHtml: false, screenshot: null, onlyMainContent: true });
-    expect(planScrapeV2({ url, formats: ['markdown', { type: 'html' }, 'links'] })).toMatchObject({ solverMarkdown: true, rawHtml: true });
-    expect(planScrapeV2({ url, formats: ['markdown'], excludeTags: ['nav'] })).toMatchObject({ solverMarkdown: false, rawHtml: true, tags: { exclude: ['nav'] } });
-    expect(planScrapeV2({ url, formats: ['markdown'], onlyMainContent: false })).toMatchObject({ solverMarkdown: false, rawHtml: true, onlyMainContent: false });
+  test('formats as names or objects; content formats share one page, rendered always for waitFor and actions', () => {
+    expect(planScrapeV2({ url })).toMatchObject({ formats: ['markdown'], content: true, render: 'when_needed', screenshot: null, onlyMainContent: true, removeBase64Images: true });
+    expect(planScrapeV2({ url, formats: ['markdown', { type: 'html' }, 'links'] })).toMatchObject({ content: true });
+    expect(planScrapeV2({ url, formats: ['screenshot'] })).toMatchObject({ content: false, render: 'when_needed' });
+    expect(planScrapeV2({ url, formats: ['markdown'], excludeTags: ['nav'] })).toMatchObject({ tags: { exclude: ['nav'] } });
+    expect(planScrapeV2({ url, waitFor: 10 })).toMatchObject({ render: 'always', waitMs: 10 });
+    const clicked = planScrapeV2({ url, formats: ['markdown', 'screenshot'], mobile: true }, [{ type: 'click', selector: '#more' }]);
+    expect(clicked.render).toBe('always');
+    // The screenshot format is the last action, taken after the others, at the page's viewport.
+    expect(renderPayload(url, clicked)).toEqual({ url, mode: 'html', viewport: MOBILE_VIEWPORT, actions: [{ type: 'click', selector: '#more' }, { type: 'screenshot', fullPage: false }] });
     expect(planScrapeV2({ url, formats: [{ type: 'screenshot', fullPage: true, viewport: { width: 800, height: 600 } }], waitFor: 250 }).screenshot).toEqual({
       full_page: true,
       viewport: { width: 800, height: 600 },
@@ -97,5 +98,51 @@ describe('Firecrawl v2 scrape semantics', () => {
   test('a refused value is named in the error message of a validation failure', () => {
     const detail = [{ type: 'literal_error', loc: ['body', 'formats', 1], msg: "Input should be 'markdown'", input: 'extract' }];
     expect(firecrawlFailure(422, { detail }).body).toMatchObject({ error: 'Bad Request: body.formats.1: Input should be \'markdown\' (got "extract")' });
+  });
+});
+
+describe('Firecrawl options, actions and the render policy', () => {
+  const refusal = (run: () => unknown) => {
+    try {
+      run();
+    } catch (error) {
+      return error as { type: string; status: number; message: string; extra: Record<string, unknown> };
+    }
+    return undefined;
+  };
+
+  test('every refused option and every unknown key is a 400 naming it; harmless ones pass', () => {
+    expect(refusal(() => assertScrapeOptions({ url: 'x', origin: 'js-sdk@4', maxAge: 1000, blockAds: true, proxy: 'basic', headers: {}, parsers: ['pdf'] }, 'v2'))).toBeUndefined();
+    expect(refusal(() => assertScrapeOptions({ url: 'x', location: { country: 'DE' } }, 'v2'))).toBeUndefined();
+    for (const [option, value] of [['location', { country: 'DE', languages: ['de-DE'] }], ['proxy', 'stealth'], ['headers', { Cookie: 'a=b' }], ['minAge', 1], ['zeroDataRetention', true], ['useMock', 'x'], ['profile', { name: 'p' }]] as const) {
+      expect(refusal(() => assertScrapeOptions({ url: 'x', [option]: value }, 'v2'))).toMatchObject({ type: 'unsupported_option', status: 400, extra: { option } });
+    }
+    expect(refusal(() => assertScrapeOptions({ url: 'x', fooBar: 1 }, 'v2'))).toMatchObject({ type: 'unsupported_option', extra: { option: 'fooBar' }, message: expect.stringContaining('Unrecognized key') });
+    // An option of the other version is unknown to this one.
+    expect(refusal(() => assertScrapeOptions({ url: 'x', jsonOptions: {} }, 'v2'))).toMatchObject({ extra: { option: 'jsonOptions' } });
+    expect(refusal(() => assertScrapeOptions({ url: 'x', jsonOptions: {} }, 'v1'))).toMatchObject({ extra: { option: 'jsonOptions' }, message: expect.stringContaining('not supported') });
+    expect(Object.keys(SCRAPE_OPTIONS)).toEqual(expect.arrayContaining(['actions', 'location', 'parsers', 'maxAge', 'blockAds', 'removeBase64Images', 'skipTlsVerification']));
+  });
+
+  test('actions are checked one by one, the refused one named by index and type', () => {
+    expect(parseActions([{ type: 'wait', milliseconds: 10 }, { type: 'click', selector: '#a' }, { type: 'executeJavascript', script: '1+1' }], 0)).toHaveLength(3);
+    expect(refusal(() => parseActions([{ type: 'click', selector: '#a' }, { type: 'pdf' }], 0))).toMatchObject({ type: 'invalid_action', status: 400, extra: { action: 'pdf', index: 1 } });
+    expect(refusal(() => parseActions([{ type: 'wait' }], 0))).toMatchObject({ extra: { action: 'wait', index: 0 } });
+    expect(refusal(() => parseActions([{ type: 'wait', milliseconds: 5, selector: '#a' }], 0))).toMatchObject({ extra: { action: 'wait', index: 0 } });
+    expect(refusal(() => parseActions([{ type: 'wait', milliseconds: 15_000 }, { type: 'wait', milliseconds: 4_000 }], 2_000))!.message).toContain('21000 ms');
+    expect(refusal(() => parseActions([{ type: 'executeJavascript', script: 'x'.repeat(16_385) }], 0))).toMatchObject({ extra: { action: 'executeJavascript', index: 0 } });
+    expect(refusal(() => parseActions(Array.from({ length: 51 }, () => ({ type: 'scrape' })), 0))).toMatchObject({ extra: { index: 50 } });
+    expect(refusal(() => parseActions([{ type: 'click', selector: '#a', extra: 1 }], 0))!.message).toContain('"extra"');
+  });
+
+  test('a page is rendered when its scripts fill it: an empty app root, a noscript hint, or little text', () => {
+    expect(renderReason('<html><body><h1>App</h1><div id="root"></div><p>More</p><script src="/app.js"></script></body></html>')).toBe('an empty application root');
+    expect(renderReason('<html><body><noscript>You need to enable JavaScript to run this app.</noscript><p>x</p><script></script></body></html>')).toMatch(/noscript/);
+    expect(renderReason('<html><body><p>Loading…</p><script src="/bundle.js"></script></body></html>')).toBe('little text and a script bundle');
+    expect(renderReason(`<html><body><p>${'word '.repeat(60)}</p><script src="/bundle.js"></script></body></html>`)).toBeNull();
+    // A short page with an inline snippet (analytics) is its own content.
+    expect(renderReason('<html><body><p>Short page</p><script>window.tracking = 1</script></body></html>')).toBeNull();
+    // Without scripts there is nothing to render.
+    expect(renderReason('<html><body><div id="root"></div></body></html>')).toBeNull();
   });
 });

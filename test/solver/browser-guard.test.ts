@@ -97,3 +97,23 @@ describe('a page the proxy could not load is a failed attempt, never the proxy\'
     expect(opened).toMatchObject({ status: 200 });
   });
 });
+
+test('actions run behind the same guard: a script or a click cannot reach a refused host', async () => {
+  const snapshot = createPageSnapshotHandler({ pool, policy, timeoutMs: 15_000, maxBytes: 200 * 1024 });
+  const internal = `${internalSite.baseUrl}/article.html`;
+  const result = await snapshot(
+    {
+      url: `${publicSite.baseUrl}/actions.html`,
+      mode: 'html',
+      actions: [
+        { type: 'executeJavascript', script: `return fetch(${JSON.stringify(internal)}).then(() => 'reached', () => 'blocked')` },
+        { type: 'executeJavascript', script: `const a = document.createElement('a'); a.id = 'inside'; a.href = ${JSON.stringify(internal)}; a.textContent = 'inside'; document.body.appendChild(a); return 1` },
+        { type: 'click', selector: '#inside' },
+        { type: 'wait', milliseconds: 300 },
+      ],
+    },
+    { signal: new AbortController().signal },
+  );
+  expect((result.actions as { javascript_returns: unknown[] }).javascript_returns[0]).toEqual({ type: 'string', value: 'blocked' });
+  expect(internalSite.requests).toEqual([]);
+});

@@ -139,3 +139,62 @@ describe('page_snapshot', () => {
     expect(result.snapshot).toMatch(/\[snapshot truncated: 100 of \d+ bytes shown\]$/);
   });
 });
+
+describe('page_snapshot html mode and actions', () => {
+  const url = () => `${server.baseUrl}/actions.html`;
+
+  test('without actions it answers the rendered HTML, its status and title', async () => {
+    const result = SnapshotResult.parse(await snapshot({ url: url(), mode: 'html' }, { signal: signal() }));
+    expect(result).toMatchObject({ snapshot_format: 'html', status_code: 200, title: 'Actions', url: url() });
+    expect(result.snapshot).toContain('<h1>Actions page</h1>');
+    expect(result.actions).toBeUndefined();
+  });
+
+  test('actions run in order; the HTML is the page after them; screenshots, scrapes and script values are returned', async () => {
+    const result = SnapshotResult.parse(
+      await snapshot(
+        {
+          url: url(),
+          mode: 'html',
+          viewport: { width: 600, height: 400 },
+          actions: [
+            { type: 'click', selector: '#query' },
+            { type: 'write', text: 'gulls' },
+            { type: 'press', key: 'Tab' },
+            { type: 'click', selector: '#more' },
+            { type: 'wait', selector: 'p.added' },
+            { type: 'scroll', selector: '#box' },
+            { type: 'scrape' },
+            { type: 'screenshot', viewport: { width: 300, height: 200 } },
+            { type: 'executeJavascript', script: 'document.getElementById("box").scrollTop' },
+            { type: 'executeJavascript', script: 'const n = document.querySelectorAll("p.added").length; return new Promise((done) => setTimeout(() => done({ n }), 10));' },
+            { type: 'executeJavascript', script: 'void 0' },
+            { type: 'wait', milliseconds: 50 },
+          ],
+        },
+        { signal: signal() },
+      ),
+    );
+    expect(result.snapshot).toContain('Added for gulls');
+    expect(result.actions!.scrapes).toEqual([{ url: url(), html: expect.stringContaining('Added for gulls') }]);
+    expect(result.actions!.screenshots.map((png) => pngSize(Buffer.from(png, 'base64')))).toEqual([{ width: 300, height: 200 }]);
+    expect(result.actions!.javascript_returns).toEqual([
+      { type: 'number', value: 100 },
+      { type: 'object', value: { n: 1 } },
+      { type: 'undefined', value: null },
+    ]);
+  });
+
+  test('a failing action fails the task, naming it, and is not retried elsewhere', async () => {
+    const missing = snapshot({ url: url(), mode: 'html', actions: [{ type: 'wait', milliseconds: 1 }, { type: 'click', selector: '#absent' }] }, { signal: signal() });
+    await expect(missing).rejects.toMatchObject({ type: 'action_failed', retryable: false, message: expect.stringContaining('action 1 (click "#absent") failed') });
+    const thrown = snapshot({ url: url(), mode: 'html', actions: [{ type: 'executeJavascript', script: 'throw new Error("kaboom")' }] }, { signal: signal() });
+    await expect(thrown).rejects.toMatchObject({ type: 'action_failed', message: expect.stringContaining('kaboom') });
+  });
+
+  test('actions outside html mode, or malformed, are an invalid payload', async () => {
+    await expect(snapshot({ url: url(), actions: [{ type: 'scrape' }] }, { signal: signal() })).rejects.toMatchObject({ type: 'invalid_payload' });
+    await expect(snapshot({ url: url(), mode: 'html', actions: [{ type: 'hover', selector: 'a' }] }, { signal: signal() })).rejects.toMatchObject({ type: 'invalid_payload' });
+    await expect(snapshot({ url: url(), mode: 'html', actions: [{ type: 'wait', milliseconds: 15_000 }, { type: 'wait', milliseconds: 15_000 }] }, { signal: signal() })).rejects.toMatchObject({ type: 'invalid_payload' });
+  });
+});

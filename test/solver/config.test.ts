@@ -1,4 +1,5 @@
 import { DEFAULT_SEARCH_INDEX_DIR, parseSolverConfig, SolverConfigError } from '../../src/solver/config';
+import { buildCapabilities } from '../../src/solver/capabilities';
 
 const required = { SOLVER_URL: 'http://127.0.0.1:3000', SOLVER_API_KEY: 'key' };
 
@@ -78,4 +79,13 @@ test('prices can be set for all task types or one by one', () => {
   const prices = parseSolverConfig([], { ...required, SOLVER_PRICE_POINTS: 'screenshot=3,chat_completion=0.5' })!.pricePoints;
   expect(prices).toMatchObject({ screenshot: '3', chat_completion: '0.5', proxy_fetch: '1' });
   expect(problems([], { ...required, SOLVER_PRICE_POINTS: 'screenshot=cheap' }).join()).toMatch(/SOLVER_PRICE_POINTS/);
+});
+
+test('SOLVER_COUNTRY is declared on the web capabilities only, upper case; anything but two letters is refused', () => {
+  const config = parseSolverConfig([], { ...required, SOLVER_COUNTRY: 'de', CHAT_UPSTREAM_URL: 'http://127.0.0.1:8000/v1', CHAT_MODELS: 'm' })!;
+  expect(config.country).toBe('DE');
+  const records = buildCapabilities(config, ['proxy_fetch', 'page_snapshot', 'chat_completion']);
+  expect(Object.fromEntries(records.map((record) => [record.task_type, record.country]))).toEqual({ proxy_fetch: 'DE', page_snapshot: 'DE', chat_completion: undefined });
+  expect(parseSolverConfig([], required)!.country).toBeNull();
+  expect(problems([], { ...required, SOLVER_COUNTRY: 'Germany' }).join('\n')).toMatch(/SOLVER_COUNTRY/);
 });

@@ -1,6 +1,6 @@
 /**
  * What a model would answer to a chat request, worked out from its text as an honest model would: the
- * product of `a * b` (or `a × b`), a quoted word in capitals, or a call of the one offered function
+ * product of `a * b` (or `a × b`, `a times b`, `a multiplied by b`, `a and b`, `a by b`), a quoted word in capitals, or a call of the one offered function
  * with the values the prompt gives for its fields. Scripted strong-tier solvers answer with it.
  */
 
@@ -44,7 +44,7 @@ export function honestAnswer(payload: Record<string, any>): ChatAnswer {
       usage: usage(fn.name.length + text.length),
     };
   }
-  const product = prompt.match(/(\d+)\s*[*×]\s*(\d+)/);
+  const product = prompt.match(/(\d+)\s*(?:[*×]|times|multiplied by|and|by)\s*(\d+)/);
   const quoted = prompt.match(/"([^"]+)"/);
   const reply = product ? (BigInt(product[1]!) * BigInt(product[2]!)).toLocaleString('en-US') : quoted ? quoted[1]!.toUpperCase() : 'Hello! How can I help?';
   return { deltas: [{ content: reply.slice(0, 3) }, { content: `${reply.slice(3)}.` }], usage: usage(reply.length + 1) };

@@ -1,3 +1,6 @@
+import dns from 'node:dns';
+import http from 'node:http';
+import https from 'node:https';
 import type { TaskMessage } from '../../src/schemas/frames';
 import { honestAnswer } from './chat-answers';
 
@@ -22,6 +25,33 @@ function fetchResult(url: string, text: string, taskType: string) {
 }
 
 /**
+ * Names under `localhost` resolve to the loopback address, as browsers and the reference solver resolve
+ * them (RFC 6761; the system resolver here does not): the local stack's canary pages are served there,
+ * as a deployment's are under a wildcard DNS name.
+ */
+const localNames = (hostname: string, options: dns.LookupOptions, callback: (...args: any[]) => void) => {
+  if (!/\.localhost\.?$/i.test(hostname)) return dns.lookup(hostname, options, callback);
+  if (options.all) return callback(null, [{ address: '127.0.0.1', family: 4 }]);
+  callback(null, '127.0.0.1', 4);
+};
+
+/** GETs a page's body as text, resolving names under localhost to the loopback address. */
+export function fetchPage(url: string): Promise<string> {
+  const target = new URL(url);
+  return new Promise((resolve, reject) => {
+    (target.protocol === 'https:' ? https : http)
+      .get(target, { lookup: localNames as never }, (response) => {
+        let body = '';
+        response.setEncoding('utf8');
+        response.on('data', (chunk: string) => (body += chunk));
+        response.on('end', () => resolve(body));
+        response.on('error', reject);
+      })
+      .on('error', reject);
+  });
+}
+
+/**
  * Fetches the page it is given and returns its text (proxy_fetch and page_snapshot); a target that fails
  * is reported as the reference solver reports it (src/solver/guarded-fetch.ts).
  */
@@ -30,9 +60,9 @@ export const honestFetch: Script = async (frame, self) => {
   const url = String(frame.payload.url);
   let html: string;
   try {
-    html = await (await fetch(url)).text();
+    html = await fetchPage(url);
   } catch (error) {
-    const code = ((error as Error).cause as NodeJS.ErrnoException | undefined)?.code;
+    const code = (error as NodeJS.ErrnoException).code;
     const type = code === 'ENOTFOUND' ? 'host_not_found' : code === 'ECONNREFUSED' ? 'connection_refused' : 'fetch_failed';
     self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type, message: `could not fetch ${url}: ${code}` }, retryable: type === 'fetch_failed' });
     return;
@@ -71,10 +101,52 @@ export function staleByOrigin(): Script {
     const origin = new URL(url).origin;
     let text = cache.get(origin);
     if (!text) {
-      text = fetch(url).then(async (response) => pageText(await response.text()));
+      text = fetchPage(url).then(pageText);
       cache.set(origin, text);
     }
     self.send({ type: 'result', attempt_id: frame.attempt_id, result: fetchResult(url, await text, frame.task_type) });
+  };
+}
+
+/**
+ * The issue's cheat (docs/trust.md, "Canary pages"): fetches honestly only what looks like a check, a
+ * URL whose path has `/canary/` or that sits on the API's origin (`apiOrigin`), and makes the rest up.
+ */
+export function fetchesOnlyLikelyChecks(apiOrigin: string): Script {
+  return async (frame, self) => {
+    const url = new URL(String(frame.payload.url));
+    if (url.pathname.includes('/canary/') || url.origin === new URL(apiOrigin).origin) return honestFetch(frame, self);
+    return fabricatedFetch(frame, self);
+  };
+}
+
+/**
+ * A smarter cheat: a check is a page it has never been sent before, so it fetches honestly every URL on
+ * a host it has not seen in an earlier task, and makes up every later page of a host it knows.
+ */
+export function fetchesOnlyNewHosts(): Script {
+  const seen = new Set<string>();
+  return async (frame, self) => {
+    const host = new URL(String(frame.payload.url)).host;
+    if (seen.has(host)) return fabricatedFetch(frame, self);
+    seen.add(host);
+    return honestFetch(frame, self);
+  };
+}
+
+/**
+ * Smarter still: the first task a new solver is sent is its probation canary, so the parent domain of
+ * that URL is the canary domain. It fetches honestly every URL under a domain its first task showed
+ * it, and makes up the rest.
+ */
+export function learnsCanaryDomain(): Script {
+  const canaryDomains = new Set<string>();
+  const parent = (host: string) => host.split('.').slice(1).join('.') || host;
+  return async (frame, self) => {
+    const host = new URL(String(frame.payload.url)).hostname;
+    if (canaryDomains.size === 0) canaryDomains.add(parent(host));
+    if (canaryDomains.has(parent(host))) return honestFetch(frame, self);
+    return fabricatedFetch(frame, self);
   };
 }
 

@@ -27,7 +27,7 @@ export function runFirecrawlPy(major: (typeof FIRECRAWL_PY_MAJORS)[number], requ
   }
   const env = { ...process.env, PYTHONPATH: sdk, PYTHONDONTWRITEBYTECODE: '1' };
   return new Promise((resolve, reject) => {
-    execFile(python, [script, JSON.stringify(request)], { env, timeout: 60_000 }, (error, stdout, stderr) => {
+    execFile(python, [script, JSON.stringify(request)], { env, timeout: 240_000 }, (error, stdout, stderr) => {
       if (error) return reject(new Error(`firecrawl-py ${major} failed: ${error.message}\n${stderr}`));
       try {
         resolve(JSON.parse(stdout.trim().split('\n').pop()!) as PythonSdkOutcome);

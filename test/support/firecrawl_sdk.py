@@ -1,7 +1,8 @@
 """Drives one call of the installed Firecrawl Python SDK (firecrawl-py 1.x or 4.x, whichever PYTHONPATH
 names) against the service, as a user's program would, and prints what the SDK returned as JSON.
 
-Usage: python firecrawl_sdk.py '<json request>' with {"api_url", "api_key", "call": "scrape"|"search", ...}.
+Usage: python firecrawl_sdk.py '<json request>' with {"api_url", "api_key", "call": "scrape"|"search", ...},
+or with {"call": <any client method>, "args": [...], "kwargs": {...}} to call that method as written.
 An exception raised by the SDK is printed as {"raised": class name, "message", "status"}.
 """
 import json
@@ -25,7 +26,10 @@ def main():
     request = json.loads(sys.argv[1])
     major = int(firecrawl.__version__.split(".")[0])
     try:
-        if major >= 4:
+        if "args" in request:
+            client = firecrawl.Firecrawl(api_key=request["api_key"], api_url=request["api_url"]) if major >= 4 else firecrawl.FirecrawlApp(api_key=request["api_key"], api_url=request["api_url"])
+            result = getattr(client, request["call"])(*request["args"], **request.get("kwargs", {}))
+        elif major >= 4:
             client = firecrawl.Firecrawl(api_key=request["api_key"], api_url=request["api_url"])
             if request["call"] == "scrape":
                 result = client.scrape(request["url"], **request.get("options", {}))
@@ -37,7 +41,8 @@ def main():
                 result = client.scrape_url(request["url"], params=request.get("options", {}))
             else:
                 result = client.search(request["query"], params=request.get("options", {}))
-        print(json.dumps({"version": firecrawl.__version__, "result": plain(result)}))
+        # Times (a crawl's expires_at) are printed as text.
+        print(json.dumps({"version": firecrawl.__version__, "result": plain(result)}, default=str))
     except Exception as error:  # the test asserts on what the SDK raised
         status = getattr(error, "status_code", None)
         print(json.dumps({"version": firecrawl.__version__, "raised": type(error).__name__, "message": str(error), "status": status}))

@@ -1,3 +1,4 @@
+import net from 'node:net';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config';
@@ -6,6 +7,15 @@ import { startApiNode, type ApiNode } from '../../src/runtime/api-node';
 import { startWorkerNode, type WorkerNode } from '../../src/runtime/worker-node';
 
 export const ADMIN_KEY = 'test-admin-key';
+
+/** A port free now, for a stack whose configuration must name its own port (CANARY_HOSTS). */
+export async function freePort(): Promise<number> {
+  const server = net.createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as net.AddressInfo;
+  await new Promise((resolve) => server.close(resolve));
+  return port;
+}
 
 export function testEndpoints() {
   const databaseUrl = process.env.TEST_DATABASE_URL;
@@ -16,11 +26,13 @@ export function testEndpoints() {
 
 /**
  * Scripted solvers return made-up pages and answers, which canaries and chat audits would catch: only
- * the trust tests send them. Nor are client tasks run twice: only the redundant-run tests do that.
+ * the trust tests send them. Nor is a new solver on probation (the service's default is one canary per
+ * type): the other suites' fresh solvers get client work at once. Nor are client tasks run twice: only
+ * the redundant-run tests do that.
  * Every stack and every process a test starts takes these (the database, and so the platform account
  * that pays for both, is shared between suites).
  */
-export const QUIET_TRUST_ENV = { CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0' } as const;
+export const QUIET_TRUST_ENV = { CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0', EARNINGS_VESTING_SECONDS: '0' } as const;
 
 /**
  * The suites register many accounts, connect many solvers and probe with bad keys, all from 127.0.0.1:
@@ -69,13 +81,15 @@ export interface TestStack {
 }
 
 /** Real API nodes on real ports and a real worker, against the servers globalSetup started. */
-export async function startTestStack(options: { apiNodes?: number; worker?: boolean; env?: Record<string, string>; logger?: pino.Logger } = {}): Promise<TestStack> {
+export async function startTestStack(
+  options: { apiNodes?: number; worker?: boolean; env?: Record<string, string>; logger?: pino.Logger; /** The first API node's port (any free one by default). */ port?: number } = {},
+): Promise<TestStack> {
   const endpoints = testEndpoints();
   const config = testConfig(options.env);
   const logger = options.logger ?? pino({ level: process.env.TEST_LOG_LEVEL ?? 'warn' });
   const api: ApiNode[] = [];
   for (let i = 0; i < (options.apiNodes ?? 1); i++) {
-    api.push(await startApiNode({ config, logger, ...endpoints, port: 0 }));
+    api.push(await startApiNode({ config, logger, ...endpoints, port: i === 0 ? (options.port ?? 0) : 0 }));
   }
   const worker = options.worker === false ? undefined : await startWorkerNode({ config, logger, ...endpoints });
   const db = await createDb(endpoints.databaseUrl);

@@ -12,7 +12,12 @@ from standardwebhooks.webhooks import Webhook
 
 def main():
     request = json.loads(sys.argv[1])
-    webhook = Webhook(request["secret"])
+    try:
+        webhook = Webhook(request["secret"])
+    except Exception as error:  # noqa: BLE001 - a secret the library cannot decode verifies nothing
+        refused = {"verified": False, "error": f"{type(error).__name__}: {error}"}
+        print(json.dumps({"results": [refused for _ in request["deliveries"]]}))
+        return
     results = []
     for delivery in request["deliveries"]:
         try:

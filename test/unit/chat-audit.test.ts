@@ -29,8 +29,25 @@ describe('audit prompts', () => {
     expect(tokens.size).toBeGreaterThan(45);
   });
 
+  test('audits are drawn from a large bank: their wording, length and turns differ, like clients\' chats', () => {
+    const audits = Array.from({ length: 300 }, (_, i) => buildChatAudit(CHAT_AUDIT_KINDS[i % CHAT_AUDIT_KINDS.length]));
+    const messages = audits.map((audit) => audit.payload.messages as { role: string; content: string }[]);
+    // The wording with the fresh values taken out: hardly any two audits say the same.
+    const wordings = messages.map((turns) => turns.map((turn) => `${turn.role}: ${turn.content}`).join('|').replace(/\d+/g, '#').replace(/"[^"]*"/g, '#'));
+    expect(new Set(wordings).size).toBeGreaterThan(250);
+    const lengths = messages.map((turns) => turns.reduce((sum, turn) => sum + turn.content.length, 0));
+    expect(Math.max(...lengths)).toBeGreaterThan(3 * Math.min(...lengths));
+    // One to four messages: a system prompt and an earlier exchange at times.
+    expect(new Set(messages.map((turns) => turns.length))).toEqual(new Set([1, 2, 3, 4]));
+    expect(new Set(messages.map((turns) => turns[0]!.role))).toEqual(new Set(['system', 'user']));
+    // Many functions, not four.
+    const functions = audits.flatMap((audit) => ((audit.payload.tools ?? []) as { function: { name: string } }[]).map((tool) => tool.function.name));
+    expect(new Set(functions).size).toBeGreaterThan(25);
+    for (const turns of messages) expect(turns.at(-1)!.role).toBe('user');
+  });
+
   test('an honest model passes every kind of audit, many times over', () => {
-    for (let i = 0; i < 300; i++) {
+    for (let i = 0; i < 1500; i++) {
       const audit = buildChatAudit(CHAT_AUDIT_KINDS[i % CHAT_AUDIT_KINDS.length]);
       const answer = honestAnswer(audit.payload);
       const verdict = judgeChatAudit(audit.expected, resultOf(answer.deltas, answer.usage));

@@ -10,6 +10,26 @@ describe('configuration', () => {
     expect(config.databaseUrl).toBeUndefined();
     expect(config.temporalNamespace).toBe('default');
     expect(config.trust.redundantRunFraction).toBe(0.02);
+    // Safe for an open deployment: a new solver passes a canary of a type before client work of it.
+    expect(config.trust.probationCanaries).toBe(1);
+  });
+
+  test('canary pages are served under CANARY_HOSTS, under localhost names where private networks are allowed, or not at all', () => {
+    const configured = loadConfig({ CANARY_HOSTS: '*.pages.example,http://shop.localhost:8080' });
+    expect(configured.canaryHosts).toEqual({
+      configured: [
+        { scheme: 'https', host: '*.pages.example', port: null },
+        { scheme: 'http', host: 'shop.localhost', port: 8080 },
+      ],
+      local: false,
+    });
+    expect(configured.trust.pageCanaries).toBe(true);
+    expect(loadConfig({ ALLOW_PRIVATE_NETWORKS: 'true' }).canaryHosts).toEqual({ configured: [], local: true });
+    expect(loadConfig({ ALLOW_PRIVATE_NETWORKS: 'true' }).trust.pageCanaries).toBe(true);
+    expect(loadConfig({}).trust.pageCanaries).toBe(false);
+    expect(() => loadConfig({ CANARY_HOSTS: 'localhost' })).toThrow(/CANARY_HOSTS/);
+    // The old setting served pages on the API's own origin: refused with what replaces it.
+    expect(() => loadConfig({ PUBLIC_BASE_URL: 'https://api.example' })).toThrow(/CANARY_HOSTS/);
   });
 
   test('invalid values are refused with a message naming the variable', () => {

@@ -44,6 +44,17 @@ describe('snapshots', () => {
     // A tree given as an object is compared as its JSON.
     expect(compareResults('page_snapshot', snap({ role: 'main', children: [] }, 'ai'), snap({ role: 'main', children: [] }, 'ai')).similarity).toBe(1);
   });
+  test('a rendered page is compared by its text and what its actions returned; made-up action results lower the similarity', () => {
+    const page = '<html><head><script>var tracking = "ignored words here"</script></head><body><h1>Rivers</h1><p>The Danube flows through ten countries and four capitals on its way.</p><ul><li>Length 2,850 km</li><li>Source Black Forest</li></ul></body></html>';
+    const rendered = (html: string, actions?: unknown) => ({ url: 'https://example.org/', snapshot: html, snapshot_format: 'html', ...(actions ? { actions } : {}) });
+    const returned = (value: unknown) => ({ screenshots: [], scrapes: [{ url: 'https://example.org/', html: page }], javascript_returns: [{ type: typeof value, value }] });
+    expect(compareResults('page_snapshot', rendered(page, returned('Rivers')), rendered(page.replace('<html>', '<html lang="en">'), returned('Rivers'))).similarity).toBe(1);
+    expect(disagrees(compareResults('page_snapshot', rendered(page), rendered('<html><body><h1>Hello</h1><p>Nothing to see.</p></body></html>')))).toBe(true);
+    // The same page with made-up scrapes and script values.
+    const madeUp = { screenshots: [], scrapes: [{ url: 'https://example.org/', html: '<p>An invented page about something else entirely, with many other words in it.</p>' }], javascript_returns: [{ type: 'string', value: 'invented value that the page never held at all' }] };
+    const honest = compareResults('page_snapshot', rendered(page, returned('Rivers')), rendered(page, returned('Rivers'))).similarity!;
+    expect(compareResults('page_snapshot', rendered(page, returned('Rivers')), rendered(page, madeUp)).similarity!).toBeLessThan(honest);
+  });
 });
 
 describe('search results', () => {

@@ -15,7 +15,7 @@ from test_solver import FakeMarket, make_solver, page, task_frame
 jsonschema = pytest.importorskip("jsonschema")
 from websockets.asyncio.server import ServerConnection  # noqa: E402
 
-from marketplace_solver import SolverError, Task  # noqa: E402
+from marketplace_solver import Capability, SolverError, Task  # noqa: E402
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "docs" / "solver-schemas.json"
 
@@ -88,3 +88,22 @@ def test_the_schema_refuses_what_the_server_refuses(document: Dict[str, Any]) ->
     fetch = validator_for(document, document["results"]["proxy_fetch"]["$ref"])
     assert not fetch.is_valid({"url": "u", "final_url": "u", "status_code": 200, "content_type": "text", "content": ""})
     assert fetch.is_valid({"url": "u", "final_url": "u", "status_code": 404, "content_type": "html", "content": "", "extra": 1})
+
+
+def test_capability_records_match_the_schema_with_and_without_a_country(document: Dict[str, Any]) -> None:
+    validator = validator_for(document, document["capability"]["$ref"])
+    plain = Capability("proxy_fetch", model_name="fetch", provider_name="tests").to_json()
+    located = Capability("page_snapshot", model_name="chromium", provider_name="tests", fulfillment_path="browser", country="DE").to_json()
+    assert "country" not in plain and located["country"] == "DE"
+    for record in (plain, located):
+        validator.validate(record)
+    assert list(validator.iter_errors({**located, "country": "de"}))
+
+
+def test_the_capability_schema_takes_per_token_for_chat_only(document: Dict[str, Any]) -> None:
+    validator = validator_for(document, document["capability"]["$ref"])
+    chat = Capability("chat_completion", model_name="gpt-4o", provider_name="t", tier="strong", billing_type="per_token").to_json()
+    fetch = Capability("proxy_fetch", model_name="fetch", provider_name="t").to_json()
+    assert list(validator.iter_errors(chat)) == [] and list(validator.iter_errors(fetch)) == []
+    assert list(validator.iter_errors({**fetch, "billing_type": "per_token"})) != []
+

@@ -423,3 +423,10 @@ def test_chat_chunks_go_out_in_order_before_the_result_and_on_connected_sees_eac
             assert welcomes and welcomes[0]["solver_id"] == "acct_test"
 
     asyncio.run(scenario())
+
+
+def test_a_per_token_capability_is_refused_for_a_web_task_type_and_kept_for_chat() -> None:
+    with pytest.raises(ValueError, match="billed per_request"):
+        Capability("proxy_fetch", model_name="fetch", provider_name="tests", billing_type="per_token", marginal_cost="100")
+    chat = Capability("chat_completion", model_name="gpt-4o", provider_name="tests", tier="strong", billing_type="per_token")
+    assert chat.to_json()["billing_type"] == "per_token"

@@ -3,6 +3,7 @@ import { createAccount, createApiKey, listApiKeys, revokeApiKey, updateApiKey, u
 import { decimalText } from '../../schemas/common';
 import { ApiError } from '../../errors';
 import { getBalance, ledgerHistory, ledgerSummary } from '../../db/ledger';
+import { earningsOf } from '../../trust/escrow';
 import { accountWebhook, deleteAccountWebhook, rotateWebhookSecret, setAccountWebhook, WEBHOOK_EVENTS, webhookSecret, type WebhookSecret } from '../../db/webhooks';
 import { LedgerHistoryQuery, LedgerSummaryQuery, PAGE_LIMIT_DEFAULT, RevokeApiKeyQuery } from '../../schemas/queries';
 import {
@@ -56,8 +57,8 @@ export function accountRoutes(deps: AppDeps): Router {
 
   router.get('/v1/balance', auth, async (_req, res) => {
     const account = accountOf(res);
-    const balance = await getBalance(deps.db, account.account_id);
-    res.json({ account_id: account.account_id, ...balance });
+    const [balance, earnings] = await Promise.all([getBalance(deps.db, account.account_id), earningsOf(deps.db, account.account_id)]);
+    res.json({ account_id: account.account_id, ...balance, earnings });
   });
 
   router.get('/v1/account/ledger', auth, async (req, res) => {

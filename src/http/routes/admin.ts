@@ -7,12 +7,21 @@ import { sql } from 'slonik';
 import { ApiError } from '../../errors';
 import { decimalText } from '../../schemas/common';
 import { ClearQuarantineBody, DepositBody, SolverIdParams } from '../../schemas/requests';
-import { clearQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../trust/quarantines';
+import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../trust/quarantines';
 import { disagreementsOf } from '../../trust/redundant';
+import { usageInflationsOf } from '../../trust/usage-inflation';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
-import { validateBody, validateParams } from '../validation';
+import { parseOrThrow, validateBody, validateParams } from '../validation';
 import { idempotencyKeyReused } from '../web-tasks';
+import { findTasks } from '../../db/task-listing';
+import { getTaskRecord, getTaskRow } from '../../db/tasks';
+import { taskLedger } from '../../db/ledger';
+import { onlineSolvers, taskAttempts } from '../../db/market-view';
+import { AdminTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
+import { TaskIdParams } from '../../schemas/requests';
+import { taskListAfter, taskListPage } from '../pagination';
+import type { MarketEvent } from '../market-events';
 
 export function adminRoutes(deps: AppDeps): Router {
   const router = Router();
@@ -66,13 +75,22 @@ export function adminRoutes(deps: AppDeps): Router {
   router.get('/v1/admin/solvers/:solver_id/trust', admin, validateParams(SolverIdParams), async (req, res) => {
     const solverId = String(req.params.solver_id);
     if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const [quarantines, reputation, held, disagreements] = await Promise.all([
+    const [quarantines, reputation, held, disagreements, usageInflations] = await Promise.all([
       quarantinesOf(deps.db, solverId),
       reputationOf(deps.db, solverId),
       heldEarnings(deps.db, solverId),
       disagreementsOf(deps.db, solverId),
+      usageInflationsOf(deps.db, solverId),
     ]);
-    res.json({ solver_id: solverId, quarantined: quarantines.some((q) => q.cleared_at === null), ...held, reputation, quarantines, disagreements });
+    res.json({
+      solver_id: solverId,
+      quarantined: quarantines.some((q) => q.cleared_at === null),
+      ...held,
+      reputation,
+      quarantines,
+      disagreements,
+      usage_inflations: usageInflations,
+    });
   });
 
   router.post('/v1/admin/solvers/:solver_id/quarantine/clear', admin, validateParams(SolverIdParams), validateBody(ClearQuarantineBody), async (req, res) => {
@@ -82,6 +100,65 @@ export function adminRoutes(deps: AppDeps): Router {
     if (!cleared) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
     res.locals.log.info({ solver_id: solverId, released_points: cleared.released_points }, 'quarantine cleared');
     res.json({ solver_id: solverId, ...cleared });
+  });
+
+  router.post('/v1/admin/solvers/:solver_id/quarantine/confirm', admin, validateParams(SolverIdParams), validateBody(ClearQuarantineBody), async (req, res) => {
+    const solverId = String(req.params.solver_id);
+    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const confirmed = await confirmQuarantine(deps.db, solverId, (req.body as { note?: string | null }).note ?? null);
+    if (!confirmed) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
+    const { webhooks, ...outcome } = confirmed;
+    deps.webhooks.send(webhooks);
+    res.locals.log.info({ solver_id: solverId, refunded_tasks: outcome.refunded_tasks, refunded_points: outcome.refunded_points }, 'quarantine confirmed');
+    res.json({ solver_id: solverId, ...outcome });
+  });
+
+  // The console's reads (docs/console.md): any account's tasks, one task in full, the solvers online, the live feed.
+  router.get('/v1/admin/tasks', admin, async (req, res) => {
+    const query = parseOrThrow(AdminTasksQuery, req.query, ['query']);
+    const page = await findTasks(deps.db, {
+      taskId: query.task_id,
+      accountId: query.account_id,
+      status: query.status,
+      taskType: query.task_type,
+      createdAfter: query.created_after,
+      createdBefore: query.created_before,
+      after: taskListAfter(query.cursor),
+      limit: query.limit ?? PAGE_LIMIT_DEFAULT,
+    });
+    res.json(taskListPage(page));
+  });
+
+  router.get('/v1/admin/tasks/:task_id', admin, validateParams(TaskIdParams), async (req, res) => {
+    const taskId = String(req.params.task_id);
+    const [record, row, attempts, ledger] = await Promise.all([getTaskRecord(deps.db, taskId), getTaskRow(deps.db, taskId), taskAttempts(deps.db, taskId), taskLedger(deps.db, taskId)]);
+    if (!record || !row) throw new ApiError('task_not_found', `No task "${taskId}".`);
+    const ui = deps.config.temporalUiUrl;
+    const workflowUrl = ui ? `${ui}/namespaces/${encodeURIComponent(deps.config.temporalNamespace)}/workflows/${encodeURIComponent(record.workflow_id)}` : null;
+    res.json({ ...record, account_id: row.account_id, attempts, ledger, workflow_url: workflowUrl });
+  });
+
+  router.get('/v1/admin/solvers', admin, async (_req, res) => {
+    const solvers = await onlineSolvers(deps.db);
+    const withReputation = await Promise.all(solvers.map(async (solver) => ({ ...solver, reputation: await reputationOf(deps.db, solver.solver_id) })));
+    res.json({ data: withReputation });
+  });
+
+  router.get('/v1/admin/events', admin, async (req, res) => {
+    // Without Accept: text/event-stream, the same samples once, as JSON, and a fresh one (curl, fuzzers).
+    if (req.accepts(['application/json', 'text/event-stream']) !== 'text/event-stream') {
+      res.json({ samples: [...deps.market.history(), { at: new Date().toISOString(), queues: await queueStatus(deps.db) }] });
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' });
+    res.flushHeaders();
+    const send = ({ event, data }: MarketEvent) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
+    const stop = deps.market.listen(send, () => res.end());
+    req.on('close', () => {
+      clearInterval(keepAlive);
+      stop();
+    });
   });
 
   return router;

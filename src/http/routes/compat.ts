@@ -1,7 +1,11 @@
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
-import { DEFAULT_FORMATS, firecrawlFailure, planScrape, scrapeDocument, timeoutSecondsOf, withScheme, type ScrapeResults } from '../../compat/firecrawl';
-import { planScrapeV2, unsupportedFormat, unsupportedResultScrape, webResultV1, webResultV2, type SearchHit } from '../../compat/firecrawl-v2';
+import { DEFAULT_FORMATS, firecrawlFailure, scrapeDocument, timeoutSecondsOf, withScheme, type ScrapeParts } from '../../compat/firecrawl';
+import { firecrawlActions, parseActions } from '../../compat/firecrawl-actions';
+import { planScrapeV2, renderPayload, unsupportedFormat, unsupportedResultScrape, webResultV1, webResultV2, type SearchHit } from '../../compat/firecrawl-v2';
 import { isValidSelector } from '../../compat/page-html';
+import { renderReason } from '../../compat/render-policy';
+import { assertScrapeOptions } from '../../compat/scrape-options';
+import type { ScanResult } from '../../safety/scanner';
 import type { WebTaskType } from '../../schemas/domain';
 import {
   FirecrawlSearchBody,
@@ -15,7 +19,7 @@ import {
 import { costOfTasks } from '../../db/ledger';
 import { idempotencyKeyReused as keyUsedElsewhere } from '../../db/tasks';
 import { idempotencyOf } from '../idempotency';
-import { costHeaders, idempotencyKeyReused, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
+import { costHeaders, idempotencyKeyReused, noSolverInCountry, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, RequestValidationError, validateBody, type ValidationDetail } from '../validation';
@@ -33,8 +37,11 @@ export const COMPAT_SCRAPER_PREFIX = '/v1/compat/scraper';
  */
 export const FIRECRAWL_V2_ROOT = '/v2';
 
-type ScrapePart = { part: keyof ScrapeResults; taskType: WebTaskType; payload: Record<string, unknown> };
-const SCRAPE_PARTS: (keyof ScrapeResults)[] = ['markdown', 'rawHtml', 'screenshot'];
+type ScrapePart = 'fetch' | 'render' | 'screenshot';
+// Safety findings are located by the Firecrawl field their task produced.
+const PART_NAMES: Record<ScrapePart, string> = { fetch: 'rawHtml', render: 'renderedHtml', screenshot: 'screenshot' };
+type TaskOutcome = { taskId: string; result: Record<string, unknown> };
+const SCRAPE_PARTS: readonly ScrapePart[] = ['fetch', 'render', 'screenshot'];
 
 // A web_search task returns at most this many results (SearchBody.count).
 const SEARCH_RESULTS_MAX = 10;
@@ -44,29 +51,38 @@ export function compatRoutes(deps: AppDeps): Router {
   const router = Router();
   const auth = requireAccount();
 
-  /** Runs a scrape's tasks together and returns their results; the first failure is the answer. */
-  /** Runs a scrape's tasks; its answer's headers say what they cost, which `cost` returns for the body too. */
-  async function runScrape(
-    req: Request,
-    res: Response,
-    operation: string,
-    url: string,
-    timeoutSeconds: number | undefined,
-    parts: ScrapePart[],
-  ): Promise<{ results: ScrapeResults; cost: { charged_points: string; held_points: string } }> {
-    // Each task of the scrape gets its own key derived from the request's.
-    const idempotency = idempotencyOf(req, operation);
-    const partKey = (part: keyof ScrapeResults) => idempotency && { key: `scrape:${part}:${idempotency.key}`, fingerprint: idempotency.fingerprint };
-    // Checked for every part before any task exists, so a refused target, a missing screenshot solver or a
-    // key used with another scrape (maybe of other parts) leaves no fetch task charged.
+  /**
+   * A scrape as Firecrawl does it: the page fetched, and rendered in a browser when it needs it (or
+   * always, for waitFor and actions); its screenshot; one answer whose headers say what its tasks cost.
+   */
+  async function scrape(req: Request, res: Response, version: 'v1' | 'v2', body: ScrapeV2Request) {
+    assertScrapeOptions(body as Record<string, unknown>, version);
+    const actions = parseActions(body.actions, body.waitFor ?? 0);
+    const plan = planScrapeV2(body, actions);
+    const url = withScheme(body.url);
+    const timeoutSeconds = timeoutSecondsOf(body.timeout);
+    const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
+    // Each task of the scrape gets its own key derived from the request's (Firecrawl SDKs send X-Idempotency-Key).
+    const idempotency = idempotencyOf(req, `scrape:${version}`);
+    const partKey = (part: ScrapePart) => idempotency && { key: `scrape:${part}:${idempotency.key}`, fingerprint: idempotency.fingerprint };
+    // Firecrawl fetches from the US unless told otherwise; US-generic is its name for any US address.
+    const country = body.location ? (body.location.country ?? 'US').slice(0, 2).toUpperCase() : undefined;
+    const online = (taskType: WebTaskType) => deps.tasks.solverOnline(taskType, country);
+    const renderFirst = plan.render === 'always' && (plan.content || plan.actions.length > 0);
+    const separateScreenshot = plan.screenshot !== null && !(renderFirst && plan.actions.length > 0);
+    // Checked before any task exists, so a refused target, a missing solver or a key used with another
+    // scrape (maybe of other parts) leaves nothing charged.
     if (idempotency && (await keyUsedElsewhere(deps.db, accountOf(res).account_id, { keys: SCRAPE_PARTS.map((part) => partKey(part)!.key), fingerprint: idempotency.fingerprint }))) {
       throw idempotencyKeyReused();
     }
     await deps.domainPolicy.assertAllowed(url, ['body', 'url']);
-    for (const taskType of new Set(parts.map((entry) => entry.taskType))) {
-      if (!(await deps.tasks.solverOnline(taskType))) throw noSolverOnline(taskType);
-    }
-    const runs = parts.map(({ part, taskType, payload }) =>
+    const needed = new Set<WebTaskType>([
+      ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
+      ...(separateScreenshot ? (['screenshot'] as const) : []),
+    ]);
+    for (const taskType of needed) if (!(await online(taskType))) throw country ? noSolverInCountry(taskType, country) : noSolverOnline(taskType);
+
+    const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>): Promise<TaskOutcome> =>
       runWebTask(deps, {
         accountId: accountOf(res).account_id,
         keyId: accountOf(res).key_id,
@@ -75,23 +91,66 @@ export function compatRoutes(deps: AppDeps): Router {
         timeoutSeconds,
         idempotency: partKey(part),
         urlLoc: ['body', 'url'],
-      }).then(({ task }) => [part, { taskId: task.task_id, result: task.result }] as const),
-    );
-    // Wait for every task, so none is left running unseen when another fails; then report the first failure.
-    const settled = await Promise.allSettled(runs);
-    const failure = settled.find((outcome) => outcome.status === 'rejected');
-    if (failure) throw (failure as PromiseRejectedResult).reason;
-    const results = Object.fromEntries(settled.map((outcome) => (outcome as PromiseFulfilledResult<readonly [string, unknown]>).value)) as ScrapeResults;
-    const cost = await costOfTasks(deps.db, Object.values(results).map((part) => part!.taskId));
-    res.set(costHeaders(cost));
-    return { results, cost };
-  }
+        country,
+      }).then(({ task }) => ({ taskId: task.task_id, result: task.result as Record<string, unknown> }));
 
-  /** A scrape document's metadata with what the scrape cost. */
-  const withCost = <T extends { metadata: Record<string, unknown> }>(data: T, cost: { charged_points: string; held_points: string }) => ({
-    ...data,
-    metadata: { ...data.metadata, pointsCharged: cost.charged_points, pointsHeld: cost.held_points },
-  });
+    const outcomes: Array<{ part: ScrapePart; outcome: TaskOutcome }> = [];
+    let warning: string | undefined;
+    const page = async (): Promise<void> => {
+      if (renderFirst) {
+        outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(url, plan)) });
+        return;
+      }
+      if (!plan.content) return;
+      const fetched = await run('fetch', 'proxy_fetch', { url, raw_html: true, ...fetchTimeout });
+      outcomes.push({ part: 'fetch', outcome: fetched });
+      const reason = fetched.result.content_type === 'html' ? renderReason(String(fetched.result.content ?? '')) : null;
+      if (!reason) return;
+      if (!(await online('page_snapshot'))) {
+        warning = `The page needs rendering (${reason}) and no browser solver${country ? ` fetching from ${country}` : ''} is online: its content is what a fetch sees.`;
+        return;
+      }
+      outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(String(fetched.result.final_url ?? url), plan)) });
+    };
+    const shot = async (): Promise<void> => {
+      if (separateScreenshot) outcomes.push({ part: 'screenshot', outcome: await run('screenshot', 'screenshot', { url, ...plan.screenshot }) });
+    };
+    // Wait for every task, so none is left running unseen when another fails; then report the first failure.
+    const failure = (await Promise.allSettled([page(), shot()])).find((outcome) => outcome.status === 'rejected');
+    if (failure) throw (failure as PromiseRejectedResult).reason;
+
+    const taskIds = outcomes.map(({ outcome }) => outcome.taskId);
+    const cost = await costOfTasks(deps.db, taskIds);
+    res.set(costHeaders(cost));
+    const byPart = (part: ScrapePart) => outcomes.find((entry) => entry.part === part)?.outcome.result;
+    const rendered = byPart('render');
+    const fetched = byPart('fetch');
+    const screenshot = byPart('screenshot');
+    const pageParts = rendered
+      ? { content: String(rendered.snapshot ?? ''), kind: 'html' as const, finalUrl: rendered.url as string, statusCode: (rendered.status_code as number | null) ?? null, title: rendered.title as string | null }
+      : fetched
+        ? { content: String(fetched.content ?? ''), kind: fetched.content_type === 'html' ? ('html' as const) : ('text' as const), finalUrl: fetched.final_url as string, statusCode: fetched.status_code as number, title: fetched.title as string | null }
+        : undefined;
+    const renderedActions = rendered?.actions as Parameters<typeof firecrawlActions>[0] | undefined;
+    let screenshotPart = screenshot as { mime_type?: string; image_base64?: string } | undefined;
+    let actionResults = renderedActions;
+    if (renderedActions && plan.screenshot && !separateScreenshot) {
+      // The screenshot format was the last action: it is data.screenshot, not one of the actions' screenshots.
+      const screenshots = [...renderedActions.screenshots];
+      screenshotPart = { mime_type: 'image/png', image_base64: screenshots.pop() };
+      actionResults = { ...renderedActions, screenshots };
+    }
+    const parts: ScrapeParts = {
+      ...(pageParts ? { page: plan.content ? pageParts : { ...pageParts, content: '' } } : {}),
+      ...(screenshotPart ? { screenshot: screenshotPart } : {}),
+      ...(actionResults && plan.actions.length > 0 ? { actions: firecrawlActions(actionResults, version) } : {}),
+      taskIds,
+      scans: outcomes.flatMap(({ part, outcome }) => (outcome.result.safety ? [{ name: PART_NAMES[part], safety: outcome.result.safety as ScanResult }] : [])),
+      ...(warning ? { warning } : {}),
+    };
+    const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
+    res.json({ success: true, data: { ...data, metadata: { ...data.metadata, pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
+  }
 
   router.post([`${COMPAT_SCRAPER_PREFIX}/scrape`, `${COMPAT_SCRAPER_PREFIX}/v1/scrape`], auth, validateBody(ScrapeBody), async (req, res) => {
     const body = req.body as ScrapeRequest;
@@ -101,16 +160,8 @@ export function compatRoutes(deps: AppDeps): Router {
         { type: 'value_error', loc: ['body', 'formats'], msg: 'Value error, ask for either "screenshot" or "screenshot@fullPage", not both', input: body.formats },
       ]);
     }
-    const url = withScheme(body.url);
-    const timeoutSeconds = timeoutSecondsOf(body.timeout);
-    const plan = planScrape(formats);
-    const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
-    const parts: ScrapePart[] = [];
-    if (plan.markdown) parts.push({ part: 'markdown', taskType: 'proxy_fetch', payload: { url, raw_html: false, ...fetchTimeout } });
-    if (plan.rawHtml) parts.push({ part: 'rawHtml', taskType: 'proxy_fetch', payload: { url, raw_html: true, ...fetchTimeout } });
-    if (plan.screenshot) parts.push({ part: 'screenshot', taskType: 'screenshot', payload: { url, full_page: plan.screenshot.fullPage } });
-    const { results, cost } = await runScrape(req, res, 'scrape:v1', url, timeoutSeconds, parts);
-    res.json({ success: true, data: withCost(scrapeDocument({ url, formats, onlyMainContent: body.onlyMainContent ?? true, results }), cost) });
+    const v2Formats = formats.map((format) => (format === 'screenshot@fullPage' ? { type: 'screenshot', fullPage: true } : format));
+    await scrape(req, res, 'v1', { ...body, formats: v2Formats } as ScrapeV2Request);
   });
 
   router.post([`${COMPAT_SCRAPER_PREFIX}/v2/scrape`, `${FIRECRAWL_V2_ROOT}/scrape`], auth, validateBody(ScrapeV2Body), async (req, res) => {
@@ -132,16 +183,7 @@ export function compatRoutes(deps: AppDeps): Router {
       });
     }
     if (problems.length > 0) throw new RequestValidationError(problems);
-    const plan = planScrapeV2(body);
-    const url = withScheme(body.url);
-    const timeoutSeconds = timeoutSecondsOf(body.timeout);
-    const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
-    const parts: ScrapePart[] = [];
-    if (plan.solverMarkdown) parts.push({ part: 'markdown', taskType: 'proxy_fetch', payload: { url, raw_html: false, ...fetchTimeout } });
-    if (plan.rawHtml) parts.push({ part: 'rawHtml', taskType: 'proxy_fetch', payload: { url, raw_html: true, ...fetchTimeout } });
-    if (plan.screenshot) parts.push({ part: 'screenshot', taskType: 'screenshot', payload: { url, ...plan.screenshot } });
-    const { results, cost } = await runScrape(req, res, 'scrape:v2', url, timeoutSeconds, parts);
-    res.json({ success: true, data: withCost(scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, results }), cost) });
+    await scrape(req, res, 'v2', body);
   });
 
   /** One web_search task for a Firecrawl search; its hits, at most `limit`, and the warning when capped. */

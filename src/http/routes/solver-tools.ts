@@ -1,9 +1,10 @@
 import { Router } from 'express';
-import { CAPABILITY_TASK_TYPES, CHAT_TASK_TYPE, SOLVER_PROTOCOL_VERSION } from '../../schemas/domain';
+import { billingTypesOf, CAPABILITY_TASK_TYPES, CHAT_TASK_TYPE, SOLVER_PROTOCOL_VERSION } from '../../schemas/domain';
 import { solverJsonSchemas } from '../../schemas/json-schema';
 import type { z } from '../../schemas/zod';
 import type { SolverMarket } from '../../schemas/solver-market';
 import { MAX_FRAME_BYTES } from '../../dispatch/ws-server';
+import { checksSent, isCanaryTaskType } from '../../trust/reputation';
 import { requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 
@@ -25,6 +26,8 @@ export function solverToolRoutes(deps: AppDeps): Router {
           {
             default_max_price_points: type === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.defaultWebTaskPricePoints,
             strong_tier_only: type === CHAT_TASK_TYPE,
+            check_price_ceiling_points: checksSent() && isCanaryTaskType(type) ? config.trust.checkPriceCeilingPoints : null,
+            billing_types: [...billingTypesOf(type)],
           },
         ]),
       ) as z.infer<typeof SolverMarket>['task_types'],

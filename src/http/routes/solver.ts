@@ -1,6 +1,7 @@
 import { Router } from 'express';
 import { getBalance } from '../../db/ledger';
 import { listCapabilities, replaceCapabilities, solverStats } from '../../db/solvers';
+import { recentAttemptsOf } from '../../db/market-view';
 import { CHAT_TASK_TYPE } from '../../schemas/domain';
 import { SolverCapabilitiesBody, type SolverCapabilityInput } from '../../schemas/requests';
 import { accountOf, requireAccount } from '../auth';
@@ -74,6 +75,10 @@ export function solverRoutes(deps: AppDeps): Router {
       // Its reputation and any quarantine (docs/trust.md): what matching sees of it.
       trust: { quarantine: quarantines.find((q) => q.cleared_at === null) ?? null, ...held, reputation },
     });
+  });
+
+  router.get('/v1/solver/attempts', auth, async (_req, res) => {
+    res.json({ data: await recentAttemptsOf(deps.db, accountOf(res).account_id) });
   });
 
   return router;

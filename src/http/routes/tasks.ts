@@ -23,13 +23,14 @@ import {
   type SnapshotRequest,
 } from '../../schemas/requests';
 import { decimalText } from '../../schemas/common';
+import { RESULT_SCHEMAS } from '../../schemas/frames';
 import { ListTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, runWebTask, safetyOf } from '../web-tasks';
 import { adminCompleteSignal, cancelTaskSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
-import { decodeCursor, encodeCursor, isCursorTime } from '../pagination';
+import { taskListAfter, taskListPage } from '../pagination';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
 
@@ -59,17 +60,15 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
 
   router.get('/v1/tasks', auth, async (req, res) => {
     const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
-    const after = decodeCursor(query.cursor, [isCursorTime, (taskId) => taskId.length > 0]);
     const page = await listTasks(deps.db, accountOf(res).account_id, {
       status: query.status,
       taskType: query.task_type,
       createdAfter: query.created_after,
       createdBefore: query.created_before,
-      after: after && { createdAt: after[0], taskId: after[1] },
+      after: taskListAfter(query.cursor),
       limit: query.limit ?? PAGE_LIMIT_DEFAULT,
     });
-    const next = page.nextCursor && encodeCursor([page.nextCursor.createdAt, page.nextCursor.taskId]);
-    res.json({ data: page.tasks, has_more: next !== null, next_cursor: next });
+    res.json(taskListPage(page));
   });
 
   router.get('/v1/tasks/:task_id', auth, validateParams(TaskIdParams), async (req, res) => {
@@ -198,6 +197,9 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     if (isTerminalState(task.status)) {
       throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}.`, { status: task.status });
     }
+    // The result must be one a solver could have returned: clients read it as the type's result.
+    const schema = RESULT_SCHEMAS[task.task_type as keyof typeof RESULT_SCHEMAS];
+    if (schema) parseOrThrow(schema, body.result, ['body', 'result']);
     if (!(await findAccount(deps.db, body.solver_id))) throw new ApiError('account_not_found', `No solver "${body.solver_id}".`);
     await deps.temporal.workflow.getHandle(task.workflow_id).signal(adminCompleteSignal, { solverId: body.solver_id, result: body.result });
     // The signal first: a solver still at work is then stopped now, not at its activity's next heartbeat.

@@ -64,7 +64,7 @@ export function createHandlers(config: SolverConfig, taskTypes: readonly Capabil
     const browserOptions = { pool, policy, timeoutMs: config.browserTimeoutMs };
     if (taskTypes.includes('screenshot')) handlers.screenshot = createScreenshotHandler(browserOptions);
     if (taskTypes.includes('page_snapshot')) {
-      handlers.page_snapshot = createPageSnapshotHandler({ ...browserOptions, maxBytes: config.snapshotMaxBytes });
+      handlers.page_snapshot = createPageSnapshotHandler({ ...browserOptions, maxBytes: config.snapshotMaxBytes, htmlMaxBytes: config.fetchMaxBytes });
     }
     const warmPool = pool;
     warmups.push(() => warmPool.start());

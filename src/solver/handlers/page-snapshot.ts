@@ -1,15 +1,24 @@
+import { setTimeout as delay } from 'node:timers/promises';
 import type { Locator, Page } from 'playwright-core';
-import { SnapshotBody, type SnapshotRequest } from '../../schemas/requests';
+import { SnapshotFields, type SnapshotRequest } from '../../schemas/requests';
 import type { SnapshotResultData } from '../../schemas/frames';
 import { withTimeLimit } from '../abort';
 import { SolverError, firstLine, toSolverError } from '../errors';
 import { openPage, type BrowserPool } from '../browser/browser-pool';
+import { runActions } from '../browser/page-actions';
 import { htmlToMarkdown } from '../html/markdown';
 import type { NetPolicy } from '../net-guard';
 import { DEFAULT_VIEWPORT } from './screenshot';
 import { parsePayload, type TaskHandler } from './types';
 
-export type PageSnapshotOptions = { pool: BrowserPool; policy: NetPolicy; timeoutMs: number; maxBytes: number };
+export type PageSnapshotOptions = {
+  pool: BrowserPool;
+  policy: NetPolicy;
+  timeoutMs: number;
+  maxBytes: number;
+  /** html mode's bound: a rendered page is cut like a fetched one, not like a snapshot. */
+  htmlMaxBytes?: number;
+};
 
 type SnapshotFormat = SnapshotResultData['snapshot_format'];
 
@@ -20,11 +29,24 @@ type SnapshotFormat = SnapshotResultData['snapshot_format'];
  */
 export function createPageSnapshotHandler(options: PageSnapshotOptions): TaskHandler {
   return async (payload, { signal }) => {
-    const request = parsePayload(SnapshotBody, payload);
+    const request = parsePayload(SnapshotFields, payload);
+    if (request.actions?.length && request.mode !== 'html') throw new SolverError('invalid_payload', 'invalid payload: actions need mode "html"');
     const limit = withTimeLimit(signal, options.timeoutMs, `the snapshot of ${request.url} took longer than ${options.timeoutMs} ms`);
     try {
-      return await options.pool.withPage(DEFAULT_VIEWPORT, limit.signal, async (page) => {
-        const { finalUrl } = await openPage(page, request.url, options.policy, options.timeoutMs);
+      return await options.pool.withPage(request.viewport ?? DEFAULT_VIEWPORT, limit.signal, async (page) => {
+        const { finalUrl, status } = await openPage(page, request.url, options.policy, options.timeoutMs);
+        if (request.wait_ms) await delay(request.wait_ms, undefined, { signal: limit.signal });
+        if (request.mode === 'html') {
+          const actions = request.actions?.length ? await runActions(page, request.actions, limit.signal) : undefined;
+          return {
+            url: page.url(),
+            snapshot: truncate(await page.content(), options.htmlMaxBytes ?? options.maxBytes),
+            snapshot_format: 'html',
+            title: (await page.title()) || null,
+            status_code: status,
+            ...(actions ? { actions } : {}),
+          } satisfies SnapshotResultData;
+        }
         const scope = request.selector ? await selectScope(page, request.selector) : null;
         const format: SnapshotFormat = request.mode ?? 'markdown';
         const snapshot = await takeSnapshot(page, scope, request, finalUrl);

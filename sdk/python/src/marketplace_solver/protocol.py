@@ -9,6 +9,8 @@ from typing import Any, Awaitable, Callable, Dict, List, Literal, Optional, Tupl
 
 TaskType = Literal["proxy_fetch", "web_search", "screenshot", "page_snapshot", "chat_completion"]
 TASK_TYPES: Tuple[str, ...] = ("proxy_fetch", "web_search", "screenshot", "page_snapshot", "chat_completion")
+# Only chat is billed by tokens (the server counts them); every other task type is billed per request.
+TOKEN_BILLED_TASK_TYPES: Tuple[str, ...] = ("chat_completion",)
 PROTOCOL_VERSION = 1
 
 # Close codes the server uses (docs/solver-protocol.md, "Close codes").
@@ -39,12 +41,21 @@ class Capability:
     fulfillment_path: Literal["http", "browser", "search_api", "local_model", "provider_api"] = "http"
     prompt_cost: Optional[str] = None
     completion_cost: Optional[str] = None
+    #: The country this capability fetches from (ISO 3166-1 alpha-2, upper case, e.g. "DE"), as the solver
+    #: declares it; tasks that ask for a country (Firecrawl's location.country) go only to capabilities declaring it.
+    country: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        if self.billing_type == "per_token" and self.task_type not in TOKEN_BILLED_TASK_TYPES:
+            raise ValueError(
+                f'task_type "{self.task_type}" is billed per_request; only {", ".join(TOKEN_BILLED_TASK_TYPES)} may be billed per_token'
+            )
 
     def to_json(self) -> Dict[str, Any]:
         rates = {
             name: value for name, value in (("prompt_cost", self.prompt_cost), ("completion_cost", self.completion_cost)) if value is not None
         }
-        return {
+        record: Dict[str, Any] = {
             "task_type": self.task_type,
             "tier": self.tier,
             "billing_type": self.billing_type,
@@ -56,6 +67,9 @@ class Capability:
             "max_concurrent": self.max_concurrent,
             **rates,
         }
+        if self.country is not None:
+            record["country"] = self.country
+        return record
 
 
 class ResultIssue(TypedDict, total=False):

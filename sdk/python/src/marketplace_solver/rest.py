@@ -59,7 +59,7 @@ class MarketplaceClient:
         return stored
 
     async def market(self) -> Dict[str, Any]:
-        """The deployment's terms: strong_models, platform_fee_percent, task_types[*].default_max_price_points, timeouts."""
+        """The deployment's terms: strong_models, platform_fee_percent, task_types[*].default_max_price_points and .check_price_ceiling_points, timeouts."""
         market: Dict[str, Any] = await self._call("GET", "/v1/solver/market")
         return market
 

@@ -1,0 +1,369 @@
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Client } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { scrapeDocument } from '../compat/firecrawl';
+import { extractLinks } from '../compat/page-html';
+import type { Config } from '../config';
+import {
+  addPages,
+  addRobotsBlocked,
+  claimPages,
+  crawlCounts,
+  finishCrawl,
+  finishPage,
+  getCrawl,
+  knownUrls,
+  recordPageTask,
+  recordRobots,
+  runningPages,
+  runningPageTasks,
+  type CrawlRow,
+  type NewPage,
+  type PageRow,
+} from '../db/crawls';
+import type { Db } from '../db/pool';
+import { createTaskWithHold, getTaskRecord, getTaskRow } from '../db/tasks';
+import type { Logger } from '../logger';
+import type { ScanResult } from '../safety/scanner';
+import type { DomainGuard } from '../policy/guard';
+import { guardedFetch, SOLVER_USER_AGENT } from '../solver/guarded-fetch';
+import type { TaskFinishedWatch } from '../tasks/finished';
+import type { HandoffSender } from '../tasks/handoffs';
+import { isTerminalState } from '../tasks/lifecycle';
+import { newTaskId, startTaskWorkflow } from '../tasks/service';
+import type { WebhookSender } from '../webhooks/sender';
+import { cancelTaskSignal, taskWorkflowId } from '../../workflows/contract';
+import { NO_RULES, parseRobots, robotsAllow, type RobotsRules } from './robots';
+import { normaliseUrl, outOfScope, type CrawlScope } from './scope';
+import { parseSitemap } from './sitemap';
+
+/**
+ * Runs crawls and batch scrapes (docs/crawl.md) for the crawl workflow's activities. A job's state is in
+ * PostgreSQL; each page is an ordinary proxy_fetch web task (fair queue, trust rules, ledger), created
+ * with an idempotency key of the page, so an activity run again after a lost worker finds the task the
+ * lost one created instead of creating a second. robots.txt and sitemaps are fetched by the service itself,
+ * through the network guard's pinned lookup.
+ */
+
+/** What a job was asked for; stored with it. */
+export interface CrawlOptions {
+  limit: number;
+  maxDiscoveryDepth: number | null;
+  includePaths: string[];
+  excludePaths: string[];
+  crawlEntireDomain: boolean;
+  allowSubdomains: boolean;
+  allowExternalLinks: boolean;
+  ignoreQueryParameters: boolean;
+  regexOnFullURL: boolean;
+  sitemap: 'include' | 'skip' | 'only';
+  ignoreRobotsTxt: boolean;
+  /** Seconds between two page fetches; with it, pages are fetched one at a time. */
+  delay: number | null;
+  maxConcurrency: number;
+  scrape: { formats: string[]; onlyMainContent: boolean; includeTags?: string[]; excludeTags?: string[]; timeoutSeconds?: number };
+  /** Set once discovery ran: the robots.txt rules the crawl obeys. */
+  _robots?: RobotsRules;
+}
+
+// robots.txt and sitemaps are small; a bigger answer is not one (and would only cost memory).
+const DISCOVERY_MAX_BYTES = 5 * 1024 * 1024;
+const DISCOVERY_TIMEOUT_MS = 10_000;
+// A sitemap index may name more sitemaps; a site's whole tree is rarely deeper than this.
+const MAX_SITEMAPS = 50;
+// How often a running slice looks whether its job was cancelled, and waits between task-state reads when
+// a task's announcement was missed (the notification connection down).
+const CANCEL_CHECK_MS = 250;
+const TASK_POLL_MS = 2000;
+// A task refused as `solvers_busy` is offered again after the queue's own Retry-After, at most this.
+const BUSY_RETRY_MAX_MS = 5000;
+// The crawler names itself in robots.txt groups as the solvers do in their User-Agent.
+export const CRAWLER_USER_AGENT = SOLVER_USER_AGENT;
+
+export interface CrawlRunnerDeps {
+  config: Config;
+  db: Db;
+  logger: Logger;
+  temporal: Client;
+  domainPolicy: DomainGuard;
+  finished: TaskFinishedWatch;
+  handoffs: HandoffSender;
+  webhooks: WebhookSender;
+}
+
+const scopeOf = (crawl: CrawlRow, options: CrawlOptions): CrawlScope => ({
+  start: crawl.url!,
+  includePaths: options.includePaths,
+  excludePaths: options.excludePaths,
+  crawlEntireDomain: options.crawlEntireDomain,
+  allowSubdomains: options.allowSubdomains,
+  allowExternalLinks: options.allowExternalLinks,
+  ignoreQueryParameters: options.ignoreQueryParameters,
+  regexOnFullURL: options.regexOnFullURL,
+});
+
+/** Signals the cancel of each task; a task whose workflow is gone has ended already. */
+export async function cancelTasks(temporal: Client, taskIds: readonly string[]): Promise<void> {
+  await Promise.all(
+    taskIds.map((taskId) =>
+      temporal.workflow
+        .getHandle(taskWorkflowId(taskId))
+        .signal(cancelTaskSignal)
+        .catch((error) => {
+          if (!(error instanceof WorkflowNotFoundError)) throw error;
+        }),
+    ),
+  );
+}
+
+/** A document (robots.txt, a sitemap) fetched by the service; null when there is none to read. */
+export async function fetchDiscoveryDocument(deps: Pick<CrawlRunnerDeps, 'config' | 'domainPolicy' | 'logger'>, url: string): Promise<string | null> {
+  if (!(await deps.domainPolicy.check(url)).allowed) return null;
+  try {
+    const response = await guardedFetch(url, {
+      policy: { allowPrivateNetworks: deps.config.allowPrivateNetworks },
+      signal: AbortSignal.timeout(DISCOVERY_TIMEOUT_MS),
+      maxBytes: DISCOVERY_MAX_BYTES,
+    });
+    return response.status >= 200 && response.status < 300 ? response.body.toString('utf8') : null;
+  } catch (error) {
+    deps.logger.info({ err: error, url }, 'crawl discovery document not fetched');
+    return null;
+  }
+}
+
+/** The URLs of the site's sitemaps: those robots.txt names, else /sitemap.xml; sitemap indexes followed. */
+export async function sitemapUrls(deps: Pick<CrawlRunnerDeps, 'config' | 'domainPolicy' | 'logger'>, start: string, named: readonly string[]): Promise<string[]> {
+  const queue = named.length > 0 ? [...named] : [new URL('/sitemap.xml', start).href];
+  const seen = new Set<string>();
+  const urls: string[] = [];
+  while (queue.length > 0 && seen.size < MAX_SITEMAPS) {
+    const next = queue.shift()!;
+    if (seen.has(next)) continue;
+    seen.add(next);
+    const xml = await fetchDiscoveryDocument(deps, next);
+    if (!xml) continue;
+    const parsed = parseSitemap(xml);
+    urls.push(...parsed.urls);
+    queue.push(...parsed.sitemaps);
+  }
+  return urls;
+}
+
+export class CrawlRunner {
+  constructor(private readonly deps: CrawlRunnerDeps) {}
+
+  /**
+   * A crawl's first step: reads robots.txt and (unless `sitemap: skip`) the sitemaps, and adds the start
+   * page and the sitemap's pages in scope. Idempotent: done once the robots rules are stored.
+   */
+  async seed(crawlId: string): Promise<void> {
+    const crawl = await getCrawl(this.deps.db, crawlId);
+    if (!crawl || crawl.kind !== 'crawl' || crawl.status !== 'scraping') return;
+    const options = crawl.options as CrawlOptions;
+    if (options._robots) return;
+    const start = crawl.url!;
+    const robotsText = options.ignoreRobotsTxt ? null : await fetchDiscoveryDocument(this.deps, new URL('/robots.txt', start).href);
+    const robots = robotsText ? parseRobots(robotsText, CRAWLER_USER_AGENT) : NO_RULES;
+    const candidates: NewPage[] = [{ url: start, depth: 0 }];
+    if (options.sitemap !== 'skip') {
+      for (const url of await sitemapUrls(this.deps, start, robots.sitemaps)) candidates.push({ url, depth: 1 });
+    }
+    const scope = scopeOf(crawl, options);
+    const { pages, blocked } = await this.admissible(crawl, scope, robots, candidates, true);
+    await addPages(this.deps.db, crawlId, pages, options.limit);
+    await recordRobots(this.deps.db, crawlId, robots as unknown as Record<string, unknown>, blocked);
+  }
+
+  /** The candidates the crawl takes: normalised, deduplicated, in scope, allowed by robots.txt and the domain policy. */
+  private async admissible(crawl: CrawlRow, scope: CrawlScope, robots: RobotsRules, candidates: NewPage[], startIncluded = false) {
+    const byUrl = new Map<string, number>();
+    for (const [index, candidate] of candidates.entries()) {
+      const url = normaliseUrl(candidate.url, scope.ignoreQueryParameters);
+      if (!url || byUrl.has(url)) continue;
+      // The start page is what was asked for: only robots.txt and the policy can refuse it.
+      if (!(startIncluded && index === 0) && outOfScope(scope, url)) continue;
+      byUrl.set(url, candidate.depth);
+    }
+    const known = await knownUrls(this.deps.db, crawl.crawl_id, [...byUrl.keys()]);
+    const pages: NewPage[] = [];
+    const blocked: string[] = [];
+    for (const [url, depth] of byUrl) {
+      if (known.has(url)) continue;
+      if (!robotsAllow(robots, url)) {
+        blocked.push(url);
+        continue;
+      }
+      if (!(await this.deps.domainPolicy.check(url)).allowed) continue;
+      pages.push({ url, depth });
+    }
+    return { pages, blocked };
+  }
+
+  /**
+   * Crawls up to `budget` pages of the job, `maxConcurrency` at a time, and returns whether the job is
+   * over. Pages an earlier run left running (its worker lost) are taken up again first: creating their
+   * task again returns the task the lost run created. A cancel stops new pages at once and waits for the
+   * running ones' tasks, which it has cancelled, to end.
+   */
+  async runSlice(crawlId: string, budget: number, heartbeat: () => void, stop: AbortSignal): Promise<{ done: boolean }> {
+    const { db } = this.deps;
+    const crawl = await getCrawl(db, crawlId);
+    if (!crawl) return { done: true };
+    const options = crawl.options as CrawlOptions;
+    let state = crawl.status;
+    const watch = setInterval(() => {
+      heartbeat();
+      getCrawl(db, crawlId)
+        .then((now) => {
+          if (now && now.status !== 'scraping' && state === 'scraping') {
+            state = now.status;
+            // The cancel route stopped the tasks it saw; tasks created since are stopped here.
+            void runningPageTasks(db, crawlId).then((ids) => cancelTasks(this.deps.temporal, ids)).catch(() => undefined);
+          }
+        })
+        .catch(() => undefined);
+    }, CANCEL_CHECK_MS);
+    const concurrency = options.delay ? 1 : options.maxConcurrency;
+    const queue: PageRow[] = state === 'scraping' ? await runningPages(db, crawlId) : [];
+    const inFlight = new Set<Promise<void>>();
+    let started = 0;
+    let failure: string | null = null;
+    try {
+      for (;;) {
+        while (state === 'scraping' && !failure && !stop.aborted && inFlight.size < concurrency && started < budget) {
+          if (queue.length === 0) queue.push(...(await claimPages(db, crawlId, Math.min(concurrency - inFlight.size, budget - started))));
+          const page = queue.shift();
+          if (!page) break;
+          started += 1;
+          const run = this.crawlPage(crawl, options, page, () => state)
+            .catch((error: unknown) => {
+              if (error instanceof CrawlStopped) failure = error.message;
+              else throw error;
+            })
+            .finally(() => inFlight.delete(run));
+          inFlight.add(run);
+          if (options.delay) await sleep(options.delay * 1000);
+        }
+        if (inFlight.size === 0) break;
+        await Promise.race(inFlight);
+      }
+    } finally {
+      clearInterval(watch);
+    }
+    if (stop.aborted) throw stop.reason ?? new Error('crawl slice cancelled');
+    if (failure) {
+      await finishCrawl(db, crawlId, 'failed', failure);
+      await cancelTasks(this.deps.temporal, await runningPageTasks(db, crawlId));
+      return { done: true };
+    }
+    if (state !== 'scraping') return { done: true };
+    const counts = await crawlCounts(db, crawlId);
+    if (counts.pending === 0 && counts.running === 0) {
+      await finishCrawl(db, crawlId, 'completed');
+      return { done: true };
+    }
+    return { done: false };
+  }
+
+  /** One page: its task (created, or found again), its verdict, its document and the links it adds. */
+  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, page: PageRow, state: () => string): Promise<void> {
+    const { db } = this.deps;
+    const taskId = await this.pageTask(crawl, options, page);
+    if (!taskId) return;
+    if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
+    await this.waitForTask(taskId);
+    const task = await getTaskRecord(db, taskId);
+    if (task?.status !== 'completed' || !task.result) {
+      const error = (task?.error ?? {}) as { type?: string; message?: string };
+      const cancelled = task?.status === 'cancelled';
+      await finishPage(db, page.page_id, {
+        status: cancelled ? 'cancelled' : 'failed',
+        error: { code: error.type ?? task?.status ?? 'task_failed', message: error.message ?? `The page's task ended ${task?.status ?? 'missing'}.` },
+      });
+      return;
+    }
+    const result = task.result as { final_url?: string; content?: string; content_type?: string; status_code?: number; title?: string | null; safety?: ScanResult };
+    const document = scrapeDocument({
+      url: page.url,
+      formats: options.scrape.formats,
+      onlyMainContent: options.scrape.onlyMainContent,
+      tags: { include: options.scrape.includeTags, exclude: options.scrape.excludeTags },
+      parts: {
+        page: { content: result.content ?? '', kind: result.content_type === 'html' ? 'html' : 'text', finalUrl: result.final_url ?? page.url, statusCode: result.status_code ?? null, title: result.title ?? null },
+        taskIds: [taskId],
+        scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
+      },
+    });
+    await finishPage(db, page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
+    const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
+    if (crawl.kind !== 'crawl' || options.sitemap === 'only' || !deeper || result.content_type !== 'html') return;
+    const links = extractLinks(result.content ?? '', result.final_url ?? page.url);
+    const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, links.map((url) => ({ url, depth: page.depth + 1 })));
+    await addPages(db, crawl.crawl_id, pages, options.limit);
+    await addRobotsBlocked(db, crawl.crawl_id, blocked);
+  }
+
+  /** Creates the page's task (or finds the one created before), and names it on the page; null when the page ended instead. */
+  private async pageTask(crawl: CrawlRow, options: CrawlOptions, page: PageRow): Promise<string | null> {
+    const { db, config } = this.deps;
+    for (;;) {
+      const taskId = newTaskId();
+      const outcome = await createTaskWithHold(db, {
+        taskId,
+        accountId: crawl.account_id,
+        keyId: crawl.key_id ?? undefined,
+        taskType: 'proxy_fetch',
+        payload: { url: page.url, raw_html: true, ...(options.scrape.timeoutSeconds ? { timeout: options.scrape.timeoutSeconds } : {}) },
+        maxPricePoints: config.defaultWebTaskPricePoints,
+        timeoutSeconds: options.scrape.timeoutSeconds ?? config.defaultTaskTimeoutSeconds,
+        workflowId: taskWorkflowId(taskId),
+        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}`, fingerprint: crawl.crawl_id },
+        admission: { maxQueued: config.queueLimitPerTaskType },
+      });
+      switch (outcome.kind) {
+        case 'existing':
+          await recordPageTask(db, page.page_id, outcome.task.task_id);
+          return outcome.task.task_id;
+        case 'created': {
+          const { task, firstAssignment, handoffs } = outcome;
+          await recordPageTask(db, page.page_id, task.task_id);
+          await startTaskWorkflow({ ...this.deps, eagerStart: false }, task, undefined, firstAssignment);
+          this.deps.handoffs.deliver(handoffs);
+          return task.task_id;
+        }
+        case 'solvers_busy':
+          await sleep(Math.min(outcome.retryAfterSeconds * 1000, BUSY_RETRY_MAX_MS));
+          continue;
+        case 'insufficient_balance':
+        case 'key_spend_limit_reached': {
+          const message =
+            outcome.kind === 'insufficient_balance'
+              ? `The account cannot hold ${outcome.requiredPoints} points for the next page; the crawl stopped.`
+              : `The API key's spend limit does not leave ${outcome.requiredPoints} points for the next page; the crawl stopped.`;
+          await finishPage(db, page.page_id, { status: 'cancelled', error: { code: outcome.kind, message } });
+          throw new CrawlStopped(message);
+        }
+        default:
+          await finishPage(db, page.page_id, { status: 'failed', error: { code: outcome.kind, message: `The page's task was not created (${outcome.kind}).` } });
+          return null;
+      }
+    }
+  }
+
+  private async waitForTask(taskId: string): Promise<void> {
+    const announced = this.deps.finished.wait(taskId);
+    try {
+      for (;;) {
+        const row = await getTaskRow(this.deps.db, taskId);
+        if (!row || isTerminalState(row.status)) return;
+        await Promise.race([announced.finished, sleep(TASK_POLL_MS)]);
+      }
+    } finally {
+      announced.stop();
+    }
+  }
+}
+
+/** The job cannot go on (its account cannot pay for another page): it ends `failed` with this message. */
+class CrawlStopped extends Error {}

@@ -1,0 +1,32 @@
+import { sql, type DatabaseTransactionConnection } from 'slonik';
+import { heldEarningsId, refundFromEarnings, type RefundMovement } from './ledger';
+import { refundedDeliveryIn, type DueDelivery } from './webhooks';
+
+/**
+ * What is known of a task's result, and the refund of one found wrong (docs/trust.md, "Escrow and
+ * refunds"). `refundTask` is the one place a verdict against a client task becomes money: every check
+ * that proves a result wrong calls it.
+ */
+
+/**
+ * Refunds a task's client from its solver's unvested pay for it (`refundFromEarnings`) and writes its
+ * `task.refunded` delivery, in the caller's transaction; the caller makes the deliveries' first attempt
+ * once it commits. Nothing moves when the pay is not held (vested, refunded already, never escrowed).
+ */
+export async function refundTask(tx: DatabaseTransactionConnection, taskId: string): Promise<{ movement: RefundMovement; webhooks: DueDelivery[] }> {
+  const movement = await refundFromEarnings(tx, taskId);
+  return { movement, webhooks: movement.applied ? await refundedDeliveryIn(tx, taskId) : [] };
+}
+
+/** The task's `verification` (VERIFICATION_STATES) as a column of a statement over tasks (`taskId` names its id). */
+export function verificationColumn(taskId: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`
+    CASE
+      WHEN EXISTS (SELECT 1 FROM ledger_entries WHERE idempotency_key = 'refund:' || ${taskId}) THEN 'refunded'
+      WHEN EXISTS (SELECT 1 FROM redundant_runs r WHERE r.task_id = ${taskId} AND r.status = 'disagreed')
+        OR EXISTS (SELECT 1 FROM holds h JOIN solver_quarantines q ON q.solver_id = h.account_id AND q.cleared_at IS NULL
+                   WHERE h.hold_id = ${heldEarningsId('')} || ${taskId} AND h.status = 'open') THEN 'disputed'
+      WHEN EXISTS (SELECT 1 FROM redundant_runs r WHERE r.task_id = ${taskId} AND r.status = 'agreed') THEN 'verified'
+      ELSE 'unchecked'
+    END AS verification`;
+}

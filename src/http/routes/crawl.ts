@@ -1,0 +1,391 @@
+import crypto from 'node:crypto';
+import { Router, type Request, type Response } from 'express';
+import { planScrapeV2, unsupportedFormat } from '../../compat/firecrawl-v2';
+import { withScheme, timeoutSecondsOf } from '../../compat/firecrawl';
+import { extractLinks, isValidSelector } from '../../compat/page-html';
+import { cancelTasks, fetchDiscoveryDocument, sitemapUrls, type CrawlOptions } from '../../crawl/runner';
+import { parseRobots, NO_RULES } from '../../crawl/robots';
+import { invalidPattern, normaliseUrl } from '../../crawl/scope';
+import { activeCrawls, createCrawl, crawlCost, crawlCounts, crawlDocuments, crawlErrors, finishCrawl, getCrawl, runningPageTasks, type CrawlKind, type CrawlRow } from '../../db/crawls';
+import { getBalance } from '../../db/ledger';
+import { ApiError } from '../../errors';
+import { unsupportedOption } from '../../compat/scrape-options';
+import { CRAWL_PAGE_DEFAULT, CrawlStatusQuery } from '../../schemas/queries';
+import {
+  BatchScrapeV1Body,
+  BatchScrapeV2Body,
+  CrawlV1Body,
+  CrawlV2Body,
+  JobIdParams,
+  MapBody,
+  type BatchScrapeV1Request,
+  type BatchScrapeV2Request,
+  type CrawlV1Request,
+  type CrawlV2Request,
+  type MapRequest,
+} from '../../schemas/requests';
+import { crawlWorkflowId, type CrawlWorkflowInput } from '../../../workflows/contract';
+import { accountOf, requireAccount } from '../auth';
+import type { AppDeps } from '../deps';
+import { parseOrThrow, RequestValidationError, validateBody, validateParams, type ValidationDetail } from '../validation';
+import { insufficientBalance, noSolverOnline, runWebTask } from '../web-tasks';
+import { COMPAT_SCRAPER_PREFIX, FIRECRAWL_V2_ROOT } from './compat';
+
+/**
+ * Firecrawl's crawl, batch scrape and map (docs/crawl.md): a crawl or batch scrape is a job run by a
+ * crawl workflow whose pages are ordinary web tasks; its status pages its documents with `next`. v2 at
+ * both the compatibility prefix and /v2 (firecrawl-py 4.x drops the prefix), v1 at the prefix.
+ */
+
+// Firecrawl keeps a job's results for a day.
+const JOB_TTL_HOURS = 24;
+// Firecrawl's defaults.
+const CRAWL_DEFAULT_LIMIT = 10_000;
+const CRAWL_DEFAULT_CONCURRENCY = 10;
+const MAP_DEFAULT_LIMIT = 5000;
+// A status answer's documents stop at this many bytes of JSON (Firecrawl's own cap); `next` has the rest.
+const STATUS_MAX_BYTES = 10 * 1024 * 1024;
+
+const v2 = (path: string) => [`${COMPAT_SCRAPER_PREFIX}/v2${path}`, `${FIRECRAWL_V2_ROOT}${path}`];
+const v1 = (path: string) => `${COMPAT_SCRAPER_PREFIX}/v1${path}`;
+
+const jobNotFound = (id: string) => new ApiError('job_not_found', `No crawl or batch scrape "${id}" on this account (or it has expired).`, { id });
+
+/** Where this request's version of the API is served, as the client reached it. */
+function apiBase(req: Request, deps: AppDeps): string {
+  const origin = `${req.protocol}://${req.get('host')}`;
+  const prefix = req.originalUrl.startsWith(COMPAT_SCRAPER_PREFIX) ? COMPAT_SCRAPER_PREFIX : '';
+  return `${origin}${prefix}`;
+}
+
+/** The formats a crawl's pages are scraped for: any the page's HTML gives (one fetch per page). */
+function crawlFormats(formats: readonly string[], plan: { screenshot: unknown } | null): string[] {
+  if (plan?.screenshot || formats.some((format) => format.startsWith('screenshot'))) {
+    throw new ApiError('unsupported_format', 'The "screenshot" format is not supported in crawls and batch scrapes by this service; they serve markdown, html, rawHtml and links. Scrape single pages for screenshots.', { format: 'screenshot' });
+  }
+  return [...formats];
+}
+
+function selectorProblems(fields: Record<string, readonly string[] | null | undefined>, loc: (string | number)[]): ValidationDetail[] {
+  const problems: ValidationDetail[] = [];
+  for (const [field, selectors] of Object.entries(fields)) {
+    (selectors ?? []).forEach((selector, index) => {
+      if (!isValidSelector(selector)) problems.push({ type: 'value_error', loc: [...loc, field, index], msg: 'Value error, not a valid CSS selector', input: selector });
+    });
+  }
+  return problems;
+}
+
+type ScrapeSettings = CrawlOptions['scrape'];
+
+/**
+ * A job's pages are fetched, never rendered: the scrape options that need a browser or a located solver
+ * change the answer and are refused, naming them, rather than ignored.
+ */
+const BROWSER_ONLY_OPTIONS = ['actions', 'waitFor', 'location'] as const;
+
+function assertFetchableOptions(options: Record<string, unknown> | null | undefined): void {
+  for (const option of BROWSER_ONLY_OPTIONS) {
+    const value = options?.[option];
+    const given = Array.isArray(value) ? value.length > 0 : value !== undefined && value !== null && value !== 0;
+    if (given) throw unsupportedOption(option, `The "${option}" option is not supported in crawls and batch scrapes by this service: their pages are fetched, not rendered. Scrape single pages for it.`);
+  }
+}
+
+/** v2 scrape options (a crawl's scrapeOptions, a batch scrape's body) as a job's page settings. */
+function scrapeSettingsV2(options: { formats?: unknown[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } | null | undefined, loc: (string | number)[]): ScrapeSettings {
+  assertFetchableOptions(options as Record<string, unknown> | null | undefined);
+  const problems = selectorProblems({ includeTags: options?.includeTags, excludeTags: options?.excludeTags }, loc);
+  if (problems.length > 0) throw new RequestValidationError(problems);
+  const plan = planScrapeV2({ url: '', ...(options ?? {}) } as never);
+  return {
+    formats: crawlFormats(plan.formats, plan),
+    onlyMainContent: plan.onlyMainContent,
+    ...(options?.includeTags ? { includeTags: options.includeTags } : {}),
+    ...(options?.excludeTags ? { excludeTags: options.excludeTags } : {}),
+    ...(timeoutSecondsOf(options?.timeout) ? { timeoutSeconds: timeoutSecondsOf(options?.timeout) } : {}),
+  };
+}
+
+function scrapeSettingsV1(options: { formats?: string[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } | null | undefined, loc: (string | number)[]): ScrapeSettings {
+  assertFetchableOptions(options as Record<string, unknown> | null | undefined);
+  const problems = selectorProblems({ includeTags: options?.includeTags, excludeTags: options?.excludeTags }, loc);
+  if (problems.length > 0) throw new RequestValidationError(problems);
+  const formats = options?.formats && options.formats.length > 0 ? options.formats : ['markdown'];
+  return {
+    formats: crawlFormats(formats, null),
+    onlyMainContent: options?.onlyMainContent ?? true,
+    ...(options?.includeTags ? { includeTags: options.includeTags } : {}),
+    ...(options?.excludeTags ? { excludeTags: options.excludeTags } : {}),
+    ...(timeoutSecondsOf(options?.timeout) ? { timeoutSeconds: timeoutSecondsOf(options?.timeout) } : {}),
+  };
+}
+
+function checkPatterns(patterns: { includePaths?: string[] | null; excludePaths?: string[] | null }): void {
+  for (const field of ['includePaths', 'excludePaths'] as const) {
+    const invalid = invalidPattern(patterns[field] ?? []);
+    if (invalid) {
+      throw new RequestValidationError([{ type: 'value_error', loc: ['body', field, (patterns[field] ?? []).indexOf(invalid.pattern)], msg: `Value error, not a valid regular expression: ${invalid.message}`, input: invalid.pattern }]);
+    }
+  }
+}
+
+export function crawlRoutes(deps: AppDeps): Router {
+  const router = Router();
+  const auth = requireAccount();
+  const params = validateParams(JobIdParams);
+
+  /** What every job needs before it exists: a fetch solver online, and points for its first page. */
+  async function assertCanRun(res: Response): Promise<void> {
+    if (!(await deps.tasks.solverOnline('proxy_fetch'))) throw noSolverOnline('proxy_fetch');
+    const balance = await getBalance(deps.db, accountOf(res).account_id);
+    if (!balance || Number(balance.available_points) < Number(deps.config.defaultWebTaskPricePoints)) throw insufficientBalance(deps.config.defaultWebTaskPricePoints);
+  }
+
+  async function startJob(req: Request, res: Response, input: { kind: CrawlKind; url: string | null; options: CrawlOptions; pages: Array<{ url: string; depth: number }> }) {
+    const crawlId = crypto.randomUUID();
+    const workflowId = crawlWorkflowId(crawlId);
+    await createCrawl(deps.db, { crawlId, accountId: accountOf(res).account_id, keyId: accountOf(res).key_id, kind: input.kind, url: input.url, options: input.options as never, workflowId, ttlHours: JOB_TTL_HOURS, pages: input.pages });
+    try {
+      await deps.temporal.workflow.start('crawlWorkflow', { taskQueue: deps.config.taskQueue, workflowId, args: [{ crawlId } satisfies CrawlWorkflowInput] });
+    } catch (error) {
+      await finishCrawl(deps.db, crawlId, 'failed', 'The job could not be started.');
+      throw new ApiError('service_unavailable', 'The job could not be started; nothing was charged. Retry shortly.', { id: crawlId });
+    }
+    return crawlId;
+  }
+
+  function crawlOptions(body: { limit?: number | null; maxDiscoveryDepth?: number | null; includePaths?: string[] | null; excludePaths?: string[] | null; allowSubdomains?: boolean | null; allowExternalLinks?: boolean | null; ignoreQueryParameters?: boolean | null; regexOnFullURL?: boolean | null; delay?: number | null; maxConcurrency?: number | null }, rest: { crawlEntireDomain: boolean; sitemap: CrawlOptions['sitemap']; scrape: ScrapeSettings }): CrawlOptions {
+    checkPatterns(body);
+    return {
+      limit: body.limit ?? CRAWL_DEFAULT_LIMIT,
+      maxDiscoveryDepth: body.maxDiscoveryDepth ?? null,
+      includePaths: body.includePaths ?? [],
+      excludePaths: body.excludePaths ?? [],
+      crawlEntireDomain: rest.crawlEntireDomain,
+      allowSubdomains: body.allowSubdomains ?? false,
+      allowExternalLinks: body.allowExternalLinks ?? false,
+      ignoreQueryParameters: body.ignoreQueryParameters ?? false,
+      regexOnFullURL: body.regexOnFullURL ?? false,
+      sitemap: rest.sitemap,
+      ignoreRobotsTxt: false,
+      delay: body.delay || null,
+      maxConcurrency: body.maxConcurrency ?? CRAWL_DEFAULT_CONCURRENCY,
+      scrape: rest.scrape,
+    };
+  }
+
+  async function startCrawl(req: Request, res: Response, url: string, options: CrawlOptions) {
+    const start = normaliseUrl(withScheme(url), options.ignoreQueryParameters);
+    if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: url }]);
+    await deps.domainPolicy.assertAllowed(start, ['body', 'url']);
+    await assertCanRun(res);
+    const id = await startJob(req, res, { kind: 'crawl', url: start, options, pages: [] });
+    return { id, start };
+  }
+
+  router.post(v2('/crawl'), auth, validateBody(CrawlV2Body), async (req, res) => {
+    const body = req.body as CrawlV2Request;
+    const options = crawlOptions(body, { crawlEntireDomain: body.crawlEntireDomain ?? false, sitemap: body.sitemap ?? 'include', scrape: scrapeSettingsV2(body.scrapeOptions, ['body', 'scrapeOptions']) });
+    const { id } = await startCrawl(req, res, body.url, options);
+    res.json({ success: true, id, url: `${apiBase(req, deps)}/v2/crawl/${id}` });
+  });
+
+  router.post(v1('/crawl'), auth, validateBody(CrawlV1Body), async (req, res) => {
+    const body = req.body as CrawlV1Request;
+    const options = crawlOptions(
+      { ...body, maxDiscoveryDepth: body.maxDiscoveryDepth ?? body.maxDepth },
+      { crawlEntireDomain: body.crawlEntireDomain ?? body.allowBackwardLinks ?? false, sitemap: body.ignoreSitemap ? 'skip' : 'include', scrape: scrapeSettingsV1(body.scrapeOptions, ['body', 'scrapeOptions']) },
+    );
+    const { id } = await startCrawl(req, res, body.url, options);
+    res.json({ success: true, id, url: `${apiBase(req, deps)}/v1/crawl/${id}` });
+  });
+
+  /** A batch scrape's URLs: each must parse and pass the domain policy, or (ignoreInvalidURLs) is left out and named. */
+  async function batchPages(urls: string[], ignoreInvalid: boolean) {
+    const pages: Array<{ url: string; depth: number }> = [];
+    const invalid: string[] = [];
+    const seen = new Set<string>();
+    for (const [index, raw] of urls.entries()) {
+      const url = normaliseUrl(withScheme(raw), false);
+      const allowed = url ? (await deps.domainPolicy.check(url)).allowed : false;
+      if (!url || !allowed) {
+        if (ignoreInvalid) {
+          invalid.push(raw);
+          continue;
+        }
+        if (!url) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'urls', index], msg: 'Input should be a valid URL, relative URL without a base', input: raw }]);
+        await deps.domainPolicy.assertAllowed(url, ['body', 'urls', index]);
+      }
+      if (seen.has(url!)) continue;
+      seen.add(url!);
+      pages.push({ url: url!, depth: 0 });
+    }
+    return { pages, invalid };
+  }
+
+  async function startBatch(req: Request, res: Response, urls: string[], ignoreInvalid: boolean, scrape: ScrapeSettings, maxConcurrency: number | null | undefined, version: 'v1' | 'v2') {
+    const { pages, invalid } = await batchPages(urls, ignoreInvalid);
+    if (pages.length === 0) throw new RequestValidationError([{ type: 'value_error', loc: ['body', 'urls'], msg: 'Value error, no valid URL to scrape', input: urls }]);
+    await assertCanRun(res);
+    const options = { ...crawlOptions({ maxConcurrency }, { crawlEntireDomain: false, sitemap: 'skip', scrape }), limit: pages.length };
+    const id = await startJob(req, res, { kind: 'batch_scrape', url: null, options, pages });
+    res.json({ success: true, id, url: `${apiBase(req, deps)}/${version}/batch/scrape/${id}`, ...(ignoreInvalid ? { invalidURLs: invalid } : {}) });
+  }
+
+  router.post(v2('/batch/scrape'), auth, validateBody(BatchScrapeV2Body), async (req, res) => {
+    const body = req.body as BatchScrapeV2Request;
+    await startBatch(req, res, body.urls, body.ignoreInvalidURLs ?? false, scrapeSettingsV2(body, ['body']), body.maxConcurrency, 'v2');
+  });
+
+  router.post(v1('/batch/scrape'), auth, validateBody(BatchScrapeV1Body), async (req, res) => {
+    const body = req.body as BatchScrapeV1Request;
+    await startBatch(req, res, body.urls, body.ignoreInvalidURLs ?? false, scrapeSettingsV1(body, ['body']), null, 'v1');
+  });
+
+  const ownJob = async (req: Request, res: Response): Promise<CrawlRow> => {
+    const id = req.params.id as string;
+    const crawl = await getCrawl(deps.db, id, accountOf(res).account_id);
+    if (!crawl || Date.parse(crawl.expires_at) < Date.now()) throw jobNotFound(id);
+    return crawl;
+  };
+
+  /** Firecrawl's status: counts, cost, and a page of documents with `next` while more are ready now. */
+  async function status(req: Request, res: Response, path: string) {
+    const crawl = await ownJob(req, res);
+    const query = parseOrThrow(CrawlStatusQuery, req.query, ['query']);
+    const skip = query.skip ?? 0;
+    const limit = query.limit ?? CRAWL_PAGE_DEFAULT;
+    const [counts, cost, documents] = await Promise.all([crawlCounts(deps.db, crawl.crawl_id), crawlCost(deps.db, crawl.crawl_id), crawlDocuments(deps.db, crawl.crawl_id, skip, limit)]);
+    let bytes = 0;
+    const data: typeof documents = [];
+    for (const document of documents) {
+      bytes += JSON.stringify(document).length;
+      if (data.length > 0 && bytes > STATUS_MAX_BYTES) break;
+      data.push(document);
+    }
+    // Only documents ready now are paged to: a `next` to a page that is not there yet would be followed at once.
+    const more = skip + data.length < counts.completed;
+    res.json({
+      success: true,
+      status: crawl.status,
+      completed: counts.completed,
+      total: counts.total - counts.cancelled,
+      creditsUsed: counts.completed,
+      expiresAt: crawl.expires_at,
+      ...(more ? { next: `${apiBase(req, deps)}${path}/${crawl.crawl_id}?skip=${skip + data.length}${query.limit ? `&limit=${query.limit}` : ''}` } : {}),
+      data,
+      pointsCharged: cost.charged_points,
+      pointsHeld: cost.held_points,
+      ...(crawl.error ? { error: crawl.error } : {}),
+    });
+  }
+
+  /** Stops the job: pending pages at once, running ones' tasks by their cancel; only pages done are charged. */
+  async function cancel(req: Request, res: Response) {
+    const crawl = await ownJob(req, res);
+    await finishCrawl(deps.db, crawl.crawl_id, 'cancelled');
+    await cancelTasks(deps.temporal, await runningPageTasks(deps.db, crawl.crawl_id));
+    const now = await getCrawl(deps.db, crawl.crawl_id);
+    res.json({ success: true, status: now?.status === 'cancelled' ? 'cancelled' : now?.status });
+  }
+
+  async function errors(req: Request, res: Response) {
+    const crawl = await ownJob(req, res);
+    const failed = await crawlErrors(deps.db, crawl.crawl_id);
+    res.json({
+      success: true,
+      errors: failed.map((page) => ({ id: page.task_id ?? String(page.page_id), timestamp: page.finished_at, url: page.url, code: page.error.code, error: page.error.message })),
+      robotsBlocked: crawl.robots_blocked,
+    });
+  }
+
+  async function active(_req: Request, res: Response, kind: CrawlKind) {
+    const crawls = await activeCrawls(deps.db, accountOf(res).account_id, kind);
+    res.json({
+      success: true,
+      crawls: crawls.map((crawl) => {
+        const { _robots: _rules, ...options } = crawl.options as CrawlOptions;
+        return { id: crawl.crawl_id, teamId: crawl.account_id, url: crawl.url, created_at: crawl.created_at, options };
+      }),
+    });
+  }
+
+  router.get(v2('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
+  router.get(v1('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
+  router.get(v2('/crawl/:id/errors'), auth, params, errors);
+  router.get(v2('/batch/scrape/:id/errors'), auth, params, errors);
+  // firecrawl-js 1.x asks for a crawl's errors with DELETE.
+  router.get(v1('/crawl/:id/errors'), auth, params, errors);
+  router.delete(v1('/crawl/:id/errors'), auth, params, errors);
+  router.get(v1('/batch/scrape/:id/errors'), auth, params, errors);
+  router.get(v2('/crawl/:id'), auth, params, (req, res) => status(req, res, '/v2/crawl'));
+  router.get(v2('/batch/scrape/:id'), auth, params, (req, res) => status(req, res, '/v2/batch/scrape'));
+  // firecrawl-js 1.x polls a batch scrape at /v1/crawl/{id}, as Firecrawl serves both there.
+  router.get(v1('/crawl/:id'), auth, params, (req, res) => status(req, res, '/v1/crawl'));
+  router.get(v1('/batch/scrape/:id'), auth, params, (req, res) => status(req, res, '/v1/batch/scrape'));
+  router.delete(v2('/crawl/:id'), auth, params, cancel);
+  router.delete(v2('/batch/scrape/:id'), auth, params, cancel);
+  router.delete(v1('/crawl/:id'), auth, params, cancel);
+  router.delete(v1('/batch/scrape/:id'), auth, params, cancel);
+
+  /**
+   * Map: the site's URLs from its sitemaps (fetched by the service) and the start page's links (one
+   * proxy_fetch task, billed as any), on the site (and its subdomains), deduplicated, the ones matching
+   * `search` first.
+   */
+  async function map(req: Request, res: Response): Promise<string[]> {
+    const body = req.body as MapRequest;
+    const start = normaliseUrl(withScheme(body.url), false);
+    if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: body.url }]);
+    await deps.domainPolicy.assertAllowed(start, ['body', 'url']);
+    const sitemap = body.sitemap ?? (body.sitemapOnly ? 'only' : body.ignoreSitemap ? 'skip' : 'include');
+    const ignoreQuery = body.ignoreQueryParameters ?? true;
+    const includeSubdomains = body.includeSubdomains ?? true;
+    const found: string[] = [start];
+    if (sitemap !== 'skip') {
+      const robots = await fetchDiscoveryDocument({ ...deps, logger: res.locals.log ?? deps.logger }, new URL('/robots.txt', start).href);
+      const named = robots ? parseRobots(robots, '').sitemaps : NO_RULES.sitemaps;
+      found.push(...(await sitemapUrls({ ...deps, logger: res.locals.log ?? deps.logger }, start, named)));
+    }
+    if (sitemap !== 'only') {
+      const { task } = await runWebTask(deps, {
+        accountId: accountOf(res).account_id,
+        keyId: accountOf(res).key_id,
+        taskType: 'proxy_fetch',
+        payload: { url: start, raw_html: true, ...(timeoutSecondsOf(body.timeout) ? { timeout: timeoutSecondsOf(body.timeout) } : {}) },
+        timeoutSeconds: timeoutSecondsOf(body.timeout),
+        urlLoc: ['body', 'url'],
+      });
+      res.setHeader('X-Task-Id', task.task_id);
+      res.set({ 'X-Points-Charged': task.charged_points, 'X-Points-Held': task.held_points ?? '0' });
+      if (task.result.content_type === 'html') found.push(...extractLinks(task.result.content ?? '', task.result.final_url ?? start));
+    }
+    const site = new URL(start).hostname.replace(/^www\./, '');
+    const urls = new Set<string>();
+    for (const raw of found) {
+      const url = normaliseUrl(raw, ignoreQuery);
+      if (!url) continue;
+      const host = new URL(url).hostname.replace(/^www\./, '');
+      if (host === site || (includeSubdomains && host.endsWith(`.${site}`))) urls.add(url);
+    }
+    let listed = [...urls];
+    if (body.search) {
+      const words = body.search.toLowerCase().split(/\s+/).filter(Boolean);
+      const score = (url: string) => words.filter((word) => url.toLowerCase().includes(word)).length;
+      listed = listed.filter((url) => score(url) > 0).sort((a, b) => score(b) - score(a));
+    }
+    return listed.slice(0, body.limit ?? MAP_DEFAULT_LIMIT);
+  }
+
+  router.post(v2('/map'), auth, validateBody(MapBody), async (req, res) => {
+    const links = await map(req, res);
+    res.json({ success: true, links: links.map((url) => ({ url })) });
+  });
+
+  router.post(v1('/map'), auth, validateBody(MapBody), async (req, res) => {
+    res.json({ success: true, links: await map(req, res) });
+  });
+
+  return router;
+}
