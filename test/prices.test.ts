@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { estimatePromptTokens } from '../src/chat/request-estimate';
+import { boundOf, textTokens } from '../src/chat/usage';
 import { auditLedger, getBalance } from '../src/db/ledger';
 import { listCapabilities } from '../src/db/solvers';
 import { FakeSolver, strongChat, suiteSolvers, talker, waitFor } from './support/fake-solver';
@@ -76,6 +77,25 @@ describe('chat offers ranked, held and billed by their estimated price for the r
     // 0.5 + (0.1 × 600 + 4 × 5) / 1000 = 0.58.
     expect([response.headers.get('x-points-charged'), response.headers.get('x-points-held')]).toEqual(['0.58', '0.96']);
     expect([split.received.length, flat.received.length]).toEqual([1, 0]);
+    await ledgerExact();
+  });
+
+  test('each rate bills the metered usage: an inflated completion is billed at its bound, a smaller total as reported, prompt tokens first', async () => {
+    // Streams "ok" but reports 5,000 completion tokens at 4 per 1,000: billed at the bound of what it delivered.
+    const inflating = await chatSolver(offer('0.5', { marginal: '1', prompt: '0.1', completion: '4' }), talker(['ok'], { prompt_tokens: 600, completion_tokens: 5000, total_tokens: 5600 }));
+    const client = await registerAccount(stack.url, '500');
+    const bound = boundOf(textTokens('ok'));
+    const first = await openai(client.api_key).chat.completions.create(chat600).withResponse();
+    expect(Number(first.response.headers.get('x-points-charged'))).toBeCloseTo(0.5 + (0.1 * 600 + 4 * bound) / 1000, 9);
+    expect(first.data.usage).toMatchObject({ prompt_tokens: 600, completion_tokens: bound });
+    expect(inflating.received).toHaveLength(1);
+    await inflating.close();
+    await inflating.offline(stack.url);
+    // A reported total of 300 (below 600 + 5) is what is billed: 300 prompt tokens, no completion token.
+    const understating = await chatSolver(offer('0.5', { marginal: '1', prompt: '0.1', completion: '4' }), talker(['ok'], { prompt_tokens: 600, completion_tokens: 5, total_tokens: 300 }));
+    const second = await openai(client.api_key).chat.completions.create(chat600).withResponse();
+    expect(second.response.headers.get('x-points-charged')).toBe('0.53');
+    expect(understating.received).toHaveLength(1);
     await ledgerExact();
   });
 
