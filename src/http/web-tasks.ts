@@ -63,7 +63,6 @@ export const solversBusy = (retryAfterSeconds: number, waiting: number) =>
     { 'Retry-After': String(retryAfterSeconds) },
   );
 
-/** The task a creation made (or found by its idempotency key), or the HTTP error saying why there is none. */
 /** The field a price limit is set by, as the request names it. */
 const LIMIT_FIELDS: Record<PriceLimit, string> = {
   prompt: 'provider.max_price.prompt',
@@ -85,6 +84,7 @@ function noSolverWithinPrice(limit: PriceLimit): ApiError {
   return new ApiError('no_solver_within_price', message, { param: field });
 }
 
+/** The task a creation made (or found by its idempotency key), or the HTTP error saying why there is none. */
 export function createdTask(result: CreateResult, refusal: { priceFromRequest?: boolean; noSolver: () => ApiError }): TaskRecord {
   switch (result.kind) {
     case 'created':
