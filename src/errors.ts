@@ -41,6 +41,7 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   idempotency_key_reused: 422,
+  no_solver_within_price: 422,
   rate_limited: 429,
   solvers_busy: 429,
   internal_error: 500,

@@ -34,7 +34,8 @@ describe('usage the service counts', () => {
   let stack: TestStack;
   const startSolver = suiteSolvers(() => stack.url);
   const openai = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${stack.url}/v1`, maxRetries: 0 });
-  const ask = (apiKey: string) => openai(apiKey).chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: QUESTION }] });
+  const ask = (apiKey: string, options: { max_tokens?: number } = {}) =>
+    openai(apiKey).chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: QUESTION }], ...options });
   const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: ADMIN })).json;
   const expectLedgerExact = async () => expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
 
@@ -124,10 +125,13 @@ describe('usage the service counts', () => {
     const bound = boundOf(textTokens(FOUR_WORDS.join('')));
     const solver = await startSolver({ behaviour: reporter(words(FOUR_WORDS), () => ({ prompt_tokens: 10, completion_tokens: bound + extra })), capabilities: strongChat({ min: '0', marginal: '1000' }) });
     const client = await registerAccount(stack.url, '500');
-    expect((await ask(client.api_key)).usage?.completion_tokens).toBe(bound);
+    // At 1 point a token the offer is estimated at the prompt + max_tokens (the default 4,096 would put it
+    // above the chat's maximum): a budget above the bound, so the hold does not cap the charge.
+    const budget = { max_tokens: bound + 20 };
+    expect((await ask(client.api_key, budget)).usage?.completion_tokens).toBe(bound);
     expect((await trustOf(solver.solverId)).usage_inflations).toEqual([]);
     extra = 1;
-    expect((await ask(client.api_key)).usage?.completion_tokens).toBe(bound);
+    expect((await ask(client.api_key, budget)).usage?.completion_tokens).toBe(bound);
     expect((await trustOf(solver.solverId)).usage_inflations).toEqual([expect.objectContaining({ reported: expect.objectContaining({ completion_tokens: bound + 1 }) })]);
     // 1 point a token: both billed (10 + bound) tokens.
     expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe(String(2 * (10 + bound)));

@@ -114,7 +114,8 @@ describe('chat completions', () => {
     const { data: completion, response } = await openai(client.api_key)
       .chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: 'hi' }], temperature: 0.5 })
       .withResponse();
-    expect([response.headers.get('x-points-charged'), response.headers.get('x-points-held')]).toEqual(['1.03', '100']);
+    // Held: the offer's estimate for a 1-token prompt and the default completion budget, 1 + 2 × 4097 / 1000.
+    expect([response.headers.get('x-points-charged'), response.headers.get('x-points-held')]).toEqual(['1.03', '9.194']);
     expect(completion).toMatchObject({
       object: 'chat.completion',
       model: 'service/strong',
@@ -157,7 +158,7 @@ describe('chat completions', () => {
     expect(last.usage).toEqual({ prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 });
     expect(chunks[chunks.length - 2].choices[0].finish_reason).toBe('stop');
     // The finish chunk says what the completion cost (1 + 2 × 15 / 1000) and held.
-    expect((chunks[chunks.length - 2] as unknown as { cost: unknown }).cost).toEqual({ charged_points: '1.03', held_points: '100' });
+    expect((chunks[chunks.length - 2] as unknown as { cost: unknown }).cost).toEqual({ charged_points: '1.03', held_points: '9.194' });
     const raw = await fetch(`${stack.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { ...client.auth, 'content-type': 'application/json' },

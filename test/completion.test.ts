@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { sql } from 'slonik';
 import { z } from 'zod';
+import { meterUsage } from '../src/chat/usage';
 import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
@@ -93,14 +94,16 @@ describe('completing a task with its attempt result', () => {
   test('prices per token from the reported usage, stores the result once and settles the hold', async () => {
     const { taskId, attemptId, solverId, clientId } = await matchedTask();
     const result = { finish_reason: 'stop', usage: { prompt_tokens: 400, completion_tokens: 600, total_tokens: 1000 } };
-    const outcome = await finishTask(db, taskId, { completion: { kind: 'attempt', attemptId, result }, feePercent: '10' });
+    // Metered as the dispatch activity meters it: within the bound of what was counted, so billed as reported.
+    const usage = meterUsage(result.usage, { prompt_tokens: 400, completion_tokens: 600, reasoning_tokens: 0 });
+    const outcome = await finishTask(db, taskId, { completion: { kind: 'attempt', attemptId, result, usage }, feePercent: '10' });
     expect(outcome).toEqual({ applied: true, status: 'completed' });
     // 1 point + 2 points per 1,000 tokens; the solver earns 90 %.
     expect(await taskState(taskId)).toEqual({ status: 'completed', price_points: '3', result, hold: 'settled' });
     expect(await balance(clientId)).toEqual({ available: '97', held: '0' });
     expect((await balance(solverId)).available).toBe('2.7');
     // Completing again changes nothing.
-    expect(await finishTask(db, taskId, { completion: { kind: 'attempt', attemptId, result }, feePercent: '10' })).toEqual({ applied: false, status: 'completed' });
+    expect(await finishTask(db, taskId, { completion: { kind: 'attempt', attemptId, result, usage }, feePercent: '10' })).toEqual({ applied: false, status: 'completed' });
     expect(await balance(clientId)).toEqual({ available: '97', held: '0' });
   });
 

@@ -71,7 +71,12 @@ describe('the OpenAPI document tells every answer', () => {
     // OpenAI's error object on the OpenAI-compatible routes: `code` is the type, which the SDKs read.
     expect(doc.components.schemas.OpenAIError402.properties.error.properties.code.enum).toEqual(typesOf(402));
     expect(doc.components.schemas.OpenAIError402.properties.error.required).toEqual(['message', 'type', 'param', 'code']);
-    expect(response('/v1/chat/completions', 'post', '422').content['application/json'].schema.$ref).toBe('#/components/schemas/OpenAIValidationError');
+    // A chat's 422 is a validation error, or OpenAI's error object for no_solver_within_price.
+    expect(response('/v1/chat/completions', 'post', '422').content['application/json'].schema.anyOf).toEqual([
+      { $ref: '#/components/schemas/OpenAIValidationError' },
+      { $ref: '#/components/schemas/OpenAIError422' },
+    ]);
+    expect(doc.components.schemas.OpenAIError422.properties.error.properties.code.enum).toContain('no_solver_within_price');
     expect(response('/v1/models/{model}', 'get', '404').content['application/json'].schema.$ref).toBe('#/components/schemas/OpenAIError404');
   });
 

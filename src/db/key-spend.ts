@@ -26,7 +26,7 @@ export const keySpendLookup = (keyId: string) => sql.fragment`
  * balance update), so the key's row is locked after the account's balance row, the order in which a
  * settlement takes them too.
  */
-export const keySpendStep = (amount: string) => sql.fragment`
+export const keySpendStep = (amount: string | ReturnType<typeof sql.fragment>) => sql.fragment`
   key_spent AS (
     INSERT INTO key_spend AS s (key_id, period_start, spent_points, limit_points)
     SELECT k.key_id, k.period_start, ${amount}::numeric, k.spend_limit_points FROM spend_key k, b

@@ -163,8 +163,10 @@ export const isOverdraft = (error: unknown) => error instanceof CheckIntegrityCo
  * second hold with the same id waits on the first's key and then does nothing; a balance that would go
  * negative fails its CHECK (`isOverdraft`).
  */
-export function holdSteps(holdIds: ReturnType<typeof sql.fragment>, accountId: string, amount: string) {
-  assertNonNegative(amount, 'hold amount');
+export function holdSteps(holdIds: ReturnType<typeof sql.fragment>, accountId: string, points: string | ReturnType<typeof sql.fragment>) {
+  if (typeof points === 'string') assertNonNegative(points, 'hold amount');
+  // A numeric expression (a hold that depends on the statement's match) or a decimal string.
+  const amount = typeof points === 'string' ? points : sql.fragment`(${points})`;
   return sql.fragment`
     h AS (
       INSERT INTO holds (hold_id, account_id, amount, remaining)
@@ -181,6 +183,28 @@ export function holdSteps(holdIds: ReturnType<typeof sql.fragment>, accountId: s
     )`;
 }
 
+/**
+ * The steps that raise open holds, as CTEs for one statement: `raises` is a query of rows (hold_id,
+ * account_id, extra, raise_id); each hold grows by `extra`, with its own `hold` entry (once per
+ * raise_id), and the
+ * points move from available to held (a balance that would go negative fails its CHECK, `isOverdraft`).
+ */
+export function raiseHoldSteps(raises: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`
+    raise AS (${raises}),
+    raised_hold AS (
+      UPDATE holds h SET amount = h.amount + x.extra, remaining = h.remaining + x.extra
+      FROM raise x WHERE h.hold_id = x.hold_id AND h.status = ${HOLD_OPEN}
+    ), raised_entry AS (
+      INSERT INTO ledger_entries (account_id, kind, amount, hold_id, idempotency_key)
+      SELECT account_id, ${kindValue('hold')}, extra, hold_id, ${kindValue('hold')} || ':' || raise_id FROM raise
+      ON CONFLICT (idempotency_key) DO NOTHING
+    ), raised_balance AS (
+      UPDATE balances b SET ${applyEntry('hold', sql.fragment`x.extra`)}
+      FROM raise x WHERE b.account_id = x.account_id
+    )`;
+}
+
 async function lockHold(tx: Tx, holdId: string) {
   return tx.maybeOne(sql.type(z.object({ account_id: z.string(), remaining: z.string(), status: z.enum(HOLD_STATES) }))`
     SELECT account_id, remaining::text AS remaining, status FROM holds WHERE hold_id = ${holdId} FOR UPDATE`);
@@ -188,13 +212,15 @@ async function lockHold(tx: Tx, holdId: string) {
 
 /**
  * What a task held and was charged, as columns of a statement over tasks (`taskId` names its id):
- * `held_points` (its hold's amount: its maximum price), `hold_status` (open, settled, released) and
+ * `held_points` (its hold's amount: its maximum price, or a chat's estimate), `estimated_price_points` (its
+ * latest attempt's offer's estimated price for it), `hold_status` (open, settled, released) and
  * `charged_points` (its capture, "0" until it settles or when nothing is charged). A task's hold is
  * named by its task id.
  */
 export function taskCostColumns(taskId: ReturnType<typeof sql.fragment>) {
   return sql.fragment`
     (SELECT trim_scale(amount)::text FROM holds WHERE hold_id = ${taskId}) AS held_points,
+    (SELECT trim_scale(estimated_price_points)::text FROM task_attempts WHERE task_id = ${taskId} ORDER BY attempt_number DESC LIMIT 1) AS estimated_price_points,
     (SELECT status FROM holds WHERE hold_id = ${taskId}) AS hold_status,
     COALESCE((SELECT trim_scale(amount)::text FROM ledger_entries WHERE idempotency_key = ${kindValue('capture')} || ':' || ${taskId}), '0') AS charged_points`;
 }

@@ -60,7 +60,7 @@ export function eligibleSolvers(
  * the process's policy.
  */
 const fitsWaiting = () => sql.fragment`
-  q.task_type = c.task_type AND c.min_price_points <= q.max_price_points
+  q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), sql.fragment`q.max_price_points`)}
   AND NOT (c.solver_id = ANY(q.excluded_solver_ids))
   AND (q.strong_models IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(q.strong_models)))
   AND NOT EXISTS (SELECT 1 FROM tasks qt WHERE qt.task_id = q.task_id AND qt.country IS NOT NULL AND c.country IS DISTINCT FROM qt.country)
@@ -73,6 +73,91 @@ const runningAboveLimit = sql.fragment`
     WHERE (above.solver_id, above.task_type, above.model_name) = (c.solver_id, c.task_type, c.model_name)
       AND above.slot > c.max_concurrent AND above.attempt_id IS NOT NULL)`;
 
+type Fragment = ReturnType<typeof sql.fragment>;
+
+/**
+ * What prices and limits the offers for one request (docs/queue.md, "What a chat pays"): the prompt's
+ * counted tokens and the completion's token budget, and the client's `provider.max_price` (points per
+ * million prompt / completion tokens, points per request). A web task, a canary: all null.
+ */
+export interface RequestFigures {
+  promptTokens: number | null;
+  completionTokens: number | null;
+  maxPricePrompt: string | null;
+  maxPriceCompletion: string | null;
+  maxPriceRequest: string | null;
+}
+
+export const NO_FIGURES: RequestFigures = { promptTokens: null, completionTokens: null, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null };
+
+/** The figures as a statement's expressions. */
+export interface Figures {
+  promptTokens: Fragment;
+  completionTokens: Fragment;
+  maxPricePrompt: Fragment;
+  maxPriceCompletion: Fragment;
+  maxPriceRequest: Fragment;
+}
+
+export const figuresOf = (figures: RequestFigures = NO_FIGURES): Figures => ({
+  promptTokens: sql.fragment`${figures.promptTokens}::int`,
+  completionTokens: sql.fragment`${figures.completionTokens}::int`,
+  maxPricePrompt: sql.fragment`${figures.maxPricePrompt}::numeric`,
+  maxPriceCompletion: sql.fragment`${figures.maxPriceCompletion}::numeric`,
+  maxPriceRequest: sql.fragment`${figures.maxPriceRequest}::numeric`,
+});
+
+/** The figures in the columns of a `tasks` or `task_queue` row, or of a CTE with the same columns. */
+export const figuresIn = (row: string): Figures => ({
+  promptTokens: sql.fragment`${sql.identifier([row, 'estimate_prompt_tokens'])}`,
+  completionTokens: sql.fragment`${sql.identifier([row, 'estimate_completion_tokens'])}`,
+  maxPricePrompt: sql.fragment`${sql.identifier([row, 'max_price_prompt'])}`,
+  maxPriceCompletion: sql.fragment`${sql.identifier([row, 'max_price_completion'])}`,
+  maxPriceRequest: sql.fragment`${sql.identifier([row, 'max_price_request'])}`,
+});
+
+/** The figures read from one row of `source` (a statement's CTE with the columns of `tasks`). */
+export const figuresFrom = (source: string): Figures => {
+  const column = (name: string) => sql.fragment`(SELECT ${sql.identifier([name])} FROM ${sql.identifier([source])})`;
+  return {
+    promptTokens: column('estimate_prompt_tokens'),
+    completionTokens: column('estimate_completion_tokens'),
+    maxPricePrompt: column('max_price_prompt'),
+    maxPriceCompletion: column('max_price_completion'),
+    maxPriceRequest: column('max_price_request'),
+  };
+};
+
+/** The figures' values for a `task_queue` row, in the order of FIGURE_COLUMNS. */
+const figureValues = (f: Figures) => sql.fragment`${f.promptTokens}, ${f.completionTokens}, ${f.maxPricePrompt}, ${f.maxPriceCompletion}, ${f.maxPriceRequest}`;
+export const FIGURE_COLUMNS = sql.fragment`estimate_prompt_tokens, estimate_completion_tokens, max_price_prompt, max_price_completion, max_price_request`;
+
+/**
+ * What capability `c` asks for this request: a per_token offer its base + prompt rate × prompt tokens
+ * + completion rate × completion tokens (rates per 1,000 tokens; unknown counts as none), a per_request
+ * offer its price. Ranking, the hold and the limits all read this one figure.
+ */
+export const estimatedPrice = (c: string, f: Figures) => {
+  const col = (name: string) => sql.identifier([c, name]);
+  return sql.fragment`(CASE WHEN ${col('billing_type')} = 'per_token'
+    THEN ${col('min_price_points')} + (${col('prompt_cost')} * COALESCE(${f.promptTokens}, 0) + ${col('completion_cost')} * COALESCE(${f.completionTokens}, 0)) / 1000
+    ELSE ${col('min_price_points')} END)`;
+};
+
+/**
+ * Whether capability `c` is within the request's limits: its estimated price within `maxPrice` (NULL: any), and
+ * within the client's provider.max_price (rates per million tokens, so the offer's per-1,000 rate × 1000;
+ * a per_request offer asks nothing per token; its price is its per-request price).
+ */
+export const withinLimits = (c: string, f: Figures, maxPrice: Fragment) => {
+  const col = (name: string) => sql.identifier([c, name]);
+  const perToken = sql.fragment`${col('billing_type')} = 'per_token'`;
+  return sql.fragment`(((${maxPrice}) IS NULL OR ${estimatedPrice(c, f)} <= ${maxPrice})
+    AND (${f.maxPricePrompt} IS NULL OR NOT ${perToken} OR ${col('prompt_cost')} * 1000 <= ${f.maxPricePrompt})
+    AND (${f.maxPriceCompletion} IS NULL OR NOT ${perToken} OR ${col('completion_cost')} * 1000 <= ${f.maxPriceCompletion})
+    AND (${f.maxPriceRequest} IS NULL OR ${col('min_price_points')} <= ${f.maxPriceRequest}))`;
+};
+
 export const CandidateRow = z.object({
   solver_id: z.string(),
   node_id: z.string(),
@@ -80,10 +165,12 @@ export const CandidateRow = z.object({
   min_price_points: z.string(),
   billing_type: z.string(),
   marginal_cost: z.string(),
+  estimated_price_points: z.string().nullable(),
 });
 
 export const CANDIDATE_COLUMNS = sql.fragment`
-  solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost`;
+  solver_id, node_id, model_name, trim_scale(min_price_points)::text AS min_price_points, billing_type, trim_scale(marginal_cost)::text AS marginal_cost,
+  trim_scale(estimated_price_points)::text AS estimated_price_points`;
 
 export function toAssignment(attemptId: string, row: z.infer<typeof CandidateRow>): Assignment {
   return {
@@ -94,6 +181,7 @@ export function toAssignment(attemptId: string, row: z.infer<typeof CandidateRow
     billingType: row.billing_type,
     marginalCost: row.marginal_cost,
     modelName: row.model_name,
+    ...(row.estimated_price_points !== null ? { estimatedPricePoints: row.estimated_price_points } : {}),
   };
 }
 
@@ -126,6 +214,10 @@ export interface ReservationInput extends ReserveAttemptInput {
   onlyIf: ReturnType<typeof sql.fragment>;
   /** When the task arrived: a free slot that fits a task waiting since before goes to that task instead. */
   arrival: ReturnType<typeof sql.fragment>;
+  /** What prices the offers for this request and limits them (none: each offer at its min_price_points). */
+  figures?: Figures;
+  /** The most an offer's estimate may be (default: maxPricePoints). */
+  ceiling?: Fragment;
 }
 
 // Free slots of one capability that a reservation looks at, lowest first: more than the reservations
@@ -158,7 +250,7 @@ const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
 
 /**
  * The matching rule, as CTEs for one statement: `pick` takes a free slot of the best eligible capability
- * (last-resort solvers last; cheapest first; among equal prices a weighted random draw, or the strict
+ * (last-resort solvers last; the lowest estimated price for the request first; among equal prices a weighted random draw, or the strict
  * order the client asked for: docs/queue.md, "Sharing work"), skipping slots another reservation is
  * taking, `reserved` marks it taken,
  * and `attempt` records the attempt. Concurrent reservations neither wait for each other nor exceed
@@ -169,10 +261,12 @@ const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
  */
 export function reservationSteps(input: ReservationInput) {
   const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor, country: input.country });
+  const figures = input.figures ?? figuresOf();
   return sql.fragment`
     offers AS MATERIALIZED (
       -- The eligible capabilities with what orders them, once each (not once per slot).
-      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost, c.max_concurrent,
+      SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost, c.prompt_cost, c.completion_cost,
+             ${estimatedPrice('c', figures)} AS estimated_price_points, c.max_concurrent,
              c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) AS last_resort,
              COALESCE(${scoreOf('rep')}, ${PRIOR_SCORE}::float8) AS record,
              COALESCE(rep.latency_ms, 0) AS latency, rep.latency_ms::float8 AS measured_latency,
@@ -181,7 +275,7 @@ export function reservationSteps(input: ReservationInput) {
               WHERE (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name) AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent)::float8 AS free
       ${eligible}
         AND ${input.onlyIf}
-        AND c.min_price_points <= ${input.maxPricePoints}::numeric
+        AND ${withinLimits('c', figures, input.ceiling ?? sql.fragment`${input.maxPricePoints}::numeric`)}
         AND NOT ${runningAboveLimit}
         AND (${input.canaryFor !== undefined} OR NOT EXISTS (
           SELECT 1 FROM task_queue q
@@ -200,10 +294,11 @@ export function reservationSteps(input: ReservationInput) {
                sum(o.record * o.room) OVER tier AS tier_weight,
                COALESCE(sum(o.record * o.room) FILTER (WHERE o.newcomer) OVER tier, 0) AS new_weight
         FROM (SELECT offers.*, LEAST(offers.free, ${FREE_SLOTS_WEIGHED}::float8) AS room FROM offers WHERE offers.free > 0) o
-        WINDOW tier AS (PARTITION BY o.last_resort, o.min_price_points)
+        WINDOW tier AS (PARTITION BY o.last_resort, o.estimated_price_points)
       ) w
     ), pick AS (
-      SELECT e.solver_id, e.task_type, e.model_name, e.node_id, e.min_price_points, e.billing_type, e.marginal_cost, sl.slot
+      SELECT e.solver_id, e.task_type, e.model_name, e.node_id, e.min_price_points, e.billing_type, e.marginal_cost, e.prompt_cost, e.completion_cost,
+             e.estimated_price_points, sl.slot
       FROM ranked e
       -- Its lowest free slots; the lowest is also how loaded it is.
       CROSS JOIN LATERAL (
@@ -217,7 +312,7 @@ export function reservationSteps(input: ReservationInput) {
       ORDER BY e.last_resort ASC,
                CASE WHEN ${sortIs('latency')} THEN e.measured_latency END ASC NULLS LAST,
                CASE WHEN ${sortIs('throughput')} THEN e.rate END DESC NULLS LAST,
-               e.min_price_points ASC,
+               e.estimated_price_points ASC,
                CASE WHEN e.sort IS NULL THEN e.share_key END ASC,
                e.record DESC, e.latency ASC, sl.slot ASC
       LIMIT 1
@@ -229,8 +324,10 @@ export function reservationSteps(input: ReservationInput) {
       RETURNING p.*
     ), attempt AS (
       INSERT INTO task_attempts
-        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost, slot)
-      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost, slot
+        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost, prompt_cost, completion_cost,
+         estimated_price_points, slot)
+      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost,
+             prompt_cost, completion_cost, estimated_price_points, slot
       FROM reserved
     ), previous_attempt AS (
       SELECT solver_id FROM task_attempts WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber - 1}
@@ -282,14 +379,14 @@ export interface QueueEntry {
  * The values of a `task_queue` row (after `arrival, workflow_id, timeout_seconds` from `source`);
  * `routingSort` as an expression when the statement reads it from the task row.
  */
-export function queueValues(entry: QueueEntry, routingSort = sql.fragment`${entry.routingSort ?? null}::text`) {
+export function queueValues(entry: QueueEntry, routingSort = sql.fragment`${entry.routingSort ?? null}::text`, figures: Figures = figuresOf()) {
   return sql.fragment`${entry.taskId}, ${entry.taskType}, ${entry.attemptNumber}, ${entry.maxPricePoints}::numeric,
     ${entry.strongModels ? sql.array(entry.strongModels, 'text') : null}::text[], ${sql.array(entry.excludedSolverIds, 'text')},
-    ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text, ${routingSort}`;
+    ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text, ${routingSort}, ${figureValues(figures)}`;
 }
 export const QUEUE_COLUMNS = sql.fragment`
   arrival, workflow_id, timeout_seconds, task_id, task_type, attempt_number, max_price_points, strong_models, excluded_solver_ids, last_resort_solver_ids,
-  canary_for, routing_sort`;
+  canary_for, routing_sort, ${FIGURE_COLUMNS}`;
 
 /** A slot handed to a waiting task: its workflow is to be told (the row in `slot_handoffs` until it is). */
 export interface Handoff {
@@ -331,6 +428,11 @@ const WaitingRow = z.object({
   arrival: z.string(),
   canary_for: z.string().nullable(),
   routing_sort: z.enum(ROUTING_SORTS).nullable(),
+  estimate_prompt_tokens: z.number().nullable(),
+  estimate_completion_tokens: z.number().nullable(),
+  max_price_prompt: z.string().nullable(),
+  max_price_completion: z.string().nullable(),
+  max_price_request: z.string().nullable(),
   country: z.string().nullable(),
   payload: z.record(z.any()),
   deadline_ms: z.number(),
@@ -363,6 +465,7 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
       const head = await tx.maybeOne(sql.type(WaitingRow)`
         SELECT q.task_id, q.task_type, q.attempt_number, trim_scale(q.max_price_points)::text AS max_price_points, q.strong_models,
                q.excluded_solver_ids, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.country, t.payload,
+               q.estimate_prompt_tokens, q.estimate_completion_tokens, q.max_price_prompt::text, q.max_price_completion::text, q.max_price_request::text,
                (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms
         FROM task_queue q JOIN tasks t ON t.task_id = q.task_id
         WHERE q.task_type = ANY(${types}) ${canaries ? sql.fragment`AND q.canary_for IS NOT NULL` : sql.fragment``}
@@ -409,6 +512,13 @@ async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise
       onlyIf: sql.fragment`true`,
       arrival: sql.fragment`${head.arrival}::timestamptz`,
       sort: sql.fragment`${head.routing_sort}::text`,
+      figures: figuresOf({
+        promptTokens: head.estimate_prompt_tokens,
+        completionTokens: head.estimate_completion_tokens,
+        maxPricePrompt: head.max_price_prompt,
+        maxPriceCompletion: head.max_price_completion,
+        maxPriceRequest: head.max_price_request,
+      }),
       country: head.country,
     })}, assigned AS (
       UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
@@ -438,7 +548,8 @@ const HandoffRow = CandidateRow.extend({ attempt_id: z.string(), task_id: z.stri
 export async function unsentHandoffs(db: Runner, seconds: number): Promise<Handoff[]> {
   const rows = await db.any(sql.type(HandoffRow)`
     SELECT h.attempt_id, h.task_id, h.workflow_id, h.attempt_number, a.solver_id, a.node_id, a.model_name,
-           trim_scale(a.price_points)::text AS min_price_points, a.billing_type, trim_scale(a.marginal_cost)::text AS marginal_cost
+           trim_scale(a.price_points)::text AS min_price_points, a.billing_type, trim_scale(a.marginal_cost)::text AS marginal_cost,
+           trim_scale(a.estimated_price_points)::text AS estimated_price_points
     FROM slot_handoffs h JOIN task_attempts a ON a.attempt_id = h.attempt_id
     WHERE h.created_at < now() - make_interval(secs => ${seconds})
     ORDER BY h.created_at LIMIT 500`);

@@ -17,6 +17,8 @@ const CapabilityRow = z.object({
   provider_name: z.string(),
   model_name: z.string(),
   marginal_cost: z.string(),
+  prompt_cost: z.string(),
+  completion_cost: z.string(),
   min_price_points: z.string(),
   max_concurrent: z.number(),
   country: z.string().nullable(),
@@ -47,13 +49,15 @@ export async function replaceCapabilities(
     for (const capability of capabilities) {
       await tx.query(sql.unsafe`
         INSERT INTO solver_capabilities
-          (solver_id, task_type, tier, billing_type, fulfillment_path, provider_name, model_name, marginal_cost, min_price_points, max_concurrent, country)
+          (solver_id, task_type, tier, billing_type, fulfillment_path, provider_name, model_name, marginal_cost, prompt_cost, completion_cost, min_price_points, max_concurrent, country)
         VALUES (${solverId}, ${capability.task_type}, ${capability.tier}, ${capability.billing_type}, ${capability.fulfillment_path},
                 ${capability.provider_name}, ${capability.model_name}, ${decimal(capability.marginal_cost)}::numeric,
+                ${decimal(capability.prompt_cost ?? capability.marginal_cost)}::numeric, ${decimal(capability.completion_cost ?? capability.marginal_cost)}::numeric,
                 ${decimal(capability.min_price_points)}::numeric, ${capability.max_concurrent}, ${capability.country ?? null}::text)
         ON CONFLICT (solver_id, task_type, model_name) DO UPDATE SET
           tier = EXCLUDED.tier, billing_type = EXCLUDED.billing_type, fulfillment_path = EXCLUDED.fulfillment_path,
           provider_name = EXCLUDED.provider_name, marginal_cost = EXCLUDED.marginal_cost,
+          prompt_cost = EXCLUDED.prompt_cost, completion_cost = EXCLUDED.completion_cost,
           min_price_points = EXCLUDED.min_price_points, max_concurrent = EXCLUDED.max_concurrent, country = EXCLUDED.country, updated_at = now()`);
       // Slots 1..max_concurrent exist; free ones above it go (matching offers none of those).
       await tx.query(sql.unsafe`
@@ -78,7 +82,8 @@ export async function replaceCapabilities(
 export async function listCapabilities(db: Db, solverId: string): Promise<CapabilityRecord[]> {
   const rows = await db.any(sql.type(CapabilityRow)`
     SELECT task_type, tier, billing_type, fulfillment_path, provider_name, model_name,
-           trim_scale(marginal_cost)::text AS marginal_cost, trim_scale(min_price_points)::text AS min_price_points,
+           trim_scale(marginal_cost)::text AS marginal_cost, trim_scale(prompt_cost)::text AS prompt_cost,
+           trim_scale(completion_cost)::text AS completion_cost, trim_scale(min_price_points)::text AS min_price_points,
            max_concurrent, country,
            (SELECT count(*)::int FROM solver_slots sl
             WHERE (sl.solver_id, sl.task_type, sl.model_name) = (c.solver_id, c.task_type, c.model_name) AND sl.attempt_id IS NOT NULL) AS active_attempts

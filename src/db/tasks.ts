@@ -20,7 +20,7 @@ import {
   VERIFICATION_STATES,
 } from '../tasks/lifecycle';
 import { verificationColumn } from './verification';
-import { cappedCharge, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, release, settle, taskCostColumns } from './ledger';
+import { cappedCharge, HOLD_OPEN, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, raiseHoldSteps, release, settle, taskCostColumns } from './ledger';
 import {
   ACTIVE,
   attemptIdFor,
@@ -29,16 +29,22 @@ import {
   CandidateRow,
   clientWaiting,
   eligibleSolvers,
+  figuresFrom,
+  figuresIn,
+  figuresOf,
+  FIGURE_COLUMNS,
   handOnSlots,
   QUEUE_COLUMNS,
   queueValues,
   REASSIGNED,
   recordHandoffsCommitted,
+  type RequestFigures,
   reservationSteps,
   stateValue,
   toAssignment,
   toldOnly,
   UNMEASURED_LATENCY_MS,
+  withinLimits,
   type Handoff,
   type ReserveAttemptInput,
 } from './matching';
@@ -125,7 +131,13 @@ export const TASK_SUMMARY_COLUMNS = sql.fragment`
 const TASK_COLUMNS = sql.fragment`${TASK_SUMMARY_COLUMNS}, result`;
 
 /** What a task held and was charged (`taskCostColumns`), and what is known of its result (`verificationColumn`). */
-export const TaskCostRow = z.object({ held_points: z.string().nullable(), hold_status: z.string().nullable(), charged_points: z.string(), verification: z.enum(VERIFICATION_STATES) });
+export const TaskCostRow = z.object({
+  held_points: z.string().nullable(),
+  estimated_price_points: z.string().nullable(),
+  hold_status: z.string().nullable(),
+  charged_points: z.string(),
+  verification: z.enum(VERIFICATION_STATES),
+});
 export type TaskCost = z.infer<typeof TaskCostRow>;
 
 export interface TaskRecord extends Omit<TaskRow, 'account_id'>, TaskCost {
@@ -168,6 +180,12 @@ export interface NewTask {
   admission?: { maxQueued: number };
   /** The strict order the client asked for, kept for every attempt (docs/queue.md, "Sharing work"). */
   routingSort?: RoutingSort;
+  /**
+   * A chat's token figures and price limits, kept for every attempt: offers are ranked by their estimated
+   * price for it, and a first attempt matched now holds that estimate (capped at `maxPricePoints`) instead
+   * of the maximum (docs/queue.md, "What a chat pays").
+   */
+  figures?: RequestFigures;
   /** The country the task must be fetched from: only capabilities that declare it take it, every attempt. */
   country?: string;
 }
@@ -192,6 +210,8 @@ export type CreateTaskOutcome =
   | { kind: 'key_spend_limit_reached'; requiredPoints: string; keyId: string; limit: KeySpend | null }
   /** `requireOnline` and no eligible solver is online at all. */
   | { kind: 'no_solver_online' }
+  /** `requireOnline` with figures: solvers are online, but none within the request's price limits. */
+  | { kind: 'no_solver_within_price'; limit: PriceLimit }
   /** `admission`: the queue is full, or would not serve the task before its deadline. */
   | { kind: 'solvers_busy'; retryAfterSeconds: number; waiting: number };
 
@@ -219,10 +239,20 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
     routingSort: task.routingSort ?? null,
   };
   const maxQueued = task.admission?.maxQueued ?? null;
+  const figures = figuresOf(task.figures);
+  // With figures, the hold (and the task's max_price_points) is the estimate of the offer matched now,
+  // the maximum when none is yet; a later attempt on a dearer offer raises it (reserveAttempt).
+  const held = task.figures
+    ? sql.fragment`(SELECT LEAST(${task.maxPricePoints}::numeric, COALESCE((SELECT estimated_price_points FROM reserved), ${task.maxPricePoints}::numeric)))`
+    : sql.fragment`${task.maxPricePoints}::numeric`;
+  // With figures, being online counts only within the request's limits (a refusal names the limit).
+  const online = task.figures
+    ? sql.fragment`(count(DISTINCT c.solver_id) FILTER (WHERE ${withinLimits('c', figures, sql.fragment`${task.maxPricePoints}::numeric`)}))::int`
+    : sql.fragment`count(DISTINCT c.solver_id)::int`;
   const row = await db
     .one(sql.type(CreatedRow)`
       WITH ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
-        SELECT count(DISTINCT c.solver_id)::int AS n ${eligible}
+        SELECT ${online} AS n, count(DISTINCT c.solver_id)::int AS any_price ${eligible}
       ), admission AS (
         -- Asked only when no slot was free: how many wait, how many tasks per second the online
         -- solvers finish (each slot at its capability's measured latency), and whether to refuse.
@@ -238,14 +268,18 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         onlyIf: task.match ? hasBalance : sql.fragment`false`,
         arrival: sql.fragment`now()`,
         sort: sql.fragment`${entry.routingSort}::text`,
+        figures,
         country,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort, country)
-        SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${task.maxPricePoints}::numeric,
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort, country,
+                           ${FIGURE_COLUMNS}, price_cap_points)
+        SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${held},
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
                ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text,
-               ${country}::text
+               ${country}::text,
+               ${figures.promptTokens}, ${figures.completionTokens}, ${figures.maxPricePrompt}, ${figures.maxPriceCompletion}, ${figures.maxPriceRequest},
+               ${task.figures ? task.maxPricePoints : null}::numeric
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
         -- With no eligible solver online at all, nothing is created (the caller answers 402/503).
         WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
@@ -254,13 +288,14 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
       ), queued AS (
         -- Matched but no slot free for it: it waits in line.
         INSERT INTO task_queue (${QUEUE_COLUMNS})
-        SELECT i.created_at, i.workflow_id, i.timeout_seconds, ${queueValues(entry)}
+        SELECT i.created_at, i.workflow_id, i.timeout_seconds, ${queueValues(entry, undefined, figures)}
         FROM inserted i WHERE ${task.match !== undefined} AND i.solver_id IS NULL
         RETURNING task_id
-      ), ${accountWebhookStep(task.accountId)}, ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, task.accountId, task.maxPricePoints)}
-      ${task.keyId ? sql.fragment`, ${keySpendStep(task.maxPricePoints)}` : sql.fragment``}
+      ), ${accountWebhookStep(task.accountId)}, ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, task.accountId, held)}
+      ${task.keyId ? sql.fragment`, ${keySpendStep(held)}` : sql.fragment``}
       -- The count of solvers online is needed (and taken) only when nothing was created.
       SELECT t.*, t.task_id IS NOT NULL AS inserted, CASE WHEN t.task_id IS NULL THEN (SELECT n FROM online) ELSE 0 END AS online,
+             CASE WHEN t.task_id IS NULL THEN (SELECT any_price FROM online) ELSE 0 END AS online_any_price,
              (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate,
              EXISTS (SELECT 1 FROM queued) AS queued,
              CASE WHEN t.task_id IS NULL AND ${maxQueued !== null} THEN (SELECT row_to_json(a) FROM admission a) END AS admission
@@ -281,7 +316,10 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
     return { kind: 'existing', task: existing };
   }
   if (!row.inserted) {
-    if (row.online === 0 && requireOnline) return { kind: 'no_solver_online' };
+    if (row.online === 0 && requireOnline) {
+      if (row.online_any_price === 0 || !task.figures) return { kind: 'no_solver_online' };
+      return { kind: 'no_solver_within_price', limit: await priceLimitMissed(db, task.taskType, task.match?.strongModels, task.figures, task.maxPricePoints) };
+    }
     if (row.admission?.busy) return { kind: 'solvers_busy', retryAfterSeconds: retryAfter(row.admission, maxQueued!, task.timeoutSeconds), waiting: row.admission.ahead };
     // No balance row: the account does not exist.
     return { kind: 'insufficient_balance', requiredPoints: task.maxPricePoints };
@@ -297,6 +335,22 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
     firstAssignment: own?.assignment ?? null,
     handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)),
   };
+}
+
+/** Which of a request's price limits keeps every online offer from it (`combined`: none alone does). */
+export type PriceLimit = 'prompt' | 'completion' | 'request' | 'max_price_points' | 'combined';
+
+async function priceLimitMissed(db: Runner, taskType: string, strongModels: string[] | undefined, figures: RequestFigures, maxPricePoints: string): Promise<PriceLimit> {
+  const only = (limit: Partial<RequestFigures>, maxPrice: string | null) =>
+    sql.fragment`(count(*) FILTER (WHERE ${withinLimits('c', figuresOf({ ...figures, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null, ...limit }), sql.fragment`${maxPrice}::numeric`)}))::int`;
+  const none = { promptTokens: null, completionTokens: null };
+  const row = await db.one(sql.type(z.object({ prompt: z.number(), completion: z.number(), request: z.number(), max_price_points: z.number() }))`
+    SELECT ${only({ ...none, maxPricePrompt: figures.maxPricePrompt }, null)} AS prompt,
+           ${only({ ...none, maxPriceCompletion: figures.maxPriceCompletion }, null)} AS completion,
+           ${only({ ...none, maxPriceRequest: figures.maxPriceRequest }, null)} AS request,
+           ${only({}, maxPricePoints)} AS max_price_points
+    ${eligibleSolvers(taskType, { strongModels })}`);
+  return (['prompt', 'completion', 'request', 'max_price_points'] as const).find((limit) => row[limit] === 0) ?? 'combined';
 }
 
 /**
@@ -351,13 +405,24 @@ export type { Assignment } from '../tasks/lifecycle';
 
 /** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any, and (when nothing was inserted) how many eligible solvers are online. */
 const CreatedRow = z
-  .object({ inserted: z.boolean(), online: z.number(), candidate: CandidateRow.nullable(), queued: z.boolean(), admission: AdmissionRow.nullable() })
+  .object({ inserted: z.boolean(), online: z.number(), online_any_price: z.number(), candidate: CandidateRow.nullable(), queued: z.boolean(), admission: AdmissionRow.nullable() })
   .passthrough();
 
 /** What asking for an attempt's slot gave: a slot, or a place in the queue (or a task that has finished). */
 export type Reservation =
   | { assignment: Assignment; handoffs?: Handoff[] }
   | { assignment: null; untriedOnline: number; finishedAs: TerminalState | null; queued?: boolean; handoffs?: Handoff[] };
+
+/**
+ * The most an offer's estimate may be for a later attempt of task row `t`: a chat falls back to a dearer
+ * offer than its hold (max_price_points) by raising the hold, up to its maximum price and what the
+ * account has available; not under a key's spend limit, which counted the first hold only.
+ */
+const fallbackCeiling = (t: string) => {
+  const col = (name: string) => sql.identifier([t, name]);
+  return sql.fragment`CASE WHEN ${col('price_cap_points')} IS NULL OR ${col('key_spend_period')} IS NOT NULL THEN ${col('max_price_points')}
+    ELSE LEAST(${col('price_cap_points')}, ${col('max_price_points')} + COALESCE((SELECT b.available FROM balances b WHERE b.account_id = ${col('account_id')}), 0)) END`;
+};
 
 /**
  * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots, or (none free
@@ -372,31 +437,39 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
+  const ceiling = sql.fragment`COALESCE((SELECT ${fallbackCeiling('t')} FROM task t WHERE t.price_cap_points IS NOT NULL), ${input.maxPricePoints}::numeric)`;
   // One statement, so one round trip and atomic without a transaction.
   const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reassigned: z.boolean() }))`
     WITH existing AS (
-      SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost
+      SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost, estimated_price_points
       FROM task_attempts WHERE attempt_id = ${attemptId}
     ), waiting AS (
       SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
     ), task AS (
-      SELECT created_at, workflow_id, timeout_seconds, routing_sort, country FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
+      SELECT created_at, workflow_id, timeout_seconds, routing_sort, country, ${FIGURE_COLUMNS}, account_id, max_price_points, price_cap_points, key_spend_period
+      FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
       attemptId,
       onlyIf: sql.fragment`${neither} AND EXISTS (SELECT 1 FROM task)`,
       arrival: input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`(SELECT created_at FROM task)`,
       sort: sql.fragment`(SELECT routing_sort FROM task)`,
+      figures: figuresFrom('task'),
+      ceiling,
       country: sql.fragment`(SELECT country FROM task)`,
-    })}, assigned AS (
-      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
+    })}, ${raiseHoldSteps(sql.fragment`
+      SELECT h.hold_id, h.account_id, r.estimated_price_points - h.amount AS extra, ${attemptId}::text AS raise_id
+      FROM reserved r JOIN holds h ON h.hold_id = ${input.taskId} AND h.status = ${HOLD_OPEN}
+      WHERE EXISTS (SELECT 1 FROM task WHERE price_cap_points IS NOT NULL) AND r.estimated_price_points > h.amount`)}, assigned AS (
+      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now(),
+        max_price_points = max_price_points + COALESCE((SELECT extra FROM raise), 0)
       FROM reserved r WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), dequeued AS (
       -- A place kept for an earlier attempt (not expected, but never to be handed a second slot).
       DELETE FROM task_queue WHERE task_id = ${input.taskId} AND EXISTS (SELECT 1 FROM reserved)
     ), queued AS (
       INSERT INTO task_queue (${QUEUE_COLUMNS})
-      SELECT ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry, sql.fragment`t.routing_sort`)}
+      SELECT ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry, sql.fragment`t.routing_sort`, figuresIn('t'))}
       FROM task t WHERE ${neither} AND NOT EXISTS (SELECT 1 FROM reserved)
       ON CONFLICT (task_id) DO UPDATE SET attempt_number = EXCLUDED.attempt_number, max_price_points = EXCLUDED.max_price_points,
         strong_models = EXCLUDED.strong_models, excluded_solver_ids = EXCLUDED.excluded_solver_ids, last_resort_solver_ids = EXCLUDED.last_resort_solver_ids
@@ -404,7 +477,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     )
     SELECT (SELECT row_to_json(x) FROM (
               SELECT ${CANDIDATE_COLUMNS}
-              FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost FROM reserved) chosen
+              FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost, estimated_price_points FROM reserved) chosen
             ) x) AS candidate,
            EXISTS (SELECT 1 FROM queued) AS queued, EXISTS (SELECT 1 FROM waiting) AS waiting, ${REASSIGNED} AS reassigned`);
   // Reserved by this call (not found again on a retry); a queued attempt counts when its slot is handed.
@@ -419,8 +492,12 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
     canaryFor: input.canaryFor,
     country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${input.taskId})`,
   });
-  // A run behind client tasks waits for no solver that its price cap keeps from it.
-  const priceFits = input.behindClientTasks ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric` : sql.fragment``;
+  // A run behind client tasks waits for no solver that its price cap keeps from it; nor does a chat.
+  const priceFits = input.behindClientTasks
+    ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric`
+    : sql.fragment`AND NOT EXISTS (
+        SELECT 1 FROM tasks t WHERE t.task_id = ${input.taskId} AND t.estimate_prompt_tokens IS NOT NULL
+          AND NOT ${withinLimits('c', figuresIn('t'), fallbackCeiling('t'))})`;
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
     SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible} ${priceFits}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
   const finishedAs = status && isTerminalState(status) ? status : null;
@@ -599,11 +676,17 @@ async function completeIn(
 ): Promise<FinishOutcome> {
   const { completion } = input;
   const metered = completion.kind === 'attempt' ? completion.usage : undefined;
+  // A reported total below the billed counts is billed as reported: prompt tokens first, then completion.
+  const billed = metered?.billed ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const chargedPrompt = Math.min(billed.prompt_tokens, billed.total_tokens);
+  const charged = { prompt: chargedPrompt, completion: Math.min(billed.completion_tokens, billed.total_tokens - chargedPrompt) };
   // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
-  // per_request: the matched price; per_token (chat only): min_price_points + marginal_cost × billed
-  // total_tokens / 1000 (settle caps it at the hold), where billed is the smaller of the solver's report
-  // and the bound of what the service counted; a chat not metered bills no tokens. A per_token offer of
-  // another task type (refused at registration) is charged its min_price_points. Exact NUMERIC arithmetic.
+  // per_request: the matched price; per_token (chat only): min_price_points + prompt rate × billed
+  // prompt_tokens / 1000 + completion rate × billed completion_tokens / 1000 (an attempt from before the
+  // rates: marginal_cost × billed total_tokens / 1000), which settle caps at the hold. Billed is the
+  // smaller of the solver's report and the bound of what the service counted; a chat not metered bills
+  // no tokens. A per_token offer of another task type (refused at registration) is charged its
+  // min_price_points. Exact NUMERIC arithmetic.
   const task = await tx.one(sql.type(
     z.object({
       status: TaskStateColumn,
@@ -621,7 +704,8 @@ async function completeIn(
       t.key_spend_period IS NOT NULL AS key_limited,
       ta.solver_id IS NOT NULL AND ${quarantined(sql.fragment`ta.solver_id`)} AS quarantined,
       CASE WHEN ta.billing_type = 'per_token' AND t.task_type = ANY(${sql.array([...TOKEN_BILLED_TASK_TYPES], 'text')})
-        THEN ta.price_points + ta.marginal_cost * ${metered?.billed.total_tokens ?? 0}::numeric / 1000
+        THEN ta.price_points + CASE WHEN ta.prompt_cost IS NULL THEN ta.marginal_cost * ${billed.total_tokens}::numeric / 1000
+          ELSE (ta.prompt_cost * ${charged.prompt}::numeric + ta.completion_cost * ${charged.completion}::numeric) / 1000 END
         ELSE ta.price_points
       END::text AS price
     FROM tasks t JOIN accounts a USING (account_id)

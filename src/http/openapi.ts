@@ -47,7 +47,7 @@ const CREATES_TASK: ErrorType[] = ['insufficient_balance', 'key_spend_limit_reac
 const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_failed', 'task_timeout', 'task_cancelled'];
 /** A convenience or compatibility route that takes an Idempotency-Key. */
 const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', ...RUNS_TASK];
-const CHAT: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
+const CHAT: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
 /** Firecrawl scrape: a format, option or action this service does not serve is refused before anything is held. */
 const FIRECRAWL_SCRAPE: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN];
 /** v1 names its formats in the request schema: an unserved one is a 422 there. */

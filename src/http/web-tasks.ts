@@ -1,5 +1,5 @@
 import type { Db } from '../db/pool';
-import { getTaskRecord, type Idempotency, type TaskRecord } from '../db/tasks';
+import { getTaskRecord, type Idempotency, type PriceLimit, type TaskRecord } from '../db/tasks';
 import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type WebhookEvent } from '../db/webhooks';
 import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
@@ -63,6 +63,27 @@ export const solversBusy = (retryAfterSeconds: number, waiting: number) =>
     { 'Retry-After': String(retryAfterSeconds) },
   );
 
+/** The field a price limit is set by, as the request names it. */
+const LIMIT_FIELDS: Record<PriceLimit, string> = {
+  prompt: 'provider.max_price.prompt',
+  completion: 'provider.max_price.completion',
+  request: 'provider.max_price.request',
+  max_price_points: 'max_price_points',
+  combined: 'provider.max_price',
+};
+
+/** Solvers are online, but none within the request's price limit `limit` (docs/queue.md, "What a chat pays"). */
+function noSolverWithinPrice(limit: PriceLimit): ApiError {
+  const field = LIMIT_FIELDS[limit];
+  const message =
+    limit === 'max_price_points'
+      ? 'No solver online can serve this request within its maximum price: each offer\'s estimate (its base + its rates × the prompt\'s tokens and max_tokens) is above it. Shorten the prompt or lower max_tokens.'
+      : limit === 'combined'
+        ? 'No solver online is within provider.max_price as a whole (each limit alone admits some); raise its limits or retry later.'
+        : `No solver online is within ${field}; raise it or retry later.`;
+  return new ApiError('no_solver_within_price', message, { param: field });
+}
+
 /** The task a creation made (or found by its idempotency key), or the HTTP error saying why there is none. */
 export function createdTask(result: CreateResult, refusal: { priceFromRequest?: boolean; noSolver: () => ApiError }): TaskRecord {
   switch (result.kind) {
@@ -75,6 +96,8 @@ export function createdTask(result: CreateResult, refusal: { priceFromRequest?: 
       throw keySpendLimitReached(result);
     case 'no_solver_online':
       throw refusal.noSolver();
+    case 'no_solver_within_price':
+      throw noSolverWithinPrice(result.limit);
     case 'solvers_busy':
       throw solversBusy(result.retryAfterSeconds, result.waiting);
     case 'idempotency_key_reused':

@@ -214,7 +214,7 @@ export const ChatResult = z.object({
       total_tokens: z.number().int().min(0).optional(),
     })
     .passthrough()
-    .describe('Priced per_token as min_price_points + marginal_cost × total_tokens / 1000, the tokens billed up to the bound of what the service counted of the prompt and the delivered chunks (docs/solver-protocol.md, "Prices and fees")'),
+    .describe('Priced per_token as min_price_points + (prompt_cost × prompt_tokens + completion_cost × completion_tokens) / 1000 (at most the hold), the tokens billed up to the bound of what the service counted of the prompt and the delivered chunks (docs/solver-protocol.md, "Prices and fees")'),
   model: z.string().optional().describe('The model that answered'),
 });
 

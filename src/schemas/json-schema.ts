@@ -5,7 +5,8 @@ import { PAYLOAD_SCHEMAS, SolverCapability } from './requests';
 import type { z } from './zod';
 
 /**
- * JSON Schema (draft 2020-12) of every frame of the solver protocol and every result type, generated
+ * JSON Schema (draft 2020-12) of every frame of the solver protocol, every result type and the
+ * capabilities a solver registers (POST /v1/solver/capabilities), generated
  * from the zod schemas that check them, for solver authors in any language. Served at
  * GET /v1/solver/schemas and kept in docs/solver-schemas.json (a test checks that file is current).
  */

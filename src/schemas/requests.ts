@@ -196,8 +196,32 @@ const ProviderSort = z.enum(ROUTING_SORTS).nullable().optional().openapi({
 /** Routing preferences, as OpenRouter's `provider` object; a web task takes `sort` only. */
 export const ProviderPreferences = z.object({ sort: ProviderSort }).strict().openapi('ProviderPreferences');
 
-/** A chat's `provider`: `sort` is read; its other fields pass through to the solver like any extra field. */
-export const ChatProviderPreferences = z.object({ sort: ProviderSort }).passthrough().openapi('ChatProviderPreferences');
+/** provider.max_price, as OpenRouter names it, in points; other keys (image, …) are accepted and ignored. */
+export const MaxPrice = z
+  .object({
+    prompt: NonNegativeNumeric.nullable().optional().openapi({ description: 'The most a prompt token may cost: points per million prompt tokens' }),
+    completion: NonNegativeNumeric.nullable().optional().openapi({ description: 'The most a completion token may cost: points per million completion tokens' }),
+    request: NonNegativeNumeric.nullable().optional().openapi({ description: 'The most an offer may ask per request (its min_price_points), in points' }),
+  })
+  .passthrough()
+  .openapi('MaxPrice');
+
+/**
+ * A chat's `provider`: `sort`, `max_price` and `allow_fallbacks` are read (docs/queue.md, "What a chat
+ * pays"); its other fields pass through to the solver like any extra field.
+ */
+export const ChatProviderPreferences = z
+  .object({
+    sort: ProviderSort,
+    max_price: MaxPrice.nullable().optional().openapi({
+      description: 'Only offers within these rates serve the completion; when no strong solver online is, it is refused (422 no_solver_within_price, naming the limit)',
+    }),
+    allow_fallbacks: z.boolean().nullable().optional().openapi({
+      description: 'false: the best offer with a free slot now serves the completion alone: no wait in the queue (429 solvers_busy) and no second solver after a failure. Default true',
+    }),
+  })
+  .passthrough()
+  .openapi('ChatProviderPreferences');
 
 export const CreateTaskBody = z
   .object({
@@ -226,6 +250,7 @@ export const ChatCompletionBody = z
     stream: z.boolean().default(false),
     temperature: z.number().min(0).max(2).nullable().optional(),
     max_tokens: PositiveInt.nullable().optional(),
+    max_completion_tokens: PositiveInt.nullable().optional().openapi({ description: 'OpenAI\'s newer name for max_tokens; either bounds the estimate an offer is ranked and held by' }),
     tools: z.array(z.record(z.any())).nullable().optional(),
     tool_choice: z.union([z.string(), z.record(z.any())]).nullable().optional(),
     parallel_tool_calls: z.boolean().nullable().optional(),
@@ -317,7 +342,9 @@ export const SolverCapability = z
     fulfillment_path: z.enum(FULFILLMENT_PATHS),
     provider_name: z.string().min(1),
     model_name: z.string().min(1),
-    marginal_cost: NonNegativeNumeric,
+    marginal_cost: NonNegativeNumeric.openapi({ description: 'per_token: points per 1,000 tokens, prompt and completion alike unless prompt_cost / completion_cost name them apart' }),
+    prompt_cost: NonNegativeNumeric.optional().openapi({ description: 'per_token: points per 1,000 prompt tokens (default: marginal_cost)' }),
+    completion_cost: NonNegativeNumeric.optional().openapi({ description: 'per_token: points per 1,000 completion tokens (default: marginal_cost)' }),
     min_price_points: NonNegativeNumeric,
     max_concurrent: PositiveInt.max(MAX_CONCURRENT_LIMIT),
     country: CountryCode.nullable()

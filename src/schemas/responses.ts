@@ -9,7 +9,10 @@ const Amount = z.string().openapi({ description: 'Points, as a decimal string' }
 
 /** What a task held and was charged; part of every task record. */
 export const TaskCost = {
-  held_points: Amount.nullable().openapi({ description: 'Points the task set aside while it ran (its maximum price)' }),
+  held_points: Amount.nullable().openapi({ description: 'Points the task set aside while it ran: its maximum price, or for a chat matched at once its estimated price (capped at the maximum)' }),
+  estimated_price_points: Amount.nullable().openapi({
+    description: 'The estimated price for this task of the offer that serves it (its latest attempt\'s): a per_token offer\'s base + its rates × the prompt\'s counted tokens and the completion budget; null before any attempt',
+  }),
   hold_status: z.enum(['open', 'settled', 'released']).nullable().openapi({ description: 'open while it runs; settled when it was charged; released when nothing was' }),
   charged_points: Amount.openapi({ description: 'Points charged for the task ("0" until it settles, and when it ends without a result)' }),
   verification: z.enum(VERIFICATION_STATES).openapi({

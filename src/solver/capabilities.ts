@@ -41,6 +41,8 @@ export function buildCapabilities(config: SolverConfig, taskTypes: readonly Capa
         billing_type: 'per_token',
         model_name: model,
         marginal_cost: config.chat?.pointsPer1kTokens ?? '0',
+        ...(config.chat?.promptPointsPer1kTokens ? { prompt_cost: config.chat.promptPointsPer1kTokens } : {}),
+        ...(config.chat?.completionPointsPer1kTokens ? { completion_cost: config.chat.completionPointsPer1kTokens } : {}),
       }));
     }
     // Only web tasks fetch pages: a chat answer does not depend on where it is asked from.

@@ -168,6 +168,8 @@ const SolverEnv = z.object({
   CHAT_UPSTREAM_API_KEY: optionalString,
   CHAT_MODELS: commaList,
   CHAT_POINTS_PER_1K_TOKENS: decimalString('CHAT_POINTS_PER_1K_TOKENS', '1'),
+  CHAT_PROMPT_POINTS_PER_1K_TOKENS: decimalString('CHAT_PROMPT_POINTS_PER_1K_TOKENS', ''),
+  CHAT_COMPLETION_POINTS_PER_1K_TOKENS: decimalString('CHAT_COMPLETION_POINTS_PER_1K_TOKENS', ''),
   CHAT_TIER: optionalString.pipe(
     z.enum(['strong', 'standard', 'basic'], { errorMap: () => ({ message: 'CHAT_TIER must be strong, standard or basic' }) }).optional(),
   ),
@@ -207,6 +209,9 @@ export const SolverConfigSchema = z.object({
       apiKey: z.string().optional(),
       models: z.array(z.string().min(1)).min(1),
       pointsPer1kTokens: z.string(),
+      /** The prompt and completion rates apart (unset: pointsPer1kTokens). */
+      promptPointsPer1kTokens: z.string().optional(),
+      completionPointsPer1kTokens: z.string().optional(),
       tier: z.enum(['strong', 'standard', 'basic']),
     })
     .nullable(),
@@ -343,6 +348,8 @@ function resolveChat(e: ParsedEnv, problems: string[]): ChatConfig | null {
     apiKey: e.CHAT_UPSTREAM_API_KEY,
     models: e.CHAT_MODELS,
     pointsPer1kTokens: e.CHAT_POINTS_PER_1K_TOKENS,
+    ...(e.CHAT_PROMPT_POINTS_PER_1K_TOKENS ? { promptPointsPer1kTokens: e.CHAT_PROMPT_POINTS_PER_1K_TOKENS } : {}),
+    ...(e.CHAT_COMPLETION_POINTS_PER_1K_TOKENS ? { completionPointsPer1kTokens: e.CHAT_COMPLETION_POINTS_PER_1K_TOKENS } : {}),
     tier: e.CHAT_TIER ?? 'strong',
   };
 }

@@ -269,4 +269,6 @@ export interface Assignment {
   billingType: string;
   marginalCost: string;
   modelName: string;
+  /** The offer's estimated price for this request (docs/queue.md, "What a chat pays"). */
+  estimatedPricePoints?: string;
 }

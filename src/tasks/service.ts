@@ -3,7 +3,18 @@ import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/c
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { countOnlineSolvers } from '../db/solvers';
-import { createTaskWithHold, finishTask, getTaskRecord, type Finished, markWorkflowStarted, type CreateTaskOutcome, type Idempotency, type TaskRecord, type TaskRow } from '../db/tasks';
+import type { RequestFigures } from '../db/matching';
+import {
+  createTaskWithHold,
+  finishTask,
+  getTaskRecord,
+  type Finished,
+  markWorkflowStarted,
+  type CreateTaskOutcome,
+  type Idempotency,
+  type TaskRecord,
+  type TaskRow,
+} from '../db/tasks';
 import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
@@ -41,7 +52,15 @@ export interface CreateTaskInput {
    * Chat: eligible strong-tier models, the node that streams the deltas to the client, and the client's
    * request (aborted when it ends), which bounds a first attempt sent before the workflow takes it over.
    */
-  chat?: { strongModels: string[]; clientNodeId: string; clientGone?: AbortSignal };
+  chat?: {
+    strongModels: string[];
+    clientNodeId: string;
+    clientGone?: AbortSignal;
+    /** The request's token figures and price limits (docs/queue.md, "What a chat pays"). */
+    figures?: RequestFigures;
+    /** `provider.allow_fallbacks: false`: one solver only, matched now or refused (no queue, no second attempt). */
+    noFallbacks?: boolean;
+  };
   /** The strict order the client asked matching for (`provider.sort`); unset, work is shared among equal offers. */
   routingSort?: RoutingSort;
   /** The country the task must be fetched from (ISO 3166-1 alpha-2): only solvers declaring it take it. */
@@ -61,6 +80,7 @@ export type CreateResult =
   | { kind: 'insufficient_balance'; requiredPoints: string }
   | Extract<CreateTaskOutcome, { kind: 'key_spend_limit_reached' }>
   | { kind: 'no_solver_online' }
+  | Extract<CreateTaskOutcome, { kind: 'no_solver_within_price' }>
   /** Every fitting solver is busy and the queue is full or too slow for its deadline: refused, nothing held. */
   | { kind: 'solvers_busy'; retryAfterSeconds: number; waiting: number }
   /** Its workflow could not be started: the task is failed and its hold released. */
@@ -112,15 +132,22 @@ export class TaskService {
       idempotency: input.idempotency,
       keyId: input.keyId,
       match: { strongModels: input.chat?.strongModels, requireOnline: input.requireOnline },
-      admission: { maxQueued: this.deps.config.queueLimitPerTaskType },
+      // Without fallbacks a chat waits for no slot: the best offer free now serves it, or it is refused.
+      admission: { maxQueued: input.chat?.noFallbacks ? 0 : this.deps.config.queueLimitPerTaskType },
       routingSort: input.routingSort,
+      figures: input.chat?.figures,
       country: input.country,
     });
     if (outcome.kind === 'existing') return { kind: 'existing', task: (await getTaskRecord(this.deps.db, outcome.task.task_id))! };
     if (outcome.kind !== 'created') return outcome;
     const { task, firstAssignment } = outcome;
     recordTaskCreated(task.task_type);
-    const chat = input.chat && { strongModels: input.chat.strongModels, clientNodeId: input.chat.clientNodeId, completionId: chatWorkflowId(taskId) };
+    const chat = input.chat && {
+      strongModels: input.chat.strongModels,
+      clientNodeId: input.chat.clientNodeId,
+      completionId: chatWorkflowId(taskId),
+      ...(input.chat.noFallbacks ? { maxAttempts: 1 } : {}),
+    };
     // A chat's first token need not wait for the workflow: its solver, if connected here, gets the task now.
     const clientGone = input.chat?.clientGone;
     const startedEarly = chat && firstAssignment && clientGone ? this.startFirstAttemptEarly(task, firstAssignment, chat, clientGone) : false;
@@ -135,7 +162,18 @@ export class TaskService {
     // A new task has no attempts yet; its row as inserted is the record (the workflow may have moved on).
     const { account_id: _account, ...record } = task;
     // Its hold, opened with it, is its maximum price; nothing is charged yet.
-    return { kind: 'created', task: { ...record, attempts: [], held_points: record.max_price_points, hold_status: 'open', charged_points: '0', verification: 'unchecked' } };
+    return {
+      kind: 'created',
+      task: {
+        ...record,
+        attempts: [],
+        held_points: record.max_price_points,
+        estimated_price_points: firstAssignment?.estimatedPricePoints ?? null,
+        hold_status: 'open',
+        charged_points: '0',
+        verification: 'unchecked',
+      },
+    };
   }
 
   private startFirstAttemptEarly(task: TaskRow, assignment: Assignment, stream: { clientNodeId: string; completionId: string }, clientGone: AbortSignal): boolean {
@@ -195,7 +233,7 @@ export class TaskService {
 export async function startTaskWorkflow(
   deps: StartDeps,
   task: TaskRow,
-  chat?: { strongModels: string[]; clientNodeId: string; completionId: string },
+  chat?: { strongModels: string[]; clientNodeId: string; completionId: string; maxAttempts?: number },
   firstAssignment?: Assignment | null,
   firstAttemptStartedEarly = false,
 ): Promise<boolean> {
@@ -209,7 +247,7 @@ export async function startTaskWorkflow(
     taskType: task.task_type,
     maxPricePoints: task.max_price_points,
     timeoutSeconds: task.timeout_seconds,
-    maxAttempts: deps.config.maxTaskAttempts,
+    maxAttempts: chat?.maxAttempts ?? deps.config.maxTaskAttempts,
     // A generation may legitimately stream for as long as the whole completion is allowed to take.
     attemptTimeoutSeconds: chat ? task.timeout_seconds : deps.config.attemptTimeoutSeconds,
     acceptTimeoutMs: deps.config.acceptTimeoutMs,

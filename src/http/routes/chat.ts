@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
 import { chunk, completionBody, MessageAssembler, normalizeUsage, openAiErrorBody, usageChunk, type CompletionMeta } from '../../chat/openai-format';
 import type { RelayEvent } from '../../chat/relay';
+import { completionBudget, estimatePromptTokens } from '../../chat/request-estimate';
 import { costOfTasks } from '../../db/ledger';
 import { getTaskRecord } from '../../db/tasks';
 import { scanChatMessages } from '../../safety/scanner';
@@ -42,6 +43,8 @@ function relayListener(deps: AppDeps, completionId: string, onDelta: (delta: Rec
   return { ended, stop };
 }
 
+const decimalOrNull = (value: string | number | null | undefined) => (value === null || value === undefined ? null : String(value));
+
 const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T | null> =>
   Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms).unref())]);
 
@@ -65,6 +68,7 @@ export function chatRoutes(deps: AppDeps): Router {
       throw new ApiError('model_not_found', `No model "${body.model}". Use "${PUBLIC_MODEL_ID}" (alias "strong").`);
     }
     const strongModels = deps.strongModels();
+    const maxPrice = body.provider?.max_price;
     const { stream, stream_options: streamOptions, ...rest } = body as ChatCompletionRequest & { stream_options?: { include_usage?: boolean } };
     const payload = { ...rest, model: PUBLIC_MODEL_ID };
     const taskId = `chat_${crypto.randomBytes(12).toString('hex')}`;
@@ -123,7 +127,19 @@ export function chatRoutes(deps: AppDeps): Router {
         taskType: CHAT_TASK_TYPE,
         payload,
         timeoutSeconds: deps.config.chatTimeoutSeconds,
-        chat: { strongModels, clientNodeId: deps.nodeId, clientGone: clientGone.signal },
+        chat: {
+          strongModels,
+          clientNodeId: deps.nodeId,
+          clientGone: clientGone.signal,
+          figures: {
+            promptTokens: estimatePromptTokens(body),
+            completionTokens: completionBudget(body),
+            maxPricePrompt: decimalOrNull(maxPrice?.prompt),
+            maxPriceCompletion: decimalOrNull(maxPrice?.completion),
+            maxPriceRequest: decimalOrNull(maxPrice?.request),
+          },
+          noFallbacks: body.provider?.allow_fallbacks === false,
+        },
         // Checked as the task is created (nothing is created then), before any SSE header is sent.
         requireOnline: true,
         routingSort: body.provider?.sort ?? undefined,

@@ -22,7 +22,13 @@ CLOSE_INTERNAL_ERROR = 1011
 
 @dataclass
 class Capability:
-    """One record of ``POST /v1/solver/capabilities``. Prices are decimal strings, so nothing is lost to floats."""
+    """One record of ``POST /v1/solver/capabilities``. Prices are decimal strings, so nothing is lost to floats.
+
+    ``per_token`` (chat): ``marginal_cost`` is points per 1000 tokens, prompt and completion alike;
+    ``prompt_cost`` and ``completion_cost`` set the two rates apart (each defaults to ``marginal_cost``).
+    A chat goes to the record with the lowest estimated price for it: ``min_price_points`` + the rates
+    × the prompt's tokens and ``max_tokens`` (docs/solver-protocol.md, "Prices and fees").
+    """
 
     task_type: TaskType
     model_name: str
@@ -33,6 +39,8 @@ class Capability:
     tier: Literal["strong", "standard", "basic"] = "standard"
     billing_type: Literal["per_request", "per_token"] = "per_request"
     fulfillment_path: Literal["http", "browser", "search_api", "local_model", "provider_api"] = "http"
+    prompt_cost: Optional[str] = None
+    completion_cost: Optional[str] = None
     #: The country this capability fetches from (ISO 3166-1 alpha-2, upper case, e.g. "DE"), as the solver
     #: declares it; tasks that ask for a country (Firecrawl's location.country) go only to capabilities declaring it.
     country: Optional[str] = None
@@ -44,6 +52,9 @@ class Capability:
             )
 
     def to_json(self) -> Dict[str, Any]:
+        rates = {
+            name: value for name, value in (("prompt_cost", self.prompt_cost), ("completion_cost", self.completion_cost)) if value is not None
+        }
         record: Dict[str, Any] = {
             "task_type": self.task_type,
             "tier": self.tier,
@@ -54,6 +65,7 @@ class Capability:
             "marginal_cost": self.marginal_cost,
             "min_price_points": self.min_price_points,
             "max_concurrent": self.max_concurrent,
+            **rates,
         }
         if self.country is not None:
             record["country"] = self.country
