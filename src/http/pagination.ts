@@ -1,4 +1,6 @@
 import { isStorableText } from '../schemas/text';
+import type { TaskListFilter } from '../db/task-listing';
+import { PAGE_LIMIT_DEFAULT, type ListTasksRequest } from '../schemas/queries';
 import { RequestValidationError } from './validation';
 
 /**
@@ -36,9 +38,21 @@ export function decodeCursor(cursor: string | undefined, parts: ReadonlyArray<(v
 }
 
 /** Where a task list's page starts: the `(created_at, task_id)` key its cursor holds. */
-export function taskListAfter(cursor: string | undefined): { createdAt: string; taskId: string } | undefined {
+function taskListAfter(cursor: string | undefined): { createdAt: string; taskId: string } | undefined {
   const after = decodeCursor(cursor, [isCursorTime, (taskId) => taskId.length > 0]);
   return after && { createdAt: after[0]!, taskId: after[1]! };
+}
+
+/** A task list's query (the client's list, the admin's finder) as the filter the database reads. */
+export function taskListFilter(query: ListTasksRequest): TaskListFilter {
+  return {
+    status: query.status,
+    taskType: query.task_type,
+    createdAfter: query.created_after,
+    createdBefore: query.created_before,
+    after: taskListAfter(query.cursor),
+    limit: query.limit ?? PAGE_LIMIT_DEFAULT,
+  };
 }
 
 /** A page of tasks as every task list answers it. */

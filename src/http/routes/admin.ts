@@ -18,9 +18,9 @@ import { findTasks } from '../../db/task-listing';
 import { getTaskRecord, getTaskRow } from '../../db/tasks';
 import { taskLedger } from '../../db/ledger';
 import { onlineSolvers, taskAttempts } from '../../db/market-view';
-import { AdminTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
+import { AdminTasksQuery } from '../../schemas/queries';
 import { TaskIdParams } from '../../schemas/requests';
-import { taskListAfter, taskListPage } from '../pagination';
+import { taskListFilter, taskListPage } from '../pagination';
 import type { MarketEvent } from '../market-events';
 
 export function adminRoutes(deps: AppDeps): Router {
@@ -116,16 +116,7 @@ export function adminRoutes(deps: AppDeps): Router {
   // The console's reads (docs/console.md): any account's tasks, one task in full, the solvers online, the live feed.
   router.get('/v1/admin/tasks', admin, async (req, res) => {
     const query = parseOrThrow(AdminTasksQuery, req.query, ['query']);
-    const page = await findTasks(deps.db, {
-      taskId: query.task_id,
-      accountId: query.account_id,
-      status: query.status,
-      taskType: query.task_type,
-      createdAfter: query.created_after,
-      createdBefore: query.created_before,
-      after: taskListAfter(query.cursor),
-      limit: query.limit ?? PAGE_LIMIT_DEFAULT,
-    });
+    const page = await findTasks(deps.db, { ...taskListFilter(query), taskId: query.task_id, accountId: query.account_id });
     res.json(taskListPage(page));
   });
 

@@ -25,13 +25,13 @@ import {
 } from '../../schemas/requests';
 import { decimalText } from '../../schemas/common';
 import { RESULT_SCHEMAS } from '../../schemas/frames';
-import { ListTasksQuery, PAGE_LIMIT_DEFAULT } from '../../schemas/queries';
+import { ListTasksQuery } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, runWebTask, safetyOf } from '../web-tasks';
 import { adminCompleteSignal, cancelTaskSignal } from '../../../workflows/contract';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
-import { taskListAfter, taskListPage } from '../pagination';
+import { taskListFilter, taskListPage } from '../pagination';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
 
@@ -61,14 +61,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
 
   router.get('/v1/tasks', auth, async (req, res) => {
     const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
-    const page = await listTasks(deps.db, accountOf(res).account_id, {
-      status: query.status,
-      taskType: query.task_type,
-      createdAfter: query.created_after,
-      createdBefore: query.created_before,
-      after: taskListAfter(query.cursor),
-      limit: query.limit ?? PAGE_LIMIT_DEFAULT,
-    });
+    const page = await listTasks(deps.db, accountOf(res).account_id, taskListFilter(query));
     res.json(taskListPage(page));
   });
 
