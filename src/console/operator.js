@@ -246,6 +246,7 @@ function quarantineEvidence(q) {
   const e = q.evidence ?? {};
   const panes = e.search
     ? sideBySide('Oracle URLs', e.search.oracle_urls, 'Returned URLs', e.search.returned_urls)
+    : e.page ? sideBySide(`Expected (the page's text at ${e.page.host ?? ''}${e.page.path ?? ''}, first 500 characters)`, String(e.page.expected_excerpt ?? ''), 'Returned (first 500 characters)', String(e.returned_excerpt ?? ''))
     : e.expected_token !== undefined ? sideBySide('Expected (the canary\'s token)', String(e.expected_token), 'Returned (first 500 characters)', String(e.returned_excerpt ?? '')) : json(e);
   return h('article', { class: 'evidence' },
     h('h3', {}, `${q.reason} (${q.task_type}) since ${time(q.started_at)}`, q.cleared_at ? ` — cleared ${time(q.cleared_at)}${q.cleared_note ? `: ${q.cleared_note}` : ''}` : '',
