@@ -46,16 +46,9 @@ import { parseSitemap } from './sitemap';
  */
 
 /** What a job was asked for; stored with it. */
-export interface CrawlOptions {
+export interface CrawlOptions extends Omit<CrawlScope, 'start'> {
   limit: number;
   maxDiscoveryDepth: number | null;
-  includePaths: string[];
-  excludePaths: string[];
-  crawlEntireDomain: boolean;
-  allowSubdomains: boolean;
-  allowExternalLinks: boolean;
-  ignoreQueryParameters: boolean;
-  regexOnFullURL: boolean;
   sitemap: 'include' | 'skip' | 'only';
   ignoreRobotsTxt: boolean;
   /** Seconds between two page fetches; with it, pages are fetched one at a time. */
