@@ -92,7 +92,7 @@ export function evaluateAddress(host: string, address: string): Verdict {
 }
 
 function privateNetworkRefusal(reason: string, host: string): Verdict {
-  return { allowed: false, reason: 'private_network', message: `Targets at ${reason} addresses are refused: ${host}. Only public addresses are served.` };
+  return { allowed: false, reason: 'private_network', message: `Targets at ${reason} addresses are refused: ${host}. Only public addresses are served unless the operator sets ALLOW_PRIVATE_NETWORKS=true.` };
 }
 
 export function parseTarget(raw: string): { url: URL; host: string } | Verdict {

@@ -74,7 +74,7 @@ describe('domain policy rules', () => {
     const verdict = evaluateTarget(open, url, strict);
     expect(verdict).toMatchObject({ allowed: false, reason });
     // A private-network refusal says what would be served instead.
-    if (reason === 'private_network') expect(verdict).toMatchObject({ message: expect.stringContaining('Only public addresses are served.') });
+    if (reason === 'private_network') expect(verdict).toMatchObject({ message: expect.stringContaining('Only public addresses are served unless') });
   });
 
   test('public literal addresses pass; names need DNS; the switch (file or environment) admits private targets', () => {
@@ -112,7 +112,7 @@ describe('domain guard', () => {
     const answers: Record<string, string[]> = { 'internal.test': ['10.0.0.7'], 'mixed.test': ['93.184.215.14', '127.0.0.1'], 'meta.test': ['169.254.169.254'], 'public.test': ['93.184.215.14'] };
     const g = guard(async (host) => answers[host] ?? []);
     const internal = await g.check('http://internal.test/');
-    expect(internal).toMatchObject({ allowed: false, reason: 'private_network', message: 'Targets at private addresses are refused: internal.test. Only public addresses are served.' });
+    expect(internal).toMatchObject({ allowed: false, reason: 'private_network', message: 'Targets at private addresses are refused: internal.test. Only public addresses are served unless the operator sets ALLOW_PRIVATE_NETWORKS=true.' });
     expect(await g.check('http://mixed.test/')).toMatchObject({ allowed: false, reason: 'private_network' });
     expect(await g.check('http://meta.test/')).toMatchObject({ allowed: false, reason: 'private_network' });
     expect(await g.check('http://public.test/')).toEqual({ allowed: true });
