@@ -4,7 +4,7 @@ import { HOLD_STATES, LEDGER_ENTRY_KINDS } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { DELIVERY_STATES } from '../src/db/webhooks';
 import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, SPEND_LIMIT_PERIODS, TIERS } from '../src/schemas/domain';
-import { ATTEMPT_OUTCOMES, TARGET_FAILURE_VERDICTS, TASK_STATES } from '../src/tasks/lifecycle';
+import { ATTEMPT_OUTCOMES, TARGET_FAILURE_VERDICTS, TASK_STATES } from '../src/contract/lifecycle';
 import { REDUNDANT_RUN_STATES } from '../src/trust/redundant';
 import { testEndpoints } from './support/stack';
 

@@ -2,7 +2,7 @@ import WebSocket from 'ws';
 import { balanceFromEntries, getBalance } from '../src/db/ledger';
 import { FakeSolver, suiteSolvers, waitFor } from './support/fake-solver';
 import { createTemporalClient } from '../src/temporal/connection';
-import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../workflows/contract';
+import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../src/contract/workflows';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
 const FAST = { ACCEPT_TIMEOUT_MS: '1000', ATTEMPT_TIMEOUT_SECONDS: '3', HEARTBEAT_INTERVAL_MS: '1000', PLATFORM_FEE_PERCENT: '10' };

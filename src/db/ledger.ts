@@ -1,6 +1,6 @@
 import { CheckIntegrityConstraintViolationError, sql, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { TERMINAL_STATES } from '../tasks/lifecycle';
+import { TERMINAL_STATES } from '../contract/lifecycle';
 import type { Db } from './pool';
 
 /**

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { REFUNDED_EVENT, WEBHOOK_EVENTS, type TerminalState, type WebhookEvent } from '../tasks/lifecycle';
+import { REFUNDED_EVENT, WEBHOOK_EVENTS, type TerminalState, type WebhookEvent } from '../contract/lifecycle';
 import { newSecret } from '../webhooks/signature';
 import type { Db } from './pool';
 

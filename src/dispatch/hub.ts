@@ -7,7 +7,7 @@ import type { Logger } from '../logger';
 import type { HandoffSender } from '../tasks/handoffs';
 import { SOLVER_PROTOCOL_VERSION, type CapabilityTaskType } from '../schemas/domain';
 import { SolverFrame, type ResultIssueData, type ServerMessage } from '../schemas/frames';
-import { attemptFailed, CANCEL_REASONS, solverReportedFailure, type AttemptErrorType, type AttemptFailed, type CancelReason, type ErrorBody } from '../tasks/lifecycle';
+import { attemptFailed, CANCEL_REASONS, solverReportedFailure, type AttemptErrorType, type AttemptFailed, type CancelReason, type ErrorBody } from '../contract/lifecycle';
 import { describeIssues, resultIssues } from './result-check';
 import { MAX_TEST_TASKS_PER_CONNECTION, refuseTestTask, runTestTask } from './test-tasks';
 

@@ -5,7 +5,7 @@ import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
 import type { ScanResult } from '../safety/scanner';
 import type { RoutingSort, WebTaskType } from '../schemas/domain';
-import { clientFailure, isTerminalState, type TaskState } from '../tasks/lifecycle';
+import { clientFailure, isTerminalState, type TaskState } from '../contract/lifecycle';
 import { newTaskId, type CreateResult, type TaskService } from '../tasks/service';
 
 /**

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { createActivities, createNodeActivities } from '../../activities';
-import { nodeTaskQueue } from '../../workflows/contract';
+import { nodeTaskQueue } from '../contract/workflows';
 import type { Config } from '../config';
 import { readStrongModels } from '../config';
 import { ChatRelay } from '../chat/relay';

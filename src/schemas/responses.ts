@@ -1,7 +1,7 @@
-import { ATTEMPT_OUTCOMES, type AttemptOutcome } from '../tasks/lifecycle';
+import { ATTEMPT_OUTCOMES, type AttemptOutcome } from '../contract/lifecycle';
 import { z } from './zod';
 import { SPEND_LIMIT_PERIODS } from './domain';
-import { VERIFICATION_STATES } from '../tasks/lifecycle';
+import { VERIFICATION_STATES } from '../contract/lifecycle';
 
 /** Response schemas of the routes whose answers are documented field by field. */
 

@@ -5,7 +5,7 @@ import { claimDelivery, deliveryIdOf, deliveryWorkflowId, findStrandedDeliveries
 import type { Logger } from '../logger';
 import { recordWebhookWorkflowStarted } from '../metrics/metrics';
 import { Semaphore } from '../solver/semaphore';
-import type { WebhookDeliveryInput } from '../../workflows/contract';
+import type { WebhookDeliveryInput } from '../contract/workflows';
 import { attemptDelivery } from './attempt';
 
 /** Makes the first attempt of the deliveries a finishing transaction wrote, after its commit. */

@@ -18,8 +18,8 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { loadConfig } from '../../src/config';
 import { resolveTemporalCli, startEmbeddedTemporal } from '../../src/embedded/temporal';
 import { createLogger } from '../../src/logger';
-import { solverReportedFailure } from '../../src/tasks/lifecycle';
-import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../workflows/contract';
+import { solverReportedFailure } from '../../src/contract/lifecycle';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../src/contract/workflows';
 import { taskInput, untilCancelled, WorkflowHarness } from './workflow-harness';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../fixtures/histories');

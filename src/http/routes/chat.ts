@@ -9,7 +9,7 @@ import { scanChatMessages } from '../../safety/scanner';
 import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
 import { ChatCompletionBody, type ChatCompletionRequest } from '../../schemas/requests';
-import { chatWorkflowId } from '../../../workflows/contract';
+import { chatWorkflowId } from '../../contract/workflows';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { validateBody } from '../validation';

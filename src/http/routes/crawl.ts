@@ -24,7 +24,7 @@ import {
   type CrawlV2Request,
   type MapRequest,
 } from '../../schemas/requests';
-import { crawlWorkflowId, type CrawlWorkflowInput } from '../../../workflows/contract';
+import { crawlWorkflowId, type CrawlWorkflowInput } from '../../contract/workflows';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, RequestValidationError, validateBody, validateParams, type ValidationDetail } from '../validation';
