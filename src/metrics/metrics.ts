@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { Db } from '../db/pool';
 import { queueFigures, workShareFigures } from '../db/metrics';
+import { TERMINAL_STATES } from '../contract/lifecycle';
 import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
 
 /**
@@ -17,7 +18,6 @@ collectDefaultMetrics({ register: registry });
 for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
 
 const PREFIX = 'marketplace_';
-const FINAL_STATES = ['completed', 'failed', 'timed_out'] as const;
 
 // Web tasks take milliseconds to a minute; chat streams up to CHAT_TIMEOUT_SECONDS.
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -100,7 +100,7 @@ for (const taskType of CAPABILITY_TASK_TYPES) {
   // Every series exists from the start at 0, so rate() and alerts see the first task too.
   tasksCreated.labels(taskType).inc(0);
   attemptsReassigned.labels(taskType).inc(0);
-  for (const status of FINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
+  for (const status of TERMINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
 }
 for (const occasion of ['created', 'handed']) for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
 for (const reason of ['first_attempt_failed', 'stranded', 'resent']) webhookWorkflows.labels(reason).inc(0);
