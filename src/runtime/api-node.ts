@@ -23,7 +23,7 @@ import { InFlightRequests } from '../http/in-flight-requests';
 import { MarketEvents } from '../http/market-events';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
-import { addMetricsSource } from '../metrics/metrics';
+import { addMetricsSource } from '../metrics/scrape';
 import { DomainGuard } from '../policy/guard';
 import { TaskFinishedWatch } from '../tasks/finished';
 import { RecentPayloads } from '../tasks/recent-payloads';
