@@ -309,7 +309,7 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     const noisy = await solver();
     noisy.send({ type: 'result', attempt_id: 'not-current', result: {} });
     noisy.socket.send('not json');
-    noisy.send({ type: 'accept' });
+    noisy.sendUnchecked({ type: 'accept' });
     await waitFor(() => noisy.protocolErrors.length === 2);
     const client = await registerAccount(stack.url, '100');
     const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/p' } });
