@@ -1,8 +1,9 @@
 /**
- * Three projects: `unit` tests need no servers and start no other program (`npm run test:unit`,
- * seconds); `browser` tests drive a real Chromium through the bundled solver's browser pool;
- * `integration` tests run against a real embedded PostgreSQL and a real Temporal dev server started
- * once by globalSetup. `npm test` runs all three.
+ * Four projects: `unit` tests need no servers, start no other program and build nothing
+ * (`npm run test:unit`, seconds); `browser` tests drive a real Chromium through the bundled solver's
+ * browser pool; `workflows` tests bundle the workflow code (webpack, several seconds) and replay
+ * recorded histories on it; `integration` tests run against a real embedded PostgreSQL and a real
+ * Temporal dev server started once by globalSetup. `npm test` runs all four.
  */
 const BROWSER_TESTS = '<rootDir>/test/solver/browser-*.test.ts';
 
@@ -28,6 +29,12 @@ module.exports = {
       displayName: 'browser',
       roots: ['<rootDir>/test'],
       testMatch: [BROWSER_TESTS],
+    },
+    {
+      ...shared,
+      displayName: 'workflows',
+      roots: ['<rootDir>/test'],
+      testMatch: ['<rootDir>/test/workflows/**/*.test.ts'],
     },
     {
       ...shared,

@@ -1,5 +1,5 @@
 /**
- * Records the workflow histories that test/workflow-replay.test.ts replays: the task workflow of a given
+ * Records the workflow histories that test/workflows/replay.test.ts replays: the task workflow of a given
  * version of the code, run through scripted scenarios on an embedded Temporal dev server.
  *
  *   node --import tsx test/support/record-histories.ts <label> [<checkout>]
