@@ -1,10 +1,9 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { LEDGER_ENTRY_KINDS } from '../src/contract/ledger';
+import { HOLD_STATES, LEDGER_ENTRY_KINDS } from '../src/contract/ledger';
 import { ATTEMPT_OUTCOMES, CANARY_VERDICTS, DELIVERY_STATES, TARGET_FAILURE_VERDICTS, TASK_STATES } from '../src/contract/lifecycle';
 import { ACCOUNT_KINDS } from '../src/db/accounts';
 import { CRAWL_KINDS, CRAWL_STATES, PAGE_STATES } from '../src/db/crawls';
-import { HOLD_STATES } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS } from '../src/schemas/domain';
 import { REDUNDANT_RUN_STATES } from '../src/trust/redundant';

@@ -1,7 +1,7 @@
 /**
- * The kinds of ledger entry and their effect on an account's balances: pure data, read by the ledger
- * (src/db/ledger.ts), by the list filters of the HTTP queries, and by the schema test that proves the
- * SQL CHECK on `ledger_entries.kind` equal to it.
+ * The kinds of ledger entry and their effect on an account's balances, and the states of a hold: pure
+ * data, read by the ledger (src/db/ledger.ts), by the HTTP schemas, and by the schema test that proves
+ * the SQL CHECKs on `ledger_entries.kind` and `holds.status` equal to them.
  */
 
 export type BalanceColumn = 'available' | 'held' | 'lifetime_earned' | 'lifetime_spent' | 'lifetime_deposited';
@@ -33,3 +33,6 @@ export const LEDGER_ENTRY_KINDS = {
 } as const satisfies Record<string, Partial<Record<BalanceColumn, 1 | -1>>>;
 
 export type LedgerEntryKind = keyof typeof LEDGER_ENTRY_KINDS;
+
+/** The states of a hold: open while its task runs, then settled (something was charged) or released (nothing was). */
+export const HOLD_STATES = ['open', 'settled', 'released'] as const;

@@ -1,7 +1,7 @@
 import { CheckIntegrityConstraintViolationError, sql, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { TERMINAL_STATES } from '../contract/lifecycle';
-import { LEDGER_ENTRY_KINDS, type BalanceColumn, type LedgerEntryKind } from '../contract/ledger';
+import { HOLD_STATES, LEDGER_ENTRY_KINDS, type BalanceColumn, type LedgerEntryKind } from '../contract/ledger';
 import type { Db } from './pool';
 
 /**
@@ -29,8 +29,6 @@ export const heldEarningsId = (taskId: string) => `held:${taskId}`;
 /** An entry kind as a statement's value. */
 const kindValue = (kind: LedgerEntryKind) => sql.fragment`${kind}::text`;
 
-/** The states of a hold: open while its task runs, then settled (something was charged) or released (nothing was). */
-export const HOLD_STATES = ['open', 'settled', 'released'] as const;
 export const [HOLD_OPEN, HOLD_SETTLED, HOLD_RELEASED] = HOLD_STATES;
 
 /** One entry's (columns `kind` and `amount`) signed effect on `column`. */
