@@ -1,8 +1,12 @@
 /**
- * Two projects: `unit` tests need no servers (`npm run test:unit`, seconds); `integration` tests run
- * against a real embedded PostgreSQL and a real Temporal dev server started once by globalSetup.
- * `npm test` runs both.
+ * Four projects: `unit` tests need no servers, start no other program and build nothing
+ * (`npm run test:unit`, seconds); `browser` tests drive a real Chromium through the bundled solver's
+ * browser pool; `workflows` tests bundle the workflow code (webpack, several seconds) and replay
+ * recorded histories on it; `integration` tests run against a real embedded PostgreSQL and a real
+ * Temporal dev server started once by globalSetup. `npm test` runs all four.
  */
+const BROWSER_TESTS = '<rootDir>/test/solver/browser-*.test.ts';
+
 const shared = {
   testEnvironment: 'node',
   transform: { '^.+\\.(t|j)sx?$': ['@swc/jest'] },
@@ -18,6 +22,19 @@ module.exports = {
       displayName: 'unit',
       roots: ['<rootDir>/test'],
       testMatch: ['<rootDir>/test/{unit,solver,policy,safety,compat}/**/*.test.ts'],
+      testPathIgnorePatterns: ['/node_modules/', '/test/solver/browser-'],
+    },
+    {
+      ...shared,
+      displayName: 'browser',
+      roots: ['<rootDir>/test'],
+      testMatch: [BROWSER_TESTS],
+    },
+    {
+      ...shared,
+      displayName: 'workflows',
+      roots: ['<rootDir>/test'],
+      testMatch: ['<rootDir>/test/workflows/**/*.test.ts'],
     },
     {
       ...shared,

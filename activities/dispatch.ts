@@ -3,9 +3,9 @@ import { finishTask, getTaskRow } from '../src/db/tasks';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { MessageAssembler } from '../src/chat/openai-format';
 import { countedChunks, DeliveredTokens, meterUsage } from '../src/chat/usage';
-import { AttemptFailure } from '../src/dispatch/hub';
+import { AttemptFailure } from '../src/dispatch/attempt';
 import { CHAT_TASK_TYPE, type CapabilityTaskType } from '../src/schemas/domain';
-import { attemptFailed, UNKNOWN_CHUNKS, type AttemptReport } from '../src/tasks/lifecycle';
+import { attemptFailed, UNKNOWN_CHUNKS, type AttemptReport } from '../src/contract/lifecycle';
 import type { NodeActivityDeps } from './deps';
 
 export interface DispatchInput {

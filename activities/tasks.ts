@@ -1,5 +1,5 @@
 import { closeAttempt, finishTask, reserveAttempt, type AttemptEnd, type Completion, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
-import { claimsTargetFailure, type TargetFailureType, type TargetFailureVerdict, type TaskFailure } from '../src/tasks/lifecycle';
+import { claimsTargetFailure, type TargetFailureType, type TargetFailureVerdict, type TaskFailure } from '../src/contract/lifecycle';
 import { examineTargetClaim } from '../src/trust/target-failures';
 import type { DueDelivery } from '../src/db/webhooks';
 import type { ActivityDeps } from './deps';

@@ -195,7 +195,6 @@ const EnvSchema = z.object({
   SHUTDOWN_GRACE_MS: positiveInt('SHUTDOWN_GRACE_MS', 10000),
   WEBHOOK_RETRY_FOR_SECONDS: positiveInt('WEBHOOK_RETRY_FOR_SECONDS', 86400),
   WEBHOOK_TIMEOUT_MS: positiveInt('WEBHOOK_TIMEOUT_MS', 10000),
-  WEBHOOK_DIRECT_CONCURRENCY: positiveInt('WEBHOOK_DIRECT_CONCURRENCY', 32),
   TRUST_MIN_SCORE: fraction('TRUST_MIN_SCORE', 0.3),
   TRUST_PROBATION_CANARIES: nonNegativeInt('TRUST_PROBATION_CANARIES', 1),
   TRUST_HALF_LIFE_HOURS: positiveInt('TRUST_HALF_LIFE_HOURS', 24),
@@ -320,7 +319,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     shutdownGraceMs: e.SHUTDOWN_GRACE_MS,
     webhookRetryForSeconds: e.WEBHOOK_RETRY_FOR_SECONDS,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
-    webhookDirectConcurrency: e.WEBHOOK_DIRECT_CONCURRENCY,
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,

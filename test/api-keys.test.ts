@@ -1,7 +1,7 @@
 import crypto from 'node:crypto';
 import { auditLedger, getBalance } from '../src/db/ledger';
 import { finishTask } from '../src/db/tasks';
-import { taskFailure } from '../src/tasks/lifecycle';
+import { taskFailure } from '../src/contract/lifecycle';
 import { FakeSolver, waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';

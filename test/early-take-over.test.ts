@@ -3,11 +3,11 @@ import { Context } from '@temporalio/activity';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import pino from 'pino';
 import type { DispatchInput } from '../activities/dispatch';
-import type { AttemptReport } from '../src/tasks/lifecycle';
+import type { AttemptReport } from '../src/contract/lifecycle';
 import { createTemporalClient } from '../src/temporal/connection';
 import { workflowBundle } from '../src/temporal/bundle';
 import { installTemporalRuntime } from '../src/temporal/runtime';
-import { nodeTaskQueue, slotHandedSignal, type TaskWorkflowInput, type TaskWorkflowResult } from '../workflows/contract';
+import { nodeTaskQueue, slotHandedSignal, type TaskWorkflowInput, type TaskWorkflowResult } from '../src/contract/workflows';
 import { testConfig, testEndpoints } from './support/stack';
 
 /**

@@ -1,8 +1,7 @@
 import OpenAI from 'openai';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { estimatePromptTokens } from '../src/chat/request-estimate';
-import { boundOf, textTokens } from '../src/chat/usage';
+import { boundOf, estimatePromptTokens, textTokens } from '../src/chat/usage';
 import { auditLedger, getBalance } from '../src/db/ledger';
 import { listCapabilities } from '../src/db/solvers';
 import { FakeSolver, strongChat, suiteSolvers, talker, waitFor } from './support/fake-solver';

@@ -4,7 +4,7 @@ import type { Client } from '@temporalio/client';
 import { getBalance } from '../src/db/ledger';
 import { registry } from '../src/metrics/metrics';
 import { createTemporalClient } from '../src/temporal/connection';
-import { taskWorkflowId } from '../workflows/contract';
+import { taskWorkflowId } from '../src/contract/workflows';
 import { FakeSolver, SAMPLE_RESULTS, waitFor, type TaskFrame } from './support/fake-solver';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 

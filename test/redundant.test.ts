@@ -4,7 +4,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { createTemporalClient } from '../src/temporal/connection';
-import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../workflows/contract';
+import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../src/contract/workflows';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 

@@ -241,7 +241,7 @@ describe('test mode', () => {
     expect(refused).toMatchObject({ attempt_id: null, passed: false, outcome: 'refused', error: { type: 'invalid_payload' } });
     expect(refused.error.message).toContain('payload.count');
 
-    s.send({ type: 'test_task', task_type: 'telepathy' });
+    s.sendUnchecked({ type: 'test_task', task_type: 'telepathy' });
     await waitFor(() => s.protocolErrors.some((message) => message.includes('task_type')));
     expect(await stats(s)).toMatchObject({ attempts: 0, failed: 0 });
   });

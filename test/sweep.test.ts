@@ -3,7 +3,7 @@ import type { Client } from '@temporalio/client';
 import pino from 'pino';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { chatWorkflowId, taskWorkflowId } from '../workflows/contract';
+import { chatWorkflowId, taskWorkflowId } from '../src/contract/workflows';
 import { getBalance } from '../src/db/ledger';
 import { createTask, failTask } from './support/tasks';
 import { CHAT_TASK_TYPE } from '../src/schemas/domain';

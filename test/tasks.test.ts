@@ -2,7 +2,7 @@ import WebSocket from 'ws';
 import { balanceFromEntries, getBalance } from '../src/db/ledger';
 import { FakeSolver, suiteSolvers, waitFor } from './support/fake-solver';
 import { createTemporalClient } from '../src/temporal/connection';
-import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../workflows/contract';
+import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute } from '../src/contract/workflows';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
 const FAST = { ACCEPT_TIMEOUT_MS: '1000', ATTEMPT_TIMEOUT_SECONDS: '3', HEARTBEAT_INTERVAL_MS: '1000', PLATFORM_FEE_PERCENT: '10' };
@@ -309,7 +309,7 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     const noisy = await solver();
     noisy.send({ type: 'result', attempt_id: 'not-current', result: {} });
     noisy.socket.send('not json');
-    noisy.send({ type: 'accept' });
+    noisy.sendUnchecked({ type: 'accept' });
     await waitFor(() => noisy.protocolErrors.length === 2);
     const client = await registerAccount(stack.url, '100');
     const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: client.auth, body: { url: 'https://example.com/p' } });

@@ -336,7 +336,7 @@ describe('webhooks', () => {
             VALUES (${`whd_${taskId}_completed`}, ${taskId}, 'completed', now() - ${taskId === late ? '6 seconds' : '0 seconds'}::interval)`);
         }
 
-        const deliveries = new WebhookDeliveries({ config: { ...stack.config, webhookDirectConcurrency: 2 }, db: stack.db, temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
+        const deliveries = new WebhookDeliveries({ config: stack.config, directConcurrency: 2, db: stack.db, temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
         const started = Date.now();
         deliveries.send(taskIds.map((task_id) => ({ task_id, event: 'completed' })));
         await deliveries.drain();

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowFailedError } from '@temporalio/client';
-import { attemptFailed, solverReportedFailure } from '../src/tasks/lifecycle';
-import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, taskStatusQuery } from '../workflows/contract';
+import { attemptFailed, solverReportedFailure } from '../src/contract/lifecycle';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, taskStatusQuery } from '../src/contract/workflows';
 import { testConfig, testEndpoints } from './support/stack';
 import { taskInput, untilCancelled, WorkflowHarness } from './support/workflow-harness';
 

@@ -1,8 +1,8 @@
 import { condition, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { CanaryTaskType } from '../src/trust/canaries';
-import { taskFailure, type Assignment } from '../src/tasks/lifecycle';
-import { slotHandedSignal, TaskStatusAttribute, type CanaryWorkflowInput, type CanaryWorkflowResult } from './contract';
+import { taskFailure, type Assignment } from '../src/contract/lifecycle';
+import { slotHandedSignal, TaskStatusAttribute, type CanaryWorkflowInput, type CanaryWorkflowResult } from '../src/contract/workflows';
 import { dispatchSingleAttempt } from './single-attempt';
 
 const db = proxyLocalActivities<Activities>({

@@ -1,6 +1,6 @@
 import { continueAsNew, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { CrawlWorkflowInput, CrawlWorkflowResult } from './contract';
+import type { CrawlWorkflowInput, CrawlWorkflowResult } from '../src/contract/workflows';
 
 // A slice crawls many pages and heartbeats every fraction of a second: a lost worker is noticed within
 // the heartbeat timeout and the slice is retried (it takes up its running pages again) elsewhere.

@@ -1,8 +1,8 @@
 import { condition, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { CapabilityTaskType } from '../src/schemas/domain';
-import { taskFailure, type Assignment } from '../src/tasks/lifecycle';
-import { slotHandedSignal, TaskStatusAttribute, type RedundantRunWorkflowInput, type RedundantRunWorkflowResult } from './contract';
+import { taskFailure, type Assignment } from '../src/contract/lifecycle';
+import { slotHandedSignal, TaskStatusAttribute, type RedundantRunWorkflowInput, type RedundantRunWorkflowResult } from '../src/contract/workflows';
 import { dispatchSingleAttempt } from './single-attempt';
 
 const db = proxyLocalActivities<Activities>({

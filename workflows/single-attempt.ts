@@ -1,8 +1,8 @@
 import { ActivityFailure, isCancellation, proxyActivities } from '@temporalio/workflow';
 import type { NodeActivities } from '../activities';
 import type { CapabilityTaskType } from '../src/schemas/domain';
-import { attemptFailed, type Assignment, type AttemptReport } from '../src/tasks/lifecycle';
-import { nodeTaskQueue } from './contract';
+import { attemptFailed, type Assignment, type AttemptReport } from '../src/contract/lifecycle';
+import { nodeTaskQueue } from '../src/contract/workflows';
 
 /**
  * The one attempt of a platform task (a canary, a redundant run): dispatched on the node holding the

@@ -25,7 +25,7 @@ import {
   type AttemptReport,
   type TaskErrorType,
   type TaskState,
-} from '../src/tasks/lifecycle';
+} from '../src/contract/lifecycle';
 import {
   adminCompleteSignal,
   cancelTaskSignal,
@@ -37,7 +37,7 @@ import {
   type SlotHanded,
   type TaskWorkflowInput,
   type TaskWorkflowResult,
-} from './contract';
+} from '../src/contract/workflows';
 
 // Database bookkeeping is cheap and idempotent: local activities, retried briefly on transient errors.
 const db = proxyLocalActivities<Activities>({

@@ -1,6 +1,6 @@
 import { ActivityFailure, proxyActivities, sleep } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { WebhookDeliveryInput } from './contract';
+import type { WebhookDeliveryInput } from '../src/contract/workflows';
 
 // Between attempts: 1 s, 2 s, 4 s... at most 10 min apart.
 const FIRST_RETRY_MS = 1000;

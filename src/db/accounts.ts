@@ -8,9 +8,12 @@ import type { Db } from './pool';
 
 const KEY_PREFIX = 'tmk_';
 
+/** A client's account, or the platform's own (fees, canaries and redundant runs). */
+export const ACCOUNT_KINDS = ['user', 'platform'] as const;
+
 export const AccountRow = z.object({
   account_id: z.string(),
-  kind: z.enum(['user', 'platform']),
+  kind: z.enum(ACCOUNT_KINDS),
   prompt_safety_scan: z.boolean(),
   created_at: z.string(),
   /** The key the request authenticated with (its tasks count against that key's spend limit). */

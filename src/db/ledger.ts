@@ -1,6 +1,7 @@
 import { CheckIntegrityConstraintViolationError, sql, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { TERMINAL_STATES } from '../tasks/lifecycle';
+import { TERMINAL_STATES } from '../contract/lifecycle';
+import { HOLD_STATES, LEDGER_ENTRY_KINDS, type BalanceColumn, type LedgerEntryKind } from '../contract/ledger';
 import type { Db } from './pool';
 
 /**
@@ -15,35 +16,6 @@ import type { Db } from './pool';
 
 export const PLATFORM_ACCOUNT_ID = 'platform';
 
-type BalanceColumn = 'available' | 'held' | 'lifetime_earned' | 'lifetime_spent' | 'lifetime_deposited';
-
-/**
- * Every kind of ledger entry and what its amount does to the account's balance columns (+1 adds it,
- * -1 takes it away). The running balances, the balance recomputed from the entries and the ledger's
- * CHECK on `kind` all follow this table.
- */
-export const LEDGER_ENTRY_KINDS = {
-  /** Points an admin adds. */
-  deposit: { available: 1, lifetime_deposited: 1 },
-  /** A task's maximum price set aside while it runs. */
-  hold: { available: -1, held: 1 },
-  /** What a settled task costs, taken from its hold. */
-  capture: { held: -1, lifetime_spent: 1 },
-  /** What is left of a hold, given back. */
-  release: { held: -1, available: 1 },
-  /** A solver's pay for a task. */
-  payout: { available: 1, lifetime_earned: 1 },
-  /** The platform's share of a settled task. */
-  fee: { available: 1, lifetime_earned: 1 },
-  /** A solver's unvested pay for a task, taken back from its earnings hold (docs/trust.md, "Escrow and refunds"). */
-  forfeit: { held: -1, lifetime_earned: -1 },
-  /** The platform's share of a refunded task, given back. */
-  fee_return: { available: -1, lifetime_earned: -1 },
-  /** What a client paid for a task proven or judged wrong, given back: at most its capture. */
-  refund: { available: 1, lifetime_spent: -1 },
-} as const satisfies Record<string, Partial<Record<BalanceColumn, 1 | -1>>>;
-
-export type LedgerEntryKind = keyof typeof LEDGER_ENTRY_KINDS;
 const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as LedgerEntryKind[];
 const effectOf = (kind: LedgerEntryKind, column: BalanceColumn): number => (LEDGER_ENTRY_KINDS[kind] as Partial<Record<BalanceColumn, number>>)[column] ?? 0;
 
@@ -57,8 +29,6 @@ export const heldEarningsId = (taskId: string) => `held:${taskId}`;
 /** An entry kind as a statement's value. */
 const kindValue = (kind: LedgerEntryKind) => sql.fragment`${kind}::text`;
 
-/** The states of a hold: open while its task runs, then settled (something was charged) or released (nothing was). */
-export const HOLD_STATES = ['open', 'settled', 'released'] as const;
 export const [HOLD_OPEN, HOLD_SETTLED, HOLD_RELEASED] = HOLD_STATES;
 
 /** One entry's (columns `kind` and `amount`) signed effect on `column`. */

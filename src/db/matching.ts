@@ -1,7 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { recordAttemptReassigned } from '../metrics/metrics';
-import { ACTIVE_STATES, type Assignment, type TaskState } from '../tasks/lifecycle';
+import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
 import { evidenceOf, isCanaryTaskType, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
 

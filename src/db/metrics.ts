@@ -2,6 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
 import type { Db } from './pool';
+import { stateValue } from './matching';
 import { NODE_LIVENESS_SECONDS } from './solvers';
 
 const QueueRow = z.object({ task_type: z.string(), waiting: z.number(), assigned: z.number(), free_slots: z.number() });
@@ -17,8 +18,8 @@ export async function queueFigures(db: Db) {
     WITH unfinished AS (
       SELECT t.task_type,
              -- Clients' tasks only: the platform's canaries and redundant runs wait for their own reasons.
-             count(*) FILTER (WHERE t.status = 'queued' AND h.account_id <> ${PLATFORM_ACCOUNT_ID})::int AS waiting,
-             count(*) FILTER (WHERE t.status = 'assigned')::int AS assigned
+             count(*) FILTER (WHERE t.status = ${stateValue('queued')} AND h.account_id <> ${PLATFORM_ACCOUNT_ID})::int AS waiting,
+             count(*) FILTER (WHERE t.status = ${stateValue('assigned')})::int AS assigned
       FROM holds h JOIN tasks t ON t.task_id = h.hold_id
       WHERE h.status = 'open'
       GROUP BY t.task_type

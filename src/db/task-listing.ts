@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { CapabilityTaskType } from '../schemas/domain';
-import type { TaskState } from '../tasks/lifecycle';
+import type { TaskState } from '../contract/lifecycle';
 import { taskCostColumns } from './ledger';
 import { verificationColumn } from './verification';
 import type { Db } from './pool';

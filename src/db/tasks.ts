@@ -18,7 +18,7 @@ import {
   TARGET_FAILURE_VERDICTS,
   type TargetFailureVerdict,
   VERIFICATION_STATES,
-} from '../tasks/lifecycle';
+} from '../contract/lifecycle';
 import { verificationColumn } from './verification';
 import { cappedCharge, HOLD_OPEN, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, raiseHoldSteps, release, settle, taskCostColumns } from './ledger';
 import {
@@ -401,7 +401,7 @@ export async function getTaskRecord(db: Runner, taskId: string, accountId?: stri
   return { ...record, attempts: attempts.map(({ attempt_id: _id, ...attempt }) => attempt), ...(queue ? { queue } : {}) };
 }
 
-export type { Assignment } from '../tasks/lifecycle';
+export type { Assignment } from '../contract/lifecycle';
 
 /** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any, and (when nothing was inserted) how many eligible solvers are online. */
 const CreatedRow = z

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { REFUNDED_EVENT, WEBHOOK_EVENTS, type TerminalState, type WebhookEvent } from '../tasks/lifecycle';
+import { DELIVERY_STATES, REFUNDED_EVENT, WEBHOOK_EVENTS, type DeliveryState, type TerminalState, type WebhookEvent } from '../contract/lifecycle';
 import { newSecret } from '../webhooks/signature';
 import type { Db } from './pool';
 
@@ -14,9 +14,6 @@ import type { Db } from './pool';
 
 /** The events a webhook can ask for: a task's terminal states, and its refund. */
 export { WEBHOOK_EVENTS, type WebhookEvent };
-
-export const DELIVERY_STATES = ['pending', 'delivered', 'failed'] as const;
-export type DeliveryState = (typeof DELIVERY_STATES)[number];
 
 type Runner = CommonQueryMethods;
 

@@ -7,7 +7,8 @@ import type { Logger } from '../logger';
 import type { HandoffSender } from '../tasks/handoffs';
 import { SOLVER_PROTOCOL_VERSION, type CapabilityTaskType } from '../schemas/domain';
 import { SolverFrame, type ResultIssueData, type ServerMessage } from '../schemas/frames';
-import { attemptFailed, CANCEL_REASONS, solverReportedFailure, type AttemptErrorType, type AttemptFailed, type CancelReason, type ErrorBody } from '../tasks/lifecycle';
+import { CANCEL_REASONS, type CancelReason } from '../contract/lifecycle';
+import { AttemptFailure, type AttemptRequest } from './attempt';
 import { describeIssues, resultIssues } from './result-check';
 import { MAX_TEST_TASKS_PER_CONNECTION, refuseTestTask, runTestTask } from './test-tasks';
 
@@ -16,23 +17,6 @@ import { MAX_TEST_TASKS_PER_CONNECTION, refuseTestTask, runTestTask } from './te
  * Protocol v1 (docs/solver-protocol.md): the server sends `task` and `cancel`; the solver answers with
  * `accept`, then `chunk`* and `result`, or `error`. Frames about an attempt that is not current are ignored.
  */
-
-/** An attempt that ended without a result; `failure` is what the workflow is told (chunks counted by the caller). */
-export class AttemptFailure extends Error {
-  private constructor(readonly failure: AttemptFailed) {
-    super(failure.error.message);
-  }
-
-  /** One of the service's own reasons. */
-  static of(type: AttemptErrorType, message: string) {
-    return new AttemptFailure(attemptFailed(type, message, 0));
-  }
-
-  /** The solver's `error` frame. */
-  static reported(error: ErrorBody, retryable: boolean) {
-    return new AttemptFailure(solverReportedFailure(error, retryable, 0));
-  }
-}
 
 interface PendingAttempt {
   taskType: CapabilityTaskType;
@@ -62,21 +46,6 @@ interface Session {
   testTasks: number;
 }
 
-export interface AttemptRequest {
-  solverId: string;
-  attemptId: string;
-  taskId: string;
-  taskType: CapabilityTaskType;
-  payload: Record<string, unknown>;
-  deadline: Date;
-  acceptTimeoutMs: number;
-  signal?: AbortSignal;
-  onChunk?(delta: Record<string, unknown>): void;
-  /** A test task (test mode, src/dispatch/test-tasks.ts): marked `test` in its frame. */
-  test?: boolean;
-  /** The result failed its schema (the solver is also sent `result_rejected`). */
-  onResultRejected?(issues: ResultIssueData[]): void;
-}
 
 /** Close code of a connection whose API key was revoked (docs/solver-protocol.md, "Close codes"). */
 export const CLOSE_KEY_REVOKED = 4003;

@@ -1,6 +1,6 @@
 import type { CapabilityTaskType } from '../schemas/domain';
 import { RESULT_SCHEMAS, type ResultIssueData } from '../schemas/frames';
-import { zodErrorToDetail } from '../http/validation';
+import { zodErrorToDetail } from '../schemas/issues';
 
 /**
  * What is wrong with a solver's result for its task type, as 422-style items under `result`; null when

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import { CHAT_TASK_TYPE, PUBLIC_MODEL_ID, type CapabilityTaskType } from '../schemas/domain';
 import type { ResultIssueData, TestResultMessage } from '../schemas/frames';
 import { ChatCompletionBody, PAYLOAD_SCHEMAS } from '../schemas/requests';
-import type { AttemptFailure, AttemptRequest } from './hub';
+import type { AttemptFailure, AttemptRequest } from './attempt';
 
 /**
  * Test mode: a solver asks for a synthetic task (`test_task` frame) to check its handlers and result

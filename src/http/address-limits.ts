@@ -1,10 +1,19 @@
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
 import { countAddressRequest, type AddressLimitScope } from '../db/address-limits';
+import type { RateLimitState } from '../db/rate-limits';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
 import type { Config } from '../config';
-import { rateLimitHeaders } from './rate-limit';
+
+/** The X-RateLimit headers of a counted request, per account or per address. */
+export function rateLimitHeaders(state: RateLimitState): Record<string, string> {
+  return {
+    'X-RateLimit-Limit': String(state.limit),
+    'X-RateLimit-Remaining': String(state.remaining),
+    'X-RateLimit-Reset': String(state.resetAt),
+  };
+}
 
 /** Whether an address is one of the proxies (TRUST_PROXY) whose X-Forwarded-For is believed. */
 export type TrustProxy = (address: string) => boolean;

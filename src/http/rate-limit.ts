@@ -1,9 +1,9 @@
 import type { Express, Request, Response } from 'express';
 import type { Account } from '../db/accounts';
-import { countKeyedRequest, type RateLimitState } from '../db/rate-limits';
+import { countKeyedRequest } from '../db/rate-limits';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
-import type { AddressLimits } from './address-limits';
+import { rateLimitHeaders, type AddressLimits } from './address-limits';
 
 /**
  * The per-account rate limit of every authenticated request, and the per-address limits
@@ -32,14 +32,6 @@ function limiterOf(req: Request): Limiter {
 
 /** The per-address limits of the app serving the request. */
 export const addressLimitsOf = (req: Request): AddressLimits => limiterOf(req).addresses;
-
-export function rateLimitHeaders(state: RateLimitState): Record<string, string> {
-  return {
-    'X-RateLimit-Limit': String(state.limit),
-    'X-RateLimit-Remaining': String(state.remaining),
-    'X-RateLimit-Reset': String(state.resetAt),
-  };
-}
 
 /**
  * Authenticates the API key and counts the request (one statement); sets the X-RateLimit headers, or

@@ -5,8 +5,9 @@ import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
 import type { ScanResult } from '../safety/scanner';
 import type { RoutingSort, WebTaskType } from '../schemas/domain';
-import { clientFailure, isTerminalState, type TaskState } from '../tasks/lifecycle';
+import { clientFailure, isTerminalState, type TaskState } from '../contract/lifecycle';
 import { newTaskId, type CreateResult, type TaskService } from '../tasks/service';
+import { assertAllowedTarget } from './target-policy';
 
 /**
  * How the HTTP routes create and run tasks (POST /v1/tasks, the convenience endpoints, the scrape
@@ -162,7 +163,7 @@ export const costHeaders = (cost: { charged_points: string; held_points: string 
 
 async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Promise<void> {
   const url = input.payload.url;
-  if (typeof url === 'string') await deps.domainPolicy.assertAllowed(url, input.urlLoc);
+  if (typeof url === 'string') await assertAllowedTarget(deps.domainPolicy, url, input.urlLoc);
 }
 
 const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, webhook: _webhook, ...input }: WebTaskInput) => input;
@@ -188,7 +189,7 @@ export async function createWebTask(deps: WebTaskDeps, input: WebTaskInput): Pro
     const result = await deps.tasks.create(toCreateInput(input));
     return createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
   }
-  await deps.domainPolicy.assertAllowed(input.webhook.url, ['body', 'webhook', 'url']);
+  await assertAllowedTarget(deps.domainPolicy, input.webhook.url, ['body', 'webhook', 'url']);
   const taskId = newTaskId();
   await saveSubscription(deps.db, { taskId, accountId: input.accountId, url: input.webhook.url, events: input.webhook.events ?? WEBHOOK_EVENTS });
   const result = await deps.tasks.create({ ...toCreateInput(input), taskId });

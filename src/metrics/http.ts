@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { Router, type Request, type RequestHandler } from 'express';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
-import { httpDuration, httpRequests, metricsText } from './metrics';
+import { httpDuration, httpRequests } from './metrics';
+import { metricsText } from './scrape';
 
 /**
  * /metrics over HTTP: the request figures every API route contributes, the access check (the metrics

@@ -1,6 +1,5 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import type { Db } from '../db/pool';
-import { queueFigures, workShareFigures } from '../db/metrics';
+import { Counter, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { TERMINAL_STATES } from '../contract/lifecycle';
 import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
 
 /**
@@ -16,8 +15,7 @@ collectDefaultMetrics({ register: registry });
 // (`sum without (type) (nodejs_active_handles)`).
 for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
 
-const PREFIX = 'marketplace_';
-const FINAL_STATES = ['completed', 'failed', 'timed_out'] as const;
+export const PREFIX = 'marketplace_';
 
 // Web tasks take milliseconds to a minute; chat streams up to CHAT_TIMEOUT_SECONDS.
 const LATENCY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300];
@@ -100,109 +98,10 @@ for (const taskType of CAPABILITY_TASK_TYPES) {
   // Every series exists from the start at 0, so rate() and alerts see the first task too.
   tasksCreated.labels(taskType).inc(0);
   attemptsReassigned.labels(taskType).inc(0);
-  for (const status of FINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
+  for (const status of TERMINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
 }
 for (const occasion of ['created', 'handed']) for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
 for (const reason of ['first_attempt_failed', 'stranded', 'resent']) webhookWorkflows.labels(reason).inc(0);
-
-/** What this process can report on: its database (queue figures) and its solver sockets (API nodes). */
-const sources = { dbs: new Set<Db>(), socketCounts: new Set<() => number>() };
-
-/** Registers a database and/or solver-socket count for the scrape-time gauges; the returned function removes them. */
-export function addMetricsSource(source: { db?: Db; connectedSolvers?: () => number }): () => void {
-  if (source.db) sources.dbs.add(source.db);
-  if (source.connectedSolvers) sources.socketCounts.add(source.connectedSolvers);
-  return () => {
-    if (source.db) sources.dbs.delete(source.db);
-    if (source.connectedSolvers) sources.socketCounts.delete(source.connectedSolvers);
-  };
-}
-
-new Gauge({
-  name: `${PREFIX}solvers_connected`,
-  help: 'Solver WebSockets held by this process (sum over API nodes for the whole service)',
-  registers: [registry],
-  collect() {
-    let total = 0;
-    for (const count of sources.socketCounts) total += count();
-    this.set(total);
-  },
-});
-
-const tasksWaiting = new Gauge({
-  name: `${PREFIX}tasks_waiting`,
-  help: "Client tasks waiting for a solver (queued; not the platform's canaries and redundant runs), by task type; read from PostgreSQL, the same on every node (use max)",
-  labelNames: ['task_type'] as const,
-  registers: [registry],
-});
-
-const tasksAssigned = new Gauge({
-  name: `${PREFIX}tasks_assigned`,
-  help: 'Tasks being worked on by a solver (assigned), by task type; read from PostgreSQL, the same on every node (use max)',
-  labelNames: ['task_type'] as const,
-  registers: [registry],
-});
-
-const freeSlots = new Gauge({
-  name: `${PREFIX}solver_free_slots`,
-  help: 'Free concurrency slots of connected solvers, by task type; read from PostgreSQL, the same on every node (use max)',
-  labelNames: ['task_type'] as const,
-  registers: [registry],
-});
-
-const workSolvers = new Gauge({
-  name: `${PREFIX}work_solvers`,
-  help: 'Solvers that started attempts of the task type in the last 5 minutes; read from PostgreSQL, the same on every node (use max)',
-  labelNames: ['task_type'] as const,
-  registers: [registry],
-});
-
-const workTopShare = new Gauge({
-  name: `${PREFIX}work_top_solver_share_ratio`,
-  help: 'Share of the last 5 minutes\' attempts of the task type that the busiest solver took (0 when none); read from PostgreSQL, the same on every node (use max)',
-  labelNames: ['task_type'] as const,
-  registers: [registry],
-});
-
-const workFairness = new Gauge({
-  name: `${PREFIX}work_fairness_ratio`,
-  help: "Jain's fairness index of the last 5 minutes' attempts of the task type over the solvers online for it or that served it (1: equal; 1/n: one took all; 1 when no work); read from PostgreSQL, the same on every node (use max)",
-  labelNames: ['task_type'] as const,
-  registers: [registry],
-});
-
-const scrapeErrors = new Counter({
-  name: `${PREFIX}metrics_database_errors_total`,
-  help: 'Scrapes whose queue figures could not be read from PostgreSQL (the gauges then keep their last values)',
-  registers: [registry],
-});
-
-/** Reads the queue and work-share figures once per scrape (two cheap statements), before the registry renders. */
-async function refreshQueueFigures(): Promise<void> {
-  const db = sources.dbs.values().next().value as Db | undefined;
-  if (!db) return;
-  try {
-    const [figures, shares] = await Promise.all([queueFigures(db), workShareFigures(db)]);
-    for (const taskType of CAPABILITY_TASK_TYPES) {
-      const row = figures.find((entry) => entry.task_type === taskType);
-      tasksWaiting.labels(taskType).set(row?.waiting ?? 0);
-      tasksAssigned.labels(taskType).set(row?.assigned ?? 0);
-      freeSlots.labels(taskType).set(row?.free_slots ?? 0);
-      const share = shares.find((entry) => entry.task_type === taskType);
-      workSolvers.labels(taskType).set(share?.solvers_served ?? 0);
-      workTopShare.labels(taskType).set(share?.top_share ?? 0);
-      workFairness.labels(taskType).set(share?.fairness ?? 1);
-    }
-  } catch {
-    scrapeErrors.inc();
-  }
-}
-
-/** The Prometheus text exposition of this process's figures. */
-export async function metricsText(): Promise<{ contentType: string; body: string }> {
-  await refreshQueueFigures();
-  return { contentType: registry.contentType, body: await registry.metrics() };
-}
 
 // The hooks below are called once each, where the event is committed.
 

@@ -1,7 +1,5 @@
 import dns from 'node:dns';
 import type { NotifyBus } from '../db/notify';
-import { ApiError } from '../errors';
-import { RequestValidationError } from '../http/validation';
 import type { Logger } from '../logger';
 import { evaluateAddress, evaluateTarget, type DomainPolicy, type Verdict } from './domain-policy';
 import { readDomainPolicy } from './loader';
@@ -78,19 +76,6 @@ export class DomainGuard {
       if (!byAddress.allowed) return byAddress;
     }
     return { allowed: true };
-  }
-
-  /**
-   * Throws 403 domain_blocked when the policy refuses the URL, or the 422 of pydantic's `url_parsing`
-   * at `loc` when it is not an absolute URL at all (no host to judge).
-   */
-  async assertAllowed(url: string, loc: (string | number)[]): Promise<void> {
-    const verdict = await this.check(url);
-    if (verdict.allowed) return;
-    if (verdict.reason === 'invalid_url') {
-      throw new RequestValidationError([{ type: 'url_parsing', loc, msg: 'Input should be a valid URL, relative URL without a base', input: url }]);
-    }
-    throw new ApiError('domain_blocked', verdict.message, { url });
   }
 
   private addressesOf(host: string): Promise<string[] | null> {

@@ -6,7 +6,7 @@ import { pruneAddressCounters } from '../db/address-limits';
 import { createDb } from '../db/pool';
 import type { Logger } from '../logger';
 import { startMetricsListener, type MetricsListener } from '../metrics/http';
-import { addMetricsSource } from '../metrics/metrics';
+import { addMetricsSource } from '../metrics/scrape';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';

@@ -23,7 +23,7 @@ export const SPEND_LIMIT_PERIODS = ['day', 'total'] as const;
 export type SpendLimitPeriod = (typeof SPEND_LIMIT_PERIODS)[number];
 export const FULFILLMENT_PATHS = ['http', 'browser', 'search_api', 'local_model', 'provider_api'] as const;
 
-// Task states and attempt outcomes: src/tasks/lifecycle.ts.
+// Task states and attempt outcomes: src/contract/lifecycle.ts.
 
 /**
  * The strict orders a client may ask matching for (`provider.sort`, as OpenRouter names it), instead of

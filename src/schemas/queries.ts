@@ -1,8 +1,8 @@
 import { z } from './zod';
 import { Int } from './common';
 import { CAPABILITY_TASK_TYPES } from './domain';
-import { TASK_STATES, type TaskState } from '../tasks/lifecycle';
-import { LEDGER_ENTRY_KINDS, type LedgerEntryKind } from '../db/ledger';
+import { TASK_STATES, type TaskState } from '../contract/lifecycle';
+import { LEDGER_ENTRY_KINDS, type LedgerEntryKind } from '../contract/ledger';
 
 /** One schema per query string; list routes page with `limit` and the `cursor` of the previous page. */
 

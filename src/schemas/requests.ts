@@ -1,7 +1,7 @@
 import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
-import { WEBHOOK_EVENTS, type WebhookEvent } from '../tasks/lifecycle';
+import { WEBHOOK_EVENTS, type WebhookEvent } from '../contract/lifecycle';
 import { BILLING_TYPES, billingTypesOf, CAPABILITY_TASK_TYPES, TOKEN_BILLED_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
 /** One schema per request body; types are inferred from them and OpenAPI is generated from them. */

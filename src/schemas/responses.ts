@@ -1,7 +1,8 @@
-import { ATTEMPT_OUTCOMES, type AttemptOutcome } from '../tasks/lifecycle';
+import { ATTEMPT_OUTCOMES, type AttemptOutcome } from '../contract/lifecycle';
 import { z } from './zod';
 import { SPEND_LIMIT_PERIODS } from './domain';
-import { VERIFICATION_STATES } from '../tasks/lifecycle';
+import { DELIVERY_STATES, VERIFICATION_STATES } from '../contract/lifecycle';
+import { HOLD_STATES } from '../contract/ledger';
 
 /** Response schemas of the routes whose answers are documented field by field. */
 
@@ -13,7 +14,7 @@ export const TaskCost = {
   estimated_price_points: Amount.nullable().openapi({
     description: 'The estimated price for this task of the offer that serves it (its latest attempt\'s): a per_token offer\'s base + its rates × the prompt\'s counted tokens and the completion budget; null before any attempt',
   }),
-  hold_status: z.enum(['open', 'settled', 'released']).nullable().openapi({ description: 'open while it runs; settled when it was charged; released when nothing was' }),
+  hold_status: z.enum(HOLD_STATES).nullable().openapi({ description: 'open while it runs; settled when it was charged; released when nothing was' }),
   charged_points: Amount.openapi({ description: 'Points charged for the task ("0" until it settles, and when it ends without a result)' }),
   verification: z.enum(VERIFICATION_STATES).openapi({
     description:
@@ -149,7 +150,7 @@ export const WebhookLog = z
       z.object({
         delivery_id: z.string().openapi({ description: 'Also the Webhook-Id header, for the receiver\'s deduplication' }),
         event: z.string(),
-        status: z.enum(['pending', 'delivered', 'failed']),
+        status: z.enum(DELIVERY_STATES),
         url: z.string(),
         created_at: z.string(),
         finished_at: z.string().nullable(),

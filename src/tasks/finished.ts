@@ -1,6 +1,6 @@
 import type { NotifyBus } from '../db/notify';
 import { TASK_FINISHED_CHANNEL } from '../db/tasks';
-import type { TerminalState } from './lifecycle';
+import type { TerminalState } from '../contract/lifecycle';
 
 // Enough to cover the moment between a task's start and its waiter registering, at any plausible rate.
 const REMEMBERED = 4096;

@@ -3,7 +3,7 @@ import { forgetHandoff, forgetOrphanHandoffs, handedAttemptOrphaned, unsentHando
 import type { Db } from '../db/pool';
 import { closeAttempt } from '../db/tasks';
 import type { Logger } from '../logger';
-import { slotHandedSignal } from '../../workflows/contract';
+import { slotHandedSignal } from '../contract/workflows';
 
 /** Tells waiting workflows the slots handed to them, after the commit that handed them (docs/queue.md). */
 export interface HandoffSender {

@@ -19,7 +19,7 @@ import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
 import { CHAT_TASK_TYPE, type RoutingSort, type WebTaskType } from '../schemas/domain';
-import { taskFailure, type Assignment, type TaskState } from './lifecycle';
+import { taskFailure, type Assignment, type TaskState } from '../contract/lifecycle';
 import {
   AccountIdAttribute,
   chatWorkflowId,
@@ -28,7 +28,7 @@ import {
   taskWorkflowId,
   type TaskWorkflowInput,
   type TaskWorkflowResult,
-} from '../../workflows/contract';
+} from '../contract/workflows';
 import type { TaskFinishedWatch } from './finished';
 import type { HandoffSender } from './handoffs';
 import type { RecentPayloads } from './recent-payloads';

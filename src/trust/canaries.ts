@@ -3,6 +3,7 @@ import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
 import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
+import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
 import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
@@ -275,7 +276,7 @@ function resultText(taskType: string, result: Record<string, unknown>): string {
  * slip once); a chat audit failed without quarantine makes the next one due at once. Returns null
  * when the task is no canary.
  */
-export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<'passed' | 'failed' | null> {
+export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<Exclude<CanaryVerdict, 'unanswered'> | null> {
   const canary = await tx.maybeOne(sql.type(z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown(), page: z.string().nullable() }))`
     SELECT canary_id, task_type, token, audit, page FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
   if (!canary) return null;
@@ -285,7 +286,7 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
   const text = resultText(canary.task_type, result);
   const paged = canary.page !== null && canary.task_type !== 'screenshot' ? judgePageText(canary.token, canary.task_type, canary.page, text) : null;
   const passed = judged ? judged.passed : searched ? searched.passed : paged ? paged.passed : text.includes(canary.token);
-  const verdict = passed ? 'passed' : 'failed';
+  const verdict: CanaryVerdict = passed ? 'passed' : 'failed';
   // One failure quarantines (web); a chat audit, this many among the solver's last `window` judged ones.
   const [needed, window] = judged ? [CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW] : [1, 1];
   const failedInWindow = passed ? 0 : 1 + (window > 1 ? await failedAmongLast(tx, solverId, canary.task_type, taskId, window - 1) : 0);
@@ -378,7 +379,7 @@ async function failedAmongLast(tx: Runner, solverId: string, taskType: string, t
 export async function markCanaryUnanswered(db: Runner, taskId: string): Promise<void> {
   await db.query(sql.unsafe`
     WITH marked AS (
-      UPDATE canaries SET verdict = 'unanswered', judged_at = now() WHERE task_id = ${taskId} AND verdict IS NULL
+      UPDATE canaries SET verdict = ${'unanswered' satisfies CanaryVerdict}, judged_at = now() WHERE task_id = ${taskId} AND verdict IS NULL
       RETURNING solver_id
     )
     SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM marked`);

@@ -1,5 +1,5 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute, type RedundantRunWorkflowInput } from '../../workflows/contract';
+import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute, type RedundantRunWorkflowInput } from '../contract/workflows';
 import type { Config } from '../config';
 import { getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import type { NotifyBus } from '../db/notify';

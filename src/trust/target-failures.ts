@@ -3,7 +3,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import { chargeRequestsStep } from '../db/rate-limits';
-import type { TargetFailureType } from '../tasks/lifecycle';
+import type { TargetFailureType } from '../contract/lifecycle';
 import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation';
 
 /**

@@ -5,7 +5,7 @@ import { claimDelivery, deliveryIdOf, deliveryWorkflowId, findStrandedDeliveries
 import type { Logger } from '../logger';
 import { recordWebhookWorkflowStarted } from '../metrics/metrics';
 import { Semaphore } from '../solver/semaphore';
-import type { WebhookDeliveryInput } from '../../workflows/contract';
+import type { WebhookDeliveryInput } from '../contract/workflows';
 import { attemptDelivery } from './attempt';
 
 /** Makes the first attempt of the deliveries a finishing transaction wrote, after its commit. */
@@ -27,6 +27,9 @@ const CLAIM_WITHIN_SECONDS = UNCLAIMED_AFTER_SECONDS / 2;
 // A claimed delivery neither delivered nor handed to a workflow this long after its claim lost its
 // claimer (or its workflow could not be started); well past one attempt's own timeout.
 const CLAIM_GRACE_SECONDS = 60;
+// First attempts one process makes at once; the others wait their turn, so that a burst of endings does
+// not open a connection each.
+export const WEBHOOK_DIRECT_CONCURRENCY = 32;
 
 /**
  * Webhook deliveries: the first attempt of each made at once by the process that wrote it, with no
@@ -40,8 +43,8 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
   private readonly slots: Semaphore;
 
   /** `claimant` names this process in the claims it makes (`api:<node id>`, `worker:<host>:<pid>`). */
-  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; claimant: string }) {
-    this.slots = new Semaphore(deps.config.webhookDirectConcurrency);
+  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; claimant: string; directConcurrency?: number }) {
+    this.slots = new Semaphore(deps.directConcurrency ?? WEBHOOK_DIRECT_CONCURRENCY);
   }
 
   send(deliveries: DueDelivery[] | undefined): void {

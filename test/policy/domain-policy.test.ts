@@ -5,6 +5,7 @@ import pino from 'pino';
 import { DomainPolicyFile, evaluateHostRules, evaluateTarget, matchStrength, type DomainPolicy } from '../../src/policy/domain-policy';
 import { DomainGuard, type Resolver } from '../../src/policy/guard';
 import { readDomainPolicy } from '../../src/policy/loader';
+import { assertAllowedTarget } from '../../src/http/target-policy';
 
 const policy = (input: Partial<DomainPolicy>): DomainPolicy => DomainPolicyFile.parse(input);
 const allowed = (p: DomainPolicy, host: string) => evaluateHostRules(p, host).allowed;
@@ -108,7 +109,7 @@ describe('domain guard', () => {
 
   const guard = (resolve: Resolver, dnsTimeoutMs?: number) => new DomainGuard({ file, allowPrivateNetworks: false, logger, nodeId: 'n1', resolve, dnsTimeoutMs });
 
-  test('a name resolving to a private, loopback or link-local address is refused with 403 domain_blocked', async () => {
+  test('a name resolving to a private, loopback or link-local address is refused, and the HTTP layer answers 403 domain_blocked', async () => {
     const answers: Record<string, string[]> = { 'internal.test': ['10.0.0.7'], 'mixed.test': ['93.184.215.14', '127.0.0.1'], 'meta.test': ['169.254.169.254'], 'public.test': ['93.184.215.14'] };
     const g = guard(async (host) => answers[host] ?? []);
     const internal = await g.check('http://internal.test/');
@@ -116,9 +117,9 @@ describe('domain guard', () => {
     expect(await g.check('http://mixed.test/')).toMatchObject({ allowed: false, reason: 'private_network' });
     expect(await g.check('http://meta.test/')).toMatchObject({ allowed: false, reason: 'private_network' });
     expect(await g.check('http://public.test/')).toEqual({ allowed: true });
-    await expect(g.assertAllowed('http://internal.test/', ['body', 'url'])).rejects.toMatchObject({ status: 403, type: 'domain_blocked' });
-    await expect(g.assertAllowed('http://blocked.test/', ['body', 'url'])).rejects.toMatchObject({ status: 403, type: 'domain_blocked' });
-    await expect(g.assertAllowed('not a url', ['body', 'payload', 'url'])).rejects.toMatchObject({
+    await expect(assertAllowedTarget(g, 'http://internal.test/', ['body', 'url'])).rejects.toMatchObject({ status: 403, type: 'domain_blocked' });
+    await expect(assertAllowedTarget(g, 'http://blocked.test/', ['body', 'url'])).rejects.toMatchObject({ status: 403, type: 'domain_blocked' });
+    await expect(assertAllowedTarget(g, 'not a url', ['body', 'payload', 'url'])).rejects.toMatchObject({
       detail: [{ type: 'url_parsing', loc: ['body', 'payload', 'url'], msg: expect.any(String), input: 'not a url' }],
     });
   });

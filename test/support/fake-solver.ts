@@ -1,6 +1,10 @@
+import type { z } from 'zod';
 import WebSocket from 'ws';
-import type { TaskMessage } from '../../src/schemas/frames';
+import type { SolverFrame, TaskMessage } from '../../src/schemas/frames';
 import { api, registerAccount } from './stack';
+
+/** A solver frame as sent (before the server's defaults apply). */
+type SolverFrameInput = z.input<typeof SolverFrame>;
 
 /**
  * A real WebSocket solver speaking protocol v1, with scripted behaviour, for tests. (The reference
@@ -112,7 +116,13 @@ export class FakeSolver {
     return waitFor(() => this.frames.slice(from).find(match), timeoutMs, 20);
   }
 
-  send(frame: object) {
+  /** Sends a frame of the protocol (src/schemas/frames.ts), as a solver writes it. */
+  send(frame: SolverFrameInput) {
+    this.sendUnchecked(frame);
+  }
+
+  /** Sends anything as a frame: for tests of how the server answers frames outside the protocol. */
+  sendUnchecked(frame: unknown) {
     if (this.socket.readyState === WebSocket.OPEN) this.socket.send(JSON.stringify(frame));
   }
 

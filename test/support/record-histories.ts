@@ -1,5 +1,5 @@
 /**
- * Records the workflow histories that test/workflow-replay.test.ts replays: the task workflow of a given
+ * Records the workflow histories that test/workflows/replay.test.ts replays: the task workflow of a given
  * version of the code, run through scripted scenarios on an embedded Temporal dev server.
  *
  *   node --import tsx test/support/record-histories.ts <label> [<checkout>]
@@ -18,8 +18,8 @@ import { bundleWorkflowCode, Worker } from '@temporalio/worker';
 import { loadConfig } from '../../src/config';
 import { resolveTemporalCli, startEmbeddedTemporal } from '../../src/embedded/temporal';
 import { createLogger } from '../../src/logger';
-import { solverReportedFailure } from '../../src/tasks/lifecycle';
-import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../workflows/contract';
+import { solverReportedFailure } from '../../src/contract/lifecycle';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../src/contract/workflows';
 import { taskInput, untilCancelled, WorkflowHarness } from './workflow-harness';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../fixtures/histories');

@@ -1,6 +1,6 @@
 import { createTaskWithHold, finishTask, type NewTask } from '../../src/db/tasks';
 import type { Db } from '../../src/db/pool';
-import { taskFailure, type TaskErrorType } from '../../src/tasks/lifecycle';
+import { taskFailure, type TaskErrorType } from '../../src/contract/lifecycle';
 
 /** Creates a task that must be created (a test's premise), with its first assignment if one was matched. */
 export async function createTask(db: Db, task: NewTask) {

@@ -6,10 +6,10 @@ import type { temporal } from '@temporalio/proto';
 import pino from 'pino';
 import type { DispatchInput } from '../../activities/dispatch';
 import type { AttemptEnd, Completion, Reservation, ReserveAttemptInput } from '../../src/db/tasks';
-import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/tasks/lifecycle';
+import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/contract/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
-import { nodeTaskQueue, type TaskWorkflowInput, type TaskWorkflowResult } from '../../workflows/contract';
+import { nodeTaskQueue, type TaskWorkflowInput, type TaskWorkflowResult } from '../../src/contract/workflows';
 
 /**
  * The task workflow on the real Temporal dev server with its activities replaced by scripts: each test

@@ -1,5 +1,5 @@
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import { boundOf, DeliveredTokens, meterUsage, promptTokens, textTokens, USAGE_TOLERANCE } from '../../src/chat/usage';
+import { boundOf, DeliveredTokens, estimatePromptTokens, meterUsage, PROMPT_CHARS_COUNTED, promptTokens, textTokens, USAGE_TOLERANCE } from '../../src/chat/usage';
 
 const payload = { model: 'service/strong', messages: [{ role: 'user', content: 'What is two plus two? Answer in four words.' }] };
 
@@ -38,6 +38,16 @@ describe('the usage a chat is billed for', () => {
     const withImage = promptTokens({ messages: [{ role: 'user', content: [{ type: 'text', text: payload.messages[0].content }, { type: 'image_url', image_url: { url: 'data:image/png;base64,AAAA' } }] }] });
     expect(withImage).toBe(text + 2000);
     expect(promptTokens({ ...payload, tools: [{ type: 'function', function: { name: 'f' } }] })).toBeGreaterThan(text + 400);
+  });
+
+  test('the estimate counts the texts the bill counts, without its allowances; past PROMPT_CHARS_COUNTED at the same tokens per character', () => {
+    const withTools = { ...payload, tools: [{ type: 'function', function: { name: 'add', parameters: {} } }] };
+    const texts = textTokens(payload.messages[0]!.content) + textTokens(JSON.stringify(withTools.tools));
+    expect(estimatePromptTokens(withTools)).toBe(texts);
+    expect(promptTokens(withTools)).toBeGreaterThan(texts);
+    const long = { messages: [{ role: 'user', content: ' a'.repeat(PROMPT_CHARS_COUNTED) }] };
+    expect(estimatePromptTokens(long)).toBe(PROMPT_CHARS_COUNTED);
+    expect(estimatePromptTokens({ messages: [] })).toBe(1);
   });
 
   test('a huge delta is not counted on its way: add only appends, and the count comes after', async () => {

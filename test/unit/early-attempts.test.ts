@@ -4,7 +4,8 @@ import type { NotifyBus } from '../../src/db/notify';
 import type { Handoff } from '../../src/db/matching';
 import { AttemptStops } from '../../src/dispatch/attempt-stops';
 import { EarlyAttempts, type EarlyAttemptRequest } from '../../src/dispatch/early-attempts';
-import { AttemptFailure, type AttemptRequest, type SolverHub } from '../../src/dispatch/hub';
+import { AttemptFailure, type AttemptRequest } from '../../src/dispatch/attempt';
+import type { SolverHub } from '../../src/dispatch/hub';
 import { createLogger } from '../../src/logger';
 
 /** A hub with one connected solver whose attempts the test settles by hand. */

@@ -12,7 +12,7 @@ import {
   TASK_TRANSITIONS,
   taskFailure,
   TERMINAL_STATES,
-} from '../../src/tasks/lifecycle';
+} from '../../src/contract/lifecycle';
 import { ERROR_STATUS } from '../../src/errors';
 
 describe('the task lifecycle', () => {

@@ -22,6 +22,7 @@ import type { AppDeps } from '../deps';
 import { addressLimitsOf } from '../rate-limit';
 import { decodeCursor, encodeCursor } from '../pagination';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
+import { assertAllowedTarget } from '../target-policy';
 
 /** A spend limit as stored (points as exact decimal text); null removes one, undefined leaves it. */
 const spendLimitOf = (limit: SpendLimitRequest | null | undefined): SpendLimit | null | undefined =>
@@ -136,7 +137,7 @@ export function accountRoutes(deps: AppDeps): Router {
 
   router.put('/v1/account/webhook', auth, validateBody(AccountWebhookBody), async (req, res) => {
     const body = req.body as AccountWebhookRequest;
-    await deps.domainPolicy.assertAllowed(body.url, ['body', 'url']);
+    await assertAllowedTarget(deps.domainPolicy, body.url, ['body', 'url']);
     res.json(await setAccountWebhook(deps.db, accountOf(res).account_id, { url: body.url, events: body.events ?? WEBHOOK_EVENTS }));
   });
 

@@ -23,6 +23,7 @@ import { costHeaders, idempotencyKeyReused, noSolverInCountry, noSolverOnline, r
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, RequestValidationError, validateBody, type ValidationDetail } from '../validation';
+import { assertAllowedTarget } from '../target-policy';
 
 /**
  * Firecrawl compatibility: a Firecrawl client migrates by changing its base URL. The SDKs build
@@ -75,7 +76,7 @@ export function compatRoutes(deps: AppDeps): Router {
     if (idempotency && (await keyUsedElsewhere(deps.db, accountOf(res).account_id, { keys: SCRAPE_PARTS.map((part) => partKey(part)!.key), fingerprint: idempotency.fingerprint }))) {
       throw idempotencyKeyReused();
     }
-    await deps.domainPolicy.assertAllowed(url, ['body', 'url']);
+    await assertAllowedTarget(deps.domainPolicy, url, ['body', 'url']);
     const needed = new Set<WebTaskType>([
       ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
       ...(separateScreenshot ? (['screenshot'] as const) : []),

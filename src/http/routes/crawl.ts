@@ -24,12 +24,13 @@ import {
   type CrawlV2Request,
   type MapRequest,
 } from '../../schemas/requests';
-import { crawlWorkflowId, type CrawlWorkflowInput } from '../../../workflows/contract';
+import { crawlWorkflowId, type CrawlWorkflowInput } from '../../contract/workflows';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, RequestValidationError, validateBody, validateParams, type ValidationDetail } from '../validation';
 import { insufficientBalance, noSolverOnline, runWebTask } from '../web-tasks';
 import { COMPAT_SCRAPER_PREFIX, FIRECRAWL_V2_ROOT } from './compat';
+import { assertAllowedTarget } from '../target-policy';
 
 /**
  * Firecrawl's crawl, batch scrape and map (docs/crawl.md): a crawl or batch scrape is a job run by a
@@ -178,7 +179,7 @@ export function crawlRoutes(deps: AppDeps): Router {
   async function startCrawl(req: Request, res: Response, url: string, options: CrawlOptions) {
     const start = normaliseUrl(withScheme(url), options.ignoreQueryParameters);
     if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: url }]);
-    await deps.domainPolicy.assertAllowed(start, ['body', 'url']);
+    await assertAllowedTarget(deps.domainPolicy, start, ['body', 'url']);
     await assertCanRun(res);
     const id = await startJob(req, res, { kind: 'crawl', url: start, options, pages: [] });
     return { id, start };
@@ -215,7 +216,7 @@ export function crawlRoutes(deps: AppDeps): Router {
           continue;
         }
         if (!url) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'urls', index], msg: 'Input should be a valid URL, relative URL without a base', input: raw }]);
-        await deps.domainPolicy.assertAllowed(url, ['body', 'urls', index]);
+        await assertAllowedTarget(deps.domainPolicy, url, ['body', 'urls', index]);
       }
       if (seen.has(url!)) continue;
       seen.add(url!);
@@ -345,7 +346,7 @@ export function crawlRoutes(deps: AppDeps): Router {
     const body = req.body as MapRequest;
     const start = normaliseUrl(withScheme(body.url), false);
     if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: body.url }]);
-    await deps.domainPolicy.assertAllowed(start, ['body', 'url']);
+    await assertAllowedTarget(deps.domainPolicy, start, ['body', 'url']);
     const sitemap = body.sitemap ?? (body.sitemapOnly ? 'only' : body.ignoreSitemap ? 'skip' : 'include');
     const ignoreQuery = body.ignoreQueryParameters ?? true;
     const includeSubdomains = body.includeSubdomains ?? true;

@@ -6,7 +6,7 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import { finishTask, getTaskRecord } from '../../db/tasks';
 import { ApiError } from '../../errors';
 import type { WebTaskType } from '../../schemas/domain';
-import { isTerminalState, taskFailure } from '../../tasks/lifecycle';
+import { isTerminalState, taskFailure } from '../../contract/lifecycle';
 import {
   AdminCompleteTaskBody,
   CreateTaskBody,
@@ -29,7 +29,7 @@ import { ListTasksQuery } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, runWebTask, safetyOf } from '../web-tasks';
-import { adminCompleteSignal, cancelTaskSignal } from '../../../workflows/contract';
+import { adminCompleteSignal, cancelTaskSignal } from '../../contract/workflows';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
 import { taskListFilter, taskListPage } from '../pagination';
 import type { AppDeps } from '../deps';

@@ -4,7 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { Assignment, ErrorBody, TaskState, TerminalState } from '../src/tasks/lifecycle';
+import type { Assignment, ErrorBody, TaskState, TerminalState } from './lifecycle';
 
 /** Each API node runs a worker on its own queue: activities that must reach a solver's socket go there. */
 export const nodeTaskQueue = (nodeId: string) => `node-${nodeId}`;

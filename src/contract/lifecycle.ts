@@ -42,6 +42,17 @@ export const REFUNDED_EVENT = 'refunded';
 export type WebhookEvent = TerminalState | typeof REFUNDED_EVENT;
 export const WEBHOOK_EVENTS: readonly WebhookEvent[] = [...TERMINAL_STATES, REFUNDED_EVENT];
 
+/** A webhook delivery: waiting for (or between) attempts, accepted by the receiver, or given up on. */
+export const DELIVERY_STATES = ['pending', 'delivered', 'failed'] as const;
+export type DeliveryState = (typeof DELIVERY_STATES)[number];
+
+/**
+ * A canary's verdict once its task ends (null while it runs): its solver's answer passed or failed the
+ * check, or no answer came (not held against its honesty; docs/trust.md, "Canaries").
+ */
+export const CANARY_VERDICTS = ['passed', 'failed', 'unanswered'] as const;
+export type CanaryVerdict = (typeof CANARY_VERDICTS)[number];
+
 /**
  * What a completed task's result is known to be worth (docs/trust.md, "Escrow and refunds"): not
  * checked; verified (a redundant run agreed); disputed (a redundant run disagreed, or its solver's pay

@@ -1,0 +1,166 @@
+import fs from 'node:fs';
+import path from 'node:path';
+import ts from 'typescript';
+
+/**
+ * The layers of the service's code, lowest first (docs/decisions.md, "Layers"). A module may import
+ * its own layer and those below; an import of a higher layer is an upward import. Each entry is a
+ * folder or file relative to the project root; the longest matching entry names a module's layer.
+ */
+export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
+  { name: 'contract', paths: ['src/contract'] },
+  { name: 'foundation', paths: ['src/errors.ts', 'src/logger.ts', 'src/config.ts', 'src/schemas', 'src/types', 'src/safety'] },
+  // Code without state of its own that the service and the bundled solver share: target rules, HTML,
+  // search, signing, the counters the layers above record into.
+  { name: 'libraries', paths: ['src/policy', 'src/solver', 'src/metrics', 'src/webhooks/signature.ts'] },
+  { name: 'db', paths: ['src/db'] },
+  {
+    name: 'services',
+    paths: ['src/tasks', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/policy/guard.ts', 'src/metrics/scrape.ts'],
+  },
+  { name: 'orchestration', paths: ['workflows', 'activities'] },
+  { name: 'interface', paths: ['src/http', 'src/dispatch/ws-server.ts', 'src/metrics/http.ts'] },
+  { name: 'runtime', paths: ['src/runtime', 'src/embedded', 'src/bin'] },
+];
+
+/** The contract imports nothing of the project: workflow code and every layer read it. */
+export const LEAF_LAYER = 'contract';
+
+/**
+ * Upward imports that remain, each `importer -> imported` with why it is not fixed yet. The check fails
+ * on an upward import missing here and on an entry that no longer occurs, so this list only shrinks.
+ */
+const SETTLEMENT_REACTS = 'settlement judges canaries, samples redundant runs and holds earnings itself; they leave the db layer when it returns facts that trust reacts to';
+const REPUTATION_IN_MATCHING = 'matching and the solver list rank by the reputation formula, which lives with the trust code until the trust policy is passed as an argument';
+
+export const ALLOWED_UPWARD: Readonly<Record<string, string>> = {
+  'src/config.ts -> src/trust/canary-hosts.ts': 'CANARY_HOSTS is parsed where configuration is read, by the canary code that uses it',
+  'src/db/matching.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
+  'src/db/solvers.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
+  'src/db/tasks.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
+  'src/db/tasks.ts -> src/trust/canaries.ts': SETTLEMENT_REACTS,
+  'src/db/tasks.ts -> src/trust/escrow.ts': SETTLEMENT_REACTS,
+  'src/db/tasks.ts -> src/trust/redundant.ts': SETTLEMENT_REACTS,
+  'src/db/tasks.ts -> src/trust/usage-inflation.ts': SETTLEMENT_REACTS,
+  'src/db/tasks.ts -> src/trust/target-failures.ts': SETTLEMENT_REACTS,
+  'src/db/tasks.ts -> src/chat/usage.ts': 'a completion is priced by its delivered tokens; pricing moves out of the statement that closes the attempt with the task engine',
+};
+
+export interface Import {
+  from: string;
+  to: string;
+  /** Only types are imported: nothing of it runs when the importer loads. */
+  typeOnly: boolean;
+}
+
+const ROOT = path.resolve(__dirname, '..');
+const SOURCE_ROOTS = ['src', 'workflows', 'activities'];
+const EXTENSIONS = ['.ts', '/index.ts'];
+
+function sourceFiles(dir: string): string[] {
+  return fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true }).flatMap((entry) => {
+    const relative = `${dir}/${entry.name}`;
+    if (entry.isDirectory()) return sourceFiles(relative);
+    return entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts') ? [relative] : [];
+  });
+}
+
+/** The project file a relative specifier names, or null for a package or a file outside the sources. */
+function resolve(from: string, specifier: string): string | null {
+  if (!specifier.startsWith('.')) return null;
+  const base = path.posix.normalize(path.posix.join(path.posix.dirname(from), specifier));
+  const found = [base, ...EXTENSIONS.map((ext) => base + ext)].find((candidate) => candidate.endsWith('.ts') && fs.existsSync(path.join(ROOT, candidate)));
+  return found ?? null;
+}
+
+function importsOf(file: string): Import[] {
+  const source = ts.createSourceFile(file, fs.readFileSync(path.join(ROOT, file), 'utf8'), ts.ScriptTarget.Latest, false);
+  const found: Import[] = [];
+  const add = (specifier: ts.Expression | undefined, typeOnly: boolean) => {
+    if (!specifier || !ts.isStringLiteral(specifier)) return;
+    const to = resolve(file, specifier.text);
+    if (to) found.push({ from: file, to, typeOnly });
+  };
+  const visit = (node: ts.Node) => {
+    if (ts.isImportDeclaration(node)) {
+      const clause = node.importClause;
+      const named = clause?.namedBindings && ts.isNamedImports(clause.namedBindings) ? clause.namedBindings.elements : undefined;
+      const typeOnly = !!clause && (clause.isTypeOnly || (!clause.name && !!named && named.length > 0 && named.every((element) => element.isTypeOnly)));
+      add(node.moduleSpecifier, typeOnly);
+    } else if (ts.isExportDeclaration(node)) {
+      add(node.moduleSpecifier, node.isTypeOnly);
+    } else if (ts.isCallExpression(node) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require'))) {
+      add(node.arguments[0], false);
+    } else if (ts.isImportTypeNode(node) && ts.isLiteralTypeNode(node.argument)) {
+      add(node.argument.literal, true);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** Every import between the project's own source files. */
+export function projectImports(): Import[] {
+  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap(importsOf);
+}
+
+/** The index in LAYERS of a file's layer, or -1 when no layer claims it. */
+export function layerOf(file: string): number {
+  let best = -1;
+  let length = -1;
+  LAYERS.forEach((layer, index) => {
+    for (const entry of layer.paths) {
+      if ((file === entry || file.startsWith(`${entry}/`)) && entry.length > length) [best, length] = [index, entry.length];
+    }
+  });
+  return best;
+}
+
+export const importKey = (edge: Pick<Import, 'from' | 'to'>) => `${edge.from} -> ${edge.to}`;
+
+/** Imports from a lower layer up to a higher one, and any import out of the leaf layer. */
+export function upwardImports(imports: Import[]): Import[] {
+  const leaf = LAYERS.findIndex((layer) => layer.name === LEAF_LAYER);
+  return imports.filter((edge) => {
+    const [from, to] = [layerOf(edge.from), layerOf(edge.to)];
+    return to > from || (from === leaf && to !== leaf);
+  });
+}
+
+/**
+ * The import cycles, each as the files around it: one per strongly connected group of files (Tarjan).
+ * Type-only imports count: they load nothing, but two modules that name each other's types are one.
+ */
+export function importCycles(imports: Import[]): string[][] {
+  const next = new Map<string, string[]>();
+  for (const edge of imports) next.set(edge.from, [...(next.get(edge.from) ?? []), edge.to]);
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const cycles: string[][] = [];
+  const connect = (file: string) => {
+    index.set(file, index.size);
+    low.set(file, index.get(file)!);
+    stack.push(file);
+    onStack.add(file);
+    for (const to of next.get(file) ?? []) {
+      if (!index.has(to)) {
+        connect(to);
+        low.set(file, Math.min(low.get(file)!, low.get(to)!));
+      } else if (onStack.has(to)) low.set(file, Math.min(low.get(file)!, index.get(to)!));
+    }
+    if (low.get(file) !== index.get(file)) return;
+    const group: string[] = [];
+    let member: string;
+    do {
+      member = stack.pop()!;
+      onStack.delete(member);
+      group.push(member);
+    } while (member !== file);
+    if (group.length > 1) cycles.push(group.sort());
+  };
+  for (const file of next.keys()) if (!index.has(file)) connect(file);
+  return cycles;
+}

@@ -1,0 +1,23 @@
+import { ALLOWED_UPWARD, importCycles, importKey, LAYERS, layerOf, projectImports, upwardImports } from '../../scripts/layers';
+
+/** The layering of docs/decisions.md ("Layers"), checked on every import of src/, workflows/ and activities/. */
+const imports = projectImports();
+
+test('every source file belongs to a layer', () => {
+  const files = [...new Set(imports.flatMap((edge) => [edge.from, edge.to]))];
+  expect(files.filter((file) => layerOf(file) < 0)).toEqual([]);
+});
+
+test('no import cycle', () => {
+  expect(importCycles(imports)).toEqual([]);
+});
+
+test('no import from a lower layer up to a higher one, but those listed', () => {
+  const upward = upwardImports(imports).map((edge) => `${importKey(edge)} (${LAYERS[layerOf(edge.from)].name} -> ${LAYERS[layerOf(edge.to)].name})`);
+  expect(upward.filter((line) => !(line.split(' (')[0] in ALLOWED_UPWARD))).toEqual([]);
+});
+
+test('the list of allowed upward imports names only imports that still exist', () => {
+  const upward = new Set(upwardImports(imports).map(importKey));
+  expect(Object.keys(ALLOWED_UPWARD).filter((key) => !upward.has(key))).toEqual([]);
+});
