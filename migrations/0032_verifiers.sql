@@ -18,6 +18,10 @@ ALTER TABLE redundant_runs ADD COLUMN by_verifier boolean NOT NULL DEFAULT false
 -- The run that breaks a tie between two solvers that are not verifiers, and the solver that answered it.
 ALTER TABLE redundant_runs ADD COLUMN third_run_task_id text UNIQUE;
 ALTER TABLE redundant_runs ADD COLUMN third_solver_id text REFERENCES accounts (account_id);
+-- When the run's checks ended (its last verdict, or none to come): while NULL the client task's
+-- solver's pay for it does not vest, so a refund can still reach it.
+ALTER TABLE redundant_runs ADD COLUMN concluded_at timestamptz;
+UPDATE redundant_runs SET concluded_at = COALESCE(judged_at, now()) WHERE status <> 'pending';
 -- The solver whose result was proven wrong, once one was.
 ALTER TABLE redundant_runs ADD COLUMN wrong_solver_id text REFERENCES accounts (account_id);
 CREATE INDEX redundant_runs_wrong_idx ON redundant_runs (wrong_solver_id, created_at) WHERE wrong_solver_id IS NOT NULL;
