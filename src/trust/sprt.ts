@@ -39,11 +39,12 @@ export function sprtStep(llr: number, failed: boolean, p: SprtParameters = SPRT)
 }
 
 /**
- * A solver's verified passes of a task type that halve its verification rate: a newcomer's tasks are
- * checked at the start rate until its record says something, and 20 passes is where the test (at its
- * default parameters) has usually accepted an honest solver once.
+ * A solver's verified passes of a task type that halve its verification rate: about one test accepted
+ * (49 passes in a row at the default parameters). Slower would cost honest newcomers more checks;
+ * faster would let a solver wrong one time in ten reach the floor before the test has decided (it needs
+ * about 50 verified outcomes, often twice that), and serve thousands of client tasks meanwhile.
  */
-export const VERIFICATION_RATE_HALVING = 20;
+export const VERIFICATION_RATE_HALVING = 50;
 
 /**
  * The fraction of a solver's client tasks of one type that are verified, after `passes` verified
