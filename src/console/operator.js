@@ -288,19 +288,31 @@ async function solverTrust(main, [solverId], _params, done = null) {
           h('button', { type: 'button', class: 'danger', onclick: decide('confirm') }, 'Confirm the quarantine and refund the clients of its held earnings')),
         h('p', {}, 'Clearing releases the held pay to the solver; confirming keeps the solver out and gives each held task\'s price back to its client.'))
     : null;
+  // A verifier re-runs sampled client tasks of other solvers; its disagreement proves a result wrong.
+  const markVerifier = async () => {
+    try {
+      const answer = await call('POST', `/v1/admin/solvers/${encodeURIComponent(solverId)}/verifier`, { verifier: !trust.verifier });
+      await solverTrust(main, [solverId], _params, answer.verifier ? 'Marked verifier: it re-runs sampled client tasks of other solvers.' : 'No longer a verifier.');
+    } catch (error) {
+      toast(errorText(error), 'error');
+    }
+  };
   const runs = await Promise.all(trust.disagreements.map(disagreement));
   fill(main,
     section(`Solver ${solverId}`,
       h('p', {}, trust.quarantined ? h('strong', { class: 'status failed' }, 'Quarantined') : 'Not quarantined', `; held: ${points(trust.held_points)} over ${trust.held_tasks} tasks.`),
+      h('p', { id: 'verifier' }, trust.verifier ? 'Verifier. ' : 'Not a verifier. ',
+        h('button', { type: 'button', onclick: markVerifier }, trust.verifier ? 'Unmark verifier' : 'Mark verifier')),
       done ? h('p', { id: 'decided', role: 'status' }, done) : null,
       actions,
       table([
         ['Task type', (r) => r.task_type], ['Score', (r) => String(r.score)], ['Successes', (r) => String(r.successes)], ['Failures', (r) => String(r.failures)],
         ['Canaries passed/failed', (r) => `${r.canary_passes}/${r.canary_failures}`], ['Disagreements/runs', (r) => `${r.disagreements}/${r.redundant_runs}`],
+        ['Verified passed/wrong', (r) => `${r.verified_passes}/${r.verified_failures}`],
         ['Client work', (r) => (r.client_work ? 'yes' : 'no') + (r.on_probation ? ' (probation)' : '')],
       ], trust.reputation, { caption: 'Reputation per task type', empty: 'No reputation yet.' })),
     section('Quarantines', trust.quarantines.length ? trust.quarantines.map(quarantineEvidence) : h('p', { class: 'empty' }, 'None.')),
-    section('Redundant-run disagreements', runs.length ? runs : h('p', { class: 'empty' }, 'None.')));
+    section('Disagreements and results proven wrong', runs.length ? runs : h('p', { class: 'empty' }, 'None.')));
 }
 
 async function tools(main) {
