@@ -136,14 +136,38 @@ async function runnersFor(db: Runner, run: { clientTaskId: string; taskType: str
 }
 
 /**
- * Creates the platform's task that runs a client's task again (its payload as stored, its timeout, the
- * country it must be fetched from) and the platform's hold for its price cap, in one statement. A run
- * for verifiers is capped at CHECK_PRICE_CEILING_POINTS, like a canary: a verifier is the operator's
- * own, so it may be dearer than the solver it checks. Any other run is capped at what the client was
- * charged, not the client's cap: a client and a solver priced above the first one could otherwise farm
- * the platform (the client pays 1, the platform pays the colluding solver up to the client's cap). The
- * client's account is not touched. Its workflow is already running (it calls this), so the task is
- * marked started. Idempotent by client task: a second call finds the task the first created.
+ * Inserts the platform's task that runs a client's task again (its payload as stored, its timeout, the
+ * country it must be fetched from) and the platform's hold for `maxPricePoints`, in one statement, if
+ * `claim` (an UPDATE of the run, RETURNING its task_id) claims the run for it. Its workflow is already
+ * running (it calls this), so the task is marked started. Null when another call claimed it first.
+ */
+async function insertRunTask(
+  db: Runner,
+  input: { runTaskId: string; workflowId: string; maxPricePoints: string; claim: ReturnType<typeof sql.fragment> },
+): Promise<{ task_id: string } | null | 'overdraft'> {
+  return db
+    .maybeOne(sql.type(z.object({ task_id: z.string() }))`
+      WITH claimed AS (${input.claim}), inserted AS (
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
+        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${input.maxPricePoints}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
+        FROM tasks t JOIN claimed c ON c.task_id = t.task_id
+        RETURNING task_id
+      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, input.maxPricePoints)}
+      SELECT task_id FROM inserted`)
+    .catch((error) => {
+      if (isOverdraft(error)) return 'overdraft' as const;
+      throw error;
+    });
+}
+
+/**
+ * Creates the platform's task that runs a client's task again and the platform's hold for its price
+ * cap (insertRunTask). A run for verifiers is capped at CHECK_PRICE_CEILING_POINTS, like a canary: a
+ * verifier is the operator's own, so it may be dearer than the solver it checks. Any other run is
+ * capped at what the client was charged, not the client's cap: a client and a solver priced above the
+ * first one could otherwise farm the platform (the client pays 1, the platform pays the colluding
+ * solver up to the client's cap). The client's account is not touched. Idempotent by client task: a
+ * second call finds the task the first created.
  */
 export async function createRedundantRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(RunRow)`
@@ -160,23 +184,14 @@ export async function createRedundantRunTask(db: Runner, input: { clientTaskId: 
   }
   const runners = await runnersFor(db, first);
   const maxPricePoints = runners.byVerifier ? trustPolicy().checkPriceCeilingPoints : run.client_price_points;
-  const row = await db
-    .maybeOne(sql.type(z.object({ task_id: z.string() }))`
-      WITH claimed AS (
-        UPDATE redundant_runs SET run_task_id = ${input.runTaskId}, by_verifier = ${runners.byVerifier}
-        WHERE task_id = ${input.clientTaskId} AND run_task_id IS NULL AND status = 'pending'
-        RETURNING task_id
-      ), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${maxPricePoints}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
-        FROM tasks t JOIN claimed c ON c.task_id = t.task_id
-        RETURNING task_id
-      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, maxPricePoints)}
-      SELECT task_id FROM inserted`)
-    .catch((error) => {
-      if (isOverdraft(error)) return 'overdraft' as const;
-      throw error;
-    });
+  const row = await insertRunTask(db, {
+    ...input,
+    maxPricePoints,
+    claim: sql.fragment`
+      UPDATE redundant_runs SET run_task_id = ${input.runTaskId}, by_verifier = ${runners.byVerifier}
+      WHERE task_id = ${input.clientTaskId} AND run_task_id IS NULL AND status = 'pending'
+      RETURNING task_id`,
+  });
   if (row === 'overdraft') {
     await endRedundantRun(db, input.clientTaskId, 'skipped', 'platform_balance');
     return { created: false, reason: 'platform_balance' };
@@ -302,23 +317,14 @@ export async function createThirdRunTask(db: Runner, input: { clientTaskId: stri
     excludedSolverIds: [run.first_solver_id, run.second_solver_id!],
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
-  const row = await db
-    .maybeOne(sql.type(z.object({ task_id: z.string() }))`
-      WITH claimed AS (
-        UPDATE redundant_runs SET third_run_task_id = ${input.runTaskId}
-        WHERE task_id = ${input.clientTaskId} AND third_run_task_id IS NULL AND status = 'disagreed' AND concluded_at IS NULL
-        RETURNING task_id
-      ), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${run.client_price_points}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
-        FROM tasks t JOIN claimed c ON c.task_id = t.task_id
-        RETURNING task_id
-      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, run.client_price_points)}
-      SELECT task_id FROM inserted`)
-    .catch((error) => {
-      if (isOverdraft(error)) return 'overdraft' as const;
-      throw error;
-    });
+  const row = await insertRunTask(db, {
+    ...input,
+    maxPricePoints: run.client_price_points,
+    claim: sql.fragment`
+      UPDATE redundant_runs SET third_run_task_id = ${input.runTaskId}
+      WHERE task_id = ${input.clientTaskId} AND third_run_task_id IS NULL AND status = 'disagreed' AND concluded_at IS NULL
+      RETURNING task_id`,
+  });
   if (row === 'overdraft') {
     await concludeDispute(db, input.clientTaskId, 'platform_balance');
     return { created: false, reason: 'platform_balance' };
