@@ -202,21 +202,28 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
-  test('when the second run is the odd one out, the client\'s result is upheld and the second solver takes the failure', async () => {
+  /**
+   * An honest solver serves the client; the cheat (the only other solver then) makes up the second run;
+   * a third solver behaving as `third` comes online before the cheat answers, and takes the third run.
+   */
+  async function disputedWithThird(path: string, third: Script) {
     const firstGate = held(honestFetch);
     const first = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: firstGate.behaviour });
     const client = await registerAccount(stack.url, '100');
-    const fetching = clientFetch(client, '/majority/upheld');
+    const fetching = clientFetch(client, path);
     await waitFor(() => first.received[0], 30_000);
     const cheatGate = held(fabricatedFetch);
     const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: cheatGate.behaviour });
     firstGate.open();
-    const upheld = (await fetching)!;
-    // The second run is the cheat's (the only other solver); the third solver comes online meanwhile.
+    const task = (await fetching)!;
     await waitFor(() => cheat.received[0], 30_000);
-    const third = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    const thirdSolver = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: third });
     cheatGate.open();
-    const run = await concluded(upheld.taskId);
+    return { first, cheat, third: thirdSolver, client, task, run: await concluded(task.taskId) };
+  }
+
+  test('when the second run is the odd one out, the client\'s result is upheld and the second solver takes the failure', async () => {
+    const { first, cheat, third, client, task: upheld, run } = await disputedWithThird('/majority/upheld', honestFetch);
     expect(run).toMatchObject({ status: 'upheld', second_solver_id: cheat.solverId, third_solver_id: third.solverId, wrong_solver_id: cheat.solverId });
     expect(await verificationOf(upheld.taskId, client.auth)).toBe('verified');
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '1' });
@@ -243,19 +250,7 @@ describe('every client task verified, escrow on, no probation', () => {
   });
 
   test('a third run that crashes leaves nothing open: the task stays disputed, with a failure on neither side', async () => {
-    const firstGate = held(honestFetch);
-    const first = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: firstGate.behaviour });
-    const client = await registerAccount(stack.url, '100');
-    const fetching = clientFetch(client, '/crash/third');
-    await waitFor(() => first.received[0], 30_000);
-    const cheatGate = held(fabricatedFetch);
-    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: cheatGate.behaviour });
-    firstGate.open();
-    const disputed = (await fetching)!;
-    await waitFor(() => cheat.received[0], 30_000);
-    const crasher = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: failsClientWork });
-    cheatGate.open();
-    const run = await concluded(disputed.taskId);
+    const { first, cheat, third: crasher, client, task: disputed, run } = await disputedWithThird('/crash/third', failsClientWork);
     expect(run).toMatchObject({ status: 'disagreed', wrong_solver_id: null, third_solver_id: null });
     expect(run.evidence).toMatchObject({ third: { reason: expect.stringContaining('worker crashed') } });
     expect(await stack.db.oneFirst(sql.type(z.object({ status: z.string() }))`SELECT status FROM tasks WHERE task_id = ${run.third_run_task_id}`)).toBe('failed');
