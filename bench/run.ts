@@ -589,7 +589,7 @@ async function main() {
         log(`trust cheat: ${JSON.stringify(cheat)}`);
       }
       rows.push({ figure: 'trust: honest solvers', extra: trust.honest });
-      rows.push({ figure: 'trust: redundant runs', extra: { rate: Number(REDUNDANT_FRACTION), ...trust.redundant } });
+      rows.push({ figure: 'trust: redundant runs', extra: { rate_floor: Number(REDUNDANT_FRACTION), ...trust.redundant } });
       log(`trust honest: ${JSON.stringify(trust.honest)}; redundant runs: ${JSON.stringify(trust.redundant)}; phase ${trust.seconds} s`);
     }
 

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { fabricatedFetch, honestFetch, type Script } from './support/cheats';
+import { fabricatedFetch, fabricatesOneIn, fetchesSuspectedChecks, honestFetch, suspectsCheck, type Script } from './support/cheats';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { canariesSettled } from './support/trust';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
@@ -94,24 +94,8 @@ async function clientFetch(client: { auth: Record<string, string> }, path: strin
   return { taskId, solverId };
 }
 
-/** What looks like a check to a cheat: a page on a name under localhost (canary pages), a `/canary/` path, or the API's origin. */
-const suspect = (frame: TaskFrame) => {
-  const url = new URL(String(frame.payload.url));
-  return url.hostname.endsWith('.localhost') || url.pathname.includes('/canary/') || url.origin === new URL(stack.url).origin;
-};
-
-/** Fetches honestly every URL it suspects is a check, and makes up every other page. */
-const fetchesSuspectsOnly: Script = (frame, self) => (suspect(frame as TaskFrame) ? honestFetch(frame, self) : fabricatedFetch(frame, self));
-
-/** Passes every check it can recognise and makes up one client page in `every`, the rest fetched honestly. */
-function fabricatesOneIn(every: number): Script {
-  let clientPages = 0;
-  return (frame, self) => {
-    if (suspect(frame as TaskFrame)) return honestFetch(frame, self);
-    clientPages += 1;
-    return clientPages % every === 0 ? fabricatedFetch(frame, self) : honestFetch(frame, self);
-  };
-}
+const suspect = (frame: TaskFrame) => suspectsCheck(frame, stack.url);
+const fetchesSuspectsOnly: Script = (frame, self) => fetchesSuspectedChecks(stack.url)(frame, self);
 
 /** Answers what it suspects is a check honestly, and fails every other task: a verifier or third solver whose runs crash. */
 const failsClientWork: Script = (frame, self) => {
@@ -329,7 +313,7 @@ describe('the default sampling: probation, escrow and a verifier online', () => 
   test('a cheat that makes up one client page in ten is quarantined within 1,000 client tasks, and each wrong answer proven is refunded', async () => {
     const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
-    const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.4', maxConcurrent: 4, behaviour: fabricatesOneIn(10) });
+    const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.4', maxConcurrent: 4, behaviour: fabricatesOneIn(10, stack.url) });
     const client = await registerAccount(stack.url, '2000');
     const served = await sendUntil(client, '/tenth', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
     const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
