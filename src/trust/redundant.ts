@@ -55,7 +55,7 @@ export async function sampleRedundantRunIn(tx: Runner, task: { taskId: string; t
   const draw = Math.random();
   if (draw >= ceiling) return false;
   if (draw >= floor && draw >= verificationRate(await verifiedPasses(tx, task.solverId, task.taskType), start, floor)) return false;
-  await tx.query(sql.unsafe`
+  const drawn = await tx.query(sql.unsafe`
     WITH drawn AS (
       INSERT INTO redundant_runs (task_id, task_type, first_solver_id)
       SELECT ${task.taskId}, ${task.taskType}, ${task.solverId} WHERE NOT ${isVerifier(sql.fragment`${task.solverId}::text`)}
@@ -63,7 +63,7 @@ export async function sampleRedundantRunIn(tx: Runner, task: { taskId: string; t
       RETURNING task_id
     )
     SELECT pg_notify(${REDUNDANT_RUN_DRAWN_CHANNEL}, json_build_object('task_id', task_id)::text) FROM drawn`);
-  return true;
+  return drawn.rowCount > 0;
 }
 
 const UnstartedRow = z.object({ task_id: z.string(), task_type: z.string(), first_solver_id: z.string(), timeout_seconds: z.number() });

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { CANARY_PASS_WEIGHT, trustPolicy } from './reputation';
+import { adjustFailuresStep, CANARY_PASS_WEIGHT } from './reputation';
 import { sprtStep, sprtThresholds, type SprtDecision } from './sprt';
 
 /**
@@ -21,6 +21,7 @@ export async function setVerifier(db: Runner, solverId: string, verifier: boolea
   return verifier;
 }
 
+/** When the solver was marked a verifier, or null when it is not one. */
 export async function verifierSince(db: Runner, solverId: string): Promise<string | null> {
   return db.maybeOneFirst(sql.type(z.object({ marked_at: z.string() }))`
     SELECT to_char(marked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS marked_at FROM solver_verifiers WHERE solver_id = ${solverId}`);
@@ -46,7 +47,6 @@ export async function recordVerifiedOutcomeIn(
   outcome: { solverId: string; taskType: string; failed: boolean; evidence: Record<string, unknown> },
 ): Promise<{ decision: SprtDecision }> {
   const { solverId, taskType, failed } = outcome;
-  const halfLife = trustPolicy().halfLifeSeconds;
   await tx.query(sql.unsafe`
     INSERT INTO solver_reputation (solver_id, task_type) SELECT ${solverId}, ${taskType} WHERE NOT ${isVerifier(sql.fragment`${solverId}::text`)}
     ON CONFLICT DO NOTHING`);
@@ -56,12 +56,15 @@ export async function recordVerifiedOutcomeIn(
     FOR UPDATE`);
   if (!before) return { decision: 'continue' };
   const step = sprtStep(before.sprt_llr, failed);
-  const decay = sql.fragment`power(0.5, GREATEST(extract(epoch FROM now() - r.decayed_at), 0) / ${halfLife}::float8)`;
+  if (failed) {
+    await tx.query(sql.unsafe`
+      WITH adjusted AS (${adjustFailuresStep(sql.fragment`SELECT ${solverId}::text AS solver_id, ${taskType}::text AS task_type, ${CANARY_PASS_WEIGHT}::float8 AS failures`)})
+      SELECT 1`);
+  }
   await tx.query(sql.unsafe`
-    UPDATE solver_reputation r SET sprt_llr = ${step.llr},
-      verified_passes = r.verified_passes + ${failed ? 0 : 1}, verified_failures = r.verified_failures + ${failed ? 1 : 0},
-      successes = r.successes * ${decay}, failures = r.failures * ${decay} + ${failed ? CANARY_PASS_WEIGHT : 0}, decayed_at = now()
-    WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType}`);
+    UPDATE solver_reputation SET sprt_llr = ${step.llr},
+      verified_passes = verified_passes + ${failed ? 0 : 1}, verified_failures = verified_failures + ${failed ? 1 : 0}
+    WHERE solver_id = ${solverId} AND task_type = ${taskType}`);
   if (step.decision === 'quarantine') {
     const sprt = {
       log_likelihood_ratio: Number(step.llr.toFixed(3)),
