@@ -189,7 +189,7 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
              (SELECT count(*)::int FROM canaries WHERE verdict = 'failed' AND solver_id = ANY(${sql.array(honestIds, 'text')})) AS canaries_failed`);
     const cheatIds = sql.array(cheats.map((c) => c.solverId), 'text');
     const runs = await db.any(sql.type(z.object({ status: z.string(), with_cheat: z.boolean(), n: z.number() }))`
-      SELECT r.status, (r.first_solver_id = ANY(${cheatIds}) OR r.second_solver_id = ANY(${cheatIds}) OR r.third_solver_id = ANY(${cheatIds})) AS with_cheat, count(*)::int AS n
+      SELECT r.status, COALESCE(r.first_solver_id = ANY(${cheatIds}) OR r.second_solver_id = ANY(${cheatIds}) OR r.third_solver_id = ANY(${cheatIds}), false) AS with_cheat, count(*)::int AS n
       FROM redundant_runs r JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id} GROUP BY 1, 2 ORDER BY 1, 2`);
     const webTasks = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
       SELECT count(*)::int AS n FROM tasks WHERE account_id = ${client.account_id} AND status = 'completed' AND task_type IN ('proxy_fetch', 'web_search')`);
