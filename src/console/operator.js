@@ -258,13 +258,17 @@ function quarantineEvidence(q) {
 
 async function disagreement(run) {
   const e = run.evidence ?? {};
-  const header = h('h3', {}, `${run.task_type}: ${run.measure} ${run.similarity} < ${run.threshold} (${time(run.judged_at)})`);
+  const verdict = run.wrong_solver_id ? `${run.status}: ${run.wrong_solver_id} proven wrong${e.by_verifier ? ' by a verifier' : ' by a third run'}` : run.status;
+  const header = h('h3', {}, `${run.task_type}: ${run.measure} ${run.similarity} < ${run.threshold}, ${verdict} (${time(run.judged_at)})`);
   const tasksLine = h('p', {}, 'Client task ', taskLink(e.client_task_id ?? run.task_id), ', run again as ', e.run_task_id ? taskLink(e.run_task_id) : '—');
   let body;
   if (run.task_type === 'screenshot') body = await screenshots(e);
   else if (e.first?.urls || e.second?.urls) body = sideBySide(`First: ${e.first?.solver_id}`, e.first?.urls ?? [], `Second: ${e.second?.solver_id}`, e.second?.urls ?? []);
   else body = sideBySide(`First: ${e.first?.solver_id}`, String(e.first?.excerpt ?? ''), `Second: ${e.second?.solver_id}`, String(e.second?.excerpt ?? ''));
-  return h('article', { class: 'evidence' }, header, tasksLine, body);
+  const third = e.third?.solver_id
+    ? h('p', {}, `Third run by ${e.third.solver_id}: similarity ${e.third.similarity_to_first} to the first, ${e.third.similarity_to_second} to the second.`)
+    : e.third?.reason ? h('p', {}, `No third verdict: ${e.third.reason}`) : null;
+  return h('article', { class: 'evidence' }, header, tasksLine, body, third);
 }
 
 async function solverTrust(main, [solverId], _params, done = null) {
