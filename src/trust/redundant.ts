@@ -44,9 +44,9 @@ export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
  * In the transaction that settles a client's web task with its solver's result: draws whether it is
  * verified, and if so records the run and announces it to the workers, delivered as this transaction
  * commits. The rate is the solver's for the type (`verificationRate`: high for a newcomer, falling to
- * REDUNDANT_RUN_FRACTION with its verified passes); a draw under that floor, or above the start rate,
- * needs no read, so most tasks of a solver with a long record send no statement. A verifier's own
- * tasks are not drawn: it is the reference.
+ * REDUNDANT_RUN_FRACTION with its verified passes); only a draw between that floor and the start rate
+ * reads the solver's verified passes (one primary-key lookup: about half the tasks at the defaults).
+ * A verifier's own tasks are not drawn: it is the reference.
  */
 export async function sampleRedundantRunIn(tx: Runner, task: { taskId: string; taskType: string; accountId: string; solverId: string }): Promise<boolean> {
   const { redundantRunFraction: floor, verificationStartFraction: start } = trustPolicy();
