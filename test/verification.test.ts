@@ -310,6 +310,21 @@ describe('the default sampling: probation, escrow and a verifier online', () => 
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
+  test('a solver with a long clean verified record is verified at the floor: at most 5 % of its client tasks', async () => {
+    const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const veteran = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
+    // Its record, as 1,000 verified passes would have left it.
+    await stack.db.query(sql.unsafe`UPDATE solver_reputation SET verified_passes = 1000 WHERE solver_id = ${veteran.solverId} AND task_type = 'proxy_fetch'`);
+    const client = await registerAccount(stack.url, '1000');
+    const served = (await sendUntil(client, '/veteran', 300, async () => false, 4)).filter((task) => task.solverId === veteran.solverId).map((task) => task.taskId);
+    expect(served.length).toBeGreaterThan(250);
+    const runs = await runsOf(served);
+    console.log(`veteran: ${runs.length} of ${served.length} client tasks verified`);
+    expect(runs.length / served.length).toBeLessThanOrEqual(0.05);
+    expect(runs.every((run) => run.status === 'agreed')).toBe(true);
+  });
+
   test('a cheat that makes up one client page in ten is quarantined within 1,000 client tasks, and each wrong answer proven is refunded', async () => {
     const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
