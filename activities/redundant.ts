@@ -1,17 +1,39 @@
-import { createRedundantRunTask, endRedundantRun, judgeRedundantRun, type RedundantRunCreated, type RedundantRunState } from '../src/trust/redundant';
+import {
+  concludeDispute,
+  createRedundantRunTask,
+  createThirdRunTask,
+  endRedundantRun,
+  judgeRedundantRun,
+  judgeThirdRun,
+  type RedundantRunCreated,
+  type RedundantRunState,
+} from '../src/trust/redundant';
 import type { ActivityDeps } from './deps';
 
 /** A redundant run's bookkeeping in PostgreSQL (docs/trust.md), run as local activities by its workflow. */
-export function createRedundantRunActivities({ db }: ActivityDeps) {
+export function createRedundantRunActivities({ db, webhooks }: ActivityDeps) {
   return {
     async createRedundantRunTask(input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
       return createRedundantRunTask(db, input);
     },
     async judgeRedundantRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
-      return judgeRedundantRun(db, input.clientTaskId);
+      const verdict = await judgeRedundantRun(db, input.clientTaskId);
+      webhooks.send(verdict.webhooks);
+      return verdict.status;
     },
     async endRedundantRun(input: { clientTaskId: string; status: 'unanswered' | 'skipped'; reason: string }): Promise<void> {
       await endRedundantRun(db, input.clientTaskId, input.status, input.reason);
+    },
+    async createThirdRunTask(input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
+      return createThirdRunTask(db, input);
+    },
+    async judgeThirdRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
+      const verdict = await judgeThirdRun(db, input.clientTaskId);
+      webhooks.send(verdict.webhooks);
+      return verdict.status;
+    },
+    async concludeDispute(input: { clientTaskId: string; reason: string }): Promise<void> {
+      await concludeDispute(db, input.clientTaskId, input.reason);
     },
   };
 }

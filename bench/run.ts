@@ -91,6 +91,8 @@ async function main() {
     UNAUTHENTICATED_LIMIT_PER_MINUTE: '100000000',
     HOST: '127.0.0.1',
     REDUNDANT_RUN_FRACTION: REDUNDANT_FRACTION,
+    // The throughput phases measure a market of solvers past their newcomer rate: verified at the floor.
+    VERIFICATION_START_FRACTION: REDUNDANT_FRACTION,
     // The simulated solvers return one fixed page, which canaries would catch and quarantine: the platform
     // account is funded for redundant runs only, and new solvers are on no probation.
     CANARY_EVERY_TASKS: '0',
@@ -577,7 +579,7 @@ async function main() {
     if (runs('trust')) {
       for (const solver of solvers.splice(0)) solver.close();
       for (const service of services.splice(0).reverse()) await service.stop();
-      const { CANARY_EVERY_TASKS: _off, TRUST_PROBATION_CANARIES: _noProbation, ...trustEnv } = { ...env, CANARY_SEARCH_ORACLE: 'bundled' };
+      const { CANARY_EVERY_TASKS: _off, TRUST_PROBATION_CANARIES: _noProbation, VERIFICATION_START_FRACTION: _floor, ...trustEnv } = { ...env, CANARY_SEARCH_ORACLE: 'bundled' };
       services.push(await startService('worker', { ...trustEnv, LOG_LEVEL: 'info' }, /temporal worker started/));
       services.push(await startService('api', { ...trustEnv, PORT: String(port), NODE_ID: 'bench-api-trust' }, async () => (await fetch(`${base}/health`)).ok));
       const { runTrustPhase } = await import('./trust');
@@ -587,7 +589,7 @@ async function main() {
         log(`trust cheat: ${JSON.stringify(cheat)}`);
       }
       rows.push({ figure: 'trust: honest solvers', extra: trust.honest });
-      rows.push({ figure: 'trust: redundant runs', extra: { rate: Number(REDUNDANT_FRACTION), ...trust.redundant } });
+      rows.push({ figure: 'trust: redundant runs', extra: { rate_floor: Number(REDUNDANT_FRACTION), ...trust.redundant } });
       log(`trust honest: ${JSON.stringify(trust.honest)}; redundant runs: ${JSON.stringify(trust.redundant)}; phase ${trust.seconds} s`);
     }
 

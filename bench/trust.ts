@@ -5,20 +5,32 @@ import { z } from 'zod';
 import type { Db } from '../src/db/pool';
 import { DEFAULT_SEARCH_INDEX_DIR } from '../src/solver/config';
 import { createLocalSearchBackend } from '../src/solver/search/local-index';
-import { fabricatedFetch, fixedSearchList, honestChat, honestFetch, honestSearch, staleByOrigin, wrongChat, type Script } from '../test/support/cheats';
+import {
+  fabricatedFetch,
+  fabricatesOneIn,
+  fetchesSuspectedChecks,
+  fixedSearchList,
+  honestChat,
+  honestFetch,
+  honestSearch,
+  staleByOrigin,
+  wrongChat,
+  type Script,
+} from '../test/support/cheats';
 import { call, register, request, SimSolver } from './lib/sim';
 import { sleep } from './lib/stats';
 
 /**
- * The trust phase (`--only=trust`): with the service's default canary settings (1 probation canary per
- * type, a canary every 1 to 99 attempts of a type, 2% of client web tasks run again; canary pages under
- * names of localhost) and search canaries against the
- * bundled index, each scripted cheat of test/support/cheats.ts runs beside honest solvers while clients
- * send fetches, searches and strong-tier chats. The cheats ask less than the honest solvers, so they get
- * every client task their slots can take until they are caught: the worst case. Prints per cheat the
- * client tasks it served before its quarantine and all the tasks it was sent until then, the honest
- * solvers' false quarantines (over at least 800 client tasks, MIN_TASKS), and the redundant runs' rate
- * and disagreements.
+ * The trust phase (`--only=trust`): with the service's default trust settings (1 probation canary per
+ * type, a canary every 1 to 99 attempts of a type, client web tasks verified at 50 % for a newcomer
+ * falling to 2 %; canary pages under names of localhost) and search canaries against the bundled
+ * index, each scripted cheat of test/support/cheats.ts runs beside honest solvers while clients send
+ * fetches, searches and strong-tier chats; one honest fetch solver is a verifier, as the bundled solver
+ * is on `npm start`. The cheats ask less than the honest solvers, so they get every client task their
+ * slots can take until they are caught: the worst case. Prints per cheat the client tasks it served
+ * before its quarantine, the wrong answers among them, the refunds paid and all the tasks it was sent
+ * until then; the honest solvers' false quarantines (over at least 800 client tasks, MIN_TASKS); and
+ * the redundant runs' verdicts and their share of all solver work.
  */
 
 const CHEAT_PRICE = '1';
@@ -73,6 +85,8 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     for (const [name, taskType, script] of [
       ['fabricated fetch', 'proxy_fetch', fabricatedFetch],
       ['stale content (cached per origin)', 'proxy_fetch', staleByOrigin()],
+      ['fetches what it suspects is a check, makes up the rest', 'proxy_fetch', fetchesSuspectedChecks(base)],
+      ['passes what it suspects is a check, makes up one client page in ten', 'proxy_fetch', fabricatesOneIn(10, base)],
       ['fixed search list', 'web_search', fixedSearchList],
       ['wrong chat answers (claims gpt-4o)', 'chat_completion', wrongChat],
     ] as const) {
@@ -89,6 +103,8 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     ] as const) {
       honestIds.push(await start(taskType, HONEST_PRICE, HONEST_SLOTS, script));
     }
+    // The first honest fetch solver verifies the others' sampled client fetches (the bundled solver's role on npm start).
+    await call(base, 'POST', `/v1/admin/solvers/${honestIds[0]}/verifier`, { verifier: true }, { 'X-Admin-API-Key': adminKey });
     const client = await register(base);
     await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '1000000' }, { 'X-Admin-API-Key': adminKey });
 
@@ -131,15 +147,31 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     await waitUntil(async () =>
       db.oneFirst(sql.type(z.object({ settled: z.boolean() }))`
         SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE verdict IS NULL AND solver_id = ANY(${sql.array(honestIds, 'text')}))
-           AND NOT EXISTS (SELECT 1 FROM redundant_runs r JOIN tasks t USING (task_id) WHERE r.status = 'pending' AND t.account_id = ${client.account_id}) AS settled`),
+           AND NOT EXISTS (SELECT 1 FROM redundant_runs r JOIN tasks t USING (task_id) WHERE r.concluded_at IS NULL AND t.account_id = ${client.account_id}) AS settled`),
     );
 
-    const Served = z.object({ client_tasks: z.number(), after_quarantine: z.number(), canaries: z.number(), canaries_passed: z.number(), attempts_until_quarantine: z.number(), quarantined: z.boolean() });
+    const Served = z.object({
+      client_tasks: z.number(),
+      wrong_answers: z.number(),
+      refunded_tasks: z.number(),
+      refunded_points: z.string(),
+      after_quarantine: z.number(),
+      canaries: z.number(),
+      canaries_passed: z.number(),
+      attempts_until_quarantine: z.number(),
+      quarantined: z.boolean(),
+    });
     const cheatRows: Record<string, unknown>[] = [];
     for (const cheat of cheats) {
       const figures = await db.one(sql.type(Served)`
         WITH q AS (SELECT min(started_at) AS at FROM solver_quarantines WHERE solver_id = ${cheat.solverId})
         SELECT count(*) FILTER (WHERE t.account_id = ${client.account_id} AND t.status = 'completed')::int AS client_tasks,
+               -- What the scripted cheats make up: the fetch "# Hello", the fixed search list.
+               count(*) FILTER (WHERE t.account_id = ${client.account_id} AND t.status = 'completed'
+                 AND (t.result->>'content' = '# Hello' OR t.result->'results'->0->>'url' = 'https://example.com/result/0'))::int AS wrong_answers,
+               count(*) FILTER (WHERE t.account_id = ${client.account_id} AND EXISTS (SELECT 1 FROM ledger_entries e WHERE e.idempotency_key = 'refund:' || t.task_id))::int AS refunded_tasks,
+               trim_scale(COALESCE((SELECT sum(e.amount) FROM ledger_entries e JOIN tasks rt ON e.idempotency_key = 'refund:' || rt.task_id
+                 WHERE rt.solver_id = ${cheat.solverId} AND rt.account_id = ${client.account_id}), 0))::text AS refunded_points,
                count(*) FILTER (WHERE t.account_id = ${client.account_id} AND a.started_at > (SELECT at FROM q) + ${VERDICT_COMMIT_MARGIN}::interval)::int AS after_quarantine,
                count(*) FILTER (WHERE k.task_id IS NOT NULL)::int AS canaries,
                count(*) FILTER (WHERE k.verdict = 'passed')::int AS canaries_passed,
@@ -155,16 +187,27 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
              (SELECT count(*)::int FROM tasks WHERE account_id = ${client.account_id} AND status = 'completed' AND solver_id = ANY(${sql.array(honestIds, 'text')})) AS client_tasks,
              (SELECT count(*)::int FROM canaries WHERE verdict = 'passed' AND solver_id = ANY(${sql.array(honestIds, 'text')})) AS canaries_passed,
              (SELECT count(*)::int FROM canaries WHERE verdict = 'failed' AND solver_id = ANY(${sql.array(honestIds, 'text')})) AS canaries_failed`);
+    const cheatIds = sql.array(cheats.map((c) => c.solverId), 'text');
     const runs = await db.any(sql.type(z.object({ status: z.string(), with_cheat: z.boolean(), n: z.number() }))`
-      SELECT r.status, (r.first_solver_id = ANY(${sql.array(cheats.map((c) => c.solverId), 'text')}) OR r.second_solver_id = ANY(${sql.array(cheats.map((c) => c.solverId), 'text')})) AS with_cheat, count(*)::int AS n
+      SELECT r.status, COALESCE(r.first_solver_id = ANY(${cheatIds}) OR r.second_solver_id = ANY(${cheatIds}) OR r.third_solver_id = ANY(${cheatIds}), false) AS with_cheat, count(*)::int AS n
       FROM redundant_runs r JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id} GROUP BY 1, 2 ORDER BY 1, 2`);
     const webTasks = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
       SELECT count(*)::int AS n FROM tasks WHERE account_id = ${client.account_id} AND status = 'completed' AND task_type IN ('proxy_fetch', 'web_search')`);
     const sampled = runs.reduce((sum, row) => sum + row.n, 0);
+    // Verification work: the attempts of the runs' tasks, over every attempt solvers made for this client's tasks and those runs.
+    const work = await db.one(sql.type(z.object({ client: z.number(), verification: z.number() }))`
+      WITH runs AS (
+        SELECT r.run_task_id AS task_id FROM redundant_runs r JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id} AND r.run_task_id IS NOT NULL
+        UNION ALL SELECT r.third_run_task_id FROM redundant_runs r JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id} AND r.third_run_task_id IS NOT NULL
+      )
+      SELECT (SELECT count(*)::int FROM task_attempts a JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id}) AS client,
+             (SELECT count(*)::int FROM task_attempts a WHERE a.task_id IN (SELECT task_id FROM runs)) AS verification`);
     const redundant = {
       client_web_tasks: webTasks,
       sampled,
       sampled_fraction: webTasks ? Math.round((sampled / webTasks) * 10_000) / 10_000 : 0,
+      verification_attempts: work.verification,
+      verification_share_of_solver_work: Math.round((work.verification / Math.max(work.client + work.verification, 1)) * 10_000) / 10_000,
       ...Object.fromEntries(runs.map((row) => [`${row.status}${row.with_cheat ? '_with_cheat' : '_honest_pair'}`, row.n])),
     };
     log(`trust phase: ${JSON.stringify(sent)} client tasks sent in ${seconds} s (not answered 200: ${JSON.stringify(failed)})`);

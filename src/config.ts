@@ -201,6 +201,7 @@ const EnvSchema = z.object({
   CANARY_EVERY_TASKS: nonNegativeInt('CANARY_EVERY_TASKS', 50),
   CHECK_PRICE_CEILING_POINTS: decimalString('CHECK_PRICE_CEILING_POINTS', '100'),
   REDUNDANT_RUN_FRACTION: fraction('REDUNDANT_RUN_FRACTION', 0.02),
+  VERIFICATION_START_FRACTION: fraction('VERIFICATION_START_FRACTION', 0.5),
   CANARY_SWEEP_SECONDS: positiveInt('CANARY_SWEEP_SECONDS', 300),
   EARNINGS_VESTING_SECONDS: nonNegativeInt('EARNINGS_VESTING_SECONDS', 86400),
   EARNINGS_VESTING_CHECKS: nonNegativeInt('EARNINGS_VESTING_CHECKS', 3),
@@ -321,7 +322,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     trust: {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
-      redundantRunFraction: e.REDUNDANT_RUN_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
+      redundantRunFraction: e.REDUNDANT_RUN_FRACTION, verificationStartFraction: e.VERIFICATION_START_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
       checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
       pageCanaries: canaryHosts.configured.length > 0 || e.ALLOW_PRIVATE_NETWORKS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),

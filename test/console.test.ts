@@ -177,7 +177,7 @@ describe('operators', () => {
     await keep(page, 'operator-task-served');
   });
 
-  test('open a quarantine and see both sides: the canary evidence and the two screenshots that disagree', async () => {
+  test('open a quarantine and see both sides: the canary evidence and the two screenshots that disagree; clear it, and mark a verifier', async () => {
     const white = png(64, 48, () => 255);
     const halves = png(64, 48, (x) => (x < 32 ? 0 : 255));
     const first = await startSolver({ taskTypes: ['screenshot'], price: '1', behaviour: screenshotSolver(white) });
@@ -217,6 +217,12 @@ describe('operators', () => {
     const trust = await api(stack.url, 'GET', `/v1/admin/solvers/${second.solverId}/trust`, { headers: admin });
     expect(trust.json.quarantined).toBe(false);
     expect(trust.json.quarantines[0].cleared_note).toBe('checked by hand');
+
+    // The operator trusts the first solver to verify others' client tasks.
+    await page.goto(page.url().replace(second.solverId, first.solverId));
+    await page.getByRole('button', { name: 'Mark verifier' }).click();
+    await page.getByRole('button', { name: 'Unmark verifier' }).waitFor();
+    expect((await api(stack.url, 'GET', `/v1/admin/solvers/${first.solverId}/trust`, { headers: admin })).json.verifier).toBe(true);
   });
 
   test('complete a task by hand: a result that breaks its schema is stopped, a good one completes it and the ledger moves', async () => {

@@ -7,7 +7,7 @@ import pino from 'pino';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
+import { markLocalVerifier, startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
 import { DEFAULT_SEARCH_INDEX_DIR } from '../src/solver/config';
 import { createLocalSearchBackend } from '../src/solver/search/local-index';
 import { honestFetch, honestSearch, type Script } from './support/cheats';
@@ -54,6 +54,8 @@ beforeAll(async () => {
       TRUST_PROBATION_CANARIES: '1',
       CANARY_EVERY_TASKS: String(CANARY_EVERY_TASKS),
       REDUNDANT_RUN_FRACTION: String(REDUNDANT_RUN_FRACTION),
+      // The service's default: newcomers' client web tasks are verified at half, falling with their record.
+      VERIFICATION_START_FRACTION: '0.5',
       // Every canary and run starts on its announcement; the sweeps would only hide a missed one.
       CANARY_SWEEP_SECONDS: '3600',
       REDUNDANT_RUN_SWEEP_SECONDS: '3600',
@@ -96,6 +98,8 @@ test(`honest solvers, the bundled one among them, doing ${TASKS} client tasks wi
     await startSolver({ taskTypes: ['proxy_fetch', 'web_search'], price: '1', maxConcurrent: 2, behaviour: honest }),
   ];
   bundled = await startLocalSolver({ config: stack.config, apiUrl: stack.url, logger: pino({ level: 'warn' }) });
+  // As `npm start` does: the bundled solver verifies the scripted solvers' sampled client tasks.
+  await markLocalVerifier(stack.db, bundled.solverId, pino({ level: 'warn' }));
   expect(bundled.taskTypes).toEqual(expect.arrayContaining(['proxy_fetch', 'web_search']));
   const solverIds = [...scripted.map((solver) => solver.solverId), bundled.solverId];
   // Each is on probation until its first canary of the type passes.
@@ -127,8 +131,9 @@ test(`honest solvers, the bundled one among them, doing ${TASKS} client tasks wi
   await waitFor(
     () =>
       stack.db.oneFirst(sql.type(z.object({ settled: z.boolean() }))`
-        SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE verdict IS NULL) AND NOT EXISTS (SELECT 1 FROM redundant_runs WHERE status = 'pending') AS settled`),
-    60_000,
+        SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE verdict IS NULL) AND NOT EXISTS (SELECT 1 FROM redundant_runs WHERE concluded_at IS NULL) AS settled`),
+    // Verification runs wait behind client tasks for the bundled solver's slots.
+    120_000,
   ).catch(async (error) => {
     // What is still open, for the failure's report.
     const dump = await stack.db.any(sql.unsafe`
@@ -139,7 +144,7 @@ test(`honest solvers, the bundled one among them, doing ${TASKS} client tasks wi
       SELECT 'run', r.task_id || ' ' || COALESCE(r.run_task_id, '-') || ' ' || COALESCE(r.workflow_started_at::text, 'unstarted'), t.status, t.created_at::text,
              (SELECT row_to_json(q) FROM task_queue q WHERE q.task_id = r.run_task_id),
              (SELECT json_agg(a) FROM task_attempts a WHERE a.task_id = r.run_task_id)
-      FROM redundant_runs r LEFT JOIN tasks t ON t.task_id = r.run_task_id WHERE r.status = 'pending'`);
+      FROM redundant_runs r LEFT JOIN tasks t ON t.task_id = r.run_task_id WHERE r.concluded_at IS NULL`);
     console.log(JSON.stringify(dump));
     throw error;
   });
@@ -153,7 +158,7 @@ test(`honest solvers, the bundled one among them, doing ${TASKS} client tasks wi
     const passes: Record<string, number> = {};
     for (const row of trust.reputation) {
       // The bundled solver offers screenshots and snapshots too: it passed their probation canaries.
-      expect(row).toMatchObject({ canary_failures: 0, disagreements: 0, client_work: true });
+      expect(row).toMatchObject({ canary_failures: 0, disagreements: 0, verified_failures: 0, client_work: true });
       passes[row.task_type] = row.canary_passes;
       probations += 1;
     }

@@ -1,4 +1,4 @@
-import { condition, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { condition, patched, proxyLocalActivities, setHandler, upsertSearchAttributes, uuid4, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import { taskFailure, type Assignment } from '../src/contract/lifecycle';
@@ -10,59 +10,87 @@ const db = proxyLocalActivities<Activities>({
   retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds', maximumAttempts: 20 },
 });
 
+/** The task an attempt id belongs to (attempt ids are `<task id>.a<n>`). */
+const taskOfAttempt = (attemptId: string) => attemptId.replace(/\.a\d+$/, '');
+
 /**
- * One redundant run (docs/trust.md): after a client's web task completed, the platform runs it again
- * on another trusted solver (never the one that served it) within what the client was charged, paid from
- * the platform's hold, and compares the two results. The client's task and balance are not touched,
- * and nobody waits for this. It waits in the queue behind every client task (a slot goes to it only
- * when no waiting client task fits it), handed its slot by signal like any task, until its deadline.
- * One attempt: a second solver that fails leaves the run unanswered.
+ * One verification of a client task (docs/trust.md, "Verified client tasks"): after a client's web task
+ * completed, the platform runs it again on a verifier, or else on another trusted solver within what
+ * the client was charged (never the one that served it), paid from the platform's hold, and compares
+ * the two results. When two solvers that are not verifiers disagree, a third run (any solver but the
+ * two) breaks the tie. The client's task and balance are not touched but by a refund, and nobody waits
+ * for this. Each run waits in the queue behind every client task (a slot goes to it only when no waiting
+ * client task fits it), handed its slot by signal like any task, until its deadline. One attempt each:
+ * a run that fails ends the verification without a verdict.
  */
 export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Promise<RedundantRunWorkflowResult> {
   const finish = (result: RedundantRunWorkflowResult): RedundantRunWorkflowResult => {
     upsertSearchAttributes([{ key: TaskStatusAttribute, value: result.status }]);
     return result;
   };
-  let handed: Assignment | undefined;
+  // Slots handed to this workflow's runs, by run task (the second run's, then the third's).
+  const handed = new Map<string, Assignment>();
   setHandler(slotHandedSignal, ({ attemptNumber, assignment }) => {
-    if (attemptNumber === 1 && handed === undefined) handed = assignment;
+    const taskId = taskOfAttempt(assignment.attemptId);
+    if (attemptNumber === 1 && !handed.has(taskId)) handed.set(taskId, assignment);
   });
-  const created = await db.createRedundantRunTask({ clientTaskId: input.clientTaskId, runTaskId: input.runTaskId, workflowId: workflowInfo().workflowId });
-  if (!created.created) return finish({ clientTaskId: input.clientTaskId, status: 'skipped', reason: created.reason });
-  const taskId = created.runTaskId;
-  const deadline = Date.now() + input.timeoutSeconds * 1000;
-  const end = async (status: 'unanswered' | 'skipped', message: string): Promise<RedundantRunWorkflowResult> => {
-    await db.finishTaskWithoutResult({ taskId, ...taskFailure('solver_failed', message) });
-    await db.endRedundantRun({ clientTaskId: input.clientTaskId, status, reason: message });
-    return finish({ clientTaskId: input.clientTaskId, status, reason: message });
-  };
-  const reservation = await db.reserveAttempt({
-    taskId,
-    attemptNumber: 1,
-    taskType: input.taskType,
-    maxPricePoints: created.maxPricePoints,
-    excludedSolverIds: [created.firstSolverId],
-    behindClientTasks: true,
-  });
-  let assignment: Assignment;
-  if (reservation.assignment) assignment = reservation.assignment;
-  else {
-    if (reservation.finishedAs) return end('unanswered', `The run's task ended ${reservation.finishedAs}.`);
-    if (reservation.untriedOnline === 0) return end('skipped', 'No other trusted solver within the price cap is online.');
-    // Queued behind every client task: whoever frees or adds a slot that no waiting client task fits
-    // hands it over; only the deadline bounds the wait.
-    const remaining = deadline - Date.now();
-    if (handed === undefined && (remaining <= 0 || !(await condition(() => handed !== undefined, remaining)))) {
-      return end('unanswered', 'No slot of another solver was free before the deadline.');
+
+  /** Runs one platform task once on a slot of a solver not excluded: true when it completed, or why not. */
+  const runOnce = async (
+    run: { taskId: string; maxPricePoints: string; excludedSolverIds: string[] },
+  ): Promise<{ ok: true } | { ok: false; status: 'unanswered' | 'skipped'; message: string }> => {
+    const deadline = Date.now() + input.timeoutSeconds * 1000;
+    const fail = async (status: 'unanswered' | 'skipped', message: string) => {
+      await db.finishTaskWithoutResult({ taskId: run.taskId, ...taskFailure('solver_failed', message) });
+      return { ok: false as const, status, message };
+    };
+    const reservation = await db.reserveAttempt({
+      taskId: run.taskId,
+      attemptNumber: 1,
+      taskType: input.taskType,
+      maxPricePoints: run.maxPricePoints,
+      excludedSolverIds: run.excludedSolverIds,
+      behindClientTasks: true,
+    });
+    let assignment: Assignment;
+    if (reservation.assignment) assignment = reservation.assignment;
+    else {
+      if (reservation.finishedAs) return fail('unanswered', `The run's task ended ${reservation.finishedAs}.`);
+      if (reservation.untriedOnline === 0) return fail('skipped', 'No other trusted solver within the price cap is online.');
+      // Queued behind every client task: whoever frees or adds a slot that no waiting client task fits
+      // hands it over; only the deadline bounds the wait.
+      const remaining = deadline - Date.now();
+      if (!handed.has(run.taskId) && (remaining <= 0 || !(await condition(() => handed.has(run.taskId), remaining)))) {
+        return fail('unanswered', 'No slot of another solver was free before the deadline.');
+      }
+      assignment = handed.get(run.taskId)!;
     }
-    assignment = handed!;
-  }
-  const report = await dispatchSingleAttempt({ ...input, taskId, taskType: input.taskType as CapabilityTaskType }, assignment, deadline);
-  if (!report.ok) {
+    const report = await dispatchSingleAttempt({ ...input, taskId: run.taskId, taskType: input.taskType as CapabilityTaskType }, assignment, deadline);
+    if (report.ok) return { ok: true };
     await db.closeAttempt({ attemptId: assignment.attemptId, outcome: report.outcome, error: report.error });
-    return end('unanswered', `The second solver's attempt failed: ${report.error.message}`);
+    return fail('unanswered', `The attempt failed: ${report.error.message}`);
+  };
+
+  const workflowId = workflowInfo().workflowId;
+  const created = await db.createRedundantRunTask({ clientTaskId: input.clientTaskId, runTaskId: input.runTaskId, workflowId });
+  if (!created.created) return finish({ clientTaskId: input.clientTaskId, status: 'skipped', reason: created.reason });
+  const second = await runOnce({ taskId: created.runTaskId, maxPricePoints: created.maxPricePoints, excludedSolverIds: created.excludedSolverIds ?? [created.firstSolverId] });
+  if (!second.ok) {
+    await db.endRedundantRun({ clientTaskId: input.clientTaskId, status: second.status, reason: second.message });
+    return finish({ clientTaskId: input.clientTaskId, status: second.status, reason: second.message });
   }
   // The dispatch activity stored the second result and settled it from the platform's hold.
   const status = await db.judgeRedundantRun({ clientTaskId: input.clientTaskId });
-  return finish({ clientTaskId: input.clientTaskId, status: status === 'pending' ? 'unanswered' : status });
+  if (status !== 'disagreed' || !patched('third-run')) return finish({ clientTaskId: input.clientTaskId, status: status === 'pending' ? 'unanswered' : status });
+
+  // Two solvers that are not verifiers disagreed: a third breaks the tie.
+  const third = await db.createThirdRunTask({ clientTaskId: input.clientTaskId, runTaskId: `task_${uuid4().replace(/-/g, '').slice(0, 24)}`, workflowId });
+  if (!third.created) return finish({ clientTaskId: input.clientTaskId, status: 'disagreed', reason: third.reason });
+  const tieBreak = await runOnce({ taskId: third.runTaskId, maxPricePoints: third.maxPricePoints, excludedSolverIds: third.excludedSolverIds ?? [] });
+  if (!tieBreak.ok) {
+    await db.concludeDispute({ clientTaskId: input.clientTaskId, reason: tieBreak.message });
+    return finish({ clientTaskId: input.clientTaskId, status: 'disagreed', reason: tieBreak.message });
+  }
+  const verdict = await db.judgeThirdRun({ clientTaskId: input.clientTaskId });
+  return finish({ clientTaskId: input.clientTaskId, status: verdict === 'pending' ? 'disagreed' : verdict });
 }

@@ -3,7 +3,7 @@ import { createLogger, logFormatOf } from '../logger';
 import { startApiNode } from '../runtime/api-node';
 import { startInfrastructure, writeStackFile } from '../runtime/infrastructure';
 import { createDb } from '../db/pool';
-import { awaitLocalProbation, fundLocalPlatform, startLocalSolver } from '../runtime/local-solver';
+import { awaitLocalProbation, fundLocalPlatform, markLocalVerifier, startLocalSolver } from '../runtime/local-solver';
 import { startWorkerNode } from '../runtime/worker-node';
 import { exitOnStartupError, onShutdown } from './shutdown';
 
@@ -38,12 +38,13 @@ async function main() {
     stops.push(api.close);
     // Last to start, first to stop: its running attempts finish while the API and worker are still up.
     // Like any new solver it is on probation (TRUST_PROBATION_CANARIES): its canaries are paid from the
-    // platform account, funded here, and the banner waits for them.
-    const db = config.localSolver && config.trust.probationCanaries > 0 ? await createDb(infra.databaseUrl, { maximumPoolSize: 2 }) : undefined;
+    // platform account, funded here, and the banner waits for them. It verifies the other solvers' work.
+    const db = config.localSolver ? await createDb(infra.databaseUrl, { maximumPoolSize: 2 }) : undefined;
     if (db) await fundLocalPlatform(db, logger);
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
     if (solver) stops.push(solver.stop);
-    if (db && solver) await awaitLocalProbation(db, solver.solverId, logger);
+    if (db && solver) await markLocalVerifier(db, solver.solverId, logger);
+    if (db && solver && config.trust.probationCanaries > 0) await awaitLocalProbation(db, solver.solverId, logger);
     await db?.end();
     const lines = [
       '',

@@ -258,13 +258,17 @@ function quarantineEvidence(q) {
 
 async function disagreement(run) {
   const e = run.evidence ?? {};
-  const header = h('h3', {}, `${run.task_type}: ${run.measure} ${run.similarity} < ${run.threshold} (${time(run.judged_at)})`);
+  const verdict = run.wrong_solver_id ? `${run.status}: ${run.wrong_solver_id} proven wrong${e.by_verifier ? ' by a verifier' : ' by a third run'}` : run.status;
+  const header = h('h3', {}, `${run.task_type}: ${run.measure} ${run.similarity} < ${run.threshold}, ${verdict} (${time(run.judged_at)})`);
   const tasksLine = h('p', {}, 'Client task ', taskLink(e.client_task_id ?? run.task_id), ', run again as ', e.run_task_id ? taskLink(e.run_task_id) : '—');
   let body;
   if (run.task_type === 'screenshot') body = await screenshots(e);
   else if (e.first?.urls || e.second?.urls) body = sideBySide(`First: ${e.first?.solver_id}`, e.first?.urls ?? [], `Second: ${e.second?.solver_id}`, e.second?.urls ?? []);
   else body = sideBySide(`First: ${e.first?.solver_id}`, String(e.first?.excerpt ?? ''), `Second: ${e.second?.solver_id}`, String(e.second?.excerpt ?? ''));
-  return h('article', { class: 'evidence' }, header, tasksLine, body);
+  const third = e.third?.solver_id
+    ? h('p', {}, `Third run by ${e.third.solver_id}: similarity ${e.third.similarity_to_first} to the first, ${e.third.similarity_to_second} to the second.`)
+    : e.third?.reason ? h('p', {}, `No third verdict: ${e.third.reason}`) : null;
+  return h('article', { class: 'evidence' }, header, tasksLine, body, third);
 }
 
 async function solverTrust(main, [solverId], _params, done = null) {
@@ -288,19 +292,31 @@ async function solverTrust(main, [solverId], _params, done = null) {
           h('button', { type: 'button', class: 'danger', onclick: decide('confirm') }, 'Confirm the quarantine and refund the clients of its held earnings')),
         h('p', {}, 'Clearing releases the held pay to the solver; confirming keeps the solver out and gives each held task\'s price back to its client.'))
     : null;
+  // A verifier re-runs sampled client tasks of other solvers; its disagreement proves a result wrong.
+  const markVerifier = async () => {
+    try {
+      const answer = await call('POST', `/v1/admin/solvers/${encodeURIComponent(solverId)}/verifier`, { verifier: !trust.verifier });
+      await solverTrust(main, [solverId], _params, answer.verifier ? 'Marked verifier: it re-runs sampled client tasks of other solvers.' : 'No longer a verifier.');
+    } catch (error) {
+      toast(errorText(error), 'error');
+    }
+  };
   const runs = await Promise.all(trust.disagreements.map(disagreement));
   fill(main,
     section(`Solver ${solverId}`,
       h('p', {}, trust.quarantined ? h('strong', { class: 'status failed' }, 'Quarantined') : 'Not quarantined', `; held: ${points(trust.held_points)} over ${trust.held_tasks} tasks.`),
+      h('p', { id: 'verifier' }, trust.verifier ? 'Verifier. ' : 'Not a verifier. ',
+        h('button', { type: 'button', onclick: markVerifier }, trust.verifier ? 'Unmark verifier' : 'Mark verifier')),
       done ? h('p', { id: 'decided', role: 'status' }, done) : null,
       actions,
       table([
         ['Task type', (r) => r.task_type], ['Score', (r) => String(r.score)], ['Successes', (r) => String(r.successes)], ['Failures', (r) => String(r.failures)],
         ['Canaries passed/failed', (r) => `${r.canary_passes}/${r.canary_failures}`], ['Disagreements/runs', (r) => `${r.disagreements}/${r.redundant_runs}`],
+        ['Verified passed/wrong', (r) => `${r.verified_passes}/${r.verified_failures}`],
         ['Client work', (r) => (r.client_work ? 'yes' : 'no') + (r.on_probation ? ' (probation)' : '')],
       ], trust.reputation, { caption: 'Reputation per task type', empty: 'No reputation yet.' })),
     section('Quarantines', trust.quarantines.length ? trust.quarantines.map(quarantineEvidence) : h('p', { class: 'empty' }, 'None.')),
-    section('Redundant-run disagreements', runs.length ? runs : h('p', { class: 'empty' }, 'None.')));
+    section('Disagreements and results proven wrong', runs.length ? runs : h('p', { class: 'empty' }, 'None.')));
 }
 
 async function tools(main) {

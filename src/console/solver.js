@@ -30,6 +30,7 @@ async function earnings(main) {
     section('Reputation and checks per task type', table([
       ['Task type', (r) => r.task_type], ['Score', (r) => String(r.score)], ['Successes', (r) => String(r.successes)], ['Failures', (r) => String(r.failures)],
       ['Canaries passed/failed', (r) => `${r.canary_passes}/${r.canary_failures}`], ['Redundant runs (disagreed)', (r) => `${r.redundant_runs} (${r.disagreements})`],
+      ['Verified passed/wrong', (r) => `${r.verified_passes}/${r.verified_failures}`],
       ['Gets client work', (r) => (r.client_work ? 'yes' : 'no') + (r.on_probation ? ' (probation)' : '')],
     ], trust.reputation, { empty: 'No reputation yet.' })),
     section('Offers', table([

@@ -95,7 +95,7 @@ export interface CanaryWorkflowResult {
   reason?: string;
 }
 
-/** A client task run again by a second solver (docs/trust.md, "Redundant runs"); started by a worker. */
+/** A client task run again by a verifier or a second solver (docs/trust.md, "Verified client tasks"); started by a worker. */
 export interface RedundantRunWorkflowInput {
   /** The client's task, whose result the second one is compared with. */
   clientTaskId: string;
@@ -111,7 +111,7 @@ export interface RedundantRunWorkflowInput {
 export interface RedundantRunWorkflowResult {
   clientTaskId: string;
   /** The run's verdict, or why it has none. */
-  status: 'agreed' | 'disagreed' | 'incomparable' | 'unanswered' | 'skipped';
+  status: 'agreed' | 'disagreed' | 'incomparable' | 'unanswered' | 'skipped' | 'refuted' | 'upheld';
   reason?: string;
 }
 

@@ -23,10 +23,10 @@ export function verificationColumn(taskId: ReturnType<typeof sql.fragment>) {
   return sql.fragment`
     CASE
       WHEN EXISTS (SELECT 1 FROM ledger_entries WHERE idempotency_key = 'refund:' || ${taskId}) THEN 'refunded'
-      WHEN EXISTS (SELECT 1 FROM redundant_runs r WHERE r.task_id = ${taskId} AND r.status = 'disagreed')
+      WHEN EXISTS (SELECT 1 FROM redundant_runs r WHERE r.task_id = ${taskId} AND r.status IN ('disagreed', 'refuted'))
         OR EXISTS (SELECT 1 FROM holds h JOIN solver_quarantines q ON q.solver_id = h.account_id AND q.cleared_at IS NULL
                    WHERE h.hold_id = ${heldEarningsId('')} || ${taskId} AND h.status = 'open') THEN 'disputed'
-      WHEN EXISTS (SELECT 1 FROM redundant_runs r WHERE r.task_id = ${taskId} AND r.status = 'agreed') THEN 'verified'
+      WHEN EXISTS (SELECT 1 FROM redundant_runs r WHERE r.task_id = ${taskId} AND r.status IN ('agreed', 'upheld')) THEN 'verified'
       ELSE 'unchecked'
     END AS verification`;
 }

@@ -6,6 +6,7 @@ import { readStrongModels, type Config } from '../config';
 import { deposit, getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import type { Db } from '../db/pool';
 import { reputationOf } from '../trust/quarantines';
+import { setVerifier } from '../trust/verifiers';
 import type { Logger } from '../logger';
 import type { CapabilityTaskType } from '../schemas/domain';
 import { startSolverAgent } from '../solver/agent';
@@ -148,7 +149,8 @@ async function keyIsKnown(apiUrl: string, apiKey: string): Promise<boolean> {
 
 /**
  * What the local stack keeps on the platform account: the bundled solver's probation canaries and chat
- * audits are paid from it (docs/trust.md, "Canaries"), and a fresh stack's platform account has nothing.
+ * audits, and the runs that verify client tasks, are paid from it (docs/trust.md, "Canaries"), and a
+ * fresh stack's platform account has nothing.
  */
 export const LOCAL_PLATFORM_POINTS = 1000;
 // Its probation canaries are local pages (a browser's first start included) and, with chat, one audit.
@@ -160,7 +162,16 @@ export async function fundLocalPlatform(db: Db, logger: Logger): Promise<void> {
   if (available >= LOCAL_PLATFORM_POINTS) return;
   const amount = String(LOCAL_PLATFORM_POINTS - available);
   await deposit(db, { accountId: PLATFORM_ACCOUNT_ID, amount, idempotencyKey: `local-stack-platform:${crypto.randomUUID()}` });
-  logger.info({ amount }, 'platform account funded for the bundled solver\'s probation canaries');
+  logger.info({ amount }, 'platform account funded for canaries and verification runs');
+}
+
+/**
+ * Marks the bundled solver a verifier (docs/trust.md, "Verified client tasks"): on one's own machine it
+ * is the operator's, so sampled client tasks of other solvers are re-run by it.
+ */
+export async function markLocalVerifier(db: Db, solverId: string, logger: Logger): Promise<void> {
+  await setVerifier(db, solverId, true);
+  logger.info({ solver_id: solverId }, 'the bundled solver verifies sampled client tasks');
 }
 
 /**

@@ -405,6 +405,10 @@ export const ClearQuarantineBody = z
   .object({ note: z.string().max(2000).nullable().optional().openapi({ description: 'Why the quarantine is cleared (kept with it)' }) })
   .strict()
   .openapi('ClearQuarantineRequest');
+export const SetVerifierBody = z
+  .object({ verifier: z.boolean().openapi({ description: 'true marks the solver a verifier: it re-runs sampled client tasks, and its disagreement proves a result wrong (docs/trust.md, "Verified client tasks"); false unmarks it' }) })
+  .strict()
+  .openapi('SetVerifierRequest');
 export const KeyIdParams = z.object({ key_id: z.string().openapi({ description: 'Key id' }) });
 
 export type FetchRequest = z.infer<typeof FetchBody>;

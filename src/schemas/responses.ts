@@ -18,7 +18,7 @@ export const TaskCost = {
   charged_points: Amount.openapi({ description: 'Points charged for the task ("0" until it settles, and when it ends without a result)' }),
   verification: z.enum(VERIFICATION_STATES).openapi({
     description:
-      'What is known of the result (docs/trust.md, "Escrow and refunds"): unchecked; verified (a second solver\'s run agreed); disputed (a second run disagreed, or its solver was quarantined before its pay for it vested); refunded (what was paid for it was given back, ledger kind `refund`)',
+      'What is known of the result (docs/trust.md, "Verified client tasks", "Escrow and refunds"): unchecked; verified (a verifier\'s or a second solver\'s run agreed, or a third run upheld it); disputed (a second run disagreed and no verdict proved either side, or its solver was quarantined before its pay for it vested); refunded (proven wrong, or its solver\'s quarantine confirmed: what was paid for it was given back, ledger kind `refund`)',
   }),
 };
 

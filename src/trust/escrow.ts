@@ -43,7 +43,14 @@ const PASSED_CHECKS = sql.fragment`
   UNION ALL SELECT first_solver_id, judged_at FROM redundant_runs WHERE status = 'agreed'
   UNION ALL SELECT second_solver_id, judged_at FROM redundant_runs WHERE status = 'agreed'`;
 
-/** Open earnings holds due to vest now, oldest first: past the period, or followed by enough passed checks; never a quarantined solver's. */
+/**
+ * Whether the task of earnings hold `h` is still being verified (its run has not concluded): its pay
+ * waits, so that a verdict against it still finds the pay to refund.
+ */
+const underVerification = (h: string) => sql.fragment`EXISTS (
+  SELECT 1 FROM redundant_runs r WHERE r.task_id = substr(${sql.identifier([h, 'hold_id'])}, ${heldEarningsId('').length + 1}) AND r.concluded_at IS NULL)`;
+
+/** Open earnings holds due to vest now, oldest first: past the period, or followed by enough passed checks; never a quarantined solver's, nor one whose task is being verified. */
 async function dueToVest(db: Runner): Promise<readonly { hold_id: string }[]> {
   const { vestingSeconds, vestingChecks } = trustPolicy();
   // Vouched for: the solver passed `vestingChecks` checks judged after the pay was held.
@@ -57,7 +64,7 @@ async function dueToVest(db: Runner): Promise<readonly { hold_id: string }[]> {
     SELECT h.hold_id FROM holds h
     WHERE h.status = ${HOLD_OPEN} AND h.hold_id LIKE ${heldEarningsId('%')}
       AND (h.created_at <= now() - make_interval(secs => ${vestingSeconds}) OR ${vouched})
-      AND NOT ${quarantined(sql.fragment`h.account_id`)}
+      AND NOT ${quarantined(sql.fragment`h.account_id`)} AND NOT ${underVerification('h')}
     ORDER BY h.created_at LIMIT ${VEST_BATCH}`);
 }
 
@@ -71,7 +78,8 @@ export async function vestEarnings(db: Db): Promise<number> {
   for (const { hold_id: holdId } of await dueToVest(db)) {
     const applied = await db.transaction(async (tx) => {
       const open = await tx.maybeOneFirst(sql.type(z.object({ free: z.boolean() }))`
-        SELECT NOT ${quarantined(sql.fragment`account_id`)} AS free FROM holds WHERE hold_id = ${holdId} AND status = ${HOLD_OPEN} FOR UPDATE`);
+        SELECT NOT ${quarantined(sql.fragment`h.account_id`)} AND NOT ${underVerification('h')} AS free
+        FROM holds h WHERE h.hold_id = ${holdId} AND h.status = ${HOLD_OPEN} FOR UPDATE`);
       return open ? (await release(tx, { holdId })).applied : false;
     });
     if (applied) vested += 1;

@@ -20,6 +20,8 @@ const ReputationRow = z.object({
   canary_failures: z.number(),
   redundant_runs: z.number(),
   disagreements: z.number(),
+  verified_passes: z.number(),
+  verified_failures: z.number(),
   client_work: z.boolean(),
 });
 export type Reputation = z.infer<typeof ReputationRow> & { on_probation: boolean };
@@ -56,6 +58,7 @@ export async function reputationOf(db: Runner, solverId: string): Promise<Reputa
            round(r.latency_ms)::float8 AS latency_ms,
            COALESCE(r.canary_passes, 0) AS canary_passes, COALESCE(r.canary_failures, 0) AS canary_failures,
            COALESCE(r.redundant_runs, 0) AS redundant_runs, COALESCE(r.disagreements, 0) AS disagreements,
+           COALESCE(r.verified_passes, 0) AS verified_passes, COALESCE(r.verified_failures, 0) AS verified_failures,
            -- Its cheapest offer of the type: client work goes to any offer a check can pay.
            ${trusted('t', sql.fragment`COALESCE((SELECT min(p.min_price_points) FROM solver_capabilities p WHERE p.solver_id = t.solver_id AND p.task_type = t.task_type), 0)`)} AS client_work
     FROM (

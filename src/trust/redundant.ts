@@ -1,20 +1,31 @@
-import { sql, type CommonQueryMethods } from 'slonik';
+import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
+import { eligibleSolvers } from '../db/matching';
 import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import type { Db } from '../db/pool';
+import { refundTask } from '../db/verification';
+import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import { recordRedundantRunStep, trustPolicy } from './reputation';
-import { compareResults, disagrees } from './similarity';
+import { compareResults, disagrees, type Comparison } from './similarity';
+import { verificationRate } from './sprt';
+import { isVerifier, recordVerifiedOutcomeIn, verifiedPasses } from './verifiers';
 
 /**
- * Sampled redundant execution (docs/trust.md, "Redundant runs"): a fraction of client web tasks is run
- * again, after the client has its answer, by a second solver for the platform's account, and the two
- * results are compared (src/trust/similarity.ts). A disagreement is recorded against both solvers.
+ * Verified client tasks (docs/trust.md, "Verified client tasks" and "Redundant runs"): a sampled client
+ * web task is run again, after the client has its answer, for the platform's account, by a verifier
+ * when one is online for the type, else by another solver, and the results are compared
+ * (src/trust/similarity.ts). A verifier's disagreement proves the client's result wrong; two other
+ * solvers' disagreement sends a third run, and the odd one out is proven wrong.
  */
 
 type Runner = CommonQueryMethods;
 
-/** The states of a redundant run: waiting for its second result, judged, or ended without a verdict. */
-export const REDUNDANT_RUN_STATES = Object.freeze(['pending', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped'] as const);
+/**
+ * The states of a redundant run: waiting for its second result; judged (`refuted`: the client's result
+ * proven wrong, `upheld`: the second run was the odd one out); or ended without a verdict.
+ */
+export const REDUNDANT_RUN_STATES = Object.freeze(['pending', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped', 'refuted', 'upheld'] as const);
 export type RedundantRunState = (typeof REDUNDANT_RUN_STATES)[number];
 
 /** The workflow id of a client task's redundant run, and its TaskType search attribute value. */
@@ -31,22 +42,28 @@ export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
 
 /**
  * In the transaction that settles a client's web task with its solver's result: draws whether it is
- * run again, and if so records the run and announces it to the workers, delivered as this transaction
- * commits. Nothing else happens here, so the client's answer (announced at the same commit) waits for
- * nothing; the other 98% of tasks (at the default rate) do not even send a statement.
+ * verified, and if so records the run and announces it to the workers, delivered as this transaction
+ * commits. The rate is the solver's for the type (`verificationRate`: high for a newcomer, falling to
+ * REDUNDANT_RUN_FRACTION with its verified passes); only a draw between that floor and the start rate
+ * reads the solver's verified passes (one primary-key lookup: about half the tasks at the defaults).
+ * A verifier's own tasks are not drawn: it is the reference.
  */
 export async function sampleRedundantRunIn(tx: Runner, task: { taskId: string; taskType: string; accountId: string; solverId: string }): Promise<boolean> {
-  const { redundantRunFraction } = trustPolicy();
-  if (redundantRunFraction <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !isWebTaskType(task.taskType)) return false;
-  if (Math.random() >= redundantRunFraction) return false;
-  await tx.query(sql.unsafe`
+  const { redundantRunFraction: floor, verificationStartFraction: start } = trustPolicy();
+  const ceiling = Math.max(floor, start);
+  if (ceiling <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !isWebTaskType(task.taskType)) return false;
+  const draw = Math.random();
+  if (draw >= ceiling) return false;
+  if (draw >= floor && draw >= verificationRate(await verifiedPasses(tx, task.solverId, task.taskType), start, floor)) return false;
+  const drawn = await tx.query(sql.unsafe`
     WITH drawn AS (
-      INSERT INTO redundant_runs (task_id, task_type, first_solver_id) VALUES (${task.taskId}, ${task.taskType}, ${task.solverId})
+      INSERT INTO redundant_runs (task_id, task_type, first_solver_id)
+      SELECT ${task.taskId}, ${task.taskType}, ${task.solverId} WHERE NOT ${isVerifier(sql.fragment`${task.solverId}::text`)}
       ON CONFLICT DO NOTHING
       RETURNING task_id
     )
     SELECT pg_notify(${REDUNDANT_RUN_DRAWN_CHANNEL}, json_build_object('task_id', task_id)::text) FROM drawn`);
-  return true;
+  return drawn.rowCount > 0;
 }
 
 const UnstartedRow = z.object({ task_id: z.string(), task_type: z.string(), first_solver_id: z.string(), timeout_seconds: z.number() });
@@ -68,66 +85,120 @@ export async function markRedundantRunStarted(db: Runner, clientTaskId: string):
 /** Ends a run without a verdict: no second result came (`unanswered`), or none was asked for (`skipped`). */
 export async function endRedundantRun(db: Runner, clientTaskId: string, status: 'unanswered' | 'skipped', reason: string): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE redundant_runs SET status = ${status}, evidence = ${sql.jsonb({ reason })}, judged_at = now(), workflow_started_at = COALESCE(workflow_started_at, now())
+    UPDATE redundant_runs SET status = ${status}, evidence = ${sql.jsonb({ reason })}, judged_at = now(), concluded_at = now(),
+      workflow_started_at = COALESCE(workflow_started_at, now())
     WHERE task_id = ${clientTaskId} AND status = 'pending'`);
 }
 
 /** Skips these sampled runs not started yet (the platform cannot pay for them): no workflow is started for them. */
 export async function skipUnstartedRedundantRuns(db: Runner, clientTaskIds: readonly string[], reason: string): Promise<number> {
   const skipped = await db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
-    UPDATE redundant_runs SET status = 'skipped', evidence = ${sql.jsonb({ reason })}, judged_at = now(), workflow_started_at = now()
+    UPDATE redundant_runs SET status = 'skipped', evidence = ${sql.jsonb({ reason })}, judged_at = now(), concluded_at = now(), workflow_started_at = now()
     WHERE task_id = ANY(${sql.array([...clientTaskIds], 'text')}) AND workflow_started_at IS NULL AND status = 'pending'
     RETURNING task_id`);
   return skipped.length;
 }
 
-/** What creating a run's task did: the task to run (its cap and the solver to leave out), or why there is none. */
+/**
+ * What creating a run's task did: the task to run (its cap, the solver it checks, the solvers to leave
+ * out, and whether it goes to verifiers only), or why there is none.
+ */
 export type RedundantRunCreated =
-  | { created: true; runTaskId: string; maxPricePoints: string; firstSolverId: string }
+  | { created: true; runTaskId: string; maxPricePoints: string; firstSolverId: string; excludedSolverIds?: string[]; byVerifier?: boolean }
   | { created: false; reason: 'not_found' | 'judged' | 'platform_balance' };
 
-const RunRow = z.object({ run_task_id: z.string().nullable(), status: z.string(), first_solver_id: z.string(), max_price_points: z.string() });
+const RunRow = z.object({
+  run_task_id: z.string().nullable(),
+  status: z.string(),
+  task_type: z.string(),
+  first_solver_id: z.string(),
+  by_verifier: z.boolean(),
+  client_price_points: z.string(),
+  run_max_price_points: z.string().nullable(),
+});
 
 /**
- * Creates the platform's task that runs a client's task again (its payload as stored, its timeout, the
- * country it must be fetched from) and the platform's hold for its price cap, in one statement. The cap
- * is what the client was charged, not the client's cap: a client and a solver priced above the first one
- * could otherwise farm the platform (the client pays 1, the platform pays the colluding solver up to the
- * client's cap). The client's account is not touched. Its workflow is already running (it calls this),
- * so the task is marked started. Idempotent by client task: a second call finds the task the first created.
+ * Who may run a client task again: with a verifier online that may take the type (trusted, free or
+ * not), verifiers only, by leaving out every other solver that offers the type; otherwise any solver
+ * but the one that served it.
  */
-export async function createRedundantRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
-  const run = await db.maybeOne(sql.type(RunRow)`
-    SELECT r.run_task_id, r.status, r.first_solver_id, trim_scale(COALESCE(t.price_points, 0))::text AS max_price_points
-    FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
-  if (!run) return { created: false, reason: 'not_found' };
-  // Ended already: nothing is sent again, whoever asks.
-  if (run.status !== 'pending') return { created: false, reason: 'judged' };
-  if (run.run_task_id) return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.max_price_points, firstSolverId: run.first_solver_id };
-  const row = await db
+async function runnersFor(db: Runner, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
+  const online =
+    byVerifier ??
+    (await db.oneFirst(sql.type(z.object({ online: z.boolean() }))`
+      SELECT EXISTS (
+        SELECT 1 ${eligibleSolvers(run.taskType, { excludedSolverIds: [run.firstSolverId], country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})` })}
+          AND ${isVerifier(sql.fragment`c.solver_id`)}) AS online`));
+  if (!online) return { byVerifier: false, excludedSolverIds: [run.firstSolverId] };
+  const others = await db.anyFirst(sql.type(z.object({ solver_id: z.string() }))`
+    SELECT DISTINCT c.solver_id FROM solver_capabilities c WHERE c.task_type = ${run.taskType} AND NOT ${isVerifier(sql.fragment`c.solver_id`)}`);
+  return { byVerifier: true, excludedSolverIds: [...new Set([run.firstSolverId, ...others])] };
+}
+
+/**
+ * Inserts the platform's task that runs a client's task again (its payload as stored, its timeout, the
+ * country it must be fetched from) and the platform's hold for `maxPricePoints`, in one statement, if
+ * `claim` (an UPDATE of the run, RETURNING its task_id) claims the run for it. Its workflow is already
+ * running (it calls this), so the task is marked started. Null when another call claimed it first.
+ */
+async function insertRunTask(
+  db: Runner,
+  input: { runTaskId: string; workflowId: string; maxPricePoints: string; claim: ReturnType<typeof sql.fragment> },
+): Promise<{ task_id: string } | null | 'overdraft'> {
+  return db
     .maybeOne(sql.type(z.object({ task_id: z.string() }))`
-      WITH claimed AS (
-        UPDATE redundant_runs SET run_task_id = ${input.runTaskId}
-        WHERE task_id = ${input.clientTaskId} AND run_task_id IS NULL AND status = 'pending'
-        RETURNING task_id
-      ), inserted AS (
+      WITH claimed AS (${input.claim}), inserted AS (
         INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${run.max_price_points}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
+        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${input.maxPricePoints}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
         FROM tasks t JOIN claimed c ON c.task_id = t.task_id
         RETURNING task_id
-      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, run.max_price_points)}
+      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, input.maxPricePoints)}
       SELECT task_id FROM inserted`)
     .catch((error) => {
       if (isOverdraft(error)) return 'overdraft' as const;
       throw error;
     });
+}
+
+/**
+ * Creates the platform's task that runs a client's task again and the platform's hold for its price
+ * cap (insertRunTask). A run for verifiers is capped at CHECK_PRICE_CEILING_POINTS, like a canary: a
+ * verifier is the operator's own, so it may be dearer than the solver it checks. Any other run is
+ * capped at what the client was charged, not the client's cap: a client and a solver priced above the
+ * first one could otherwise farm the platform (the client pays 1, the platform pays the colluding
+ * solver up to the client's cap). The client's account is not touched. Idempotent by client task: a
+ * second call finds the task the first created.
+ */
+export async function createRedundantRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
+  const run = await db.maybeOne(sql.type(RunRow)`
+    SELECT r.run_task_id, r.status, r.task_type, r.first_solver_id, r.by_verifier, trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points,
+           (SELECT trim_scale(rt.max_price_points)::text FROM tasks rt WHERE rt.task_id = r.run_task_id) AS run_max_price_points
+    FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
+  if (!run) return { created: false, reason: 'not_found' };
+  // Ended already: nothing is sent again, whoever asks.
+  if (run.status !== 'pending') return { created: false, reason: 'judged' };
+  const first = { clientTaskId: input.clientTaskId, taskType: run.task_type, firstSolverId: run.first_solver_id };
+  if (run.run_task_id) {
+    const runners = await runnersFor(db, first, run.by_verifier);
+    return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.run_max_price_points ?? run.client_price_points, firstSolverId: run.first_solver_id, ...runners };
+  }
+  const runners = await runnersFor(db, first);
+  const maxPricePoints = runners.byVerifier ? trustPolicy().checkPriceCeilingPoints : run.client_price_points;
+  const row = await insertRunTask(db, {
+    ...input,
+    maxPricePoints,
+    claim: sql.fragment`
+      UPDATE redundant_runs SET run_task_id = ${input.runTaskId}, by_verifier = ${runners.byVerifier}
+      WHERE task_id = ${input.clientTaskId} AND run_task_id IS NULL AND status = 'pending'
+      RETURNING task_id`,
+  });
   if (row === 'overdraft') {
     await endRedundantRun(db, input.clientTaskId, 'skipped', 'platform_balance');
     return { created: false, reason: 'platform_balance' };
   }
   // Another call claimed it meanwhile: its task is the one.
   if (!row) return createRedundantRunTask(db, input);
-  return { created: true, runTaskId: row.task_id, maxPricePoints: run.max_price_points, firstSolverId: run.first_solver_id };
+  return { created: true, runTaskId: row.task_id, maxPricePoints, firstSolverId: run.first_solver_id, ...runners };
 }
 
 const ResultsRow = z.object({
@@ -139,47 +210,194 @@ const ResultsRow = z.object({
   first_result: z.record(z.unknown()).nullable(),
   second_result: z.record(z.unknown()).nullable(),
   run_status: z.string().nullable(),
+  second_is_verifier: z.boolean(),
+});
+
+/** A verdict and the `task.refunded` deliveries it wrote, whose first attempt is the caller's to make once it returns. */
+export interface RunVerdict {
+  status: RedundantRunState;
+  webhooks: DueDelivery[];
+}
+
+const side = (solverId: string | null, excerpt: Comparison['first']) => ({ solver_id: solverId, ...excerpt });
+
+/**
+ * Compares a run's second result with the client's and records the verdict (the measure, the
+ * similarity, the threshold and what each side looked like), in one transaction. Both solvers'
+ * reputation counts the run. Agreement is a verified pass for each side that is not a verifier. A
+ * verifier's disagreement proves the client's result wrong (`refuted`): a verified failure of the first
+ * solver and the client task refunded at once. Any other disagreement counts against nobody yet: it
+ * waits for a third run (`disagreed`, not concluded). Once: a run already judged is left as it is.
+ */
+export async function judgeRedundantRun(db: Db, clientTaskId: string): Promise<RunVerdict> {
+  return db.transaction(async (tx) => {
+    const run = await tx.maybeOne(sql.type(ResultsRow)`
+      SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
+             c.result AS first_result, s.result AS second_result, s.status AS run_status,
+             r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier
+      FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
+      WHERE r.task_id = ${clientTaskId}
+      FOR UPDATE OF r`);
+    if (!run) return { status: 'skipped', webhooks: [] };
+    if (run.status !== 'pending') return { status: run.status as RedundantRunState, webhooks: [] };
+    if (run.run_status !== 'completed' || !run.first_result || !run.second_result || !run.second_solver_id || !isWebTaskType(run.task_type)) {
+      await endRedundantRun(tx, clientTaskId, 'unanswered', 'no second result');
+      return { status: 'unanswered', webhooks: [] };
+    }
+    const comparison = compareResults(run.task_type, run.first_result, run.second_result);
+    const disagreed = disagrees(comparison);
+    const status: RedundantRunState =
+      comparison.similarity === null ? 'incomparable' : !disagreed ? 'agreed' : run.second_is_verifier ? 'refuted' : 'disagreed';
+    const evidence = {
+      client_task_id: clientTaskId,
+      run_task_id: run.run_task_id,
+      by_verifier: run.second_is_verifier,
+      first: side(run.first_solver_id, comparison.first),
+      second: side(run.second_solver_id, comparison.second),
+    };
+    await tx.query(sql.unsafe`
+      WITH judged AS (
+        UPDATE redundant_runs SET status = ${status}, second_solver_id = ${run.second_solver_id}, measure = ${comparison.measure},
+          similarity = ${comparison.similarity}, threshold = ${comparison.threshold}, evidence = ${sql.jsonb(evidence)}, judged_at = now(),
+          concluded_at = CASE WHEN ${status === 'disagreed'} THEN NULL ELSE now() END,
+          wrong_solver_id = CASE WHEN ${status === 'refuted'} THEN first_solver_id END
+        WHERE task_id = ${clientTaskId} AND status = 'pending'
+        RETURNING task_id
+      ), pair AS (
+        SELECT solver_id, ${run.task_type}::text AS task_type
+        FROM unnest(${sql.array([run.first_solver_id, run.second_solver_id], 'text')}) AS solver_id
+        WHERE EXISTS (SELECT 1 FROM judged) AND ${status !== 'incomparable'}
+      ), ${recordRedundantRunStep(disagreed)}
+      SELECT 1`);
+    if (status === 'agreed') {
+      for (const solverId of [run.first_solver_id, run.second_solver_id]) {
+        await recordVerifiedOutcomeIn(tx, { solverId, taskType: run.task_type, failed: false, evidence });
+      }
+    }
+    if (status !== 'refuted') return { status, webhooks: [] };
+    return { status, webhooks: await proveWrongIn(tx, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+  });
+}
+
+/**
+ * A client task's result proven wrong: a verified failure of its solver (which may quarantine it), and
+ * the task refunded at once from its solver's held pay (`refundTask`).
+ */
+async function proveWrongIn(tx: DatabaseTransactionConnection, proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown> }) {
+  await recordVerifiedOutcomeIn(tx, { solverId: proof.wrongSolverId, taskType: proof.taskType, failed: true, evidence: proof.evidence });
+  return (await refundTask(tx, proof.clientTaskId)).webhooks;
+}
+
+const ThirdRow = z.object({
+  status: z.string(),
+  concluded: z.boolean(),
+  first_solver_id: z.string(),
+  second_solver_id: z.string().nullable(),
+  third_run_task_id: z.string().nullable(),
+  client_price_points: z.string(),
 });
 
 /**
- * Compares a run's second result with the client's and records the verdict: the measure, the
- * similarity, the threshold and what each side looked like; both solvers' reputation counts the run,
- * and a disagreement counts against both. Once: a run already judged is left as it is.
+ * Creates the platform's task that breaks the tie of a disputed run (two solvers that are not verifiers
+ * disagreed), and its hold, like the second run's: capped at what the client was charged, any solver
+ * but the two. Idempotent like createRedundantRunTask. A run concluded already gets none.
  */
-export async function judgeRedundantRun(db: Runner, clientTaskId: string): Promise<RedundantRunState> {
-  const run = await db.maybeOne(sql.type(ResultsRow)`
-    SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
-           c.result AS first_result, s.result AS second_result, s.status AS run_status
-    FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
-    WHERE r.task_id = ${clientTaskId}`);
-  if (!run) return 'skipped';
-  if (run.status !== 'pending') return run.status as RedundantRunState;
-  if (run.run_status !== 'completed' || !run.first_result || !run.second_result || !run.second_solver_id || !isWebTaskType(run.task_type)) {
-    await endRedundantRun(db, clientTaskId, 'unanswered', 'no second result');
-    return 'unanswered';
+export async function createThirdRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
+  const run = await db.maybeOne(sql.type(ThirdRow)`
+    SELECT r.status, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id,
+           trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
+    FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
+  if (!run) return { created: false, reason: 'not_found' };
+  if (run.status !== 'disagreed' || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
+  const created = (runTaskId: string): RedundantRunCreated => ({
+    created: true,
+    runTaskId,
+    maxPricePoints: run.client_price_points,
+    firstSolverId: run.first_solver_id,
+    excludedSolverIds: [run.first_solver_id, run.second_solver_id!],
+  });
+  if (run.third_run_task_id) return created(run.third_run_task_id);
+  const row = await insertRunTask(db, {
+    ...input,
+    maxPricePoints: run.client_price_points,
+    claim: sql.fragment`
+      UPDATE redundant_runs SET third_run_task_id = ${input.runTaskId}
+      WHERE task_id = ${input.clientTaskId} AND third_run_task_id IS NULL AND status = 'disagreed' AND concluded_at IS NULL
+      RETURNING task_id`,
+  });
+  if (row === 'overdraft') {
+    await concludeDispute(db, input.clientTaskId, 'platform_balance');
+    return { created: false, reason: 'platform_balance' };
   }
-  const comparison = compareResults(run.task_type, run.first_result, run.second_result);
-  const disagreed = disagrees(comparison);
-  const status: RedundantRunState = comparison.similarity === null ? 'incomparable' : disagreed ? 'disagreed' : 'agreed';
-  const evidence = {
-    client_task_id: clientTaskId,
-    run_task_id: run.run_task_id,
-    first: { solver_id: run.first_solver_id, ...comparison.first },
-    second: { solver_id: run.second_solver_id, ...comparison.second },
-  };
-  const judged = await db.oneFirst(sql.type(z.object({ judged: z.boolean() }))`
-    WITH judged AS (
-      UPDATE redundant_runs SET status = ${status}, second_solver_id = ${run.second_solver_id}, measure = ${comparison.measure},
-        similarity = ${comparison.similarity}, threshold = ${comparison.threshold}, evidence = ${sql.jsonb(evidence)}, judged_at = now()
-      WHERE task_id = ${clientTaskId} AND status = 'pending'
-      RETURNING task_id
-    ), pair AS (
-      SELECT solver_id, ${run.task_type}::text AS task_type
-      FROM unnest(${sql.array([run.first_solver_id, run.second_solver_id], 'text')}) AS solver_id
-      WHERE EXISTS (SELECT 1 FROM judged) AND ${status !== 'incomparable'}
-    ), ${recordRedundantRunStep(disagreed)}
-    SELECT EXISTS (SELECT 1 FROM judged) AS judged`);
-  return judged ? status : judgeRedundantRun(db, clientTaskId);
+  if (!row) return createThirdRunTask(db, input);
+  return created(row.task_id);
+}
+
+/**
+ * Concludes a disputed run without a third verdict (no third solver, its attempt failed, nothing to pay
+ * it with): the client task stays `disputed`, and neither solver takes a failure.
+ */
+export async function concludeDispute(db: Runner, clientTaskId: string, reason: string): Promise<void> {
+  await db.query(sql.unsafe`
+    UPDATE redundant_runs SET concluded_at = now(), evidence = evidence || ${sql.jsonb({ third: { reason } })}
+    WHERE task_id = ${clientTaskId} AND status = 'disagreed' AND concluded_at IS NULL`);
+}
+
+const ThirdResultsRow = z.object({
+  task_type: z.string(),
+  first_solver_id: z.string(),
+  second_solver_id: z.string(),
+  third_solver_id: z.string().nullable(),
+  first_result: z.record(z.unknown()).nullable(),
+  second_result: z.record(z.unknown()).nullable(),
+  third_result: z.record(z.unknown()).nullable(),
+  third_status: z.string().nullable(),
+  evidence: z.record(z.unknown()),
+});
+
+/**
+ * Judges a disputed run by its third result: the one of the first two that disagrees with it, while
+ * the other agrees, is the odd one out and proven wrong (`upheld`: the second; `refuted`: the client's,
+ * refunded at once). Otherwise (the third agrees with both or neither, or cannot be compared) the
+ * dispute concludes with no failure on either side.
+ */
+export async function judgeThirdRun(db: Db, clientTaskId: string): Promise<RunVerdict> {
+  return db.transaction(async (tx) => {
+    const run = await tx.maybeOne(sql.type(ThirdResultsRow)`
+      SELECT r.task_type, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
+             x.result AS third_result, x.status AS third_status, r.evidence
+      FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
+      WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
+      FOR UPDATE OF r`);
+    if (!run) return { status: 'disagreed', webhooks: [] };
+    if (run.third_status !== 'completed' || !run.first_result || !run.second_result || !run.third_result || !run.third_solver_id || !isWebTaskType(run.task_type)) {
+      await concludeDispute(tx, clientTaskId, 'no third result');
+      return { status: 'disagreed', webhooks: [] };
+    }
+    const withFirst = compareResults(run.task_type, run.first_result, run.third_result);
+    const withSecond = compareResults(run.task_type, run.second_result, run.third_result);
+    const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
+    const agreesSecond = withSecond.similarity !== null && !disagrees(withSecond);
+    const status: RedundantRunState = agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';
+    const evidence = {
+      ...run.evidence,
+      third: { ...side(run.third_solver_id, withFirst.second), similarity_to_first: withFirst.similarity, similarity_to_second: withSecond.similarity },
+    };
+    const wrong = status === 'upheld' ? run.second_solver_id : status === 'refuted' ? run.first_solver_id : null;
+    await tx.query(sql.unsafe`
+      UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
+        wrong_solver_id = ${wrong}, concluded_at = now()
+      WHERE task_id = ${clientTaskId}`);
+    if (status === 'disagreed') return { status, webhooks: [] };
+    // The majority's other side passed the check.
+    const right = status === 'upheld' ? run.first_solver_id : run.second_solver_id;
+    await recordVerifiedOutcomeIn(tx, { solverId: right, taskType: run.task_type, failed: false, evidence });
+    if (status === 'upheld') {
+      await recordVerifiedOutcomeIn(tx, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
+      return { status, webhooks: [] };
+    }
+    return { status, webhooks: await proveWrongIn(tx, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+  });
 }
 
 const RedundantRunRow = z.object({
@@ -188,6 +406,8 @@ const RedundantRunRow = z.object({
   status: z.string(),
   first_solver_id: z.string(),
   second_solver_id: z.string().nullable(),
+  third_solver_id: z.string().nullable(),
+  wrong_solver_id: z.string().nullable(),
   measure: z.string().nullable(),
   similarity: z.number().nullable(),
   threshold: z.number().nullable(),
@@ -196,14 +416,15 @@ const RedundantRunRow = z.object({
 });
 export type RedundantRunRecord = z.infer<typeof RedundantRunRow>;
 
-/** A solver's disagreements, on either side, newest first: what an admin reads (GET /v1/admin/solvers/{id}/trust). */
+/** A solver's disagreements, on either side, and the runs that proved it wrong, newest first: what an admin reads (GET /v1/admin/solvers/{id}/trust). */
 export async function disagreementsOf(db: Runner, solverId: string, limit = 50): Promise<readonly RedundantRunRecord[]> {
   return db.any(sql.type(RedundantRunRow)`
-    SELECT task_id, task_type, status, first_solver_id, second_solver_id, measure, similarity, threshold, evidence,
+    SELECT task_id, task_type, status, first_solver_id, second_solver_id, third_solver_id, wrong_solver_id, measure, similarity, threshold, evidence,
            to_char(judged_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS judged_at
     FROM (
       SELECT * FROM redundant_runs WHERE first_solver_id = ${solverId} AND status = 'disagreed'
       UNION SELECT * FROM redundant_runs WHERE second_solver_id = ${solverId} AND status = 'disagreed'
+      UNION SELECT * FROM redundant_runs WHERE wrong_solver_id = ${solverId}
     ) r
     ORDER BY created_at DESC LIMIT ${limit}`);
 }

@@ -15,8 +15,13 @@ export interface TrustPolicy {
   halfLifeSeconds: number;
   /** Mean attempts of a canary task type between two canaries of a solver (0: only probation canaries). */
   canaryEveryTasks: number;
-  /** The fraction of client web tasks run again by a second solver and compared (docs/trust.md, "Redundant runs"). */
+  /**
+   * The fraction of a solver's client web tasks verified once it has a long verified record: the floor
+   * its rate falls to (docs/trust.md, "Verified client tasks").
+   */
   redundantRunFraction: number;
+  /** The fraction of a new solver's client web tasks verified: its rate before any verified pass. */
+  verificationStartFraction: number;
   /** Whether web_search canaries are sent: only with a search oracle to compare results with (CANARY_SEARCH_ORACLE). */
   searchCanaries: boolean;
   /**
@@ -47,6 +52,7 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   halfLifeSeconds: 24 * 3600,
   canaryEveryTasks: 50,
   redundantRunFraction: 0,
+  verificationStartFraction: 0,
   searchCanaries: false,
   pageCanaries: true,
   targetFailureRequestCost: 60,
@@ -96,11 +102,6 @@ export const activeCanaryTypesSql = () => sql.array([...activeCanaryTypes()], 't
 
 /** A passed canary counts as this many successes: it is checked evidence, a client task is not. */
 export const CANARY_PASS_WEIGHT = 3;
-/**
- * A disagreement counts as this many failures for each of the two solvers: it cannot say which of them
- * is wrong, so it weighs less than a failed canary; a solver that disagrees with many others adds up.
- */
-export const DISAGREEMENT_WEIGHT = 1;
 /** Weight of the newest completed attempt in the latency moving average. */
 const LATENCY_WEIGHT = 0.2;
 
@@ -246,20 +247,18 @@ export function recordOutcomeStep(counts: 'completed' | 'failed' | null, failure
 }
 
 /**
- * A CTE that records a redundant run's verdict against both its solvers (rows of `pair`: solver_id,
- * task_type): one more run each, and when they disagreed one more disagreement and DISAGREEMENT_WEIGHT
- * failures each, decayed like every other count.
+ * A CTE that counts a redundant run for both its solvers (rows of `pair`: solver_id, task_type): one
+ * more run each, and when they disagreed one more disagreement each. A disagreement alone cannot say
+ * which of them is wrong, so it weighs no failure: the verdict that can (a verifier's, a third run's)
+ * counts against the one proven wrong (src/trust/verifiers.ts).
  */
 export function recordRedundantRunStep(disagreed: boolean) {
   return sql.fragment`
     reputed AS (
-      INSERT INTO solver_reputation AS r (solver_id, task_type, failures, redundant_runs, disagreements)
-      SELECT solver_id, task_type, ${disagreed ? DISAGREEMENT_WEIGHT : 0}, 1, ${disagreed ? 1 : 0} FROM pair
+      INSERT INTO solver_reputation AS r (solver_id, task_type, redundant_runs, disagreements)
+      SELECT solver_id, task_type, 1, ${disagreed ? 1 : 0} FROM pair
       ON CONFLICT (solver_id, task_type) DO UPDATE SET
-        successes = r.successes * ${decay('r')},
-        failures = r.failures * ${decay('r')} + EXCLUDED.failures,
         redundant_runs = r.redundant_runs + 1,
-        disagreements = r.disagreements + EXCLUDED.disagreements,
-        decayed_at = now()
+        disagreements = r.disagreements + EXCLUDED.disagreements
     )`;
 }

@@ -150,6 +150,30 @@ export function learnsCanaryDomain(): Script {
   };
 }
 
+/**
+ * Whether a task looks like a check to a cheat that has read docs/trust.md: a page on a name under
+ * `localhost` (where a local stack serves canary pages), a `/canary/` path, or the API's own origin.
+ */
+export const suspectsCheck = (frame: TaskMessage, apiOrigin: string) => {
+  const url = new URL(String(frame.payload.url));
+  return url.hostname.endsWith('.localhost') || url.pathname.includes('/canary/') || url.origin === new URL(apiOrigin).origin;
+};
+
+/** Fetches honestly every URL it suspects is a check (`suspectsCheck`), and makes up every other page. */
+export function fetchesSuspectedChecks(apiOrigin: string): Script {
+  return (frame, self) => (suspectsCheck(frame, apiOrigin) ? honestFetch(frame, self) : fabricatedFetch(frame, self));
+}
+
+/** Passes every check it suspects, fetches client pages honestly but makes up one in `every`. */
+export function fabricatesOneIn(every: number, apiOrigin: string): Script {
+  let clientPages = 0;
+  return (frame, self) => {
+    if (suspectsCheck(frame, apiOrigin)) return honestFetch(frame, self);
+    clientPages += 1;
+    return clientPages % every === 0 ? fabricatedFetch(frame, self) : honestFetch(frame, self);
+  };
+}
+
 /** Searches with `search` (an honest backend) and returns its results. */
 export function honestSearch(search: (query: string, count: number) => Promise<{ title: string; url: string; snippet: string }[]>): Script {
   return async (frame, self) => {

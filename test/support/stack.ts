@@ -32,7 +32,7 @@ export function testEndpoints() {
  * Every stack and every process a test starts takes these (the database, and so the platform account
  * that pays for both, is shared between suites).
  */
-export const QUIET_TRUST_ENV = { CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0', EARNINGS_VESTING_SECONDS: '0' } as const;
+export const QUIET_TRUST_ENV = { CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0', VERIFICATION_START_FRACTION: '0', EARNINGS_VESTING_SECONDS: '0' } as const;
 
 /**
  * The suites register many accounts, connect many solvers and probe with bad keys, all from 127.0.0.1:

@@ -6,10 +6,11 @@ import { statusCounts, queueStatus } from '../../db/status';
 import { sql } from 'slonik';
 import { ApiError } from '../../errors';
 import { decimalText } from '../../schemas/common';
-import { ClearQuarantineBody, DepositBody, SolverIdParams } from '../../schemas/requests';
+import { ClearQuarantineBody, DepositBody, SetVerifierBody, SolverIdParams } from '../../schemas/requests';
 import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../trust/quarantines';
 import { disagreementsOf } from '../../trust/redundant';
 import { usageInflationsOf } from '../../trust/usage-inflation';
+import { setVerifier, verifierSince } from '../../trust/verifiers';
 import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
@@ -75,22 +76,32 @@ export function adminRoutes(deps: AppDeps): Router {
   router.get('/v1/admin/solvers/:solver_id/trust', admin, validateParams(SolverIdParams), async (req, res) => {
     const solverId = String(req.params.solver_id);
     if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const [quarantines, reputation, held, disagreements, usageInflations] = await Promise.all([
+    const [quarantines, reputation, held, disagreements, usageInflations, verifierMarkedAt] = await Promise.all([
       quarantinesOf(deps.db, solverId),
       reputationOf(deps.db, solverId),
       heldEarnings(deps.db, solverId),
       disagreementsOf(deps.db, solverId),
       usageInflationsOf(deps.db, solverId),
+      verifierSince(deps.db, solverId),
     ]);
     res.json({
       solver_id: solverId,
       quarantined: quarantines.some((q) => q.cleared_at === null),
+      verifier: verifierMarkedAt !== null,
       ...held,
       reputation,
       quarantines,
       disagreements,
       usage_inflations: usageInflations,
     });
+  });
+
+  router.post('/v1/admin/solvers/:solver_id/verifier', admin, validateParams(SolverIdParams), validateBody(SetVerifierBody), async (req, res) => {
+    const solverId = String(req.params.solver_id);
+    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const verifier = await setVerifier(deps.db, solverId, (req.body as { verifier: boolean }).verifier);
+    res.locals.log.info({ solver_id: solverId, verifier }, verifier ? 'solver marked verifier' : 'solver unmarked verifier');
+    res.json({ solver_id: solverId, verifier });
   });
 
   router.post('/v1/admin/solvers/:solver_id/quarantine/clear', admin, validateParams(SolverIdParams), validateBody(ClearQuarantineBody), async (req, res) => {

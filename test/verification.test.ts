@@ -1,0 +1,347 @@
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { fabricatedFetch, fabricatesOneIn, fetchesSuspectedChecks, honestFetch, suspectsCheck, type Script } from './support/cheats';
+import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
+import { canariesSettled } from './support/trust';
+import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
+
+/**
+ * Verified client tasks (docs/trust.md, "Verified client tasks"): a sampled client task is run again
+ * by a verifier, or by two other solvers in turn; a result proven wrong is refunded at once and counts
+ * against its solver only, in a sequential test that quarantines a cheat. The cheats are written as a
+ * dishonest solver author would write them against checks that look like client work.
+ */
+
+jest.setTimeout(300_000);
+
+let stack: TestStack;
+let site: http.Server;
+let siteUrl: string;
+const admin = { 'X-Admin-API-Key': ADMIN_KEY };
+const AUDIT_EXACT = { accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 };
+
+// A client's website: every path is a page of its own.
+const pageAt = (path: string) => `<!doctype html><html><head><title>${path}</title></head><body><main><h1>Notes on ${path}</h1>
+<p>This page at ${path} describes the harbour, the lighthouse keeper and the ferry timetable of a small island town.</p>
+<p>Visitors to ${path} read about tides, the fish market on Thursdays and the walk along the northern cliffs.</p></main></body></html>`;
+
+beforeAll(async () => {
+  site = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(pageAt(req.url ?? '/')));
+  await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
+  siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
+});
+afterAll(async () => {
+  await new Promise((resolve) => site.close(resolve));
+});
+
+/** A stack with this trust policy for the tests of one describe block (the policy is per process). */
+function stackWith(env: Record<string, string>) {
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { CANARY_SWEEP_SECONDS: '3600', REDUNDANT_RUN_SWEEP_SECONDS: '3600', ...env } });
+    const funded = await api(stack.url, 'POST', '/v1/admin/deposit', { body: { account_id: PLATFORM_ACCOUNT_ID, amount_points: '100000' }, headers: admin });
+    expect(funded.status).toBe(200);
+  });
+  afterAll(async () => {
+    await stack.close();
+  });
+  return suiteSolvers(() => stack.url);
+}
+
+const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
+const verificationOf = async (taskId: string, auth: Record<string, string>) => (await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: auth })).json.verification;
+const markVerifier = async (solver: FakeSolver) => {
+  const marked = await api(stack.url, 'POST', `/v1/admin/solvers/${solver.solverId}/verifier`, { body: { verifier: true }, headers: admin });
+  expect(marked.json).toEqual({ solver_id: solver.solverId, verifier: true });
+};
+
+const RunRow = z.object({
+  task_id: z.string(),
+  status: z.string(),
+  concluded: z.boolean(),
+  first_solver_id: z.string(),
+  second_solver_id: z.string().nullable(),
+  third_solver_id: z.string().nullable(),
+  wrong_solver_id: z.string().nullable(),
+  by_verifier: z.boolean(),
+  run_task_id: z.string().nullable(),
+  third_run_task_id: z.string().nullable(),
+  evidence: z.record(z.any()).nullable(),
+});
+const RUN_COLUMNS = sql.fragment`task_id, status, concluded_at IS NOT NULL AS concluded, first_solver_id, second_solver_id, third_solver_id, wrong_solver_id,
+  by_verifier, run_task_id, third_run_task_id, evidence`;
+/** A client task's run once every check of it has ended. */
+const concluded = (taskId: string) =>
+  waitFor(async () => {
+    const run = await stack.db.maybeOne(sql.type(RunRow)`SELECT ${RUN_COLUMNS} FROM redundant_runs WHERE task_id = ${taskId}`);
+    return run?.concluded ? run : null;
+  }, 60_000);
+/** Waits until no run is left open, and returns those of these client tasks. */
+async function runsOf(taskIds: string[]) {
+  await waitFor(async () => (await stack.db.oneFirst(sql.type(z.object({ open: z.number() }))`SELECT count(*)::int AS open FROM redundant_runs WHERE concluded_at IS NULL`)) === 0, 90_000);
+  return stack.db.any(sql.type(RunRow)`SELECT ${RUN_COLUMNS} FROM redundant_runs WHERE task_id = ANY(${sql.array(taskIds, 'text')})`);
+}
+
+/** A client fetch of a page of the client's site; the task id, or null when no solver could take it. */
+async function clientFetch(client: { auth: Record<string, string> }, path: string): Promise<{ taskId: string; solverId: string } | null> {
+  const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}${path}` }, headers: client.auth });
+  if (fetched.status === 503) return null;
+  expect(fetched.status).toBe(200);
+  const taskId = String(fetched.headers.get('x-task-id'));
+  const solverId = await stack.db.oneFirst(sql.type(z.object({ solver_id: z.string() }))`SELECT solver_id FROM tasks WHERE task_id = ${taskId}`);
+  return { taskId, solverId };
+}
+
+const suspect = (frame: TaskFrame) => suspectsCheck(frame, stack.url);
+const fetchesSuspectsOnly: Script = (frame, self) => fetchesSuspectedChecks(stack.url)(frame, self);
+
+/** Answers what it suspects is a check honestly, and fails every other task: a verifier or third solver whose runs crash. */
+const failsClientWork: Script = (frame, self) => {
+  if (suspect(frame as TaskFrame)) return honestFetch(frame, self);
+  self.send({ type: 'accept', attempt_id: frame.attempt_id });
+  self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'fetch_failed', message: 'worker crashed' }, retryable: false });
+};
+
+/** A behaviour that holds each task until `open` is called, then behaves as `script`. */
+function held(script: Script) {
+  let open!: () => void;
+  const gate = new Promise<void>((resolve) => (open = resolve));
+  const behaviour = async (frame: TaskFrame, self: FakeSolver) => {
+    await gate;
+    await script(frame, self);
+  };
+  return { behaviour, open };
+}
+
+describe('every client task verified, escrow on, no probation', () => {
+  // No score threshold: the sequential test alone decides (the failures would exclude the cheat first).
+  const startSolver = stackWith({ REDUNDANT_RUN_FRACTION: '1', EARNINGS_VESTING_SECONDS: '3600', EARNINGS_VESTING_CHECKS: '0', TRUST_MIN_SCORE: '0' });
+
+  test('an admin marks and unmarks a verifier; an unknown solver is 404, a bad body 422', async () => {
+    const solver = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(solver);
+    expect((await trustOf(solver.solverId)).verifier).toBe(true);
+    const unmarked = await api(stack.url, 'POST', `/v1/admin/solvers/${solver.solverId}/verifier`, { body: { verifier: false }, headers: admin });
+    expect(unmarked.json).toEqual({ solver_id: solver.solverId, verifier: false });
+    expect((await trustOf(solver.solverId)).verifier).toBe(false);
+    expect((await api(stack.url, 'POST', '/v1/admin/solvers/nobody/verifier', { body: { verifier: true }, headers: admin })).status).toBe(404);
+    expect((await api(stack.url, 'POST', `/v1/admin/solvers/${solver.solverId}/verifier`, { body: { verifier: 'yes' }, headers: admin })).status).toBe(422);
+    expect((await api(stack.url, 'POST', `/v1/admin/solvers/${solver.solverId}/verifier`, { body: { verifier: true } })).status).toBe(401);
+  });
+
+  test('a verifier dearer than the cheat re-runs its client tasks: each wrong one is refunded at once, the cheat alone takes the failure, and the third quarantines it', async () => {
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fetchesSuspectsOnly });
+    const client = await registerAccount(stack.url, '100');
+    const served: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const task = await clientFetch(client, `/refuted/${i}`);
+      expect(task?.solverId).toBe(cheat.solverId);
+      served.push(task!.taskId);
+      const run = await concluded(task!.taskId);
+      expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: verifier.solverId, wrong_solver_id: cheat.solverId });
+      expect(run.evidence).toMatchObject({ by_verifier: true, first: { solver_id: cheat.solverId, excerpt: '# Hello' }, second: { solver_id: verifier.solverId } });
+      expect(await verificationOf(task!.taskId, client.auth)).toBe('refunded');
+    }
+    // Every charge came back: the cheat's pay and the platform's fee.
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
+    const trust = await trustOf(cheat.solverId);
+    expect(trust.quarantined).toBe(true);
+    expect(trust.quarantines[0]).toMatchObject({ reason: 'verification_failed', task_type: 'proxy_fetch' });
+    expect(trust.quarantines[0].evidence.sprt).toMatchObject({ verified_failures: 3, verified_passes: 0 });
+    expect(trust.reputation[0]).toMatchObject({ verified_failures: 3 });
+    expect(trust.disagreements.map((run: { task_id: string }) => run.task_id).sort()).toEqual([...served].sort());
+    // The verifier took nothing against it, and its own client work is not re-run.
+    const verifierTrust = await trustOf(verifier.solverId);
+    expect(verifierTrust).toMatchObject({ quarantined: false, verifier: true });
+    expect(verifierTrust.reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+    const next = await clientFetch(client, '/refuted/after');
+    expect(next?.solverId).toBe(verifier.solverId);
+    expect(await runsOf([next!.taskId])).toEqual([]);
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('with no verifier, two solvers that disagree are decided by a third: the odd one out is proven wrong, the client refunded when it was the client\'s', async () => {
+    // The cheat serves the client; the honest solvers come online once it has the task.
+    const cheatGate = held(fabricatedFetch);
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: cheatGate.behaviour });
+    const client = await registerAccount(stack.url, '100');
+    const fetching = clientFetch(client, '/majority/refuted');
+    await waitFor(() => cheat.received[0], 30_000);
+    const honestA = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    const honestB = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    cheatGate.open();
+    const refuted = (await fetching)!;
+    const run = await concluded(refuted.taskId);
+    expect(run).toMatchObject({ status: 'refuted', by_verifier: false, first_solver_id: cheat.solverId, wrong_solver_id: cheat.solverId });
+    expect([run.second_solver_id, run.third_solver_id].sort()).toEqual([honestA.solverId, honestB.solverId].sort());
+    expect(run.evidence).toMatchObject({ third: { similarity_to_first: 0, similarity_to_second: 1 } });
+    expect(await verificationOf(refuted.taskId, client.auth)).toBe('refunded');
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', lifetime_spent_points: '0' });
+    expect((await trustOf(cheat.solverId)).reputation[0]).toMatchObject({ verified_failures: 1 });
+    for (const honest of [honestA, honestB]) expect((await trustOf(honest.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  /**
+   * An honest solver serves the client; the cheat (the only other solver then) makes up the second run;
+   * a third solver behaving as `third` comes online before the cheat answers, and takes the third run.
+   */
+  async function disputedWithThird(path: string, third: Script) {
+    const firstGate = held(honestFetch);
+    const first = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: firstGate.behaviour });
+    const client = await registerAccount(stack.url, '100');
+    const fetching = clientFetch(client, path);
+    await waitFor(() => first.received[0], 30_000);
+    const cheatGate = held(fabricatedFetch);
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: cheatGate.behaviour });
+    firstGate.open();
+    const task = (await fetching)!;
+    await waitFor(() => cheat.received[0], 30_000);
+    const thirdSolver = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: third });
+    cheatGate.open();
+    return { first, cheat, third: thirdSolver, client, task, run: await concluded(task.taskId) };
+  }
+
+  test('when the second run is the odd one out, the client\'s result is upheld and the second solver takes the failure', async () => {
+    const { first, cheat, third, client, task: upheld, run } = await disputedWithThird('/majority/upheld', honestFetch);
+    expect(run).toMatchObject({ status: 'upheld', second_solver_id: cheat.solverId, third_solver_id: third.solverId, wrong_solver_id: cheat.solverId });
+    expect(await verificationOf(upheld.taskId, client.auth)).toBe('verified');
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '1' });
+    expect((await trustOf(cheat.solverId)).reputation[0]).toMatchObject({ verified_failures: 1 });
+    expect((await trustOf(first.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, verified_passes: 1 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('a verifier whose run crashes leaves nothing open: the run ends unanswered, its hold released, the task unchecked and its pay free to vest', async () => {
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: failsClientWork });
+    await markVerifier(verifier);
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fabricatedFetch });
+    const client = await registerAccount(stack.url, '100');
+    const task = (await clientFetch(client, '/crash/verifier'))!;
+    expect(task.solverId).toBe(cheat.solverId);
+    const run = await concluded(task.taskId);
+    expect(run).toMatchObject({ status: 'unanswered', by_verifier: true, wrong_solver_id: null });
+    const runTask = await stack.db.one(sql.type(z.object({ status: z.string(), open_holds: z.number() }))`
+      SELECT status, (SELECT count(*)::int FROM holds WHERE hold_id = ${run.run_task_id} AND status = 'open') AS open_holds FROM tasks WHERE task_id = ${run.run_task_id}`);
+    expect(runTask).toEqual({ status: 'failed', open_holds: 0 });
+    expect(await verificationOf(task.taskId, client.auth)).toBe('unchecked');
+    expect((await trustOf(cheat.solverId)).reputation[0]).toMatchObject({ verified_failures: 0 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('a third run that crashes leaves nothing open: the task stays disputed, with a failure on neither side', async () => {
+    const { first, cheat, third: crasher, client, task: disputed, run } = await disputedWithThird('/crash/third', failsClientWork);
+    expect(run).toMatchObject({ status: 'disagreed', wrong_solver_id: null, third_solver_id: null });
+    expect(run.evidence).toMatchObject({ third: { reason: expect.stringContaining('worker crashed') } });
+    expect(await stack.db.oneFirst(sql.type(z.object({ status: z.string() }))`SELECT status FROM tasks WHERE task_id = ${run.third_run_task_id}`)).toBe('failed');
+    expect(crasher.received.map((frame) => frame.task_id)).toContain(run.third_run_task_id);
+    expect(await verificationOf(disputed.taskId, client.auth)).toBe('disputed');
+    for (const solver of [first, cheat]) expect((await trustOf(solver.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+});
+
+describe('the default sampling: probation, escrow and a verifier online', () => {
+  const startSolver = stackWith({
+    TRUST_PROBATION_CANARIES: '1',
+    CANARY_EVERY_TASKS: '50',
+    REDUNDANT_RUN_FRACTION: '0.02',
+    VERIFICATION_START_FRACTION: '0.5',
+    EARNINGS_VESTING_SECONDS: '86400',
+    EARNINGS_VESTING_CHECKS: '3',
+  });
+
+  /** Starts a solver and waits until it has passed its probation canary. */
+  async function onProbationPassed(options: Parameters<typeof startSolver>[0]) {
+    const solver = await startSolver(options);
+    await waitFor(async () => (await trustOf(solver.solverId)).reputation.find((row: { task_type: string }) => row.task_type === 'proxy_fetch')?.client_work === true, 60_000);
+    return solver;
+  }
+
+  /** Client fetches, `concurrency` at a time, until `done` or `limit` are sent; the tasks served. */
+  async function sendUntil(client: { auth: Record<string, string> }, prefix: string, limit: number, done: () => Promise<boolean>, concurrency = 2) {
+    const served: { taskId: string; solverId: string }[] = [];
+    let sent = 0;
+    while (sent < limit && !(await done())) {
+      const batch = await Promise.all(Array.from({ length: Math.min(concurrency, limit - sent) }, () => clientFetch(client, `${prefix}/${sent++}`)));
+      for (const task of batch) if (task) served.push(task);
+    }
+    return served;
+  }
+
+  test('a cheat that fetches honestly whatever it suspects is a check is quarantined by verified client tasks; the honest solver beside it is not; its clients are refunded and the newcomers were verified at the high rate', async () => {
+    const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const honest = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
+    const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fetchesSuspectsOnly });
+    const client = await registerAccount(stack.url, '1000');
+    const served = await sendUntil(client, '/suspects', 300, async () => (await trustOf(cheat.solverId)).quarantined);
+    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const byHonest = served.filter((task) => task.solverId === honest.solverId).map((task) => task.taskId);
+    expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
+    expect(byCheat.length).toBeLessThanOrEqual(100);
+    // Keep the honest solver working beside the verifier after the cheat is gone.
+    byHonest.push(...(await sendUntil(client, '/honest', 60, async () => false)).filter((task) => task.solverId === honest.solverId).map((task) => task.taskId));
+    await canariesSettled(stack.db, honest.solverId);
+    expect((await trustOf(honest.solverId)).quarantined).toBe(false);
+    expect((await trustOf(verifier.solverId)).quarantined).toBe(false);
+
+    // Both were newcomers: verified at the start rate (half their tasks), far above the 2 % floor.
+    const cheatRuns = await runsOf(byCheat);
+    const honestRuns = await runsOf(byHonest);
+    expect(cheatRuns.length / byCheat.length).toBeGreaterThan(0.2);
+    expect(honestRuns.length / byHonest.length).toBeGreaterThan(0.1);
+    expect(cheatRuns.every((run) => run.status === 'refuted' && run.second_solver_id === verifier.solverId)).toBe(true);
+    expect(honestRuns.every((run) => run.status === 'agreed')).toBe(true);
+
+    // Proven wrong: refunded at once; the rest of what the cheat served is frozen, and refunded when confirmed.
+    for (const run of cheatRuns) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    const confirmed = await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: {}, headers: admin });
+    expect(confirmed.status).toBe(200);
+    for (const taskId of byCheat) expect(await verificationOf(taskId, client.auth)).toBe('refunded');
+    console.log(
+      `suspects-only cheat: ${byCheat.length} client tasks before quarantine, ${cheatRuns.length} verified (all proven wrong); ` +
+        `honest newcomer: ${honestRuns.length} of ${byHonest.length} verified, all agreed`,
+    );
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('a solver with a long clean verified record is verified at the floor: at most 5 % of its client tasks', async () => {
+    const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const veteran = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
+    // Its record, as 1,000 verified passes would have left it.
+    await stack.db.query(sql.unsafe`UPDATE solver_reputation SET verified_passes = 1000 WHERE solver_id = ${veteran.solverId} AND task_type = 'proxy_fetch'`);
+    const client = await registerAccount(stack.url, '1000');
+    const served = (await sendUntil(client, '/veteran', 300, async () => false, 4)).filter((task) => task.solverId === veteran.solverId).map((task) => task.taskId);
+    expect(served.length).toBeGreaterThan(250);
+    const runs = await runsOf(served);
+    console.log(`veteran: ${runs.length} of ${served.length} client tasks verified`);
+    expect(runs.length / served.length).toBeLessThanOrEqual(0.05);
+    expect(runs.every((run) => run.status === 'agreed')).toBe(true);
+  });
+
+  test('a cheat that makes up one client page in ten is quarantined within 1,000 client tasks, and each wrong answer proven is refunded', async () => {
+    const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.4', maxConcurrent: 4, behaviour: fabricatesOneIn(10, stack.url) });
+    const client = await registerAccount(stack.url, '2000');
+    const served = await sendUntil(client, '/tenth', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const runs = await runsOf(byCheat);
+    const statuses = runs.reduce<Record<string, number>>((counts, run) => ({ ...counts, [run.status]: (counts[run.status] ?? 0) + 1 }), {});
+    console.log(`one-in-ten cheat: ${served.length} client tasks, ${byCheat.length} served by the cheat, runs ${JSON.stringify(statuses)}, record ${JSON.stringify((await trustOf(cheat.solverId)).reputation[0])}`);
+    expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
+    expect(byCheat.length).toBeLessThanOrEqual(1000);
+    const refuted = runs.filter((run) => run.status === 'refuted');
+    expect(refuted.length).toBeGreaterThanOrEqual(3);
+    for (const run of refuted) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    expect(runs.filter((run) => run.status === 'agreed').length + refuted.length).toBe(runs.length);
+    console.log(`one-in-ten cheat: ${byCheat.length} client tasks before quarantine, ${Math.floor(byCheat.length / 10)} made up, ${runs.length} verified, ${refuted.length} proven wrong and refunded`);
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+});
