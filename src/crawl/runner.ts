@@ -246,14 +246,14 @@ export class CrawlRunner {
     }
     if (stop.aborted) throw stop.reason ?? new Error('crawl slice cancelled');
     if (failure) {
-      await finishCrawl(db, crawlId, 'failed', failure);
+      this.deps.webhooks.send((await finishCrawl(db, crawlId, 'failed', failure)).webhooks);
       await cancelTasks(this.deps.temporal, await runningPageTasks(db, crawlId));
       return { done: true };
     }
     if (state !== 'scraping') return { done: true };
     const counts = await crawlCounts(db, crawlId);
     if (counts.pending === 0 && counts.running === 0) {
-      await finishCrawl(db, crawlId, 'completed');
+      this.deps.webhooks.send((await finishCrawl(db, crawlId, 'completed')).webhooks);
       return { done: true };
     }
     return { done: false };
@@ -288,7 +288,8 @@ export class CrawlRunner {
         scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
       },
     });
-    await finishPage(db, page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
+    const finished = await finishPage(db, page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
+    this.deps.webhooks.send(finished.webhooks);
     const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
     if (crawl.kind !== 'crawl' || options.sitemap === 'only' || !deeper || result.content_type !== 'html') return;
     const links = extractLinks(result.content ?? '', result.final_url ?? page.url);

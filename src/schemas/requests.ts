@@ -1,6 +1,7 @@
 import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
+import { CRAWL_EVENTS } from '../crawl/events';
 import { WEBHOOK_EVENTS, type WebhookEvent } from '../tasks/lifecycle';
 import { BILLING_TYPES, billingTypesOf, CAPABILITY_TASK_TYPES, TOKEN_BILLED_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
@@ -429,8 +430,21 @@ export const MAP_LIMIT_MAX = 100_000;
 
 const Flag = z.boolean().nullable().optional();
 const Patterns = z.array(z.string()).nullable().optional();
-// Firecrawl's webhook: a URL, or {url, headers, metadata, events}; accepted, and not yet called (docs/crawl.md).
-const CrawlWebhook = z.union([z.string().min(1), z.object({ url: z.string().min(1) }).passthrough()]);
+// Firecrawl's webhook: a URL, or {url, headers, metadata, events}; told of the job's events (docs/crawl.md).
+const CrawlWebhook = z
+  .union([
+    z.string().min(1),
+    z
+      .object({
+        url: z.string().min(1),
+        headers: z.record(z.string()).nullable().optional(),
+        metadata: z.record(z.any()).nullable().optional(),
+        events: z.array(z.enum(CRAWL_EVENTS)).nullable().optional(),
+      })
+      .passthrough(),
+  ])
+  .openapi({ description: 'Told of the job\'s events (`started`, `page`, `completed`, `failed`; default all), signed with Standard Webhooks' });
+export type CrawlWebhookRequest = z.infer<typeof CrawlWebhook>;
 
 export const CrawlV2Body = z
   .object({
