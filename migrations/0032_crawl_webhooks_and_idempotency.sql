@@ -11,3 +11,7 @@ ALTER TABLE webhook_deliveries ADD COLUMN payload jsonb;
 ALTER TABLE crawls ADD COLUMN idempotency_key text;
 ALTER TABLE crawls ADD COLUMN request_fingerprint text;
 CREATE UNIQUE INDEX crawls_idempotency_idx ON crawls (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+
+-- How many tasks a page was given: a page whose task failed for want of a solver (its solver's node lost,
+-- none other online) gets another, with an idempotency key of the page and this count.
+ALTER TABLE crawl_pages ADD COLUMN task_attempts integer NOT NULL DEFAULT 0;

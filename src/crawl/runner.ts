@@ -13,6 +13,7 @@ import {
   finishPage,
   getCrawl,
   knownUrls,
+  nextPageTask,
   recordPageTask,
   recordRobots,
   runningPages,
@@ -70,6 +71,13 @@ const CANCEL_CHECK_MS = 250;
 const TASK_POLL_MS = 2000;
 // A task refused as `solvers_busy` is offered again after the queue's own Retry-After, at most this.
 const BUSY_RETRY_MAX_MS = 5000;
+// A page whose task failed for want of a solver, not for its target (its solver's node or connection was
+// lost and no other solver was online), gets a new task; this many in all. A failed task charges nothing.
+const TASKS_PER_PAGE = 3;
+// The solver's own reasons that say the solver, not the target, could not go on.
+const SOLVER_SIDE_ERRORS: ReadonlySet<string> = new Set(['disconnected', 'shutting_down', 'busy', 'internal_error']);
+const failedForWantOfASolver = (error: { type?: string; solver_error_type?: string }) =>
+  error.type === 'solver_failed' && (!error.solver_error_type || SOLVER_SIDE_ERRORS.has(error.solver_error_type));
 // The crawler names itself in robots.txt groups as the solvers do in their User-Agent.
 export const CRAWLER_USER_AGENT = SOLVER_USER_AGENT;
 
@@ -260,13 +268,21 @@ export class CrawlRunner {
   }
 
   /** One page: its task (created, or found again), its verdict, its document and the links it adds. */
-  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, page: PageRow, state: () => string): Promise<void> {
+  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, claimed: PageRow, state: () => string): Promise<void> {
     const { db } = this.deps;
-    const taskId = await this.pageTask(crawl, options, page);
-    if (!taskId) return;
-    if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
-    await this.waitForTask(taskId);
-    const task = await getTaskRecord(db, taskId);
+    let page = claimed;
+    let taskId: string | null;
+    let task: Awaited<ReturnType<typeof getTaskRecord>>;
+    for (;;) {
+      taskId = await this.pageTask(crawl, options, page);
+      if (!taskId) return;
+      if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
+      await this.waitForTask(taskId);
+      task = await getTaskRecord(db, taskId);
+      const lost = task?.status === 'failed' && failedForWantOfASolver((task.error ?? {}) as { type?: string });
+      if (!lost || page.task_attempts + 1 >= TASKS_PER_PAGE || state() !== 'scraping') break;
+      page = { ...page, task_id: null, task_attempts: await nextPageTask(db, page.page_id, page.task_attempts) };
+    }
     if (task?.status !== 'completed' || !task.result) {
       const error = (task?.error ?? {}) as { type?: string; message?: string };
       const cancelled = task?.status === 'cancelled';
@@ -312,7 +328,8 @@ export class CrawlRunner {
         maxPricePoints: config.defaultWebTaskPricePoints,
         timeoutSeconds: options.scrape.timeoutSeconds ?? config.defaultTaskTimeoutSeconds,
         workflowId: taskWorkflowId(taskId),
-        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}`, fingerprint: crawl.crawl_id },
+        // The page's first task keeps the key it always had; a later one is numbered.
+        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}${page.task_attempts > 0 ? `:${page.task_attempts}` : ''}`, fingerprint: crawl.crawl_id },
         admission: { maxQueued: config.queueLimitPerTaskType },
       });
       switch (outcome.kind) {

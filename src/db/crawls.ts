@@ -155,13 +155,13 @@ export async function knownUrls(db: Runner, crawlId: string, urls: string[]): Pr
   return new Set(rows);
 }
 
-export const PageRow = z.object({ page_id: z.coerce.number(), url: z.string(), depth: z.number(), task_id: z.string().nullable() });
+export const PageRow = z.object({ page_id: z.coerce.number(), url: z.string(), depth: z.number(), task_id: z.string().nullable(), task_attempts: z.number() });
 export type PageRow = z.infer<typeof PageRow>;
 
 /** Pages claimed by an earlier run of the activity that ended before finishing them (a lost worker). */
 export async function runningPages(db: Runner, crawlId: string): Promise<PageRow[]> {
   return [...(await db.any(sql.type(PageRow)`
-    SELECT page_id, url, depth, task_id FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' ORDER BY page_id`))];
+    SELECT page_id, url, depth, task_id, task_attempts FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' ORDER BY page_id`))];
 }
 
 /** Claims up to `n` pending pages in discovery order (only while the job runs). */
@@ -173,7 +173,17 @@ export async function claimPages(db: Runner, crawlId: string, n: number): Promis
       SELECT page_id FROM crawl_pages
       WHERE crawl_id = ${crawlId} AND status = 'pending' AND EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ${crawlId} AND status = 'scraping')
       ORDER BY page_id LIMIT ${n} FOR UPDATE SKIP LOCKED)
-    RETURNING page_id, url, depth, task_id`))].sort((a, b) => a.page_id - b.page_id);
+    RETURNING page_id, url, depth, task_id, task_attempts`))].sort((a, b) => a.page_id - b.page_id);
+}
+
+/**
+ * Gives a running page its next task: the count goes up from `after` (once, however often a retried
+ * slice asks) and the failed task is no longer the page's. Returns the page's count now.
+ */
+export async function nextPageTask(db: Runner, pageId: number, after: number): Promise<number> {
+  await db.query(sql.unsafe`
+    UPDATE crawl_pages SET task_attempts = task_attempts + 1, task_id = NULL WHERE page_id = ${pageId} AND status = 'running' AND task_attempts = ${after}`);
+  return db.oneFirst(sql.type(z.object({ task_attempts: z.number() }))`SELECT task_attempts FROM crawl_pages WHERE page_id = ${pageId}`);
 }
 
 export async function recordPageTask(db: Runner, pageId: number, taskId: string): Promise<void> {
