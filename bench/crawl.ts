@@ -12,6 +12,9 @@ import { createLogger } from '../src/logger';
 import { startInfrastructure } from '../src/runtime/infrastructure';
 import { startLocalSolver } from '../src/runtime/local-solver';
 import { createProxyFetchHandler } from '../src/solver/handlers/proxy-fetch';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { cpuPerCall, cpuSnapshot } from './lib/cpu';
 import { startService, type Service } from './lib/processes';
 import { call, register } from './lib/sim';
 import { articlePage, measure, round } from './solver';
@@ -93,8 +96,10 @@ async function main() {
     const fetchPage = createProxyFetchHandler({ policy: { allowPrivateNetworks: true }, maxBytes: 5 * 1024 * 1024, timeoutMs: 30_000 });
     const payload = (n: number) => ({ url: `${site.baseUrl}/article/${n % PAGES}`, raw_html: true });
     await fetchPage(payload(0), { signal: new AbortController().signal });
+    const ownBefore = cpuSnapshot({});
     const own = await measure('proxy_fetch', fetchPage, payload, CONCURRENCY, { seconds: 5, requests: PAGES });
-    log(`solver's own proxy_fetch: ${own.requests} pages in ${own.seconds} s, ${own.pagesPerSecond} pages/s`);
+    const ownCpu = cpuPerCall(ownBefore, cpuSnapshot({}), own.requests);
+    log(`solver's own proxy_fetch: ${own.requests} pages in ${own.seconds} s, ${own.pagesPerSecond} pages/s; CPU per page (this process and the site) ${JSON.stringify(ownCpu)} ms`);
 
     const infra = await startInfrastructure(loadConfig({ ...process.env, DATA_DIR: dataDir }), logger);
     stops.push(infra.stop);
@@ -115,6 +120,8 @@ async function main() {
     const client = await register(base);
     await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '100000' }, { 'X-Admin-API-Key': ADMIN_KEY });
     const auth = { Authorization: `Bearer ${client.api_key}` };
+    const hitsBefore = new Map(site.hits);
+    const cpuBefore = cpuSnapshot({ api: services[1]!.child.pid, worker: services[0]!.child.pid });
     const started = Date.now();
     const job = (await call(base, 'POST', '/v2/crawl', { url: `${site.baseUrl}/article/0`, limit: PAGES, maxConcurrency: CONCURRENCY, sitemap: 'skip' }, auth)) as { id: string };
     let status: { status: string; completed: number; total: number; pointsCharged: string; pointsHeld: string } = { status: 'scraping', completed: 0, total: 0, pointsCharged: '0', pointsHeld: '0' };
@@ -123,17 +130,22 @@ async function main() {
       status = (await call(base, 'GET', `/v2/crawl/${job.id}?limit=1`, undefined, auth)) as typeof status;
     }
     const seconds = (Date.now() - started) / 1000;
+    const cpu = cpuPerCall(cpuBefore, cpuSnapshot({ api: services[1]!.child.pid, worker: services[0]!.child.pid }), status.completed);
     const crawlRate = round(status.completed / seconds, 1);
-    const fetchedTwice = [...site.hits.entries()].filter(([url, n]) => url.startsWith('/article/') && n > 2).length;
+    const fetchedTwice = [...site.hits.entries()].filter(([url, n]) => url.startsWith('/article/') && n - (hitsBefore.get(url) ?? 0) > 1).length;
+    // Where a page's time goes: its task's life (created to completed) against the crawl's time per page in flight.
+    const taskMs = await db.oneFirst(sql.type(z.object({ ms: z.number() }))`
+      SELECT round(avg(extract(epoch FROM completed_at - created_at) * 1000))::int AS ms FROM tasks WHERE account_id = ${client.account_id} AND status = 'completed'`);
     const balance = (await call(base, 'GET', '/v1/balance', undefined, auth)) as { available_points: string };
     const ledger = await auditLedger(db);
     const spent = 100000 - Number(balance.available_points);
     log(`crawl: ${status.status}, ${status.completed}/${status.total} pages in ${round(seconds, 1)} s, ${crawlRate} pages/s`);
+    log(`CPU per page (ms): ${JSON.stringify(cpu)} (bench: this process, with the bundled solver and the site); a page's task lived ${taskMs} ms on average, a page took ${round((seconds * 1000 * CONCURRENCY) / Math.max(1, status.completed), 0)} ms of a slot`);
     log(`ratio to the solver's own proxy_fetch: ${round(crawlRate / own.pagesPerSecond, 2)} (goal ≥ ${GOAL})`);
     log(`ledger: ${JSON.stringify(ledger)}; points charged ${status.pointsCharged}, held ${status.pointsHeld}, balance moved ${spent}; pages fetched more than once by the crawl: ${fetchedTwice}`);
     fs.writeFileSync(
       'bench-results-crawl.json',
-      JSON.stringify({ pages: PAGES, concurrency: CONCURRENCY, cpus: os.cpus().length, loadavg: os.loadavg(), solverPagesPerSecond: own.pagesPerSecond, crawl: { ...status, seconds: round(seconds, 1), pagesPerSecond: crawlRate }, ratio: round(crawlRate / own.pagesPerSecond, 2), ledger, spent }, null, 2),
+      JSON.stringify({ pages: PAGES, concurrency: CONCURRENCY, cpus: os.cpus().length, loadavg: os.loadavg(), solverPagesPerSecond: own.pagesPerSecond, crawl: { ...status, seconds: round(seconds, 1), pagesPerSecond: crawlRate, cpuPerPageMs: cpu, taskMs }, solverCpuPerPageMs: ownCpu, ratio: round(crawlRate / own.pagesPerSecond, 2), ledger, spent }, null, 2),
     );
   } finally {
     await stopAll();
