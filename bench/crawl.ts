@@ -1,9 +1,6 @@
 import fs from 'node:fs';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { onShutdown } from '../src/bin/shutdown';
 import { loadConfig } from '../src/config';
 import { auditLedger } from '../src/db/ledger';
 import { createDb } from '../src/db/pool';
@@ -15,9 +12,9 @@ import { createProxyFetchHandler } from '../src/solver/handlers/proxy-fetch';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { cpuPerCall, cpuSnapshot } from './lib/cpu';
-import { startService, type Service } from './lib/processes';
+import { ADMIN_KEY, BENCH_STACK_ENV, runStops, startService, type Service } from './lib/processes';
 import { call, register } from './lib/sim';
-import { articlePage, measure, round } from './solver';
+import { articlePage, measure, round, startPageServer } from './solver';
 
 /**
  * `npm run bench:crawl`: a crawl of a generated 1,000-page site on 127.0.0.1 through the whole service
@@ -29,13 +26,12 @@ import { articlePage, measure, round } from './solver';
 const PAGES = Number(process.env.BENCH_CRAWL_PAGES ?? 1000);
 // The crawl's maxConcurrency and the bundled solver's slots: the highest concurrency bench:solver measures.
 const CONCURRENCY = Number(process.env.BENCH_CRAWL_CONCURRENCY ?? 16);
-const ADMIN_KEY = 'bench-admin-key';
 const GOAL = 0.7;
 
 /** The site: PAGES articles, each linking to 40 others (so the crawl discovers them as it goes), and a robots.txt. */
-async function startSite(): Promise<{ baseUrl: string; hits: Map<string, number>; close(): Promise<void> }> {
+async function startSite() {
   const hits = new Map<string, number>();
-  const server = http.createServer((req, res) => {
+  const server = await startPageServer((req, res) => {
     const url = req.url ?? '/';
     hits.set(url, (hits.get(url) ?? 0) + 1);
     if (url === '/robots.txt') return void res.writeHead(200, { 'content-type': 'text/plain' }).end('User-agent: *\nAllow: /\n');
@@ -45,16 +41,7 @@ async function startSite(): Promise<{ baseUrl: string; hits: Map<string, number>
     res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(body) });
     res.end(body);
   });
-  server.keepAliveTimeout = 5_000;
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  return {
-    baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
-    hits,
-    close: () => {
-      server.closeAllConnections();
-      return new Promise((resolve) => server.close(() => resolve()));
-    },
-  };
+  return { ...server, hits };
 }
 
 async function main() {
@@ -63,14 +50,7 @@ async function main() {
   fs.chmodSync(dataDir, 0o755);
   const env = {
     DATA_DIR: dataDir,
-    ADMIN_API_KEY: ADMIN_KEY,
-    LOCAL_SOLVER: 'off',
-    ALLOW_PRIVATE_NETWORKS: 'true',
-    RATE_LIMIT_PER_MINUTE: '100000000',
-    REGISTER_LIMIT_PER_HOUR: '100000000',
-    SOLVER_CONNECT_LIMIT_PER_MINUTE: '100000000',
-    UNAUTHENTICATED_LIMIT_PER_MINUTE: '100000000',
-    HOST: '127.0.0.1',
+    ...BENCH_STACK_ENV,
     // The bundled solver gets client work at once: no probation, no canaries in the measured run.
     CANARY_EVERY_TASKS: '0',
     TRUST_PROBATION_CANARIES: '0',
@@ -79,14 +59,7 @@ async function main() {
   };
   const config = loadConfig({ ...process.env, ...env });
   const logger = createLogger('warn', 'bench');
-  const stops: (() => Promise<void>)[] = [];
-  let stopping: Promise<void> | undefined;
-  const stopAll = () =>
-    (stopping ??= (async () => {
-      for (const stop of stops.reverse()) await stop().catch(() => undefined);
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    })());
-  onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
+  const { stops, stopAll } = runStops(logger, dataDir);
   try {
     const site = await startSite();
     stops.push(site.close);

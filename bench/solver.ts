@@ -45,13 +45,17 @@ ${paragraphs}
 </article></main><footer>Footer</footer></body></html>`;
 }
 
-async function startPageServer(): Promise<{ baseUrl: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    const index = Number((req.url ?? '').match(/\d+/)?.[0] ?? 0);
-    const body = articlePage(index);
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  });
+/** Serves `respond` (by default, article N at any path holding N) on 127.0.0.1. */
+export async function startPageServer(respond?: http.RequestListener): Promise<{ baseUrl: string; close(): Promise<void> }> {
+  const server = http.createServer(
+    respond ??
+      ((req, res) => {
+        const index = Number((req.url ?? '').match(/\d+/)?.[0] ?? 0);
+        const body = articlePage(index);
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      }),
+  );
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
