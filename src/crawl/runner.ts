@@ -304,14 +304,17 @@ export class CrawlRunner {
         scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
       },
     });
+    // Its links are added before the page ends: a slice lost in between takes the page up again (its task
+    // found again) and adds them again, where adding them after would lose them with the slice.
+    const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
+    if (crawl.kind === 'crawl' && options.sitemap !== 'only' && deeper && result.content_type === 'html') {
+      const links = extractLinks(result.content ?? '', result.final_url ?? page.url);
+      const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, links.map((url) => ({ url, depth: page.depth + 1 })));
+      await addPages(db, crawl.crawl_id, pages, options.limit);
+      await addRobotsBlocked(db, crawl.crawl_id, blocked);
+    }
     const finished = await finishPage(db, page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
     this.deps.webhooks.send(finished.webhooks);
-    const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
-    if (crawl.kind !== 'crawl' || options.sitemap === 'only' || !deeper || result.content_type !== 'html') return;
-    const links = extractLinks(result.content ?? '', result.final_url ?? page.url);
-    const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, links.map((url) => ({ url, depth: page.depth + 1 })));
-    await addPages(db, crawl.crawl_id, pages, options.limit);
-    await addRobotsBlocked(db, crawl.crawl_id, blocked);
   }
 
   /** Creates the page's task (or finds the one created before), and names it on the page; null when the page ended instead. */
