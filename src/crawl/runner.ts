@@ -22,6 +22,7 @@ import {
   type NewPage,
   type PageRow,
 } from '../db/crawls';
+import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
 import { createTaskWithHold, getTaskRecord, getTaskRow } from '../db/tasks';
 import type { Logger } from '../logger';
@@ -73,7 +74,10 @@ const TASK_POLL_MS = 2000;
 const BUSY_RETRY_MAX_MS = 5000;
 // A page whose task failed for want of a solver, not for its target (its solver's node or connection was
 // lost and no other solver was online), gets a new task; this many in all. A failed task charges nothing.
+// The next one waits until a lost node no longer counts as live, else it would be matched to the same
+// vanished connection and fail as fast.
 const TASKS_PER_PAGE = 3;
+const NEXT_TASK_AFTER_MS = NODE_LIVENESS_SECONDS * 1000;
 // The solver's own reasons that say the solver, not the target, could not go on.
 const SOLVER_SIDE_ERRORS: ReadonlySet<string> = new Set(['disconnected', 'shutting_down', 'busy', 'internal_error']);
 const failedForWantOfASolver = (error: { type?: string; solver_error_type?: string }) =>
@@ -281,6 +285,9 @@ export class CrawlRunner {
       task = await getTaskRecord(db, taskId);
       const lost = task?.status === 'failed' && failedForWantOfASolver((task.error ?? {}) as { type?: string });
       if (!lost || page.task_attempts + 1 >= TASKS_PER_PAGE || state() !== 'scraping') break;
+      const until = Date.now() + NEXT_TASK_AFTER_MS;
+      while (Date.now() < until && state() === 'scraping') await sleep(CANCEL_CHECK_MS);
+      if (state() !== 'scraping') break;
       page = { ...page, task_id: null, task_attempts: await nextPageTask(db, page.page_id, page.task_attempts) };
     }
     if (task?.status !== 'completed' || !task.result) {
