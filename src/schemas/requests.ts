@@ -430,6 +430,14 @@ export const MAP_LIMIT_MAX = 100_000;
 
 const Flag = z.boolean().nullable().optional();
 const Patterns = z.array(z.string()).nullable().optional();
+// A webhook's own headers are sent with each delivery: HTTP's token names and printable values, and none
+// that would change where or how the body goes.
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'content-type']);
+const WebhookHeaderName = z
+  .string()
+  .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'Value error, not a valid HTTP header name')
+  .refine((name) => !RESERVED_HEADERS.has(name.toLowerCase()) && !name.toLowerCase().startsWith('webhook-'), 'Value error, a header the delivery sets itself');
 // Firecrawl's webhook: a URL, or {url, headers, metadata, events}; told of the job's events (docs/crawl.md).
 const CrawlWebhook = z
   .union([
@@ -437,7 +445,7 @@ const CrawlWebhook = z
     z
       .object({
         url: z.string().min(1),
-        headers: z.record(z.string()).nullable().optional(),
+        headers: z.record(WebhookHeaderName, z.string().regex(HEADER_VALUE, 'Value error, not a valid HTTP header value')).nullable().optional(),
         metadata: z.record(z.any()).nullable().optional(),
         events: z.array(z.enum(CRAWL_EVENTS)).nullable().optional(),
       })
