@@ -6,7 +6,6 @@ import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Client } from '@temporalio/client';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { onShutdown } from '../src/bin/shutdown';
 import { loadConfig } from '../src/config';
 import { auditLedger, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
@@ -15,7 +14,7 @@ import { createLogger } from '../src/logger';
 import { startInfrastructure } from '../src/runtime/infrastructure';
 import { createTemporalClient } from '../src/temporal/connection';
 import { cpuPerCall, cpuSnapshot, cpuSpent, type CpuGroups } from './lib/cpu';
-import { startService, type Service } from './lib/processes';
+import { ADMIN_KEY, BENCH_STACK_ENV, runStops, startService, type Service } from './lib/processes';
 import { call, FETCH_RESULT, postSse, register, request, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { alternate, jainIndex, load, sleep, summarize, type Summary } from './lib/stats';
 import { tokenizerCost } from './lib/tokenizer';
@@ -37,7 +36,6 @@ const withWebhooks = process.argv.includes('--webhooks');
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length).split(',');
 const runs = (phase: 'ceiling' | 'web' | 'chat' | 'scale' | 'overload' | 'trust') => !only || only.includes(phase);
 const scale = (n: number) => (quick ? Math.max(20, Math.round(n / 4)) : n);
-const ADMIN_KEY = 'bench-admin-key';
 // Chat streams as a model does (a first token after 100 ms, then 50 chunks a second, 100 chunks): 32 such
 // streams are open at once at about 15 starts a second. The burst phase streams 50 chunks at once in a
 // closed loop instead, which saturates the service and measures its queueing.
@@ -64,16 +62,7 @@ async function main() {
   const log = (line: string) => process.stdout.write(`${line}\n`);
 
   log(`# benchmark on ${os.cpus().length} cores, node ${process.version}${quick ? ' (quick)' : ''}${withWebhooks ? ', a webhook on every task' : ''}`);
-  // Ctrl-C mid-run stops what was started: the embedded servers run in their own process groups and
-  // would otherwise outlive the run, holding their ports and the data directory.
-  const stops: (() => Promise<void>)[] = [];
-  let stopping: Promise<void> | undefined;
-  const stopAll = () =>
-    (stopping ??= (async () => {
-      for (const stop of stops.reverse()) await stop().catch(() => undefined);
-      fs.rmSync(dataDir, { recursive: true, force: true });
-    })());
-  onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
+  const { stops, stopAll } = runStops(logger, dataDir);
   const infra = await startInfrastructure(config, logger);
   stops.push(infra.stop);
   const port = await pickPort(undefined);
@@ -81,15 +70,7 @@ async function main() {
     DATABASE_URL: infra.databaseUrl,
     TEMPORAL_ADDRESS: infra.temporalAddress,
     DATA_DIR: dataDir,
-    ADMIN_API_KEY: ADMIN_KEY,
-    LOCAL_SOLVER: 'off',
-    ALLOW_PRIVATE_NETWORKS: 'true',
-    RATE_LIMIT_PER_MINUTE: '100000000',
-    // The simulated clients and solvers all come from 127.0.0.1.
-    REGISTER_LIMIT_PER_HOUR: '100000000',
-    SOLVER_CONNECT_LIMIT_PER_MINUTE: '100000000',
-    UNAUTHENTICATED_LIMIT_PER_MINUTE: '100000000',
-    HOST: '127.0.0.1',
+    ...BENCH_STACK_ENV,
     REDUNDANT_RUN_FRACTION: REDUNDANT_FRACTION,
     // The throughput phases measure a market of solvers past their newcomer rate: verified at the floor.
     VERIFICATION_START_FRACTION: REDUNDANT_FRACTION,

@@ -31,10 +31,11 @@ export type SolverBenchmark = {
   screenshot: BenchRow[];
 };
 
-function articlePage(index: number): string {
+/** A page of prose with 40 relative links; `linkOf` says where each points (the crawl benchmark links them to other articles). */
+export function articlePage(index: number, linkOf: (link: number) => string = (link) => `/article/${index}/link/${link}`): string {
   const paragraphs = Array.from(
     { length: 40 },
-    (_, i) => `<p>Paragraph ${i} of article ${index}, with <a href="/article/${index}/link/${i}">a relative link</a> and enough words to look like prose a reader would want to keep.</p>`,
+    (_, i) => `<p>Paragraph ${i} of article ${index}, with <a href="${linkOf(i)}">a relative link</a> and enough words to look like prose a reader would want to keep.</p>`,
   ).join('\n');
   return `<!DOCTYPE html><html><head><meta charset="utf-8"><title>Benchmark article ${index}</title>
 <style>body{font-family:sans-serif;max-width:48rem;margin:2rem auto}</style></head>
@@ -44,13 +45,17 @@ ${paragraphs}
 </article></main><footer>Footer</footer></body></html>`;
 }
 
-async function startPageServer(): Promise<{ baseUrl: string; close(): Promise<void> }> {
-  const server = http.createServer((req, res) => {
-    const index = Number((req.url ?? '').match(/\d+/)?.[0] ?? 0);
-    const body = articlePage(index);
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(body) });
-    res.end(body);
-  });
+/** Serves `respond` (by default, article N at any path holding N) on 127.0.0.1. */
+export async function startPageServer(respond?: http.RequestListener): Promise<{ baseUrl: string; close(): Promise<void> }> {
+  const server = http.createServer(
+    respond ??
+      ((req, res) => {
+        const index = Number((req.url ?? '').match(/\d+/)?.[0] ?? 0);
+        const body = articlePage(index);
+        res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'content-length': Buffer.byteLength(body) });
+        res.end(body);
+      }),
+  );
   server.keepAliveTimeout = 5_000;
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
@@ -62,7 +67,7 @@ async function startPageServer(): Promise<{ baseUrl: string; close(): Promise<vo
   };
 }
 
-async function measure(
+export async function measure(
   task: string,
   handler: TaskHandler,
   payloadFor: (n: number) => Record<string, unknown>,
@@ -90,7 +95,7 @@ async function measure(
   return { task, concurrency, requests: completed, errors, seconds: round(seconds, 2), pagesPerSecond: round(completed / seconds, 1) };
 }
 
-const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits;
+export const round = (value: number, digits: number) => Math.round(value * 10 ** digits) / 10 ** digits;
 
 export function formatTable(rows: BenchRow[]): string {
   const header = ['task', 'concurrency', 'pages', 'errors', 'seconds', 'pages/s'];

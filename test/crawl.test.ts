@@ -1,8 +1,12 @@
 import fs from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import Firecrawl from '@mendable/firecrawl-js';
 import FirecrawlAppV1 from 'firecrawl-js-v1';
+import { Webhook } from 'standardwebhooks';
+import { sql } from 'slonik';
 import { auditLedger, getBalance } from '../src/db/ledger';
 import { createLogger } from '../src/logger';
 import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
@@ -37,7 +41,7 @@ afterAll(async () => {
   await stack?.close();
   await site?.close();
   if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
-});
+}, 120_000);
 
 /** What the account's points moved by since `before`, against what the job says it charged. */
 async function spent(accountId: string, before: string) {
@@ -265,4 +269,127 @@ describe('the Python SDKs (firecrawl-py 4.x and 1.x)', () => {
     const batch = await call('batch_scrape_urls', [[`${site.baseUrl}/docs/page-8.html`]], { params: { formats: ['markdown'] }, poll_interval: 1 });
     expect(batch.result).toMatchObject({ status: 'completed', completed: 1 });
   }, 600_000);
+});
+
+interface Delivery {
+  headers: http.IncomingHttpHeaders;
+  body: string;
+  event: { success: boolean; type: string; id: string; data: Array<Record<string, any>>; metadata: Record<string, unknown>; error?: string };
+}
+
+/** A webhook receiver on 127.0.0.1 that accepts every delivery and keeps it. */
+async function startReceiver() {
+  const received: Delivery[] = [];
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk) => chunks.push(chunk));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString();
+      received.push({ headers: req.headers, body, event: JSON.parse(body) });
+      res.writeHead(200).end();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}/firecrawl`,
+    received,
+    of: (id: string) => received.filter((delivery) => delivery.event.id === id),
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+async function until(check: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error('timed out waiting');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** The official Standard Webhooks library's check, as a receiver makes it. */
+const verifiedBy = (secret: string, delivery: Delivery) =>
+  new Webhook(secret).verify(delivery.body, { 'webhook-id': String(delivery.headers['webhook-id']), 'webhook-timestamp': String(delivery.headers['webhook-timestamp']), 'webhook-signature': String(delivery.headers['webhook-signature']) });
+
+describe('webhook events and Idempotency-Key on job start', () => {
+  test('a crawl\'s webhook gets crawl.started, one crawl.page per page with its document, crawl.completed, in Firecrawl\'s shape, signed', async () => {
+    const receiver = await startReceiver();
+    try {
+      const client = await registerAccount(stack.url, '1000');
+      const { secret } = (await api(stack.url, 'GET', '/v1/account/webhook-secret', { headers: client.auth })).json;
+      const firecrawl = new Firecrawl({ apiKey: client.api_key, apiUrl: base() });
+      const webhook = { url: receiver.url, headers: { 'x-receiver-token': 'tok-1' }, metadata: { run: 'r1' }, events: ['started', 'page', 'completed', 'failed'] as const };
+      const job = await firecrawl.crawl(`${site.baseUrl}/docs/page-0.html`, { limit: 6, sitemap: 'skip', webhook: webhook as never, pollInterval: 1, timeout: 120 });
+      expect(job.status).toBe('completed');
+      await until(() => receiver.of(job.id!).some((delivery) => delivery.event.type === 'crawl.completed'));
+      const deliveries = receiver.of(job.id!);
+      for (const delivery of deliveries) {
+        expect(verifiedBy(secret, delivery)).toMatchObject({ id: job.id });
+        expect(delivery.headers['x-receiver-token']).toBe('tok-1');
+      }
+      const types = deliveries.map((delivery) => delivery.event.type);
+      expect(types.filter((type) => type === 'crawl.started')).toHaveLength(1);
+      expect(types.filter((type) => type === 'crawl.completed')).toHaveLength(1);
+      expect(types.filter((type) => type === 'crawl.failed')).toHaveLength(0);
+      const pages = deliveries.filter((delivery) => delivery.event.type === 'crawl.page');
+      expect(pages).toHaveLength(6);
+      expect(new Set(pages.map((page) => page.event.data[0]!.metadata.sourceURL))).toEqual(new Set(job.data.map((doc) => doc.metadata!.sourceURL)));
+      expect(pages[0]!.event).toEqual({ success: true, type: 'crawl.page', id: job.id, data: [expect.objectContaining({ markdown: expect.stringContaining('# Page'), metadata: expect.objectContaining({ sourceURL: expect.any(String) }) })], metadata: { run: 'r1' } });
+      expect(deliveries.find((delivery) => delivery.event.type === 'crawl.completed')!.event).toEqual({ success: true, type: 'crawl.completed', id: job.id, data: [], metadata: { run: 'r1' } });
+      expect(new Set(deliveries.map((delivery) => delivery.headers['webhook-id'])).size).toBe(deliveries.length);
+    } finally {
+      await receiver.close();
+    }
+  }, 180_000);
+
+  test('a batch scrape\'s webhook honours its events (batch_scrape.*), and a cancelled crawl tells crawl.failed', async () => {
+    const receiver = await startReceiver();
+    try {
+      const client = await registerAccount(stack.url, '1000');
+      const urls = [`${site.baseUrl}/docs/page-1.html`, `${site.baseUrl}/docs/page-2.html`];
+      const batch = await api(stack.url, 'POST', '/v2/batch/scrape', { headers: client.auth, body: { urls, webhook: { url: receiver.url, events: ['page', 'completed'] } } });
+      expect(batch.status).toBe(200);
+      await until(() => receiver.of(batch.json.id).some((delivery) => delivery.event.type === 'batch_scrape.completed'));
+      expect(receiver.of(batch.json.id).map((delivery) => delivery.event.type).sort()).toEqual(['batch_scrape.completed', 'batch_scrape.page', 'batch_scrape.page']);
+
+      // v1, the webhook as a bare URL: every event.
+      const crawl = await api(stack.url, 'POST', '/v1/compat/scraper/v1/crawl', { headers: client.auth, body: { url: `${site.baseUrl}/slow/0.html`, limit: 20, maxConcurrency: 1, ignoreSitemap: true, webhook: receiver.url } });
+      expect(crawl.status).toBe(200);
+      await until(() => receiver.of(crawl.json.id).some((delivery) => delivery.event.type === 'crawl.started'));
+      expect((await api(stack.url, 'DELETE', `/v1/compat/scraper/v1/crawl/${crawl.json.id}`, { headers: client.auth })).status).toBe(200);
+      await until(() => receiver.of(crawl.json.id).some((delivery) => delivery.event.type === 'crawl.failed'));
+      expect(receiver.of(crawl.json.id).find((delivery) => delivery.event.type === 'crawl.failed')!.event).toEqual({ success: false, type: 'crawl.failed', id: crawl.json.id, data: [], metadata: {}, error: expect.stringContaining('cancelled') });
+    } finally {
+      await receiver.close();
+    }
+  }, 120_000);
+
+  test('the same Idempotency-Key and body start one job; the key with another body is 422 idempotency_key_reused', async () => {
+    const client = await registerAccount(stack.url, '1000');
+    const body = { url: `${site.baseUrl}/docs/page-3.html`, limit: 2, sitemap: 'skip' };
+    const keyed = (key: string, header = 'Idempotency-Key') => ({ ...client.auth, [header]: key });
+    const first = await api(stack.url, 'POST', '/v2/crawl', { headers: keyed('crawl-k1'), body });
+    const again = await api(stack.url, 'POST', '/v2/crawl', { headers: keyed('crawl-k1', 'X-Idempotency-Key'), body });
+    expect([first.status, again.status]).toEqual([200, 200]);
+    expect(again.json.id).toBe(first.json.id);
+    const reused = await api(stack.url, 'POST', '/v2/crawl', { headers: keyed('crawl-k1'), body: { ...body, limit: 3 } });
+    expect(reused.status).toBe(422);
+    expect(reused.json).toMatchObject({ success: false, code: 'idempotency_key_reused' });
+    // The same key at another operation (a batch scrape) is another request too.
+    expect((await api(stack.url, 'POST', '/v2/batch/scrape', { headers: keyed('crawl-k1'), body: { urls: [body.url] } })).json).toMatchObject({ code: 'idempotency_key_reused' });
+
+    const batchBody = { urls: [`${site.baseUrl}/docs/page-4.html`] };
+    const batches = await Promise.all([1, 2, 3].map(() => api(stack.url, 'POST', '/v1/compat/scraper/v1/batch/scrape', { headers: keyed('batch-k1'), body: batchBody })));
+    expect(new Set(batches.map((answer) => answer.json.id)).size).toBe(1);
+    expect((await api(stack.url, 'POST', '/v1/compat/scraper/v1/batch/scrape', { headers: keyed('batch-k1'), body: { urls: [`${site.baseUrl}/docs/page-5.html`] } })).status).toBe(422);
+    const { rows } = await stack.db.query(sql.unsafe`SELECT count(*)::int AS n FROM crawls WHERE account_id = ${client.account_id}`);
+    expect(rows[0]!.n).toBe(2);
+    for (const path of [`/v2/crawl/${first.json.id}`, `/v2/batch/scrape/${batches[0]!.json.id}`]) {
+      let status = '';
+      for (let i = 0; i < 300 && status !== 'completed'; i++) {
+        status = (await api(stack.url, 'GET', path, { headers: client.auth })).json.status;
+        if (status !== 'completed') await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      expect(status).toBe('completed');
+    }
+  }, 120_000);
 });

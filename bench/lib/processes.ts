@@ -2,6 +2,8 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { npmScriptNodeArgs } from '../../scripts/npm-script';
+import { onShutdown } from '../../src/bin/shutdown';
+import type { Logger } from '../../src/logger';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -65,4 +67,36 @@ export async function startService(entry: 'api' | 'worker', env: Record<string, 
         child.kill('SIGTERM');
       }),
   };
+}
+
+export const ADMIN_KEY = 'bench-admin-key';
+
+/** What every benchmark stack runs with: no bundled solver, pages on 127.0.0.1 allowed, and no per-address limits. */
+export const BENCH_STACK_ENV = {
+  ADMIN_API_KEY: ADMIN_KEY,
+  LOCAL_SOLVER: 'off',
+  ALLOW_PRIVATE_NETWORKS: 'true',
+  RATE_LIMIT_PER_MINUTE: '100000000',
+  // The simulated clients and solvers all come from 127.0.0.1.
+  REGISTER_LIMIT_PER_HOUR: '100000000',
+  SOLVER_CONNECT_LIMIT_PER_MINUTE: '100000000',
+  UNAUTHENTICATED_LIMIT_PER_MINUTE: '100000000',
+  HOST: '127.0.0.1',
+};
+
+/**
+ * What a run started, stopped in reverse order once: at its end, or at Ctrl-C mid-run (the embedded
+ * servers run in their own process groups and would otherwise outlive the run, holding their ports and
+ * the data directory, which goes too).
+ */
+export function runStops(logger: Logger, dataDir: string) {
+  const stops: (() => Promise<void>)[] = [];
+  let stopping: Promise<void> | undefined;
+  const stopAll = () =>
+    (stopping ??= (async () => {
+      for (const stop of stops.reverse()) await stop().catch(() => undefined);
+      fs.rmSync(dataDir, { recursive: true, force: true });
+    })());
+  onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
+  return { stops, stopAll };
 }

@@ -13,6 +13,7 @@ import {
   finishPage,
   getCrawl,
   knownUrls,
+  nextPageTask,
   recordPageTask,
   recordRobots,
   runningPages,
@@ -21,6 +22,7 @@ import {
   type NewPage,
   type PageRow,
 } from '../db/crawls';
+import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
 import { createTaskWithHold, getTaskRecord, getTaskRow } from '../db/tasks';
 import type { Logger } from '../logger';
@@ -70,6 +72,16 @@ const CANCEL_CHECK_MS = 250;
 const TASK_POLL_MS = 2000;
 // A task refused as `solvers_busy` is offered again after the queue's own Retry-After, at most this.
 const BUSY_RETRY_MAX_MS = 5000;
+// A page whose task failed for want of a solver, not for its target (its solver's node or connection was
+// lost and no other solver was online), gets a new task; this many in all. A failed task charges nothing.
+// The next one waits until a lost node no longer counts as live, else it would be matched to the same
+// vanished connection and fail as fast.
+const TASKS_PER_PAGE = 3;
+const NEXT_TASK_AFTER_MS = NODE_LIVENESS_SECONDS * 1000;
+// The solver's own reasons that say the solver, not the target, could not go on.
+const SOLVER_SIDE_ERRORS: ReadonlySet<string> = new Set(['disconnected', 'shutting_down', 'busy', 'internal_error']);
+const failedForWantOfASolver = (error: { type?: string; solver_error_type?: string }) =>
+  error.type === 'solver_failed' && (!error.solver_error_type || SOLVER_SIDE_ERRORS.has(error.solver_error_type));
 // The crawler names itself in robots.txt groups as the solvers do in their User-Agent.
 export const CRAWLER_USER_AGENT = SOLVER_USER_AGENT;
 
@@ -246,27 +258,38 @@ export class CrawlRunner {
     }
     if (stop.aborted) throw stop.reason ?? new Error('crawl slice cancelled');
     if (failure) {
-      await finishCrawl(db, crawlId, 'failed', failure);
+      this.deps.webhooks.send((await finishCrawl(db, crawlId, 'failed', failure)).webhooks);
       await cancelTasks(this.deps.temporal, await runningPageTasks(db, crawlId));
       return { done: true };
     }
     if (state !== 'scraping') return { done: true };
     const counts = await crawlCounts(db, crawlId);
     if (counts.pending === 0 && counts.running === 0) {
-      await finishCrawl(db, crawlId, 'completed');
+      this.deps.webhooks.send((await finishCrawl(db, crawlId, 'completed')).webhooks);
       return { done: true };
     }
     return { done: false };
   }
 
   /** One page: its task (created, or found again), its verdict, its document and the links it adds. */
-  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, page: PageRow, state: () => string): Promise<void> {
+  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, claimed: PageRow, state: () => string): Promise<void> {
     const { db } = this.deps;
-    const taskId = await this.pageTask(crawl, options, page);
-    if (!taskId) return;
-    if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
-    await this.waitForTask(taskId);
-    const task = await getTaskRecord(db, taskId);
+    let page = claimed;
+    let taskId: string | null;
+    let task: Awaited<ReturnType<typeof getTaskRecord>>;
+    for (;;) {
+      taskId = await this.pageTask(crawl, options, page);
+      if (!taskId) return;
+      if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
+      await this.waitForTask(taskId);
+      task = await getTaskRecord(db, taskId);
+      const lost = task?.status === 'failed' && failedForWantOfASolver((task.error ?? {}) as { type?: string });
+      if (!lost || page.task_attempts + 1 >= TASKS_PER_PAGE || state() !== 'scraping') break;
+      const until = Date.now() + NEXT_TASK_AFTER_MS;
+      while (Date.now() < until && state() === 'scraping') await sleep(CANCEL_CHECK_MS);
+      if (state() !== 'scraping') break;
+      page = { ...page, task_id: null, task_attempts: await nextPageTask(db, page.page_id, page.task_attempts) };
+    }
     if (task?.status !== 'completed' || !task.result) {
       const error = (task?.error ?? {}) as { type?: string; message?: string };
       const cancelled = task?.status === 'cancelled';
@@ -288,13 +311,17 @@ export class CrawlRunner {
         scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
       },
     });
-    await finishPage(db, page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
+    // Its links are added before the page ends: a slice lost in between takes the page up again (its task
+    // found again) and adds them again, where adding them after would lose them with the slice.
     const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
-    if (crawl.kind !== 'crawl' || options.sitemap === 'only' || !deeper || result.content_type !== 'html') return;
-    const links = extractLinks(result.content ?? '', result.final_url ?? page.url);
-    const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, links.map((url) => ({ url, depth: page.depth + 1 })));
-    await addPages(db, crawl.crawl_id, pages, options.limit);
-    await addRobotsBlocked(db, crawl.crawl_id, blocked);
+    if (crawl.kind === 'crawl' && options.sitemap !== 'only' && deeper && result.content_type === 'html') {
+      const links = extractLinks(result.content ?? '', result.final_url ?? page.url);
+      const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, links.map((url) => ({ url, depth: page.depth + 1 })));
+      await addPages(db, crawl.crawl_id, pages, options.limit);
+      await addRobotsBlocked(db, crawl.crawl_id, blocked);
+    }
+    const finished = await finishPage(db, page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
+    this.deps.webhooks.send(finished.webhooks);
   }
 
   /** Creates the page's task (or finds the one created before), and names it on the page; null when the page ended instead. */
@@ -311,7 +338,8 @@ export class CrawlRunner {
         maxPricePoints: config.defaultWebTaskPricePoints,
         timeoutSeconds: options.scrape.timeoutSeconds ?? config.defaultTaskTimeoutSeconds,
         workflowId: taskWorkflowId(taskId),
-        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}`, fingerprint: crawl.crawl_id },
+        // The page's first task keeps the key it always had; a later one is numbered.
+        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}${page.task_attempts > 0 ? `:${page.task_attempts}` : ''}`, fingerprint: crawl.crawl_id },
         admission: { maxQueued: config.queueLimitPerTaskType },
       });
       switch (outcome.kind) {

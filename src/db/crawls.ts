@@ -1,6 +1,9 @@
-import { sql, type CommonQueryMethods } from 'slonik';
+import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
+import { CRAWL_KINDS, type CrawlEvent, type CrawlKind, type CrawlWebhook } from '../contract/crawl-events';
+import type { Idempotency } from './tasks';
 import type { Db } from './pool';
+import { DueRow, type DueDelivery } from './webhooks';
 
 /**
  * Crawls and batch scrapes (docs/crawl.md) in PostgreSQL. A job's pages are rows unique by URL within
@@ -8,8 +11,7 @@ import type { Db } from './pool';
  * route the only other writer of a job's state.
  */
 
-export const CRAWL_KINDS = ['crawl', 'batch_scrape'] as const;
-export type CrawlKind = (typeof CRAWL_KINDS)[number];
+export { CRAWL_KINDS, type CrawlKind };
 export const CRAWL_STATES = ['scraping', 'completed', 'failed', 'cancelled'] as const;
 export type CrawlState = (typeof CRAWL_STATES)[number];
 export const PAGE_STATES = ['pending', 'running', 'completed', 'failed', 'cancelled'] as const;
@@ -42,15 +44,71 @@ export interface NewPage {
   depth: number;
 }
 
+/**
+ * Writes the job's event delivery when its webhook asks for the event, in Firecrawl's body (`success`,
+ * `type`, `id`, `data`, `metadata`, and `error` for a failure), and returns it for its first attempt after
+ * the commit. `subject` names what the event is about (the page's task, or the job), so an event written
+ * again (a page finished twice by a retried slice cannot be, but a job's end may be) is one delivery.
+ */
+async function jobEventIn(tx: Runner, input: { crawlId: string; subject: string; event: CrawlEvent; data?: Array<Record<string, unknown>>; error?: string }): Promise<DueDelivery[]> {
+  const type = sql.fragment`c.kind || '.' || ${input.event}::text`;
+  return [...(await tx.any(sql.type(DueRow)`
+    INSERT INTO webhook_deliveries (delivery_id, task_id, event, crawl_id, payload)
+    -- The form of deliveryIdOf.
+    SELECT 'whd_' || ${input.subject} || '_' || ${type}, ${input.subject}, ${type}, c.crawl_id,
+           jsonb_build_object('success', ${input.event !== 'failed'}::boolean, 'type', ${type}, 'id', c.crawl_id,
+                              'data', ${sql.jsonb((input.data ?? []) as never)}::jsonb, 'metadata', COALESCE(c.webhook->'metadata', '{}'::jsonb))
+             || ${sql.jsonb((input.error ? { error: input.error } : {}) as never)}::jsonb
+    FROM crawls c WHERE c.crawl_id = ${input.crawlId} AND c.webhook->'events' ? ${input.event}
+    ON CONFLICT (task_id, event) DO NOTHING
+    RETURNING task_id, event`))];
+}
+
+export type CreateCrawlOutcome = { kind: 'created'; webhooks: DueDelivery[] } | { kind: 'existing'; crawl: CrawlRow } | { kind: 'idempotency_key_reused' };
+
+/** The job an Idempotency-Key started, when it is the account's: the answer to the same request, or a refusal for another. */
+export async function crawlByIdempotencyKey(db: Runner, accountId: string, idempotency: Idempotency): Promise<Exclude<CreateCrawlOutcome, { kind: 'created' }> | null> {
+  const row = await db.maybeOne(sql.type(CrawlRow.extend({ request_fingerprint: z.string().nullable() }))`
+    SELECT ${CRAWL_COLUMNS}, request_fingerprint FROM crawls WHERE account_id = ${accountId} AND idempotency_key = ${idempotency.key}`);
+  if (!row) return null;
+  const { request_fingerprint: fingerprint, ...crawl } = row;
+  return fingerprint === idempotency.fingerprint ? { kind: 'existing', crawl } : { kind: 'idempotency_key_reused' };
+}
+
+/**
+ * Creates a job with its first pages and its `started` event. With an Idempotency-Key the account used
+ * before, creates nothing and names the job that key started (or refuses another request's body).
+ */
 export async function createCrawl(
   db: Db,
-  input: { crawlId: string; accountId: string; keyId?: string; kind: CrawlKind; url: string | null; options: Record<string, unknown>; workflowId: string; ttlHours: number; pages: NewPage[] },
-): Promise<void> {
-  await db.query(sql.unsafe`
-    INSERT INTO crawls (crawl_id, account_id, key_id, kind, url, options, workflow_id, expires_at)
-    VALUES (${input.crawlId}, ${input.accountId}, ${input.keyId ?? null}, ${input.kind}, ${input.url}, ${sql.jsonb(input.options as never)},
-            ${input.workflowId}, now() + make_interval(hours => ${input.ttlHours}))`);
-  await addPages(db, input.crawlId, input.pages, Number.MAX_SAFE_INTEGER);
+  input: {
+    crawlId: string;
+    accountId: string;
+    keyId?: string;
+    kind: CrawlKind;
+    url: string | null;
+    options: Record<string, unknown>;
+    webhook: CrawlWebhook | null;
+    idempotency?: Idempotency;
+    workflowId: string;
+    ttlHours: number;
+    pages: NewPage[];
+  },
+): Promise<CreateCrawlOutcome> {
+  const created = await db.transaction(async (tx) => {
+    const inserted = await tx.query(sql.unsafe`
+      INSERT INTO crawls (crawl_id, account_id, key_id, kind, url, options, webhook, idempotency_key, request_fingerprint, workflow_id, expires_at)
+      VALUES (${input.crawlId}, ${input.accountId}, ${input.keyId ?? null}, ${input.kind}, ${input.url}, ${sql.jsonb(input.options as never)},
+              ${input.webhook ? sql.jsonb(input.webhook as never) : null}, ${input.idempotency?.key ?? null}, ${input.idempotency?.fingerprint ?? null},
+              ${input.workflowId}, now() + make_interval(hours => ${input.ttlHours}))
+      ON CONFLICT (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`);
+    if (inserted.rowCount === 0) return null;
+    await addPages(tx, input.crawlId, input.pages, Number.MAX_SAFE_INTEGER);
+    return jobEventIn(tx, { crawlId: input.crawlId, subject: input.crawlId, event: 'started' });
+  });
+  if (created) return { kind: 'created', webhooks: created };
+  // A concurrent request with the key created its job first.
+  return (await crawlByIdempotencyKey(db, input.accountId, input.idempotency!)) ?? { kind: 'idempotency_key_reused' };
 }
 
 export async function getCrawl(db: Runner, crawlId: string, accountId?: string): Promise<CrawlRow | null> {
@@ -68,7 +126,7 @@ export async function activeCrawls(db: Runner, accountId: string, kind: CrawlKin
  * Adds pages not yet in the job, at most up to `limit` pages in all; returns how many were new. The
  * unique (crawl_id, url) makes a URL found twice one page, however often it is offered.
  */
-export async function addPages(db: Db, crawlId: string, pages: NewPage[], limit: number): Promise<number> {
+export async function addPages(db: Db | DatabaseTransactionConnection, crawlId: string, pages: NewPage[], limit: number): Promise<number> {
   if (pages.length === 0) return 0;
   // The job's row is locked so that pages added at once by concurrent pages of a slice count each other.
   return db.transaction(async (tx) => {
@@ -96,13 +154,13 @@ export async function knownUrls(db: Runner, crawlId: string, urls: string[]): Pr
   return new Set(rows);
 }
 
-export const PageRow = z.object({ page_id: z.coerce.number(), url: z.string(), depth: z.number(), task_id: z.string().nullable() });
+export const PageRow = z.object({ page_id: z.coerce.number(), url: z.string(), depth: z.number(), task_id: z.string().nullable(), task_attempts: z.number() });
 export type PageRow = z.infer<typeof PageRow>;
 
 /** Pages claimed by an earlier run of the activity that ended before finishing them (a lost worker). */
 export async function runningPages(db: Runner, crawlId: string): Promise<PageRow[]> {
   return [...(await db.any(sql.type(PageRow)`
-    SELECT page_id, url, depth, task_id FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' ORDER BY page_id`))];
+    SELECT page_id, url, depth, task_id, task_attempts FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' ORDER BY page_id`))];
 }
 
 /** Claims up to `n` pending pages in discovery order (only while the job runs). */
@@ -114,33 +172,65 @@ export async function claimPages(db: Runner, crawlId: string, n: number): Promis
       SELECT page_id FROM crawl_pages
       WHERE crawl_id = ${crawlId} AND status = 'pending' AND EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ${crawlId} AND status = 'scraping')
       ORDER BY page_id LIMIT ${n} FOR UPDATE SKIP LOCKED)
-    RETURNING page_id, url, depth, task_id`))].sort((a, b) => a.page_id - b.page_id);
+    RETURNING page_id, url, depth, task_id, task_attempts`))].sort((a, b) => a.page_id - b.page_id);
+}
+
+/**
+ * Gives a running page its next task: the count goes up from `after` (once, however often a retried
+ * slice asks) and the failed task is no longer the page's. Returns the page's count now.
+ */
+export async function nextPageTask(db: Runner, pageId: number, after: number): Promise<number> {
+  await db.query(sql.unsafe`
+    UPDATE crawl_pages SET task_attempts = task_attempts + 1, task_id = NULL WHERE page_id = ${pageId} AND status = 'running' AND task_attempts = ${after}`);
+  return db.oneFirst(sql.type(z.object({ task_attempts: z.number() }))`SELECT task_attempts FROM crawl_pages WHERE page_id = ${pageId}`);
 }
 
 export async function recordPageTask(db: Runner, pageId: number, taskId: string): Promise<void> {
   await db.query(sql.unsafe`UPDATE crawl_pages SET task_id = ${taskId} WHERE page_id = ${pageId} AND status = 'running'`);
 }
 
-/** Ends a running page; false when it had ended already. */
-export async function finishPage(
-  db: Runner,
-  pageId: number,
-  outcome: { status: 'completed'; document: Record<string, unknown> } | { status: 'failed' | 'cancelled'; error: { code: string; message: string } },
-): Promise<boolean> {
-  const result = await db.query(sql.unsafe`
-    UPDATE crawl_pages SET status = ${outcome.status}, finished_at = now(),
-      document = ${outcome.status === 'completed' ? sql.jsonb(outcome.document as never) : null},
-      error = ${outcome.status === 'completed' ? null : sql.jsonb(outcome.error)}
-    WHERE page_id = ${pageId} AND status = 'running'`);
-  return result.rowCount === 1;
+/** What ending a page or a job did: whether it ended it (false: it had ended already), and the webhook deliveries it wrote. */
+export interface Ended {
+  ended: boolean;
+  webhooks: DueDelivery[];
 }
 
-/** Ends a running job; false when it had ended already (a cancel came first). */
-export async function finishCrawl(db: Runner, crawlId: string, status: Exclude<CrawlState, 'scraping'>, error?: string): Promise<boolean> {
-  const result = await db.query(sql.unsafe`
-    UPDATE crawls SET status = ${status}, error = ${error ?? null}, finished_at = now() WHERE crawl_id = ${crawlId} AND status = 'scraping'`);
-  if (status !== 'completed') await db.query(sql.unsafe`UPDATE crawl_pages SET status = 'cancelled', finished_at = now() WHERE crawl_id = ${crawlId} AND status = 'pending'`);
-  return result.rowCount === 1;
+/** Ends a running page; a completed one writes its `page` event (Firecrawl sends none for a failed page). */
+export async function finishPage(
+  db: Db,
+  pageId: number,
+  outcome: { status: 'completed'; document: Record<string, unknown> } | { status: 'failed' | 'cancelled'; error: { code: string; message: string } },
+): Promise<Ended> {
+  return db.transaction(async (tx) => {
+    const page = await tx.maybeOne(sql.type(z.object({ crawl_id: z.string(), task_id: z.string().nullable() }))`
+      UPDATE crawl_pages SET status = ${outcome.status}, finished_at = now(),
+        document = ${outcome.status === 'completed' ? sql.jsonb(outcome.document as never) : null},
+        error = ${outcome.status === 'completed' ? null : sql.jsonb(outcome.error)}
+      WHERE page_id = ${pageId} AND status = 'running'
+      RETURNING crawl_id, task_id`);
+    if (!page) return { ended: false, webhooks: [] };
+    if (outcome.status !== 'completed') return { ended: true, webhooks: [] };
+    const webhooks = await jobEventIn(tx, { crawlId: page.crawl_id, subject: page.task_id ?? `${page.crawl_id}-${pageId}`, event: 'page', data: [outcome.document] });
+    return { ended: true, webhooks };
+  });
+}
+
+// What a job's `failed` event says when its client cancelled it (Firecrawl's docs: failed or cancelled).
+const CANCELLED_MESSAGE = 'The job was cancelled.';
+
+/** Ends a running job and writes its `completed` or `failed` event (a cancel is a failure to Firecrawl's webhook). */
+export async function finishCrawl(db: Db, crawlId: string, status: Exclude<CrawlState, 'scraping'>, error?: string): Promise<Ended> {
+  return db.transaction(async (tx) => {
+    const result = await tx.query(sql.unsafe`
+      UPDATE crawls SET status = ${status}, error = ${error ?? null}, finished_at = now() WHERE crawl_id = ${crawlId} AND status = 'scraping'`);
+    if (status !== 'completed') await tx.query(sql.unsafe`UPDATE crawl_pages SET status = 'cancelled', finished_at = now() WHERE crawl_id = ${crawlId} AND status = 'pending'`);
+    if (result.rowCount === 0) return { ended: false, webhooks: [] };
+    const webhooks =
+      status === 'completed'
+        ? await jobEventIn(tx, { crawlId, subject: crawlId, event: 'completed' })
+        : await jobEventIn(tx, { crawlId, subject: crawlId, event: 'failed', error: error ?? CANCELLED_MESSAGE });
+    return { ended: true, webhooks };
+  });
 }
 
 export async function recordRobots(db: Runner, crawlId: string, robots: Record<string, unknown>, blocked: string[]): Promise<void> {

@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { DELIVERY_STATES, REFUNDED_EVENT, WEBHOOK_EVENTS, type DeliveryState, type TerminalState, type WebhookEvent } from '../contract/lifecycle';
+import { isCrawlEventType, type CrawlEvent, type CrawlEventType } from '../contract/crawl-events';
 import { newSecret } from '../webhooks/signature';
 import type { Db } from './pool';
 
@@ -17,9 +18,12 @@ export { WEBHOOK_EVENTS, type WebhookEvent };
 
 type Runner = CommonQueryMethods;
 
-export const deliveryIdOf = (taskId: string, event: WebhookEvent) => `whd_${taskId}_${event}`;
-/** One workflow per task and event, found in the Temporal UI by that name. */
-export const deliveryWorkflowId = (taskId: string, event: WebhookEvent) => `webhook-${taskId}-${event}`;
+/** What a delivery tells: a task's event, or a crawl's or batch scrape's (src/contract/crawl-events.ts). */
+export type DeliveryEvent = WebhookEvent | CrawlEventType;
+
+export const deliveryIdOf = (taskId: string, event: DeliveryEvent) => `whd_${taskId}_${event}`;
+/** One workflow per subject (a task, or a crawl) and event, found in the Temporal UI by that name. */
+export const deliveryWorkflowId = (taskId: string, event: DeliveryEvent) => `webhook-${taskId}-${event}`;
 
 export async function saveSubscription(db: Runner, input: { taskId: string; accountId: string; url: string; events: readonly WebhookEvent[] }): Promise<void> {
   await db.query(sql.unsafe`
@@ -101,7 +105,7 @@ export async function refundedDeliveryIn(tx: Runner, taskId: string): Promise<Du
   return [...due];
 }
 
-const EventColumn = z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]);
+const EventColumn = z.union([z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]), z.custom<CrawlEventType>(isCrawlEventType)]);
 export const DueRow = z.object({ task_id: z.string(), event: EventColumn });
 export type DueDelivery = z.infer<typeof DueRow>;
 
@@ -140,19 +144,27 @@ const SendRow = z.object({
   account_id: z.string(),
   created_at: z.string(),
   attempts: z.number(),
+  /** A crawl's delivery: the headers its webhook asked for, and the body written with its event. */
+  headers: z.record(z.string()).nullable(),
+  payload: z.record(z.any()).nullable(),
 });
 export type DeliveryToSend = z.infer<typeof SendRow>;
 
+// A task's delivery goes where its subscription says, a crawl's where its job's webhook says.
 const SEND_COLUMNS = sql.fragment`
-  d.delivery_id, d.task_id, d.event, d.status, w.url, w.account_id, d.created_at,
-  (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts`;
+  d.delivery_id, d.task_id, d.event, d.status, COALESCE(c.webhook->>'url', w.url) AS url, COALESCE(c.account_id, w.account_id) AS account_id, d.created_at,
+  (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts,
+  c.webhook->'headers' AS headers, d.payload`;
+const SEND_TARGETS = sql.fragment`
+  LEFT JOIN task_webhooks w ON d.crawl_id IS NULL AND w.task_id = d.task_id
+  LEFT JOIN crawls c ON c.crawl_id = d.crawl_id`;
 
 /** What a delivery attempt needs: the delivery, its target and how many attempts it had. */
 export async function deliveryToSend(db: Runner, deliveryId: string): Promise<DeliveryToSend | null> {
   return db.maybeOne(sql.type(SendRow)`
     SELECT ${SEND_COLUMNS}
-    FROM webhook_deliveries d JOIN task_webhooks w USING (task_id)
-    WHERE d.delivery_id = ${deliveryId}`);
+    FROM webhook_deliveries d ${SEND_TARGETS}
+    WHERE d.delivery_id = ${deliveryId} AND (w.task_id IS NOT NULL OR c.crawl_id IS NOT NULL)`);
 }
 
 /**
@@ -162,12 +174,15 @@ export async function deliveryToSend(db: Runner, deliveryId: string): Promise<De
  */
 export async function claimDelivery(db: Runner, deliveryId: string, claimedBy: string, withinSeconds: number): Promise<DeliveryToSend | null> {
   return db.maybeOne(sql.type(SendRow)`
-    UPDATE webhook_deliveries d SET claimed_at = now(), claimed_by = ${claimedBy}
-    FROM task_webhooks w
-    WHERE d.delivery_id = ${deliveryId} AND w.task_id = d.task_id
-      AND d.status = ${PENDING} AND d.claimed_at IS NULL AND d.workflow_started_at IS NULL
-      AND d.created_at > now() - make_interval(secs => ${withinSeconds})
-    RETURNING ${SEND_COLUMNS}`);
+    WITH claimed AS (
+      UPDATE webhook_deliveries d SET claimed_at = now(), claimed_by = ${claimedBy}
+      WHERE d.delivery_id = ${deliveryId}
+        AND d.status = ${PENDING} AND d.claimed_at IS NULL AND d.workflow_started_at IS NULL
+        AND d.created_at > now() - make_interval(secs => ${withinSeconds})
+      RETURNING d.*
+    )
+    SELECT ${SEND_COLUMNS} FROM claimed d ${SEND_TARGETS}
+    WHERE w.task_id IS NOT NULL OR c.crawl_id IS NOT NULL`);
 }
 
 /**
@@ -249,7 +264,7 @@ export async function deliveryLog(db: Runner, taskId: string, accountId: string)
                                                   'status_code', a.status_code, 'error', a.error) ORDER BY a.attempt)
                 FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id), '[]') AS attempts
     FROM webhook_deliveries d JOIN task_webhooks w USING (task_id)
-    WHERE d.task_id = ${taskId} ORDER BY d.created_at`);
+    WHERE d.task_id = ${taskId} AND d.crawl_id IS NULL ORDER BY d.created_at`);
   return { webhook: owned.url && owned.events ? { url: owned.url, events: owned.events } : null, deliveries };
 }
 

@@ -65,7 +65,8 @@ const ModelParams = z.object({ model: z.string().openapi({ description: 'service
 
 /** Crawl, batch scrape and map (docs/crawl.md): v2 at the compatibility prefix and at /v2, v1 at the prefix. */
 function crawlRouteDocs(): RouteDoc[] {
-  const START: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'service_unavailable'];
+  const START: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'service_unavailable', 'idempotency_key_reused'];
+  const JOB_KEY = { ...idempotent('answers with the first request\'s job'), 'X-Idempotency-Key': 'The same as Idempotency-Key (Firecrawl\'s SDKs send it)' };
   const JOB: ErrorType[] = ['job_not_found'];
   const both = (path: string) => [`/v1/compat/scraper/v2${path}`, `/v2${path}`];
   const docs: RouteDoc[] = [];
@@ -73,8 +74,8 @@ function crawlRouteDocs(): RouteDoc[] {
     for (const path of paths) docs.push({ ...doc, path, tag: 'compatibility', auth: 'bearer', firecrawl: true });
   };
   const params = bodies.JobIdParams;
-  add(both('/crawl'), { method: 'post', summary: 'Firecrawl v2 crawl: starts a crawl workflow whose pages are proxy_fetch tasks (robots.txt obeyed, the domain policy applied to every URL)', body: bodies.CrawlV2Body, errors: START });
-  add(['/v1/compat/scraper/v1/crawl'], { method: 'post', summary: 'Firecrawl v1 crawl (the same job, v1 option names)', body: bodies.CrawlV1Body, errors: START });
+  add(both('/crawl'), { method: 'post', summary: 'Firecrawl v2 crawl: starts a crawl workflow whose pages are proxy_fetch tasks (robots.txt obeyed, the domain policy applied to every URL)', body: bodies.CrawlV2Body, errors: START, headers: JOB_KEY });
+  add(['/v1/compat/scraper/v1/crawl'], { method: 'post', summary: 'Firecrawl v1 crawl (the same job, v1 option names)', body: bodies.CrawlV1Body, errors: START, headers: JOB_KEY });
   add([...both('/crawl/active'), '/v1/compat/scraper/v1/crawl/active'], { method: 'get', summary: 'The account\'s crawls still running' });
   for (const [prefix, job] of [['/v2/crawl', 'crawl'], ['/v2/batch/scrape', 'batch scrape'], ['/v1/crawl', 'crawl or batch scrape'], ['/v1/batch/scrape', 'batch scrape']] as const) {
     const paths = prefix.startsWith('/v2') ? both(prefix.slice(3)) : [`/v1/compat/scraper${prefix}`];
@@ -83,8 +84,8 @@ function crawlRouteDocs(): RouteDoc[] {
     add(paths.map((path) => `${path}/{id}/errors`), { method: 'get', summary: `A ${job}'s failed pages and the URLs robots.txt kept it from`, params, errors: JOB });
   }
   add(['/v1/compat/scraper/v1/crawl/{id}/errors'], { method: 'delete', summary: 'The same errors, at the method firecrawl-js 1.x uses', params, errors: JOB });
-  add(both('/batch/scrape'), { method: 'post', summary: 'Firecrawl v2 batch scrape: a list of URLs as one job (pages are proxy_fetch tasks)', body: bodies.BatchScrapeV2Body, errors: START });
-  add(['/v1/compat/scraper/v1/batch/scrape'], { method: 'post', summary: 'Firecrawl v1 batch scrape', body: bodies.BatchScrapeV1Body, errors: START });
+  add(both('/batch/scrape'), { method: 'post', summary: 'Firecrawl v2 batch scrape: a list of URLs as one job (pages are proxy_fetch tasks)', body: bodies.BatchScrapeV2Body, errors: START, headers: JOB_KEY });
+  add(['/v1/compat/scraper/v1/batch/scrape'], { method: 'post', summary: 'Firecrawl v1 batch scrape', body: bodies.BatchScrapeV1Body, errors: START, headers: JOB_KEY });
   const MAP: ErrorType[] = ['domain_blocked', ...RUNS_TASK];
   add(both('/map'), { method: 'post', cost: true, summary: 'Firecrawl v2 map: the site\'s URLs from its sitemaps and the start page\'s links (one proxy_fetch task)', body: bodies.MapBody, errors: MAP });
   add(['/v1/compat/scraper/v1/map'], { method: 'post', cost: true, summary: 'Firecrawl v1 map (links as strings)', body: bodies.MapBody, errors: MAP });

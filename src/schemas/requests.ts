@@ -1,6 +1,7 @@
 import { z } from './zod';
 import { pydanticIssue } from './issues';
 import { Int, NonNegativeNumeric, PositiveInt, PositiveNumeric } from './common';
+import { CRAWL_EVENTS } from '../contract/crawl-events';
 import { WEBHOOK_EVENTS, type WebhookEvent } from '../contract/lifecycle';
 import { BILLING_TYPES, billingTypesOf, CAPABILITY_TASK_TYPES, TOKEN_BILLED_TASK_TYPES, FULFILLMENT_PATHS, MAX_CONCURRENT_LIMIT, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS, WEB_TASK_TYPES, type WebTaskType } from './domain';
 
@@ -433,8 +434,29 @@ export const MAP_LIMIT_MAX = 100_000;
 
 const Flag = z.boolean().nullable().optional();
 const Patterns = z.array(z.string()).nullable().optional();
-// Firecrawl's webhook: a URL, or {url, headers, metadata, events}; accepted, and not yet called (docs/crawl.md).
-const CrawlWebhook = z.union([z.string().min(1), z.object({ url: z.string().min(1) }).passthrough()]);
+// A webhook's own headers are sent with each delivery: HTTP's token names and printable values, and none
+// that would change where or how the body goes.
+const HEADER_VALUE = /^[\t\x20-\x7e\x80-\xff]*$/;
+const RESERVED_HEADERS = new Set(['host', 'content-length', 'transfer-encoding', 'connection', 'content-type']);
+const WebhookHeaderName = z
+  .string()
+  .regex(/^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/, 'Value error, not a valid HTTP header name')
+  .refine((name) => !RESERVED_HEADERS.has(name.toLowerCase()) && !name.toLowerCase().startsWith('webhook-'), 'Value error, a header the delivery sets itself');
+// Firecrawl's webhook: a URL, or {url, headers, metadata, events}; told of the job's events (docs/crawl.md).
+const CrawlWebhook = z
+  .union([
+    z.string().min(1),
+    z
+      .object({
+        url: z.string().min(1),
+        headers: z.record(WebhookHeaderName, z.string().regex(HEADER_VALUE, 'Value error, not a valid HTTP header value')).nullable().optional(),
+        metadata: z.record(z.any()).nullable().optional(),
+        events: z.array(z.enum(CRAWL_EVENTS)).nullable().optional(),
+      })
+      .passthrough(),
+  ])
+  .openapi({ description: 'Told of the job\'s events (`started`, `page`, `completed`, `failed`; default all), signed with Standard Webhooks' });
+export type CrawlWebhookRequest = z.infer<typeof CrawlWebhook>;
 
 export const CrawlV2Body = z
   .object({

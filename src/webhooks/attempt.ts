@@ -47,8 +47,13 @@ async function post(deps: AttemptDeps, rawUrl: string, headers: Record<string, s
  */
 export async function attemptDelivery(deps: AttemptDeps, delivery: DeliveryToSend, path: WebhookAttemptPath): Promise<AttemptOutcome> {
   const { db } = deps;
-  const [task, { secret, previous_secret }] = await Promise.all([getTaskRecord(db, delivery.task_id), webhookSecret(db, delivery.account_id)]);
-  const body = JSON.stringify({ id: delivery.delivery_id, type: `task.${delivery.event}`, created_at: delivery.created_at, data: task });
+  // A crawl's event carries the body written with it (Firecrawl's shape); a task's is the task as it is now.
+  const [body, { secret, previous_secret }] = await Promise.all([
+    delivery.payload
+      ? JSON.stringify(delivery.payload)
+      : getTaskRecord(db, delivery.task_id).then((task) => JSON.stringify({ id: delivery.delivery_id, type: `task.${delivery.event}`, created_at: delivery.created_at, data: task })),
+    webhookSecret(db, delivery.account_id),
+  ]);
   const timestamp = Math.floor(Date.now() / 1000);
   const started = Date.now();
   let statusCode: number | null = null;
@@ -58,6 +63,8 @@ export async function attemptDelivery(deps: AttemptDeps, delivery: DeliveryToSen
       deps,
       delivery.url,
       {
+        // The job's own headers (Firecrawl's webhook.headers) first: the signature's cannot be replaced.
+        ...delivery.headers,
         'content-type': 'application/json',
         'user-agent': 'task-marketplace-webhooks/1',
         'webhook-id': delivery.delivery_id,

@@ -11,8 +11,8 @@ export interface NodeProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Runs `npm run api` / `npm run worker` entry points as real separate processes and waits until they serve. */
-export async function spawnNode(entry: 'api' | 'worker', env: Record<string, string>, readyPattern: RegExp, timeoutMs = 60_000): Promise<NodeProcess> {
+/** Runs `npm run api` / `npm run worker` / `npm run solver` entry points as real separate processes and waits until they serve. */
+export async function spawnNode(entry: 'api' | 'worker' | 'solver', env: Record<string, string>, readyPattern: RegExp, timeoutMs = 60_000): Promise<NodeProcess> {
   const child = spawn(process.execPath, npmScriptNodeArgs(entry), {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...OPEN_ADDRESS_LIMITS_ENV, ...env },

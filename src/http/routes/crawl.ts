@@ -3,10 +3,12 @@ import { Router, type Request, type Response } from 'express';
 import { planScrapeV2, unsupportedFormat } from '../../compat/firecrawl-v2';
 import { withScheme, timeoutSecondsOf } from '../../compat/firecrawl';
 import { extractLinks, isValidSelector } from '../../compat/page-html';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { CRAWL_EVENTS, type CrawlWebhook } from '../../contract/crawl-events';
 import { cancelTasks, fetchDiscoveryDocument, sitemapUrls, type CrawlOptions } from '../../crawl/runner';
 import { parseRobots, NO_RULES } from '../../crawl/robots';
 import { invalidPattern, normaliseUrl } from '../../crawl/scope';
-import { activeCrawls, createCrawl, crawlCost, crawlCounts, crawlDocuments, crawlErrors, finishCrawl, getCrawl, runningPageTasks, type CrawlKind, type CrawlRow } from '../../db/crawls';
+import { activeCrawls, crawlByIdempotencyKey, createCrawl, crawlCost, crawlCounts, crawlDocuments, crawlErrors, finishCrawl, getCrawl, runningPageTasks, type CrawlKind, type CrawlRow } from '../../db/crawls';
 import { getBalance } from '../../db/ledger';
 import { ApiError } from '../../errors';
 import { unsupportedOption } from '../../compat/scrape-options';
@@ -22,13 +24,15 @@ import {
   type BatchScrapeV2Request,
   type CrawlV1Request,
   type CrawlV2Request,
+  type CrawlWebhookRequest,
   type MapRequest,
 } from '../../schemas/requests';
 import { crawlWorkflowId, type CrawlWorkflowInput } from '../../contract/workflows';
 import { accountOf, requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
 import { parseOrThrow, RequestValidationError, validateBody, validateParams, type ValidationDetail } from '../validation';
-import { insufficientBalance, noSolverOnline, runWebTask } from '../web-tasks';
+import { idempotencyOf } from '../idempotency';
+import { idempotencyKeyReused, insufficientBalance, noSolverOnline, runWebTask } from '../web-tasks';
 import { COMPAT_SCRAPER_PREFIX, FIRECRAWL_V2_ROOT } from './compat';
 import { assertAllowedTarget } from '../target-policy';
 
@@ -143,16 +147,68 @@ export function crawlRoutes(deps: AppDeps): Router {
     if (!balance || Number(balance.available_points) < Number(deps.config.defaultWebTaskPricePoints)) throw insufficientBalance(deps.config.defaultWebTaskPricePoints);
   }
 
-  async function startJob(req: Request, res: Response, input: { kind: CrawlKind; url: string | null; options: CrawlOptions; pages: Array<{ url: string; depth: number }> }) {
-    const crawlId = crypto.randomUUID();
-    const workflowId = crawlWorkflowId(crawlId);
-    await createCrawl(deps.db, { crawlId, accountId: accountOf(res).account_id, keyId: accountOf(res).key_id, kind: input.kind, url: input.url, options: input.options as never, workflowId, ttlHours: JOB_TTL_HOURS, pages: input.pages });
+  /** The job's webhook as stored: Firecrawl's defaults filled in, its URL judged by the domain policy as a task's webhook is. */
+  async function jobWebhook(webhook: CrawlWebhookRequest | null | undefined): Promise<CrawlWebhook | null> {
+    if (!webhook) return null;
+    const given = typeof webhook === 'string' ? { url: webhook } : webhook;
+    await assertAllowedTarget(deps.domainPolicy, given.url, typeof webhook === 'string' ? ['body', 'webhook'] : ['body', 'webhook', 'url']);
+    return {
+      url: given.url,
+      headers: ('headers' in given && given.headers) || {},
+      metadata: ('metadata' in given && given.metadata) || {},
+      events: ('events' in given && given.events) || [...CRAWL_EVENTS],
+    };
+  }
+
+  /** Starts the job's workflow; one already started (the same job asked for again) is left running. */
+  async function startWorkflow(crawlId: string): Promise<void> {
     try {
-      await deps.temporal.workflow.start('crawlWorkflow', { taskQueue: deps.config.taskQueue, workflowId, args: [{ crawlId } satisfies CrawlWorkflowInput] });
+      await deps.temporal.workflow.start('crawlWorkflow', { taskQueue: deps.config.taskQueue, workflowId: crawlWorkflowId(crawlId), args: [{ crawlId } satisfies CrawlWorkflowInput] });
     } catch (error) {
-      await finishCrawl(deps.db, crawlId, 'failed', 'The job could not be started.');
+      if (error instanceof WorkflowExecutionAlreadyStartedError) return;
+      deps.webhooks.send((await finishCrawl(deps.db, crawlId, 'failed', 'The job could not be started.')).webhooks);
       throw new ApiError('service_unavailable', 'The job could not be started; nothing was charged. Retry shortly.', { id: crawlId });
     }
+  }
+
+  /**
+   * The job an Idempotency-Key (or X-Idempotency-Key) started before, sent again with the same request:
+   * its id, its workflow started if it is not (its first request ended between the two); null without
+   * such a key. The key with another request is 422 idempotency_key_reused.
+   */
+  async function replayed(req: Request, res: Response, operation: string): Promise<string | null> {
+    const idempotency = idempotencyOf(req, operation);
+    if (!idempotency) return null;
+    const found = await crawlByIdempotencyKey(deps.db, accountOf(res).account_id, idempotency);
+    if (!found) return null;
+    if (found.kind === 'idempotency_key_reused') throw idempotencyKeyReused();
+    if (found.crawl.status === 'scraping') await startWorkflow(found.crawl.crawl_id);
+    return found.crawl.crawl_id;
+  }
+
+  async function startJob(
+    req: Request,
+    res: Response,
+    input: { kind: CrawlKind; operation: string; url: string | null; options: CrawlOptions; pages: Array<{ url: string; depth: number }>; webhook: CrawlWebhookRequest | null | undefined },
+  ): Promise<string> {
+    const crawlId = crypto.randomUUID();
+    const created = await createCrawl(deps.db, {
+      crawlId,
+      accountId: accountOf(res).account_id,
+      keyId: accountOf(res).key_id,
+      kind: input.kind,
+      url: input.url,
+      options: input.options as never,
+      webhook: await jobWebhook(input.webhook),
+      idempotency: idempotencyOf(req, input.operation),
+      workflowId: crawlWorkflowId(crawlId),
+      ttlHours: JOB_TTL_HOURS,
+      pages: input.pages,
+    });
+    if (created.kind === 'idempotency_key_reused') throw idempotencyKeyReused();
+    if (created.kind === 'existing') return created.crawl.crawl_id;
+    deps.webhooks.send(created.webhooks);
+    await startWorkflow(crawlId);
     return crawlId;
   }
 
@@ -176,19 +232,21 @@ export function crawlRoutes(deps: AppDeps): Router {
     };
   }
 
-  async function startCrawl(req: Request, res: Response, url: string, options: CrawlOptions) {
-    const start = normaliseUrl(withScheme(url), options.ignoreQueryParameters);
-    if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: url }]);
+  async function startCrawl(req: Request, res: Response, body: { url: string; webhook?: CrawlWebhookRequest | null }, options: CrawlOptions, version: 'v1' | 'v2') {
+    const operation = `crawl:${version}`;
+    const replay = await replayed(req, res, operation);
+    if (replay) return replay;
+    const start = normaliseUrl(withScheme(body.url), options.ignoreQueryParameters);
+    if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: body.url }]);
     await assertAllowedTarget(deps.domainPolicy, start, ['body', 'url']);
     await assertCanRun(res);
-    const id = await startJob(req, res, { kind: 'crawl', url: start, options, pages: [] });
-    return { id, start };
+    return startJob(req, res, { kind: 'crawl', operation, url: start, options, pages: [], webhook: body.webhook });
   }
 
   router.post(v2('/crawl'), auth, validateBody(CrawlV2Body), async (req, res) => {
     const body = req.body as CrawlV2Request;
     const options = crawlOptions(body, { crawlEntireDomain: body.crawlEntireDomain ?? false, sitemap: body.sitemap ?? 'include', scrape: scrapeSettingsV2(body.scrapeOptions, ['body', 'scrapeOptions']) });
-    const { id } = await startCrawl(req, res, body.url, options);
+    const id = await startCrawl(req, res, body, options, 'v2');
     res.json({ success: true, id, url: `${apiBase(req, deps)}/v2/crawl/${id}` });
   });
 
@@ -198,7 +256,7 @@ export function crawlRoutes(deps: AppDeps): Router {
       { ...body, maxDiscoveryDepth: body.maxDiscoveryDepth ?? body.maxDepth },
       { crawlEntireDomain: body.crawlEntireDomain ?? body.allowBackwardLinks ?? false, sitemap: body.ignoreSitemap ? 'skip' : 'include', scrape: scrapeSettingsV1(body.scrapeOptions, ['body', 'scrapeOptions']) },
     );
-    const { id } = await startCrawl(req, res, body.url, options);
+    const id = await startCrawl(req, res, body, options, 'v1');
     res.json({ success: true, id, url: `${apiBase(req, deps)}/v1/crawl/${id}` });
   });
 
@@ -225,23 +283,37 @@ export function crawlRoutes(deps: AppDeps): Router {
     return { pages, invalid };
   }
 
-  async function startBatch(req: Request, res: Response, urls: string[], ignoreInvalid: boolean, scrape: ScrapeSettings, maxConcurrency: number | null | undefined, version: 'v1' | 'v2') {
-    const { pages, invalid } = await batchPages(urls, ignoreInvalid);
-    if (pages.length === 0) throw new RequestValidationError([{ type: 'value_error', loc: ['body', 'urls'], msg: 'Value error, no valid URL to scrape', input: urls }]);
-    await assertCanRun(res);
-    const options = { ...crawlOptions({ maxConcurrency }, { crawlEntireDomain: false, sitemap: 'skip', scrape }), limit: pages.length };
-    const id = await startJob(req, res, { kind: 'batch_scrape', url: null, options, pages });
+  async function startBatch(
+    req: Request,
+    res: Response,
+    body: { urls: string[]; ignoreInvalidURLs?: boolean | null; webhook?: CrawlWebhookRequest | null },
+    scrape: ScrapeSettings,
+    maxConcurrency: number | null | undefined,
+    version: 'v1' | 'v2',
+  ) {
+    const ignoreInvalid = body.ignoreInvalidURLs ?? false;
+    const operation = `batch_scrape:${version}`;
+    const replay = await replayed(req, res, operation);
+    // The same body leaves out the same URLs.
+    const { pages, invalid } = await batchPages(body.urls, ignoreInvalid);
+    if (pages.length === 0) throw new RequestValidationError([{ type: 'value_error', loc: ['body', 'urls'], msg: 'Value error, no valid URL to scrape', input: body.urls }]);
+    let id = replay;
+    if (!id) {
+      await assertCanRun(res);
+      const options = { ...crawlOptions({ maxConcurrency }, { crawlEntireDomain: false, sitemap: 'skip', scrape }), limit: pages.length };
+      id = await startJob(req, res, { kind: 'batch_scrape', operation, url: null, options, pages, webhook: body.webhook });
+    }
     res.json({ success: true, id, url: `${apiBase(req, deps)}/${version}/batch/scrape/${id}`, ...(ignoreInvalid ? { invalidURLs: invalid } : {}) });
   }
 
   router.post(v2('/batch/scrape'), auth, validateBody(BatchScrapeV2Body), async (req, res) => {
     const body = req.body as BatchScrapeV2Request;
-    await startBatch(req, res, body.urls, body.ignoreInvalidURLs ?? false, scrapeSettingsV2(body, ['body']), body.maxConcurrency, 'v2');
+    await startBatch(req, res, body, scrapeSettingsV2(body, ['body']), body.maxConcurrency, 'v2');
   });
 
   router.post(v1('/batch/scrape'), auth, validateBody(BatchScrapeV1Body), async (req, res) => {
     const body = req.body as BatchScrapeV1Request;
-    await startBatch(req, res, body.urls, body.ignoreInvalidURLs ?? false, scrapeSettingsV1(body, ['body']), null, 'v1');
+    await startBatch(req, res, body, scrapeSettingsV1(body, ['body']), null, 'v1');
   });
 
   const ownJob = async (req: Request, res: Response): Promise<CrawlRow> => {
@@ -285,7 +357,7 @@ export function crawlRoutes(deps: AppDeps): Router {
   /** Stops the job: pending pages at once, running ones' tasks by their cancel; only pages done are charged. */
   async function cancel(req: Request, res: Response) {
     const crawl = await ownJob(req, res);
-    await finishCrawl(deps.db, crawl.crawl_id, 'cancelled');
+    deps.webhooks.send((await finishCrawl(deps.db, crawl.crawl_id, 'cancelled')).webhooks);
     await cancelTasks(deps.temporal, await runningPageTasks(deps.db, crawl.crawl_id));
     const now = await getCrawl(deps.db, crawl.crawl_id);
     res.json({ success: true, status: now?.status === 'cancelled' ? 'cancelled' : now?.status });
