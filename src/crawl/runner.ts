@@ -1,3 +1,5 @@
+import type { ArtifactStore } from '../artifacts/store';
+import { readTaskRecord } from '../tasks/records';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -82,6 +84,7 @@ export interface CrawlRunnerDeps {
   finished: TaskFinishedWatch;
   handoffs: HandoffSender;
   webhooks: WebhookSender;
+  artifacts: ArtifactStore;
 }
 
 const scopeOf = (crawl: CrawlRow, options: CrawlOptions): CrawlScope => ({
@@ -266,7 +269,7 @@ export class CrawlRunner {
     if (!taskId) return;
     if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
     await this.waitForTask(taskId);
-    const task = await getTaskRecord(db, taskId);
+    const task = await readTaskRecord(this.deps, taskId);
     if (task?.status !== 'completed' || !task.result) {
       const error = (task?.error ?? {}) as { type?: string; message?: string };
       const cancelled = task?.status === 'cancelled';

@@ -614,8 +614,15 @@ export type Completion =
    * A solver's validated result for its (still open) attempt; a chat's with its metered usage, whose
    * billed tokens are what a per_token offer charges (src/chat/usage.ts).
    */
-  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage }
-  | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
+  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage; stored?: StoredParts }
+  | { kind: 'admin'; solverId: string; result: Record<string, unknown>; stored?: StoredParts };
+
+/**
+ * The result's top-level fields as the row keeps them, where they differ from `result`: large parts
+ * replaced by references to the artifact store (src/artifacts/results.ts), written before this ends the
+ * task. Everything that judges the result (safety scan, canary) reads `result` itself.
+ */
+export type StoredParts = Record<string, unknown>;
 
 /** How a task ends: with a result (settled at its price), or without one (its hold released). */
 export type TaskEnding = { completion: Completion; feePercent: string } | { failure: TaskFailure };
@@ -749,7 +756,7 @@ async function completeIn(
     tx,
     taskId,
     'completed',
-    sql.fragment`result = ${sql.jsonb(result as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
+    sql.fragment`result = ${sql.jsonb({ ...result, ...completion.stored } as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
   );
   // A canary (a platform task) is judged before it is paid: a failure quarantines its solver now.
   const verdict = completion.kind === 'attempt' && task.account_id === PLATFORM_ACCOUNT_ID ? await judgeCanaryIn(tx, taskId, solverId, completion.result) : null;

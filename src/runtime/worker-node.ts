@@ -3,6 +3,7 @@ import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { Config } from '../config';
 import { pruneAddressCounters } from '../db/address-limits';
+import { createArtifactStore } from '../artifacts/store';
 import { createDb } from '../db/pool';
 import type { Logger } from '../logger';
 import { startMetricsListener, type MetricsListener } from '../metrics/http';
@@ -50,19 +51,20 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const connection = await createWorkerConnection(options.temporalAddress);
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const handoffs = new SlotHandoffs({ db, temporal, logger });
-  const webhooks = new WebhookDeliveries({ config, db, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
+  const artifacts = createArtifactStore(config);
+  const webhooks = new WebhookDeliveries({ config, db, artifacts, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
   const bus = new NotifyBus(options.databaseUrl, logger);
   await bus.start();
   // Crawls judge every discovered URL by the domain policy, as the API nodes judge a task's target.
   const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId: `worker-${os.hostname()}-${process.pid}` });
   await domainPolicy.listen(bus);
-  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks });
+  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks, crawls }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks, artifacts, crawls }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));

@@ -1,3 +1,5 @@
+import { resolveArtifacts } from '../artifacts/results';
+import type { ArtifactStore } from '../artifacts/store';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
@@ -146,7 +148,7 @@ const ResultsRow = z.object({
  * similarity, the threshold and what each side looked like; both solvers' reputation counts the run,
  * and a disagreement counts against both. Once: a run already judged is left as it is.
  */
-export async function judgeRedundantRun(db: Runner, clientTaskId: string): Promise<RedundantRunState> {
+export async function judgeRedundantRun(db: Runner, artifacts: ArtifactStore, clientTaskId: string): Promise<RedundantRunState> {
   const run = await db.maybeOne(sql.type(ResultsRow)`
     SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
            c.result AS first_result, s.result AS second_result, s.status AS run_status
@@ -158,7 +160,8 @@ export async function judgeRedundantRun(db: Runner, clientTaskId: string): Promi
     await endRedundantRun(db, clientTaskId, 'unanswered', 'no second result');
     return 'unanswered';
   }
-  const comparison = compareResults(run.task_type, run.first_result, run.second_result);
+  const [first, second] = await Promise.all([resolveArtifacts(artifacts, run.first_result), resolveArtifacts(artifacts, run.second_result)]);
+  const comparison = compareResults(run.task_type, first, second);
   const disagreed = disagrees(comparison);
   const status: RedundantRunState = comparison.similarity === null ? 'incomparable' : disagreed ? 'disagreed' : 'agreed';
   const evidence = {
@@ -179,7 +182,7 @@ export async function judgeRedundantRun(db: Runner, clientTaskId: string): Promi
       WHERE EXISTS (SELECT 1 FROM judged) AND ${status !== 'incomparable'}
     ), ${recordRedundantRunStep(disagreed)}
     SELECT EXISTS (SELECT 1 FROM judged) AS judged`);
-  return judged ? status : judgeRedundantRun(db, clientTaskId);
+  return judged ? status : judgeRedundantRun(db, artifacts, clientTaskId);
 }
 
 const RedundantRunRow = z.object({

@@ -1,3 +1,4 @@
+import type { ArtifactStore } from '../artifacts/store';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
@@ -40,7 +41,7 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
   private readonly slots: Semaphore;
 
   /** `claimant` names this process in the claims it makes (`api:<node id>`, `worker:<host>:<pid>`). */
-  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; claimant: string }) {
+  constructor(private readonly deps: { config: Config; db: Db; artifacts: ArtifactStore; temporal: Client; logger: Logger; claimant: string }) {
     this.slots = new Semaphore(deps.config.webhookDirectConcurrency);
   }
 
