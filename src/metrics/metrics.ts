@@ -171,6 +171,33 @@ const workFairness = new Gauge({
   registers: [registry],
 });
 
+const resultsPurged = new Counter({
+  name: `${PREFIX}results_purged_total`,
+  help: 'Task results removed by the retention purge (RESULT_RETENTION_SECONDS after their task ended)',
+  registers: [registry],
+});
+
+const artifactsDeleted = new Counter({
+  name: `${PREFIX}artifacts_deleted_total`,
+  help: 'Artifacts (screenshots, large page bodies) deleted from the artifact store with their purged results',
+  registers: [registry],
+});
+
+const idempotencyKeysReleased = new Counter({
+  name: `${PREFIX}idempotency_keys_released_total`,
+  help: 'Idempotency keys released by the retention purge, 24 hours after their task was created',
+  registers: [registry],
+});
+
+// A purge run is one batch (milliseconds) up to its cap of batches (seconds).
+const PURGE_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const purgeDuration = new Histogram({
+  name: `${PREFIX}retention_purge_duration_seconds`,
+  help: 'Time one run of the retention purge took (every batch of results and idempotency keys it removed)',
+  buckets: PURGE_BUCKETS,
+  registers: [registry],
+});
+
 const scrapeErrors = new Counter({
   name: `${PREFIX}metrics_database_errors_total`,
   help: 'Scrapes whose queue figures could not be read from PostgreSQL (the gauges then keep their last values)',
@@ -225,6 +252,14 @@ export const recordWebhookAttempt = (event: string, result: 'delivered' | 'faile
 
 /** A delivery was handed to its workflow (once per delivery: a start refused as a duplicate is not counted). */
 export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded' | 'resent') => webhookWorkflows.labels(reason).inc();
+
+/** One run of the retention purge, counted by the worker that ran it (rows it changed, artifacts it deleted). */
+export function recordRetentionPurge(run: { results: number; artifacts: number; idempotencyKeys: number; seconds: number }) {
+  resultsPurged.inc(run.results);
+  artifactsDeleted.inc(run.artifacts);
+  idempotencyKeysReleased.inc(run.idempotencyKeys);
+  purgeDuration.observe(run.seconds);
+}
 
 export const observeChatFirstToken = (seconds: number) => chatFirstToken.observe(seconds);
 

@@ -11,6 +11,7 @@ import { addMetricsSource } from '../metrics/metrics';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';
+import { purgeExpired, RETENTION_SWEEP_EVERY_MS } from '../tasks/retention';
 import { vestEarnings, vestingSweepMs } from '../trust/escrow';
 import { WebhookDeliveries } from '../webhooks/sender';
 import { CrawlRunner } from '../crawl/runner';
@@ -111,6 +112,12 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
       : undefined;
   vesting?.unref();
 
+  // Results past RESULT_RETENTION_SECONDS and idempotency keys past their window (docs/decisions.md, "Retention").
+  const retention = setInterval(() => {
+    purgeExpired({ db, artifacts }, config.resultRetentionSeconds).catch((error) => logger.warn({ err: error }, 'retention purge failed'));
+  }, RETENTION_SWEEP_EVERY_MS);
+  retention.unref();
+
   const removeMetricsSource = addMetricsSource({ db });
   let metrics: MetricsListener | undefined;
   if (config.workerMetricsPort !== undefined) {
@@ -127,6 +134,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
       clearTimeout(firstRedundantSweep);
       clearInterval(redundantRuns);
       clearInterval(vesting);
+      clearInterval(retention);
       await metrics?.close();
       removeMetricsSource();
       await bus.close();
