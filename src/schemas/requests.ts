@@ -400,7 +400,7 @@ export const TaskArtifactParams = z.object({
   task_id: z.string().openapi({ description: 'Task id' }),
   name: z
     .string()
-    .regex(/^[a-z_]+(\.[a-z_0-9]+)*$/)
+    .regex(/^[a-z][a-z_0-9]*(\.[a-z_0-9]+)*$/)
     .openapi({ description: 'The result field that holds it: image_base64 (a screenshot), snapshot, content (a fetch), actions.screenshots.<i>, actions.scrapes.<i>.html', example: 'image_base64' }),
 });
 export const WebhookDeliveryParams = z.object({
