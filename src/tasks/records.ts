@@ -1,12 +1,22 @@
 import type { CommonQueryMethods } from 'slonik';
 import { resolveArtifacts } from '../artifacts/results';
-import type { ArtifactStore } from '../artifacts/store';
+import { ArtifactMissingError, type ArtifactStore } from '../artifacts/store';
 import { getTaskRecord, type TaskRecord } from '../db/tasks';
 
-/** The task record as clients see it: its result's screenshots and large page bodies read back from the artifact store. */
+/**
+ * The task record as clients see it: its result's screenshots and large page bodies read back from the
+ * artifact store. A result the retention purge removed between the two reads is answered as removed.
+ */
 export async function readTaskRecord(deps: { db: CommonQueryMethods; artifacts: ArtifactStore }, taskId: string, accountId?: string): Promise<TaskRecord | null> {
   const record = await getTaskRecord(deps.db, taskId, accountId);
-  return withArtifacts(deps.artifacts, record);
+  try {
+    return await withArtifacts(deps.artifacts, record);
+  } catch (error) {
+    if (!(error instanceof ArtifactMissingError)) throw error;
+    const again = await getTaskRecord(deps.db, taskId, accountId);
+    if (again?.result_expired_at) return again;
+    throw error;
+  }
 }
 
 /** A record read elsewhere, its result's references expanded. */

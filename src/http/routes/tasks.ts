@@ -5,6 +5,7 @@ import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks'
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { finishTask, getTaskRecord } from '../../db/tasks';
 import { artifactOf } from '../../artifacts/results';
+import { ArtifactMissingError } from '../../artifacts/store';
 import { readTaskRecord } from '../../tasks/records';
 import { ApiError } from '../../errors';
 import type { WebTaskType } from '../../schemas/domain';
@@ -79,7 +80,14 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
     if (task.result_expired_at) throw resultExpired(task);
-    const artifact = task.result ? await artifactOf(deps.artifacts, task.task_type, task.result, name) : null;
+    const artifact = task.result
+      ? await artifactOf(deps.artifacts, task.task_type, task.result, name).catch(async (error) => {
+          // Removed by the retention purge since the row was read.
+          const expired = error instanceof ArtifactMissingError ? await getTaskRecord(deps.db, taskId) : null;
+          if (expired?.result_expired_at) throw resultExpired(expired);
+          throw error;
+        })
+      : null;
     if (!artifact) throw new ApiError('artifact_not_found', `Task ${taskId} has no result part "${name}".`, { task_id: taskId, name });
     // An artifact never changes once written; its digest is its validator.
     if (artifact.sha256) res.setHeader('ETag', `"${artifact.sha256}"`);
