@@ -1,5 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { storeArtifacts } from '../src/artifacts/results';
+import { deleteUntakenArtifacts } from '../src/tasks/records';
 import { finishTask, getTaskRow } from '../src/db/tasks';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { MessageAssembler } from '../src/chat/openai-format';
@@ -96,7 +97,7 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
           feePercent: config.platformFeePercent,
         });
         // A result the task did not take (finished or reassigned meanwhile) leaves nothing in the store.
-        if (!completed.applied) await artifacts.delete(stored.keys).catch((error) => logger.warn({ err: error, task_id: input.taskId }, 'unused artifacts not deleted'));
+        if (!completed.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: input.taskId }, 'untaken artifacts not deleted'));
         handoffs.deliver(completed.handoffs);
         webhooks.send(completed.webhooks);
         if (completed.attemptClosed) {

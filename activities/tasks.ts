@@ -1,4 +1,5 @@
 import { storeArtifacts } from '../src/artifacts/results';
+import { deleteUntakenArtifacts } from '../src/tasks/records';
 import { closeAttempt, finishTask, reserveAttempt, type AttemptEnd, type Completion, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
 import { claimsTargetFailure, type TargetFailureType, type TargetFailureVerdict, type TaskFailure } from '../src/tasks/lifecycle';
 import { examineTargetClaim } from '../src/trust/target-failures';
@@ -43,7 +44,7 @@ export function createTaskActivities({ db, config, handoffs, webhooks, artifacts
       const stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: 'admin', taskType: input.taskType, result: input.completion.result });
       const completion = stored.keys.length > 0 ? { ...input.completion, stored: stored.parts } : input.completion;
       const outcome = told(await finishTask(db, input.taskId, { completion, feePercent: config.platformFeePercent }));
-      if (!outcome.applied) await artifacts.delete(stored.keys);
+      if (!outcome.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys);
       // An admin's completion takes no particular attempt, so it cannot find one closed.
       if (outcome.attemptClosed) throw new Error(`task ${input.taskId}: an admin completion found an attempt closed`);
       return outcome;

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import fs from 'node:fs/promises';
 import path from 'node:path';
 import { DeleteObjectsCommand, GetObjectCommand, NoSuchKey, PutObjectCommand, S3Client } from '@aws-sdk/client-s3';
@@ -53,7 +53,7 @@ export class DirectoryArtifactStore implements ArtifactStore {
     const file = path.join(this.dir, checkedKey(key));
     await fs.mkdir(path.dirname(file), { recursive: true });
     // Written aside and renamed, so a reader never sees half an object.
-    const partial = `${file}.${process.pid}.partial`;
+    const partial = `${file}.${randomBytes(6).toString('hex')}.partial`;
     await fs.writeFile(partial, bytes);
     await fs.rename(partial, file);
     return { key, size: bytes.length, sha256: sha256Of(bytes), content_type: contentType };

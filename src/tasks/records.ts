@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
-import { resolveArtifacts } from '../artifacts/results';
+import { artifactKeysOf, resolveArtifacts } from '../artifacts/results';
 import { ArtifactMissingError, type ArtifactStore } from '../artifacts/store';
-import { getTaskRecord, type TaskRecord } from '../db/tasks';
+import { getTaskRecord, getTaskRow, type TaskRecord } from '../db/tasks';
 
 /**
  * The task record as clients see it: its result's screenshots and large page bodies read back from the
@@ -23,4 +23,15 @@ export async function readTaskRecord(deps: { db: CommonQueryMethods; artifacts: 
 export async function withArtifacts<T extends { result: Record<string, unknown> | null } | null>(artifacts: ArtifactStore, record: T): Promise<T> {
   if (!record?.result) return record;
   return { ...record, result: await resolveArtifacts(artifacts, record.result) };
+}
+
+/**
+ * Deletes the artifacts written for a result that its task did not take (reassigned, or finished by
+ * something else meanwhile). Keys the stored result refers to stay: a retried activity writes the same
+ * keys as the run whose result was stored.
+ */
+export async function deleteUntakenArtifacts(deps: { db: CommonQueryMethods; artifacts: ArtifactStore }, taskId: string, keys: readonly string[]): Promise<void> {
+  if (keys.length === 0) return;
+  const kept = new Set(artifactKeysOf((await getTaskRow(deps.db, taskId))?.result ?? null));
+  await deps.artifacts.delete(keys.filter((key) => !kept.has(key)));
 }
