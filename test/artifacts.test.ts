@@ -68,9 +68,10 @@ describe('results in object storage, their retention, and idempotency keys that 
 
   const storedResult = (taskId: string) =>
     stack.db.one(sql.type(z.object({ result: z.record(z.any()).nullable(), text: z.string().nullable() }))`SELECT result, result::text AS text FROM tasks WHERE task_id = ${taskId}`);
-  const bytesAt = async (url: string, headers: Record<string, string>) => {
+  // Compared with Buffer.equals: Jest's deep equality walks a buffer byte by byte, for seconds.
+  const bytesAt = async (url: string, headers: Record<string, string>, expected: Buffer = SHOT) => {
     const response = await fetch(url, { headers });
-    return { status: response.status, type: response.headers.get('content-type'), bytes: Buffer.from(await response.arrayBuffer()) };
+    return { status: response.status, type: response.headers.get('content-type'), identical: Buffer.from(await response.arrayBuffer()).equals(expected) };
   };
 
   test('a screenshot is kept in the S3 bucket, not in PostgreSQL, and every route serves its bytes unchanged', async () => {
@@ -112,14 +113,14 @@ describe('results in object storage, their retention, and idempotency keys that 
     const v1 = await firecrawl.scrapeUrl('https://example.com/v1', { formats: ['screenshot'] });
     if (!v1.success) throw new Error(`scrape failed: ${JSON.stringify(v1)}`);
     expect(v1.screenshot).toMatch(new RegExp(`^${stack.url}/v1/tasks/task_[^/]+/artifacts/image_base64$`));
-    expect(await bytesAt(v1.screenshot!, client.auth)).toEqual({ status: 200, type: 'image/png', bytes: SHOT });
+    expect(await bytesAt(v1.screenshot!, client.auth)).toEqual({ status: 200, type: 'image/png', identical: true });
     expect((await bytesAt(v1.screenshot!, {})).status).toBe(401);
     const stranger = await registerAccount(stack.url);
     expect((await bytesAt(v1.screenshot!, stranger.auth)).status).toBe(404);
 
     const v2 = await api(stack.url, 'POST', '/v1/compat/scraper/v2/scrape', { headers: client.auth, body: { url: 'https://example.com/v2', formats: ['screenshot'] } });
     expect(v2.status).toBe(200);
-    expect(await bytesAt(v2.json.data.screenshot, client.auth)).toEqual({ status: 200, type: 'image/png', bytes: SHOT });
+    expect(await bytesAt(v2.json.data.screenshot, client.auth)).toEqual({ status: 200, type: 'image/png', identical: true });
 
     // With actions, the actions' screenshots and the screenshot format come from one rendered page.
     const rendered = await api(stack.url, 'POST', '/v1/compat/scraper/v2/scrape', {
@@ -128,8 +129,8 @@ describe('results in object storage, their retention, and idempotency keys that 
     });
     expect(rendered.status).toBe(200);
     expect(rendered.json.data.actions.screenshots).toHaveLength(1);
-    expect(await bytesAt(rendered.json.data.actions.screenshots[0], client.auth)).toEqual({ status: 200, type: 'image/png', bytes: ACTION_SHOT });
-    expect(await bytesAt(rendered.json.data.screenshot, client.auth)).toEqual({ status: 200, type: 'image/png', bytes: SHOT });
+    expect(await bytesAt(rendered.json.data.actions.screenshots[0], client.auth, ACTION_SHOT)).toEqual({ status: 200, type: 'image/png', identical: true });
+    expect(await bytesAt(rendered.json.data.screenshot, client.auth)).toEqual({ status: 200, type: 'image/png', identical: true });
     expect(rendered.json.data.markdown).toContain('Rendered');
   });
 
