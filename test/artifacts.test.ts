@@ -9,6 +9,7 @@ import { createArtifactStore } from '../src/artifacts/store';
 import { auditLedger, balanceFromEntries, getBalance } from '../src/db/ledger';
 import { releaseIdempotencyKeys } from '../src/db/retention';
 import { startApiNode, type ApiNode } from '../src/runtime/api-node';
+import { deleteUntakenArtifacts } from '../src/tasks/records';
 import { purgeExpired } from '../src/tasks/retention';
 import { FakeSolver, SAMPLE_RESULTS, suiteSolvers, type TaskFrame } from './support/fake-solver';
 import { startMoto, type MotoServer } from './support/moto';
@@ -151,6 +152,28 @@ describe('results in object storage, their retention, and idempotency keys that 
     expect((await storedResult(small.json.task_id)).result!.content).toBe('<p>small</p>');
     const html = await fetch(`${stack.url}/v1/tasks/${big.json.task_id}/artifacts/content`, { headers: client.auth });
     expect([html.headers.get('content-type'), await html.text()]).toEqual(['text/html; charset=utf-8', large]);
+  });
+
+  test('an admin\'s completion stores its screenshot the same way; a result the task did not take leaves only the stored one\'s objects', async () => {
+    const client = await registerAccount(stack.url, '100');
+    const payee = await registerAccount(stack.url);
+    // No screenshot solver is online: the task waits in line until the admin completes it.
+    const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'screenshot', payload: { url: 'https://example.com/admin' } } });
+    const taskId = created.json.task_id as string;
+    const result = { mime_type: 'image/png', image_base64: SHOT.toString('base64'), width: 1280, height: 800 };
+    const completed = await api(stack.url, 'POST', `/v1/admin/tasks/${taskId}/complete`, { headers: { 'X-Admin-API-Key': ADMIN_KEY }, body: { solver_id: payee.account_id, result } });
+    expect(completed.status).toBe(200);
+    expect(Buffer.from(completed.json.result.image_base64, 'base64').equals(SHOT)).toBe(true);
+    const key = (await storedResult(taskId)).result!.image_base64.$artifact.key as string;
+    expect(key).toBe(`tasks/${taskId}/admin/image_base64`);
+
+    // A retried activity writes the stored result's keys again: those stay; another attempt's go.
+    const artifacts = createArtifactStore(stack.config);
+    const untaken = `tasks/${taskId}/${taskId}-2/image_base64`;
+    await artifacts.put(untaken, SHOT, 'image/png');
+    await deleteUntakenArtifacts({ db: stack.db, artifacts }, taskId, [key, untaken]);
+    expect((await objectBytes(s3, key)).equals(SHOT)).toBe(true);
+    await expect(objectBytes(s3, untaken)).rejects.toMatchObject({ name: 'NoSuchKey' });
   });
 
   test('a result whose screenshot cannot be written fails its attempt: the task fails and nothing is charged', async () => {
