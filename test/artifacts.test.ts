@@ -190,7 +190,10 @@ describe('results in object storage, their retention, and idempotency keys that 
       const record = await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: client.auth });
       expect(record.json).toMatchObject({ status: 'failed', result: null, charged_points: '0' });
       expect(record.json.attempts.length).toBeGreaterThan(0);
-      expect(record.json.attempts.every((attempt: { outcome: string }) => attempt.outcome === 'error')).toBe(true);
+      // Not the solver's failure: its attempts end cancelled, and its reputation is untouched.
+      expect(record.json.attempts.every((attempt: { outcome: string }) => attempt.outcome === 'cancelled')).toBe(true);
+      const failures = await stack.db.maybeOneFirst(sql.type(z.object({ failures: z.number() }))`SELECT failures FROM solver_reputation WHERE solver_id = ${worker.solverId}`);
+      expect(failures ?? 0).toBe(0);
       expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
       const left = await s3.send(new ListObjectsV2Command({ Bucket: BUCKET, Prefix: `tasks/${taskId}/` }));
       expect(left.KeyCount ?? 0).toBe(0);
