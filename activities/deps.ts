@@ -1,3 +1,4 @@
+import type { ArtifactStore } from '../src/artifacts/store';
 import type { Config } from '../src/config';
 import type { CrawlRunner } from '../src/crawl/runner';
 import type { Db } from '../src/db/pool';
@@ -18,6 +19,8 @@ export interface ActivityDeps {
   handoffs: HandoffSender;
   /** Makes the first attempt of the webhook deliveries that finishing a task wrote. */
   webhooks: WebhookSender;
+  /** Where results' screenshots and large page bodies are written as the results are stored. */
+  artifacts: ArtifactStore;
   /** Runs the crawl workflows' activities (a process that runs workflows has one). */
   crawls?: CrawlRunner;
 }

@@ -1,4 +1,6 @@
 import { Context } from '@temporalio/activity';
+import { storeArtifacts } from '../src/artifacts/results';
+import { deleteUntakenArtifacts } from '../src/tasks/records';
 import { finishTask, getTaskRow } from '../src/db/tasks';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { MessageAssembler } from '../src/chat/openai-format';
@@ -34,7 +36,7 @@ const HEARTBEAT_EVERY_MS = 1000;
  * already finished is left as it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs, webhooks }: NodeActivityDeps) {
+export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs, webhooks, artifacts }: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<AttemptReport> {
       const context = Context.current();
@@ -81,10 +83,21 @@ export function createDispatchActivities({ db, hub, relay, stops, logger, config
         }
         if (assembled) result = { ...result, message: assembled.message() };
         const usage = delivered ? meterUsage(result.usage, await delivered.counted()) : undefined;
+        // Written before the task is completed and settled: a write that fails fails the attempt, and
+        // nothing is charged for a result whose bytes are not kept.
+        let stored: Awaited<ReturnType<typeof storeArtifacts>>;
+        try {
+          stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: input.attemptId, taskType: input.taskType, result });
+        } catch (error) {
+          logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId, store: artifacts.location }, 'artifact store write failed');
+          return attemptFailed('artifact_store_failed', 'The result could not be written to the artifact store.', chunks());
+        }
         const completed = await finishTask(db, input.taskId, {
-          completion: { kind: 'attempt', attemptId: input.attemptId, result, ...(usage ? { usage } : {}) },
+          completion: { kind: 'attempt', attemptId: input.attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
           feePercent: config.platformFeePercent,
         });
+        // A result the task did not take (finished or reassigned meanwhile) leaves nothing in the store.
+        if (!completed.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: input.taskId }, 'untaken artifacts not deleted'));
         handoffs.deliver(completed.handoffs);
         webhooks.send(completed.webhooks);
         if (completed.attemptClosed) {

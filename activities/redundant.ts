@@ -11,13 +11,13 @@ import {
 import type { ActivityDeps } from './deps';
 
 /** A redundant run's bookkeeping in PostgreSQL (docs/trust.md), run as local activities by its workflow. */
-export function createRedundantRunActivities({ db, webhooks }: ActivityDeps) {
+export function createRedundantRunActivities({ db, webhooks, artifacts }: ActivityDeps) {
   return {
     async createRedundantRunTask(input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
       return createRedundantRunTask(db, input);
     },
     async judgeRedundantRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
-      const verdict = await judgeRedundantRun(db, input.clientTaskId);
+      const verdict = await judgeRedundantRun(db, artifacts, input.clientTaskId);
       webhooks.send(verdict.webhooks);
       return verdict.status;
     },
@@ -28,7 +28,7 @@ export function createRedundantRunActivities({ db, webhooks }: ActivityDeps) {
       return createThirdRunTask(db, input);
     },
     async judgeThirdRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
-      const verdict = await judgeThirdRun(db, input.clientTaskId);
+      const verdict = await judgeThirdRun(db, artifacts, input.clientTaskId);
       webhooks.send(verdict.webhooks);
       return verdict.status;
     },

@@ -1,3 +1,5 @@
+import { storeArtifacts } from '../src/artifacts/results';
+import { deleteUntakenArtifacts } from '../src/tasks/records';
 import { closeAttempt, finishTask, reserveAttempt, type AttemptEnd, type Completion, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
 import { claimsTargetFailure, type TargetFailureType, type TargetFailureVerdict, type TaskFailure } from '../src/contract/lifecycle';
 import { examineTargetClaim } from '../src/trust/target-failures';
@@ -11,7 +13,7 @@ type Told<T> = T extends unknown ? Omit<T, 'handoffs' | 'webhooks'> : never;
  * (keyed by task and attempt ids, money moves keyed in the ledger), so a retry never double-counts.
  * Their names are in the histories of running workflows: they stay as they are.
  */
-export function createTaskActivities({ db, config, handoffs, webhooks }: ActivityDeps) {
+export function createTaskActivities({ db, config, handoffs, webhooks, artifacts }: ActivityDeps) {
   // What the workflow is given leaves out the handoffs to other tasks, which are told here, and the
   // webhook deliveries, whose first attempts are made here.
   const told = <T extends { handoffs?: Handoff[]; webhooks?: DueDelivery[] }>(result: T): Told<T> => {
@@ -37,8 +39,12 @@ export function createTaskActivities({ db, config, handoffs, webhooks }: Activit
     },
 
     /** An admin's completion (a solver's result is stored by its dispatch activity). */
-    async completeTask(input: { taskId: string; completion: Extract<Completion, { kind: 'admin' }> }): Promise<Finished> {
-      const outcome = told(await finishTask(db, input.taskId, { completion: input.completion, feePercent: config.platformFeePercent }));
+    async completeTask(input: { taskId: string; taskType: string; completion: Extract<Completion, { kind: 'admin' }> }): Promise<Finished> {
+      // Written first, as a solver's result is: a write that fails is retried by Temporal, and nothing is settled meanwhile.
+      const stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: 'admin', taskType: input.taskType, result: input.completion.result });
+      const completion = stored.keys.length > 0 ? { ...input.completion, stored: stored.parts } : input.completion;
+      const outcome = told(await finishTask(db, input.taskId, { completion, feePercent: config.platformFeePercent }));
+      if (!outcome.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys);
       // An admin's completion takes no particular attempt, so it cannot find one closed.
       if (outcome.attemptClosed) throw new Error(`task ${input.taskId}: an admin completion found an attempt closed`);
       return outcome;

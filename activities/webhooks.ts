@@ -8,12 +8,12 @@ import type { ActivityDeps } from './deps';
  * (src/webhooks/attempt.ts, as the first attempt is made); a failure throws, and the workflow's retry
  * policy decides when to try again.
  */
-export function createWebhookActivities({ db, config }: ActivityDeps) {
+export function createWebhookActivities({ db, config, artifacts }: ActivityDeps) {
   return {
     async deliverWebhook(input: { deliveryId: string }): Promise<'delivered' | 'already_finished'> {
       const delivery = await deliveryToSend(db, input.deliveryId);
       if (!delivery || delivery.status !== 'pending') return 'already_finished';
-      const outcome = await attemptDelivery({ db, config }, delivery, 'workflow');
+      const outcome = await attemptDelivery({ db, config, artifacts }, delivery, 'workflow');
       if (outcome.result === 'refused') throw ApplicationFailure.nonRetryable(outcome.error, 'webhook_target_refused');
       if (outcome.result === 'failed') throw ApplicationFailure.retryable(outcome.error, 'webhook_attempt_failed');
       return 'delivered';

@@ -8,7 +8,8 @@
 // `--test` also installs promtool (Debian's prometheus package, from apt-get like Chromium) and what the
 // tests drive from PyPI: the Firecrawl Python SDKs (both majors), the Standard Webhooks library, the Python
 // solver SDK (sdk/python, with `websockets`, and `pytest`, `jsonschema` and `mypy` for its tests) and the
-// API fuzzer (`schemathesis`, pinned); `--python-sdk` and `--schemathesis` install only one of those, so
+// API fuzzer (`schemathesis`, pinned) and the S3-compatible server the artifact store's tests write to
+// (`moto[server]`, pinned); `--python-sdk` and `--schemathesis` install only one of those, so
 // `npm start` never installs them. Each is installed again only when it changed; idempotent and quick when
 // everything is present.
 import { createHash } from 'node:crypto';
@@ -21,6 +22,8 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const tools = path.join(root, '.tools');
 const cli = path.join(tools, 'bin', 'temporal');
 const SCHEMATHESIS = { name: 'schemathesis', version: '4.32.5' };
+// Its `moto_server` speaks the S3 API in one process, with nothing to configure (test/support/moto.ts).
+const MOTO = { name: 'moto', version: '5.2.5', extra: 'server' };
 
 function run(command, args) {
   execFileSync(command, args, { stdio: ['ignore', 'inherit', 'inherit'], cwd: root });
@@ -85,6 +88,14 @@ function ensureSchemathesis() {
     const requirement = `${SCHEMATHESIS.name}==${SCHEMATHESIS.version}`;
     console.log(`Installing the API fuzzer (PyPI: ${requirement}) into .tools/ …`);
     run(toolsPip('schemathesis'), ['install', '--quiet', '--disable-pip-version-check', requirement]);
+  }
+}
+
+function ensureMoto() {
+  if (!hasPythonPackage(MOTO)) {
+    const requirement = `${MOTO.name}[${MOTO.extra}]==${MOTO.version}`;
+    console.log(`Installing the S3-compatible test server (PyPI: ${requirement}) into .tools/ …`);
+    run(toolsPip('moto'), ['install', '--quiet', '--disable-pip-version-check', requirement]);
   }
 }
 
@@ -179,4 +190,5 @@ if (process.argv.includes('--test')) {
   ensurePythonClientLibraries();
   ensurePythonSdk();
   ensureSchemathesis();
+  ensureMoto();
 }

@@ -234,6 +234,12 @@ const EnvSchema = z.object({
     .refine((value) => value === undefined || value.trim() === '', {
       message: 'PUBLIC_BASE_URL is no longer read: canary pages are served under CANARY_HOSTS (docs/trust.md, "Canary pages")',
     }),
+  RESULT_RETENTION_SECONDS: positiveInt('RESULT_RETENTION_SECONDS', 30 * 86400),
+  ARTIFACT_S3_BUCKET: optionalString,
+  ARTIFACT_S3_ENDPOINT: optionalString,
+  ARTIFACT_S3_REGION: optionalString,
+  ARTIFACT_S3_ACCESS_KEY_ID: optionalString,
+  ARTIFACT_S3_SECRET_ACCESS_KEY: optionalString,
   NODE_ID: optionalString,
   WORKFLOW_BUNDLE_PATH: optionalString,
 });
@@ -260,6 +266,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
   }
   // Canary pages go where the operator says; without that, on a machine whose solvers may fetch
   // loopback, under names of localhost; otherwise nowhere (no page canaries are sent).
+  if (!e.ARTIFACT_S3_BUCKET && (e.ARTIFACT_S3_ENDPOINT || e.ARTIFACT_S3_ACCESS_KEY_ID)) {
+    throw new Error('Invalid configuration:\n  ARTIFACT_S3_BUCKET: must be set with ARTIFACT_S3_ENDPOINT or ARTIFACT_S3_ACCESS_KEY_ID (the bucket artifacts go to)');
+  }
+  if (Boolean(e.ARTIFACT_S3_ACCESS_KEY_ID) !== Boolean(e.ARTIFACT_S3_SECRET_ACCESS_KEY)) {
+    throw new Error('Invalid configuration:\n  ARTIFACT_S3_SECRET_ACCESS_KEY: ARTIFACT_S3_ACCESS_KEY_ID and ARTIFACT_S3_SECRET_ACCESS_KEY are set together');
+  }
   const canaryHosts: { configured: CanaryOrigin[]; local: boolean } = { configured: e.CANARY_HOSTS, local: e.CANARY_HOSTS.length === 0 && e.ALLOW_PRIVATE_NETWORKS };
   return {
     rootDir: root,
@@ -337,6 +349,18 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
     canaryHosts,
+    resultRetentionSeconds: e.RESULT_RETENTION_SECONDS,
+    // Unset: artifacts are files under DATA_DIR/artifacts (src/artifacts/store.ts).
+    artifactS3: e.ARTIFACT_S3_BUCKET
+      ? {
+          bucket: e.ARTIFACT_S3_BUCKET,
+          endpoint: e.ARTIFACT_S3_ENDPOINT,
+          region: e.ARTIFACT_S3_REGION ?? 'us-east-1',
+          ...(e.ARTIFACT_S3_ACCESS_KEY_ID && e.ARTIFACT_S3_SECRET_ACCESS_KEY
+            ? { credentials: { accessKeyId: e.ARTIFACT_S3_ACCESS_KEY_ID, secretAccessKey: e.ARTIFACT_S3_SECRET_ACCESS_KEY } }
+            : {}),
+        }
+      : undefined,
     nodeId: e.NODE_ID,
     workflowBundlePath: e.WORKFLOW_BUNDLE_PATH,
   };

@@ -26,7 +26,8 @@ let client: Awaited<ReturnType<typeof registerAccount>>;
 let dataDir: string;
 let indexDir: string;
 const base = () => `${stack.url}/v1/compat/scraper`;
-const pngOf = (dataUrl: string) => pngSize(Buffer.from(dataUrl.replace(/^data:image\/png;base64,/, ''), 'base64'));
+/** The size of the PNG a scrape's screenshot URL serves to the client's key. */
+const pngOf = async (url: string) => pngSize(Buffer.from(await (await fetch(url, { headers: client.auth })).arrayBuffer()));
 
 beforeAll(async () => {
   site = await startFixtureServer();
@@ -62,7 +63,7 @@ describe('JavaScript SDK 4.x (Firecrawl, v2 API)', () => {
     expect(doc.html).toContain('<h1>The Fixture Heading</h1>');
     for (const gone of ['<nav', 'Footer text', '<script']) expect(doc.html).not.toContain(gone);
     expect(doc.links).toEqual(expect.arrayContaining([`${site.baseUrl}/docs/guide.html`, 'https://example.org/elsewhere']));
-    expect(pngOf(doc.screenshot!)).toEqual({ width: 640, height: 480 });
+    expect(await pngOf(doc.screenshot!)).toEqual({ width: 640, height: 480 });
     expect(doc.metadata).toMatchObject({ title: 'Fixture Article', language: 'en', sourceURL: url, url, statusCode: 200, scrapeId: expect.stringMatching(/^task_/) });
   });
 
@@ -87,7 +88,7 @@ describe('JavaScript SDK 4.x (Firecrawl, v2 API)', () => {
     const started = Date.now();
     const doc = await firecrawl.scrape(`${site.baseUrl}/article.html`, { formats: ['screenshot'], mobile: true, waitFor: 400 });
     expect(Date.now() - started).toBeGreaterThanOrEqual(400);
-    expect(pngOf(doc.screenshot!)).toEqual({ width: 390, height: 844 });
+    expect(await pngOf(doc.screenshot!)).toEqual({ width: 390, height: 844 });
     expect(doc.markdown).toBeUndefined();
     const task = await api(stack.url, 'GET', `/v1/tasks/${doc.metadata!.scrapeId}`, { headers: client.auth });
     expect(task.json.payload).toEqual({ url: `${site.baseUrl}/article.html`, full_page: false, viewport: { width: 390, height: 844 }, wait_ms: 400 });

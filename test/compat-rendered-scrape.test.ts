@@ -36,7 +36,8 @@ let site: { url: string; close(): Promise<void> };
 let solver: LocalSolver;
 let client: Awaited<ReturnType<typeof registerAccount>>;
 const base = () => `${stack.url}/v1/compat/scraper`;
-const pngOf = (dataUrl: string) => pngSize(Buffer.from(dataUrl.replace(/^data:image\/png;base64,/, ''), 'base64'));
+/** The size of the PNG a scrape's screenshot URL serves to the client's key. */
+const pngOf = async (url: string) => pngSize(Buffer.from(await (await fetch(url, { headers: client.auth })).arrayBuffer()));
 
 async function serve(): Promise<{ url: string; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
@@ -112,9 +113,9 @@ describe('actions', () => {
     expect(doc.markdown).toContain('Inserted after the click for lighthouses');
     const actions = doc.actions as { screenshots: string[]; scrapes: Array<{ url: string; html: string }>; javascriptReturns: Array<{ type: string; value: unknown }>; pdfs: unknown[] };
     expect(actions.screenshots).toHaveLength(1);
-    expect(pngOf(actions.screenshots[0]!)).toEqual({ width: 1280, height: 800 });
+    expect(await pngOf(actions.screenshots[0]!)).toEqual({ width: 1280, height: 800 });
     // The screenshot format is taken after the actions, at its own viewport.
-    expect(pngOf(doc.screenshot!)).toEqual({ width: 500, height: 400 });
+    expect(await pngOf(doc.screenshot!)).toEqual({ width: 500, height: 400 });
     expect(actions.scrapes).toEqual([{ url: `${site.url}/click.html`, html: expect.stringContaining('Inserted after the click') }]);
     expect(actions.javascriptReturns).toEqual([
       { type: 'number', value: 2 },
@@ -303,7 +304,7 @@ describe.each(FIRECRAWL_PY_MAJORS)('Python SDK firecrawl-py %i.x', (major) => {
     expect(clicked.raised).toBeUndefined();
     const doc = clicked.result;
     expect(doc.markdown).toContain('Inserted after the click');
-    expect(doc.actions.screenshots[0]).toMatch(/^data:image\/png;base64,/);
+    expect(doc.actions.screenshots[0]).toMatch(/\/v1\/tasks\/task_[^/]+\/artifacts\/actions\.screenshots\.0$/);
     expect(doc.actions.javascriptReturns ?? doc.actions.javascript_returns).toEqual([{ type: 'string', value: 'Click' }]);
   });
 

@@ -115,13 +115,15 @@ describe('Firecrawl v1 scrape compatibility', () => {
     expect(worker.received[0]!.payload.url).toBe('http://example.com/bare');
   });
 
-  test('screenshot formats run a screenshot task and answer with an image data URL; timeout is milliseconds', async () => {
+  test('screenshot formats run a screenshot task and answer with the URL of its PNG; timeout is milliseconds', async () => {
     const worker = await solver({ behaviour: pageSolver });
     const client = await registerAccount(stack.url, '100');
     const firecrawl = new FirecrawlApp({ apiKey: client.api_key, apiUrl: base() });
     const doc = await firecrawl.scrapeUrl('https://example.com/shot', { formats: ['screenshot@fullPage'], timeout: 7_500 });
     if (!doc.success) throw new Error('scrape failed');
-    expect(doc.screenshot).toMatch(/^data:image\/png;base64,iVBORw0KGgo/);
+    expect(doc.screenshot).toBe(`${stack.url}/v1/tasks/${doc.metadata!.scrapeId}/artifacts/image_base64`);
+    const png = await fetch(doc.screenshot!, { headers: client.auth });
+    expect(Buffer.from(await png.arrayBuffer()).toString('base64')).toBe(SAMPLE_RESULTS.screenshot!({}).image_base64);
     expect(doc.markdown).toBeUndefined();
     expect(worker.received.map((frame) => [frame.task_type, frame.payload])).toEqual([['screenshot', { url: 'https://example.com/shot', full_page: true }]]);
     const record = await api(stack.url, 'GET', `/v1/tasks/${doc.metadata!.scrapeId}`, { headers: client.auth });

@@ -40,7 +40,8 @@ describe('the OpenAPI document tells every answer', () => {
   });
 
   test('routes declare what they really answer', () => {
-    expect(statuses('/v1/fetch', 'post')).toEqual(['200', '400', '401', '402', '403', '409', '413', '415', '422', '429', '502', '503', '504']);
+    expect(statuses('/v1/fetch', 'post')).toEqual(['200', '400', '401', '402', '403', '409', '410', '413', '415', '422', '429', '502', '503', '504']);
+    expect(statuses('/v1/tasks/{task_id}/artifacts/{name}', 'get')).toEqual(['200', '401', '404', '410', '422', '429']);
     expect(statuses('/v1/search', 'post')).not.toContain('403');
     expect(statuses('/v1/tasks', 'post')).toEqual(['200', '400', '401', '402', '403', '413', '415', '422', '429', '503']);
     expect(statuses('/v1/tasks/{task_id}', 'get')).toEqual(['200', '401', '404', '422', '429']);
@@ -64,7 +65,7 @@ describe('the OpenAPI document tells every answer', () => {
     // A body that does not decode as its Content-Encoding says is refused before any route runs.
     expect(response('/v1/tasks', 'post', '400').description).toBe('bad_request');
     // Firecrawl's statuses: a failed task is 500 and a timeout 408 there; no solver online stays 503.
-    expect(statuses('/v1/compat/scraper/scrape', 'post')).toEqual(['200', '400', '401', '402', '403', '408', '409', '413', '415', '422', '429', '500', '503']);
+    expect(statuses('/v1/compat/scraper/scrape', 'post')).toEqual(['200', '400', '401', '402', '403', '408', '409', '410', '413', '415', '422', '429', '500', '503']);
     expect(doc.components.schemas.ScrapeError408.properties.code.enum).toEqual(['task_timeout']);
     expect(doc.components.schemas.ScrapeError503.properties.code.enum).toContain('no_solver_available');
     expect(doc.components.schemas.ScrapeError500.properties.code.enum).not.toContain('no_solver_available');

@@ -11,6 +11,7 @@ import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { deliveryToSend, finishDelivery } from '../src/db/webhooks';
 import { MIGRATIONS_DIR } from '../src/db/migrate';
+import { createArtifactStore } from '../src/artifacts/store';
 import { attemptDelivery } from '../src/webhooks/attempt';
 import { createTemporalClient } from '../src/temporal/connection';
 import { WebhookDeliveries } from '../src/webhooks/sender';
@@ -336,7 +337,7 @@ describe('webhooks', () => {
             VALUES (${`whd_${taskId}_completed`}, ${taskId}, 'completed', now() - ${taskId === late ? '6 seconds' : '0 seconds'}::interval)`);
         }
 
-        const deliveries = new WebhookDeliveries({ config: stack.config, directConcurrency: 2, db: stack.db, temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
+        const deliveries = new WebhookDeliveries({ config: stack.config, directConcurrency: 2, db: stack.db, artifacts: createArtifactStore(stack.config), temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
         const started = Date.now();
         deliveries.send(taskIds.map((task_id) => ({ task_id, event: 'completed' })));
         await deliveries.drain();
@@ -380,7 +381,7 @@ describe('webhooks', () => {
         await write(neverClaimed, '30 seconds', null);
         await write(claimedJustNow, '5 seconds', '5 seconds');
 
-        const deliveries = new WebhookDeliveries({ config: stack.config, db: stack.db, temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
+        const deliveries = new WebhookDeliveries({ config: stack.config, db: stack.db, artifacts: createArtifactStore(stack.config), temporal, logger: pino({ level: 'silent' }), claimant: 'test' });
         expect(await deliveries.sweep()).toBeGreaterThanOrEqual(2);
         await waitFor(() => receiver.accepted().length === 2, 20_000);
         await new Promise((resolve) => setTimeout(resolve, 1000));
@@ -546,7 +547,7 @@ describe('webhooks', () => {
         while (!/[-_]/.test(legacy));
         await stack.db.query(sql.unsafe`INSERT INTO webhook_secrets (account_id, secret) VALUES (${client.account_id}, ${legacy})`);
 
-        expect(await attemptDelivery({ db: stack.db, config: stack.config }, delivery, 'direct')).toEqual({ result: 'delivered' });
+        expect(await attemptDelivery({ db: stack.db, config: stack.config, artifacts: createArtifactStore(stack.config) }, delivery, 'direct')).toEqual({ result: 'delivered' });
         const signed = { headers: headersOf(receiver.received[0]!), body: receiver.received[0]!.body };
         const rewrite = fs.readFileSync(path.join(MIGRATIONS_DIR, '0020_webhook_secret_rotation.sql'), 'utf8').match(/UPDATE webhook_secrets[^;]*;/)![0];
         const pg = new PgClient({ connectionString: testEndpoints().databaseUrl });
@@ -578,7 +579,7 @@ describe('webhooks', () => {
         const dialling = refuseDials('hook.rebind.test');
         let outcome;
         try {
-          outcome = await attemptDelivery({ db: stack.db, config: strict }, delivery, 'direct');
+          outcome = await attemptDelivery({ db: stack.db, config: strict, artifacts: createArtifactStore(strict) }, delivery, 'direct');
         } finally {
           rebinding.restore();
           dialling.restore();
@@ -593,7 +594,7 @@ describe('webhooks', () => {
         const loopback = rebindingDns(['127.0.0.1']);
         try {
           const again = (await deliveryToSend(stack.db, delivery.delivery_id))!;
-          expect(await attemptDelivery({ db: stack.db, config: strict }, again, 'direct')).toEqual({ result: 'refused', error: expect.stringContaining('loopback') });
+          expect(await attemptDelivery({ db: stack.db, config: strict, artifacts: createArtifactStore(strict) }, again, 'direct')).toEqual({ result: 'refused', error: expect.stringContaining('loopback') });
         } finally {
           loopback.restore();
         }
@@ -611,7 +612,7 @@ describe('webhooks', () => {
         const { delivery } = await pendingDelivery(`http://hook.rebind.test:${port}/hook`);
         const rebinding = rebindingDns(['127.0.0.1', '203.0.113.10']);
         try {
-          expect(await attemptDelivery({ db: stack.db, config: stack.config }, delivery, 'direct')).toEqual({ result: 'delivered' });
+          expect(await attemptDelivery({ db: stack.db, config: stack.config, artifacts: createArtifactStore(stack.config) }, delivery, 'direct')).toEqual({ result: 'delivered' });
         } finally {
           rebinding.restore();
         }

@@ -122,7 +122,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     return { taskId: input.taskId, status: outcome.status, error: outcome.applied ? failure.error : undefined };
   };
   const completeByAdmin = async (completion: AdminCompletion): Promise<TaskWorkflowResult> => {
-    const outcome = await db.completeTask({ taskId: input.taskId, completion: { kind: 'admin', solverId: completion.solverId, result: completion.result } });
+    const outcome = await db.completeTask({ taskId: input.taskId, taskType: input.taskType, completion: { kind: 'admin', solverId: completion.solverId, result: completion.result } });
     setStatus(outcome.status);
     log.info('task completed by an admin', { taskId: input.taskId, solverId: completion.solverId });
     return { taskId: input.taskId, status: outcome.status };

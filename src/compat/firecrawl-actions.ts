@@ -37,10 +37,13 @@ export function parseActions(raw: unknown, waitForMs: number): PageActionStep[] 
   return actions;
 }
 
-/** The solver's action results in Firecrawl's `data.actions` (v2 adds `pdfs`, always empty here). */
-export function firecrawlActions(result: ActionsResult, version: 'v1' | 'v2') {
+/**
+ * The solver's action results in Firecrawl's `data.actions` (v2 adds `pdfs`, always empty here); each
+ * screenshot is the URL `screenshotUrl` gives for its index, as Firecrawl answers them.
+ */
+export function firecrawlActions(result: ActionsResult, version: 'v1' | 'v2', screenshotUrl: (index: number) => string) {
   return {
-    screenshots: result.screenshots.map((png) => `data:image/png;base64,${png}`),
+    screenshots: result.screenshots.map((_, index) => screenshotUrl(index)),
     scrapes: result.scrapes,
     javascriptReturns: result.javascript_returns,
     ...(version === 'v2' ? { pdfs: [] as string[] } : {}),

@@ -35,7 +35,8 @@ export interface ScrapedPage {
 
 export interface ScrapeParts {
   page?: ScrapedPage;
-  screenshot?: { mime_type?: string; image_base64?: string };
+  /** Where the client fetches the screenshot (src/http/routes/tasks.ts, GET /v1/tasks/{task_id}/artifacts/{name}). */
+  screenshot?: { url: string };
   actions?: ReturnType<typeof firecrawlActions>;
   taskIds: string[];
   /** Each task's safety findings, under the name of the part it produced. */
@@ -87,7 +88,7 @@ export function scrapeDocument(input: { url: string; formats: readonly string[];
     ...(formats.includes('html') ? { html: html ? cleanHtml(html, finalUrl, onlyMainContent, tags) : raw } : {}),
     ...(formats.includes('rawHtml') ? { rawHtml: raw } : {}),
     ...(formats.includes('links') ? { links: html ? extractLinks(html, finalUrl) : [] } : {}),
-    ...(screenshot ? { screenshot: `data:${screenshot.mime_type ?? 'image/png'};base64,${screenshot.image_base64 ?? ''}` } : {}),
+    ...(screenshot ? { screenshot: screenshot.url } : {}),
     ...(parts.actions ? { actions: parts.actions } : {}),
     ...(parts.warning ? { warning: parts.warning } : {}),
     metadata: {

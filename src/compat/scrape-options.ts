@@ -62,7 +62,7 @@ export const SCRAPE_OPTIONS: Readonly<Record<string, OptionRule>> = Object.freez
   threatProtection: { versions: ['v2'], verdict: 'refused', why: 'the domain policy decides which sites are refused; it is not set per request' },
   profile: { versions: ['v2'], verdict: 'refused', why: 'every task runs in a fresh browser context; no profile is kept' },
   domainTools: { versions: ['v2'], verdict: 'accepted', why: 'tools are not listed: false is what is served, true is refused', refuses: truthy },
-  zeroDataRetention: { versions: BOTH, verdict: 'accepted', why: 'tasks (payload and result) are kept: false is what is served, true is refused', refuses: truthy },
+  zeroDataRetention: { versions: BOTH, verdict: 'accepted', why: 'tasks (payload and result) are kept (results for RESULT_RETENTION_SECONDS): false is what is served, true is refused', refuses: truthy },
   jsonOptions: { versions: ['v1'], verdict: 'refused', why: 'LLM extraction is not served (the json format is refused too)' },
   extract: { versions: ['v1'], verdict: 'refused', why: 'LLM extraction is not served (the extract format is refused too)' },
   changeTrackingOptions: { versions: ['v1'], verdict: 'refused', why: 'change tracking is not served' },

@@ -115,6 +115,11 @@ export const ATTEMPT_ERRORS = {
   /** Matched in the moment before the solver's drain was recorded: never sent, and not held against it. */
   solver_draining: { outcome: 'cancelled', retryable: true, solverAfter: 'excluded' },
   task_not_found: { outcome: 'error', retryable: false, solverAfter: 'excluded' },
+  /**
+   * The result's screenshot or page body could not be written to the artifact store: not the solver's
+   * doing, so not held against its reputation, and it may have the task again when no other solver fits.
+   */
+  artifact_store_failed: { outcome: 'cancelled', retryable: true, solverAfter: 'last_resort' },
 } as const satisfies Record<string, { outcome: EndedAttemptOutcome; retryable: boolean; solverAfter: 'excluded' | 'last_resort' }>;
 
 export type AttemptErrorType = keyof typeof ATTEMPT_ERRORS;

@@ -1,3 +1,5 @@
+import type { ArtifactStore } from '../artifacts/store';
+import { readTaskRecord } from '../tasks/records';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -94,6 +96,7 @@ export interface CrawlRunnerDeps {
   finished: TaskFinishedWatch;
   handoffs: HandoffSender;
   webhooks: WebhookSender;
+  artifacts: ArtifactStore;
 }
 
 const scopeOf = (crawl: CrawlRow, options: CrawlOptions): CrawlScope => ({
@@ -282,7 +285,7 @@ export class CrawlRunner {
       if (!taskId) return;
       if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
       await this.waitForTask(taskId);
-      task = await getTaskRecord(db, taskId);
+      task = await readTaskRecord(this.deps, taskId);
       const lost = task?.status === 'failed' && failedForWantOfASolver((task.error ?? {}) as { type?: string });
       if (!lost || page.task_attempts + 1 >= TASKS_PER_PAGE || state() !== 'scraping') break;
       const until = Date.now() + NEXT_TASK_AFTER_MS;

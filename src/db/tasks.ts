@@ -20,6 +20,7 @@ import {
   VERIFICATION_STATES,
 } from '../contract/lifecycle';
 import { verificationColumn } from './verification';
+import { keyInWindow, releaseIdempotencyKeyIfExpired } from './retention';
 import { cappedCharge, HOLD_OPEN, holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID, raiseHoldSteps, release, settle, taskCostColumns } from './ledger';
 import {
   ACTIVE,
@@ -107,6 +108,7 @@ export const TaskRow = z.object({
   timeout_seconds: z.number(),
   solver_id: z.string().nullable(),
   result: z.record(z.any()).nullable(),
+  result_expired_at: z.string().nullable(),
   error: z.object({ type: z.string(), message: z.string() }).passthrough().nullable(),
   workflow_id: z.string(),
   created_at: z.string(),
@@ -127,7 +129,7 @@ const AttemptRow = z.object({
 export const TASK_SUMMARY_COLUMNS = sql.fragment`
   task_id, account_id, task_type, status, payload, trim_scale(max_price_points)::text AS max_price_points,
   trim_scale(price_points)::text AS price_points, timeout_seconds, solver_id, error, workflow_id,
-  created_at, updated_at, completed_at`;
+  created_at, updated_at, completed_at, result_expired_at`;
 const TASK_COLUMNS = sql.fragment`${TASK_SUMMARY_COLUMNS}, result`;
 
 /** What a task held and was charged (`taskCostColumns`), and what is known of its result (`verificationColumn`). */
@@ -249,6 +251,8 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
   const online = task.figures
     ? sql.fragment`(count(DISTINCT c.solver_id) FILTER (WHERE ${withinLimits('c', figures, sql.fragment`${task.maxPricePoints}::numeric`)}))::int`
     : sql.fragment`count(DISTINCT c.solver_id)::int`;
+  // A key older than its window names its task no more: this request starts a new one.
+  if (task.idempotency) await releaseIdempotencyKeyIfExpired(db, task.accountId, task.idempotency.key);
   const row = await db
     .one(sql.type(CreatedRow)`
       WITH ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
@@ -360,8 +364,9 @@ async function priceLimitMissed(db: Runner, taskType: string, strongModels: stri
 export async function idempotencyKeyReused(db: Runner, accountId: string, idempotency: { keys: string[]; fingerprint: string }): Promise<boolean> {
   return db.oneFirst(sql.type(z.object({ reused: z.boolean() }))`
     SELECT EXISTS (
-      SELECT 1 FROM tasks
+      SELECT 1 FROM tasks t
       WHERE account_id = ${accountId} AND idempotency_key = ANY(${sql.array(idempotency.keys, 'text')}) AND request_fingerprint <> ${idempotency.fingerprint}
+        AND ${keyInWindow('t')}
     ) AS reused`);
 }
 
@@ -614,8 +619,15 @@ export type Completion =
    * A solver's validated result for its (still open) attempt; a chat's with its metered usage, whose
    * billed tokens are what a per_token offer charges (src/chat/usage.ts).
    */
-  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage }
-  | { kind: 'admin'; solverId: string; result: Record<string, unknown> };
+  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage; stored?: StoredParts }
+  | { kind: 'admin'; solverId: string; result: Record<string, unknown>; stored?: StoredParts };
+
+/**
+ * The result's top-level fields as the row keeps them, where they differ from `result`: large parts
+ * replaced by references to the artifact store (src/artifacts/results.ts), written before this ends the
+ * task. Everything that judges the result (safety scan, canary) reads `result` itself.
+ */
+export type StoredParts = Record<string, unknown>;
 
 /** How a task ends: with a result (settled at its price), or without one (its hold released). */
 export type TaskEnding = { completion: Completion; feePercent: string } | { failure: TaskFailure };
@@ -749,7 +761,7 @@ async function completeIn(
     tx,
     taskId,
     'completed',
-    sql.fragment`result = ${sql.jsonb(result as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
+    sql.fragment`result = ${sql.jsonb({ ...result, ...completion.stored } as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
   );
   // A canary (a platform task) is judged before it is paid: a failure quarantines its solver now.
   const verdict = completion.kind === 'attempt' && task.account_id === PLATFORM_ACCOUNT_ID ? await judgeCanaryIn(tx, taskId, solverId, completion.result) : null;

@@ -1,4 +1,5 @@
 import type { Client } from '@temporalio/client';
+import type { ArtifactStore } from '../artifacts/store';
 import type { Config } from '../config';
 import type { ChatRelay } from '../chat/relay';
 import type { AttemptStops } from '../dispatch/attempt-stops';
@@ -32,4 +33,6 @@ export interface AppDeps {
   domainPolicy: DomainGuard;
   /** The console's live feed of queue snapshots and task endings (GET /v1/admin/events). */
   market: MarketEvents;
+  /** Where results' screenshots and large page bodies are kept (src/artifacts/). */
+  artifacts: ArtifactStore;
 }

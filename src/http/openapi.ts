@@ -32,7 +32,7 @@ interface RouteDoc {
   /** The error types the route's own code answers. */
   errors?: ErrorType[];
   /** The success answer when it is not JSON only. */
-  success?: 'png' | 'sse' | 'websocket' | 'prometheus' | 'events';
+  success?: 'png' | 'artifact' | 'sse' | 'websocket' | 'prometheus' | 'events';
   /** Convenience routes name their task in X-Task-Id. */
   taskHeader?: boolean;
   /** Errors in Firecrawl's shape and statuses (src/compat/firecrawl.ts). */
@@ -46,7 +46,7 @@ const CREATES_TASK: ErrorType[] = ['insufficient_balance', 'key_spend_limit_reac
 /** A convenience route also needs an online solver and waits for the verdict (which a cancel may end). */
 const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_failed', 'task_timeout', 'task_cancelled'];
 /** A convenience or compatibility route that takes an Idempotency-Key. */
-const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', ...RUNS_TASK];
+const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', 'result_expired', ...RUNS_TASK];
 const CHAT: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
 /** Firecrawl scrape: a format, option or action this service does not serve is refused before anything is held. */
 const FIRECRAWL_SCRAPE: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN];
@@ -113,6 +113,7 @@ export const ROUTES: RouteDoc[] = [
   { method: 'post', path: '/v1/tasks', summary: 'Create a web task, optionally with a webhook told of its end', tag: 'tasks', auth: 'bearer', body: bodies.CreateTaskBody, response: responseSchemas.TaskRecord, headers: TASK_KEY, errors: ['domain_blocked', 'idempotency_key_reused', ...CREATES_TASK] },
   { method: 'get', path: '/v1/tasks', summary: 'The account\'s tasks, newest first, filtered and paged by cursor (records without result)', tag: 'tasks', auth: 'bearer', query: queries.ListTasksQuery, response: responseSchemas.TaskListResponse },
   { method: 'get', path: '/v1/tasks/{task_id}', summary: 'Poll a task', tag: 'tasks', auth: 'bearer', params: bodies.TaskIdParams, response: responseSchemas.TaskRecord, errors: ['task_not_found'] },
+  { method: 'get', path: '/v1/tasks/{task_id}/artifacts/{name}', summary: 'One large part of a completed task\'s result as its own bytes (a screenshot\'s PNG, a page\'s HTML), for the account\'s key; Firecrawl scrapes answer `screenshot` with this URL', tag: 'tasks', auth: 'bearer', params: bodies.TaskArtifactParams, errors: ['task_not_found', 'artifact_not_found', 'result_expired'], success: 'artifact' },
   { method: 'get', path: '/v1/tasks/{task_id}/webhooks', summary: 'The task\'s webhook and the log of its deliveries, every attempt included', tag: 'tasks', auth: 'bearer', params: bodies.TaskIdParams, response: responseSchemas.WebhookLog, errors: ['task_not_found'] },
   { method: 'post', path: '/v1/tasks/{task_id}/webhooks/{event}/resend', summary: 'Send a failed webhook delivery again: it goes back to the durable delivery path with a new retry window (a delivered or pending one is refused, so two resends at once send it once)', tag: 'tasks', auth: 'bearer', params: bodies.WebhookDeliveryParams, response: responseSchemas.WebhookResent, errors: ['task_not_found', 'webhook_delivery_not_found', 'webhook_delivery_not_failed'] },
   { method: 'post', path: '/v1/tasks/{task_id}/cancel', summary: 'Cancel a queued or running task: its solver is stopped, its hold released, its state cancelled (idempotent)', tag: 'tasks', auth: 'bearer', params: bodies.TaskIdParams, response: responseSchemas.TaskRecord, errors: ['task_not_found', 'task_already_finished'] },
@@ -238,6 +239,10 @@ function successOf(route: RouteDoc): [string, ResponseConfig] {
   const headers = headersOf(route, 200);
   if (route.success === 'websocket') return ['101', { description: 'Switching Protocols: the solver WebSocket' }];
   if (route.success === 'png') return ['200', { description: 'The screenshot as JSON, or the raw PNG with Accept: image/png', headers, content: { ...json, 'image/png': { schema: z.string().openapi({ format: 'binary' }) } } }];
+  if (route.success === 'artifact') {
+    const binary = { schema: z.string().openapi({ format: 'binary' }) };
+    return ['200', { description: 'The bytes, with the content type they were stored with', headers, content: { 'image/png': binary, 'text/html': binary, 'text/markdown': binary } }];
+  }
   if (route.success === 'prometheus') return ['200', { description: 'Prometheus text exposition format 0.0.4', headers, content: { 'text/plain': { schema: z.string() } } }];
   if (route.success === 'events') return ['200', { description: 'With Accept: text/event-stream, a stream that stays open (`: keep-alive` comments every SSE_KEEPALIVE_MS); otherwise {samples} as JSON: the last hour\'s snapshots and one taken now', headers, content: { ...json, 'text/event-stream': { schema: MarketEventSchema } } }];
   if (route.success === 'sse') return ['200', { description: 'The completion as JSON, or server-sent events with stream: true', headers, content: { ...json, 'text/event-stream': { schema: SseEvent } } }];

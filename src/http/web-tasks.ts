@@ -1,5 +1,7 @@
 import type { Db } from '../db/pool';
-import { getTaskRecord, type Idempotency, type PriceLimit, type TaskRecord } from '../db/tasks';
+import type { ArtifactStore } from '../artifacts/store';
+import { type Idempotency, type PriceLimit, type TaskRecord } from '../db/tasks';
+import { readTaskRecord, withArtifacts } from '../tasks/records';
 import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type WebhookEvent } from '../db/webhooks';
 import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
@@ -108,6 +110,13 @@ export function createdTask(result: CreateResult, refusal: { priceFromRequest?: 
   }
 }
 
+/** 410 result_expired: the task completed, and its result was removed after the retention window. */
+export const resultExpired = (task: { task_id: string; result_expired_at: string | null }) =>
+  new ApiError('result_expired', `The result of task ${task.task_id} was removed at ${task.result_expired_at}, at the end of its retention; the task record keeps its state and cost.`, {
+    task_id: task.task_id,
+    result_expired_at: task.result_expired_at,
+  });
+
 /** The HTTP error of a task that did not complete (see `clientFailure`); a web task's names it. */
 export function failureError(
   kind: 'web' | 'chat',
@@ -123,6 +132,7 @@ export function failureError(
 
 export interface WebTaskDeps {
   db: Db;
+  artifacts: ArtifactStore;
   tasks: TaskService;
   domainPolicy: DomainGuard;
 }
@@ -187,14 +197,14 @@ export async function createWebTask(deps: WebTaskDeps, input: WebTaskInput): Pro
   await assertTargetAllowed(deps, input);
   if (!input.webhook) {
     const result = await deps.tasks.create(toCreateInput(input));
-    return createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
+    return withArtifacts(deps.artifacts, createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) }));
   }
   await assertAllowedTarget(deps.domainPolicy, input.webhook.url, ['body', 'webhook', 'url']);
   const taskId = newTaskId();
   await saveSubscription(deps.db, { taskId, accountId: input.accountId, url: input.webhook.url, events: input.webhook.events ?? WEBHOOK_EVENTS });
   const result = await deps.tasks.create({ ...toCreateInput(input), taskId });
   if (result.kind !== 'created') await dropSubscription(deps.db, taskId);
-  return createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) });
+  return withArtifacts(deps.artifacts, createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) }));
 }
 
 /**
@@ -214,7 +224,9 @@ export async function runWebTask(
   const task = createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver });
   onCreated(task);
   const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task);
-  const finished = verdict ? await getTaskRecord(deps.db, task.task_id) : null;
+  const finished = verdict ? await readTaskRecord(deps, task.task_id) : null;
+  // The same request sent again (its Idempotency-Key) after its result's retention.
+  if (finished?.result_expired_at) throw resultExpired(finished);
   if (finished?.status !== 'completed' || !finished.result) throw failureError('web', task, finished);
   return { task: finished as CompletedTask, elapsedMs: Date.now() - started };
 }

@@ -103,6 +103,33 @@ for (const taskType of CAPABILITY_TASK_TYPES) {
 for (const occasion of ['created', 'handed']) for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
 for (const reason of ['first_attempt_failed', 'stranded', 'resent']) webhookWorkflows.labels(reason).inc(0);
 
+const resultsPurged = new Counter({
+  name: `${PREFIX}results_purged_total`,
+  help: 'Task results removed by the retention purge (RESULT_RETENTION_SECONDS after their task ended)',
+  registers: [registry],
+});
+
+const artifactsDeleted = new Counter({
+  name: `${PREFIX}artifacts_deleted_total`,
+  help: 'Artifacts (screenshots, large page bodies) deleted from the artifact store with their purged results',
+  registers: [registry],
+});
+
+const idempotencyKeysReleased = new Counter({
+  name: `${PREFIX}idempotency_keys_released_total`,
+  help: 'Idempotency keys released by the retention purge, 24 hours after their task was created',
+  registers: [registry],
+});
+
+// A purge run is one batch (milliseconds) up to its cap of batches (seconds).
+const PURGE_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const purgeDuration = new Histogram({
+  name: `${PREFIX}retention_purge_duration_seconds`,
+  help: 'Time one run of the retention purge took (every batch of results and idempotency keys it removed)',
+  buckets: PURGE_BUCKETS,
+  registers: [registry],
+});
+
 // The hooks below are called once each, where the event is committed.
 
 /** A task was created (its row and hold committed). */
@@ -124,6 +151,14 @@ export const recordWebhookAttempt = (event: string, result: 'delivered' | 'faile
 
 /** A delivery was handed to its workflow (once per delivery: a start refused as a duplicate is not counted). */
 export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded' | 'resent') => webhookWorkflows.labels(reason).inc();
+
+/** One run of the retention purge, counted by the worker that ran it (rows it changed, artifacts it deleted). */
+export function recordRetentionPurge(run: { results: number; artifacts: number; idempotencyKeys: number; seconds: number }) {
+  resultsPurged.inc(run.results);
+  artifactsDeleted.inc(run.artifacts);
+  idempotencyKeysReleased.inc(run.idempotencyKeys);
+  purgeDuration.observe(run.seconds);
+}
 
 export const observeChatFirstToken = (seconds: number) => chatFirstToken.observe(seconds);
 

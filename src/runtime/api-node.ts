@@ -18,6 +18,7 @@ import { KeyRevocations } from '../dispatch/key-revocations';
 import { SolverHub } from '../dispatch/hub';
 import { attachSolverSockets } from '../dispatch/ws-server';
 import { AddressLimits } from '../http/address-limits';
+import { createArtifactStore } from '../artifacts/store';
 import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
 import { MarketEvents } from '../http/market-events';
@@ -87,7 +88,8 @@ export async function startApiNode(options: {
   const stops = new AttemptStops(bus);
   await stops.start();
   const handoffs = new SlotHandoffs({ db, temporal, logger });
-  const webhooks = new WebhookDeliveries({ config, db, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `api:${nodeId}` });
+  const artifacts = createArtifactStore(config);
+  const webhooks = new WebhookDeliveries({ config, db, artifacts, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `api:${nodeId}` });
   const hub = new SolverHub({
     db,
     logger,
@@ -115,7 +117,7 @@ export async function startApiNode(options: {
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, handoffs, webhooks, hub, relay, stops, payloads, earlyAttempts }),
+    activities: createNodeActivities({ config, db, logger, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts }),
     // Dispatch activities mostly wait on sockets; many may be in flight at once, with room to spare above
     // the benchmark's 1,000 held streams. The rare activity task lost under a burst is the Temporal
     // server's (docs/performance.md), not a matter of slots; the workflow reassigns such an attempt.
@@ -136,7 +138,8 @@ export async function startApiNode(options: {
           logger: logger.child({ component: 'activities' }),
           handoffs,
           webhooks,
-          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks }),
+          artifacts,
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts }),
         }),
       })
     : undefined;
@@ -145,7 +148,7 @@ export async function startApiNode(options: {
 
   const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
   const market = new MarketEvents({ db, bus, logger });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy, market };
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy, market, artifacts };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);

@@ -3,6 +3,7 @@ import { Worker } from '@temporalio/worker';
 import { createActivities } from '../../activities';
 import type { Config } from '../config';
 import { pruneAddressCounters } from '../db/address-limits';
+import { createArtifactStore } from '../artifacts/store';
 import { createDb } from '../db/pool';
 import type { Logger } from '../logger';
 import { startMetricsListener, type MetricsListener } from '../metrics/http';
@@ -10,6 +11,7 @@ import { addMetricsSource } from '../metrics/scrape';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { sweepUnstartedTasks } from '../tasks/sweep';
+import { purgeExpired, RETENTION_SWEEP_EVERY_MS } from '../tasks/retention';
 import { vestEarnings, vestingSweepMs } from '../trust/escrow';
 import { WebhookDeliveries } from '../webhooks/sender';
 import { CrawlRunner } from '../crawl/runner';
@@ -50,19 +52,20 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const connection = await createWorkerConnection(options.temporalAddress);
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const handoffs = new SlotHandoffs({ db, temporal, logger });
-  const webhooks = new WebhookDeliveries({ config, db, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
+  const artifacts = createArtifactStore(config);
+  const webhooks = new WebhookDeliveries({ config, db, artifacts, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
   const bus = new NotifyBus(options.databaseUrl, logger);
   await bus.start();
   // Crawls judge every discovered URL by the domain policy, as the API nodes judge a task's target.
   const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId: `worker-${os.hostname()}-${process.pid}` });
   await domainPolicy.listen(bus);
-  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks });
+  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks, crawls }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks, artifacts, crawls }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
@@ -109,6 +112,12 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
       : undefined;
   vesting?.unref();
 
+  // Results past RESULT_RETENTION_SECONDS and idempotency keys past their window (docs/decisions.md, "Retention").
+  const retention = setInterval(() => {
+    purgeExpired({ db, artifacts }, config.resultRetentionSeconds).catch((error) => logger.warn({ err: error }, 'retention purge failed'));
+  }, RETENTION_SWEEP_EVERY_MS);
+  retention.unref();
+
   const removeMetricsSource = addMetricsSource({ db });
   let metrics: MetricsListener | undefined;
   if (config.workerMetricsPort !== undefined) {
@@ -125,6 +134,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
       clearTimeout(firstRedundantSweep);
       clearInterval(redundantRuns);
       clearInterval(vesting);
+      clearInterval(retention);
       await metrics?.close();
       removeMetricsSource();
       await bus.close();

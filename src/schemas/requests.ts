@@ -397,6 +397,13 @@ export const AdminCompleteTaskBody = z
   .openapi('AdminCompleteTaskRequest');
 
 export const TaskIdParams = z.object({ task_id: z.string().openapi({ description: 'Task id' }) });
+export const TaskArtifactParams = z.object({
+  task_id: z.string().openapi({ description: 'Task id' }),
+  name: z
+    .string()
+    .regex(/^[a-z][a-z_0-9]*(\.[a-z_0-9]+)*$/)
+    .openapi({ description: 'The result field that holds it: image_base64 (a screenshot), snapshot, content (a fetch), actions.screenshots.<i>, actions.scrapes.<i>.html', example: 'image_base64' }),
+});
 export const WebhookDeliveryParams = z.object({
   task_id: z.string().openapi({ description: 'Task id' }),
   event: z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]).openapi({ description: 'The delivery\'s event (one delivery per task and event)' }),

@@ -38,6 +38,9 @@ export const TaskSummary = z
     created_at: z.string(),
     updated_at: z.string(),
     completed_at: z.string().nullable(),
+    result_expired_at: z.string().nullable().openapi({
+      description: 'When the result was removed, RESULT_RETENTION_SECONDS after the task ended (its `result` is null from then on; the routes that serve only the result answer 410 result_expired); null while it is kept',
+    }),
   })
   .openapi('TaskSummary');
 
@@ -53,7 +56,7 @@ const pageOf = <T extends z.ZodTypeAny>(item: T, name: string) =>
 export const TaskListResponse = pageOf(TaskSummary, 'TaskList');
 
 export const TaskRecord = TaskSummary.extend({
-  result: z.record(z.any()).nullable(),
+  result: z.record(z.any()).nullable().openapi({ description: 'The solver\'s result (screenshots and large page bodies read back from the artifact store); null until it completes, when it ends without one, and after its retention (result_expired_at)' }),
   attempts: z.array(z.object({ solver_id: z.string(), started_at: z.string(), ended_at: z.string().nullable(), outcome: z.string() })),
 }).openapi('TaskRecord');
 

@@ -1,4 +1,6 @@
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
+import { resolveArtifacts } from '../artifacts/results';
+import type { ArtifactStore } from '../artifacts/store';
 import { z } from 'zod';
 import { eligibleSolvers } from '../db/matching';
 import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
@@ -229,7 +231,7 @@ const side = (solverId: string | null, excerpt: Comparison['first']) => ({ solve
  * solver and the client task refunded at once. Any other disagreement counts against nobody yet: it
  * waits for a third run (`disagreed`, not concluded). Once: a run already judged is left as it is.
  */
-export async function judgeRedundantRun(db: Db, clientTaskId: string): Promise<RunVerdict> {
+export async function judgeRedundantRun(db: Db, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   return db.transaction(async (tx) => {
     const run = await tx.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
@@ -244,7 +246,8 @@ export async function judgeRedundantRun(db: Db, clientTaskId: string): Promise<R
       await endRedundantRun(tx, clientTaskId, 'unanswered', 'no second result');
       return { status: 'unanswered', webhooks: [] };
     }
-    const comparison = compareResults(run.task_type, run.first_result, run.second_result);
+    const [first, second] = await Promise.all([resolveArtifacts(artifacts, run.first_result), resolveArtifacts(artifacts, run.second_result)]);
+    const comparison = compareResults(run.task_type, first, second);
     const disagreed = disagrees(comparison);
     const status: RedundantRunState =
       comparison.similarity === null ? 'incomparable' : !disagreed ? 'agreed' : run.second_is_verifier ? 'refuted' : 'disagreed';
@@ -361,7 +364,7 @@ const ThirdResultsRow = z.object({
  * refunded at once). Otherwise (the third agrees with both or neither, or cannot be compared) the
  * dispute concludes with no failure on either side.
  */
-export async function judgeThirdRun(db: Db, clientTaskId: string): Promise<RunVerdict> {
+export async function judgeThirdRun(db: Db, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   return db.transaction(async (tx) => {
     const run = await tx.maybeOne(sql.type(ThirdResultsRow)`
       SELECT r.task_type, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
@@ -374,8 +377,9 @@ export async function judgeThirdRun(db: Db, clientTaskId: string): Promise<RunVe
       await concludeDispute(tx, clientTaskId, 'no third result');
       return { status: 'disagreed', webhooks: [] };
     }
-    const withFirst = compareResults(run.task_type, run.first_result, run.third_result);
-    const withSecond = compareResults(run.task_type, run.second_result, run.third_result);
+    const [first, second, third] = await Promise.all([run.first_result, run.second_result, run.third_result].map((result) => resolveArtifacts(artifacts, result)));
+    const withFirst = compareResults(run.task_type, first, third);
+    const withSecond = compareResults(run.task_type, second, third);
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
     const agreesSecond = withSecond.similarity !== null && !disagrees(withSecond);
     const status: RedundantRunState = agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';

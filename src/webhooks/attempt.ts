@@ -2,7 +2,8 @@ import http from 'node:http';
 import https from 'node:https';
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
-import { getTaskRecord } from '../db/tasks';
+import type { ArtifactStore } from '../artifacts/store';
+import { readTaskRecord } from '../tasks/records';
 import { recordAttempt, webhookSecret, type DeliveryToSend } from '../db/webhooks';
 import { recordWebhookAttempt, type WebhookAttemptPath } from '../metrics/metrics';
 import { SolverError } from '../solver/errors';
@@ -12,7 +13,7 @@ import { signatureOf } from './signature';
 /** How one attempt ended: accepted (2xx), failed (retried later) or refused (the target is not allowed: the delivery has failed). */
 export type AttemptOutcome = { result: 'delivered' } | { result: 'failed' | 'refused'; error: string };
 
-export type AttemptDeps = { db: Db; config: Config };
+export type AttemptDeps = { db: Db; config: Config; artifacts: ArtifactStore };
 
 /**
  * POSTs the delivery and answers the receiver's status. The target's name is resolved once, at each
@@ -51,7 +52,7 @@ export async function attemptDelivery(deps: AttemptDeps, delivery: DeliveryToSen
   const [body, { secret, previous_secret }] = await Promise.all([
     delivery.payload
       ? JSON.stringify(delivery.payload)
-      : getTaskRecord(db, delivery.task_id).then((task) => JSON.stringify({ id: delivery.delivery_id, type: `task.${delivery.event}`, created_at: delivery.created_at, data: task })),
+      : readTaskRecord(deps, delivery.task_id).then((task) => JSON.stringify({ id: delivery.delivery_id, type: `task.${delivery.event}`, created_at: delivery.created_at, data: task })),
     webhookSecret(db, delivery.account_id),
   ]);
   const timestamp = Math.floor(Date.now() / 1000);

@@ -1,3 +1,4 @@
+import type { ArtifactStore } from '../artifacts/store';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
@@ -43,7 +44,7 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
   private readonly slots: Semaphore;
 
   /** `claimant` names this process in the claims it makes (`api:<node id>`, `worker:<host>:<pid>`). */
-  constructor(private readonly deps: { config: Config; db: Db; temporal: Client; logger: Logger; claimant: string; directConcurrency?: number }) {
+  constructor(private readonly deps: { config: Config; db: Db; artifacts: ArtifactStore; temporal: Client; logger: Logger; claimant: string; directConcurrency?: number }) {
     this.slots = new Semaphore(deps.directConcurrency ?? WEBHOOK_DIRECT_CONCURRENCY);
   }
 

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { npmScriptNodeArgs } from '../../scripts/npm-script';
-import { OPEN_ADDRESS_LIMITS_ENV } from './stack';
+import { OPEN_ADDRESS_LIMITS_ENV, serviceDataDirEnv } from './stack';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -15,7 +15,7 @@ export interface NodeProcess {
 export async function spawnNode(entry: 'api' | 'worker' | 'solver', env: Record<string, string>, readyPattern: RegExp, timeoutMs = 60_000): Promise<NodeProcess> {
   const child = spawn(process.execPath, npmScriptNodeArgs(entry), {
     cwd: ROOT,
-    env: { ...process.env, LOG_LEVEL: 'info', ...OPEN_ADDRESS_LIMITS_ENV, ...env },
+    env: { ...process.env, LOG_LEVEL: 'info', ...OPEN_ADDRESS_LIMITS_ENV, ...serviceDataDirEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
     // Its own process group, as a terminal or container gives it; a signal goes to the whole group.
     detached: true,

@@ -1,4 +1,5 @@
 import net from 'node:net';
+import path from 'node:path';
 import { Writable } from 'node:stream';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config';
@@ -45,9 +46,16 @@ export const OPEN_ADDRESS_LIMITS_ENV = {
   SOLVER_CONNECT_LIMIT_PER_MINUTE: '1000000000',
 } as const;
 
+/**
+ * The service's files (results' artifacts, without a bucket) go with the test servers' directory, one
+ * directory for every stack and process a test starts, as on one machine.
+ */
+export const serviceDataDirEnv = (): Record<string, string> => (process.env.TEST_DATA_DIR ? { DATA_DIR: path.join(process.env.TEST_DATA_DIR, 'service') } : {});
+
 export function testConfig(overrides: Record<string, string> = {}): Config {
   return loadConfig({
     ...process.env,
+    ...serviceDataDirEnv(),
     ADMIN_API_KEY: ADMIN_KEY,
     ALLOW_PRIVATE_NETWORKS: 'true',
     LOCAL_SOLVER: 'off',

@@ -16,7 +16,8 @@ import type { AppDeps } from '../deps';
 import { parseOrThrow, validateBody, validateParams } from '../validation';
 import { idempotencyKeyReused } from '../web-tasks';
 import { findTasks } from '../../db/task-listing';
-import { getTaskRecord, getTaskRow } from '../../db/tasks';
+import { getTaskRow } from '../../db/tasks';
+import { readTaskRecord } from '../../tasks/records';
 import { taskLedger } from '../../db/ledger';
 import { onlineSolvers, taskAttempts } from '../../db/market-view';
 import { AdminTasksQuery } from '../../schemas/queries';
@@ -133,7 +134,7 @@ export function adminRoutes(deps: AppDeps): Router {
 
   router.get('/v1/admin/tasks/:task_id', admin, validateParams(TaskIdParams), async (req, res) => {
     const taskId = String(req.params.task_id);
-    const [record, row, attempts, ledger] = await Promise.all([getTaskRecord(deps.db, taskId), getTaskRow(deps.db, taskId), taskAttempts(deps.db, taskId), taskLedger(deps.db, taskId)]);
+    const [record, row, attempts, ledger] = await Promise.all([readTaskRecord(deps, taskId), getTaskRow(deps.db, taskId), taskAttempts(deps.db, taskId), taskLedger(deps.db, taskId)]);
     if (!record || !row) throw new ApiError('task_not_found', `No task "${taskId}".`);
     const ui = deps.config.temporalUiUrl;
     const workflowUrl = ui ? `${ui}/namespaces/${encodeURIComponent(deps.config.temporalNamespace)}/workflows/${encodeURIComponent(record.workflow_id)}` : null;

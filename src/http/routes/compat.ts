@@ -133,18 +133,22 @@ export function compatRoutes(deps: AppDeps): Router {
         ? { content: String(fetched.content ?? ''), kind: fetched.content_type === 'html' ? ('html' as const) : ('text' as const), finalUrl: fetched.final_url as string, statusCode: fetched.status_code as number, title: fetched.title as string | null }
         : undefined;
     const renderedActions = rendered?.actions as Parameters<typeof firecrawlActions>[0] | undefined;
-    let screenshotPart = screenshot as { mime_type?: string; image_base64?: string } | undefined;
+    // Screenshots are answered as URLs the client fetches with its key, as Firecrawl answers its storage's URLs.
+    const origin = `${req.protocol}://${req.get('host')}`;
+    const taskOf = (part: ScrapePart) => outcomes.find((entry) => entry.part === part)?.outcome.taskId;
+    const artifactUrl = (part: ScrapePart, name: string) => `${origin}/v1/tasks/${encodeURIComponent(taskOf(part)!)}/artifacts/${name}`;
+    let screenshotPart = screenshot ? { url: artifactUrl('screenshot', 'image_base64') } : undefined;
     let actionResults = renderedActions;
     if (renderedActions && plan.screenshot && !separateScreenshot) {
       // The screenshot format was the last action: it is data.screenshot, not one of the actions' screenshots.
-      const screenshots = [...renderedActions.screenshots];
-      screenshotPart = { mime_type: 'image/png', image_base64: screenshots.pop() };
+      const screenshots = renderedActions.screenshots.slice(0, -1);
+      screenshotPart = { url: artifactUrl('render', `actions.screenshots.${screenshots.length}`) };
       actionResults = { ...renderedActions, screenshots };
     }
     const parts: ScrapeParts = {
       ...(pageParts ? { page: plan.content ? pageParts : { ...pageParts, content: '' } } : {}),
       ...(screenshotPart ? { screenshot: screenshotPart } : {}),
-      ...(actionResults && plan.actions.length > 0 ? { actions: firecrawlActions(actionResults, version) } : {}),
+      ...(actionResults && plan.actions.length > 0 ? { actions: firecrawlActions(actionResults, version, (index) => artifactUrl('render', `actions.screenshots.${index}`)) } : {}),
       taskIds,
       scans: outcomes.flatMap(({ part, outcome }) => (outcome.result.safety ? [{ name: PART_NAMES[part], safety: outcome.result.safety as ScanResult }] : [])),
       ...(warning ? { warning } : {}),

@@ -4,6 +4,9 @@ import { listTasks } from '../../db/task-listing';
 import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { finishTask, getTaskRecord } from '../../db/tasks';
+import { artifactOf } from '../../artifacts/results';
+import { ArtifactMissingError } from '../../artifacts/store';
+import { readTaskRecord } from '../../tasks/records';
 import { ApiError } from '../../errors';
 import type { WebTaskType } from '../../schemas/domain';
 import { isTerminalState, taskFailure } from '../../contract/lifecycle';
@@ -15,6 +18,7 @@ import {
   ScreenshotBody,
   SearchBody,
   SnapshotBody,
+  TaskArtifactParams,
   TaskIdParams,
   WebhookDeliveryParams,
   type CreateTaskRequest,
@@ -28,7 +32,7 @@ import { RESULT_SCHEMAS } from '../../schemas/frames';
 import { ListTasksQuery } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
-import { costHeaders, createWebTask, runWebTask, safetyOf } from '../web-tasks';
+import { costHeaders, createWebTask, resultExpired, runWebTask, safetyOf } from '../web-tasks';
 import { adminCompleteSignal, cancelTaskSignal } from '../../contract/workflows';
 import { accountOf, requireAccount, requireAdmin } from '../auth';
 import { taskListFilter, taskListPage } from '../pagination';
@@ -66,9 +70,29 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
   });
 
   router.get('/v1/tasks/:task_id', auth, validateParams(TaskIdParams), async (req, res) => {
-    const task = await getTaskRecord(deps.db, req.params.task_id as string, accountOf(res).account_id);
+    const task = await readTaskRecord(deps, req.params.task_id as string, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(task);
+  });
+
+  router.get('/v1/tasks/:task_id/artifacts/:name', auth, validateParams(TaskArtifactParams), async (req, res) => {
+    const { task_id: taskId, name } = req.params as { task_id: string; name: string };
+    const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
+    if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
+    if (task.result_expired_at) throw resultExpired(task);
+    const artifact = task.result
+      ? await artifactOf(deps.artifacts, task.task_type, task.result, name).catch(async (error) => {
+          // Removed by the retention purge since the row was read.
+          const expired = error instanceof ArtifactMissingError ? await getTaskRecord(deps.db, taskId) : null;
+          if (expired?.result_expired_at) throw resultExpired(expired);
+          throw error;
+        })
+      : null;
+    if (!artifact) throw new ApiError('artifact_not_found', `Task ${taskId} has no result part "${name}".`, { task_id: taskId, name });
+    // An artifact never changes once written; its digest is its validator.
+    if (artifact.sha256) res.setHeader('ETag', `"${artifact.sha256}"`);
+    res.setHeader('Cache-Control', 'private, max-age=3600');
+    res.type(artifact.contentType).send(artifact.bytes);
   });
 
   router.get('/v1/tasks/:task_id/webhooks', auth, validateParams(TaskIdParams), async (req, res) => {
@@ -211,7 +235,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     // The signal first: a solver still at work is then stopped now, not at its activity's next heartbeat.
     await deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a task completed by an admin'));
     const verdict = await deps.tasks.waitForResult(task, 30_000);
-    const finished = await getTaskRecord(deps.db, taskId);
+    const finished = await readTaskRecord(deps, taskId);
     if (verdict && finished?.status !== 'completed') {
       throw new ApiError('task_already_finished', `Task ${taskId} finished as ${finished?.status} before the completion arrived.`, { status: finished?.status });
     }
