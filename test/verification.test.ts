@@ -164,6 +164,36 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
+  test('a run meant for a verifier goes to the verifier only: a colluding partner that comes online cheaper while it waits never gets it, and the cheat is proven wrong', async () => {
+    // The verifier's one slot is busy with a client task, so the run waits in the queue.
+    const verifierGate = held(honestFetch);
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 1, behaviour: verifierGate.behaviour });
+    await markVerifier(verifier);
+    const client = await registerAccount(stack.url, '100');
+    const busy = clientFetch(client, '/collusion/busy');
+    await waitFor(() => verifier.received[0], 30_000);
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fabricatedFetch });
+    const task = (await clientFetch(client, '/collusion/served'))!;
+    expect(task.solverId).toBe(cheat.solverId);
+    const waiting = await waitFor(async () => {
+      const run = await stack.db.maybeOne(sql.type(RunRow)`SELECT ${RUN_COLUMNS} FROM redundant_runs WHERE task_id = ${task.taskId}`);
+      if (!run?.run_task_id) return null;
+      const queued = await stack.db.exists(sql.unsafe`SELECT 1 FROM task_queue WHERE task_id = ${run.run_task_id}`);
+      return queued ? run : null;
+    }, 30_000);
+    expect(waiting).toMatchObject({ by_verifier: true, status: 'pending' });
+    // The partner answers as the cheat does: were it sent the run, the two would agree.
+    const partner = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.4', behaviour: fabricatedFetch });
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    verifierGate.open();
+    await busy;
+    const run = await concluded(task.taskId);
+    expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: verifier.solverId, wrong_solver_id: cheat.solverId });
+    expect(partner.received.map((frame) => frame.task_id)).not.toContain(run.run_task_id);
+    expect(await verificationOf(task.taskId, client.auth)).toBe('refunded');
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
   test('with no verifier, two solvers that disagree are decided by a third: the odd one out is proven wrong, the client refunded when it was the client\'s', async () => {
     // The cheat serves the client; the honest solvers come online once it has the task.
     const cheatGate = held(fabricatedFetch);
