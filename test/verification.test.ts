@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { fabricatedFetch, fabricatesOneIn, fetchesSuspectedChecks, honestFetch, suspectsCheck, type Script } from './support/cheats';
+import pino from 'pino';
+import { startLocalSolver } from '../src/runtime/local-solver';
+import { blankScreenshot, fabricatedFetch, fabricatesOneIn, fetchesSuspectedChecks, honestFetch, pageLikeScreenshot, suspectsCheck, type Script } from './support/cheats';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { canariesSettled } from './support/trust';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
@@ -84,9 +86,9 @@ async function runsOf(taskIds: string[]) {
   return stack.db.any(sql.type(RunRow)`SELECT ${RUN_COLUMNS} FROM redundant_runs WHERE task_id = ANY(${sql.array(taskIds, 'text')})`);
 }
 
-/** A client fetch of a page of the client's site; the task id, or null when no solver could take it. */
-async function clientFetch(client: { auth: Record<string, string> }, path: string): Promise<{ taskId: string; solverId: string } | null> {
-  const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}${path}` }, headers: client.auth });
+/** A client fetch (or screenshot) of a page of the client's site; the task id, or null when no solver could take it. */
+async function clientFetch(client: { auth: Record<string, string> }, path: string, route = '/v1/fetch'): Promise<{ taskId: string; solverId: string } | null> {
+  const fetched = await api(stack.url, 'POST', route, { body: { url: `${siteUrl}${path}` }, headers: client.auth });
   if (fetched.status === 503) return null;
   expect(fetched.status).toBe(200);
   const taskId = String(fetched.headers.get('x-task-id'));
@@ -192,6 +194,41 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(partner.received.map((frame) => frame.task_id)).not.toContain(run.run_task_id);
     expect(await verificationOf(task.taskId, client.auth)).toBe('refunded');
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('client screenshots re-rendered by a verifier: a blank image is proven wrong and refunded; one drawn to look like a simple page passes the average hash', async () => {
+    // The bundled solver renders with Chromium, as on `npm start`, and verifies.
+    const bundled = await startLocalSolver({ config: stack.config, apiUrl: stack.url, logger: pino({ level: 'warn' }) });
+    try {
+      expect(bundled.taskTypes).toContain('screenshot');
+      await markVerifier({ solverId: bundled.solverId } as FakeSolver);
+      const client = await registerAccount(stack.url, '100');
+      const similarityOf = (taskId: string) => stack.db.oneFirst(sql.type(z.object({ similarity: z.number() }))`SELECT similarity FROM redundant_runs WHERE task_id = ${taskId}`);
+      const shots = async (cheat: FakeSolver, name: string) => {
+        const runs = [];
+        for (const page of ['first', 'second']) {
+          const task = (await clientFetch(client, `/shots/${name}/${page}`, '/v1/screenshot'))!;
+          expect(task.solverId).toBe(cheat.solverId);
+          const run = await concluded(task.taskId);
+          const similarity = await similarityOf(task.taskId);
+          console.log(`${name} screenshot of /shots/${name}/${page}: ${run.status}, similarity ${similarity}, hashes ${JSON.stringify([run.evidence?.first.average_hash, run.evidence?.second.average_hash])}`);
+          expect(run).toMatchObject({ by_verifier: true, second_solver_id: bundled.solverId, first_solver_id: cheat.solverId });
+          runs.push({ ...run, similarity, verification: await verificationOf(task.taskId, client.auth) });
+        }
+        return runs;
+      };
+      const blank = await startSolver({ taskTypes: ['screenshot'], price: '0.5', behaviour: blankScreenshot });
+      for (const run of await shots(blank, 'blank')) expect(run).toMatchObject({ status: 'refuted', wrong_solver_id: blank.solverId, verification: 'refunded' });
+      // Cheaper, so it takes the next screenshots. The gap docs/trust.md names: an 8 × 8 hash sees a page's layout, not its text.
+      const pageLike = await startSolver({ taskTypes: ['screenshot'], price: '0.4', behaviour: pageLikeScreenshot });
+      for (const run of await shots(pageLike, 'page-like')) {
+        expect(run).toMatchObject({ status: 'agreed', verification: 'verified' });
+        expect(run.similarity).toBeGreaterThanOrEqual(0.8);
+      }
+      expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+    } finally {
+      await bundled.stop();
+    }
   });
 
   test('with no verifier, two solvers that disagree are decided by a third: the odd one out is proven wrong, the client refunded when it was the client\'s', async () => {
