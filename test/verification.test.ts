@@ -392,6 +392,30 @@ describe('the default sampling: probation, escrow and a verifier online', () => 
     expect(runs.every((run) => run.status === 'agreed')).toBe(true);
   });
 
+  test('with no verifier, a cheat that makes up one client page in ten, priced like two honest solvers, is quarantined by majorities within 1,000 client tasks', async () => {
+    const honest = [
+      await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: honestFetch }),
+      await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: honestFetch }),
+    ];
+    const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: fabricatesOneIn(10, stack.url) });
+    const client = await registerAccount(stack.url, '3000');
+    const served = await sendUntil(client, '/tenth-majority', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const runs = await runsOf(served.map((task) => task.taskId));
+    const statuses = runs.reduce<Record<string, number>>((counts, run) => ({ ...counts, [run.status]: (counts[run.status] ?? 0) + 1 }), {});
+    const proven = runs.filter((run) => run.wrong_solver_id === cheat.solverId);
+    console.log(
+      `one-in-ten cheat, majorities only: ${served.length} client tasks, ${byCheat.length} served by the cheat, runs ${JSON.stringify(statuses)}, ` +
+        `${proven.length} proving the cheat wrong (${proven.filter((run) => run.status === 'refuted').length} its own client tasks), record ${JSON.stringify((await trustOf(cheat.solverId)).reputation[0])}`,
+    );
+    expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
+    expect(byCheat.length).toBeLessThanOrEqual(1000);
+    for (const run of proven.filter((run) => run.status === 'refuted')) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    expect(runs.every((run) => run.wrong_solver_id === null || run.wrong_solver_id === cheat.solverId)).toBe(true);
+    for (const solver of honest) expect((await trustOf(solver.solverId)).quarantined).toBe(false);
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
   test('a cheat that makes up one client page in ten is quarantined within 1,000 client tasks, and each wrong answer proven is refunded', async () => {
     const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
