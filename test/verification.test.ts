@@ -312,7 +312,7 @@ describe('every client task verified, escrow on, no probation', () => {
   });
 });
 
-describe('the default sampling: probation, escrow and a verifier online', () => {
+describe('the default sampling: probation and escrow', () => {
   const startSolver = stackWith({
     TRUST_PROBATION_CANARIES: '1',
     CANARY_EVERY_TASKS: '50',
