@@ -3,7 +3,9 @@ import type { AddressInfo } from 'node:net';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { fabricatedFetch, fabricatesOneIn, fetchesSuspectedChecks, honestFetch, suspectsCheck, type Script } from './support/cheats';
+import pino from 'pino';
+import { startLocalSolver } from '../src/runtime/local-solver';
+import { blankScreenshot, fabricatedFetch, fabricatesOneIn, fetchesSuspectedChecks, honestFetch, pageLikeScreenshot, suspectsCheck, type Script } from './support/cheats';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { canariesSettled } from './support/trust';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
@@ -84,9 +86,9 @@ async function runsOf(taskIds: string[]) {
   return stack.db.any(sql.type(RunRow)`SELECT ${RUN_COLUMNS} FROM redundant_runs WHERE task_id = ANY(${sql.array(taskIds, 'text')})`);
 }
 
-/** A client fetch of a page of the client's site; the task id, or null when no solver could take it. */
-async function clientFetch(client: { auth: Record<string, string> }, path: string): Promise<{ taskId: string; solverId: string } | null> {
-  const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}${path}` }, headers: client.auth });
+/** A client fetch (or screenshot) of a page of the client's site; the task id, or null when no solver could take it. */
+async function clientFetch(client: { auth: Record<string, string> }, path: string, route = '/v1/fetch'): Promise<{ taskId: string; solverId: string } | null> {
+  const fetched = await api(stack.url, 'POST', route, { body: { url: `${siteUrl}${path}` }, headers: client.auth });
   if (fetched.status === 503) return null;
   expect(fetched.status).toBe(200);
   const taskId = String(fetched.headers.get('x-task-id'));
@@ -162,6 +164,71 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(next?.solverId).toBe(verifier.solverId);
     expect(await runsOf([next!.taskId])).toEqual([]);
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('a run meant for a verifier goes to the verifier only: a colluding partner that comes online cheaper while it waits never gets it, and the cheat is proven wrong', async () => {
+    // The verifier's one slot is busy with a client task, so the run waits in the queue.
+    const verifierGate = held(honestFetch);
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 1, behaviour: verifierGate.behaviour });
+    await markVerifier(verifier);
+    const client = await registerAccount(stack.url, '100');
+    const busy = clientFetch(client, '/collusion/busy');
+    await waitFor(() => verifier.received[0], 30_000);
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fabricatedFetch });
+    const task = (await clientFetch(client, '/collusion/served'))!;
+    expect(task.solverId).toBe(cheat.solverId);
+    const waiting = await waitFor(async () => {
+      const run = await stack.db.maybeOne(sql.type(RunRow)`SELECT ${RUN_COLUMNS} FROM redundant_runs WHERE task_id = ${task.taskId}`);
+      if (!run?.run_task_id) return null;
+      const queued = await stack.db.exists(sql.unsafe`SELECT 1 FROM task_queue WHERE task_id = ${run.run_task_id}`);
+      return queued ? run : null;
+    }, 30_000);
+    expect(waiting).toMatchObject({ by_verifier: true, status: 'pending' });
+    // The partner answers as the cheat does: were it sent the run, the two would agree.
+    const partner = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.4', behaviour: fabricatedFetch });
+    await new Promise((resolve) => setTimeout(resolve, 2000));
+    verifierGate.open();
+    await busy;
+    const run = await concluded(task.taskId);
+    expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: verifier.solverId, wrong_solver_id: cheat.solverId });
+    expect(partner.received.map((frame) => frame.task_id)).not.toContain(run.run_task_id);
+    expect(await verificationOf(task.taskId, client.auth)).toBe('refunded');
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('client screenshots re-rendered by a verifier: a blank image is proven wrong and refunded; one drawn to look like a simple page passes the average hash', async () => {
+    // The bundled solver renders with Chromium, as on `npm start`, and verifies.
+    const bundled = await startLocalSolver({ config: stack.config, apiUrl: stack.url, logger: pino({ level: 'warn' }) });
+    try {
+      expect(bundled.taskTypes).toContain('screenshot');
+      await markVerifier({ solverId: bundled.solverId } as FakeSolver);
+      const client = await registerAccount(stack.url, '100');
+      const similarityOf = (taskId: string) => stack.db.oneFirst(sql.type(z.object({ similarity: z.number() }))`SELECT similarity FROM redundant_runs WHERE task_id = ${taskId}`);
+      const shots = async (cheat: FakeSolver, name: string) => {
+        const runs = [];
+        for (const page of ['first', 'second']) {
+          const task = (await clientFetch(client, `/shots/${name}/${page}`, '/v1/screenshot'))!;
+          expect(task.solverId).toBe(cheat.solverId);
+          const run = await concluded(task.taskId);
+          const similarity = await similarityOf(task.taskId);
+          console.log(`${name} screenshot of /shots/${name}/${page}: ${run.status}, similarity ${similarity}, hashes ${JSON.stringify([run.evidence?.first.average_hash, run.evidence?.second.average_hash])}`);
+          expect(run).toMatchObject({ by_verifier: true, second_solver_id: bundled.solverId, first_solver_id: cheat.solverId });
+          runs.push({ ...run, similarity, verification: await verificationOf(task.taskId, client.auth) });
+        }
+        return runs;
+      };
+      const blank = await startSolver({ taskTypes: ['screenshot'], price: '0.5', behaviour: blankScreenshot });
+      for (const run of await shots(blank, 'blank')) expect(run).toMatchObject({ status: 'refuted', wrong_solver_id: blank.solverId, verification: 'refunded' });
+      // Cheaper, so it takes the next screenshots. The gap docs/trust.md names: an 8 × 8 hash sees a page's layout, not its text.
+      const pageLike = await startSolver({ taskTypes: ['screenshot'], price: '0.4', behaviour: pageLikeScreenshot });
+      for (const run of await shots(pageLike, 'page-like')) {
+        expect(run).toMatchObject({ status: 'agreed', verification: 'verified' });
+        expect(run.similarity).toBeGreaterThanOrEqual(0.8);
+      }
+      expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+    } finally {
+      await bundled.stop();
+    }
   });
 
   test('with no verifier, two solvers that disagree are decided by a third: the odd one out is proven wrong, the client refunded when it was the client\'s', async () => {
@@ -245,7 +312,7 @@ describe('every client task verified, escrow on, no probation', () => {
   });
 });
 
-describe('the default sampling: probation, escrow and a verifier online', () => {
+describe('the default sampling: probation and escrow', () => {
   const startSolver = stackWith({
     TRUST_PROBATION_CANARIES: '1',
     CANARY_EVERY_TASKS: '50',
@@ -323,6 +390,30 @@ describe('the default sampling: probation, escrow and a verifier online', () => 
     console.log(`veteran: ${runs.length} of ${served.length} client tasks verified`);
     expect(runs.length / served.length).toBeLessThanOrEqual(0.05);
     expect(runs.every((run) => run.status === 'agreed')).toBe(true);
+  });
+
+  test('with no verifier, a cheat that makes up one client page in ten, priced like two honest solvers, is quarantined by majorities within 1,000 client tasks', async () => {
+    const honest = [
+      await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: honestFetch }),
+      await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: honestFetch }),
+    ];
+    const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: fabricatesOneIn(10, stack.url) });
+    const client = await registerAccount(stack.url, '3000');
+    const served = await sendUntil(client, '/tenth-majority', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const runs = await runsOf(served.map((task) => task.taskId));
+    const statuses = runs.reduce<Record<string, number>>((counts, run) => ({ ...counts, [run.status]: (counts[run.status] ?? 0) + 1 }), {});
+    const proven = runs.filter((run) => run.wrong_solver_id === cheat.solverId);
+    console.log(
+      `one-in-ten cheat, majorities only: ${served.length} client tasks, ${byCheat.length} served by the cheat, runs ${JSON.stringify(statuses)}, ` +
+        `${proven.length} proving the cheat wrong (${proven.filter((run) => run.status === 'refuted').length} its own client tasks), record ${JSON.stringify((await trustOf(cheat.solverId)).reputation[0])}`,
+    );
+    expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
+    expect(byCheat.length).toBeLessThanOrEqual(1000);
+    for (const run of proven.filter((run) => run.status === 'refuted')) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    expect(runs.every((run) => run.wrong_solver_id === null || run.wrong_solver_id === cheat.solverId)).toBe(true);
+    for (const solver of honest) expect((await trustOf(solver.solverId)).quarantined).toBe(false);
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
   test('a cheat that makes up one client page in ten is quarantined within 1,000 client tasks, and each wrong answer proven is refunded', async () => {

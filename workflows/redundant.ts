@@ -35,9 +35,9 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
     if (attemptNumber === 1 && !handed.has(taskId)) handed.set(taskId, assignment);
   });
 
-  /** Runs one platform task once on a slot of a solver not excluded: true when it completed, or why not. */
+  /** Runs one platform task once on a slot of a solver not excluded (a verifier, `verifiersOnly`): true when it completed, or why not. */
   const runOnce = async (
-    run: { taskId: string; maxPricePoints: string; excludedSolverIds: string[] },
+    run: { taskId: string; maxPricePoints: string; excludedSolverIds: string[]; verifiersOnly?: boolean },
   ): Promise<{ ok: true } | { ok: false; status: 'unanswered' | 'skipped'; message: string }> => {
     const deadline = Date.now() + input.timeoutSeconds * 1000;
     const fail = async (status: 'unanswered' | 'skipped', message: string) => {
@@ -50,13 +50,14 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
       taskType: input.taskType,
       maxPricePoints: run.maxPricePoints,
       excludedSolverIds: run.excludedSolverIds,
+      verifiersOnly: run.verifiersOnly,
       behindClientTasks: true,
     });
     let assignment: Assignment;
     if (reservation.assignment) assignment = reservation.assignment;
     else {
       if (reservation.finishedAs) return fail('unanswered', `The run's task ended ${reservation.finishedAs}.`);
-      if (reservation.untriedOnline === 0) return fail('skipped', 'No other trusted solver within the price cap is online.');
+      if (reservation.untriedOnline === 0) return fail('skipped', `No other trusted ${run.verifiersOnly ? 'verifier' : 'solver'} within the price cap is online.`);
       // Queued behind every client task: whoever frees or adds a slot that no waiting client task fits
       // hands it over; only the deadline bounds the wait.
       const remaining = deadline - Date.now();
@@ -74,7 +75,12 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
   const workflowId = workflowInfo().workflowId;
   const created = await db.createRedundantRunTask({ clientTaskId: input.clientTaskId, runTaskId: input.runTaskId, workflowId });
   if (!created.created) return finish({ clientTaskId: input.clientTaskId, status: 'skipped', reason: created.reason });
-  const second = await runOnce({ taskId: created.runTaskId, maxPricePoints: created.maxPricePoints, excludedSolverIds: created.excludedSolverIds ?? [created.firstSolverId] });
+  const second = await runOnce({
+    taskId: created.runTaskId,
+    maxPricePoints: created.maxPricePoints,
+    excludedSolverIds: created.excludedSolverIds ?? [created.firstSolverId],
+    verifiersOnly: created.byVerifier,
+  });
   if (!second.ok) {
     await db.endRedundantRun({ clientTaskId: input.clientTaskId, status: second.status, reason: second.message });
     return finish({ clientTaskId: input.clientTaskId, status: second.status, reason: second.message });

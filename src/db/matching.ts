@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
-import { evidenceOf, isCanaryTaskType, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
+import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
 
 /**
  * Matching a task to a solver's slot, and the queue of tasks waiting for one (docs/queue.md). A slot is
@@ -28,7 +28,7 @@ export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId
 /**
  * The solvers that may take a task of this type: a capability for it, connected (not draining) to a live API node, not
  * excluded, trusted with client work (src/trust/reputation.ts), and (chat) strong-tier for one of the allowed
- * models. A canary (`canaryFor`) goes to its one solver instead, on probation or not, unless quarantined.
+ * models; with `verifiersOnly`, a verifier. A canary (`canaryFor`) goes to its one solver instead, on probation or not, unless quarantined.
  * A task that asks for a `country` goes only to capabilities that declare it (a value, or an expression
  * that reads it from the task's row).
  * `FROM … WHERE …`, with the capability as `c`, its connection as `sc`, the solver's record as `s` and its
@@ -36,7 +36,13 @@ export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId
  */
 export function eligibleSolvers(
   taskType: string,
-  options: { strongModels?: string[]; excludedSolverIds?: string[]; canaryFor?: string; country?: string | null | ReturnType<typeof sql.fragment> } = {},
+  options: {
+    strongModels?: string[];
+    excludedSolverIds?: string[];
+    verifiersOnly?: boolean;
+    canaryFor?: string;
+    country?: string | null | ReturnType<typeof sql.fragment>;
+  } = {},
 ) {
   const strongOnly = options.strongModels !== undefined;
   const country = typeof options.country === 'object' && options.country !== null ? options.country : sql.fragment`${options.country ?? null}::text`;
@@ -49,6 +55,7 @@ export function eligibleSolvers(
     LEFT JOIN solver_reputation rep ON rep.solver_id = c.solver_id AND rep.task_type = c.task_type
     WHERE c.task_type = ${taskType}
       AND NOT (c.solver_id = ANY(${sql.array(options.excludedSolverIds ?? [], 'text')}))
+      AND (${!options.verifiersOnly} OR ${isVerifier(sql.fragment`c.solver_id`)})
       AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))
       AND (${country} IS NULL OR c.country = ${country})
       AND ${trust}`;
@@ -62,6 +69,7 @@ export function eligibleSolvers(
 const fitsWaiting = () => sql.fragment`
   q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), sql.fragment`q.max_price_points`)}
   AND NOT (c.solver_id = ANY(q.excluded_solver_ids))
+  AND (NOT q.verifiers_only OR ${isVerifier(sql.fragment`c.solver_id`)})
   AND (q.strong_models IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(q.strong_models)))
   AND NOT EXISTS (SELECT 1 FROM tasks qt WHERE qt.task_id = q.task_id AND qt.country IS NOT NULL AND c.country IS DISTINCT FROM qt.country)
   AND CASE WHEN q.canary_for IS NULL THEN ${trusted('c')} ELSE c.solver_id = q.canary_for AND NOT ${quarantined(sql.fragment`c.solver_id`)} END`;
@@ -192,6 +200,8 @@ export interface ReserveAttemptInput {
   taskType: string;
   maxPricePoints: string;
   excludedSolverIds: string[];
+  /** Only solvers marked verifiers, whenever it is matched (a run meant for verifiers, docs/trust.md). */
+  verifiersOnly?: boolean;
   /** Still eligible, but offered only when no other solver fits (e.g. an attempt lost with its node). */
   lastResortSolverIds?: string[];
   strongModels?: string[];
@@ -260,7 +270,13 @@ const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
  * canary overtakes: its solver's free slot is its own first (docs/trust.md).
  */
 export function reservationSteps(input: ReservationInput) {
-  const eligible = eligibleSolvers(input.taskType, { strongModels: input.strongModels, excludedSolverIds: input.excludedSolverIds, canaryFor: input.canaryFor, country: input.country });
+  const eligible = eligibleSolvers(input.taskType, {
+    strongModels: input.strongModels,
+    excludedSolverIds: input.excludedSolverIds,
+    verifiersOnly: input.verifiersOnly,
+    canaryFor: input.canaryFor,
+    country: input.country,
+  });
   const figures = input.figures ?? figuresOf();
   return sql.fragment`
     offers AS MATERIALIZED (
@@ -368,6 +384,7 @@ export interface QueueEntry {
   maxPricePoints: string;
   strongModels?: string[];
   excludedSolverIds: string[];
+  verifiersOnly?: boolean;
   lastResortSolverIds?: string[];
   /** A canary: it waits for this one solver's slot. */
   canaryFor?: string;
@@ -382,11 +399,11 @@ export interface QueueEntry {
 export function queueValues(entry: QueueEntry, routingSort = sql.fragment`${entry.routingSort ?? null}::text`, figures: Figures = figuresOf()) {
   return sql.fragment`${entry.taskId}, ${entry.taskType}, ${entry.attemptNumber}, ${entry.maxPricePoints}::numeric,
     ${entry.strongModels ? sql.array(entry.strongModels, 'text') : null}::text[], ${sql.array(entry.excludedSolverIds, 'text')},
-    ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text, ${routingSort}, ${figureValues(figures)}`;
+    ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text, ${routingSort}, ${figureValues(figures)}, ${entry.verifiersOnly ?? false}`;
 }
 export const QUEUE_COLUMNS = sql.fragment`
   arrival, workflow_id, timeout_seconds, task_id, task_type, attempt_number, max_price_points, strong_models, excluded_solver_ids, last_resort_solver_ids,
-  canary_for, routing_sort, ${FIGURE_COLUMNS}`;
+  canary_for, routing_sort, ${FIGURE_COLUMNS}, verifiers_only`;
 
 /** A slot handed to a waiting task: its workflow is to be told (the row in `slot_handoffs` until it is). */
 export interface Handoff {
@@ -423,6 +440,7 @@ const WaitingRow = z.object({
   max_price_points: z.string(),
   strong_models: z.array(z.string()).nullable(),
   excluded_solver_ids: z.array(z.string()),
+  verifiers_only: z.boolean(),
   last_resort_solver_ids: z.array(z.string()),
   workflow_id: z.string(),
   arrival: z.string(),
@@ -464,7 +482,7 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
       // for this handoff, or is skipped here, and neither waits for the other.
       const head = await tx.maybeOne(sql.type(WaitingRow)`
         SELECT q.task_id, q.task_type, q.attempt_number, trim_scale(q.max_price_points)::text AS max_price_points, q.strong_models,
-               q.excluded_solver_ids, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.country, t.payload,
+               q.excluded_solver_ids, q.verifiers_only, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.country, t.payload,
                q.estimate_prompt_tokens, q.estimate_completion_tokens, q.max_price_prompt::text, q.max_price_completion::text, q.max_price_request::text,
                (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms
         FROM task_queue q JOIN tasks t ON t.task_id = q.task_id
@@ -507,6 +525,7 @@ async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise
       maxPricePoints: head.max_price_points,
       strongModels: head.strong_models ?? undefined,
       excludedSolverIds: head.excluded_solver_ids,
+      verifiersOnly: head.verifiers_only,
       lastResortSolverIds: head.last_resort_solver_ids,
       canaryFor: head.canary_for ?? undefined,
       onlyIf: sql.fragment`true`,

@@ -477,7 +477,8 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
       SELECT ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry, sql.fragment`t.routing_sort`, figuresIn('t'))}
       FROM task t WHERE ${neither} AND NOT EXISTS (SELECT 1 FROM reserved)
       ON CONFLICT (task_id) DO UPDATE SET attempt_number = EXCLUDED.attempt_number, max_price_points = EXCLUDED.max_price_points,
-        strong_models = EXCLUDED.strong_models, excluded_solver_ids = EXCLUDED.excluded_solver_ids, last_resort_solver_ids = EXCLUDED.last_resort_solver_ids
+        strong_models = EXCLUDED.strong_models, excluded_solver_ids = EXCLUDED.excluded_solver_ids, last_resort_solver_ids = EXCLUDED.last_resort_solver_ids,
+        verifiers_only = EXCLUDED.verifiers_only
       RETURNING task_id
     )
     SELECT (SELECT row_to_json(x) FROM (
@@ -494,6 +495,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   const eligible = eligibleSolvers(input.taskType, {
     strongModels: input.strongModels,
     excludedSolverIds: input.excludedSolverIds,
+    verifiersOnly: input.verifiersOnly,
     canaryFor: input.canaryFor,
     country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${input.taskId})`,
   });

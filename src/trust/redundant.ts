@@ -8,10 +8,10 @@ import type { Db } from '../db/pool';
 import { refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
-import { recordRedundantRunStep, trustPolicy } from './reputation';
+import { isVerifier, recordRedundantRunStep, trustPolicy } from './reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
 import { verificationRate } from './sprt';
-import { isVerifier, recordVerifiedOutcomeIn, verifiedPasses } from './verifiers';
+import { recordVerifiedOutcomeIn, verifiedPasses } from './verifiers';
 
 /**
  * Verified client tasks (docs/trust.md, "Verified client tasks" and "Redundant runs"): a sampled client
@@ -103,7 +103,8 @@ export async function skipUnstartedRedundantRuns(db: Runner, clientTaskIds: read
 
 /**
  * What creating a run's task did: the task to run (its cap, the solver it checks, the solvers to leave
- * out, and whether it goes to verifiers only), or why there is none.
+ * out, and whether it goes to verifiers only: matched to them alone, whoever comes online while it
+ * waits), or why there is none.
  */
 export type RedundantRunCreated =
   | { created: true; runTaskId: string; maxPricePoints: string; firstSolverId: string; excludedSolverIds?: string[]; byVerifier?: boolean }
@@ -121,20 +122,18 @@ const RunRow = z.object({
 
 /**
  * Who may run a client task again: with a verifier online that may take the type (trusted, free or
- * not), verifiers only, by leaving out every other solver that offers the type; otherwise any solver
- * but the one that served it.
+ * not), verifiers only (`byVerifier`, matched with `verifiersOnly`); otherwise any solver but the one
+ * that served it.
  */
 async function runnersFor(db: Runner, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
+  const excludedSolverIds = [run.firstSolverId];
   const online =
     byVerifier ??
     (await db.oneFirst(sql.type(z.object({ online: z.boolean() }))`
       SELECT EXISTS (
-        SELECT 1 ${eligibleSolvers(run.taskType, { excludedSolverIds: [run.firstSolverId], country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})` })}
-          AND ${isVerifier(sql.fragment`c.solver_id`)}) AS online`));
-  if (!online) return { byVerifier: false, excludedSolverIds: [run.firstSolverId] };
-  const others = await db.anyFirst(sql.type(z.object({ solver_id: z.string() }))`
-    SELECT DISTINCT c.solver_id FROM solver_capabilities c WHERE c.task_type = ${run.taskType} AND NOT ${isVerifier(sql.fragment`c.solver_id`)}`);
-  return { byVerifier: true, excludedSolverIds: [...new Set([run.firstSolverId, ...others])] };
+        SELECT 1 ${eligibleSolvers(run.taskType, { excludedSolverIds, verifiersOnly: true, country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})` })}
+      ) AS online`));
+  return { byVerifier: online, excludedSolverIds };
 }
 
 /**

@@ -175,6 +175,12 @@ export const belowThreshold = (r: string) => sql.fragment`${scoreOf(r)} < ${poli
 export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`EXISTS (SELECT 1 FROM solver_quarantines x WHERE x.solver_id = ${solverId} AND x.cleared_at IS NULL)`;
 
+/**
+ * Whether solver `solverId` (an SQL expression) is marked a verifier (src/trust/verifiers.ts). Beside
+ * the other rules matching reads: a run meant for verifiers is matched to verifiers only.
+ */
+export const isVerifier = (solverId: ReturnType<typeof sql.fragment>) => sql.fragment`EXISTS (SELECT 1 FROM solver_verifiers v WHERE v.solver_id = ${solverId})`;
+
 /** Whether canaries are sent at all under this process's policy (for probation, or by count). */
 export const checksSent = () => policy.probationCanaries > 0 || policy.canaryEveryTasks > 0;
 

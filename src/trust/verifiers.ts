@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { adjustFailuresStep, CANARY_PASS_WEIGHT } from './reputation';
+import { adjustFailuresStep, CANARY_PASS_WEIGHT, isVerifier } from './reputation';
 import { sprtStep, sprtThresholds, type SprtDecision } from './sprt';
 
 /**
@@ -9,11 +9,6 @@ import { sprtStep, sprtThresholds, type SprtDecision } from './sprt';
  */
 
 type Runner = CommonQueryMethods;
-type Fragment = ReturnType<typeof sql.fragment>;
-
-/** Whether solver `solverId` (an SQL expression) is marked a verifier. */
-export const isVerifier = (solverId: Fragment) => sql.fragment`EXISTS (SELECT 1 FROM solver_verifiers v WHERE v.solver_id = ${solverId})`;
-
 /** Marks a solver a verifier, or unmarks it. Returns whether it is one now. */
 export async function setVerifier(db: Runner, solverId: string, verifier: boolean): Promise<boolean> {
   if (verifier) await db.query(sql.unsafe`INSERT INTO solver_verifiers (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);

@@ -2,6 +2,7 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import type { TaskMessage } from '../../src/schemas/frames';
+import { encodeGrayPng } from '../../src/trust/png';
 import { honestAnswer } from './chat-answers';
 
 /**
@@ -173,6 +174,32 @@ export function fabricatesOneIn(every: number, apiOrigin: string): Script {
     return clientPages % every === 0 ? fabricatedFetch(frame, self) : honestFetch(frame, self);
   };
 }
+
+const SHOT = { width: 1280, height: 800 };
+let blankShot: string | undefined;
+let pageLikeShot: string | undefined;
+
+/** Answers every screenshot with a blank white image of the viewport's size, rendering nothing. */
+export const blankScreenshot: Script = (frame, self) => {
+  blankShot ??= encodeGrayPng(SHOT.width, SHOT.height, () => 255).toString('base64');
+  self.send({ type: 'accept', attempt_id: frame.attempt_id });
+  self.send({ type: 'result', attempt_id: frame.attempt_id, result: { mime_type: 'image/png', image_base64: blankShot, ...SHOT } });
+};
+
+/**
+ * Answers every screenshot with one made-up image drawn to look like a simple page: a heading and a few
+ * lines of dark text at the top left, white below, the layout most client pages share.
+ */
+export const pageLikeScreenshot: Script = (frame, self) => {
+  const dark = (x: number, y: number) => {
+    const line = Math.floor((y - 20) / 30);
+    const inLine = (y - 20) % 30 < (line === 0 ? 26 : 14);
+    return x >= 8 && y >= 20 && line < 5 && inLine && x < (line === 0 ? 700 : 1200 - line * 90);
+  };
+  pageLikeShot ??= encodeGrayPng(SHOT.width, SHOT.height, (x, y) => (dark(x, y) ? 30 : 255)).toString('base64');
+  self.send({ type: 'accept', attempt_id: frame.attempt_id });
+  self.send({ type: 'result', attempt_id: frame.attempt_id, result: { mime_type: 'image/png', image_base64: pageLikeShot, ...SHOT } });
+};
 
 /** Searches with `search` (an honest backend) and returns its results. */
 export function honestSearch(search: (query: string, count: number) => Promise<{ title: string; url: string; snippet: string }[]>): Script {
