@@ -105,25 +105,26 @@ export function accountRoutes(deps: AppDeps): Route[] {
     // After the params: whether the key revokes itself is read from a valid key_id.
     requireKeyManager({ mayRevokeItself: true }),
     async (req, res) => {
-    const query = parseOrThrow(RevokeApiKeyQuery, req.query, ['query']);
-    const keyId = req.params.key_id as string;
-    const outcome = await revokeApiKey(deps.db, accountOf(res).account_id, keyId, { allowLast: query.allow_last === 'true' });
-    switch (outcome.kind) {
-      case 'revoked':
-        res.json(outcome.key);
-        return;
-      case 'not_found':
-        throw new ApiError('api_key_not_found', `No API key "${keyId}" on this account.`);
-      case 'last_key':
-        throw new ApiError(
-          'last_api_key',
-          outcome.lastUnrestricted
-            ? `Key ${keyId} is this account's only live unrestricted key: without it no key could create, change or revoke keys. Create another unrestricted key first (POST /v1/account/keys), or repeat with ?allow_last=true.`
-            : `Key ${keyId} is this account's only live key: revoking it would leave no way to use the account. Create another key first (POST /v1/account/keys), or repeat with ?allow_last=true.`,
-          { key_id: keyId },
-        );
-    }
-  }] }));
+      const query = parseOrThrow(RevokeApiKeyQuery, req.query, ['query']);
+      const keyId = req.params.key_id as string;
+      const outcome = await revokeApiKey(deps.db, accountOf(res).account_id, keyId, { allowLast: query.allow_last === 'true' });
+      switch (outcome.kind) {
+        case 'revoked':
+          res.json(outcome.key);
+          return;
+        case 'not_found':
+          throw new ApiError('api_key_not_found', `No API key "${keyId}" on this account.`);
+        case 'last_key':
+          throw new ApiError(
+            'last_api_key',
+            outcome.lastUnrestricted
+              ? `Key ${keyId} is this account's only live unrestricted key: without it no key could create, change or revoke keys. Create another unrestricted key first (POST /v1/account/keys), or repeat with ?allow_last=true.`
+              : `Key ${keyId} is this account's only live key: revoking it would leave no way to use the account. Create another key first (POST /v1/account/keys), or repeat with ?allow_last=true.`,
+            { key_id: keyId },
+          );
+      }
+    },
+  ] }));
 
   // The replaced secret is the account's to have kept; only its end is shown.
   const shownSecret = ({ secret, rotated_at, previous_secret_expires_at }: WebhookSecret) => ({ secret, rotated_at, previous_secret_expires_at });
