@@ -1,16 +1,18 @@
 import path from 'node:path';
-import express, { type Express, type Router } from 'express';
+import express, { type Express, type RequestHandler, type Router } from 'express';
 import swaggerUiDist from 'swagger-ui-dist';
 import { AddressLimits } from './address-limits';
 import type { AppDeps } from './deps';
-import { httpMetrics, metricsRoutes } from '../metrics/http';
+import { httpMetrics, metricsRoutes, requireMetricsAccess } from '../metrics/http';
 import { errorHandler, jsonBody, notFound, requestContext } from './middleware';
 import { openApiDocument } from './openapi';
 import { installRateLimit } from './rate-limit';
+import { requireAccount, requireAdmin } from './auth';
+import { mount, type Auth } from './route';
 import { accountRoutes } from './routes/account';
 import { adminRoutes } from './routes/admin';
 import { chatRoutes, OPENAI_PATHS, openAiErrorDialect } from './routes/chat';
-import { crawlRoutes } from './routes/crawl';
+import { activeCrawlPaths, crawlRoutes } from './routes/crawl';
 import { COMPAT_SCRAPER_PREFIX, compatRoutes, FIRECRAWL_V2_ROOT, firecrawlErrorDialect } from './routes/compat';
 import { consoleRoutes } from './routes/console';
 import { canarySites } from './routes/canary';
@@ -43,8 +45,32 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   app.use(requestContext(deps.logger));
   app.use(jsonBody(deps.config.bodyLimitBytes));
 
+  // Each module's routes on a router of its own, in this order; the same lists make the OpenAPI document.
+  const crawl = crawlRoutes(deps);
+  const modules = [
+    healthRoutes(deps),
+    metricsRoutes(),
+    accountRoutes(deps),
+    modelRoutes(deps),
+    adminRoutes(deps),
+    limitRoutes(deps),
+    taskRoutes(deps),
+    solverRoutes(deps),
+    solverToolRoutes(deps),
+    chatRoutes(deps),
+    compatRoutes(deps),
+    crawl,
+  ];
+  const routes = modules.flat();
+  const authentication: Record<Auth, RequestHandler[]> = {
+    none: [],
+    bearer: [requireAccount()],
+    admin: [requireAdmin(deps.config.adminApiKey)],
+    metrics: [requireMetricsAccess({ metricsToken: deps.config.metricsToken, adminApiKey: deps.config.adminApiKey })],
+  };
+
   app.get('/openapi.json', (_req, res) => {
-    res.json(openApiDocument());
+    res.json(openApiDocument(routes));
   });
   app.use('/docs/assets', express.static(path.resolve(swaggerUiDist.getAbsoluteFSPath()), { index: false }));
   app.get(['/docs', '/docs/'], (_req, res) => {
@@ -52,21 +78,13 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   });
 
   app.use(consoleRoutes());
-  app.use(healthRoutes(deps));
-  app.use(metricsRoutes({ metricsToken: deps.config.metricsToken, adminApiKey: deps.config.adminApiKey }));
-  app.use(accountRoutes(deps));
-  app.use(modelRoutes(deps));
-  app.use(adminRoutes(deps));
-  app.use(limitRoutes(deps));
-  app.use(taskRoutes(deps));
-  app.use(solverRoutes(deps));
-  app.use(solverToolRoutes(deps));
-  app.use(chatRoutes(deps));
-  app.use(compatRoutes(deps));
-  app.use(crawlRoutes(deps));
+  for (const list of modules) {
+    // The crawl routes follow the guards of their `active` paths on one router, which those guards leave.
+    app.use(mount(list, authentication, list === crawl ? activeCrawlPaths() : undefined));
+  }
   for (const router of extraRouters) app.use(router);
 
-  app.use(notFound);
+  app.use(notFound(routes));
   app.use([COMPAT_SCRAPER_PREFIX, FIRECRAWL_V2_ROOT], firecrawlErrorDialect());
   app.use(OPENAI_PATHS, openAiErrorDialect());
   app.use(errorHandler());

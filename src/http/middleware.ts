@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
-import { documentedMethods } from './openapi';
+import { declaredMethods, type Route } from './route';
 import { jsonErrorOffset, RequestValidationError } from './validation';
 
 /** Accepts a caller's X-Request-Id when it looks sane, otherwise makes one; echoed on the response. */
@@ -121,8 +121,9 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
   ];
 }
 
-export const notFound: RequestHandler = (req, _res, next) => {
-  const allowed = documentedMethods(req.path);
+/** 405 with Allow at a path some route declares with another method, 404 elsewhere. */
+export const notFound = (routes: Route[]): RequestHandler => (req, _res, next) => {
+  const allowed = declaredMethods(routes, req.path);
   // A documented method that got here is the solver socket's path without its upgrade: plain 404.
   if (allowed.length > 0 && !allowed.includes(req.method)) {
     const allow = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed;

@@ -1,11 +1,12 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Router, type Request, type RequestHandler } from 'express';
+import type { Request, RequestHandler } from 'express';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
 import { httpDuration, httpRequests } from './metrics';
 import { metricsText } from './scrape';
+import { route, type Route } from '../http/route';
 
 /**
  * /metrics over HTTP: the request figures every API route contributes, the access check (the metrics
@@ -60,16 +61,27 @@ export function metricsRefusal(keys: { metricsToken?: string; adminApiKey?: stri
   return matched ? null : new ApiError('invalid_metrics_token', 'The metrics token is not valid.');
 }
 
+/** The metrics token or the admin key, as a route's authentication (the `metrics` auth of src/http/route.ts). */
+export function requireMetricsAccess(keys: { metricsToken?: string; adminApiKey?: string }): RequestHandler {
+  return (req, _res, next) => next(metricsRefusal(keys, (name) => req.header(name)) ?? undefined);
+}
+
 /** GET /metrics on an API node. */
-export function metricsRoutes(keys: { metricsToken?: string; adminApiKey?: string }): Router {
-  const router = Router();
-  router.get(METRICS_PATH, async (req, res) => {
-    const refusal = metricsRefusal(keys, (name) => req.header(name));
-    if (refusal) throw refusal;
-    const { contentType, body } = await metricsText();
-    res.type(contentType).send(body);
-  });
-  return router;
+export function metricsRoutes(): Route[] {
+  return [
+    route({
+      method: 'get',
+      path: METRICS_PATH,
+      summary: 'Prometheus figures of this node (text exposition format), for METRICS_TOKEN or the admin key (docs/metrics.md)',
+      tag: 'health',
+      auth: 'metrics',
+      success: 'prometheus',
+      handler: async (_req, res) => {
+        const { contentType, body } = await metricsText();
+        res.type(contentType).send(body);
+      },
+    }),
+  ];
 }
 
 export interface MetricsListener {

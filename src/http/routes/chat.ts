@@ -1,5 +1,5 @@
 import crypto from 'node:crypto';
-import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+import type { ErrorRequestHandler, Request, Response } from 'express';
 import { chunk, completionBody, MessageAssembler, normalizeUsage, openAiErrorBody, usageChunk, type CompletionMeta } from '../../chat/openai-format';
 import type { RelayEvent } from '../../chat/relay';
 import { completionBudget } from '../../chat/request-estimate';
@@ -11,9 +11,10 @@ import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
 import { ChatCompletionBody, type ChatCompletionRequest } from '../../schemas/requests';
 import { chatWorkflowId } from '../../contract/workflows';
-import { accountOf, requireAccount } from '../auth';
+import type { ErrorType } from '../../errors';
+import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
-import { validateBody } from '../validation';
+import { route, type Route } from '../route';
 import { costHeaders, createdTask, failureError } from '../web-tasks';
 
 export const TRUST_MODES = ['standard', 'strict'] as const;
@@ -49,9 +50,9 @@ const decimalOrNull = (value: string | number | null | undefined) => (value === 
 const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T | null> =>
   Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms).unref())]);
 
-export function chatRoutes(deps: AppDeps): Router {
-  const router = Router();
-  const auth = requireAccount();
+const CHAT_ERRORS: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
+
+export function chatRoutes(deps: AppDeps): Route[] {
 
   const handler = async (req: Request, res: Response) => {
     const body = req.body as ChatCompletionRequest & Record<string, unknown>;
@@ -194,10 +195,23 @@ export function chatRoutes(deps: AppDeps): Router {
     }
   };
 
-  router.post('/v1/chat/completions', auth, validateBody(ChatCompletionBody), handler);
-  // Temporary alias during the migration window; same behaviour.
-  router.post('/v1/inference/chat/completions', auth, validateBody(ChatCompletionBody), handler);
-  return router;
+  const completion = {
+    method: 'post',
+    tag: 'inference',
+    auth: 'bearer',
+    cost: true,
+    body: ChatCompletionBody,
+    headers: { 'X-Service-Trust-Mode': 'standard (default) or strict' },
+    errors: CHAT_ERRORS,
+    success: 'sse',
+    openai: true,
+    handler,
+  } as const;
+  return [
+    route({ ...completion, path: '/v1/chat/completions', summary: 'OpenAI-compatible chat completion (JSON or SSE)' }),
+    // Temporary alias during the migration window; same behaviour.
+    route({ ...completion, path: '/v1/inference/chat/completions', summary: 'Temporary alias of /v1/chat/completions' }),
+  ];
 }
 
 /** The OpenAI-compatible paths (completions, its alias, models), whose errors are OpenAI's error object. */

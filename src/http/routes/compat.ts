@@ -1,4 +1,4 @@
-import { Router, type ErrorRequestHandler, type Request, type Response } from 'express';
+import type { ErrorRequestHandler, Request, Response } from 'express';
 import { DEFAULT_FORMATS, firecrawlFailure, scrapeDocument, timeoutSecondsOf, withScheme, type ScrapeParts } from '../../compat/firecrawl';
 import { firecrawlActions, parseActions } from '../../compat/firecrawl-actions';
 import { planScrapeV2, renderPayload, unsupportedFormat, unsupportedResultScrape, webResultV1, webResultV2, type SearchHit } from '../../compat/firecrawl-v2';
@@ -20,9 +20,11 @@ import { costOfTasks } from '../../db/ledger';
 import { idempotencyKeyReused as keyUsedElsewhere } from '../../db/tasks';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, idempotencyKeyReused, noSolverInCountry, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
-import { accountOf, requireAccount } from '../auth';
+import type { ErrorType } from '../../errors';
+import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
-import { parseOrThrow, RequestValidationError, validateBody, type ValidationDetail } from '../validation';
+import { IDEMPOTENT_RUN, idempotent, route, type Route } from '../route';
+import { parseOrThrow, RequestValidationError, type ValidationDetail } from '../validation';
 import { assertAllowedTarget } from '../target-policy';
 
 /**
@@ -48,9 +50,17 @@ const SCRAPE_PARTS: readonly ScrapePart[] = ['fetch', 'render', 'screenshot'];
 const SEARCH_RESULTS_MAX = 10;
 const FIRECRAWL_SEARCH_DEFAULT_LIMIT = 5;
 
-export function compatRoutes(deps: AppDeps): Router {
-  const router = Router();
-  const auth = requireAccount();
+/** A scrape: a format, option or action this service does not serve is refused before anything is held. */
+const SCRAPE_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN];
+/** v1 names its formats in the request schema: an unserved one is a 422 there. */
+const SCRAPE_V1_ERRORS: ErrorType[] = SCRAPE_ERRORS.filter((type) => type !== 'unsupported_format');
+const SEARCH_ERRORS: ErrorType[] = ['unsupported_format', ...IDEMPOTENT_RUN];
+const SCRAPE_KEY = idempotent('answers with the first scrape\'s tasks', true);
+const SEARCH_KEY = idempotent('answers with the first search\'s task', true);
+/** What every Firecrawl route shares. */
+export const FIRECRAWL_ROUTE = { tag: 'compatibility', auth: 'bearer', firecrawl: true } as const;
+
+export function compatRoutes(deps: AppDeps): Route[] {
 
   /**
    * A scrape as Firecrawl does it: the page fetched, and rendered in a browser when it needs it (or
@@ -157,7 +167,7 @@ export function compatRoutes(deps: AppDeps): Router {
     res.json({ success: true, data: { ...data, metadata: { ...data.metadata, pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
   }
 
-  router.post([`${COMPAT_SCRAPER_PREFIX}/scrape`, `${COMPAT_SCRAPER_PREFIX}/v1/scrape`], auth, validateBody(ScrapeBody), async (req, res) => {
+  const scrapeV1 = async (req: Request, res: Response) => {
     const body = req.body as ScrapeRequest;
     const formats = body.formats && body.formats.length > 0 ? body.formats : DEFAULT_FORMATS;
     if (formats.includes('screenshot') && formats.includes('screenshot@fullPage')) {
@@ -167,9 +177,9 @@ export function compatRoutes(deps: AppDeps): Router {
     }
     const v2Formats = formats.map((format) => (format === 'screenshot@fullPage' ? { type: 'screenshot', fullPage: true } : format));
     await scrape(req, res, 'v1', { ...body, formats: v2Formats } as ScrapeV2Request);
-  });
+  };
 
-  router.post([`${COMPAT_SCRAPER_PREFIX}/v2/scrape`, `${FIRECRAWL_V2_ROOT}/scrape`], auth, validateBody(ScrapeV2Body), async (req, res) => {
+  const scrapeV2 = async (req: Request, res: Response) => {
     const body = req.body as ScrapeV2Request;
     const problems: ValidationDetail[] = [];
     (body.formats ?? []).forEach((format, index) => {
@@ -189,7 +199,7 @@ export function compatRoutes(deps: AppDeps): Router {
     }
     if (problems.length > 0) throw new RequestValidationError(problems);
     await scrape(req, res, 'v2', body);
-  });
+  };
 
   /** One web_search task for a Firecrawl search; its hits, at most `limit`, and the warning when capped. */
   async function runSearch(req: Request, res: Response) {
@@ -231,17 +241,28 @@ export function compatRoutes(deps: AppDeps): Router {
     };
   }
 
-  router.post(`${COMPAT_SCRAPER_PREFIX}/v1/search`, auth, validateBody(FirecrawlSearchBody), async (req, res) => {
+  const searchV1 = async (req: Request, res: Response) => {
     const { hits, taskId, safety, ...warning } = await runSearch(req, res);
     res.json({ success: true, data: hits.map(webResultV1), ...warning, id: taskId, ...safety });
-  });
+  };
 
-  router.post([`${COMPAT_SCRAPER_PREFIX}/v2/search`, `${FIRECRAWL_V2_ROOT}/search`], auth, validateBody(FirecrawlSearchBody), async (req, res) => {
+  const searchV2 = async (req: Request, res: Response) => {
     const { hits, taskId, safety, ...warning } = await runSearch(req, res);
     res.json({ success: true, data: { web: hits.map(webResultV2), ...safety }, ...warning, id: taskId });
-  });
+  };
 
-  return router;
+  const scrape1 = { ...FIRECRAWL_ROUTE, method: 'post', cost: true, body: ScrapeBody, headers: SCRAPE_KEY, errors: SCRAPE_V1_ERRORS, handler: scrapeV1 } as const;
+  const scrape2 = { ...FIRECRAWL_ROUTE, method: 'post', cost: true, body: ScrapeV2Body, headers: SCRAPE_KEY, errors: SCRAPE_ERRORS, handler: scrapeV2 } as const;
+  const search = { ...FIRECRAWL_ROUTE, method: 'post', cost: true, body: FirecrawlSearchBody, headers: SEARCH_KEY, errors: SEARCH_ERRORS } as const;
+  return [
+    route({ ...scrape1, path: `${COMPAT_SCRAPER_PREFIX}/scrape`, summary: 'Firecrawl v1 compatible scrape (docs/decisions.md lists which options are served, accepted or refused)' }),
+    route({ ...scrape1, path: `${COMPAT_SCRAPER_PREFIX}/v1/scrape`, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)' }),
+    route({ ...scrape2, path: `${COMPAT_SCRAPER_PREFIX}/v2/scrape`, summary: 'Firecrawl v2 compatible scrape: fetched, rendered when the page needs it, actions run in the browser; unserved formats, options and actions are 400 naming them' }),
+    route({ ...scrape2, path: `${FIRECRAWL_V2_ROOT}/scrape`, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)' }),
+    route({ ...search, path: `${COMPAT_SCRAPER_PREFIX}/v1/search`, summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of {url,title,description})', handler: searchV1 }),
+    route({ ...search, path: `${COMPAT_SCRAPER_PREFIX}/v2/search`, summary: 'Firecrawl v2 compatible search (a web_search task; data.web lists {url,title,description,position})', handler: searchV2 }),
+    route({ ...search, path: `${FIRECRAWL_V2_ROOT}/search`, summary: 'The same v2 search at the path firecrawl-py 4.x builds', handler: searchV2 }),
+  ];
 }
 
 /**

@@ -1,5 +1,6 @@
 import crypto from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
+import type { ErrorType } from '../../errors';
 import { planScrapeV2, unsupportedFormat } from '../../compat/firecrawl-v2';
 import { withScheme, timeoutSecondsOf } from '../../compat/firecrawl';
 import { extractLinks, isValidSelector } from '../../compat/page-html';
@@ -28,12 +29,13 @@ import {
   type MapRequest,
 } from '../../schemas/requests';
 import { crawlWorkflowId, type CrawlWorkflowInput } from '../../contract/workflows';
-import { accountOf, requireAccount } from '../auth';
+import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
-import { parseOrThrow, RequestValidationError, validateBody, validateParams, type ValidationDetail } from '../validation';
+import { idempotent, routesAt, RUNS_TASK, type Route } from '../route';
+import { parseOrThrow, RequestValidationError, type ValidationDetail } from '../validation';
 import { idempotencyOf } from '../idempotency';
 import { idempotencyKeyReused, insufficientBalance, noSolverOnline, runWebTask } from '../web-tasks';
-import { COMPAT_SCRAPER_PREFIX, FIRECRAWL_V2_ROOT } from './compat';
+import { COMPAT_SCRAPER_PREFIX, FIRECRAWL_ROUTE, FIRECRAWL_V2_ROOT } from './compat';
 import { assertAllowedTarget } from '../target-policy';
 
 /**
@@ -135,10 +137,26 @@ function checkPatterns(patterns: { includePaths?: string[] | null; excludePaths?
   }
 }
 
-export function crawlRoutes(deps: AppDeps): Router {
+/**
+ * `active` is a path of its own, not a job id: another method there is a 405, not a cancel of job "active",
+ * and OPTIONS lists its own methods, not those of /crawl/{id}. The crawl routes are mounted on this router,
+ * after these.
+ */
+export function activeCrawlPaths(): Router {
   const router = Router();
-  const auth = requireAccount();
-  const params = validateParams(JobIdParams);
+  const activePaths = [...v2('/crawl/active'), v1('/crawl/active')];
+  router.delete(activePaths, (_req, _res, next) => next('router'));
+  router.options(activePaths, (_req, res) => {
+    res.set('Allow', 'GET, HEAD').type('text').send('GET, HEAD');
+  });
+  return router;
+}
+
+const START_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'service_unavailable', 'idempotency_key_reused'];
+const MAP_ERRORS: ErrorType[] = ['domain_blocked', ...RUNS_TASK];
+const JOB_KEY = idempotent('answers with the first request\'s job', true);
+
+export function crawlRoutes(deps: AppDeps): Route[] {
 
   /** What every job needs before it exists: a fetch solver online, and points for its first page. */
   async function assertCanRun(res: Response): Promise<void> {
@@ -243,14 +261,14 @@ export function crawlRoutes(deps: AppDeps): Router {
     return startJob(req, res, { kind: 'crawl', operation, url: start, options, pages: [], webhook: body.webhook });
   }
 
-  router.post(v2('/crawl'), auth, validateBody(CrawlV2Body), async (req, res) => {
+  const crawlV2 = async (req: Request, res: Response) => {
     const body = req.body as CrawlV2Request;
     const options = crawlOptions(body, { crawlEntireDomain: body.crawlEntireDomain ?? false, sitemap: body.sitemap ?? 'include', scrape: scrapeSettingsV2(body.scrapeOptions, ['body', 'scrapeOptions']) });
     const id = await startCrawl(req, res, body, options, 'v2');
     res.json({ success: true, id, url: `${apiBase(req, deps)}/v2/crawl/${id}` });
-  });
+  };
 
-  router.post(v1('/crawl'), auth, validateBody(CrawlV1Body), async (req, res) => {
+  const crawlV1 = async (req: Request, res: Response) => {
     const body = req.body as CrawlV1Request;
     const options = crawlOptions(
       { ...body, maxDiscoveryDepth: body.maxDiscoveryDepth ?? body.maxDepth },
@@ -258,7 +276,7 @@ export function crawlRoutes(deps: AppDeps): Router {
     );
     const id = await startCrawl(req, res, body, options, 'v1');
     res.json({ success: true, id, url: `${apiBase(req, deps)}/v1/crawl/${id}` });
-  });
+  };
 
   /** A batch scrape's URLs: each must parse and pass the domain policy, or (ignoreInvalidURLs) is left out and named. */
   async function batchPages(urls: string[], ignoreInvalid: boolean) {
@@ -306,15 +324,15 @@ export function crawlRoutes(deps: AppDeps): Router {
     res.json({ success: true, id, url: `${apiBase(req, deps)}/${version}/batch/scrape/${id}`, ...(ignoreInvalid ? { invalidURLs: invalid } : {}) });
   }
 
-  router.post(v2('/batch/scrape'), auth, validateBody(BatchScrapeV2Body), async (req, res) => {
+  const batchV2 = async (req: Request, res: Response) => {
     const body = req.body as BatchScrapeV2Request;
     await startBatch(req, res, body, scrapeSettingsV2(body, ['body']), body.maxConcurrency, 'v2');
-  });
+  };
 
-  router.post(v1('/batch/scrape'), auth, validateBody(BatchScrapeV1Body), async (req, res) => {
+  const batchV1 = async (req: Request, res: Response) => {
     const body = req.body as BatchScrapeV1Request;
     await startBatch(req, res, body, scrapeSettingsV1(body, ['body']), null, 'v1');
-  });
+  };
 
   const ownJob = async (req: Request, res: Response): Promise<CrawlRow> => {
     const id = req.params.id as string;
@@ -384,31 +402,6 @@ export function crawlRoutes(deps: AppDeps): Router {
     });
   }
 
-  router.get(v2('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
-  router.get(v1('/crawl/active'), auth, (req, res) => active(req, res, 'crawl'));
-  // `active` is a path of its own, not a job id: another method there is a 405, not a cancel of job "active",
-  // and OPTIONS lists its own methods, not those of /crawl/{id}.
-  const activePaths = [...v2('/crawl/active'), v1('/crawl/active')];
-  router.delete(activePaths, (_req, _res, next) => next('router'));
-  router.options(activePaths, (_req, res) => {
-    res.set('Allow', 'GET, HEAD').type('text').send('GET, HEAD');
-  });
-  router.get(v2('/crawl/:id/errors'), auth, params, errors);
-  router.get(v2('/batch/scrape/:id/errors'), auth, params, errors);
-  // firecrawl-js 1.x asks for a crawl's errors with DELETE.
-  router.get(v1('/crawl/:id/errors'), auth, params, errors);
-  router.delete(v1('/crawl/:id/errors'), auth, params, errors);
-  router.get(v1('/batch/scrape/:id/errors'), auth, params, errors);
-  router.get(v2('/crawl/:id'), auth, params, (req, res) => status(req, res, '/v2/crawl'));
-  router.get(v2('/batch/scrape/:id'), auth, params, (req, res) => status(req, res, '/v2/batch/scrape'));
-  // firecrawl-js 1.x polls a batch scrape at /v1/crawl/{id}, as Firecrawl serves both there.
-  router.get(v1('/crawl/:id'), auth, params, (req, res) => status(req, res, '/v1/crawl'));
-  router.get(v1('/batch/scrape/:id'), auth, params, (req, res) => status(req, res, '/v1/batch/scrape'));
-  router.delete(v2('/crawl/:id'), auth, params, cancel);
-  router.delete(v2('/batch/scrape/:id'), auth, params, cancel);
-  router.delete(v1('/crawl/:id'), auth, params, cancel);
-  router.delete(v1('/batch/scrape/:id'), auth, params, cancel);
-
   /**
    * Map: the site's URLs from its sitemaps (fetched by the service) and the start page's links (one
    * proxy_fetch task, billed as any), on the site (and its subdomains), deduplicated, the ones matching
@@ -458,14 +451,43 @@ export function crawlRoutes(deps: AppDeps): Router {
     return listed.slice(0, body.limit ?? MAP_DEFAULT_LIMIT);
   }
 
-  router.post(v2('/map'), auth, validateBody(MapBody), async (req, res) => {
+  const mapV2 = async (req: Request, res: Response) => {
     const links = await map(req, res);
     res.json({ success: true, links: links.map((url) => ({ url })) });
-  });
+  };
 
-  router.post(v1('/map'), auth, validateBody(MapBody), async (req, res) => {
+  const mapV1 = async (req: Request, res: Response) => {
     res.json({ success: true, links: await map(req, res) });
-  });
+  };
 
-  return router;
+  const both = (path: string) => [`${COMPAT_SCRAPER_PREFIX}/v2${path}`, `${FIRECRAWL_V2_ROOT}${path}`];
+  const job = { ...FIRECRAWL_ROUTE, params: JobIdParams, errors: ['job_not_found'] as ErrorType[] };
+  const start = { ...FIRECRAWL_ROUTE, method: 'post', errors: START_ERRORS, headers: JOB_KEY } as const;
+  const mapRoute = { ...FIRECRAWL_ROUTE, method: 'post', cost: true, body: MapBody, errors: MAP_ERRORS } as const;
+  const statusAt = (path: string) => (req: Request, res: Response) => status(req, res, path);
+  const jobs = [
+    { prefix: '/v2/crawl', name: 'crawl', status: statusAt('/v2/crawl') },
+    { prefix: '/v2/batch/scrape', name: 'batch scrape', status: statusAt('/v2/batch/scrape') },
+    // firecrawl-js 1.x polls a batch scrape at /v1/crawl/{id}, as Firecrawl serves both there.
+    { prefix: '/v1/crawl', name: 'crawl or batch scrape', status: statusAt('/v1/crawl') },
+    { prefix: '/v1/batch/scrape', name: 'batch scrape', status: statusAt('/v1/batch/scrape') },
+  ];
+  const pathsOf = (prefix: string) => (prefix.startsWith('/v2') ? both(prefix.slice(3)) : [`${COMPAT_SCRAPER_PREFIX}${prefix}`]);
+  return [
+    ...routesAt(both('/crawl'), { ...start, summary: 'Firecrawl v2 crawl: starts a crawl workflow whose pages are proxy_fetch tasks (robots.txt obeyed, the domain policy applied to every URL)', body: CrawlV2Body, handler: crawlV2 }),
+    ...routesAt([v1('/crawl')], { ...start, summary: 'Firecrawl v1 crawl (the same job, v1 option names)', body: CrawlV1Body, handler: crawlV1 }),
+    ...routesAt(both('/batch/scrape'), { ...start, summary: 'Firecrawl v2 batch scrape: a list of URLs as one job (pages are proxy_fetch tasks)', body: BatchScrapeV2Body, handler: batchV2 }),
+    ...routesAt([v1('/batch/scrape')], { ...start, summary: 'Firecrawl v1 batch scrape', body: BatchScrapeV1Body, handler: batchV1 }),
+    // Before /crawl/{id}, which would take "active" for a job id.
+    ...routesAt([...both('/crawl/active'), v1('/crawl/active')], { ...FIRECRAWL_ROUTE, method: 'get', summary: 'The account\'s crawls still running', handler: (req, res) => active(req, res, 'crawl') }),
+    ...jobs.flatMap(({ prefix, name, status: handler }) => [
+      ...routesAt(pathsOf(prefix).map((path) => `${path}/{id}/errors`), { ...job, method: 'get', summary: `A ${name}'s failed pages and the URLs robots.txt kept it from`, handler: errors }),
+      ...routesAt(pathsOf(prefix).map((path) => `${path}/{id}`), { ...job, method: 'get', summary: `A ${name}'s status, counts, cost and documents, paged by \`next\` (skip, limit)`, query: CrawlStatusQuery, handler }),
+      ...routesAt(pathsOf(prefix).map((path) => `${path}/{id}`), { ...job, method: 'delete', summary: `Cancel a ${name}: pending pages stop at once, running pages' tasks are cancelled; only pages done are charged`, handler: cancel }),
+    ]),
+    // firecrawl-js 1.x asks for a crawl's errors with DELETE.
+    ...routesAt([v1('/crawl/{id}/errors')], { ...job, method: 'delete', summary: 'The same errors, at the method firecrawl-js 1.x uses', handler: errors }),
+    ...routesAt(both('/map'), { ...mapRoute, summary: 'Firecrawl v2 map: the site\'s URLs from its sitemaps and the start page\'s links (one proxy_fetch task)', handler: mapV2 }),
+    ...routesAt([v1('/map')], { ...mapRoute, summary: 'Firecrawl v1 map (links as strings)', handler: mapV1 }),
+  ];
 }

@@ -1,23 +1,20 @@
-import { Router } from 'express';
 import { findAccount } from '../../db/accounts';
 import { resetRateLimit, simulateRateLimit } from '../../db/rate-limits';
 import { ApiError } from '../../errors';
 import { DomainPolicyFileError } from '../../policy/loader';
 import { AccountIdBody, SimulateRateLimitBody } from '../../schemas/requests';
-import { requireAdmin } from '../auth';
 import type { AppDeps } from '../deps';
-import { validateBody } from '../validation';
+import { route, type Route } from '../route';
 
 /** Admin control of the rate limit and the domain policy. */
-export function limitRoutes(deps: AppDeps): Router {
-  const router = Router();
-  const admin = requireAdmin(deps.config.adminApiKey);
+export function limitRoutes(deps: AppDeps): Route[] {
+  const routes: Route[] = [];
 
   const existingAccount = async (accountId: string) => {
     if (!(await findAccount(deps.db, accountId))) throw new ApiError('account_not_found', `No account "${accountId}".`);
   };
 
-  router.post('/v1/admin/simulate-rate-limit', admin, validateBody(SimulateRateLimitBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/admin/simulate-rate-limit', summary: 'Rate-limit an account after N more requests', tag: 'admin', auth: 'admin', body: SimulateRateLimitBody, errors: ['account_not_found'], handler: async (req, res) => {
     const { account_id: accountId, trigger_after_n_requests: after } = req.body as { account_id: string; trigger_after_n_requests: number };
     await existingAccount(accountId);
     await simulateRateLimit(deps.db, accountId, after);
@@ -27,16 +24,16 @@ export function limitRoutes(deps: AppDeps): Router {
       trigger_after_n_requests: after,
       message: `The next ${after} request(s) are admitted; every later one gets 429 until POST /v1/admin/reset-rate-limit.`,
     });
-  });
+  } }));
 
-  router.post('/v1/admin/reset-rate-limit', admin, validateBody(AccountIdBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/admin/reset-rate-limit', summary: 'Clear an account\'s rate-limit counter and simulation', tag: 'admin', auth: 'admin', body: AccountIdBody, errors: ['account_not_found'], handler: async (req, res) => {
     const { account_id: accountId } = req.body as { account_id: string };
     await existingAccount(accountId);
     await resetRateLimit(deps.db, accountId);
     res.json({ account_id: accountId, reset: true, limit_per_minute: deps.config.rateLimitPerMinute });
-  });
+  } }));
 
-  router.post('/v1/admin/domain-policy/reload', admin, async (_req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/admin/domain-policy/reload', summary: 'Reload the domain policy on every node', tag: 'admin', auth: 'admin', errors: ['invalid_domain_policy'], handler: async (_req, res) => {
     let policy;
     try {
       policy = await deps.domainPolicy.reloadEverywhere(deps.bus);
@@ -53,7 +50,7 @@ export function limitRoutes(deps: AppDeps): Router {
       deny: policy.deny,
       allow_private_networks: policy.allow_private_networks || deps.config.allowPrivateNetworks,
     });
-  });
+  } }));
 
-  return router;
+  return routes;
 }

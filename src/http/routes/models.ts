@@ -1,13 +1,15 @@
-import { Router } from 'express';
 import { ApiError } from '../../errors';
 import { MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
+import { z } from '../../schemas/zod';
 import type { AppDeps } from '../deps';
+import { route, type Route } from '../route';
 
 // A fixed creation time keeps the descriptor stable across nodes and restarts.
 const MODEL_CREATED = 1_767_225_600;
 
-export function modelRoutes(deps: AppDeps): Router {
-  const router = Router();
+const ModelParams = z.object({ model: z.string().openapi({ description: 'service/strong or strong' }) });
+
+export function modelRoutes(deps: AppDeps): Route[] {
   const descriptor = () => ({
     id: PUBLIC_MODEL_ID,
     object: 'model',
@@ -19,18 +21,36 @@ export function modelRoutes(deps: AppDeps): Router {
     allowlist: deps.strongModels(),
   });
 
-  router.get('/v1/models', (_req, res) => {
-    res.json({ object: 'list', data: [descriptor()] });
-  });
-
-  // Model ids contain a slash ("service/strong"), so the whole remaining path is the id (the router decodes it).
-  router.get(/^\/v1\/models\/(.+)$/, (req, res) => {
-    const requested = (req.params as unknown as string[])[0];
-    if (!MODEL_ALIASES[requested]) {
-      throw new ApiError('model_not_found', `No model "${requested}". The public model is "${PUBLIC_MODEL_ID}" (alias "strong").`);
-    }
-    res.json(descriptor());
-  });
-
-  return router;
+  return [
+    route({
+      method: 'get',
+      path: '/v1/models',
+      summary: 'Public models',
+      tag: 'inference',
+      auth: 'none',
+      openai: true,
+      handler: (_req, res) => {
+        res.json({ object: 'list', data: [descriptor()] });
+      },
+    }),
+    route({
+      method: 'get',
+      path: '/v1/models/{model}',
+      // Model ids contain a slash ("service/strong"), so the whole remaining path is the id (the router decodes it).
+      expressPath: /^\/v1\/models\/(.+)$/,
+      summary: 'A model descriptor (service/strong or strong)',
+      tag: 'inference',
+      auth: 'none',
+      params: ModelParams,
+      errors: ['model_not_found'],
+      openai: true,
+      handler: (req, res) => {
+        const requested = (req.params as unknown as string[])[0];
+        if (!MODEL_ALIASES[requested]) {
+          throw new ApiError('model_not_found', `No model "${requested}". The public model is "${PUBLIC_MODEL_ID}" (alias "strong").`);
+        }
+        res.json(descriptor());
+      },
+    }),
+  ];
 }

@@ -1,20 +1,18 @@
-import { Router } from 'express';
 import { billingTypesOf, CAPABILITY_TASK_TYPES, CHAT_TASK_TYPE, SOLVER_PROTOCOL_VERSION } from '../../schemas/domain';
 import { solverJsonSchemas } from '../../schemas/json-schema';
 import type { z } from '../../schemas/zod';
-import type { SolverMarket } from '../../schemas/solver-market';
+import { SolverMarket } from '../../schemas/solver-market';
 import { MAX_FRAME_BYTES } from '../../dispatch/ws-server';
 import { checksSent, isCanaryTaskType } from '../../trust/reputation';
-import { requireAccount } from '../auth';
 import type { AppDeps } from '../deps';
+import { route, type Route } from '../route';
 
 /** What solver authors read before and while they run: the market's terms and the protocol's JSON Schema. */
-export function solverToolRoutes(deps: AppDeps): Router {
-  const router = Router();
-  const auth = requireAccount();
+export function solverToolRoutes(deps: AppDeps): Route[] {
+  const routes: Route[] = [];
   const { config } = deps;
 
-  router.get('/v1/solver/market', auth, (_req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/solver/market', summary: 'The market a solver works in: strong-tier allowlist, platform fee, clients\' default maximum prices, protocol version, timeouts, server time', tag: 'solver', auth: 'bearer', response: SolverMarket, handler: (_req, res) => {
     const market: z.infer<typeof SolverMarket> = {
       protocol_version: SOLVER_PROTOCOL_VERSION,
       server_time: new Date().toISOString(),
@@ -40,11 +38,11 @@ export function solverToolRoutes(deps: AppDeps): Router {
       max_frame_bytes: MAX_FRAME_BYTES,
     };
     res.json(market);
-  });
+  } }));
 
-  router.get('/v1/solver/schemas', auth, (_req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/solver/schemas', summary: 'JSON Schema (draft 2020-12) of every solver protocol frame and result type (docs/solver-schemas.json)', tag: 'solver', auth: 'bearer', handler: (_req, res) => {
     res.json(solverJsonSchemas());
-  });
+  } }));
 
-  return router;
+  return routes;
 }

@@ -1,13 +1,14 @@
-import { Router } from 'express';
 import { getBalance } from '../../db/ledger';
 import { listCapabilities, replaceCapabilities, solverStats } from '../../db/solvers';
 import { recentAttemptsOf } from '../../db/market-view';
 import { CHAT_TASK_TYPE } from '../../schemas/domain';
 import { SolverCapabilitiesBody, type SolverCapabilityInput } from '../../schemas/requests';
-import { accountOf, requireAccount } from '../auth';
+import { accountOf } from '../auth';
+import * as responses from '../../schemas/responses';
 import type { AppDeps } from '../deps';
+import { route, type Route } from '../route';
 import { heldEarnings, quarantinesOf, reputationOf } from '../../trust/quarantines';
-import { RequestValidationError, validateBody, type ValidationDetail } from '../validation';
+import { RequestValidationError, type ValidationDetail } from '../validation';
 
 /** Rules a capability list must follow beyond its schema: strong chat only for allowlisted models, no duplicates. */
 function checkCapabilities(capabilities: SolverCapabilityInput[], strongModels: string[]): ValidationDetail[] {
@@ -32,11 +33,10 @@ function checkCapabilities(capabilities: SolverCapabilityInput[], strongModels: 
   return problems;
 }
 
-export function solverRoutes(deps: AppDeps): Router {
-  const router = Router();
-  const auth = requireAccount();
+export function solverRoutes(deps: AppDeps): Route[] {
+  const routes: Route[] = [];
 
-  router.post('/v1/solver/capabilities', auth, validateBody(SolverCapabilitiesBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/solver/capabilities', summary: 'Register or replace solver capabilities', tag: 'solver', auth: 'bearer', body: SolverCapabilitiesBody, handler: async (req, res) => {
     const capabilities = req.body as SolverCapabilityInput[];
     const problems = checkCapabilities(capabilities, deps.strongModels());
     if (problems.length) throw new RequestValidationError(problems);
@@ -44,9 +44,9 @@ export function solverRoutes(deps: AppDeps): Router {
     const stored = await replaceCapabilities(deps.db, solverId, capabilities);
     deps.handoffs.deliver(stored.handoffs);
     res.json({ solver_id: solverId, capabilities: stored.capabilities.map(({ active_attempts: _active, ...capability }) => capability) });
-  });
+  } }));
 
-  router.get('/v1/solver/stats', auth, async (_req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/solver/stats', summary: 'Solver statistics, with its reputation per task type and any quarantine (docs/trust.md)', tag: 'solver', auth: 'bearer', handler: async (_req, res) => {
     const solverId = accountOf(res).account_id;
     const [stats, capabilities, balance, reputation, quarantines, held] = await Promise.all([
       solverStats(deps.db, solverId),
@@ -75,11 +75,13 @@ export function solverRoutes(deps: AppDeps): Router {
       // Its reputation and any quarantine (docs/trust.md): what matching sees of it.
       trust: { quarantine: quarantines.find((q) => q.cleared_at === null) ?? null, ...held, reputation },
     });
-  });
+  } }));
 
-  router.get('/v1/solver/attempts', auth, async (_req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/solver/attempts', summary: 'The calling solver\'s latest attempts (at most 50, of the last 7 days), newest first: task, type, price, outcome and the error that ended any failed one', tag: 'solver', auth: 'bearer', response: responses.SolverAttempts, handler: async (_req, res) => {
     res.json({ data: await recentAttemptsOf(deps.db, accountOf(res).account_id) });
-  });
+  } }));
 
-  return router;
+  // Declared for the document: the upgrade is answered on the socket, outside the app (src/dispatch/ws-server.ts).
+  routes.push(route({ method: 'get', path: '/v1/solver/connect', summary: 'WebSocket upgrade for solver protocol v1 (see docs/solver-protocol.md); a request without the upgrade is 404', tag: 'solver', auth: 'bearer', errors: ['not_found'], success: 'websocket' }));
+  return routes;
 }

@@ -1,4 +1,4 @@
-import { Router, type Response } from 'express';
+import type { Response } from 'express';
 import { findAccount } from '../../db/accounts';
 import { listTasks } from '../../db/task-listing';
 import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks';
@@ -34,16 +34,20 @@ import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, resultExpired, runWebTask, safetyOf } from '../web-tasks';
 import { adminCompleteSignal, cancelTaskSignal } from '../../contract/workflows';
-import { accountOf, requireAccount, requireAdmin } from '../auth';
+import { accountOf } from '../auth';
 import { taskListFilter, taskListPage } from '../pagination';
+import * as responses from '../../schemas/responses';
 import type { AppDeps } from '../deps';
-import { parseOrThrow, validateBody, validateParams } from '../validation';
+import { CREATES_TASK, IDEMPOTENT_RUN, idempotent, route, type Route } from '../route';
+import { parseOrThrow } from '../validation';
 
-export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
-  const router = Router();
-  const auth = requireAccount();
+const TASK_KEY = idempotent('returns the first task');
+const RUN_KEY = idempotent('answers with the first request\'s task');
 
-  router.post('/v1/tasks', auth, validateBody(CreateTaskBody), async (req, res) => {
+export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Route[] {
+  const routes: Route[] = [];
+
+  routes.push(route({ method: 'post', path: '/v1/tasks', summary: 'Create a web task, optionally with a webhook told of its end', tag: 'tasks', auth: 'bearer', body: CreateTaskBody, response: responses.TaskRecord, headers: TASK_KEY, errors: ['domain_blocked', 'idempotency_key_reused', ...CREATES_TASK], handler: async (req, res) => {
     const body = req.body as CreateTaskRequest;
     // The payload is checked with the fields of the matching convenience body; errors point into it.
     const payload = parseOrThrow(PAYLOAD_SCHEMAS[body.task_type], body.payload, ['body', 'payload']);
@@ -61,21 +65,21 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       routingSort: body.provider?.sort ?? undefined,
     });
     res.json(task);
-  });
+  } }));
 
-  router.get('/v1/tasks', auth, async (req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/tasks', summary: 'The account\'s tasks, newest first, filtered and paged by cursor (records without result)', tag: 'tasks', auth: 'bearer', query: ListTasksQuery, response: responses.TaskListResponse, handler: async (req, res) => {
     const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
     const page = await listTasks(deps.db, accountOf(res).account_id, taskListFilter(query));
     res.json(taskListPage(page));
-  });
+  } }));
 
-  router.get('/v1/tasks/:task_id', auth, validateParams(TaskIdParams), async (req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}', summary: 'Poll a task', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.TaskRecord, errors: ['task_not_found'], handler: async (req, res) => {
     const task = await readTaskRecord(deps, req.params.task_id as string, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(task);
-  });
+  } }));
 
-  router.get('/v1/tasks/:task_id/artifacts/:name', auth, validateParams(TaskArtifactParams), async (req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}/artifacts/{name}', summary: 'One large part of a completed task\'s result as its own bytes (a screenshot\'s PNG, a page\'s HTML), for the account\'s key; Firecrawl scrapes answer `screenshot` with this URL', tag: 'tasks', auth: 'bearer', params: TaskArtifactParams, errors: ['task_not_found', 'artifact_not_found', 'result_expired'], success: 'artifact', handler: async (req, res) => {
     const { task_id: taskId, name } = req.params as { task_id: string; name: string };
     const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
@@ -93,15 +97,15 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     if (artifact.sha256) res.setHeader('ETag', `"${artifact.sha256}"`);
     res.setHeader('Cache-Control', 'private, max-age=3600');
     res.type(artifact.contentType).send(artifact.bytes);
-  });
+  } }));
 
-  router.get('/v1/tasks/:task_id/webhooks', auth, validateParams(TaskIdParams), async (req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}/webhooks', summary: 'The task\'s webhook and the log of its deliveries, every attempt included', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.WebhookLog, errors: ['task_not_found'], handler: async (req, res) => {
     const log = await deliveryLog(deps.db, req.params.task_id as string, accountOf(res).account_id);
     if (!log) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(log);
-  });
+  } }));
 
-  router.post('/v1/tasks/:task_id/webhooks/:event/resend', auth, validateParams(WebhookDeliveryParams), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/tasks/{task_id}/webhooks/{event}/resend', summary: 'Send a failed webhook delivery again: it goes back to the durable delivery path with a new retry window (a delivered or pending one is refused, so two resends at once send it once)', tag: 'tasks', auth: 'bearer', params: WebhookDeliveryParams, response: responses.WebhookResent, errors: ['task_not_found', 'webhook_delivery_not_found', 'webhook_delivery_not_failed'], handler: async (req, res) => {
     const { task_id: taskId, event } = req.params as { task_id: string; event: WebhookEvent };
     const resent = await deps.webhooks.resend({ taskId, accountId: accountOf(res).account_id, event });
     if (resent.outcome === 'task_not_found') throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
@@ -111,9 +115,9 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     }
     res.locals.log.info({ task_id: taskId, event, attempts: resent.attempts }, 'webhook delivery resent');
     res.json({ delivery_id: deliveryIdOf(taskId, event), task_id: taskId, event, status: 'pending', attempts: resent.attempts });
-  });
+  } }));
 
-  router.post('/v1/tasks/:task_id/cancel', auth, validateParams(TaskIdParams), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/tasks/{task_id}/cancel', summary: 'Cancel a queued or running task: its solver is stopped, its hold released, its state cancelled (idempotent)', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.TaskRecord, errors: ['task_not_found', 'task_already_finished'], handler: async (req, res) => {
     const taskId = req.params.task_id as string;
     const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
@@ -141,7 +145,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       throw new ApiError('task_already_finished', `Task ${taskId} finished as ${finished?.status} before the cancel arrived.`, { status: finished?.status });
     }
     res.json(finished);
-  });
+  } }));
 
   /**
    * Runs a convenience task for the calling account; the response names the task in X-Task-Id and its
@@ -165,7 +169,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
     return run;
   };
 
-  router.post('/v1/fetch', auth, validateBody(FetchBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/fetch', cost: true, summary: 'Fetch a page as markdown or HTML (no browser)', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: FetchBody, errors: ['domain_blocked', ...IDEMPOTENT_RUN], taskHeader: true, handler: async (req, res) => {
     const body = req.body as FetchRequest;
     const { task, elapsedMs } = await runToCompletion(res, 'proxy_fetch', body, body.timeout);
     const result = task.result;
@@ -180,16 +184,16 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       task_id: task.task_id,
       ...safetyOf(result),
     });
-  });
+  } }));
 
-  router.post('/v1/search', auth, validateBody(SearchBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/search', cost: true, summary: 'Web search', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: SearchBody, errors: IDEMPOTENT_RUN, taskHeader: true, handler: async (req, res) => {
     const body = req.body as SearchRequest;
     const { task, elapsedMs } = await runToCompletion(res, 'web_search', body);
     const shown = (location: string) => Number(/^results\[(\d+)\]/.exec(location)?.[1] ?? 0) < body.count;
     res.json({ query: body.query, results: task.result.results.slice(0, body.count), elapsed_ms: elapsedMs, task_id: task.task_id, ...safetyOf(task.result, shown) });
-  });
+  } }));
 
-  router.post('/v1/screenshot', auth, validateBody(ScreenshotBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/screenshot', cost: true, summary: 'PNG screenshot of the rendered page (JSON, or raw PNG with Accept: image/png)', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: ScreenshotBody, errors: ['domain_blocked', ...IDEMPOTENT_RUN], taskHeader: true, success: 'png', handler: async (req, res) => {
     const body = req.body as ScreenshotRequest;
     const { task, elapsedMs } = await runToCompletion(res, 'screenshot', body);
     const result = task.result;
@@ -210,16 +214,16 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       task_id: task.task_id,
       ...safetyOf(result),
     });
-  });
+  } }));
 
-  router.post('/v1/snapshot', auth, validateBody(SnapshotBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/snapshot', cost: true, summary: 'Structured snapshot of the rendered page', tag: 'convenience', auth: 'bearer', headers: RUN_KEY, body: SnapshotBody, errors: ['domain_blocked', ...IDEMPOTENT_RUN], taskHeader: true, handler: async (req, res) => {
     const body = req.body as SnapshotRequest;
     const { task, elapsedMs } = await runToCompletion(res, 'page_snapshot', body);
     const result = task.result;
     res.json({ url: result.url, snapshot: result.snapshot, snapshot_format: result.snapshot_format, title: result.title ?? null, elapsed_ms: elapsedMs, task_id: task.task_id, ...safetyOf(result) });
-  });
+  } }));
 
-  router.post('/v1/admin/tasks/:task_id/complete', requireAdmin(deps.config.adminApiKey), validateParams(TaskIdParams), validateBody(AdminCompleteTaskBody), async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver; the result must match the task type\'s result schema (docs/solver-schemas.json), 422 at its loc otherwise', tag: 'admin', auth: 'admin', body: AdminCompleteTaskBody, params: TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'], handler: async (req, res) => {
     const taskId = req.params.task_id as string;
     const body = req.body as { solver_id: string; result: Record<string, unknown> };
     const task = await getTaskRecord(deps.db, taskId);
@@ -240,7 +244,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Router {
       throw new ApiError('task_already_finished', `Task ${taskId} finished as ${finished?.status} before the completion arrived.`, { status: finished?.status });
     }
     res.json(finished);
-  });
+  } }));
 
-  return router;
+  return routes;
 }
