@@ -7,12 +7,9 @@ import { z } from 'zod';
 import { createArtifactStore } from '../src/artifacts/store';
 import { loadConfig } from '../src/config';
 import { auditLedger } from '../src/db/ledger';
-import { createDb } from '../src/db/pool';
-import { pickPort } from '../src/embedded/ports';
 import { createLogger } from '../src/logger';
-import { startInfrastructure } from '../src/runtime/infrastructure';
 import { purgeExpired, type PurgeRun } from '../src/tasks/retention';
-import { ADMIN_KEY, BENCH_STACK_ENV, runStops, startService, type Service } from './lib/processes';
+import { ADMIN_KEY, measuredRunEnv, runStops, startStack } from './lib/processes';
 import { call, FETCH_RESULT, register, SimSolver } from './lib/sim';
 import { load, sleep, summarize, type LoadRun } from './lib/stats';
 
@@ -42,22 +39,15 @@ const mb = (bytes: number) => round(bytes / 1024 / 1024, 1);
 function bytesUnder(dir: string): number {
   let total = 0;
   for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
-    if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name)).size;
+    // A file may be renamed or deleted between the listing and its stat (a put's partial file, the purge).
+    if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name), { throwIfNoEntry: false })?.size ?? 0;
   }
   return total;
 }
 
 async function main() {
   const log = (line: string) => process.stdout.write(`${line}\n`);
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'marketplace-bench-retention-'));
-  fs.chmodSync(dataDir, 0o755);
-  const env = {
-    DATA_DIR: dataDir,
-    ...BENCH_STACK_ENV,
-    CANARY_EVERY_TASKS: '0',
-    TRUST_PROBATION_CANARIES: '0',
-    REDUNDANT_RUN_FRACTION: '0',
-  };
+  const { dataDir, env } = measuredRunEnv('retention');
   // The services keep the default window, so the worker's own sweep removes nothing: this process runs the purge, timed and switched on and off.
   const config = loadConfig({ ...process.env, ...env });
   const artifacts = createArtifactStore(config);
@@ -66,21 +56,11 @@ async function main() {
   const { stops, stopAll } = runStops(logger, dataDir);
   try {
     log(`# retention benchmark on ${os.cpus().length} cores (load average ${os.loadavg().map((n) => n.toFixed(1)).join(' ')}), node ${process.version}: ${RESULTS} screenshots of ${round(PNG.length / 1024, 0)} KB, window ${WINDOW_SECONDS} s`);
-    const infra = await startInfrastructure(config, logger);
-    stops.push(infra.stop);
-    const stackEnv = { ...env, DATABASE_URL: infra.databaseUrl, TEMPORAL_ADDRESS: infra.temporalAddress };
-    const port = await pickPort(undefined);
-    const base = `http://127.0.0.1:${port}`;
-    const services: Service[] = [];
+    const { base, db } = await startStack(config, env, logger, stops);
     const solvers: SimSolver[] = [];
     stops.push(async () => {
       for (const solver of solvers) solver.close();
-      for (const service of services.reverse()) await service.stop();
     });
-    services.push(await startService('worker', { ...stackEnv, LOG_LEVEL: 'info' }, /temporal worker started/));
-    services.push(await startService('api', { ...stackEnv, PORT: String(port), NODE_ID: 'bench-api' }, async () => (await fetch(`${base}/health`)).ok));
-    const db = await createDb(infra.databaseUrl);
-    stops.push(() => db.end());
 
     const client = await register(base);
     await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '100000000' }, { 'X-Admin-API-Key': ADMIN_KEY });
@@ -141,6 +121,7 @@ async function main() {
     })();
 
     // The first window fills the store; the probes start once results begin to expire.
+    log(`stack up at ${base}; screenshots running, the probes start after the first window`);
     startPurge();
     await sleep(WINDOW_SECONDS * 1000);
     const probe = async () => void (await call(base, 'POST', '/v1/fetch', { url: 'https://example.com/probe' }, client.auth));
