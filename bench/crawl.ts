@@ -8,7 +8,7 @@ import { createProxyFetchHandler } from '../src/solver/handlers/proxy-fetch';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { cpuPerCall, cpuSnapshot } from './lib/cpu';
-import { ADMIN_KEY, measuredRunEnv, runStops, startStack } from './lib/processes';
+import { ADMIN_KEY, measuredRunEnv, runMain, runStops, startStack } from './lib/processes';
 import { call, register } from './lib/sim';
 import { articlePage, measure, round, startPageServer } from './solver';
 
@@ -101,10 +101,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runMain(main);

@@ -9,7 +9,7 @@ import { loadConfig } from '../src/config';
 import { auditLedger } from '../src/db/ledger';
 import { createLogger } from '../src/logger';
 import { purgeExpired, type PurgeRun } from '../src/tasks/retention';
-import { ADMIN_KEY, measuredRunEnv, runStops, startStack } from './lib/processes';
+import { ADMIN_KEY, measuredRunEnv, runMain, runStops, startStack } from './lib/processes';
 import { call, FETCH_RESULT, register, SimSolver } from './lib/sim';
 import { load, sleep, summarize, type LoadRun } from './lib/stats';
 
@@ -179,10 +179,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runMain(main);

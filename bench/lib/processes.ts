@@ -135,3 +135,14 @@ export async function startStack(config: Config, env: Record<string, string>, lo
   stops.push(() => db.end());
   return { base, worker, api, db };
 }
+
+/** Runs a benchmark's `main` and exits with its outcome (its stack stopped by then), the error's stack on failure. */
+export function runMain(main: () => Promise<void>) {
+  main().then(
+    () => process.exit(0),
+    (error) => {
+      process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+      process.exit(1);
+    },
+  );
+}
