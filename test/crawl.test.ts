@@ -279,6 +279,15 @@ interface Delivery {
   event: { success: boolean; type: string; id: string; data: Array<Record<string, any>>; metadata: Record<string, unknown>; error?: string };
 }
 
+/** A v2 batch scrape of these pages of the site, its webhook asking for `page` and `completed`, once its `completed` event is received. */
+async function batchScrapeToItsEnd(receiver: Awaited<ReturnType<typeof startReceiver>>, auth: Record<string, string>, pages: number[]) {
+  const urls = pages.map((page) => `${site.baseUrl}/docs/page-${page}.html`);
+  const batch = await api(stack.url, 'POST', '/v2/batch/scrape', { headers: auth, body: { urls, webhook: { url: receiver.url, events: ['page', 'completed'] } } });
+  expect(batch.status).toBe(200);
+  await until(() => receiver.of(batch.json.id).some((delivery) => delivery.event.type === 'batch_scrape.completed'));
+  return batch;
+}
+
 /** A webhook receiver on 127.0.0.1 that accepts every delivery and keeps it. */
 async function startReceiver() {
   const received: Delivery[] = [];
@@ -347,10 +356,7 @@ describe('webhook events and Idempotency-Key on job start', () => {
     const receiver = await startReceiver();
     try {
       const client = await registerAccount(stack.url, '1000');
-      const urls = [`${site.baseUrl}/docs/page-1.html`, `${site.baseUrl}/docs/page-2.html`];
-      const batch = await api(stack.url, 'POST', '/v2/batch/scrape', { headers: client.auth, body: { urls, webhook: { url: receiver.url, events: ['page', 'completed'] } } });
-      expect(batch.status).toBe(200);
-      await until(() => receiver.of(batch.json.id).some((delivery) => delivery.event.type === 'batch_scrape.completed'));
+      const batch = await batchScrapeToItsEnd(receiver, client.auth, [1, 2]);
       expect(receiver.of(batch.json.id).map((delivery) => delivery.event.type).sort()).toEqual(['batch_scrape.completed', 'batch_scrape.page', 'batch_scrape.page']);
 
       // v1, the webhook as a bare URL: every event.
@@ -399,10 +405,7 @@ describe('webhook events and Idempotency-Key on job start', () => {
     const receiver = await startReceiver();
     try {
       const client = await registerAccount(stack.url, '1000');
-      const urls = [`${site.baseUrl}/docs/page-6.html`, `${site.baseUrl}/docs/page-7.html`];
-      const batch = await api(stack.url, 'POST', '/v2/batch/scrape', { headers: client.auth, body: { urls, webhook: { url: receiver.url, events: ['page', 'completed'] } } });
-      expect(batch.status).toBe(200);
-      await until(() => receiver.of(batch.json.id).some((delivery) => delivery.event.type === 'batch_scrape.completed'));
+      const batch = await batchScrapeToItsEnd(receiver, client.auth, [6, 7]);
       const status = await api(stack.url, 'GET', `/v2/batch/scrape/${batch.json.id}`, { headers: client.auth });
       expect(status.json).toMatchObject({ status: 'completed', completed: 2 });
       expect(status.json.data).toHaveLength(2);
