@@ -118,7 +118,8 @@ async function main() {
         for (const key of Object.keys(peak) as Array<keyof typeof peak>) peak[key] = Math.max(peak[key], now[key]);
         await sleep(2000);
       }
-    })();
+      // Settled here, so a failed sample fails the run through its end (stopping the stack), not the process at once.
+    })().catch((error: unknown) => error);
 
     // The first window fills the store; the probes start once results begin to expire.
     log(`stack up at ${base}; screenshots running, the probes start after the first window`);
@@ -134,7 +135,8 @@ async function main() {
       }
     }
     const shots = await screenshots;
-    await sampler;
+    const sampled = await sampler;
+    if (sampled) throw sampled;
     // Work off what the last quiet batch left, then once more after the window, so the end is the steady state's.
     startPurge();
     await sleep((WINDOW_SECONDS + 2) * 1000);
