@@ -1,18 +1,14 @@
 import fs from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { loadConfig } from '../src/config';
 import { auditLedger } from '../src/db/ledger';
-import { createDb } from '../src/db/pool';
-import { pickPort } from '../src/embedded/ports';
 import { createLogger } from '../src/logger';
-import { startInfrastructure } from '../src/runtime/infrastructure';
 import { startLocalSolver } from '../src/runtime/local-solver';
 import { createProxyFetchHandler } from '../src/solver/handlers/proxy-fetch';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { cpuPerCall, cpuSnapshot } from './lib/cpu';
-import { ADMIN_KEY, BENCH_STACK_ENV, runStops, startService, type Service } from './lib/processes';
+import { ADMIN_KEY, measuredRunEnv, runMain, runStops, startStack } from './lib/processes';
 import { call, register } from './lib/sim';
 import { articlePage, measure, round, startPageServer } from './solver';
 
@@ -46,17 +42,9 @@ async function startSite() {
 
 async function main() {
   const log = (line: string) => process.stdout.write(`${line}\n`);
-  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'marketplace-bench-crawl-'));
-  fs.chmodSync(dataDir, 0o755);
-  const env = {
-    DATA_DIR: dataDir,
-    ...BENCH_STACK_ENV,
-    // The bundled solver gets client work at once: no probation, no canaries in the measured run.
-    CANARY_EVERY_TASKS: '0',
-    TRUST_PROBATION_CANARIES: '0',
-    REDUNDANT_RUN_FRACTION: '0',
-    SOLVER_MAX_CONCURRENT: String(CONCURRENCY),
-  };
+  const run = measuredRunEnv('crawl');
+  const dataDir = run.dataDir;
+  const env = { ...run.env, SOLVER_MAX_CONCURRENT: String(CONCURRENCY) };
   const config = loadConfig({ ...process.env, ...env });
   const logger = createLogger('warn', 'bench');
   const { stops, stopAll } = runStops(logger, dataDir);
@@ -74,19 +62,7 @@ async function main() {
     const ownCpu = cpuPerCall(ownBefore, cpuSnapshot({}), own.requests);
     log(`solver's own proxy_fetch: ${own.requests} pages in ${own.seconds} s, ${own.pagesPerSecond} pages/s; CPU per page (this process and the site) ${JSON.stringify(ownCpu)} ms`);
 
-    const infra = await startInfrastructure(loadConfig({ ...process.env, DATA_DIR: dataDir }), logger);
-    stops.push(infra.stop);
-    const stackEnv = { ...env, DATABASE_URL: infra.databaseUrl, TEMPORAL_ADDRESS: infra.temporalAddress };
-    const port = await pickPort(undefined);
-    const base = `http://127.0.0.1:${port}`;
-    const services: Service[] = [];
-    stops.push(async () => {
-      for (const service of services.reverse()) await service.stop();
-    });
-    services.push(await startService('worker', { ...stackEnv, LOG_LEVEL: 'info' }, /temporal worker started/));
-    services.push(await startService('api', { ...stackEnv, PORT: String(port), NODE_ID: 'bench-api' }, async () => (await fetch(`${base}/health`)).ok));
-    const db = await createDb(infra.databaseUrl);
-    stops.push(() => db.end());
+    const { base, worker, api, db } = await startStack(config, env, logger, stops);
     const solver = await startLocalSolver({ config, apiUrl: base, logger });
     stops.push(() => solver.stop());
 
@@ -94,7 +70,7 @@ async function main() {
     await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '100000' }, { 'X-Admin-API-Key': ADMIN_KEY });
     const auth = { Authorization: `Bearer ${client.api_key}` };
     const hitsBefore = new Map(site.hits);
-    const cpuBefore = cpuSnapshot({ api: services[1]!.child.pid, worker: services[0]!.child.pid });
+    const cpuBefore = cpuSnapshot({ api: api.child.pid, worker: worker.child.pid });
     const started = Date.now();
     const job = (await call(base, 'POST', '/v2/crawl', { url: `${site.baseUrl}/article/0`, limit: PAGES, maxConcurrency: CONCURRENCY, sitemap: 'skip' }, auth)) as { id: string };
     let status: { status: string; completed: number; total: number; pointsCharged: string; pointsHeld: string } = { status: 'scraping', completed: 0, total: 0, pointsCharged: '0', pointsHeld: '0' };
@@ -103,7 +79,7 @@ async function main() {
       status = (await call(base, 'GET', `/v2/crawl/${job.id}?limit=1`, undefined, auth)) as typeof status;
     }
     const seconds = (Date.now() - started) / 1000;
-    const cpu = cpuPerCall(cpuBefore, cpuSnapshot({ api: services[1]!.child.pid, worker: services[0]!.child.pid }), status.completed);
+    const cpu = cpuPerCall(cpuBefore, cpuSnapshot({ api: api.child.pid, worker: worker.child.pid }), status.completed);
     const crawlRate = round(status.completed / seconds, 1);
     const fetchedTwice = [...site.hits.entries()].filter(([url, n]) => url.startsWith('/article/') && n - (hitsBefore.get(url) ?? 0) > 1).length;
     // Where a page's time goes: its task's life (created to completed) against the crawl's time per page in flight.
@@ -125,10 +101,4 @@ async function main() {
   }
 }
 
-main().then(
-  () => process.exit(0),
-  (error) => {
-    process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
-    process.exit(1);
-  },
-);
+runMain(main);

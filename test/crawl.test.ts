@@ -7,12 +7,14 @@ import Firecrawl from '@mendable/firecrawl-js';
 import FirecrawlAppV1 from 'firecrawl-js-v1';
 import { Webhook } from 'standardwebhooks';
 import { sql } from 'slonik';
+import { createArtifactStore } from '../src/artifacts/store';
 import { auditLedger, getBalance } from '../src/db/ledger';
 import { createLogger } from '../src/logger';
 import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
 import { startCrawlSite, type CrawlSite } from './support/crawl-site';
 import { runFirecrawlPy } from './support/firecrawl-py';
-import { api, registerAccount, startTestStack, testConfig, type TestStack } from './support/stack';
+import { purgeExpired } from '../src/tasks/retention';
+import { ADMIN_KEY, api, registerAccount, startTestStack, testConfig, type TestStack } from './support/stack';
 
 /**
  * Crawl, batch scrape and map in Firecrawl's shape, driven by today's JavaScript SDK and the legacy
@@ -277,6 +279,15 @@ interface Delivery {
   event: { success: boolean; type: string; id: string; data: Array<Record<string, any>>; metadata: Record<string, unknown>; error?: string };
 }
 
+/** A v2 batch scrape of these pages of the site, its webhook asking for `page` and `completed`, once its `completed` event is received. */
+async function batchScrapeToItsEnd(receiver: Awaited<ReturnType<typeof startReceiver>>, auth: Record<string, string>, pages: number[]) {
+  const urls = pages.map((page) => `${site.baseUrl}/docs/page-${page}.html`);
+  const batch = await api(stack.url, 'POST', '/v2/batch/scrape', { headers: auth, body: { urls, webhook: { url: receiver.url, events: ['page', 'completed'] } } });
+  expect(batch.status).toBe(200);
+  await until(() => receiver.of(batch.json.id).some((delivery) => delivery.event.type === 'batch_scrape.completed'));
+  return batch;
+}
+
 /** A webhook receiver on 127.0.0.1 that accepts every delivery and keeps it. */
 async function startReceiver() {
   const received: Delivery[] = [];
@@ -345,10 +356,7 @@ describe('webhook events and Idempotency-Key on job start', () => {
     const receiver = await startReceiver();
     try {
       const client = await registerAccount(stack.url, '1000');
-      const urls = [`${site.baseUrl}/docs/page-1.html`, `${site.baseUrl}/docs/page-2.html`];
-      const batch = await api(stack.url, 'POST', '/v2/batch/scrape', { headers: client.auth, body: { urls, webhook: { url: receiver.url, events: ['page', 'completed'] } } });
-      expect(batch.status).toBe(200);
-      await until(() => receiver.of(batch.json.id).some((delivery) => delivery.event.type === 'batch_scrape.completed'));
+      const batch = await batchScrapeToItsEnd(receiver, client.auth, [1, 2]);
       expect(receiver.of(batch.json.id).map((delivery) => delivery.event.type).sort()).toEqual(['batch_scrape.completed', 'batch_scrape.page', 'batch_scrape.page']);
 
       // v1, the webhook as a bare URL: every event.
@@ -390,6 +398,45 @@ describe('webhook events and Idempotency-Key on job start', () => {
         if (status !== 'completed') await new Promise((resolve) => setTimeout(resolve, 200));
       }
       expect(status).toBe('completed');
+    }
+  }, 120_000);
+  // Last in the file: its purge of a one-second window takes every result and document the tests left.
+  test('past the result retention a job\'s documents and its webhook bodies are emptied with its tasks\' results; the job then answers 404 job_not_found', async () => {
+    const receiver = await startReceiver();
+    try {
+      const client = await registerAccount(stack.url, '1000');
+      const batch = await batchScrapeToItsEnd(receiver, client.auth, [6, 7]);
+      const status = await api(stack.url, 'GET', `/v2/batch/scrape/${batch.json.id}`, { headers: client.auth });
+      expect(status.json).toMatchObject({ status: 'completed', completed: 2 });
+      expect(status.json.data).toHaveLength(2);
+      // Kept for a day as Firecrawl keeps a job, since the stack's retention (30 days) is longer.
+      expect(Date.parse(status.json.expiresAt) - Date.now()).toBeGreaterThan(23 * 3600 * 1000);
+
+      // A retention of one second, run as the worker's sweep runs it.
+      await new Promise((resolve) => setTimeout(resolve, 1100));
+      const run = await purgeExpired({ db: stack.db, artifacts: createArtifactStore(stack.config) }, 1);
+      expect(run.documents).toBeGreaterThanOrEqual(4);
+      expect((await purgeExpired({ db: stack.db, artifacts: createArtifactStore(stack.config) }, 1)).documents).toBe(0);
+
+      const pages = await stack.db.any(sql.unsafe`SELECT status, document, task_id FROM crawl_pages WHERE crawl_id = ${batch.json.id}`);
+      expect(pages.map((page) => [page.status, page.document])).toEqual([['completed', null], ['completed', null]]);
+      const bodies = await stack.db.anyFirst(sql.unsafe`SELECT payload FROM webhook_deliveries WHERE crawl_id = ${batch.json.id} ORDER BY event`);
+      const body = (type: string) => ({ success: true, type: `batch_scrape.${type}`, id: batch.json.id, data: [], metadata: {} });
+      expect(bodies).toEqual([body('completed'), body('page'), body('page')]);
+      expect(await stack.db.oneFirst(sql.unsafe`SELECT documents_expired_at IS NOT NULL FROM crawls WHERE crawl_id = ${batch.json.id}`)).toBe(true);
+
+      for (const path of [`/v2/batch/scrape/${batch.json.id}`, `/v2/batch/scrape/${batch.json.id}/errors`, `/v1/compat/scraper/v1/batch/scrape/${batch.json.id}`, `/v1/compat/scraper/v1/crawl/${batch.json.id}`]) {
+        const gone = await api(stack.url, 'GET', path, { headers: client.auth });
+        expect([path, gone.status, gone.json.success, gone.json.code]).toEqual([path, 404, false, 'job_not_found']);
+      }
+      // Each page's task keeps its state and cost, its result gone as any task's.
+      const task = await api(stack.url, 'GET', `/v1/tasks/${pages[0]!.task_id}`, { headers: client.auth });
+      expect(task.json).toMatchObject({ status: 'completed', result: null, result_expired_at: expect.any(String) });
+      expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+      const metrics = await api(stack.url, 'GET', '/metrics', { headers: { 'X-Admin-API-Key': ADMIN_KEY } });
+      expect(metrics.text).toMatch(/^marketplace_crawl_documents_purged_total [1-9]/m);
+    } finally {
+      await receiver.close();
     }
   }, 120_000);
 });

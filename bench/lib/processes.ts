@@ -1,9 +1,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { npmScriptNodeArgs } from '../../scripts/npm-script';
 import { onShutdown } from '../../src/bin/shutdown';
+import type { Config } from '../../src/config';
+import { createDb } from '../../src/db/pool';
+import { pickPort } from '../../src/embedded/ports';
 import type { Logger } from '../../src/logger';
+import { startInfrastructure } from '../../src/runtime/infrastructure';
 
 const ROOT = path.resolve(__dirname, '../..');
 
@@ -99,4 +104,45 @@ export function runStops(logger: Logger, dataDir: string) {
     })());
   onShutdown(logger, stopAll, ['SIGINT', 'SIGTERM', 'SIGHUP']);
   return { stops, stopAll };
+}
+
+/**
+ * A run's own data directory and its stack's environment. The solvers get client work at once: no
+ * probation, canaries or redundant runs in the measured run.
+ */
+export function measuredRunEnv(name: string) {
+  const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `marketplace-bench-${name}-`));
+  fs.chmodSync(dataDir, 0o755);
+  return { dataDir, env: { DATA_DIR: dataDir, ...BENCH_STACK_ENV, CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0' } };
+}
+
+/** PostgreSQL and Temporal, a worker and an API node (each its own process) and a pool, stopped with the run. */
+export async function startStack(config: Config, env: Record<string, string>, logger: Logger, stops: (() => Promise<void>)[]) {
+  const infra = await startInfrastructure(config, logger);
+  stops.push(infra.stop);
+  const stackEnv = { ...env, DATABASE_URL: infra.databaseUrl, TEMPORAL_ADDRESS: infra.temporalAddress };
+  const port = await pickPort(undefined);
+  const base = `http://127.0.0.1:${port}`;
+  const services: Service[] = [];
+  stops.push(async () => {
+    for (const service of services.reverse()) await service.stop();
+  });
+  const worker = await startService('worker', { ...stackEnv, LOG_LEVEL: 'info' }, /temporal worker started/);
+  services.push(worker);
+  const api = await startService('api', { ...stackEnv, PORT: String(port), NODE_ID: 'bench-api' }, async () => (await fetch(`${base}/health`)).ok);
+  services.push(api);
+  const db = await createDb(infra.databaseUrl);
+  stops.push(() => db.end());
+  return { base, worker, api, db };
+}
+
+/** Runs a benchmark's `main` and exits with its outcome (its stack stopped by then), the error's stack on failure. */
+export function runMain(main: () => Promise<void>) {
+  main().then(
+    () => process.exit(0),
+    (error) => {
+      process.stderr.write(`${error instanceof Error ? error.stack : String(error)}\n`);
+      process.exit(1);
+    },
+  );
 }

@@ -34,10 +34,12 @@ export const CrawlRow = z.object({
   workflow_id: z.string(),
   created_at: z.string(),
   expires_at: z.string(),
+  /** When the retention purge began removing the job's documents (null while they are kept). */
+  documents_expired_at: z.string().nullable(),
 });
 export type CrawlRow = z.infer<typeof CrawlRow>;
 
-const CRAWL_COLUMNS = sql.fragment`crawl_id, account_id, key_id, kind, url, options, status, error, robots_blocked, workflow_id, ${iso('created_at')} AS created_at, ${iso('expires_at')} AS expires_at`;
+const CRAWL_COLUMNS = sql.fragment`crawl_id, account_id, key_id, kind, url, options, status, error, robots_blocked, workflow_id, ${iso('created_at')} AS created_at, ${iso('expires_at')} AS expires_at, ${iso('documents_expired_at')} AS documents_expired_at`;
 
 export interface NewPage {
   url: string;
@@ -91,7 +93,7 @@ export async function createCrawl(
     webhook: CrawlWebhook | null;
     idempotency?: Idempotency;
     workflowId: string;
-    ttlHours: number;
+    ttlSeconds: number;
     pages: NewPage[];
   },
 ): Promise<CreateCrawlOutcome> {
@@ -100,7 +102,7 @@ export async function createCrawl(
       INSERT INTO crawls (crawl_id, account_id, key_id, kind, url, options, webhook, idempotency_key, request_fingerprint, workflow_id, expires_at)
       VALUES (${input.crawlId}, ${input.accountId}, ${input.keyId ?? null}, ${input.kind}, ${input.url}, ${sql.jsonb(input.options as never)},
               ${input.webhook ? sql.jsonb(input.webhook as never) : null}, ${input.idempotency?.key ?? null}, ${input.idempotency?.fingerprint ?? null},
-              ${input.workflowId}, now() + make_interval(hours => ${input.ttlHours}))
+              ${input.workflowId}, now() + make_interval(secs => ${input.ttlSeconds}))
       ON CONFLICT (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING`);
     if (inserted.rowCount === 0) return null;
     await addPages(tx, input.crawlId, input.pages, Number.MAX_SAFE_INTEGER);
@@ -277,7 +279,7 @@ export async function crawlCost(db: Runner, crawlId: string): Promise<{ charged_
 /** The documents of completed pages in discovery order, from `skip`, at most `limit`. */
 export async function crawlDocuments(db: Runner, crawlId: string, skip: number, limit: number): Promise<Array<Record<string, unknown>>> {
   return [...(await db.anyFirst(sql.type(z.object({ document: z.record(z.any()) }))`
-    SELECT document FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'completed' ORDER BY page_id OFFSET ${skip} LIMIT ${limit}`))];
+    SELECT document FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'completed' AND document IS NOT NULL ORDER BY page_id OFFSET ${skip} LIMIT ${limit}`))];
 }
 
 const ErrorRow = z.object({ page_id: z.coerce.number(), url: z.string(), task_id: z.string().nullable(), error: z.object({ code: z.string(), message: z.string() }), finished_at: z.string() });

@@ -2,8 +2,8 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
 /**
- * What the retention purge reads and changes: results past their window, and idempotency keys past
- * theirs. Each statement touches one small batch and holds its row locks for that statement only.
+ * What the retention purge reads and changes: results, crawl documents and the webhook bodies that carry
+ * them past their window, and idempotency keys past theirs. Each statement touches one small batch and holds its row locks for that statement only.
  */
 
 type Runner = CommonQueryMethods;
@@ -33,6 +33,33 @@ export async function expireResults(db: Runner, taskIds: readonly string[]): Pro
     UPDATE tasks SET result = NULL, result_expired_at = now()
     WHERE task_id = ANY(${sql.array([...taskIds], 'text')}) AND result IS NOT NULL
     RETURNING task_id`);
+}
+
+/**
+ * Removes up to `limit` crawl and batch-scrape page documents that ended more than `retentionSeconds`
+ * ago, oldest first, and marks their jobs (which answer 404 from then on); returns how many it removed.
+ */
+export async function expireCrawlDocuments(db: Runner, retentionSeconds: number, limit: number): Promise<number> {
+  return db.oneFirst(sql.type(z.object({ n: z.number() }))`
+    WITH pages AS (
+      UPDATE crawl_pages SET document = NULL
+      WHERE page_id IN (
+        SELECT page_id FROM crawl_pages WHERE document IS NOT NULL AND finished_at < now() - make_interval(secs => ${retentionSeconds})
+        ORDER BY finished_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)
+      RETURNING crawl_id),
+    jobs AS (
+      UPDATE crawls SET documents_expired_at = now() WHERE crawl_id IN (SELECT crawl_id FROM pages) AND documents_expired_at IS NULL)
+    SELECT count(*)::int AS n FROM pages`);
+}
+
+/** Empties the `data` (page documents) of up to `limit` job webhook bodies written more than `retentionSeconds` ago; returns how many. */
+export async function expireDeliveryDocuments(db: Runner, retentionSeconds: number, limit: number): Promise<number> {
+  const expired = await db.query(sql.unsafe`
+    UPDATE webhook_deliveries SET payload = jsonb_set(payload, '{data}', '[]'::jsonb)
+    WHERE delivery_id IN (
+      SELECT delivery_id FROM webhook_deliveries WHERE payload->'data' <> '[]'::jsonb AND created_at < now() - make_interval(secs => ${retentionSeconds})
+      ORDER BY created_at LIMIT ${limit} FOR UPDATE SKIP LOCKED)`);
+  return expired.rowCount;
 }
 
 /** Releases up to `limit` idempotency keys older than the window (rows another transaction holds are left for the next batch). */

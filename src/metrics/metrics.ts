@@ -115,6 +115,12 @@ const artifactsDeleted = new Counter({
   registers: [registry],
 });
 
+const crawlDocumentsPurged = new Counter({
+  name: `${PREFIX}crawl_documents_purged_total`,
+  help: 'Crawl and batch-scrape page documents, and the job webhook bodies carrying them, emptied by the retention purge',
+  registers: [registry],
+});
+
 const idempotencyKeysReleased = new Counter({
   name: `${PREFIX}idempotency_keys_released_total`,
   help: 'Idempotency keys released by the retention purge, 24 hours after their task was created',
@@ -153,9 +159,10 @@ export const recordWebhookAttempt = (event: string, result: 'delivered' | 'faile
 export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded' | 'resent') => webhookWorkflows.labels(reason).inc();
 
 /** One run of the retention purge, counted by the worker that ran it (rows it changed, artifacts it deleted). */
-export function recordRetentionPurge(run: { results: number; artifacts: number; idempotencyKeys: number; seconds: number }) {
+export function recordRetentionPurge(run: { results: number; artifacts: number; documents: number; idempotencyKeys: number; seconds: number }) {
   resultsPurged.inc(run.results);
   artifactsDeleted.inc(run.artifacts);
+  crawlDocumentsPurged.inc(run.documents);
   idempotencyKeysReleased.inc(run.idempotencyKeys);
   purgeDuration.observe(run.seconds);
 }

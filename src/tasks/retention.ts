@@ -1,12 +1,13 @@
 import type { ArtifactStore } from '../artifacts/store';
 import type { Db } from '../db/pool';
-import { expireResults, releaseIdempotencyKeys, resultsPastRetention } from '../db/retention';
+import { expireCrawlDocuments, expireDeliveryDocuments, expireResults, releaseIdempotencyKeys, resultsPastRetention } from '../db/retention';
 import { recordRetentionPurge } from '../metrics/metrics';
 
 /**
  * The retention purge, run by every worker on its sweep: results past RESULT_RETENTION_SECONDS lose
  * their artifacts and then their `result` (the task keeps its state, prices and times; the ledger is
- * untouched), and idempotency keys past their window are released. Small batches, each its own
+ * untouched), crawl and batch-scrape page documents and the webhook bodies carrying them go with the same
+ * window, and idempotency keys past their window are released. Small batches, each its own
  * statement, so no lock is held for long and the web path does not wait on it. Workers running it at
  * once may pick the same batch: deletes are idempotent and only the statement that changed a row counts it.
  */
@@ -21,13 +22,15 @@ export const RETENTION_SWEEP_EVERY_MS = 60_000;
 export interface PurgeRun {
   results: number;
   artifacts: number;
+  /** Crawl page documents and job webhook bodies emptied. */
+  documents: number;
   idempotencyKeys: number;
   seconds: number;
 }
 
 export async function purgeExpired(deps: { db: Db; artifacts: ArtifactStore }, retentionSeconds: number): Promise<PurgeRun> {
   const started = process.hrtime.bigint();
-  const run: PurgeRun = { results: 0, artifacts: 0, idempotencyKeys: 0, seconds: 0 };
+  const run: PurgeRun = { results: 0, artifacts: 0, documents: 0, idempotencyKeys: 0, seconds: 0 };
   try {
     for (let batch = 0; batch < PURGE_MAX_BATCHES; batch++) {
       const expired = await resultsPastRetention(deps.db, retentionSeconds, PURGE_BATCH_ROWS);
@@ -38,6 +41,13 @@ export async function purgeExpired(deps: { db: Db; artifacts: ArtifactStore }, r
       run.results += changed.size;
       run.artifacts += expired.filter((row) => changed.has(row.task_id)).reduce((sum, row) => sum + row.keys.length, 0);
       if (expired.length < PURGE_BATCH_ROWS) break;
+    }
+    for (const expire of [expireCrawlDocuments, expireDeliveryDocuments]) {
+      for (let batch = 0; batch < PURGE_MAX_BATCHES; batch++) {
+        const expired = await expire(deps.db, retentionSeconds, PURGE_BATCH_ROWS);
+        run.documents += expired;
+        if (expired < PURGE_BATCH_ROWS) break;
+      }
     }
     for (let batch = 0; batch < PURGE_MAX_BATCHES; batch++) {
       const released = await releaseIdempotencyKeys(deps.db, PURGE_BATCH_ROWS);

@@ -44,8 +44,8 @@ import { assertAllowedTarget } from '../target-policy';
  * both the compatibility prefix and /v2 (firecrawl-py 4.x drops the prefix), v1 at the prefix.
  */
 
-// Firecrawl keeps a job's results for a day.
-const JOB_TTL_HOURS = 24;
+// Firecrawl keeps a job's results for a day; a shorter result retention ends the job sooner, before its first document goes.
+const JOB_TTL_SECONDS = 24 * 3600;
 // Firecrawl's defaults.
 const CRAWL_DEFAULT_LIMIT = 10_000;
 const CRAWL_DEFAULT_CONCURRENCY = 10;
@@ -220,7 +220,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
       webhook: await jobWebhook(input.webhook),
       idempotency: idempotencyOf(req, input.operation),
       workflowId: crawlWorkflowId(crawlId),
-      ttlHours: JOB_TTL_HOURS,
+      ttlSeconds: Math.min(JOB_TTL_SECONDS, deps.config.resultRetentionSeconds),
       pages: input.pages,
     });
     if (created.kind === 'idempotency_key_reused') throw idempotencyKeyReused();
@@ -337,7 +337,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   const ownJob = async (req: Request, res: Response): Promise<CrawlRow> => {
     const id = req.params.id as string;
     const crawl = await getCrawl(deps.db, id, accountOf(res).account_id);
-    if (!crawl || Date.parse(crawl.expires_at) < Date.now()) throw jobNotFound(id);
+    if (!crawl || Date.parse(crawl.expires_at) < Date.now() || crawl.documents_expired_at) throw jobNotFound(id);
     return crawl;
   };
 
