@@ -51,11 +51,19 @@ export class DirectoryArtifactStore implements ArtifactStore {
 
   async put(key: string, bytes: Buffer, contentType: string): Promise<StoredArtifact> {
     const file = path.join(this.dir, checkedKey(key));
-    await fs.mkdir(path.dirname(file), { recursive: true });
-    // Written aside and renamed, so a reader never sees half an object.
+    // Written aside and renamed, so a reader never sees half an object. A delete emptying the same
+    // folders (delete, below) may remove one between mkdir and write: the write then goes again.
     const partial = `${file}.${randomBytes(6).toString('hex')}.partial`;
-    await fs.writeFile(partial, bytes);
-    await fs.rename(partial, file);
+    for (let tries = 1; ; tries++) {
+      await fs.mkdir(path.dirname(file), { recursive: true });
+      try {
+        await fs.writeFile(partial, bytes);
+        await fs.rename(partial, file);
+        break;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT' || tries >= 3) throw error;
+      }
+    }
     return { key, size: bytes.length, sha256: sha256Of(bytes), content_type: contentType };
   }
 
@@ -69,7 +77,20 @@ export class DirectoryArtifactStore implements ArtifactStore {
   }
 
   async delete(keys: readonly string[]): Promise<void> {
-    for (const key of keys) await fs.rm(path.join(this.dir, checkedKey(key)), { force: true });
+    for (const key of keys) {
+      const root = path.resolve(this.dir);
+      const file = path.join(root, checkedKey(key));
+      await fs.rm(file, { force: true });
+      // A purged task's folders (tasks/<id>/<attempt>/) go with its last file; a folder still holding
+      // another file stays. A purged task is never written again, so no put races the removal.
+      for (let dir = path.dirname(file); dir.startsWith(root + path.sep); dir = path.dirname(dir)) {
+        try {
+          await fs.rmdir(dir);
+        } catch {
+          break;
+        }
+      }
+    }
   }
 }
 

@@ -19,8 +19,15 @@ describe('the artifact store and the references results keep to it', () => {
     const stored = await store.put('tasks/t1/a1/image_base64', bytes, 'image/png');
     expect(stored).toEqual({ key: 'tasks/t1/a1/image_base64', size: 5000, sha256: crypto.createHash('sha256').update(bytes).digest('hex'), content_type: 'image/png' });
     expect((await store.get(stored.key)).equals(bytes)).toBe(true);
+    const other = await store.put('tasks/t1/a2/image_base64', bytes, 'image/png');
     await store.delete([stored.key, 'tasks/t1/a1/never-written']);
     await expect(store.get(stored.key)).rejects.toBeInstanceOf(ArtifactMissingError);
+    // An emptied folder goes; one still holding a file stays, and so does the store's own.
+    expect(fs.existsSync(path.join(store.location, 'tasks/t1/a1'))).toBe(false);
+    expect((await store.get(other.key)).equals(bytes)).toBe(true);
+    await store.delete([other.key]);
+    expect(fs.existsSync(path.join(store.location, 'tasks'))).toBe(false);
+    expect(fs.existsSync(store.location)).toBe(true);
     await expect(store.put('../outside', bytes, 'image/png')).rejects.toThrow('invalid artifact key');
   });
 
