@@ -54,7 +54,7 @@ describe('canary pages', () => {
   });
 
   test("a screenshot's page is at the same kind of path and shows the seed's grid", () => {
-    const s = seedOf(i);
+    const s = seedOf(pages.length);
     const page = canaryPage(s, 'screenshot', 'notes.localhost');
     expect(page.path).toBe(canaryPage(s, 'proxy_fetch', 'notes.localhost').path);
     expect(page.html).toContain('grid-template-columns');
