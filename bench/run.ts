@@ -17,7 +17,7 @@ import { cpuPerCall, cpuSnapshot, cpuSpent, type CpuGroups } from './lib/cpu';
 import { ADMIN_KEY, BENCH_STACK_ENV, runStops, startService, type Service } from './lib/processes';
 import { call, FETCH_RESULT, postSse, register, request, SimSolver, startFakeUpstream, type Pacing, type TaskFrame } from './lib/sim';
 import { alternate, jainIndex, load, sleep, summarize, type Summary } from './lib/stats';
-import { tokenizerCost } from './lib/tokenizer';
+import { tokenizerCostApart } from './lib/tokenizer';
 import { startWebhookReceiver } from './lib/webhooks';
 
 /**
@@ -271,7 +271,7 @@ async function main() {
     ];
     if (runs('chat')) {
       // In this process, not the service's: what counting a chat's usage costs (src/chat/usage.ts).
-      rows.push({ figure: 'micro: usage count per 1,000 streamed tokens (CPU ms)', extra: await tokenizerCost() });
+      rows.push({ figure: 'micro: usage count per 1,000 streamed tokens (CPU ms)', extra: await tokenizerCostApart() });
       log(`usage count: ${JSON.stringify(rows[rows.length - 1].extra)}`);
     }
     for (const { label, pacing, concurrency, total, steady } of runs('chat') ? chatPhases : []) {
