@@ -10,7 +10,7 @@ import { createLogger } from '../src/logger';
 import { purgeExpired, type PurgeRun } from '../src/tasks/retention';
 import { ADMIN_KEY, measuredRunEnv, runMain, runStops, startStack } from './lib/processes';
 import { cpuPerCall, cpuSnapshot } from './lib/cpu';
-import { call, FETCH_RESULT, markedPng, noisePng, register, request, SimSolver } from './lib/sim';
+import { call, FETCH_RESULT, keptSolver, markedPng, noisePng, register, request } from './lib/sim';
 import { load, sleep, summarize, type LoadRun } from './lib/stats';
 
 /**
@@ -62,7 +62,7 @@ async function main() {
   try {
     log(`# retention benchmark on ${os.cpus().length} cores (load average ${os.loadavg().map((n) => n.toFixed(1)).join(' ')}), node ${process.version}: ${RESULTS} screenshots of ${round(PNG.length / 1024, 0)} KB, window ${WINDOW_SECONDS} s`);
     const { base, db, api, worker } = await startStack(config, env, logger, stops);
-    const solvers: SimSolver[] = [];
+    const solvers: Array<Awaited<ReturnType<typeof keptSolver>>> = [];
     stops.push(async () => {
       for (const solver of solvers) solver.close();
     });
@@ -75,7 +75,7 @@ async function main() {
       const account = await register(base);
       await call(base, 'POST', '/v1/solver/capabilities', [{ ...capability, task_type: 'screenshot' }, { ...capability, task_type: 'proxy_fetch' }], account.auth);
       solvers.push(
-        await SimSolver.connect(base, account, (frame, solver) => {
+        await keptSolver(base, account, (frame, solver) => {
           solver.send({ type: 'accept', attempt_id: frame.attempt_id });
           const result = frame.task_type === 'screenshot' ? { mime_type: 'image/png', image_base64: pngFor(shot++).toString('base64'), width: 1280, height: 2400 } : FETCH_RESULT(String(frame.payload.url));
           solver.send({ type: 'result', attempt_id: frame.attempt_id, result });
@@ -111,6 +111,8 @@ async function main() {
       purging = false;
       await purgeLoop;
     };
+    // Before the pool closes (stops run in reverse), so a stopped run's purge does not use a closed pool.
+    stops.push(stopPurge);
 
     // The screenshot load, in the background until RESULTS are taken.
     let done = false;
@@ -169,14 +171,14 @@ async function main() {
     log(`purge: ${total.results} results and ${total.artifacts} artifacts in ${round(total.seconds, 2)} s over ${busy.length} runs that removed any: ${round((total.seconds * 1000) / Math.max(1, total.results), 2)} ms a row (artifact files included)`);
     log(`web p99 (POST /v1/fetch, ${PROBE_CONCURRENCY} callers, beside the screenshot load): purge running ${JSON.stringify(latencies('purging'))} (${errors('purging')} errors), not running ${JSON.stringify(latencies('quiet'))} (${errors('quiet')} errors)`);
     log(`CPU per task over the screenshot load (ms; the ${probes} probes counted as tasks too): ${JSON.stringify(cpu)} (bench: this process, with the clients and solvers)`);
-    log(`ledger: ${JSON.stringify(ledger)}`);
+    log(`ledger: ${JSON.stringify(ledger)}; solver reconnections: ${solvers.reduce((sum, solver) => sum + solver.reconnects(), 0)}`);
     const exact = Object.values(ledger).every((count) => count === 0);
     const msPerRow = round((total.seconds * 1000) / Math.max(1, total.results), 2);
     const [on, off] = [latencies('purging'), latencies('quiet')];
     const loads = [...samples.map((sample) => sample.load), os.loadavg()[0]!].sort((a, b) => a - b);
     // One line for docs/performance.md's table.
     log(
-      `summary: ${shots.latencies.length.toLocaleString('en-US')} screenshots of ${round(PNG.length / 1024, 0)} KB at ${rate}/s, ${WINDOW_SECONDS} s window, load average ${loads[0]!.toFixed(1)}–${loads.at(-1)!.toFixed(1)}; ` +
+      `summary: ${shots.latencies.length.toLocaleString('en-US')} screenshots of ${round(PNG.length / 1024, 0)} KB at ${rate}/s (${shots.errors} errors), ${WINDOW_SECONDS} s window, load average ${loads[0]!.toFixed(1)}–${loads.at(-1)!.toFixed(1)}; ` +
         `PostgreSQL at most ${mb(peak.database)} MB (tasks ${mb(peak.tasks)} MB), artifact store at most ${mb(peak.artifacts)} MB (${mb(end.artifacts)} MB at the end, ${mb(end.all * PNG.length)} MB if all kept); ` +
         `purge ${msPerRow} ms a row; POST /v1/fetch p50/p99 purge on ${Math.round(on.p50)}/${Math.round(on.p99)} ms, off ${Math.round(off.p50)}/${Math.round(off.p99)} ms (${on.samples}+${off.samples} calls); ledger ${exact ? 'exact' : 'NOT EXACT'}`,
     );

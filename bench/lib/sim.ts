@@ -199,3 +199,46 @@ export function markedPng(png: Buffer): (n: number) => Buffer {
   const rest = png.subarray(PNG_HEAD_BYTES);
   return (n) => Buffer.concat([head, pngChunk('tEXt', Buffer.from(`bench-task\0${n}`, 'latin1')), rest]);
 }
+
+// How long a connection may take to be welcomed before it is tried again.
+const RECONNECT_WELCOME_MS = 15_000;
+
+/**
+ * A SimSolver that connects again whenever its socket closes (a server that timed it out on a machine
+ * busy with other work), until `close`; `reconnects` counts how often it had to.
+ */
+export async function keptSolver(base: string, account: { api_key: string; account_id: string }, onTask: (frame: TaskFrame, solver: SimSolver) => void) {
+  let stopped = false;
+  let reconnects = 0;
+  const connect = (): Promise<SimSolver> =>
+    Promise.race([
+      SimSolver.connect(base, account, onTask),
+      sleep(RECONNECT_WELCOME_MS).then(() => {
+        throw new Error('not welcomed in time');
+      }),
+    ]);
+  const watch = (solver: SimSolver) => {
+    solver.socket.once('close', async () => {
+      while (!stopped) {
+        try {
+          current = await connect();
+          reconnects += 1;
+          if (stopped) current.close();
+          else watch(current);
+          return;
+        } catch {
+          await sleep(500);
+        }
+      }
+    });
+  };
+  let current = await SimSolver.connect(base, account, onTask);
+  watch(current);
+  return {
+    reconnects: () => reconnects,
+    close: () => {
+      stopped = true;
+      current.close();
+    },
+  };
+}
