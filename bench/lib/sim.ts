@@ -1,5 +1,7 @@
+import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import zlib from 'node:zlib';
 import WebSocket from 'ws';
 import { sleep } from './stats';
 
@@ -152,4 +154,91 @@ export function postSse(url: string, body: unknown, headers: Record<string, stri
     request.on('error', reject);
     request.end(text);
   });
+}
+
+const PNG_SIGNATURE = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]);
+
+const pngChunk = (type: string, data: Buffer) => {
+  const body = Buffer.concat([Buffer.from(type, 'latin1'), data]);
+  const framed = Buffer.alloc(body.length + 8);
+  framed.writeUInt32BE(data.length, 0);
+  body.copy(framed, 4);
+  framed.writeUInt32BE(zlib.crc32(body), body.length + 4);
+  return framed;
+};
+
+/**
+ * A valid PNG of about `bytes` bytes that does not compress (RGB noise, its IDAT deflated), as a rendered
+ * page's screenshot does not: the artifact store and PostgreSQL see a real screenshot's size and entropy
+ * without a browser.
+ */
+export function noisePng(bytes: number): Buffer {
+  const width = 256;
+  const row = 1 + width * 3;
+  // Signature, IHDR, IDAT's framing and zlib's, IEND: about 70 bytes besides the pixels.
+  const height = Math.max(1, Math.round((bytes - 70) / row));
+  const pixels = crypto.randomBytes(height * row);
+  for (let y = 0; y < height; y++) pixels[y * row] = 0; // each scanline's filter: none
+  const header = Buffer.alloc(13);
+  header.writeUInt32BE(width, 0);
+  header.writeUInt32BE(height, 4);
+  header.set([8, 2, 0, 0, 0], 8); // 8-bit RGB, deflate, no filter method extension, not interlaced
+  return Buffer.concat([PNG_SIGNATURE, pngChunk('IHDR', header), pngChunk('IDAT', zlib.deflateSync(pixels)), pngChunk('IEND', Buffer.alloc(0))]);
+}
+
+// The signature and the IHDR chunk, which a PNG starts with and its other chunks follow.
+const PNG_HEAD_BYTES = 8 + 12 + 13;
+
+/**
+ * The PNG with a `tEXt` chunk naming `n` after its header, for each `n`: the same image with its own
+ * bytes and hash for every task (a store that deduplicated would otherwise keep one copy), for a copy.
+ */
+export function markedPng(png: Buffer): (n: number) => Buffer {
+  if (!png.subarray(0, 8).equals(PNG_SIGNATURE) || png.toString('latin1', 12, 16) !== 'IHDR') throw new Error('not a PNG');
+  const head = png.subarray(0, PNG_HEAD_BYTES);
+  const rest = png.subarray(PNG_HEAD_BYTES);
+  return (n) => Buffer.concat([head, pngChunk('tEXt', Buffer.from(`bench-task\0${n}`, 'latin1')), rest]);
+}
+
+// How long a connection may take to be welcomed before it is tried again.
+const RECONNECT_WELCOME_MS = 15_000;
+
+/**
+ * A SimSolver that connects again whenever its socket closes (a server that timed it out on a machine
+ * busy with other work), until `close`; `reconnects` counts how often it had to.
+ */
+export async function keptSolver(base: string, account: { api_key: string; account_id: string }, onTask: (frame: TaskFrame, solver: SimSolver) => void) {
+  let stopped = false;
+  let reconnects = 0;
+  const connect = (): Promise<SimSolver> =>
+    Promise.race([
+      SimSolver.connect(base, account, onTask),
+      sleep(RECONNECT_WELCOME_MS).then(() => {
+        throw new Error('not welcomed in time');
+      }),
+    ]);
+  const watch = (solver: SimSolver) => {
+    solver.socket.once('close', async () => {
+      while (!stopped) {
+        try {
+          current = await connect();
+          reconnects += 1;
+          if (stopped) current.close();
+          else watch(current);
+          return;
+        } catch {
+          await sleep(500);
+        }
+      }
+    });
+  };
+  let current = await SimSolver.connect(base, account, onTask);
+  watch(current);
+  return {
+    reconnects: () => reconnects,
+    close: () => {
+      stopped = true;
+      current.close();
+    },
+  };
 }
