@@ -18,8 +18,8 @@ export const SIMILARITY_MEASURES = Object.freeze({
   web_search: { measure: 'result_url_overlap', threshold: 0.2 },
   /**
    * The lower of two scales: 1 − Hamming distance / 64 of the 8 × 8 average hashes, and the weighted
-   * Jaccard (Σ min / Σ max) of the ink of a grid of square cells, 20 across. Calibrated against honest
-   * renders (docs/trust.md, "Verified client tasks"): honest at least 0.75, a drawn page at most 0.51.
+   * Jaccard (Σ min / Σ max) of the ink of a grid of square cells, 20 across. The threshold lies midway
+   * between honest renders and a drawn page, as calibrated (docs/trust.md, "Verified client tasks").
    */
   screenshot: { measure: 'average_hash_and_ink_grid', threshold: 0.63 },
 } as const satisfies Record<WebTaskType, { measure: string; threshold: number }>);
@@ -234,8 +234,8 @@ function averageHashOf(image: GrayImage): bigint {
 }
 
 // 64 px cells at the default 1280 px viewport: a few words by a line or two. Finer cells see the line
-// wraps and spacing an honest solver's other fonts change (32 px: honest renders down to 0.63, as low
-// as a drawn page); coarser ones no longer tell a drawn page from text.
+// wraps and spacing an honest solver's other fonts change (32 px: honest renders down to 0.63, a drawn
+// page up to 0.46, too close); coarser ones blur a drawn page's bars into text.
 const INK_GRID_COLUMNS = 20;
 
 /**
@@ -262,11 +262,14 @@ function inkGrid(image: GrayImage, rows: number): Float64Array {
   const { width, height, pixels } = image;
   const sums = new Float64Array(INK_GRID_COLUMNS * rows);
   const counts = new Float64Array(INK_GRID_COLUMNS * rows);
+  // Each column's cell, worked out once: no Math call per pixel (slow where code runs in a vm context, see png.ts).
+  const columnCell = Int32Array.from({ length: width }, (_, x) => Math.min(INK_GRID_COLUMNS - 1, Math.floor((x * INK_GRID_COLUMNS) / width)));
   for (let y = 0; y < height; y++) {
     const row = Math.min(rows - 1, Math.floor((y * INK_GRID_COLUMNS) / width)) * INK_GRID_COLUMNS;
+    const start = y * width;
     for (let x = 0; x < width; x++) {
-      const cell = row + Math.min(INK_GRID_COLUMNS - 1, Math.floor((x * INK_GRID_COLUMNS) / width));
-      sums[cell] += 255 - pixels[y * width + x]!;
+      const cell = row + columnCell[x]!;
+      sums[cell] += 255 - pixels[start + x]!;
       counts[cell] += 1;
     }
   }

@@ -93,7 +93,7 @@ export const HONEST_VARIATIONS: Variation[] = [
   { name: 'the verifier again' },
   { name: 'all text serif', css: '*{font-family:serif!important}' },
   { name: 'all text sans-serif', css: '*{font-family:sans-serif!important}' },
-  { name: 'all text monospace-free fallback (Liberation Sans)', css: '*{font-family:"Liberation Sans",sans-serif!important}' },
+  { name: 'all text Liberation Sans', css: '*{font-family:"Liberation Sans",sans-serif!important}' },
   { name: 'no subpixel positioning, no hinting', args: HINTING },
   { name: 'device scale 2', deviceScaleFactor: 2 },
   { name: 'viewport 16 px narrower', width: VIEWPORT.width - 16 },
