@@ -1,6 +1,6 @@
 import type { WebTaskType } from '../schemas/domain';
 import { htmlToMarkdown } from '../solver/html/markdown';
-import { decodePngGray } from './png';
+import { decodePngGray, type GrayImage } from './png';
 
 /**
  * How alike two solvers' results for one task are, per task type (docs/trust.md, "Redundant runs"):
@@ -16,8 +16,12 @@ export const SIMILARITY_MEASURES = Object.freeze({
   page_snapshot: { measure: 'snapshot_text_and_structure', threshold: 0.4 },
   /** Shared normalised result URLs over the longer list's count. */
   web_search: { measure: 'result_url_overlap', threshold: 0.2 },
-  /** 1 − Hamming distance / 64 of the 8 × 8 average hashes of the decoded pixels. */
-  screenshot: { measure: 'average_hash', threshold: 0.8 },
+  /**
+   * The lower of two scales: 1 − Hamming distance / 64 of the 8 × 8 average hashes, and the weighted
+   * Jaccard (Σ min / Σ max) of the ink of a grid of square cells, 20 across. The threshold lies midway
+   * between honest renders and a drawn page, as calibrated (docs/trust.md, "Verified client tasks").
+   */
+  screenshot: { measure: 'average_hash_and_ink_grid', threshold: 0.63 },
 } as const satisfies Record<WebTaskType, { measure: string; threshold: number }>);
 
 export interface Comparison {
@@ -67,10 +71,13 @@ const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string
     return { similarity: longer === 0 ? 1 : shared / longer, first: { urls: [...x].slice(0, 10) }, second: { urls: [...y].slice(0, 10) } };
   },
   screenshot: (a, b) => {
-    const [x, y] = [averageHash(a.image_base64), averageHash(b.image_base64)];
+    const [x, y] = [decodeImage(a.image_base64), decodeImage(b.image_base64)];
+    const [hashX, hashY] = [x && averageHashOf(x), y && averageHashOf(y)];
     const describe = (result: Record<string, unknown>, hash: bigint | null) => ({ width: result.width, height: result.height, average_hash: hash === null ? null : hash.toString(16).padStart(16, '0') });
-    const similarity = x === null || y === null ? null : 1 - popcount(x ^ y) / 64;
-    return { similarity, first: describe(a, x), second: describe(b, y) };
+    if (x === null || y === null) return { similarity: null, first: describe(a, hashX), second: describe(b, hashY) };
+    const hash = 1 - popcount(hashX! ^ hashY!) / 64;
+    const ink = inkGridSimilarity(x, y);
+    return { similarity: Math.min(hash, ink), first: { ...describe(a, hashX), average_hash_similarity: round(hash), ink_grid_similarity: round(ink) }, second: describe(b, hashY) };
   },
 };
 
@@ -192,15 +199,19 @@ function resultUrls(results: unknown): Set<string> {
 
 const HASH_SIDE = 8;
 
+const decodeImage = (imageBase64: unknown): GrayImage | null => (typeof imageBase64 === 'string' ? decodePngGray(Buffer.from(imageBase64, 'base64')) : null);
+
 /**
  * The 64-bit average hash of a base64 PNG: its luminance averaged over an 8 × 8 grid of cells, one bit
  * per cell, set where the cell is brighter than the mean of all cells. Scaling, recompression and small
  * changes leave most bits as they are; another page does not. Null when the image does not decode.
  */
 export function averageHash(imageBase64: unknown): bigint | null {
-  if (typeof imageBase64 !== 'string') return null;
-  const image = decodePngGray(Buffer.from(imageBase64, 'base64'));
-  if (!image) return null;
+  const image = decodeImage(imageBase64);
+  return image && averageHashOf(image);
+}
+
+function averageHashOf(image: GrayImage): bigint {
   const sums = new Float64Array(HASH_SIDE * HASH_SIDE);
   const counts = new Float64Array(HASH_SIDE * HASH_SIDE);
   for (let y = 0; y < image.height; y++) {
@@ -220,6 +231,50 @@ export function averageHash(imageBase64: unknown): bigint | null {
   });
   const mean = cells.reduce((sum, value) => sum + value, 0) / cells.length;
   return cells.reduce((hash, value, cell) => (value > mean ? hash | (1n << BigInt(cell)) : hash), 0n);
+}
+
+// 64 px cells at the default 1280 px viewport: a few words by a line or two. Finer cells see the line
+// wraps and spacing an honest solver's other fonts change (32 px: honest renders down to 0.63, a drawn
+// page up to 0.46, too close); coarser ones blur a drawn page's bars into text.
+const INK_GRID_COLUMNS = 20;
+
+/**
+ * How much of two images' ink (darkness, 0 white to 1 black) is shared, cell by cell: Σ min / Σ max
+ * over square cells, INK_GRID_COLUMNS across each image's own width, so a render at another device
+ * scale or a viewport a few pixels wider lands on the same grid. The shorter image is padded with white:
+ * a strip of a page does not pass for the page. Two blank images are the same.
+ */
+export function inkGridSimilarity(a: GrayImage, b: GrayImage): number {
+  const rows = Math.max(inkRows(a), inkRows(b));
+  const [x, y] = [inkGrid(a, rows), inkGrid(b, rows)];
+  let shared = 0;
+  let total = 0;
+  for (let cell = 0; cell < x.length; cell++) {
+    shared += Math.min(x[cell]!, y[cell]!);
+    total += Math.max(x[cell]!, y[cell]!);
+  }
+  return total === 0 ? 1 : shared / total;
+}
+
+const inkRows = (image: GrayImage) => Math.ceil((image.height * INK_GRID_COLUMNS) / image.width);
+
+function inkGrid(image: GrayImage, rows: number): Float64Array {
+  const { width, height, pixels } = image;
+  const sums = new Float64Array(INK_GRID_COLUMNS * rows);
+  const counts = new Float64Array(INK_GRID_COLUMNS * rows);
+  // Each column's cell, worked out once: no Math call per pixel (slow where code runs in a vm context, see png.ts).
+  const columnCell = Int32Array.from({ length: width }, (_, x) => Math.min(INK_GRID_COLUMNS - 1, Math.floor((x * INK_GRID_COLUMNS) / width)));
+  for (let y = 0; y < height; y++) {
+    const row = Math.min(rows - 1, Math.floor((y * INK_GRID_COLUMNS) / width)) * INK_GRID_COLUMNS;
+    const start = y * width;
+    for (let x = 0; x < width; x++) {
+      const cell = row + columnCell[x]!;
+      sums[cell] += 255 - pixels[start + x]!;
+      counts[cell] += 1;
+    }
+  }
+  // Cells past the image's end (padding) stay 0: white.
+  return sums.map((sum, cell) => (counts[cell] > 0 ? sum / counts[cell] / 255 : 0));
 }
 
 function popcount(value: bigint): number {

@@ -1,5 +1,6 @@
-import { encodeGrayPng } from '../../src/trust/png';
-import { averageHash, compareResults, disagrees, normaliseUrl, structureOf, textSimilarity } from '../../src/trust/similarity';
+import { decodePng, encodeGrayPng } from '../../src/trust/png';
+import { seededRandom } from '../../src/trust/canary-pages';
+import { averageHash, compareResults, disagrees, inkGridSimilarity, normaliseUrl, structureOf, textSimilarity } from '../../src/trust/similarity';
 
 /** The type-specific measures redundant runs compare two solvers' results with (docs/trust.md). */
 
@@ -90,3 +91,77 @@ describe('screenshots', () => {
     expect(averageHash('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==')).toBe(0n);
   });
 });
+
+/**
+ * A page of text drawn as a browser lays it out: a coloured header, a heading, paragraphs of words (runs
+ * of glyph strokes) wrapped at a column. `glyph` scales the words' widths as another font would (so lines
+ * wrap elsewhere), `scale` is the device scale, `width` the viewport's.
+ */
+function textPage({ glyph = 1, scale = 1, width = 640, seed = 'page' } = {}): Buffer {
+  const rng = seededRandom(seed);
+  const ink = new Uint8Array(width * 400);
+  const box = (x0: number, y0: number, w: number, h: number, value: number) => {
+    for (let y = Math.max(0, y0); y < Math.min(400, y0 + h); y++) for (let x = Math.max(0, x0); x < Math.min(width, x0 + w); x++) ink[y * width + x] = value;
+  };
+  box(0, 0, width, 60, 90);
+  const left = Math.round((width - 380) / 2);
+  let y = 80;
+  for (const [lines, size] of [[1, 16], [3, 9], [1, 12], [4, 9], [2, 9]] as const) {
+    let x = left;
+    let line = 0;
+    while (line < lines) {
+      const word = Math.round((2 + Math.floor(rng() * 8)) * size * 0.55 * glyph);
+      if (x + word > left + 380) {
+        x = left;
+        line += 1;
+        y += Math.round(size * 1.6);
+        continue;
+      }
+      // Glyphs: strokes two pixels wide with gaps, as text is at this size.
+      for (let gx = x; gx < x + word; gx += 3) box(gx, y, 2, size, 200);
+      x += word + Math.round(size * 0.3 * glyph);
+    }
+    y += size * 2;
+  }
+  return encodeGrayPng(width * scale, 400 * scale, (x, py) => 255 - ink[Math.floor(py / scale) * width + Math.floor(x / scale)]!);
+}
+
+describe('screenshots, at two scales', () => {
+  const b64 = (png: Buffer) => png.toString('base64');
+  const compare = (a: Buffer, b: Buffer) => compareResults('screenshot', { image_base64: b64(a) }, { image_base64: b64(b) });
+  // Drawn like test/support/cheats.ts's pageLikeScreenshot: a heading and four bars of dark "text".
+  const drawn = encodeGrayPng(640, 400, (x, y) => {
+    const line = Math.floor((y - 10) / 15);
+    return x >= 4 && y >= 10 && line < 5 && (y - 10) % 15 < (line === 0 ? 13 : 7) && x < (line === 0 ? 350 : 600 - line * 45) ? 30 : 255;
+  });
+
+  test('another font, device scale 2 and a viewport 8 px wider agree with the verifier\'s render', () => {
+    const verifier = textPage();
+    for (const honest of [textPage({ glyph: 0.88 }), textPage({ glyph: 1.1 }), textPage({ scale: 2 }), textPage({ width: 648 })]) {
+      const compared = compare(verifier, honest);
+      expect(compared.measure).toBe('average_hash_and_ink_grid');
+      expect(compared.similarity).toBeGreaterThanOrEqual(compared.threshold + 0.1);
+    }
+  });
+
+  test('a page drawn to pass the average hash, a blank image and a strip of the page are proven wrong', () => {
+    const verifier = textPage();
+    const pageLike = compare(verifier, drawn);
+    expect(pageLike.first).toMatchObject({ average_hash_similarity: expect.any(Number), ink_grid_similarity: expect.any(Number) });
+    expect(pageLike.similarity).toBeLessThan(pageLike.threshold - 0.1);
+    expect(disagrees(compare(verifier, encodeGrayPng(640, 400, () => 255)))).toBe(true);
+    const { pixels } = decodePng(verifier);
+    const strip = encodeGrayPng(640, 100, (x, y) => pixels[y * 640 + x]!);
+    expect(disagrees(compare(verifier, strip))).toBe(true);
+  });
+
+  test('ink grid: two blank images are the same, and ink shared cell by cell counts', () => {
+    const blank = decodePng(encodeGrayPng(40, 20, () => 255));
+    expect(inkGridSimilarity(blank, blank)).toBe(1);
+    const half = decodePng(encodeGrayPng(40, 20, (x) => (x < 20 ? 0 : 255)));
+    const all = decodePng(encodeGrayPng(40, 20, () => 0));
+    expect(inkGridSimilarity(half, all)).toBeCloseTo(0.5);
+    expect(inkGridSimilarity(blank, all)).toBe(0);
+  });
+});
+
