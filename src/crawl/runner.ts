@@ -418,10 +418,12 @@ export class CrawlRunner {
   private async waitForTask(taskId: string): Promise<void> {
     const announced = this.deps.finished.wait(taskId);
     try {
+      // The announcement usually comes first (the watch remembers recent ones); the row is read only
+      // when it is late, as when the notification connection was down.
       for (;;) {
+        if ((await Promise.race([announced.finished, sleep(TASK_POLL_MS)])) !== undefined) return;
         const row = await getTaskRow(this.deps.db, taskId);
         if (!row || isTerminalState(row.status)) return;
-        await Promise.race([announced.finished, sleep(TASK_POLL_MS)]);
       }
     } finally {
       announced.stop();
