@@ -2,6 +2,7 @@ import type { Client } from '@temporalio/client';
 import { isTerminalState } from '../src/contract/lifecycle';
 import type { NotifyBus } from '../src/db/notify';
 import { getTaskRow } from '../src/db/tasks';
+import type { CapabilityTaskType } from '../src/schemas/domain';
 import { pageAttemptChannel, type PageAttemptRequest } from '../src/dispatch/page-requests';
 import { startTaskWorkflow } from '../src/tasks/service';
 import { runDispatch } from './dispatch';
@@ -34,7 +35,7 @@ export class PageAttempts {
           taskId: request.taskId,
           attemptId: request.assignment.attemptId,
           solverId: request.assignment.solverId,
-          taskType: request.taskType as never,
+          taskType: request.taskType as CapabilityTaskType,
           deadlineMs: request.deadlineMs,
           acceptTimeoutMs: config.acceptTimeoutMs,
         },
