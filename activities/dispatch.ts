@@ -36,91 +36,107 @@ const HEARTBEAT_EVERY_MS = 1000;
  * already finished is left as it is), and reports the outcome.
  * Settling here rather than in a later workflow step saves the workflow a round trip per task.
  */
-export function createDispatchActivities({ db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs, webhooks, artifacts }: NodeActivityDeps) {
+export function createDispatchActivities(deps: NodeActivityDeps) {
   return {
     async dispatchAttempt(input: DispatchInput): Promise<AttemptReport> {
       const context = Context.current();
-      const stream = input.stream;
-      // The attempt stops when Temporal cancels this activity, or at once when the task is settled
-      // elsewhere (src/dispatch/attempt-stops.ts): the activity would hear of that only at its next heartbeat.
-      const settledElsewhere = new AbortController();
-      const stop = AbortSignal.any([context.cancellationSignal, settledElsewhere.signal]);
-      // Taken over whenever it runs here: a handoff's signal resent by the sweep does not say it went early.
-      const early = earlyAttempts?.adopt(input.attemptId, stop);
-      if (input.startedEarly && !early) {
-        // Abandoned before this activity ran (its client went away, or the workflow gave up on it): what
-        // it streamed meanwhile is unknown here (-1); sending the task again would repeat the answer.
-        return attemptFailed('attempt_closed', 'The attempt ended before its workflow took it over.', UNKNOWN_CHUNKS);
-      }
-      const forgetStop = stops.onStop(input.taskId, () => settledElsewhere.abort());
       const heartbeat = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
-      const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
-      // A chat task with no client to stream to (a chat audit, docs/trust.md): the deltas are assembled
-      // into the stored result, which the audit's judge reads (an attempt sent early assembles its own).
-      const assembled = early ? early.assembled : !stream && input.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
-      const chunks = () => deltas?.chunks ?? 0;
-      // Chat: what its deltas delivered is counted, to bound the usage it is billed for (src/chat/usage.ts).
-      let delivered = early?.delivered;
       try {
-        let result: Record<string, unknown>;
-        if (early) {
-          result = await early.result;
-        } else {
-          const payload = payloads?.take(input.taskId) ?? (await getTaskRow(db, input.taskId))?.payload;
-          if (!payload) return attemptFailed('task_not_found', 'The task no longer exists.', chunks());
-          if (input.taskType === CHAT_TASK_TYPE) delivered = new DeliveredTokens(payload);
-          result = await hub.runAttempt({
-            solverId: input.solverId,
-            attemptId: input.attemptId,
-            taskId: input.taskId,
-            taskType: input.taskType,
-            payload,
-            deadline: new Date(input.deadlineMs),
-            acceptTimeoutMs: input.acceptTimeoutMs,
-            signal: stop,
-            onChunk: countedChunks(delivered, deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta)))),
-          });
-        }
-        if (assembled) result = { ...result, message: assembled.message() };
-        const usage = delivered ? meterUsage(result.usage, await delivered.counted()) : undefined;
-        // Written before the task is completed and settled: a write that fails fails the attempt, and
-        // nothing is charged for a result whose bytes are not kept.
-        let stored: Awaited<ReturnType<typeof storeArtifacts>>;
-        try {
-          stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: input.attemptId, taskType: input.taskType, result });
-        } catch (error) {
-          logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId, store: artifacts.location }, 'artifact store write failed');
-          return attemptFailed('artifact_store_failed', 'The result could not be written to the artifact store.', chunks());
-        }
-        const completed = await finishTask(db, input.taskId, {
-          completion: { kind: 'attempt', attemptId: input.attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
-          feePercent: config.platformFeePercent,
-        });
-        // A result the task did not take (finished or reassigned meanwhile) leaves nothing in the store.
-        if (!completed.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: input.taskId }, 'untaken artifacts not deleted'));
-        handoffs.deliver(completed.handoffs);
-        webhooks.send(completed.webhooks);
-        if (completed.attemptClosed) {
-          return attemptFailed('attempt_closed', 'The attempt ended before its result arrived.', chunks());
-        }
-        if (stream) {
-          await deltas?.flushed();
-          // The client is shown the usage it was billed for.
-          const billed = usage ? { ...usage.billed } : null;
-          await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage: billed });
-        }
-        // Not applied: the task had finished already (an admin, its deadline), and that is its state.
-        return { ok: true, chunks: chunks(), status: completed.status };
-      } catch (error) {
-        if (error instanceof AttemptFailure) {
-          if (error.failure.outcome === 'cancelled' && context.cancellationSignal.aborted) throw context.cancellationSignal.reason ?? error;
-          return { ...error.failure, chunks: chunks() };
-        }
-        throw error;
+        return await runDispatch(deps, input, context.cancellationSignal);
       } finally {
         clearInterval(heartbeat);
-        forgetStop();
       }
     },
   };
+}
+
+/**
+ * The attempt as its dispatch activity runs it, and as a crawl's page runs it without a workflow
+ * (activities/page-dispatch.ts). `cancelled` is the caller's cancellation: an attempt it cancels throws
+ * its reason rather than reporting a failure.
+ */
+export async function runDispatch(
+  { db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs, webhooks, artifacts }: NodeActivityDeps,
+  input: DispatchInput,
+  cancelled: AbortSignal,
+): Promise<AttemptReport> {
+  const stream = input.stream;
+  // The attempt stops when its caller is cancelled, or at once when the task is settled elsewhere
+  // (src/dispatch/attempt-stops.ts): the activity would hear of that only at its next heartbeat.
+  const settledElsewhere = new AbortController();
+  const stop = AbortSignal.any([cancelled, settledElsewhere.signal]);
+  // Taken over whenever it runs here: a handoff's signal resent by the sweep does not say it went early.
+  const early = earlyAttempts?.adopt(input.attemptId, stop);
+  if (input.startedEarly && !early) {
+    // Abandoned before this activity ran (its client went away, or the workflow gave up on it): what
+    // it streamed meanwhile is unknown here (-1); sending the task again would repeat the answer.
+    return attemptFailed('attempt_closed', 'The attempt ended before its workflow took it over.', UNKNOWN_CHUNKS);
+  }
+  const forgetStop = stops.onStop(input.taskId, () => settledElsewhere.abort());
+  const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
+  // A chat task with no client to stream to (a chat audit, docs/trust.md): the deltas are assembled
+  // into the stored result, which the audit's judge reads (an attempt sent early assembles its own).
+  const assembled = early ? early.assembled : !stream && input.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
+  const chunks = () => deltas?.chunks ?? 0;
+  // Chat: what its deltas delivered is counted, to bound the usage it is billed for (src/chat/usage.ts).
+  let delivered = early?.delivered;
+  try {
+    let result: Record<string, unknown>;
+    if (early) {
+      result = await early.result;
+    } else {
+      const payload = payloads?.take(input.taskId) ?? (await getTaskRow(db, input.taskId))?.payload;
+      if (!payload) return attemptFailed('task_not_found', 'The task no longer exists.', chunks());
+      if (input.taskType === CHAT_TASK_TYPE) delivered = new DeliveredTokens(payload);
+      result = await hub.runAttempt({
+        solverId: input.solverId,
+        attemptId: input.attemptId,
+        taskId: input.taskId,
+        taskType: input.taskType,
+        payload,
+        deadline: new Date(input.deadlineMs),
+        acceptTimeoutMs: input.acceptTimeoutMs,
+        signal: stop,
+        onChunk: countedChunks(delivered, deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta)))),
+      });
+    }
+    if (assembled) result = { ...result, message: assembled.message() };
+    const usage = delivered ? meterUsage(result.usage, await delivered.counted()) : undefined;
+    // Written before the task is completed and settled: a write that fails fails the attempt, and
+    // nothing is charged for a result whose bytes are not kept.
+    let stored: Awaited<ReturnType<typeof storeArtifacts>>;
+    try {
+      stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: input.attemptId, taskType: input.taskType, result });
+    } catch (error) {
+      logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId, store: artifacts.location }, 'artifact store write failed');
+      return attemptFailed('artifact_store_failed', 'The result could not be written to the artifact store.', chunks());
+    }
+    const completed = await finishTask(db, input.taskId, {
+      completion: { kind: 'attempt', attemptId: input.attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
+      feePercent: config.platformFeePercent,
+    });
+    // A result the task did not take (finished or reassigned meanwhile) leaves nothing in the store.
+    if (!completed.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: input.taskId }, 'untaken artifacts not deleted'));
+    handoffs.deliver(completed.handoffs);
+    webhooks.send(completed.webhooks);
+    if (completed.attemptClosed) {
+      return attemptFailed('attempt_closed', 'The attempt ended before its result arrived.', chunks());
+    }
+    if (stream) {
+      await deltas?.flushed();
+      // The client is shown the usage it was billed for.
+      const billed = usage ? { ...usage.billed } : null;
+      await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage: billed });
+    }
+    // Not applied: the task had finished already (an admin, its deadline), and that is its state.
+    return { ok: true, chunks: chunks(), status: completed.status };
+  } catch (error) {
+    if (error instanceof AttemptFailure) {
+      if (error.failure.outcome === 'cancelled' && cancelled.aborted) throw cancelled.reason ?? error;
+      return { ...error.failure, chunks: chunks() };
+    }
+    throw error;
+  } finally {
+    forgetStop();
+  }
 }

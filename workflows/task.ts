@@ -189,7 +189,10 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     // Sent to its solver before this workflow asked: with the task (a chat's first attempt), or by the
     // node that handed the slot; the dispatch activity takes the running attempt over.
     const startedEarly = matchedWithTask ? input.firstAttemptStartedEarly === true : handedSlot?.startedEarly === true;
-    const outcome = await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), interrupted, startedEarly);
+    const outcome =
+      matchedWithTask && input.firstAttemptReport
+        ? input.firstAttemptReport
+        : await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), interrupted, startedEarly);
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
       // The dispatch activity stored the result and settled the task.

@@ -4,7 +4,7 @@
  */
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { defineQuery, defineSignal } from '@temporalio/workflow';
-import type { Assignment, ErrorBody, TaskState, TerminalState } from './lifecycle';
+import type { Assignment, AttemptFailed, ErrorBody, TaskState, TerminalState } from './lifecycle';
 
 /** Each API node runs a worker on its own queue: activities that must reach a solver's socket go there. */
 export const nodeTaskQueue = (nodeId: string) => `node-${nodeId}`;
@@ -52,6 +52,11 @@ export interface TaskWorkflowInput {
   firstAssignment?: Assignment;
   /** Attempt 1 went to its solver as the task was created; its dispatch activity takes it over. */
   firstAttemptStartedEarly?: boolean;
+  /**
+   * Attempt 1 ran without a workflow (a crawl's page, docs/crawl.md "Throughput") and failed thus: the
+   * workflow takes the task over from that outcome.
+   */
+  firstAttemptReport?: AttemptFailed;
 }
 
 export interface TaskWorkflowResult {

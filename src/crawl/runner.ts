@@ -26,14 +26,17 @@ import {
 } from '../db/crawls';
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
-import { createTaskWithHold, getTaskRecord, getTaskRow } from '../db/tasks';
+import type { NotifyBus } from '../db/notify';
+import { createTaskWithHold, finishTask, getTaskRecord, getTaskRow, type TaskRow } from '../db/tasks';
+import { AttemptStops } from '../dispatch/attempt-stops';
+import { sendPageAttempt } from '../dispatch/page-requests';
 import type { Logger } from '../logger';
 import type { ScanResult } from '../safety/scanner';
 import type { DomainGuard } from '../policy/guard';
 import { guardedFetch, SOLVER_USER_AGENT } from '../solver/guarded-fetch';
 import type { TaskFinishedWatch } from '../tasks/finished';
 import type { HandoffSender } from '../tasks/handoffs';
-import { isTerminalState } from '../contract/lifecycle';
+import { isTerminalState, taskFailure, type Assignment } from '../contract/lifecycle';
 import { newTaskId, startTaskWorkflow } from '../tasks/service';
 import type { WebhookSender } from '../webhooks/sender';
 import { cancelTaskSignal, taskWorkflowId } from '../contract/workflows';
@@ -92,6 +95,8 @@ export interface CrawlRunnerDeps {
   db: Db;
   logger: Logger;
   temporal: Client;
+  /** Sends pages' first attempts to the API nodes holding their solvers' sockets. */
+  bus: NotifyBus;
   domainPolicy: DomainGuard;
   finished: TaskFinishedWatch;
   handoffs: HandoffSender;
@@ -110,17 +115,26 @@ const scopeOf = (crawl: CrawlRow, options: CrawlOptions): CrawlScope => ({
   regexOnFullURL: options.regexOnFullURL,
 });
 
-/** Signals the cancel of each task; a task whose workflow is gone has ended already. */
-export async function cancelTasks(temporal: Client, taskIds: readonly string[]): Promise<void> {
+type CancelDeps = Pick<CrawlRunnerDeps, 'temporal' | 'db' | 'bus' | 'handoffs' | 'webhooks'>;
+
+/**
+ * Cancels each task: its workflow by signal; a page task with no workflow (its attempt runs without one)
+ * is ended here as its workflow would end it, and its attempt stopped on whichever node runs it. A task
+ * whose workflow is gone has ended already, which ending it again leaves as it is.
+ */
+export async function cancelTasks(deps: CancelDeps, taskIds: readonly string[]): Promise<void> {
   await Promise.all(
-    taskIds.map((taskId) =>
-      temporal.workflow
-        .getHandle(taskWorkflowId(taskId))
-        .signal(cancelTaskSignal)
-        .catch((error) => {
-          if (!(error instanceof WorkflowNotFoundError)) throw error;
-        }),
-    ),
+    taskIds.map(async (taskId) => {
+      try {
+        await deps.temporal.workflow.getHandle(taskWorkflowId(taskId)).signal(cancelTaskSignal);
+      } catch (error) {
+        if (!(error instanceof WorkflowNotFoundError)) throw error;
+        const finished = await finishTask(deps.db, taskId, { failure: taskFailure('task_cancelled', 'Cancelled by its client.') });
+        deps.handoffs.deliver(finished.handoffs);
+        deps.webhooks.send(finished.webhooks);
+        if (finished.applied) await new AttemptStops(deps.bus).stop(taskId);
+      }
+    }),
   );
 }
 
@@ -227,7 +241,7 @@ export class CrawlRunner {
           if (now && now.status !== 'scraping' && state === 'scraping') {
             state = now.status;
             // The cancel route stopped the tasks it saw; tasks created since are stopped here.
-            void runningPageTasks(db, crawlId).then((ids) => cancelTasks(this.deps.temporal, ids)).catch(() => undefined);
+            void runningPageTasks(db, crawlId).then((ids) => cancelTasks(this.deps, ids)).catch(() => undefined);
           }
         })
         .catch(() => undefined);
@@ -262,7 +276,7 @@ export class CrawlRunner {
     if (stop.aborted) throw stop.reason ?? new Error('crawl slice cancelled');
     if (failure) {
       this.deps.webhooks.send((await finishCrawl(db, crawlId, 'failed', failure)).webhooks);
-      await cancelTasks(this.deps.temporal, await runningPageTasks(db, crawlId));
+      await cancelTasks(this.deps, await runningPageTasks(db, crawlId));
       return { done: true };
     }
     if (state !== 'scraping') return { done: true };
@@ -283,7 +297,7 @@ export class CrawlRunner {
     for (;;) {
       taskId = await this.pageTask(crawl, options, page);
       if (!taskId) return;
-      if (state() !== 'scraping') await cancelTasks(this.deps.temporal, [taskId]);
+      if (state() !== 'scraping') await cancelTasks(this.deps, [taskId]);
       await this.waitForTask(taskId);
       task = await readTaskRecord(this.deps, taskId);
       const lost = task?.status === 'failed' && failedForWantOfASolver((task.error ?? {}) as { type?: string });
@@ -344,6 +358,8 @@ export class CrawlRunner {
         // The page's first task keeps the key it always had; a later one is numbered.
         idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}${page.task_attempts > 0 ? `:${page.task_attempts}` : ''}`, fingerprint: crawl.crawl_id },
         admission: { maxQueued: config.queueLimitPerTaskType },
+        // Matched as it is created, so that its first attempt can go out without a workflow.
+        match: {},
       });
       switch (outcome.kind) {
         case 'existing':
@@ -352,7 +368,9 @@ export class CrawlRunner {
         case 'created': {
           const { task, firstAssignment, handoffs } = outcome;
           await recordPageTask(db, page.page_id, task.task_id);
-          await startTaskWorkflow({ ...this.deps, eagerStart: false }, task, undefined, firstAssignment);
+          if (!firstAssignment || !(await this.sendFirstAttempt(task, firstAssignment))) {
+            await startTaskWorkflow({ ...this.deps, eagerStart: false }, task, undefined, firstAssignment);
+          }
           this.deps.handoffs.deliver(handoffs);
           return task.task_id;
         }
@@ -375,13 +393,37 @@ export class CrawlRunner {
     }
   }
 
+  /**
+   * Sends the page's first attempt to the API node holding its solver's socket, which runs it without a
+   * workflow (docs/crawl.md, "Throughput"); false when it could not be sent, and the task's workflow runs it.
+   */
+  private async sendFirstAttempt(task: TaskRow, assignment: Assignment): Promise<boolean> {
+    const { config } = this.deps;
+    try {
+      await sendPageAttempt(this.deps.bus, {
+        taskId: task.task_id,
+        taskType: task.task_type,
+        assignment,
+        payload: task.payload,
+        // As the task's workflow bounds an attempt.
+        deadlineMs: Date.now() + Math.min(config.attemptTimeoutSeconds, task.timeout_seconds) * 1000,
+      });
+      return true;
+    } catch (error) {
+      this.deps.logger.warn({ err: error, task_id: task.task_id }, 'page attempt not sent; its workflow runs it');
+      return false;
+    }
+  }
+
   private async waitForTask(taskId: string): Promise<void> {
     const announced = this.deps.finished.wait(taskId);
     try {
+      // The announcement usually comes first (the watch remembers recent ones); the row is read only
+      // when it is late, as when the notification connection was down.
       for (;;) {
+        if ((await Promise.race([announced.finished, sleep(TASK_POLL_MS)])) !== undefined) return;
         const row = await getTaskRow(this.deps.db, taskId);
         if (!row || isTerminalState(row.status)) return;
-        await Promise.race([announced.finished, sleep(TASK_POLL_MS)]);
       }
     } finally {
       announced.stop();

@@ -4,6 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { createActivities, createNodeActivities } from '../../activities';
+import { PageAttempts } from '../../activities/page-dispatch';
 import { nodeTaskQueue } from '../contract/workflows';
 import type { Config } from '../config';
 import { readStrongModels } from '../config';
@@ -113,11 +114,13 @@ export async function startApiNode(options: {
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
   });
   handoffs.sendEarlyWith(earlyAttempts);
+  const nodeDeps = { config, db, logger, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts };
+  await new PageAttempts({ ...nodeDeps, temporal, bus, nodeId }).start();
   const worker = await Worker.create({
     connection: workerConnection,
     namespace: config.temporalNamespace,
     taskQueue: nodeTaskQueue(nodeId),
-    activities: createNodeActivities({ config, db, logger, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts }),
+    activities: createNodeActivities(nodeDeps),
     // Dispatch activities mostly wait on sockets; many may be in flight at once, with room to spare above
     // the benchmark's 1,000 held streams. The rare activity task lost under a burst is the Temporal
     // server's (docs/performance.md), not a matter of slots; the workflow reassigns such an attempt.
@@ -139,7 +142,7 @@ export async function startApiNode(options: {
           handoffs,
           webhooks,
           artifacts,
-          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts }),
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts }),
         }),
       })
     : undefined;

@@ -59,7 +59,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   // Crawls judge every discovered URL by the domain policy, as the API nodes judge a task's target.
   const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId: `worker-${os.hostname()}-${process.pid}` });
   await domainPolicy.listen(bus);
-  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts });
+  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,

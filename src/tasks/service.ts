@@ -19,7 +19,7 @@ import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
 import { CHAT_TASK_TYPE, type RoutingSort, type WebTaskType } from '../schemas/domain';
-import { taskFailure, type Assignment, type TaskState } from '../contract/lifecycle';
+import { taskFailure, type Assignment, type AttemptFailed, type TaskState } from '../contract/lifecycle';
 import {
   AccountIdAttribute,
   chatWorkflowId,
@@ -236,6 +236,7 @@ export async function startTaskWorkflow(
   chat?: { strongModels: string[]; clientNodeId: string; completionId: string; maxAttempts?: number },
   firstAssignment?: Assignment | null,
   firstAttemptStartedEarly = false,
+  firstAttemptReport?: AttemptFailed,
 ): Promise<boolean> {
   if (task.task_type === CHAT_TASK_TYPE && !chat) {
     // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
@@ -254,6 +255,7 @@ export async function startTaskWorkflow(
     ...(chat ? { strongModels: chat.strongModels, stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId } } : {}),
     ...(firstAssignment ? { firstAssignment } : {}),
     ...(firstAttemptStartedEarly ? { firstAttemptStartedEarly } : {}),
+    ...(firstAttemptReport ? { firstAttemptReport } : {}),
   };
   try {
     await deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
