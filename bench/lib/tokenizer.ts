@@ -49,7 +49,7 @@ export async function tokenizerCost(rounds = 200): Promise<{ ms_per_1000_tokens:
  * gone (a missed heartbeat). Its own process also keeps the benchmark's CPU out of the figure.
  */
 export async function tokenizerCostApart(): Promise<Awaited<ReturnType<typeof tokenizerCost>>> {
-  const { stdout } = await promisify(execFile)(process.execPath, [...process.execArgv, __filename]);
+  const { stdout } = await promisify(execFile)(process.execPath, [...process.execArgv.filter((arg) => arg !== '-e' && arg !== '--eval' && !arg.startsWith('--eval=')), __filename]);
   return JSON.parse(stdout);
 }
 

@@ -18,6 +18,8 @@ export class NotifyBus {
   private closed = false;
   private reconnectDelayMs = 250;
   private ready: Promise<void> = Promise.resolve();
+  // One query at a time on the connection: pg deprecates a query sent while another runs on a client.
+  private queue: Promise<unknown> = Promise.resolve();
 
   constructor(
     private readonly databaseUrl: string,
@@ -37,7 +39,7 @@ export class NotifyBus {
       set = new Set();
       this.handlers.set(channel, set);
       await this.ready;
-      await this.client?.query(`LISTEN ${channel}`);
+      await this.serial((client) => client.query(`LISTEN ${channel}`));
     }
     set.add(handler);
     return async () => {
@@ -45,7 +47,7 @@ export class NotifyBus {
       current?.delete(handler);
       if (current && current.size === 0) {
         this.handlers.delete(channel);
-        await this.client?.query(`UNLISTEN ${channel}`).catch(() => undefined);
+        await this.serial((client) => client.query(`UNLISTEN ${channel}`)).catch(() => undefined);
       }
     };
   }
@@ -62,7 +64,14 @@ export class NotifyBus {
     if (!CHANNEL.test(channel)) throw new Error(`invalid channel name "${channel}"`);
     await this.ready;
     if (!this.client) throw new Error('notification connection is down');
-    await this.client.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify(payload)]);
+    await this.serial((client) => client.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify(payload)]));
+  }
+
+  /** Runs a query on the connection after those sent before it; none when the connection is down. */
+  private serial(query: (client: pg.Client) => Promise<unknown>): Promise<unknown> {
+    const run = this.queue.then(() => (this.client ? query(this.client) : undefined));
+    this.queue = run.catch(() => undefined);
+    return run;
   }
 
   async close(): Promise<void> {
