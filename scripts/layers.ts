@@ -34,7 +34,6 @@ const SETTLEMENT_REACTS = 'settlement judges canaries, samples redundant runs an
 const REPUTATION_IN_MATCHING = 'matching and the solver list rank by the reputation formula, which lives with the trust code until the trust policy is passed as an argument';
 
 export const ALLOWED_UPWARD: Readonly<Record<string, string>> = {
-  'src/config.ts -> src/trust/canary-hosts.ts': 'CANARY_HOSTS is parsed where configuration is read, by the canary code that uses it',
   'src/db/matching.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
   'src/db/solvers.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
   'src/db/tasks.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,

@@ -23,7 +23,8 @@ import {
 } from './reputation';
 import type { SearchOracle } from './search-oracle';
 import { compareResults, disagrees, SIMILARITY_MEASURES, textSimilarity } from './similarity';
-import { canaryUrlBase, drawCanaryHost, LOCAL_CANARY_DOMAIN, type CanaryOrigin } from './canary-hosts';
+import type { CanaryOrigin } from '../config';
+import { canaryUrlBase, drawCanaryHost, LOCAL_CANARY_DOMAIN } from './canary-hosts';
 import { canaryPage, canaryPageText } from './canary-pages';
 
 /**
