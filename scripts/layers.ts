@@ -31,12 +31,8 @@ export const LEAF_LAYER = 'contract';
  * on an upward import missing here and on an entry that no longer occurs, so this list only shrinks.
  */
 const SETTLEMENT_REACTS = 'settlement judges canaries, samples redundant runs and holds earnings itself; they leave the db layer when it returns facts that trust reacts to';
-const REPUTATION_IN_MATCHING = 'matching and the solver list rank by the reputation formula, which lives with the trust code until the trust policy is passed as an argument';
 
 export const ALLOWED_UPWARD: Readonly<Record<string, string>> = {
-  'src/db/matching.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
-  'src/db/solvers.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
-  'src/db/tasks.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
   'src/db/tasks.ts -> src/trust/canaries.ts': SETTLEMENT_REACTS,
   'src/db/tasks.ts -> src/trust/escrow.ts': SETTLEMENT_REACTS,
   'src/db/tasks.ts -> src/trust/redundant.ts': SETTLEMENT_REACTS,

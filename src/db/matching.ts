@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
-import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
+import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted } from './reputation';
 
 /**
  * Matching a task to a solver's slot, and the queue of tasks waiting for one (docs/queue.md). A slot is
@@ -27,7 +27,7 @@ export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId
 
 /**
  * The solvers that may take a task of this type: a capability for it, connected (not draining) to a live API node, not
- * excluded, trusted with client work (src/trust/reputation.ts), and (chat) strong-tier for one of the allowed
+ * excluded, trusted with client work (src/db/reputation.ts), and (chat) strong-tier for one of the allowed
  * models; with `verifiersOnly`, a verifier. A canary (`canaryFor`) goes to its one solver instead, on probation or not, unless quarantined.
  * A task that asks for a `country` goes only to capabilities that declare it (a value, or an expression
  * that reads it from the task's row).

@@ -50,7 +50,7 @@ import {
   type ReserveAttemptInput,
 } from './matching';
 import type { Db } from './pool';
-import { quarantined, recordOutcomeStep } from '../trust/reputation';
+import { quarantined, recordOutcomeStep } from './reputation';
 import { judgeCanaryIn } from '../trust/canaries';
 import { escrowed, holdEarningsIn } from '../trust/escrow';
 import { sampleRedundantRunIn } from '../trust/redundant';

@@ -20,7 +20,7 @@ import {
   RECOVERY_CANARY_SECONDS,
   recoveryCanaries,
   trustPolicy,
-} from './reputation';
+} from '../db/reputation';
 import type { SearchOracle } from './search-oracle';
 import { compareResults, disagrees, SIMILARITY_MEASURES, textSimilarity } from './similarity';
 import type { CanaryOrigin } from '../config';
@@ -39,7 +39,7 @@ import { canaryPage, canaryPageText } from './canary-pages';
 
 type Runner = CommonQueryMethods;
 
-export { isCanaryTaskType, type CanaryTaskType } from './reputation';
+export { isCanaryTaskType, type CanaryTaskType } from '../db/reputation';
 
 const SEARCH_TASK_TYPE = 'web_search';
 

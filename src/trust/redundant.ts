@@ -8,7 +8,7 @@ import type { Db } from '../db/pool';
 import { refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
-import { isVerifier, recordRedundantRunStep, trustPolicy } from './reputation';
+import { isVerifier, recordRedundantRunStep, trustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
 import { verificationRate } from './sprt';
 import { recordVerifiedOutcomeIn, verifiedPasses } from './verifiers';

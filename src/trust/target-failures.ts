@@ -4,7 +4,7 @@ import { z } from 'zod';
 import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import { chargeRequestsStep } from '../db/rate-limits';
 import type { TargetFailureType } from '../contract/lifecycle';
-import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation';
+import { adjustFailuresStep, failureWeightNow, trustPolicy } from '../db/reputation';
 
 /**
  * Target failures (docs/trust.md, "Target failures"): a solver's error that says the target failed
