@@ -1,6 +1,7 @@
 import { storeArtifacts } from '../src/artifacts/results';
 import { deleteUntakenArtifacts } from '../src/tasks/records';
-import { closeAttempt, finishTask, reserveAttempt, type AttemptEnd, type Completion, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
+import { closeAttempt, reserveAttempt, type AttemptEnd, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
+import { finishTask, type Completion } from '../src/tasks/finish';
 import { claimsTargetFailure, type TargetFailureType, type TargetFailureVerdict, type TaskFailure } from '../src/contract/lifecycle';
 import { examineTargetClaim } from '../src/trust/target-failures';
 import type { DueDelivery } from '../src/db/webhooks';

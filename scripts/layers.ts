@@ -26,26 +26,6 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
 /** The contract imports nothing of the project: workflow code and every layer read it. */
 export const LEAF_LAYER = 'contract';
 
-/**
- * Upward imports that remain, each `importer -> imported` with why it is not fixed yet. The check fails
- * on an upward import missing here and on an entry that no longer occurs, so this list only shrinks.
- */
-const SETTLEMENT_REACTS = 'settlement judges canaries, samples redundant runs and holds earnings itself; they leave the db layer when it returns facts that trust reacts to';
-const REPUTATION_IN_MATCHING = 'matching and the solver list rank by the reputation formula, which lives with the trust code until the trust policy is passed as an argument';
-
-export const ALLOWED_UPWARD: Readonly<Record<string, string>> = {
-  'src/config.ts -> src/trust/canary-hosts.ts': 'CANARY_HOSTS is parsed where configuration is read, by the canary code that uses it',
-  'src/db/matching.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
-  'src/db/solvers.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
-  'src/db/tasks.ts -> src/trust/reputation.ts': REPUTATION_IN_MATCHING,
-  'src/db/tasks.ts -> src/trust/canaries.ts': SETTLEMENT_REACTS,
-  'src/db/tasks.ts -> src/trust/escrow.ts': SETTLEMENT_REACTS,
-  'src/db/tasks.ts -> src/trust/redundant.ts': SETTLEMENT_REACTS,
-  'src/db/tasks.ts -> src/trust/usage-inflation.ts': SETTLEMENT_REACTS,
-  'src/db/tasks.ts -> src/trust/target-failures.ts': SETTLEMENT_REACTS,
-  'src/db/tasks.ts -> src/chat/usage.ts': 'a completion is priced by its delivered tokens; pricing moves out of the statement that closes the attempt with the task engine',
-};
-
 export interface Import {
   from: string;
   to: string;

@@ -4,12 +4,39 @@ import net from 'node:net';
 import dotenv from 'dotenv';
 import { z } from 'zod';
 import { LOG_FORMATS, logFormatOf } from './logger';
-import { parseCanaryHosts, type CanaryOrigin } from './trust/canary-hosts';
 
 /**
  * All configuration is read and validated here, once. Nothing else reads process.env.
  * A `.env` file in the working directory is loaded first; real environment variables win.
  */
+
+/**
+ * One entry of CANARY_HOSTS: `[http(s)://]host[:port]`, the host a name or `*.` and a domain; where canary
+ * pages are served (docs/trust.md, "Canary pages"; src/trust/canary-hosts.ts).
+ */
+export interface CanaryOrigin {
+  scheme: 'http' | 'https';
+  /** A host name, or `*.domain`: a fresh or reused label under the domain for each page. */
+  host: string;
+  /** Null: the scheme's own port. */
+  port: number | null;
+}
+
+const ENTRY = /^(?:(https?):\/\/)?((?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?::(\d{1,5}))?\/?$/i;
+
+/** Parses CANARY_HOSTS (comma-separated); a string names the entry it cannot read. */
+export function parseCanaryHosts(value: string): CanaryOrigin[] | string {
+  const origins: CanaryOrigin[] = [];
+  for (const raw of value.split(',').map((entry) => entry.trim()).filter(Boolean)) {
+    const match = ENTRY.exec(raw);
+    const port = match?.[3] === undefined ? null : Number(match[3]);
+    if (!match || (port !== null && (port < 1 || port > 65535)) || match[2]!.split('.').filter((label) => label !== '*').length < 2) {
+      return `"${raw}" is not [http(s)://]host[:port] with a host of at least two labels, or *.domain`;
+    }
+    origins.push({ scheme: (match[1]?.toLowerCase() ?? 'https') as 'http' | 'https', host: match[2]!.toLowerCase(), port });
+  }
+  return origins;
+}
 
 const booleanFlag = (name: string, fallback: boolean) =>
   z

@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { auditLedger, getBalance } from '../src/db/ledger';
-import { finishTask } from '../src/db/tasks';
+import { finishTask } from '../src/tasks/finish';
 import { taskFailure } from '../src/contract/lifecycle';
 import { FakeSolver, waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';

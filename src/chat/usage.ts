@@ -1,4 +1,5 @@
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
+import type { BilledUsage } from '../schemas/domain';
 
 /**
  * The usage a chat is billed for (docs/decisions.md, "How a chat is billed"). The service counts the
@@ -220,13 +221,6 @@ function lastWhitespace(text: string): number {
     if (code === 32 || code === 10 || code === 9 || code === 13) return index;
   }
   return -1;
-}
-
-/** The usage a client sees and is billed for. */
-export interface BilledUsage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
 }
 
 /** An attempt's usage: what its solver reported, what was counted, the bound, and what is billed. */

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
-import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted } from '../trust/reputation';
+import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted } from './reputation';
 
 /**
  * Matching a task to a solver's slot, and the queue of tasks waiting for one (docs/queue.md). A slot is
@@ -14,6 +14,7 @@ import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, sco
  */
 
 type Runner = CommonQueryMethods;
+type Fragment = ReturnType<typeof sql.fragment>;
 
 // A node that has not heartbeaten for this long is dead: its sockets no longer count as online.
 export const NODE_LIVENESS_SECONDS = 15;
@@ -26,11 +27,39 @@ export const ACTIVE = sql.fragment`${sql.array(ACTIVE_STATES, 'text')}`;
 export const attemptIdFor = (taskId: string, attemptNumber: number) => `${taskId}.a${attemptNumber}`;
 
 /**
- * The solvers that may take a task of this type: a capability for it, connected (not draining) to a live API node, not
- * excluded, trusted with client work (src/trust/reputation.ts), and (chat) strong-tier for one of the allowed
- * models; with `verifiersOnly`, a verifier. A canary (`canaryFor`) goes to its one solver instead, on probation or not, unless quarantined.
- * A task that asks for a `country` goes only to capabilities that declare it (a value, or an expression
- * that reads it from the task's row).
+ * What a task asks of a capability beyond its type and price, as a statement's expressions: solvers
+ * left out (text[]), verifiers only (boolean), the strong-tier models allowed (text[], NULL: any
+ * tier), the country (NULL: any) and, for a canary, its one solver (`canaryFor`, text; null when the
+ * task is known to be no canary).
+ */
+interface Asks {
+  excluded: Fragment;
+  verifiersOnly: Fragment;
+  strongModels: Fragment;
+  country: Fragment;
+  canaryFor: Fragment | null;
+}
+
+/**
+ * The eligibility rule, for capability `c`: not left out, a verifier when only verifiers may run it,
+ * strong-tier for one of the allowed models (chat), declares the country asked for, and trusted with
+ * client work (src/db/reputation.ts); a canary goes to its one solver instead, on probation or not,
+ * unless quarantined. Built per statement: the trust rule follows the process's policy.
+ */
+function eligibleFor(asks: Asks) {
+  const own = sql.fragment`c.solver_id = ${asks.canaryFor} AND NOT ${quarantined(sql.fragment`c.solver_id`)}`;
+  const trust = asks.canaryFor === null ? trusted('c') : sql.fragment`CASE WHEN ${asks.canaryFor} IS NULL THEN ${trusted('c')} ELSE ${own} END`;
+  return sql.fragment`NOT (c.solver_id = ANY(${asks.excluded}))
+      AND (NOT ${asks.verifiersOnly} OR ${isVerifier(sql.fragment`c.solver_id`)})
+      AND (${asks.strongModels} IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(${asks.strongModels})))
+      AND (${asks.country} IS NULL OR c.country = ${asks.country})
+      AND ${trust}`;
+}
+
+/**
+ * The solvers that may take a task of this type: a capability for it, connected (not draining) to a
+ * live API node, and eligible (eligibleFor). A task that asks for a `country` gives it as a value, or
+ * an expression that reads it from the task's row.
  * `FROM … WHERE …`, with the capability as `c`, its connection as `sc`, the solver's record as `s` and its
  * reputation for the task type as `rep`.
  */
@@ -44,9 +73,7 @@ export function eligibleSolvers(
     country?: string | null | ReturnType<typeof sql.fragment>;
   } = {},
 ) {
-  const strongOnly = options.strongModels !== undefined;
   const country = typeof options.country === 'object' && options.country !== null ? options.country : sql.fragment`${options.country ?? null}::text`;
-  const trust = options.canaryFor === undefined ? trusted('c') : sql.fragment`c.solver_id = ${options.canaryFor} AND NOT ${quarantined(sql.fragment`c.solver_id`)}`;
   return sql.fragment`
     FROM solver_capabilities c
     JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
@@ -54,25 +81,25 @@ export function eligibleSolvers(
     LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
     LEFT JOIN solver_reputation rep ON rep.solver_id = c.solver_id AND rep.task_type = c.task_type
     WHERE c.task_type = ${taskType}
-      AND NOT (c.solver_id = ANY(${sql.array(options.excludedSolverIds ?? [], 'text')}))
-      AND (${!options.verifiersOnly} OR ${isVerifier(sql.fragment`c.solver_id`)})
-      AND (${!strongOnly} OR (c.tier = 'strong' AND c.model_name = ANY(${sql.array(options.strongModels ?? [], 'text')})))
-      AND (${country} IS NULL OR c.country = ${country})
-      AND ${trust}`;
+      AND ${eligibleFor({
+        excluded: sql.fragment`${sql.array(options.excludedSolverIds ?? [], 'text')}`,
+        verifiersOnly: sql.fragment`${options.verifiersOnly ?? false}::boolean`,
+        strongModels: options.strongModels === undefined ? sql.fragment`NULL::text[]` : sql.fragment`${sql.array(options.strongModels, 'text')}`,
+        country,
+        canaryFor: options.canaryFor === undefined ? null : sql.fragment`${options.canaryFor}::text`,
+      })}`;
 }
 
-/**
- * Whether capability `c` may serve the waiting task `q` (a `task_queue` row): the rule of eligibleSolvers
- * (a waiting canary: its one solver, unless quarantined). Built per statement: the trust rule follows
- * the process's policy.
- */
+/** Whether capability `c` may serve the waiting task `q` (a `task_queue` row): its type, its price limits, and eligibleFor. */
 const fitsWaiting = () => sql.fragment`
   q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), sql.fragment`q.max_price_points`)}
-  AND NOT (c.solver_id = ANY(q.excluded_solver_ids))
-  AND (NOT q.verifiers_only OR ${isVerifier(sql.fragment`c.solver_id`)})
-  AND (q.strong_models IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(q.strong_models)))
-  AND NOT EXISTS (SELECT 1 FROM tasks qt WHERE qt.task_id = q.task_id AND qt.country IS NOT NULL AND c.country IS DISTINCT FROM qt.country)
-  AND CASE WHEN q.canary_for IS NULL THEN ${trusted('c')} ELSE c.solver_id = q.canary_for AND NOT ${quarantined(sql.fragment`c.solver_id`)} END`;
+  AND ${eligibleFor({
+    excluded: sql.fragment`q.excluded_solver_ids`,
+    verifiersOnly: sql.fragment`q.verifiers_only`,
+    strongModels: sql.fragment`q.strong_models`,
+    country: sql.fragment`(SELECT qt.country FROM tasks qt WHERE qt.task_id = q.task_id)`,
+    canaryFor: sql.fragment`q.canary_for`,
+  })}`;
 
 /** Attempts still running above a lowered max_concurrent of capability `c`: it gets nothing until they end. */
 const runningAboveLimit = sql.fragment`
@@ -80,8 +107,6 @@ const runningAboveLimit = sql.fragment`
     SELECT 1 FROM solver_slots above
     WHERE (above.solver_id, above.task_type, above.model_name) = (c.solver_id, c.task_type, c.model_name)
       AND above.slot > c.max_concurrent AND above.attempt_id IS NOT NULL)`;
-
-type Fragment = ReturnType<typeof sql.fragment>;
 
 /**
  * What prices and limits the offers for one request (docs/queue.md, "What a chat pays"): the prompt's

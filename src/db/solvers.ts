@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { SolverCapabilityInput } from '../schemas/requests';
 import { eligibleSolvers, handOnSlots, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff } from './matching';
 import type { Db } from './pool';
-import { announceCanaryDueIn, isCanaryTaskType } from '../trust/reputation';
+import { announceCanaryDueIn, isCanaryTaskType } from './reputation';
 
 /** Solver capabilities, the API nodes holding solver sockets, and solver statistics. */
 

@@ -1,8 +1,7 @@
 import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { recordAttemptReassigned, recordTaskFinished } from '../metrics/metrics';
-import { TOKEN_BILLED_TASK_TYPES, WEB_TASK_TYPES, type RoutingSort } from '../schemas/domain';
-import type { MeteredUsage } from '../chat/usage';
+import { TOKEN_BILLED_TASK_TYPES, WEB_TASK_TYPES, type BilledUsage, type RoutingSort } from '../schemas/domain';
 import { withSafetyVerdict } from '../safety/results';
 import {
   ATTEMPT_OUTCOME_TABLE,
@@ -50,12 +49,8 @@ import {
   type ReserveAttemptInput,
 } from './matching';
 import type { Db } from './pool';
-import { quarantined, recordOutcomeStep } from '../trust/reputation';
-import { judgeCanaryIn } from '../trust/canaries';
-import { escrowed, holdEarningsIn } from '../trust/escrow';
-import { sampleRedundantRunIn } from '../trust/redundant';
-import { recordUsageInflationIn } from '../trust/usage-inflation';
-import { claimFailures, contradictTargetClaimsIn, judgeTargetClaimSteps, type TargetClaim } from '../trust/target-failures';
+import { quarantined, recordOutcomeStep } from './reputation';
+import { claimFailures, judgeTargetClaimSteps, type TargetClaim } from './target-claims';
 import { accountWebhookStep, DueRow, webhookOutboxSteps, type DueDelivery } from './webhooks';
 import { isKeySpendLimitReached, keySpendLookup, keySpendOf, keySpendStep, returnKeySpend, type KeySpend } from './key-spend';
 
@@ -618,10 +613,10 @@ export async function closeAttempt(db: Db, input: AttemptEnd): Promise<{ closed:
 
 export type Completion =
   /**
-   * A solver's validated result for its (still open) attempt; a chat's with its metered usage, whose
-   * billed tokens are what a per_token offer charges (src/chat/usage.ts).
+   * A solver's validated result for its (still open) attempt; a chat's with the tokens it is billed for,
+   * which a per_token offer charges (src/chat/usage.ts meters them).
    */
-  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage; stored?: StoredParts }
+  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; billed?: BilledUsage; stored?: StoredParts }
   | { kind: 'admin'; solverId: string; result: Record<string, unknown>; stored?: StoredParts };
 
 /**
@@ -630,9 +625,6 @@ export type Completion =
  * task. Everything that judges the result (safety scan, canary) reads `result` itself.
  */
 export type StoredParts = Record<string, unknown>;
-
-/** How a task ends: with a result (settled at its price), or without one (its hold released). */
-export type TaskEnding = { completion: Completion; feePercent: string } | { failure: TaskFailure };
 
 /**
  * What finishing a task did: `applied` when this call finished it. Otherwise the task had finished
@@ -648,26 +640,27 @@ export type FinishOutcome = Finished | { applied: false; status: ActiveState; at
 export type Finished = { applied: boolean; status: TerminalState; attemptClosed?: undefined; handoffs?: Handoff[]; webhooks?: DueDelivery[] };
 
 /**
- * Finishes a task once, whoever ends it (its solver's result, an admin, its workflow's verdict, a start
- * that failed): the task row moves to its terminal state and its hold is settled or released, in one
- * transaction that first locks the task row, so concurrent endings of one task take turns.
+ * What a finishing transaction notes for after its commit: the task's type (for the count of finished
+ * tasks), the webhook deliveries it wrote and the slots its attempts freed.
  */
-export function finishTask(db: Db, taskId: string, ending: { failure: TaskFailure }): Promise<Finished>;
-export function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
-export async function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
-  const freed: FreedSlots = { freed: [], handoffs: [] };
-  const task: Ended = { type: '', webhooks: [] };
-  const outcome = await db.transaction((tx) => ('completion' in ending ? completeIn(tx, taskId, ending, freed, task) : failIn(tx, taskId, ending.failure, freed, task)));
-  // Counted once its transaction has committed; `applied` is true exactly once per task.
-  if (outcome.applied) recordTaskFinished(task.type, outcome.status);
-  const handoffs = await afterCommit(db, freed);
-  return { ...outcome, ...(handoffs.length > 0 ? { handoffs } : {}), ...(task.webhooks.length > 0 ? { webhooks: task.webhooks } : {}) };
-}
-
-/** What a finishing transaction notes for after its commit: the task's type and the webhook deliveries it wrote. */
-interface Ended {
+export interface Finishing {
   type: string;
   webhooks: DueDelivery[];
+  freed: FreedSlots;
+}
+
+export const startFinishing = (): Finishing => ({ type: '', webhooks: [], freed: { freed: [], handoffs: [] } });
+
+/**
+ * After the commit of a finishing transaction (the task engine's, src/tasks/finish.ts): counts the
+ * finished task and hands on freed slots no waiting task could see; returns the outcome with its
+ * handoffs and webhook deliveries.
+ */
+export async function afterFinishing<T extends FinishOutcome>(db: Db, outcome: T, finishing: Finishing): Promise<T> {
+  // Counted once its transaction has committed; `applied` is true exactly once per task.
+  if (outcome.applied) recordTaskFinished(finishing.type, outcome.status as TerminalState);
+  const handoffs = await afterCommit(db, finishing.freed);
+  return { ...outcome, ...(handoffs.length > 0 ? { handoffs } : {}), ...(finishing.webhooks.length > 0 ? { webhooks: finishing.webhooks } : {}) };
 }
 
 /** Closes attempts of a finishing task and hands their slots on, noting both in `freed`. */
@@ -680,18 +673,44 @@ async function closeAndHandOn(tx: Runner, attempts: AttemptEnd[], freed: FreedSl
   return closings.map((closing) => closing.closed);
 }
 
-/** `ended.type` is set to the task's type (for the count of finished tasks), `ended.webhooks` to the deliveries written. */
-async function completeIn(
-  tx: DatabaseTransactionConnection,
-  taskId: string,
-  input: { completion: Completion; feePercent: string },
-  freed: FreedSlots,
-  ended: Ended,
-): Promise<FinishOutcome> {
-  const { completion } = input;
-  const metered = completion.kind === 'attempt' ? completion.usage : undefined;
+/**
+ * The facts of a task completed with a result (completeTaskIn), that settlement and the trust
+ * reactions read: which task, by whom, at what price, and what the task was.
+ */
+export interface Completed {
+  taskId: string;
+  taskType: string;
+  accountId: string;
+  solverId: string;
+  /** The price settled (capped at the hold): the attempt's, priced by its billed tokens, or the admin's pick. */
+  price: string;
+  /** The maximum the task held, and whether it counts against a key's spend limit. */
+  maxPricePoints: string;
+  keyLimited: boolean;
+  /** A platform task (a canary or a redundant run): the platform account pays it. */
+  platform: boolean;
+  /** The solver was in an open quarantine when the task completed. */
+  quarantined: boolean;
+  /** The solver's attempt (null for an admin's completion), and whether an earlier attempt failed before it. */
+  attemptId: string | null;
+  afterFailedAttempt: boolean;
+}
+
+/** What completing a task found: it completed (the facts), had finished already, or its attempt had ended meanwhile. */
+export type Completing =
+  | { kind: 'completed'; completed: Completed }
+  | { kind: 'finished_already'; status: TerminalState }
+  | { kind: 'attempt_closed'; status: ActiveState };
+
+/**
+ * In the task engine's finishing transaction: locks the task row, prices the result, closes its attempt
+ * (or an admin's completion closes the open ones), scans a web result and finishes the row with it.
+ * Settlement (settleCompletedIn) and the trust reactions follow in the same transaction.
+ */
+export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: string, completion: Completion, finishing: Finishing): Promise<Completing> {
+  const billedTokens = completion.kind === 'attempt' ? completion.billed : undefined;
   // A reported total below the billed counts is billed as reported: prompt tokens first, then completion.
-  const billed = metered?.billed ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
+  const billed = billedTokens ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   const chargedPrompt = Math.min(billed.prompt_tokens, billed.total_tokens);
   const charged = { prompt: chargedPrompt, completion: Math.min(billed.completion_tokens, billed.total_tokens - chargedPrompt) };
   // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
@@ -725,21 +744,17 @@ async function completeIn(
     FROM tasks t JOIN accounts a USING (account_id)
       LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
     WHERE t.task_id = ${taskId} FOR UPDATE OF t`);
-  ended.type = task.task_type;
-  if (isTerminalState(task.status)) return { applied: false, status: task.status };
+  finishing.type = task.task_type;
+  if (isTerminalState(task.status)) return { kind: 'finished_already', status: task.status };
   let solverId: string;
   let price: string;
   if (completion.kind === 'attempt') {
     if (!task.solver_id || !task.price) throw new Error(`attempt ${completion.attemptId} of task ${taskId} does not exist`);
     // Only an open attempt may complete the task; closing it is the guard (once, under its row lock).
-    const [closed] = await closeAndHandOn(tx, [{ attemptId: completion.attemptId, outcome: 'completed' }], freed);
-    if (!closed) {
-      return { applied: false, status: task.status, attemptClosed: true };
-    }
+    const [closed] = await closeAndHandOn(tx, [{ attemptId: completion.attemptId, outcome: 'completed' }], finishing.freed);
+    if (!closed) return { kind: 'attempt_closed', status: task.status };
     solverId = task.solver_id;
     price = task.price;
-    // Answered after a failed attempt: a claim that its target failed is contradicted.
-    if (completion.attemptId !== attemptIdFor(taskId, 1)) await contradictTargetClaimsIn(tx, taskId, solverId);
   } else {
     solverId = completion.solverId;
     // The named solver's own price for this task type when it offers one, else the task's maximum.
@@ -749,47 +764,64 @@ async function completeIn(
     price = offered ?? task.max_price_points;
     const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
       SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
-    await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), freed);
+    await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
   }
   // Web results are scanned once, where they are stored, so polling, the convenience responses and the
   // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
   // A chat's stored result shows the usage it was billed for.
-  let result = metered ? { ...completion.result, usage: metered.billed } : completion.result;
+  let result = billedTokens ? { ...completion.result, usage: billedTokens } : completion.result;
   if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
   // The row is finished before the settlement, so that the balance rows the settlement locks (the
   // client's, which a new task of the same account waits for, and the platform's, which every settlement
   // takes) are held for its one statement and the commit only.
-  ended.webhooks = await finishRow(
+  finishing.webhooks = await finishRow(
     tx,
     taskId,
     'completed',
     sql.fragment`result = ${sql.jsonb({ ...result, ...completion.stored } as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
   );
-  // A canary (a platform task) is judged before it is paid: a failure quarantines its solver now.
-  const verdict = completion.kind === 'attempt' && task.account_id === PLATFORM_ACCOUNT_ID ? await judgeCanaryIn(tx, taskId, solverId, completion.result) : null;
-  const settled = await settle(tx, { holdId: taskId, price, solverId, feePercent: input.feePercent });
-  // The key's spend keeps the charge; the rest of the hold is given back to it as to the account.
-  if (settled.applied && task.key_limited) await returnKeySpend(tx, taskId, sql.fragment`${task.max_price_points}::numeric - ${settled.charged}::numeric`);
-  // A usage report above its bound is evidence against the solver, and may quarantine it (docs/trust.md).
-  const inflation = settled.applied && metered?.inflated ? await recordUsageInflationIn(tx, { taskId, solverId, taskType: task.task_type, usage: metered }) : null;
-  // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
-  if (settled.applied && completion.kind === 'attempt' && (escrowed() || task.quarantined || verdict === 'failed' || inflation?.quarantined)) await holdEarningsIn(tx, taskId, solverId, settled.solverEarned);
-  // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
-  if (settled.applied && completion.kind === 'attempt') await sampleRedundantRunIn(tx, { taskId, taskType: task.task_type, accountId: task.account_id, solverId });
-  return { applied: true, status: 'completed' };
+  const attemptId = completion.kind === 'attempt' ? completion.attemptId : null;
+  return {
+    kind: 'completed',
+    completed: {
+      taskId,
+      taskType: task.task_type,
+      accountId: task.account_id,
+      solverId,
+      price,
+      maxPricePoints: task.max_price_points,
+      keyLimited: task.key_limited,
+      platform: task.account_id === PLATFORM_ACCOUNT_ID,
+      quarantined: task.quarantined,
+      attemptId,
+      afterFailedAttempt: attemptId !== null && attemptId !== attemptIdFor(taskId, 1),
+    },
+  };
 }
 
-/** Ends a task without a result (failed or timed out): releases its whole hold. */
-async function failIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, freed: FreedSlots, ended: Ended): Promise<Finished> {
+/**
+ * Settles a completed task at its price (completeTaskIn's facts), in the same transaction: the solver is
+ * paid, the platform takes its fee and the rest of the hold goes back; the key's spend keeps the charge.
+ * Returns the ledger's facts: whether it applied, what was charged and what the solver earned.
+ */
+export async function settleCompletedIn(tx: DatabaseTransactionConnection, completed: Completed, feePercent: string): Promise<{ applied: boolean; charged: string; solverEarned: string }> {
+  const settled = await settle(tx, { holdId: completed.taskId, price: completed.price, solverId: completed.solverId, feePercent });
+  // The key's spend keeps the charge; the rest of the hold is given back to it as to the account.
+  if (settled.applied && completed.keyLimited) await returnKeySpend(tx, completed.taskId, sql.fragment`${completed.maxPricePoints}::numeric - ${settled.charged}::numeric`);
+  return { applied: settled.applied, charged: settled.charged, solverEarned: settled.solverEarned };
+}
+
+/** In the task engine's finishing transaction: ends a task without a result (failed or timed out) and releases its whole hold. */
+export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, finishing: Finishing): Promise<Finished> {
   const { status, task_type: taskType, key_limited: keyLimited } = await tx.one(sql.type(z.object({ status: TaskStateColumn, task_type: z.string(), key_limited: z.boolean() }))`
     SELECT status, task_type, key_spend_period IS NOT NULL AS key_limited FROM tasks WHERE task_id = ${taskId} FOR UPDATE`);
-  ended.type = taskType;
+  finishing.type = taskType;
   if (isTerminalState(status)) return { applied: false, status };
   const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
     SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
-  await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), freed);
+  await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
   // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
-  ended.webhooks = await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
+  finishing.webhooks = await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
   const released = await release(tx, { holdId: taskId });
   if (released.applied && keyLimited) await returnKeySpend(tx, taskId, sql.fragment`${released.released}::numeric`);
   return { applied: true, status: failure.status };

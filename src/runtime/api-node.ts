@@ -36,7 +36,7 @@ import { WebhookDeliveries } from '../webhooks/sender';
 import { CrawlRunner } from '../crawl/runner';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
-import { configureTrust } from '../trust/reputation';
+import { configureTrust } from '../db/reputation';
 
 export interface ApiNode {
   url: string;

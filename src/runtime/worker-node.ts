@@ -20,7 +20,7 @@ import { TaskFinishedWatch } from '../tasks/finished';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
-import { configureTrust } from '../trust/reputation';
+import { configureTrust } from '../db/reputation';
 import { listenForDueCanaries, startDueCanaries } from '../trust/canary-starter';
 import { RedundantRunStarter } from '../trust/redundant-starter';
 

@@ -42,3 +42,10 @@ export const SOLVER_PROTOCOL_VERSION = 1;
 
 // Each unit of a capability's concurrency is a row (a slot) that matching takes and frees.
 export const MAX_CONCURRENT_LIMIT = 10_000;
+
+/** The tokens of a chat a client sees and is billed for (src/chat/usage.ts meters them). */
+export interface BilledUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}

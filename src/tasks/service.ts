@@ -6,7 +6,6 @@ import { countOnlineSolvers } from '../db/solvers';
 import type { RequestFigures } from '../db/matching';
 import {
   createTaskWithHold,
-  finishTask,
   getTaskRecord,
   type Finished,
   markWorkflowStarted,
@@ -15,6 +14,7 @@ import {
   type TaskRecord,
   type TaskRow,
 } from '../db/tasks';
+import { finishTask } from './finish';
 import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';

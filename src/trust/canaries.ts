@@ -20,10 +20,11 @@ import {
   RECOVERY_CANARY_SECONDS,
   recoveryCanaries,
   trustPolicy,
-} from './reputation';
+} from '../db/reputation';
 import type { SearchOracle } from './search-oracle';
 import { compareResults, disagrees, SIMILARITY_MEASURES, textSimilarity } from './similarity';
-import { canaryUrlBase, drawCanaryHost, LOCAL_CANARY_DOMAIN, type CanaryOrigin } from './canary-hosts';
+import type { CanaryOrigin } from '../config';
+import { canaryUrlBase, drawCanaryHost, LOCAL_CANARY_DOMAIN } from './canary-hosts';
 import { canaryPage, canaryPageText } from './canary-pages';
 
 /**
@@ -38,7 +39,7 @@ import { canaryPage, canaryPageText } from './canary-pages';
 
 type Runner = CommonQueryMethods;
 
-export { isCanaryTaskType, type CanaryTaskType } from './reputation';
+export { isCanaryTaskType, type CanaryTaskType } from '../db/reputation';
 
 const SEARCH_TASK_TYPE = 'web_search';
 

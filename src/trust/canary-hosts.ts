@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import type { CanaryOrigin } from '../config';
 import { siteLabel } from './canary-pages';
 
 /**
@@ -8,33 +9,8 @@ import { siteLabel } from './canary-pages';
  * its Host header alone.
  */
 
-/** One entry of CANARY_HOSTS: `[http(s)://]host[:port]`, the host a name or `*.` and a domain. */
-export interface CanaryOrigin {
-  scheme: 'http' | 'https';
-  /** A host name, or `*.domain`: a fresh or reused label under the domain for each page. */
-  host: string;
-  /** Null: the scheme's own port. */
-  port: number | null;
-}
-
 /** Without CANARY_HOSTS and with ALLOW_PRIVATE_NETWORKS, names under `localhost` (RFC 6761: loopback), on the port of the node the solver is connected to. */
 export const LOCAL_CANARY_DOMAIN = '*.localhost';
-
-const ENTRY = /^(?:(https?):\/\/)?((?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?::(\d{1,5}))?\/?$/i;
-
-/** Parses CANARY_HOSTS (comma-separated); a string names the entry it cannot read. */
-export function parseCanaryHosts(value: string): CanaryOrigin[] | string {
-  const origins: CanaryOrigin[] = [];
-  for (const raw of value.split(',').map((entry) => entry.trim()).filter(Boolean)) {
-    const match = ENTRY.exec(raw);
-    const port = match?.[3] === undefined ? null : Number(match[3]);
-    if (!match || (port !== null && (port < 1 || port > 65535)) || match[2]!.split('.').filter((label) => label !== '*').length < 2) {
-      return `"${raw}" is not [http(s)://]host[:port] with a host of at least two labels, or *.domain`;
-    }
-    origins.push({ scheme: (match[1]?.toLowerCase() ?? 'https') as 'http' | 'https', host: match[2]!.toLowerCase(), port });
-  }
-  return origins;
-}
 
 /** Whether a request's host name (no port) is one canary pages are served under. */
 export function isCanaryHost(origins: readonly Pick<CanaryOrigin, 'host'>[], hostname: string): boolean {

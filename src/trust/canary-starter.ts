@@ -8,7 +8,7 @@ import type { Logger } from '../logger';
 import { newTaskId } from '../tasks/service';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { canaryHold, canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
-import { CANARY_DUE_CHANNEL } from './reputation';
+import { CANARY_DUE_CHANNEL } from '../db/reputation';
 
 /**
  * Starts canary workflows as solvers become due them (docs/trust.md). The transaction that makes a

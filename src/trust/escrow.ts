@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { heldEarningsId, HOLD_OPEN, holdSteps, release } from '../db/ledger';
 import type { Db } from '../db/pool';
-import { quarantined, trustPolicy } from './reputation';
+import { quarantined, trustPolicy } from '../db/reputation';
 
 /**
  * Escrowed earnings (docs/trust.md, "Escrow and refunds"): a solver's pay for each task is held as

@@ -4,7 +4,7 @@ import { heldEarningsId, HOLD_OPEN, PLATFORM_ACCOUNT_ID, release } from '../db/l
 import { refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import type { Db } from '../db/pool';
-import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from './reputation';
+import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from '../db/reputation';
 
 /** What solvers and admins see of reputation and quarantines (docs/trust.md). */
 

@@ -8,7 +8,7 @@ import type { Db } from '../db/pool';
 import { refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
-import { isVerifier, recordRedundantRunStep, trustPolicy } from './reputation';
+import { isVerifier, recordRedundantRunStep, trustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
 import { verificationRate } from './sprt';
 import { recordVerifiedOutcomeIn, verifiedPasses } from './verifiers';
@@ -223,6 +223,33 @@ export interface RunVerdict {
 const side = (solverId: string | null, excerpt: Comparison['first']) => ({ solver_id: solverId, ...excerpt });
 
 /**
+ * Reads a run with `read`, resolves the artifacts of its results (`resolve`; object storage, before any
+ * lock is taken, so no row lock waits on it), then reads it again under its row lock and `judge`s it in
+ * one transaction with what was resolved. A run that changed between the two reads (judged by another
+ * caller meanwhile, a result purged) is read again: every change is one of its few state moves, so this ends.
+ */
+async function judgeResolved<Row>(
+  db: Db,
+  read: (runner: Runner, lock: ReturnType<typeof sql.fragment>) => Promise<Row | null>,
+  resolve: (row: Row) => Promise<Record<string, unknown>[]> | null,
+  judge: (tx: DatabaseTransactionConnection, row: Row | null, resolved: Record<string, unknown>[] | null) => Promise<RunVerdict>,
+): Promise<RunVerdict> {
+  for (;;) {
+    const before = await read(db, sql.fragment``);
+    const resolved = before ? await resolve(before) : null;
+    const verdict = await db.transaction(async (tx) => {
+      const row = await read(tx, sql.fragment`FOR UPDATE OF r`);
+      return JSON.stringify(row) === JSON.stringify(before) ? judge(tx, row, resolved) : null;
+    });
+    if (verdict) return verdict;
+  }
+}
+
+/** Whether a second run has what a comparison needs: its task completed with a result, and both results. */
+const secondComparable = (run: z.infer<typeof ResultsRow>) =>
+  run.status === 'pending' && run.run_status === 'completed' && !!run.first_result && !!run.second_result && !!run.second_solver_id && isWebTaskType(run.task_type);
+
+/**
  * Compares a run's second result with the client's and records the verdict (the measure, the
  * similarity, the threshold and what each side looked like), in one transaction. Both solvers'
  * reputation counts the run. Agreement is a verified pass for each side that is not a verifier. A
@@ -231,21 +258,24 @@ const side = (solverId: string | null, excerpt: Comparison['first']) => ({ solve
  * waits for a third run (`disagreed`, not concluded). Once: a run already judged is left as it is.
  */
 export async function judgeRedundantRun(db: Db, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
-  return db.transaction(async (tx) => {
-    const run = await tx.maybeOne(sql.type(ResultsRow)`
+  const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
+    runner.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
              c.result AS first_result, s.result AS second_result, s.status AS run_status,
              r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
       WHERE r.task_id = ${clientTaskId}
-      FOR UPDATE OF r`);
+      ${lock}`);
+  const resolve = (run: z.infer<typeof ResultsRow>) =>
+    secondComparable(run) ? Promise.all([resolveArtifacts(artifacts, run.first_result!), resolveArtifacts(artifacts, run.second_result!)]) : null;
+  return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'skipped', webhooks: [] };
     if (run.status !== 'pending') return { status: run.status as RedundantRunState, webhooks: [] };
-    if (run.run_status !== 'completed' || !run.first_result || !run.second_result || !run.second_solver_id || !isWebTaskType(run.task_type)) {
+    if (!secondComparable(run) || !resolved || !run.second_solver_id || !isWebTaskType(run.task_type)) {
       await endRedundantRun(tx, clientTaskId, 'unanswered', 'no second result');
       return { status: 'unanswered', webhooks: [] };
     }
-    const [first, second] = await Promise.all([resolveArtifacts(artifacts, run.first_result), resolveArtifacts(artifacts, run.second_result)]);
+    const [first, second] = resolved as [Record<string, unknown>, Record<string, unknown>];
     const comparison = compareResults(run.task_type, first, second);
     const disagreed = disagrees(comparison);
     const status: RedundantRunState =
@@ -364,19 +394,24 @@ const ThirdResultsRow = z.object({
  * dispute concludes with no failure on either side.
  */
 export async function judgeThirdRun(db: Db, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
-  return db.transaction(async (tx) => {
-    const run = await tx.maybeOne(sql.type(ThirdResultsRow)`
+  const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
+    runner.maybeOne(sql.type(ThirdResultsRow)`
       SELECT r.task_type, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
              x.result AS third_result, x.status AS third_status, r.evidence
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
       WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
-      FOR UPDATE OF r`);
+      ${lock}`);
+  const thirdComparable = (run: z.infer<typeof ThirdResultsRow>) =>
+    run.third_status === 'completed' && !!run.first_result && !!run.second_result && !!run.third_result && !!run.third_solver_id && isWebTaskType(run.task_type);
+  const resolve = (run: z.infer<typeof ThirdResultsRow>) =>
+    thirdComparable(run) ? Promise.all([run.first_result!, run.second_result!, run.third_result!].map((result) => resolveArtifacts(artifacts, result))) : null;
+  return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'disagreed', webhooks: [] };
-    if (run.third_status !== 'completed' || !run.first_result || !run.second_result || !run.third_result || !run.third_solver_id || !isWebTaskType(run.task_type)) {
+    if (!thirdComparable(run) || !resolved || !run.third_solver_id || !isWebTaskType(run.task_type)) {
       await concludeDispute(tx, clientTaskId, 'no third result');
       return { status: 'disagreed', webhooks: [] };
     }
-    const [first, second, third] = await Promise.all([run.first_result, run.second_result, run.third_result].map((result) => resolveArtifacts(artifacts, result)));
+    const [first, second, third] = resolved as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
     const withFirst = compareResults(run.task_type, first, third);
     const withSecond = compareResults(run.task_type, second, third);
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);

@@ -2,9 +2,9 @@ import dns from 'node:dns';
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
-import { chargeRequestsStep } from '../db/rate-limits';
 import type { TargetFailureType } from '../contract/lifecycle';
-import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation';
+import { adjustFailuresStep } from '../db/reputation';
+import type { TargetClaim } from '../db/target-claims';
 
 /**
  * Target failures (docs/trust.md, "Target failures"): a solver's error that says the target failed
@@ -18,25 +18,8 @@ import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation'
 
 type Runner = CommonQueryMethods;
 
-/** Another solver's claim on the same origin within this long corroborates a claim: the target failed for two solvers. */
-export const TARGET_CORROBORATION_SECONDS = 3600;
 // The service's own lookup of a host a solver could not resolve: a slow answer confirms nothing.
 const DNS_CHECK_TIMEOUT_MS = 2000;
-
-/** A claim's task, as the statement that ends the attempt judges it. */
-export interface TargetClaim {
-  errorType: TargetFailureType;
-  /** The origin of the task's URL. */
-  target: string;
-  accountId: string;
-  /**
-   * A platform task: a canary's page is the service's own, and a redundant run's URL was answered by
-   * the client's solver, so a claim on one is always held against the solver.
-   */
-  platform: boolean;
-  /** The service's own check found the same failure. */
-  confirmed: boolean;
-}
 
 const ClaimTaskRow = z.object({ url: z.string().nullable(), account_id: z.string() });
 
@@ -71,47 +54,6 @@ async function hostDoesNotResolve(hostname: string): Promise<boolean> {
     clearTimeout(timer);
   }
 }
-
-/**
- * CTEs that judge the claim of the attempt in `closed` (its one row) and apply the verdict: `claim`
- * records it (returning its verdict), `corroborated` takes back the failures of other solvers' claims
- * on the same origin that it corroborates, and the task's account is charged on its rate limit when the
- * failure is the target's. The claim's own failure is counted by the reputation step, weighted by
- * `claimFailures` (0 when the claim is the target's, else 1).
- */
-export function judgeTargetClaimSteps(claim: TargetClaim) {
-  const recent = (f: string) => sql.fragment`${sql.identifier([f, 'created_at'])} > now() - make_interval(secs => ${TARGET_CORROBORATION_SECONDS})`;
-  return sql.fragment`
-    corroborating AS (
-      SELECT EXISTS (
-        SELECT 1 FROM target_failures f, closed
-        WHERE f.target = ${claim.target} AND f.solver_id <> closed.solver_id AND f.verdict <> 'contradicted' AND f.reason <> 'platform_task' AND ${recent('f')}
-      ) AS found
-    ), claim AS (
-      INSERT INTO target_failures (attempt_id, task_id, solver_id, task_type, account_id, target, error_type, verdict, reason)
-      SELECT closed.attempt_id, closed.task_id, closed.solver_id, closed.task_type, ${claim.accountId}, ${claim.target}, ${claim.errorType},
-        CASE WHEN ${claim.platform} THEN 'solver' WHEN ${claim.confirmed} OR corroborating.found THEN 'target' ELSE 'solver' END,
-        CASE WHEN ${claim.platform} THEN 'platform_task' WHEN ${claim.confirmed} THEN 'service_check' WHEN corroborating.found THEN 'corroborated' ELSE 'uncorroborated' END
-      FROM closed, corroborating
-      ON CONFLICT (attempt_id) DO NOTHING
-      RETURNING solver_id, verdict
-    ), corroborated AS (
-      -- Other solvers' claims on this origin, held against them so far, are the target's too.
-      UPDATE target_failures f SET verdict = 'target', reason = 'corroborated', judged_at = now()
-      FROM claim
-      WHERE claim.verdict = 'target' AND f.target = ${claim.target} AND f.verdict = 'solver' AND f.reason = 'uncorroborated'
-        AND f.solver_id <> claim.solver_id AND ${recent('f')}
-      RETURNING f.solver_id, f.task_type, f.created_at
-    ), taken_back AS (
-      ${adjustFailuresStep(sql.fragment`SELECT solver_id, task_type, -${failureWeightNow(sql.fragment`created_at`)} AS failures FROM corroborated`)}
-    ), ${chargeRequestsStep(
-      'limited',
-      sql.fragment`SELECT ${claim.accountId}::text AS account_id, ${trustPolicy().targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target'`,
-    )}`;
-}
-
-/** The failures the claim's own attempt counts: none when it is the target's. */
-export const claimFailures = sql.fragment`COALESCE((SELECT CASE WHEN verdict = 'target' THEN 0 ELSE 1 END FROM claim), 1)`;
 
 /**
  * In the transaction that completes task `taskId` with `solverId`'s answer: the other solvers' claims

@@ -1,7 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import type { MeteredUsage } from '../chat/usage';
-import { CANARY_PASS_WEIGHT, failureWeightNow, trustPolicy } from './reputation';
+import { CANARY_PASS_WEIGHT, failureWeightNow, trustPolicy } from '../db/reputation';
 
 type Runner = CommonQueryMethods;
 

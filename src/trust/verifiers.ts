@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { adjustFailuresStep, CANARY_PASS_WEIGHT, isVerifier } from './reputation';
+import { adjustFailuresStep, CANARY_PASS_WEIGHT, isVerifier } from '../db/reputation';
 import { sprtStep, sprtThresholds, type SprtDecision } from './sprt';
 
 /**

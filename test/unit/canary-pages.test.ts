@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import { htmlToMarkdown } from '../../src/solver/html/markdown';
-import { drawCanaryHost, isCanaryHost, parseCanaryHosts } from '../../src/trust/canary-hosts';
+import { parseCanaryHosts } from '../../src/config';
+import { drawCanaryHost, isCanaryHost } from '../../src/trust/canary-hosts';
 import { canaryPage, canaryPageText, PAGE_TEMPLATES } from '../../src/trust/canary-pages';
 import { SIMILARITY_MEASURES, textSimilarity } from '../../src/trust/similarity';
 import { pageText } from '../support/cheats';

@@ -3,7 +3,7 @@ import { solverJsonSchemas } from '../../schemas/json-schema';
 import type { z } from '../../schemas/zod';
 import { SolverMarket } from '../../schemas/solver-market';
 import { MAX_FRAME_BYTES } from '../../dispatch/ws-server';
-import { checksSent, isCanaryTaskType } from '../../trust/reputation';
+import { checksSent, isCanaryTaskType } from '../../db/reputation';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';
 

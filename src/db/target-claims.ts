@@ -1,0 +1,70 @@
+import { sql } from 'slonik';
+import type { TargetFailureType } from '../contract/lifecycle';
+import { chargeRequestsStep } from './rate-limits';
+import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation';
+
+/**
+ * The judging of a solver's claim that the target failed, in the statement that ends its attempt
+ * (closeAttemptIn, src/db/tasks.ts). What a claim is and the rest of its life: src/trust/target-failures.ts
+ * and docs/trust.md, "Target failures".
+ */
+
+/** Another solver's claim on the same origin within this long corroborates a claim: the target failed for two solvers. */
+export const TARGET_CORROBORATION_SECONDS = 3600;
+
+/** A claim's task, as the statement that ends the attempt judges it. */
+export interface TargetClaim {
+  errorType: TargetFailureType;
+  /** The origin of the task's URL. */
+  target: string;
+  accountId: string;
+  /**
+   * A platform task: a canary's page is the service's own, and a redundant run's URL was answered by
+   * the client's solver, so a claim on one is always held against the solver.
+   */
+  platform: boolean;
+  /** The service's own check found the same failure. */
+  confirmed: boolean;
+}
+
+/**
+ * CTEs that judge the claim of the attempt in `closed` (its one row) and apply the verdict: `claim`
+ * records it (returning its verdict), `corroborated` takes back the failures of other solvers' claims
+ * on the same origin that it corroborates, and the task's account is charged on its rate limit when the
+ * failure is the target's. The claim's own failure is counted by the reputation step, weighted by
+ * `claimFailures` (0 when the claim is the target's, else 1).
+ */
+export function judgeTargetClaimSteps(claim: TargetClaim) {
+  const recent = (f: string) => sql.fragment`${sql.identifier([f, 'created_at'])} > now() - make_interval(secs => ${TARGET_CORROBORATION_SECONDS})`;
+  return sql.fragment`
+    corroborating AS (
+      SELECT EXISTS (
+        SELECT 1 FROM target_failures f, closed
+        WHERE f.target = ${claim.target} AND f.solver_id <> closed.solver_id AND f.verdict <> 'contradicted' AND f.reason <> 'platform_task' AND ${recent('f')}
+      ) AS found
+    ), claim AS (
+      INSERT INTO target_failures (attempt_id, task_id, solver_id, task_type, account_id, target, error_type, verdict, reason)
+      SELECT closed.attempt_id, closed.task_id, closed.solver_id, closed.task_type, ${claim.accountId}, ${claim.target}, ${claim.errorType},
+        CASE WHEN ${claim.platform} THEN 'solver' WHEN ${claim.confirmed} OR corroborating.found THEN 'target' ELSE 'solver' END,
+        CASE WHEN ${claim.platform} THEN 'platform_task' WHEN ${claim.confirmed} THEN 'service_check' WHEN corroborating.found THEN 'corroborated' ELSE 'uncorroborated' END
+      FROM closed, corroborating
+      ON CONFLICT (attempt_id) DO NOTHING
+      RETURNING solver_id, verdict
+    ), corroborated AS (
+      -- Other solvers' claims on this origin, held against them so far, are the target's too.
+      UPDATE target_failures f SET verdict = 'target', reason = 'corroborated', judged_at = now()
+      FROM claim
+      WHERE claim.verdict = 'target' AND f.target = ${claim.target} AND f.verdict = 'solver' AND f.reason = 'uncorroborated'
+        AND f.solver_id <> claim.solver_id AND ${recent('f')}
+      RETURNING f.solver_id, f.task_type, f.created_at
+    ), taken_back AS (
+      ${adjustFailuresStep(sql.fragment`SELECT solver_id, task_type, -${failureWeightNow(sql.fragment`created_at`)} AS failures FROM corroborated`)}
+    ), ${chargeRequestsStep(
+      'limited',
+      sql.fragment`SELECT ${claim.accountId}::text AS account_id, ${trustPolicy().targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target'`,
+    )}`;
+}
+
+/** The failures the claim's own attempt counts: none when it is the target's. */
+export const claimFailures = sql.fragment`COALESCE((SELECT CASE WHEN verdict = 'target' THEN 0 ELSE 1 END FROM claim), 1)`;
+

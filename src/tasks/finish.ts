@@ -1,0 +1,93 @@
+import type { DatabaseTransactionConnection } from 'slonik';
+import type { TaskFailure } from '../contract/lifecycle';
+import type { MeteredUsage } from '../chat/usage';
+import type { Db } from '../db/pool';
+import {
+  afterFinishing,
+  completeTaskIn,
+  failTaskIn,
+  settleCompletedIn,
+  startFinishing,
+  type Completed,
+  type Finishing,
+  type Completion as StoredCompletion,
+  type FinishOutcome,
+  type Finished,
+  type StoredParts,
+} from '../db/tasks';
+import { judgeCanaryIn } from '../trust/canaries';
+import { escrowed, holdEarningsIn } from '../trust/escrow';
+import { sampleRedundantRunIn } from '../trust/redundant';
+import { contradictTargetClaimsIn } from '../trust/target-failures';
+import { recordUsageInflationIn } from '../trust/usage-inflation';
+
+/**
+ * How tasks end (docs/decisions.md, "Layers"): the statements of src/db/tasks.ts close the attempt,
+ * finish the row and settle, and return the facts of what they did; the trust reactions to those facts
+ * (canary judgement, target-failure claims, usage inflation, escrow, redundant runs) are called here, in
+ * the same transaction, so the money moved and the evidence kept commit together or not at all.
+ */
+
+export type Completion =
+  /**
+   * A solver's validated result for its (still open) attempt; a chat's with its metered usage, whose
+   * billed tokens are what a per_token offer charges (src/chat/usage.ts).
+   */
+  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage; stored?: StoredParts }
+  | Extract<StoredCompletion, { kind: 'admin' }>;
+
+/** How a task ends: with a result (settled at its price), or without one (its hold released). */
+export type TaskEnding = { completion: Completion; feePercent: string } | { failure: TaskFailure };
+
+/**
+ * Finishes a task once, whoever ends it (its solver's result, an admin, its workflow's verdict, a start
+ * that failed): the task row moves to its terminal state and its hold is settled or released, in one
+ * transaction that first locks the task row, so concurrent endings of one task take turns.
+ */
+export function finishTask(db: Db, taskId: string, ending: { failure: TaskFailure }): Promise<Finished>;
+export function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
+export async function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
+  const finishing = startFinishing();
+  const outcome = await db.transaction((tx): Promise<FinishOutcome> => {
+    if ('failure' in ending) return failTaskIn(tx, taskId, ending.failure, finishing);
+    return completeIn(tx, taskId, ending, finishing);
+  });
+  return afterFinishing(db, outcome, finishing);
+}
+
+async function completeIn(tx: DatabaseTransactionConnection, taskId: string, { completion, feePercent }: { completion: Completion; feePercent: string }, finishing: Finishing): Promise<FinishOutcome> {
+  const metered = completion.kind === 'attempt' ? completion.usage : undefined;
+  const stored: StoredCompletion =
+    completion.kind === 'attempt'
+      ? { kind: 'attempt', attemptId: completion.attemptId, result: completion.result, ...(metered ? { billed: metered.billed } : {}), ...(completion.stored ? { stored: completion.stored } : {}) }
+      : completion;
+  const completing = await completeTaskIn(tx, taskId, stored, finishing);
+  if (completing.kind === 'finished_already') return { applied: false, status: completing.status };
+  if (completing.kind === 'attempt_closed') return { applied: false, status: completing.status, attemptClosed: true };
+  const { completed } = completing;
+  const byAttempt = completed.attemptId !== null;
+  // Answered after a failed attempt: a claim that its target failed is contradicted.
+  if (completed.afterFailedAttempt) await contradictTargetClaimsIn(tx, taskId, completed.solverId);
+  // A canary (a platform task) is judged before it is paid: a failure quarantines its solver now.
+  const verdict = byAttempt && completed.platform ? await judgeCanaryIn(tx, taskId, completed.solverId, completion.result) : null;
+  const settled = await settleCompletedIn(tx, completed, feePercent);
+  if (settled.applied) await reactToSettlement(tx, completed, { verdict, metered, solverEarned: settled.solverEarned });
+  return { applied: true, status: 'completed' };
+}
+
+/** The trust reactions to a solver's pay, once the settlement applied. */
+async function reactToSettlement(
+  tx: DatabaseTransactionConnection,
+  completed: Completed,
+  { verdict, metered, solverEarned }: { verdict: string | null; metered: MeteredUsage | undefined; solverEarned: string },
+): Promise<void> {
+  const { taskId, taskType, accountId, solverId } = completed;
+  // A usage report above its bound is evidence against the solver, and may quarantine it (docs/trust.md).
+  const inflation = metered?.inflated ? await recordUsageInflationIn(tx, { taskId, solverId, taskType, usage: metered }) : null;
+  // Only a solver's own answer is held and sampled, not an admin's completion.
+  if (completed.attemptId === null) return;
+  // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
+  if (escrowed() || completed.quarantined || verdict === 'failed' || inflation?.quarantined) await holdEarningsIn(tx, taskId, solverId, solverEarned);
+  // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
+  await sampleRedundantRunIn(tx, { taskId, taskType, accountId, solverId });
+}
