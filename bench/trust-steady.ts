@@ -9,7 +9,7 @@ import type { Db } from '../src/db/pool';
 import { verificationRate } from '../src/trust/sprt';
 import { honestFetch } from '../test/support/cheats';
 import { call, register, request, SimSolver } from './lib/sim';
-import { sleep } from './lib/stats';
+import { waitUntil } from './lib/stats';
 
 /**
  * The steady-state honest sub-phase (`--only=trust-steady`, docs/trust.md "Detection figures"): with
@@ -152,6 +152,7 @@ export async function runTrustSteadyPhase(
     await waitUntil(async () =>
       db.oneFirst(sql.type(z.object({ ready: z.boolean() }))`
         SELECT count(*) = ${ids.length} AS ready FROM solver_reputation WHERE solver_id = ANY(${idArray}) AND task_type = 'proxy_fetch' AND canary_passes >= 1`),
+      120_000,
     );
     const client = await register(base);
     await call(base, 'POST', '/v1/admin/deposit', { account_id: client.account_id, amount_points: '1000000' }, admin);
@@ -176,6 +177,7 @@ export async function runTrustSteadyPhase(
       db.oneFirst(sql.type(z.object({ settled: z.boolean() }))`
         SELECT NOT EXISTS (SELECT 1 FROM canaries WHERE verdict IS NULL AND solver_id = ANY(${idArray}))
            AND NOT EXISTS (SELECT 1 FROM redundant_runs r JOIN tasks t USING (task_id) WHERE r.concluded_at IS NULL AND t.account_id = ${client.account_id}) AS settled`),
+      120_000,
     );
 
     const solvers = await db.any(sql.type(z.object({ solver_id: z.string(), client_tasks: z.number(), verified_passes: z.number(), verified_failures: z.number(), canary_passes: z.number(), canary_failures: z.number(), disagreements: z.number() }))`
@@ -236,9 +238,4 @@ export async function runTrustSteadyPhase(
     for (const solver of connected) solver.close();
     await new Promise((resolve) => site.close(resolve));
   }
-}
-
-async function waitUntil(probe: () => Promise<boolean>, timeoutMs = 120_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe()) && Date.now() < deadline) await sleep(500);
 }

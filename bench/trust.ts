@@ -18,7 +18,7 @@ import {
   type Script,
 } from '../test/support/cheats';
 import { call, register, request, SimSolver } from './lib/sim';
-import { sleep } from './lib/stats';
+import { sleep, waitUntil } from './lib/stats';
 
 /**
  * The trust phase (`--only=trust`): with the service's default trust settings (1 probation canary per
@@ -248,9 +248,4 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     for (const solver of connected) solver.close();
     await new Promise((resolve) => site.close(resolve));
   }
-}
-
-async function waitUntil(probe: () => Promise<boolean>, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe()) && Date.now() < deadline) await sleep(500);
 }
