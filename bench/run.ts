@@ -32,9 +32,11 @@ const skipSolver = process.argv.includes('--skip-solver');
 // `--webhooks`: every task of the benchmark's client carries a webhook (the account's default) to a
 // receiver in this process, which counts the verified deliveries.
 const withWebhooks = process.argv.includes('--webhooks');
-// `--only=ceiling,web,chat,scale,overload,trust` runs some phases (the web ratios need the ceiling phase).
+// `--only=ceiling,web,chat,scale,overload,trust,trust-steady` runs some phases (the web ratios need the
+// ceiling phase).
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length).split(',');
-const runs = (phase: 'ceiling' | 'web' | 'chat' | 'scale' | 'overload' | 'trust') => !only || only.includes(phase);
+type Phase = 'ceiling' | 'web' | 'chat' | 'scale' | 'overload' | 'trust' | 'trust-steady';
+const runs = (phase: Phase) => !only || only.includes(phase);
 const scale = (n: number) => (quick ? Math.max(20, Math.round(n / 4)) : n);
 // Chat streams as a model does (a first token after 100 ms, then 50 chunks a second, 100 chunks): 32 such
 // streams are open at once at about 15 starts a second. The burst phase streams 50 chunks at once in a
@@ -557,21 +559,31 @@ async function main() {
     // 6. Trust: scripted cheats beside honest solvers under the service's default canary settings. The
     // API and the worker start again with canaries on (the phases above run without them: their
     // simulated solvers return one fixed page) and search canaries against the bundled index.
-    if (runs('trust')) {
+    if (runs('trust') || runs('trust-steady')) {
       for (const solver of solvers.splice(0)) solver.close();
       for (const service of services.splice(0).reverse()) await service.stop();
       const { CANARY_EVERY_TASKS: _off, TRUST_PROBATION_CANARIES: _noProbation, VERIFICATION_START_FRACTION: _floor, ...trustEnv } = { ...env, CANARY_SEARCH_ORACLE: 'bundled' };
       services.push(await startService('worker', { ...trustEnv, LOG_LEVEL: 'info' }, /temporal worker started/));
       services.push(await startService('api', { ...trustEnv, PORT: String(port), NODE_ID: 'bench-api-trust' }, async () => (await fetch(`${base}/health`)).ok));
-      const { runTrustPhase } = await import('./trust');
-      const trust = await runTrustPhase(base, db, ADMIN_KEY, log);
-      for (const cheat of trust.cheats) {
-        rows.push({ figure: `trust: ${cheat.cheat}`, extra: cheat });
-        log(`trust cheat: ${JSON.stringify(cheat)}`);
+      if (runs('trust')) {
+        const { runTrustPhase } = await import('./trust');
+        const trust = await runTrustPhase(base, db, ADMIN_KEY, log);
+        for (const cheat of trust.cheats) {
+          rows.push({ figure: `trust: ${cheat.cheat}`, extra: cheat });
+          log(`trust cheat: ${JSON.stringify(cheat)}`);
+        }
+        rows.push({ figure: 'trust: honest solvers', extra: trust.honest });
+        rows.push({ figure: 'trust: redundant runs', extra: { rate_floor: Number(REDUNDANT_FRACTION), ...trust.redundant } });
+        log(`trust honest: ${JSON.stringify(trust.honest)}; redundant runs: ${JSON.stringify(trust.redundant)}; phase ${trust.seconds} s`);
       }
-      rows.push({ figure: 'trust: honest solvers', extra: trust.honest });
-      rows.push({ figure: 'trust: redundant runs', extra: { rate_floor: Number(REDUNDANT_FRACTION), ...trust.redundant } });
-      log(`trust honest: ${JSON.stringify(trust.honest)}; redundant runs: ${JSON.stringify(trust.redundant)}; phase ${trust.seconds} s`);
+      // 6b. Steady state: honest solvers past their newcomer rate, against pages that change between fetches.
+      if (runs('trust-steady')) {
+        const { runTrustSteadyPhase } = await import('./trust-steady');
+        const { verificationStartFraction: start, redundantRunFraction: floor } = loadConfig({ ...process.env, ...trustEnv }).trust;
+        const steady = await runTrustSteadyPhase(base, db, ADMIN_KEY, { start, floor }, log);
+        rows.push({ figure: 'trust steady: honest solvers', extra: steady as unknown as Record<string, unknown> });
+        log(`trust steady: ${JSON.stringify(steady)}`);
+      }
     }
 
     // 7. The ledger stays exact, and (`--webhooks`) every finished task of the client was delivered.

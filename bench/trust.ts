@@ -18,7 +18,7 @@ import {
   type Script,
 } from '../test/support/cheats';
 import { call, register, request, SimSolver } from './lib/sim';
-import { sleep } from './lib/stats';
+import { sleep, waitUntil } from './lib/stats';
 
 /**
  * The trust phase (`--only=trust`): with the service's default trust settings (1 probation canary per
@@ -28,8 +28,9 @@ import { sleep } from './lib/stats';
  * fetches, searches and strong-tier chats; one honest fetch solver is a verifier, as the bundled solver
  * is on `npm start`. The cheats ask less than the honest solvers, so they get every client task their
  * slots can take until they are caught: the worst case. Prints per cheat the client tasks it served
- * before its quarantine, the wrong answers among them, the refunds paid and all the tasks it was sent
- * until then; the honest solvers' false quarantines (over at least 800 client tasks, MIN_TASKS); and
+ * before its quarantine, the wrong answers among them, and, once an operator confirmed its quarantine
+ * (the admin route), what became of each: refunded at once, refunded on the confirmation, or not (its
+ * pay vested before the quarantine); all the tasks it was sent until then; the honest solvers' false quarantines (over at least 800 client tasks, MIN_TASKS); and
  * the redundant runs' verdicts and their share of all solver work.
  */
 
@@ -134,7 +135,8 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
         const open = () => sent[taskType] < MIN_TASKS[taskType] || cheats.some((cheat) => cheat.taskType === taskType && !caught.has(cheat.solverId));
         return Array.from({ length: CLIENTS_PER_TYPE }, async () => {
           while (open() && sent[taskType] < MAX_TASKS_PER_TYPE) {
-            const answer = await send[taskType](sent[taskType]++);
+            // A connection reset by a starved API counts as not answered, like any other status.
+            const answer = await send[taskType](sent[taskType]++).catch(() => ({ status: 0 }));
             if (answer.status !== 200) failed[taskType] += 1;
           }
         });
@@ -150,28 +152,39 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
            AND NOT EXISTS (SELECT 1 FROM redundant_runs r JOIN tasks t USING (task_id) WHERE r.concluded_at IS NULL AND t.account_id = ${client.account_id}) AS settled`),
     );
 
+    // An operator confirms each quarantine (the admin route): the cheat's pay not vested is forfeited to
+    // refund the clients of the tasks it served in that window.
+    const quarantinedCheats = await db.anyFirst(sql.type(z.object({ solver_id: z.string() }))`
+      SELECT DISTINCT solver_id FROM solver_quarantines WHERE cleared_at IS NULL AND solver_id = ANY(${sql.array(cheats.map((c) => c.solverId), 'text')})`);
+    for (const solverId of quarantinedCheats) {
+      await call(base, 'POST', `/v1/admin/solvers/${solverId}/quarantine/confirm`, { note: 'benchmark: confirmed as an operator would' }, { 'X-Admin-API-Key': adminKey });
+    }
+
     const Served = z.object({
       client_tasks: z.number(),
-      wrong_answers: z.number(),
-      refunded_tasks: z.number(),
-      refunded_points: z.string(),
       after_quarantine: z.number(),
       canaries: z.number(),
       canaries_passed: z.number(),
       attempts_until_quarantine: z.number(),
       quarantined: z.boolean(),
     });
+    // What becomes of each wrong answer a cheat served: refunded at once (a verification proved it wrong),
+    // refunded when the quarantine was confirmed, or not refunded: its pay vested before the quarantine
+    // (outside the frozen window), or otherwise (a fault).
+    const Refunds = z.object({
+      wrong_answers: z.number(),
+      wrong_refunded_at_once: z.number(),
+      wrong_refunded_on_confirmation: z.number(),
+      wrong_vested_before_quarantine: z.number(),
+      wrong_not_refunded_otherwise: z.number(),
+      refunded_tasks: z.number(),
+      refunded_points: z.string(),
+    });
     const cheatRows: Record<string, unknown>[] = [];
     for (const cheat of cheats) {
       const figures = await db.one(sql.type(Served)`
         WITH q AS (SELECT min(started_at) AS at FROM solver_quarantines WHERE solver_id = ${cheat.solverId})
         SELECT count(*) FILTER (WHERE t.account_id = ${client.account_id} AND t.status = 'completed')::int AS client_tasks,
-               -- What the scripted cheats make up: the fetch "# Hello", the fixed search list.
-               count(*) FILTER (WHERE t.account_id = ${client.account_id} AND t.status = 'completed'
-                 AND (t.result->>'content' = '# Hello' OR t.result->'results'->0->>'url' = 'https://example.com/result/0'))::int AS wrong_answers,
-               count(*) FILTER (WHERE t.account_id = ${client.account_id} AND EXISTS (SELECT 1 FROM ledger_entries e WHERE e.idempotency_key = 'refund:' || t.task_id))::int AS refunded_tasks,
-               trim_scale(COALESCE((SELECT sum(e.amount) FROM ledger_entries e JOIN tasks rt ON e.idempotency_key = 'refund:' || rt.task_id
-                 WHERE rt.solver_id = ${cheat.solverId} AND rt.account_id = ${client.account_id}), 0))::text AS refunded_points,
                count(*) FILTER (WHERE t.account_id = ${client.account_id} AND a.started_at > (SELECT at FROM q) + ${VERDICT_COMMIT_MARGIN}::interval)::int AS after_quarantine,
                count(*) FILTER (WHERE k.task_id IS NOT NULL)::int AS canaries,
                count(*) FILTER (WHERE k.verdict = 'passed')::int AS canaries_passed,
@@ -179,7 +192,26 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
                (SELECT at FROM q) IS NOT NULL AS quarantined
         FROM task_attempts a JOIN tasks t USING (task_id) LEFT JOIN canaries k USING (task_id)
         WHERE a.solver_id = ${cheat.solverId}`);
-      cheatRows.push({ cheat: cheat.name, task_type: cheat.taskType, ...figures });
+      const refunds = await db.one(sql.type(Refunds)`
+        WITH q AS (SELECT min(started_at) AS at, min(confirmed_at) AS confirmed FROM solver_quarantines WHERE solver_id = ${cheat.solverId}),
+             served AS (
+               SELECT t.task_id, t.result FROM tasks t WHERE t.account_id = ${client.account_id} AND t.solver_id = ${cheat.solverId} AND t.status = 'completed'),
+             outcome AS (
+               -- What the scripted cheats make up: the fetch "# Hello", the fixed search list.
+               SELECT (s.result->>'content' = '# Hello' OR s.result->'results'->0->>'url' = 'https://example.com/result/0') IS TRUE AS wrong,
+                      r.amount AS refunded, r.created_at AS refunded_at, h.status AS hold_status, h.closed_at AS hold_closed_at
+               FROM served s
+               LEFT JOIN ledger_entries r ON r.idempotency_key = 'refund:' || s.task_id
+               LEFT JOIN holds h ON h.hold_id = 'held:' || s.task_id)
+        SELECT count(*) FILTER (WHERE wrong)::int AS wrong_answers,
+               count(*) FILTER (WHERE wrong AND refunded_at < COALESCE((SELECT confirmed FROM q), 'infinity'))::int AS wrong_refunded_at_once,
+               count(*) FILTER (WHERE wrong AND refunded_at >= (SELECT confirmed FROM q))::int AS wrong_refunded_on_confirmation,
+               count(*) FILTER (WHERE wrong AND refunded IS NULL AND hold_status = 'released' AND hold_closed_at < COALESCE((SELECT at FROM q), 'infinity'))::int AS wrong_vested_before_quarantine,
+               count(*) FILTER (WHERE wrong AND refunded IS NULL AND (hold_status IS DISTINCT FROM 'released' OR hold_closed_at >= COALESCE((SELECT at FROM q), 'infinity')))::int AS wrong_not_refunded_otherwise,
+               count(refunded)::int AS refunded_tasks,
+               trim_scale(COALESCE(sum(refunded), 0))::text AS refunded_points
+        FROM outcome`);
+      cheatRows.push({ cheat: cheat.name, task_type: cheat.taskType, ...figures, ...refunds });
     }
     const honest = await db.one(sql.type(z.object({ solvers: z.number(), false_quarantines: z.number(), client_tasks: z.number(), canaries_passed: z.number(), canaries_failed: z.number() }))`
       SELECT cardinality(${sql.array(honestIds, 'text')}::text[]) AS solvers,
@@ -216,9 +248,4 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     for (const solver of connected) solver.close();
     await new Promise((resolve) => site.close(resolve));
   }
-}
-
-async function waitUntil(probe: () => Promise<boolean>, timeoutMs = 60_000) {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await probe()) && Date.now() < deadline) await sleep(500);
 }

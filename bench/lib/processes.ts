@@ -31,7 +31,8 @@ export async function startService(entry: 'api' | 'worker', env: Record<string, 
   });
   const output: string[] = [];
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${entry} did not start:\n${output.join('')}`)), 90_000);
+    // A worker bundling its workflows on a machine busy with other work can take minutes.
+    const timer = setTimeout(() => reject(new Error(`${entry} did not start:\n${output.join('')}`)), 180_000);
     const onData = (chunk: Buffer) => {
       output.push(chunk.toString());
       if (output.length > 200) output.shift();

@@ -107,3 +107,9 @@ export function jainIndex(values: number[]): number {
   const squares = values.reduce((total, value) => total + value * value, 0);
   return squares === 0 ? 1 : Math.round(((sum * sum) / (values.length * squares)) * 1000) / 1000;
 }
+
+/** Probes every half second until `probe` says true or `timeoutMs` has passed. */
+export async function waitUntil(probe: () => Promise<boolean>, timeoutMs = 60_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await probe()) && Date.now() < deadline) await sleep(500);
+}
