@@ -27,7 +27,8 @@ import {
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
 import type { NotifyBus } from '../db/notify';
-import { createTaskWithHold, finishTask, getTaskRecord, getTaskRow, type TaskRow } from '../db/tasks';
+import { createTaskWithHold, getTaskRecord, getTaskRow, type TaskRow } from '../db/tasks';
+import { finishTask } from '../tasks/finish';
 import { AttemptStops } from '../dispatch/attempt-stops';
 import { sendPageAttempt } from '../dispatch/page-requests';
 import type { Logger } from '../logger';
