@@ -1,8 +1,9 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { honestFetch } from './support/cheats';
+import { fabricatedFetch, honestFetch, type Script } from './support/cheats';
 import { vestEarnings } from '../src/trust/escrow';
 import { suiteSolvers, waitFor, type FakeSolver } from './support/fake-solver';
 import { canariesSettled } from './support/trust';
@@ -198,6 +199,31 @@ describe('with a short vesting period', () => {
 describe('with vesting by passed checks', () => {
   const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: '2', EARNINGS_VESTING_SECONDS: '3600', EARNINGS_VESTING_CHECKS: '1' });
 
+  test("a cheat's pay for a page it made up does not vest by the checks it passes after it: no sequential test has accepted it", async () => {
+    const client = await registerAccount(stack.url, '100');
+    // Makes up the one page it judges safe to (the client's, marked), fetches everything else honestly.
+    const makesUpOne: Script = (frame, self) => (String(frame.payload.url).includes('made-up') ? fabricatedFetch(frame, self) : honestFetch(frame, self));
+    const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: makesUpOne });
+    const canaryPasses = async () => (await trustOf(cheat.solverId)).reputation[0]?.canary_passes ?? 0;
+    await waitFor(async () => (await trustOf(cheat.solverId)).reputation[0]?.client_work === true, 45_000);
+    const madeUp = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?page=made-up` }, headers: client.auth });
+    expect(madeUp.status).toBe(200);
+    const taskId = madeUp.headers.get('x-task-id')!;
+    await canariesSettled(stack.db, cheat.solverId);
+    // Honest fetches until it has passed three canaries after the made-up page.
+    const passesBefore = await canaryPasses();
+    for (let i = 0; i < 12 && (await canaryPasses()) < passesBefore + 3; i++) {
+      expect((await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth })).status).toBe(200);
+      await canariesSettled(stack.db, cheat.solverId);
+    }
+    expect(await canaryPasses()).toBeGreaterThanOrEqual(passesBefore + 3);
+    expect((await trustOf(cheat.solverId)).quarantined).toBe(false);
+    await vestEarnings(stack.db);
+    const ledger = (await api(stack.url, 'GET', `/v1/account/ledger?task_id=${taskId}`, { headers: bearer(cheat) })).json.data.map((entry: { kind: string }) => entry.kind);
+    expect(ledger).toEqual(['hold', 'payout']);
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
   test("an honest solver's pay vests once it passes a check after it, long before the period", async () => {
     const client = await registerAccount(stack.url, '100');
     const solver = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: honestFetch });
@@ -217,6 +243,11 @@ describe('with vesting by passed checks', () => {
     }
     const { reputation } = await trustOf(solver.solverId);
     expect(reputation[0].canary_passes).toBeGreaterThanOrEqual(2);
+    // Checks vouch only for a solver a sequential test has accepted: until then the pay stays held.
+    expect(await vestEarnings(stack.db)).toBe(0);
+    expect(await ledgerOf()).toEqual(['hold', 'payout']);
+    // As one accepted test (49 verified passes in a row) leaves its record.
+    await stack.db.query(sql.unsafe`UPDATE solver_reputation SET sprt_accepts = 1 WHERE solver_id = ${solver.solverId} AND task_type = 'proxy_fetch'`);
     expect(await vestEarnings(stack.db)).toBeGreaterThan(0);
     expect(await ledgerOf()).toEqual(['release', 'hold', 'payout']);
     expect((await taskOf(taskId, client.auth)).verification).toBe('unchecked');

@@ -8,7 +8,8 @@ import { quarantined, trustPolicy } from '../db/reputation';
  * Escrowed earnings (docs/trust.md, "Escrow and refunds"): a solver's pay for each task is held as
  * `held:<task id>` when the task settles, and vests (is released to its available points) once
  * EARNINGS_VESTING_SECONDS have passed, or sooner once the solver has passed EARNINGS_VESTING_CHECKS
- * checks since. Nothing vests while the solver is quarantined.
+ * checks since, failed none, and its sequential test has accepted it for the task's type. Nothing vests
+ * while the solver is quarantined.
  */
 
 type Runner = CommonQueryMethods;
@@ -43,22 +44,46 @@ const PASSED_CHECKS = sql.fragment`
   UNION ALL SELECT first_solver_id, judged_at FROM redundant_runs WHERE status = 'agreed'
   UNION ALL SELECT second_solver_id, judged_at FROM redundant_runs WHERE status = 'agreed'`;
 
+/** Checks a solver failed (canaries failed, runs that proved its result wrong) with when each was judged. */
+const FAILED_CHECKS = sql.fragment`
+  SELECT solver_id, judged_at FROM canaries WHERE verdict = 'failed'
+  UNION ALL SELECT wrong_solver_id, concluded_at FROM redundant_runs WHERE wrong_solver_id IS NOT NULL`;
+
+/** The task id of earnings hold `h`. */
+const heldTaskId = (h: string) => sql.fragment`substr(${sql.identifier([h, 'hold_id'])}, ${heldEarningsId('').length + 1})`;
+
+/**
+ * Whether the solver of earnings hold `h` has had a sequential test accept it for the held task's type.
+ * Checks passed vouch only for such a solver: one that makes up a page in ten passes most checks on its
+ * honest pages, yet rarely reaches an accept (about 0.9^49), so its pay waits for the period, and for
+ * its quarantine to freeze it.
+ */
+const acceptedForType = (h: string) => sql.fragment`EXISTS (
+  SELECT 1 FROM tasks t JOIN solver_reputation r ON r.solver_id = ${sql.identifier([h, 'account_id'])} AND r.task_type = t.task_type
+  WHERE t.task_id = ${heldTaskId(h)} AND r.sprt_accepts > 0)`;
+
 /**
  * Whether the task of earnings hold `h` is still being verified (its run has not concluded): its pay
  * waits, so that a verdict against it still finds the pay to refund.
  */
 const underVerification = (h: string) => sql.fragment`EXISTS (
-  SELECT 1 FROM redundant_runs r WHERE r.task_id = substr(${sql.identifier([h, 'hold_id'])}, ${heldEarningsId('').length + 1}) AND r.concluded_at IS NULL)`;
+  SELECT 1 FROM redundant_runs r WHERE r.task_id = ${heldTaskId(h)} AND r.concluded_at IS NULL)`;
 
-/** Open earnings holds due to vest now, oldest first: past the period, or followed by enough passed checks; never a quarantined solver's, nor one whose task is being verified. */
+/**
+ * Open earnings holds due to vest now, oldest first: past the period, or vouched for by checks; never a
+ * quarantined solver's, nor one whose task is being verified.
+ */
 async function dueToVest(db: Runner): Promise<readonly { hold_id: string }[]> {
   const { vestingSeconds, vestingChecks } = trustPolicy();
-  // Vouched for: the solver passed `vestingChecks` checks judged after the pay was held.
+  // Vouched for: the solver passed `vestingChecks` checks judged after the pay was held, failed none
+  // since, and was accepted by a sequential test for the task's type.
   const vouched =
     vestingChecks > 0
       ? sql.fragment`h.created_at < (
           SELECT judged_at FROM (${PASSED_CHECKS}) p WHERE p.solver_id = h.account_id AND p.judged_at > h.created_at
-          ORDER BY judged_at LIMIT 1 OFFSET ${vestingChecks - 1})`
+          ORDER BY judged_at LIMIT 1 OFFSET ${vestingChecks - 1})
+        AND NOT EXISTS (SELECT 1 FROM (${FAILED_CHECKS}) f WHERE f.solver_id = h.account_id AND f.judged_at > h.created_at)
+        AND ${acceptedForType('h')}`
       : sql.fragment`false`;
   return db.any(sql.type(z.object({ hold_id: z.string() }))`
     SELECT h.hold_id FROM holds h

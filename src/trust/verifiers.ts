@@ -34,7 +34,8 @@ const LlrRow = z.object({ sprt_llr: z.number(), verified_passes: z.number(), ver
  * Adds one verified outcome of a client task to its solver's record, in the caller's transaction: a
  * pass, or a result proven wrong, which weighs like a failed canary (CANARY_PASS_WEIGHT failures). The
  * sequential test (src/trust/sprt.ts) takes it as one observation; when it decides, the solver is
- * quarantined (reason `verification_failed`) with `evidence` and the test's figures. A verifier's
+ * quarantined (reason `verification_failed`) with `evidence` and the test's figures, or counted as
+ * accepted (`sprt_accepts`, what lets its pay vest by checks, src/trust/escrow.ts). A verifier's
  * record is never tested: it is the reference.
  */
 export async function recordVerifiedOutcomeIn(
@@ -58,7 +59,8 @@ export async function recordVerifiedOutcomeIn(
   }
   await tx.query(sql.unsafe`
     UPDATE solver_reputation SET sprt_llr = ${step.llr},
-      verified_passes = verified_passes + ${failed ? 0 : 1}, verified_failures = verified_failures + ${failed ? 1 : 0}
+      verified_passes = verified_passes + ${failed ? 0 : 1}, verified_failures = verified_failures + ${failed ? 1 : 0},
+      sprt_accepts = sprt_accepts + ${step.decision === 'accept' ? 1 : 0}
     WHERE solver_id = ${solverId} AND task_type = ${taskType}`);
   if (step.decision === 'quarantine') {
     const sprt = {
