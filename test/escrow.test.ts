@@ -1,10 +1,10 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { fabricatedFetch, honestFetch, type Script } from './support/cheats';
 import { vestEarnings } from '../src/trust/escrow';
+import { recordVerifiedOutcomeIn } from '../src/trust/verifiers';
 import { suiteSolvers, waitFor, type FakeSolver } from './support/fake-solver';
 import { canariesSettled } from './support/trust';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
@@ -246,8 +246,13 @@ describe('with vesting by passed checks', () => {
     // Checks vouch only for a solver a sequential test has accepted: until then the pay stays held.
     expect(await vestEarnings(stack.db)).toBe(0);
     expect(await ledgerOf()).toEqual(['hold', 'payout']);
-    // As one accepted test (49 verified passes in a row) leaves its record.
-    await stack.db.query(sql.unsafe`UPDATE solver_reputation SET sprt_accepts = 1 WHERE solver_id = ${solver.solverId} AND task_type = 'proxy_fetch'`);
+    // 49 verified passes in a row: the sequential test accepts it, and the checks it passed vest the pay.
+    const decisions = [];
+    for (let i = 0; i < 49; i++) {
+      decisions.push((await recordVerifiedOutcomeIn(stack.db, { solverId: solver.solverId, taskType: 'proxy_fetch', failed: false, evidence: {} })).decision);
+    }
+    expect(decisions.at(-1)).toBe('accept');
+    expect(decisions.slice(0, -1).every((decision) => decision === 'continue')).toBe(true);
     expect(await vestEarnings(stack.db)).toBeGreaterThan(0);
     expect(await ledgerOf()).toEqual(['release', 'hold', 'payout']);
     expect((await taskOf(taskId, client.auth)).verification).toBe('unchecked');

@@ -88,7 +88,7 @@ export const Balance = z
         unvested_points: Amount.openapi({ description: 'Pay for tasks served that has not vested (part of held_points); a confirmed quarantine forfeits it to refund the clients' }),
         unvested_tasks: z.number().int(),
         frozen: z.boolean().openapi({ description: 'The solver is quarantined: nothing vests until an admin clears (releases) or confirms (forfeits)' }),
-        next_vesting_at: z.string().nullable().openapi({ description: 'When the oldest unvested pay vests by time (EARNINGS_VESTING_SECONDS); passed checks may vest it sooner. Null when none, or while frozen' }),
+        next_vesting_at: z.string().nullable().openapi({ description: 'When the oldest unvested pay vests by time (EARNINGS_VESTING_SECONDS); passed checks may vest it sooner once a sequential test has accepted the solver. Null when none, or while frozen' }),
       })
       .openapi({ description: 'A solver\'s earnings held until they vest (docs/trust.md, "Escrow and refunds")' }),
   })
