@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { sql } from 'slonik';
 import { Webhook } from 'standardwebhooks';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { fabricatedFetch, honestFetch, type Script } from './support/cheats';
@@ -224,7 +225,7 @@ describe('with vesting by passed checks', () => {
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
-  test("an honest solver's pay vests once it passes a check after it, long before the period", async () => {
+  test("an honest solver's pay vests once it passes a check after it and a sequential test has accepted it, with no failed check since, long before the period", async () => {
     const client = await registerAccount(stack.url, '100');
     const solver = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: honestFetch });
     const trusted = async () => (await trustOf(solver.solverId)).reputation[0]?.client_work === true;
@@ -237,8 +238,11 @@ describe('with vesting by passed checks', () => {
     const ledgerOf = async () => (await api(stack.url, 'GET', `/v1/account/ledger?task_id=${taskId}`, { headers: bearer(solver) })).json.data.map((entry: { kind: string }) => entry.kind);
     expect(await ledgerOf()).toEqual(['hold', 'payout']);
     // Fetches until a canary passes after that task (one comes within 3 attempts): then it vests.
+    let laterTaskId = '';
     for (let i = 1; i <= 3; i++) {
-      expect((await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth })).status).toBe(200);
+      const later = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth });
+      expect(later.status).toBe(200);
+      laterTaskId = later.headers.get('x-task-id')!;
       await canariesSettled(stack.db, solver.solverId);
     }
     const { reputation } = await trustOf(solver.solverId);
@@ -246,13 +250,21 @@ describe('with vesting by passed checks', () => {
     // Checks vouch only for a solver a sequential test has accepted: until then the pay stays held.
     expect(await vestEarnings(stack.db)).toBe(0);
     expect(await ledgerOf()).toEqual(['hold', 'payout']);
-    // 49 verified passes in a row: the sequential test accepts it, and the checks it passed vest the pay.
+    // A check it failed after the pay (a run that proved a later result wrong, as the run leaves its row).
+    await stack.db.query(sql.unsafe`
+      INSERT INTO redundant_runs (task_id, task_type, first_solver_id, status, workflow_started_at, judged_at, concluded_at, wrong_solver_id)
+      VALUES (${laterTaskId}, 'proxy_fetch', ${solver.solverId}, 'refuted', now(), now(), now(), ${solver.solverId})`);
+    // 49 verified passes in a row: the sequential test accepts it.
     const decisions = [];
     for (let i = 0; i < 49; i++) {
       decisions.push((await recordVerifiedOutcomeIn(stack.db, { solverId: solver.solverId, taskType: 'proxy_fetch', failed: false, evidence: {} })).decision);
     }
     expect(decisions.at(-1)).toBe('accept');
     expect(decisions.slice(0, -1).every((decision) => decision === 'continue')).toBe(true);
+    // Accepted, but a check failed since the pay: it stays held. Without that failure the checks it passed vest it.
+    expect(await vestEarnings(stack.db)).toBe(0);
+    expect(await ledgerOf()).toEqual(['hold', 'payout']);
+    await stack.db.query(sql.unsafe`DELETE FROM redundant_runs WHERE task_id = ${laterTaskId}`);
     expect(await vestEarnings(stack.db)).toBeGreaterThan(0);
     expect(await ledgerOf()).toEqual(['release', 'hold', 'payout']);
     expect((await taskOf(taskId, client.auth)).verification).toBe('unchecked');
