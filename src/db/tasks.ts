@@ -832,10 +832,13 @@ export async function findUnstartedTasks(db: Runner, seconds: number) {
   return db.any(sql.type(TaskRow)`
     SELECT ${TASK_COLUMNS} FROM tasks
     -- 'assigned' too: the first attempt may be matched with the task itself (the restarted workflow finds it).
-    -- An assigned one waits out its attempt's time as well: a crawl page's first attempt runs without a
-    -- workflow (docs/crawl.md), and a workflow started while it still runs would send the page again.
+    -- One whose solver accepted an attempt waits out that attempt's time as well: a crawl page's first
+    -- attempt runs without a workflow (docs/crawl.md), and a workflow started while it still runs would
+    -- send the page again.
     WHERE workflow_started_at IS NULL AND status = ANY(${ACTIVE})
-      AND created_at < now() - make_interval(secs => ${seconds} + CASE WHEN status = ${stateValue('assigned')} THEN timeout_seconds ELSE 0 END)
+      AND created_at < now() - make_interval(secs => ${seconds} + CASE WHEN EXISTS (
+        SELECT 1 FROM task_attempts a WHERE a.task_id = tasks.task_id AND a.ended_at IS NULL AND a.accepted_at IS NOT NULL
+      ) THEN timeout_seconds ELSE 0 END)
     ORDER BY created_at LIMIT 100`);
 }
 
