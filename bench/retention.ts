@@ -38,11 +38,21 @@ const pngFor = markedPng(PNG);
 const round = (value: number, digits = 1) => Math.round(value * 10 ** digits) / 10 ** digits;
 const mb = (bytes: number) => round(bytes / 1024 / 1024, 1);
 
+/** Bytes of the files under `dir`; a folder or file the purge removes while it is read counts as empty. */
 function bytesUnder(dir: string): number {
+  let entries: fs.Dirent[];
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true });
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+    throw error;
+  }
   let total = 0;
-  for (const entry of fs.readdirSync(dir, { withFileTypes: true, recursive: true })) {
+  for (const entry of entries) {
+    const at = path.join(dir, entry.name);
     // A file may be renamed or deleted between the listing and its stat (a put's partial file, the purge).
-    if (entry.isFile()) total += fs.statSync(path.join(entry.parentPath, entry.name), { throwIfNoEntry: false })?.size ?? 0;
+    if (entry.isDirectory()) total += bytesUnder(at);
+    else if (entry.isFile()) total += fs.statSync(at, { throwIfNoEntry: false })?.size ?? 0;
   }
   return total;
 }
