@@ -2,7 +2,6 @@ import type { ArtifactStore } from '../artifacts/store';
 import { readTaskRecord } from '../tasks/records';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { scrapeDocument } from '../compat/firecrawl';
 import { extractLinks } from '../compat/page-html';
 import type { Config } from '../config';
@@ -28,7 +27,7 @@ import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
 import type { NotifyBus } from '../db/notify';
 import { createTaskWithHold, getTaskRecord, getTaskRow, type TaskRow } from '../db/tasks';
-import { finishTask } from '../tasks/finish';
+import { cancelTask } from '../tasks/cancel';
 import { AttemptStops } from '../dispatch/attempt-stops';
 import { sendPageAttempt } from '../dispatch/page-requests';
 import type { Logger } from '../logger';
@@ -37,10 +36,10 @@ import type { DomainGuard } from '../policy/guard';
 import { guardedFetch, SOLVER_USER_AGENT } from '../solver/guarded-fetch';
 import type { TaskFinishedWatch } from '../tasks/finished';
 import type { HandoffSender } from '../tasks/handoffs';
-import { isTerminalState, taskFailure, type Assignment } from '../contract/lifecycle';
+import { isTerminalState, type Assignment } from '../contract/lifecycle';
 import { newTaskId, startTaskWorkflow } from '../tasks/service';
 import type { WebhookSender } from '../webhooks/sender';
-import { cancelTaskSignal, taskWorkflowId } from '../contract/workflows';
+import { taskWorkflowId } from '../contract/workflows';
 import { NO_RULES, parseRobots, robotsAllow, type RobotsRules } from './robots';
 import { normaliseUrl, outOfScope, type CrawlScope } from './scope';
 import { parseSitemap } from './sitemap';
@@ -119,22 +118,14 @@ const scopeOf = (crawl: CrawlRow, options: CrawlOptions): CrawlScope => ({
 type CancelDeps = Pick<CrawlRunnerDeps, 'temporal' | 'db' | 'bus' | 'handoffs' | 'webhooks'>;
 
 /**
- * Cancels each task: its workflow by signal; a page task with no workflow (its attempt runs without one)
- * is ended here as its workflow would end it, and its attempt stopped on whichever node runs it. A task
- * whose workflow is gone has ended already, which ending it again leaves as it is.
+ * Cancels each task (src/tasks/cancel.ts); a page task with no workflow (its attempt runs without one)
+ * ended here has its attempt stopped on whichever node runs it. A task that has ended already stays as it is.
  */
 export async function cancelTasks(deps: CancelDeps, taskIds: readonly string[]): Promise<void> {
   await Promise.all(
     taskIds.map(async (taskId) => {
-      try {
-        await deps.temporal.workflow.getHandle(taskWorkflowId(taskId)).signal(cancelTaskSignal);
-      } catch (error) {
-        if (!(error instanceof WorkflowNotFoundError)) throw error;
-        const finished = await finishTask(deps.db, taskId, { failure: taskFailure('task_cancelled', 'Cancelled by its client.') });
-        deps.handoffs.deliver(finished.handoffs);
-        deps.webhooks.send(finished.webhooks);
-        if (finished.applied) await new AttemptStops(deps.bus).stop(taskId);
-      }
+      const cancelled = await cancelTask(deps, taskId, taskWorkflowId(taskId));
+      if (cancelled.applied) await new AttemptStops(deps.bus).stop(taskId);
     }),
   );
 }

@@ -2,15 +2,14 @@ import type { Response } from 'express';
 import { findAccount } from '../../db/accounts';
 import { listTasks } from '../../db/task-listing';
 import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks';
-import { WorkflowNotFoundError } from '@temporalio/client';
 import { getTaskRecord } from '../../db/tasks';
-import { finishTask } from '../../tasks/finish';
+import { cancelTask } from '../../tasks/cancel';
 import { artifactOf } from '../../artifacts/results';
 import { ArtifactMissingError } from '../../artifacts/store';
 import { readTaskRecord } from '../../tasks/records';
 import { ApiError } from '../../errors';
 import type { WebTaskType } from '../../schemas/domain';
-import { isTerminalState, taskFailure } from '../../contract/lifecycle';
+import { isTerminalState } from '../../contract/lifecycle';
 import {
   AdminCompleteTaskBody,
   CreateTaskBody,
@@ -34,7 +33,7 @@ import { ListTasksQuery } from '../../schemas/queries';
 import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, resultExpired, runWebTask, safetyOf } from '../web-tasks';
-import { adminCompleteSignal, cancelTaskSignal } from '../../contract/workflows';
+import { adminCompleteSignal } from '../../contract/workflows';
 import { accountOf } from '../auth';
 import { taskListFilter, taskListPage } from '../pagination';
 import * as responses from '../../schemas/responses';
@@ -127,17 +126,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Route[] {
     if (isTerminalState(task.status)) {
       throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}; only a queued or running task can be cancelled.`, { status: task.status });
     }
-    const ending = taskFailure('task_cancelled', 'Cancelled by its client.');
-    try {
-      await deps.temporal.workflow.getHandle(task.workflow_id).signal(cancelTaskSignal);
-    } catch (error) {
-      if (!(error instanceof WorkflowNotFoundError)) throw error;
-      // Its workflow is not started yet (its node died in between): end the task here; the sweep starts
-      // only tasks still active, so none will start for it.
-      const finished = await finishTask(deps.db, taskId, { failure: ending });
-      deps.handoffs.deliver(finished.handoffs);
-      deps.webhooks.send(finished.webhooks);
-    }
+    await cancelTask(deps, taskId, task.workflow_id);
     // The signal first, so that the stopped attempt is not taken for a failed one and reassigned.
     await deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a cancelled task'));
     await deps.tasks.waitForResult(task, 30_000);
