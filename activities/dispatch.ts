@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { storeArtifacts } from '../src/artifacts/results';
 import { deleteUntakenArtifacts } from '../src/tasks/records';
-import { getTaskRow } from '../src/db/tasks';
+import { getTaskRow } from '../src/db/tasks/records';
 import { finishTask } from '../src/tasks/finish';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { MessageAssembler } from '../src/chat/openai-format';

@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import { isTerminalState } from '../src/contract/lifecycle';
 import type { NotifyBus } from '../src/db/notify';
-import { getTaskRow } from '../src/db/tasks';
+import { getTaskRow } from '../src/db/tasks/records';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import { pageAttemptChannel, type PageAttemptRequest } from '../src/dispatch/page-requests';
 import { startTaskWorkflow } from '../src/tasks/service';

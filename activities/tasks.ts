@@ -1,6 +1,8 @@
 import { storeArtifacts } from '../src/artifacts/results';
 import { deleteUntakenArtifacts } from '../src/tasks/records';
-import { closeAttempt, reserveAttempt, type AttemptEnd, type Finished, type Handoff, type ReserveAttemptInput } from '../src/db/tasks';
+import type { Handoff, ReserveAttemptInput } from '../src/db/matching';
+import { closeAttempt, reserveAttempt, type AttemptEnd } from '../src/db/tasks/attempts';
+import type { Finished } from '../src/db/tasks/finish';
 import { finishTask, type Completion } from '../src/tasks/finish';
 import { claimsTargetFailure, type TargetFailureType, type TargetFailureVerdict, type TaskFailure } from '../src/contract/lifecycle';
 import { examineTargetClaim } from '../src/trust/target-failures';

@@ -6,7 +6,7 @@ import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { heartbeatNode, registerConnection, replaceCapabilities } from '../src/db/solvers';
-import { closeAttempt, reserveAttempt } from '../src/db/tasks';
+import { closeAttempt, reserveAttempt } from '../src/db/tasks/attempts';
 import { finishTask } from '../src/tasks/finish';
 import { createTask } from './support/tasks';
 import { testEndpoints } from './support/stack';

@@ -4,7 +4,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { balanceFromEntries, deposit, getBalance, PLATFORM_ACCOUNT_ID, release, settle } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
-import { createTaskWithHold, markWorkflowStarted } from '../src/db/tasks';
+import { createTaskWithHold, markWorkflowStarted } from '../src/db/tasks/create';
 import { testEndpoints } from './support/stack';
 
 let db: Db;

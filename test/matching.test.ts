@@ -5,7 +5,8 @@ import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { heartbeatNode, registerConnection, replaceCapabilities } from '../src/db/solvers';
-import { closeAttempt, createTaskWithHold, reserveAttempt } from '../src/db/tasks';
+import { closeAttempt, reserveAttempt } from '../src/db/tasks/attempts';
+import { createTaskWithHold } from '../src/db/tasks/create';
 import { createTask, failTask } from './support/tasks';
 import { testEndpoints } from './support/stack';
 

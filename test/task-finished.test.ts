@@ -4,7 +4,7 @@ import { createAccount } from '../src/db/accounts';
 import { deposit } from '../src/db/ledger';
 import { NotifyBus } from '../src/db/notify';
 import { createDb, type Db } from '../src/db/pool';
-import { getTaskRecord } from '../src/db/tasks';
+import { getTaskRecord } from '../src/db/tasks/records';
 import { EarlyAttempts } from '../src/dispatch/early-attempts';
 import { createLogger } from '../src/logger';
 import { TaskFinishedWatch } from '../src/tasks/finished';

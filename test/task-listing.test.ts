@@ -1,4 +1,4 @@
-import { markWorkflowStarted } from '../src/db/tasks';
+import { markWorkflowStarted } from '../src/db/tasks/create';
 import { createTask, failTask } from './support/tasks';
 import { api, registerAccount, startTestStack, type TestStack } from './support/stack';
 

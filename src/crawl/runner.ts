@@ -26,7 +26,8 @@ import {
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
 import type { NotifyBus } from '../db/notify';
-import { createTaskWithHold, getTaskRecord, getTaskRow, type TaskRow } from '../db/tasks';
+import { createTaskWithHold } from '../db/tasks/create';
+import { getTaskRecord, getTaskRow, type TaskRow } from '../db/tasks/records';
 import { cancelTask } from '../tasks/cancel';
 import { AttemptStops } from '../dispatch/attempt-stops';
 import { sendPageAttempt } from '../dispatch/page-requests';

@@ -1,7 +1,7 @@
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { CRAWL_KINDS, type CrawlEvent, type CrawlKind, type CrawlWebhook } from '../contract/crawl-events';
-import type { Idempotency } from './tasks';
+import type { Idempotency } from './tasks/create';
 import type { Db } from './pool';
 import { DueRow, type DueDelivery } from './webhooks';
 

@@ -5,7 +5,7 @@ import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation'
 
 /**
  * The judging of a solver's claim that the target failed, in the statement that ends its attempt
- * (closeAttemptIn, src/db/tasks.ts). What a claim is and the rest of its life: src/trust/target-failures.ts
+ * (closeAttemptIn, src/db/tasks/attempts.ts). What a claim is and the rest of its life: src/trust/target-failures.ts
  * and docs/trust.md, "Target failures".
  */
 

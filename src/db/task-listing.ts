@@ -5,7 +5,7 @@ import type { TaskState } from '../contract/lifecycle';
 import { taskCostColumns } from './ledger';
 import { verificationColumn } from './verification';
 import type { Db } from './pool';
-import { TASK_SUMMARY_COLUMNS, TaskCostRow, TaskRow } from './tasks';
+import { TASK_SUMMARY_COLUMNS, TaskCostRow, TaskRow } from './tasks/records';
 
 /**
  * An account's tasks, newest first, a page at a time. Pages are cut by the key (created_at, task_id),

@@ -2,7 +2,7 @@ import crypto from 'node:crypto';
 import type WebSocket from 'ws';
 import type { Db } from '../db/pool';
 import { markDraining, registerConnection, removeConnection } from '../db/solvers';
-import { markAttemptAccepted } from '../db/tasks';
+import { markAttemptAccepted } from '../db/tasks/attempts';
 import type { Logger } from '../logger';
 import type { HandoffSender } from '../tasks/handoffs';
 import { SOLVER_PROTOCOL_VERSION, type CapabilityTaskType } from '../schemas/domain';

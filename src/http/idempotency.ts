@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Request } from 'express';
-import type { Idempotency } from '../db/tasks';
+import type { Idempotency } from '../db/tasks/create';
 
 // Longer keys are ignored rather than stored.
 const MAX_KEY_LENGTH = 255;

@@ -1,7 +1,7 @@
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import { queueStatus } from '../db/status';
-import { TASK_FINISHED_CHANNEL } from '../db/tasks';
+import { TASK_FINISHED_CHANNEL } from '../db/tasks/finish';
 import type { Logger } from '../logger';
 
 /**

@@ -1,6 +1,7 @@
 import type { Db } from '../db/pool';
 import type { ArtifactStore } from '../artifacts/store';
-import { type Idempotency, type PriceLimit, type TaskRecord } from '../db/tasks';
+import type { Idempotency, PriceLimit } from '../db/tasks/create';
+import type { TaskRecord } from '../db/tasks/records';
 import { readTaskRecord, withArtifacts } from '../tasks/records';
 import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type WebhookEvent } from '../db/webhooks';
 import { ApiError } from '../errors';

@@ -14,7 +14,7 @@ import {
   type FinishOutcome,
   type Finished,
   type StoredParts,
-} from '../db/tasks';
+} from '../db/tasks/finish';
 import { judgeCanaryIn } from '../trust/canaries';
 import { escrowed, holdEarningsIn } from '../trust/escrow';
 import { sampleRedundantRunIn } from '../trust/redundant';
@@ -22,7 +22,7 @@ import { contradictTargetClaimsIn } from '../trust/target-failures';
 import { recordUsageInflationIn } from '../trust/usage-inflation';
 
 /**
- * How tasks end (docs/decisions.md, "Layers"): the statements of src/db/tasks.ts close the attempt,
+ * How tasks end (docs/decisions.md, "Layers"): the statements of src/db/tasks/finish.ts close the attempt,
  * finish the row and settle, and return the facts of what they did; the trust reactions to those facts
  * (canary judgement, target-failure claims, usage inflation, escrow, redundant runs) are called here, in
  * the same transaction, so the money moved and the evidence kept commit together or not at all.

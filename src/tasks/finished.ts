@@ -1,5 +1,5 @@
 import type { NotifyBus } from '../db/notify';
-import { TASK_FINISHED_CHANNEL } from '../db/tasks';
+import { TASK_FINISHED_CHANNEL } from '../db/tasks/finish';
 import type { TerminalState } from '../contract/lifecycle';
 
 // Enough to cover the moment between a task's start and its waiter registering, at any plausible rate.

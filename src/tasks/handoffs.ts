@@ -1,7 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { forgetHandoff, forgetOrphanHandoffs, handedAttemptOrphaned, unsentHandoffs, type Handoff } from '../db/matching';
 import type { Db } from '../db/pool';
-import { closeAttempt } from '../db/tasks';
+import { closeAttempt } from '../db/tasks/attempts';
 import type { Logger } from '../logger';
 import { slotHandedSignal } from '../contract/workflows';
 

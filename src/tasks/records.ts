@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import { artifactKeysOf, resolveArtifacts } from '../artifacts/results';
 import { ArtifactMissingError, type ArtifactStore } from '../artifacts/store';
-import { getTaskRecord, getTaskRow, type TaskRecord } from '../db/tasks';
+import { getTaskRecord, getTaskRow, type TaskRecord } from '../db/tasks/records';
 
 /**
  * The task record as clients see it: its result's screenshots and large page bodies read back from the

@@ -4,16 +4,9 @@ import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { countOnlineSolvers } from '../db/solvers';
 import type { RequestFigures } from '../db/matching';
-import {
-  createTaskWithHold,
-  getTaskRecord,
-  type Finished,
-  markWorkflowStarted,
-  type CreateTaskOutcome,
-  type Idempotency,
-  type TaskRecord,
-  type TaskRow,
-} from '../db/tasks';
+import { createTaskWithHold, markWorkflowStarted, type CreateTaskOutcome, type Idempotency } from '../db/tasks/create';
+import type { Finished } from '../db/tasks/finish';
+import { getTaskRecord, type TaskRecord, type TaskRow } from '../db/tasks/records';
 import { finishTask } from './finish';
 import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { Logger } from '../logger';

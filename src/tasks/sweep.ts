@@ -1,4 +1,4 @@
-import { findUnstartedTasks } from '../db/tasks';
+import { findUnstartedTasks } from '../db/tasks/create';
 import { startTaskWorkflow, type StartDeps } from './service';
 
 /**

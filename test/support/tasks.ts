@@ -1,4 +1,4 @@
-import { createTaskWithHold, type NewTask } from '../../src/db/tasks';
+import { createTaskWithHold, type NewTask } from '../../src/db/tasks/create';
 import { finishTask } from '../../src/tasks/finish';
 import type { Db } from '../../src/db/pool';
 import { taskFailure, type TaskErrorType } from '../../src/contract/lifecycle';

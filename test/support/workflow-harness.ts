@@ -5,7 +5,8 @@ import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@tem
 import type { temporal } from '@temporalio/proto';
 import pino from 'pino';
 import type { DispatchInput } from '../../activities/dispatch';
-import type { AttemptEnd, Reservation, ReserveAttemptInput } from '../../src/db/tasks';
+import type { ReserveAttemptInput } from '../../src/db/matching';
+import type { AttemptEnd, Reservation } from '../../src/db/tasks/attempts';
 import type { Completion } from '../../src/tasks/finish';
 import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/contract/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';

@@ -15,7 +15,7 @@ import { route, type Route } from '../route';
 import { parseOrThrow } from '../validation';
 import { idempotencyKeyReused } from '../web-tasks';
 import { findTasks } from '../../db/task-listing';
-import { getTaskRow } from '../../db/tasks';
+import { getTaskRow } from '../../db/tasks/records';
 import { readTaskRecord } from '../../tasks/records';
 import { taskLedger } from '../../db/ledger';
 import { onlineSolvers, taskAttempts } from '../../db/market-view';

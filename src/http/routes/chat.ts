@@ -5,7 +5,7 @@ import type { RelayEvent } from '../../chat/relay';
 import { completionBudget } from '../../chat/request-estimate';
 import { estimatePromptTokens } from '../../chat/usage';
 import { costOfTasks } from '../../db/ledger';
-import { getTaskRecord } from '../../db/tasks';
+import { getTaskRecord } from '../../db/tasks/records';
 import { scanChatMessages } from '../../safety/scanner';
 import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';

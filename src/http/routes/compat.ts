@@ -17,7 +17,7 @@ import {
   type ScrapeV2Request,
 } from '../../schemas/requests';
 import { costOfTasks } from '../../db/ledger';
-import { idempotencyKeyReused as keyUsedElsewhere } from '../../db/tasks';
+import { idempotencyKeyReused as keyUsedElsewhere } from '../../db/tasks/create';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, idempotencyKeyReused, noSolverInCountry, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
 import type { ErrorType } from '../../errors';

@@ -2,7 +2,7 @@ import type { Response } from 'express';
 import { findAccount } from '../../db/accounts';
 import { listTasks } from '../../db/task-listing';
 import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks';
-import { getTaskRecord } from '../../db/tasks';
+import { getTaskRecord } from '../../db/tasks/records';
 import { cancelTask } from '../../tasks/cancel';
 import { artifactOf } from '../../artifacts/results';
 import { ArtifactMissingError } from '../../artifacts/store';
