@@ -1,11 +1,14 @@
-import { sql } from 'slonik';
+import { sql, type CommonQueryMethods } from 'slonik';
+import { z } from 'zod';
 import type { TargetFailureType } from '../contract/lifecycle';
+import { PLATFORM_ACCOUNT_ID } from './ledger';
 import { chargeRequestsStep } from './rate-limits';
 import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation';
 
 /**
- * The judging of a solver's claim that the target failed, in the statement that ends its attempt
- * (closeAttemptIn, src/db/tasks/attempts.ts). What a claim is and the rest of its life: src/trust/target-failures.ts
+ * The statements of a solver's claim that the target failed: the task it is about, its judging in the
+ * statement that ends its attempt (closeAttemptIn, src/db/tasks/attempts.ts), and its contradiction by
+ * another solver's answer. What a claim is and how the service checks it: src/trust/target-failures.ts
  * and docs/trust.md, "Target failures".
  */
 
@@ -68,3 +71,32 @@ export function judgeTargetClaimSteps(claim: TargetClaim) {
 /** The failures the claim's own attempt counts: none when it is the target's. */
 export const claimFailures = sql.fragment`COALESCE((SELECT CASE WHEN verdict = 'target' THEN 0 ELSE 1 END FROM claim), 1)`;
 
+
+const ClaimTaskRow = z.object({ url: z.string().nullable(), account_id: z.string() });
+
+/** The task of an attempt, as a claim on it is judged: its URL (null when it has none) and its account. */
+export async function claimTaskOf(db: CommonQueryMethods, attemptId: string): Promise<{ url: string | null; accountId: string; platform: boolean } | null> {
+  const task = await db.maybeOne(sql.type(ClaimTaskRow)`
+    SELECT t.payload ->> 'url' AS url, t.account_id FROM task_attempts a JOIN tasks t ON t.task_id = a.task_id WHERE a.attempt_id = ${attemptId}`);
+  return task && { url: task.url, accountId: task.account_id, platform: task.account_id === PLATFORM_ACCOUNT_ID };
+}
+
+/**
+ * In the transaction that completes task `taskId` with `solverId`'s answer: the other solvers' claims
+ * that this task's target failed are contradicted, and those not held against them so far now are.
+ * Only a task answered after a failed attempt can have any.
+ */
+export async function contradictTargetClaimsIn(tx: CommonQueryMethods, taskId: string, solverId: string): Promise<void> {
+  await tx.query(sql.unsafe`
+    WITH before AS (
+      SELECT attempt_id, solver_id, task_type, verdict FROM target_failures
+      WHERE task_id = ${taskId} AND solver_id <> ${solverId} AND verdict <> 'contradicted'
+      FOR UPDATE
+    ), contradicted AS (
+      UPDATE target_failures f SET verdict = 'contradicted', reason = 'answered_by_another', judged_at = now()
+      FROM before WHERE f.attempt_id = before.attempt_id
+    ), counted AS (
+      ${adjustFailuresStep(sql.fragment`SELECT solver_id, task_type, 1 AS failures FROM before WHERE verdict = 'target'`)}
+    )
+    SELECT 1`);
+}

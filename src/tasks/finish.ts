@@ -18,7 +18,7 @@ import {
 import { judgeCanaryIn } from '../trust/canaries';
 import { escrowed, holdEarningsIn } from '../trust/escrow';
 import { sampleRedundantRunIn } from '../trust/redundant';
-import { contradictTargetClaimsIn } from '../trust/target-failures';
+import { contradictTargetClaimsIn } from '../db/target-claims';
 import { recordUsageInflationIn } from '../trust/usage-inflation';
 
 /**

@@ -11,7 +11,8 @@ import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import { isVerifier, recordRedundantRunStep, trustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
 import { verificationRate } from './sprt';
-import { recordVerifiedOutcomeIn, verifiedPasses } from './verifiers';
+import { verifiedPasses } from '../db/verifiers';
+import { recordVerifiedOutcomeIn } from './verifiers';
 
 /**
  * Verified client tasks (docs/trust.md, "Verified client tasks" and "Redundant runs"): a sampled client

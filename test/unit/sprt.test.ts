@@ -1,4 +1,4 @@
-import { SPRT, sprtStep, sprtThresholds, verificationRate, VERIFICATION_RATE_HALVING } from '../../src/trust/sprt';
+import { SPRT, sprtStep, sprtThresholds, verificationRate, VERIFICATION_RATE_HALVING, type SprtDecision } from '../../src/trust/sprt';
 
 /** The sequential test on verified outcomes and the verification rate (docs/trust.md, "Verified client tasks"). */
 
@@ -54,36 +54,70 @@ test('the verification rate starts high, halves with verified passes and stops a
  * The chance that a solver proven wrong at rate `p` per verified outcome is quarantined within `n`
  * outcomes: the test's states (proven-wrong and passed outcomes since it last started) carried forward
  * with their probabilities. States below 1e-12 are dropped (their sum is returned as `dropped`): their
- * number grows with `n` while their mass vanishes.
+ * number grows with `n` while their mass vanishes. The states with `failed` proven wrong form row
+ * `failed`: the passed counts whose ratio lies between the thresholds (a few more at each end), each
+ * with what sprtStep decides on the outcomes that follow it, so a step is arithmetic on arrays.
  */
 function quarantineChance(n: number, p: number): { quarantined: number; dropped: number } {
-  let states = new Map<number, { failed: number; passed: number; chance: number }>([[0, { failed: 0, passed: 0, chance: 1 }]]);
   const failStep = Math.log(SPRT.p1 / SPRT.p0);
   const passStep = Math.log((1 - SPRT.p1) / (1 - SPRT.p0));
+  const { upper, lower } = sprtThresholds();
+  interface Row {
+    from: number;
+    chance: Float64Array;
+    next: Float64Array;
+    onFail: SprtDecision[];
+    onPass: SprtDecision[];
+  }
+  const rows: Row[] = [];
+  const row = (failed: number): Row => {
+    while (rows.length <= failed) {
+      const f = rows.length;
+      const from = Math.max(0, Math.floor((f * failStep - upper) / -passStep) - 2);
+      const width = Math.max(0, Math.ceil((f * failStep - lower) / -passStep) + 2 - from + 1);
+      const llr = (i: number) => f * failStep + (from + i) * passStep;
+      rows.push({
+        from,
+        chance: new Float64Array(width),
+        next: new Float64Array(width),
+        onFail: Array.from({ length: width }, (_, i) => sprtStep(llr(i), true).decision),
+        onPass: Array.from({ length: width }, (_, i) => sprtStep(llr(i), false).decision),
+      });
+    }
+    return rows[failed];
+  };
+  const add = (failed: number, passed: number, chance: number) => {
+    const target = row(failed);
+    const i = passed - target.from;
+    if (i < 0 || i >= target.next.length) throw new Error(`state (${failed}, ${passed}) outside its row`);
+    target.next[i] += chance;
+  };
+  row(0).chance[0] = 1;
   let quarantined = 0;
   let dropped = 0;
-  for (let i = 0; i < n; i++) {
-    const next = new Map<number, { failed: number; passed: number; chance: number }>();
-    const add = (failed: number, passed: number, chance: number) => {
-      const at = next.get(failed * 1_000_000 + passed);
-      if (at) at.chance += chance;
-      else next.set(failed * 1_000_000 + passed, { failed, passed, chance });
-    };
-    for (const state of states.values()) {
-      const llr = state.failed * failStep + state.passed * passStep;
-      for (const [failed, weight] of [[true, p], [false, 1 - p]] as const) {
-        const step = sprtStep(llr, failed);
-        if (step.decision === 'quarantine') quarantined += state.chance * weight;
-        else if (step.decision === 'accept') add(0, 0, state.chance * weight);
-        else add(state.failed + (failed ? 1 : 0), state.passed + (failed ? 0 : 1), state.chance * weight);
+  for (let step = 0; step < n; step++) {
+    for (let failed = 0; failed < rows.length; failed++) {
+      const { from, chance, onFail, onPass } = rows[failed];
+      for (let i = 0; i < chance.length; i++) {
+        const c = chance[i];
+        if (c === 0) continue;
+        for (const [outcome, weight, decision] of [[true, p, onFail[i]], [false, 1 - p, onPass[i]]] as const) {
+          if (decision === 'quarantine') quarantined += c * weight;
+          else if (decision === 'accept') add(0, 0, c * weight);
+          else add(failed + (outcome ? 1 : 0), from + i + (outcome ? 0 : 1), c * weight);
+        }
       }
     }
-    for (const [key, state] of next) {
-      if (state.chance >= 1e-12) continue;
-      dropped += state.chance;
-      next.delete(key);
+    for (const next of rows) {
+      for (let i = 0; i < next.next.length; i++) {
+        if (next.next[i] < 1e-12) {
+          dropped += next.next[i];
+          next.next[i] = 0;
+        }
+      }
+      [next.chance, next.next] = [next.next, next.chance];
+      next.next.fill(0);
     }
-    states = next;
   }
   return { quarantined, dropped };
 }

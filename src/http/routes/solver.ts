@@ -7,7 +7,7 @@ import { accountOf } from '../auth';
 import * as responses from '../../schemas/responses';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';
-import { heldEarnings, quarantinesOf, reputationOf } from '../../trust/quarantines';
+import { heldEarnings, quarantinesOf, reputationOf } from '../../db/quarantines';
 import { RequestValidationError, type ValidationDetail } from '../validation';
 
 /** Rules a capability list must follow beyond its schema: strong chat only for allowlisted models, no duplicates. */

@@ -1,12 +1,12 @@
 import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
-import { heldEarningsId, HOLD_OPEN, PLATFORM_ACCOUNT_ID, release } from '../db/ledger';
-import { refundTask } from '../db/verification';
-import type { DueDelivery } from '../db/webhooks';
-import type { Db } from '../db/pool';
-import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from '../db/reputation';
+import { heldEarningsId, HOLD_OPEN, PLATFORM_ACCOUNT_ID, release } from './ledger';
+import { refundTask } from './verification';
+import type { DueDelivery } from './webhooks';
+import type { Db } from './pool';
+import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from './reputation';
 
-/** What solvers and admins see of reputation and quarantines (docs/trust.md). */
+/** Quarantines, and what solvers and admins see of reputation and quarantines (docs/trust.md). */
 
 type Runner = CommonQueryMethods;
 
@@ -44,6 +44,19 @@ const QUARANTINE_COLUMNS = sql.fragment`quarantine_id::text AS quarantine_id, so
   to_char(started_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS started_at,
   to_char(cleared_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS cleared_at, cleared_note,
   to_char(confirmed_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS confirmed_at, confirmed_note`;
+
+/**
+ * Quarantines a solver for a task type with `reason` and its `evidence`, in the caller's transaction,
+ * unless it is in an open quarantine already. Returns whether this opened one.
+ */
+export async function quarantineIn(tx: Runner, input: { solverId: string; taskType: string; reason: string; evidence: Record<string, unknown> }): Promise<boolean> {
+  const opened = await tx.maybeOneFirst(sql.type(z.object({ quarantine_id: z.string() }))`
+    INSERT INTO solver_quarantines (solver_id, task_type, reason, evidence)
+    VALUES (${input.solverId}, ${input.taskType}, ${input.reason}, ${sql.jsonb(input.evidence as never)})
+    ON CONFLICT DO NOTHING
+    RETURNING quarantine_id::text`);
+  return opened !== null;
+}
 
 /**
  * A solver's reputation for each task type it offers or has evidence for: the score now (decayed
