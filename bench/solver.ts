@@ -18,7 +18,7 @@ import type { TaskHandler } from '../src/solver/handlers/types';
 
 const FETCH_CONCURRENCY = [1, 4, 16];
 const SCREENSHOT_CONCURRENCY = [1, 2, 4];
-const FETCH_BUDGET = { seconds: 3, requests: 3000 };
+export const FETCH_BUDGET = { seconds: 3, requests: 3000 };
 const SCREENSHOT_BUDGET = { seconds: 4, requests: 80 };
 const CHROMIUM_PATH = '/usr/bin/chromium';
 

@@ -1,7 +1,7 @@
 import type { SCRAPE_FORMATS } from '../schemas/requests';
 import { mergeScans, type ScanResult } from '../safety/scanner';
-import { htmlToMarkdown } from '../solver/html/markdown';
-import { cleanHtml, extractLinks, pageMetadata, type TagFilter } from './page-html';
+import { documentToMarkdown, htmlToMarkdown, parseDocument, type LinkedomDocument } from '../solver/html/markdown';
+import { cleanHtml, linksOf, metadataOf, type TagFilter } from './page-html';
 import type { firecrawlActions } from './firecrawl-actions';
 
 /**
@@ -60,34 +60,50 @@ function mergedSafety(scans: ScrapeParts['scans']): { safety: ScanResult } | Rec
 // Firecrawl's placeholder for an inline image it leaves out of markdown.
 const BASE64_IMAGE = /\(data:image\/[^;)]+;base64,[^)]*\)/g;
 
-/** The main content as the solver's fetch converts it; filtered or whole-page markdown from the cleaned HTML. */
-function markdownOf(page: ScrapedPage, pageUrl: string, onlyMainContent: boolean, tags: TagFilter): string {
+/**
+ * The main content as the solver's fetch converts it, from the page's parsed HTML (which it changes);
+ * filtered or whole-page markdown from the cleaned HTML.
+ */
+function markdownOf(page: ScrapedPage, parsed: LinkedomDocument | null, pageUrl: string, onlyMainContent: boolean, tags: TagFilter): string {
   if (page.kind === 'text') return page.content;
-  if (!page.content) return '';
+  if (!page.content || !parsed) return '';
   const filtered = Boolean(tags.include?.length || tags.exclude?.length);
-  if (onlyMainContent && !filtered) return htmlToMarkdown(page.content, pageUrl).markdown;
+  if (onlyMainContent && !filtered) return documentToMarkdown(parsed, page.content, pageUrl).markdown;
   return htmlToMarkdown(cleanHtml(page.content, pageUrl, onlyMainContent, tags), pageUrl, { mainContentOnly: false, titleHeading: false }).markdown;
 }
 
+type ScrapeInput = { url: string; formats: readonly string[]; onlyMainContent: boolean; tags?: TagFilter; removeBase64Images?: boolean; parts: ScrapeParts };
+
 /** Firecrawl's `data` document: only the requested formats, plus `metadata` (and `actions` when some ran). */
-export function scrapeDocument(input: { url: string; formats: readonly string[]; onlyMainContent: boolean; tags?: TagFilter; removeBase64Images?: boolean; parts: ScrapeParts }) {
+export function scrapeDocument(input: ScrapeInput) {
+  return scrapePage(input, false).document;
+}
+
+/**
+ * scrapeDocument, and the page's links when `withLinks` (a crawl follows them) or the `links` format asks
+ * for them. The HTML is parsed once for the metadata, the links and the main content's markdown, in that
+ * order: the markdown's conversion changes the parsed page.
+ */
+export function scrapePage(input: ScrapeInput, withLinks: boolean) {
   const { url, formats, onlyMainContent, tags = {}, removeBase64Images = true, parts } = input;
   const page = parts.page;
   const finalUrl = page?.finalUrl ?? url;
   const html = page?.kind === 'html' ? page.content : '';
   const raw = page?.content ?? '';
-  const fromHead = html ? pageMetadata(html) : {};
+  const parsed = html ? parseDocument(html).document : null;
+  const fromHead = parsed ? metadataOf(parsed) : {};
+  const links = parsed && (withLinks || formats.includes('links')) ? linksOf(parsed, finalUrl) : [];
   const title = page?.title ?? fromHead.title;
   const markdown = () => {
-    const text = page ? markdownOf(page, finalUrl, onlyMainContent, tags) : '';
+    const text = page ? markdownOf(page, parsed, finalUrl, onlyMainContent, tags) : '';
     return removeBase64Images ? text.replace(BASE64_IMAGE, '(<Base64-Image-Removed>)') : text;
   };
   const screenshot = parts.screenshot;
-  return {
+  const document = {
     ...(formats.includes('markdown') ? { markdown: markdown() } : {}),
     ...(formats.includes('html') ? { html: html ? cleanHtml(html, finalUrl, onlyMainContent, tags) : raw } : {}),
     ...(formats.includes('rawHtml') ? { rawHtml: raw } : {}),
-    ...(formats.includes('links') ? { links: html ? extractLinks(html, finalUrl) : [] } : {}),
+    ...(formats.includes('links') ? { links } : {}),
     ...(screenshot ? { screenshot: screenshot.url } : {}),
     ...(parts.actions ? { actions: parts.actions } : {}),
     ...(parts.warning ? { warning: parts.warning } : {}),
@@ -102,6 +118,7 @@ export function scrapeDocument(input: { url: string; formats: readonly string[];
     },
     ...mergedSafety(parts.scans),
   };
+  return { document, links };
 }
 
 // Firecrawl clients know 400, 401, 402, 403, 408, 409, 429 and 500; our other failure statuses map here.

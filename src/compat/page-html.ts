@@ -81,7 +81,11 @@ export function cleanHtml(rawHtml: string, pageUrl: string, onlyMainContent: boo
 
 /** Every distinct http(s) link of the page, absolute, in document order. */
 export function extractLinks(rawHtml: string, pageUrl: string): string[] {
-  const { document } = parseDocument(rawHtml);
+  return linksOf(parseDocument(rawHtml).document, pageUrl);
+}
+
+/** extractLinks of a parsed page. */
+export function linksOf(document: PageDocument, pageUrl: string): string[] {
   const base = baseUrlOf(document, pageUrl);
   const links = new Set<string>();
   for (const element of document.querySelectorAll('a[href], area[href]')) {
@@ -112,7 +116,11 @@ function attribute(element: { attributes: ArrayLike<{ name: string; value: strin
 
 /** Firecrawl's metadata fields that the page's head declares (title, description, language, og:*). */
 export function pageMetadata(rawHtml: string): Record<string, string> {
-  const { document } = parseDocument(rawHtml);
+  return metadataOf(parseDocument(rawHtml).document);
+}
+
+/** pageMetadata of a parsed page. */
+export function metadataOf(document: PageDocument): Record<string, string> {
   const metadata: Record<string, string> = {};
   const title = documentTitle(document);
   if (title) metadata.title = title;

@@ -2,8 +2,7 @@ import type { ArtifactStore } from '../artifacts/store';
 import { readTaskRecord } from '../tasks/records';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
-import { scrapeDocument } from '../compat/firecrawl';
-import { extractLinks } from '../compat/page-html';
+import { scrapePage } from '../compat/firecrawl';
 import type { Config } from '../config';
 import {
   addPages,
@@ -11,16 +10,17 @@ import {
   claimPages,
   crawlCounts,
   finishCrawl,
-  finishPage,
+  finishPages,
   getCrawl,
   knownUrls,
   nextPageTask,
-  recordPageTask,
+  recordPageTasks,
   recordRobots,
   runningPages,
   runningPageTasks,
   type CrawlRow,
   type NewPage,
+  type PageOutcome,
   type PageRow,
 } from '../db/crawls';
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
@@ -44,6 +44,7 @@ import { taskWorkflowId } from '../contract/workflows';
 import { NO_RULES, parseRobots, robotsAllow, type RobotsRules } from './robots';
 import { normaliseUrl, outOfScope, type CrawlScope } from './scope';
 import { parseSitemap } from './sitemap';
+import { GroupWrites } from './group-writes';
 
 /**
  * Runs crawls and batch scrapes (docs/crawl.md) for the crawl workflow's activities. A job's state is in
@@ -165,8 +166,31 @@ export async function sitemapUrls(deps: Pick<CrawlRunnerDeps, 'config' | 'domain
   return urls;
 }
 
+/**
+ * What a slice knows of its job's URLs, so that a link seen again is not judged again: the URLs that are
+ * pages of the job or were refused (robots.txt, the domain policy), and whether the job has no room left.
+ */
+interface Discovery {
+  judged: Set<string>;
+  full: boolean;
+}
+
 export class CrawlRunner {
+  // The pages' bookkeeping, written for many pages of the running slices at once (src/crawl/group-writes.ts).
+  private readonly pageTasks = new GroupWrites<{ pageId: number; taskId: string }, void>(async (pages) => {
+    await recordPageTasks(this.deps.db, pages);
+    return pages.map(() => undefined);
+  });
+  private readonly pageEnds = new GroupWrites<{ pageId: number; outcome: PageOutcome }, void>(async (pages) => {
+    this.deps.webhooks.send((await finishPages(this.deps.db, pages)).webhooks);
+    return pages.map(() => undefined);
+  });
+
   constructor(private readonly deps: CrawlRunnerDeps) {}
+
+  private finishPage(pageId: number, outcome: PageOutcome): Promise<void> {
+    return this.pageEnds.add({ pageId, outcome });
+  }
 
   /**
    * A crawl's first step: reads robots.txt and (unless `sitemap: skip`) the sitemaps, and adds the start
@@ -190,26 +214,38 @@ export class CrawlRunner {
     await recordRobots(this.deps.db, crawlId, robots as unknown as Record<string, unknown>, blocked);
   }
 
-  /** The candidates the crawl takes: normalised, deduplicated, in scope, allowed by robots.txt and the domain policy. */
-  private async admissible(crawl: CrawlRow, scope: CrawlScope, robots: RobotsRules, candidates: NewPage[], startIncluded = false) {
+  /**
+   * The candidates the crawl takes: normalised, deduplicated, in scope, allowed by robots.txt and the
+   * domain policy. With a slice's `discovery`, URLs it judged already are skipped, and once the job is
+   * full only robots.txt's refusals are looked for (the job's list of them is complete either way).
+   */
+  private async admissible(crawl: CrawlRow, scope: CrawlScope, robots: RobotsRules, candidates: NewPage[], startIncluded = false, discovery?: Discovery) {
     const byUrl = new Map<string, number>();
     for (const [index, candidate] of candidates.entries()) {
       const url = normaliseUrl(candidate.url, scope.ignoreQueryParameters);
-      if (!url || byUrl.has(url)) continue;
+      if (!url || byUrl.has(url) || discovery?.judged.has(url)) continue;
       // The start page is what was asked for: only robots.txt and the policy can refuse it.
       if (!(startIncluded && index === 0) && outOfScope(scope, url)) continue;
       byUrl.set(url, candidate.depth);
     }
-    const known = await knownUrls(this.deps.db, crawl.crawl_id, [...byUrl.keys()]);
+    const known = discovery?.full ? new Set<string>() : await knownUrls(this.deps.db, crawl.crawl_id, [...byUrl.keys()]);
     const pages: NewPage[] = [];
     const blocked: string[] = [];
     for (const [url, depth] of byUrl) {
-      if (known.has(url)) continue;
-      if (!robotsAllow(robots, url)) {
-        blocked.push(url);
+      if (known.has(url)) {
+        discovery?.judged.add(url);
         continue;
       }
-      if (!(await this.deps.domainPolicy.check(url)).allowed) continue;
+      if (!robotsAllow(robots, url)) {
+        blocked.push(url);
+        discovery?.judged.add(url);
+        continue;
+      }
+      if (discovery?.full) continue;
+      if (!(await this.deps.domainPolicy.check(url)).allowed) {
+        discovery?.judged.add(url);
+        continue;
+      }
       pages.push({ url, depth });
     }
     return { pages, blocked };
@@ -242,6 +278,7 @@ export class CrawlRunner {
     const concurrency = options.delay ? 1 : options.maxConcurrency;
     const queue: PageRow[] = state === 'scraping' ? await runningPages(db, crawlId) : [];
     const inFlight = new Set<Promise<void>>();
+    const discovery: Discovery = { judged: new Set(), full: false };
     let started = 0;
     let failure: string | null = null;
     try {
@@ -251,7 +288,7 @@ export class CrawlRunner {
           const page = queue.shift();
           if (!page) break;
           started += 1;
-          const run = this.crawlPage(crawl, options, page, () => state)
+          const run = this.crawlPage(crawl, options, page, () => state, discovery)
             .catch((error: unknown) => {
               if (error instanceof CrawlStopped) failure = error.message;
               else throw error;
@@ -282,7 +319,7 @@ export class CrawlRunner {
   }
 
   /** One page: its task (created, or found again), its verdict, its document and the links it adds. */
-  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, claimed: PageRow, state: () => string): Promise<void> {
+  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, claimed: PageRow, state: () => string, discovery: Discovery): Promise<void> {
     const { db } = this.deps;
     let page = claimed;
     let taskId: string | null;
@@ -303,14 +340,16 @@ export class CrawlRunner {
     if (task?.status !== 'completed' || !task.result) {
       const error = (task?.error ?? {}) as { type?: string; message?: string };
       const cancelled = task?.status === 'cancelled';
-      await finishPage(db, page.page_id, {
+      await this.finishPage(page.page_id, {
         status: cancelled ? 'cancelled' : 'failed',
         error: { code: error.type ?? task?.status ?? 'task_failed', message: error.message ?? `The page's task ended ${task?.status ?? 'missing'}.` },
       });
       return;
     }
     const result = task.result as { final_url?: string; content?: string; content_type?: string; status_code?: number; title?: string | null; safety?: ScanResult };
-    const document = scrapeDocument({
+    const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
+    const follows = crawl.kind === 'crawl' && options.sitemap !== 'only' && deeper && result.content_type === 'html';
+    const { document, links } = scrapePage({
       url: page.url,
       formats: options.scrape.formats,
       onlyMainContent: options.scrape.onlyMainContent,
@@ -320,18 +359,18 @@ export class CrawlRunner {
         taskIds: [taskId],
         scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
       },
-    });
+    }, follows);
     // Its links are added before the page ends: a slice lost in between takes the page up again (its task
     // found again) and adds them again, where adding them after would lose them with the slice.
-    const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
-    if (crawl.kind === 'crawl' && options.sitemap !== 'only' && deeper && result.content_type === 'html') {
-      const links = extractLinks(result.content ?? '', result.final_url ?? page.url);
-      const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, links.map((url) => ({ url, depth: page.depth + 1 })));
-      await addPages(db, crawl.crawl_id, pages, options.limit);
+    if (follows) {
+      const candidates = links.map((url) => ({ url, depth: page.depth + 1 }));
+      const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, candidates, false, discovery);
+      const { added, full } = await addPages(db, crawl.crawl_id, pages, options.limit);
+      for (const url of added) discovery.judged.add(url);
+      if (full) discovery.full = true;
       await addRobotsBlocked(db, crawl.crawl_id, blocked);
     }
-    const finished = await finishPage(db, page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
-    this.deps.webhooks.send(finished.webhooks);
+    await this.finishPage(page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
   }
 
   /** Creates the page's task (or finds the one created before), and names it on the page; null when the page ended instead. */
@@ -356,11 +395,11 @@ export class CrawlRunner {
       });
       switch (outcome.kind) {
         case 'existing':
-          await recordPageTask(db, page.page_id, outcome.task.task_id);
+          await this.pageTasks.add({ pageId: page.page_id, taskId: outcome.task.task_id });
           return outcome.task.task_id;
         case 'created': {
           const { task, firstAssignment, handoffs } = outcome;
-          await recordPageTask(db, page.page_id, task.task_id);
+          await this.pageTasks.add({ pageId: page.page_id, taskId: task.task_id });
           if (!firstAssignment || !(await this.sendFirstAttempt(task, firstAssignment))) {
             await startTaskWorkflow({ ...this.deps, eagerStart: false }, task, undefined, firstAssignment);
           }
@@ -376,11 +415,11 @@ export class CrawlRunner {
             outcome.kind === 'insufficient_balance'
               ? `The account cannot hold ${outcome.requiredPoints} points for the next page; the crawl stopped.`
               : `The API key's spend limit does not leave ${outcome.requiredPoints} points for the next page; the crawl stopped.`;
-          await finishPage(db, page.page_id, { status: 'cancelled', error: { code: outcome.kind, message } });
+          await this.finishPage(page.page_id, { status: 'cancelled', error: { code: outcome.kind, message } });
           throw new CrawlStopped(message);
         }
         default:
-          await finishPage(db, page.page_id, { status: 'failed', error: { code: outcome.kind, message: `The page's task was not created (${outcome.kind}).` } });
+          await this.finishPage(page.page_id, { status: 'failed', error: { code: outcome.kind, message: `The page's task was not created (${outcome.kind}).` } });
           return null;
       }
     }

@@ -125,22 +125,26 @@ export async function activeCrawls(db: Runner, accountId: string, kind: CrawlKin
 }
 
 /**
- * Adds pages not yet in the job, at most up to `limit` pages in all; returns how many were new. The
- * unique (crawl_id, url) makes a URL found twice one page, however often it is offered.
+ * Adds pages not yet in the job, at most up to `limit` pages in all; returns the URLs it added, and
+ * whether the job has no room left. The unique (crawl_id, url) makes a URL found twice one page, however
+ * often it is offered.
  */
-export async function addPages(db: Db | DatabaseTransactionConnection, crawlId: string, pages: NewPage[], limit: number): Promise<number> {
-  if (pages.length === 0) return 0;
+export async function addPages(db: Db | DatabaseTransactionConnection, crawlId: string, pages: NewPage[], limit: number): Promise<{ added: string[]; full: boolean }> {
+  if (pages.length === 0) return { added: [], full: false };
   // The job's row is locked so that pages added at once by concurrent pages of a slice count each other.
   return db.transaction(async (tx) => {
     await tx.query(sql.unsafe`SELECT 1 FROM crawls WHERE crawl_id = ${crawlId} FOR UPDATE`);
-    const result = await tx.query(sql.unsafe`
-    INSERT INTO crawl_pages (crawl_id, url, depth)
-    SELECT ${crawlId}, url, depth
-    FROM unnest(${sql.array(pages.map((page) => page.url), 'text')}::text[], ${sql.array(pages.map((page) => page.depth), 'int4')}::int[]) WITH ORDINALITY AS p(url, depth, n)
-    WHERE n <= GREATEST(0, ${Math.min(limit, 2_147_483_647)} - (SELECT count(*) FROM crawl_pages WHERE crawl_id = ${crawlId}))
-    ORDER BY n
-    ON CONFLICT (crawl_id, url) DO NOTHING`);
-    return result.rowCount;
+    const room = await tx.oneFirst(sql.type(z.object({ n: z.number() }))`
+      SELECT GREATEST(0, ${Math.min(limit, 2_147_483_647)} - count(*))::int AS n FROM crawl_pages WHERE crawl_id = ${crawlId}`);
+    const added = await tx.anyFirst(sql.type(z.object({ url: z.string() }))`
+      INSERT INTO crawl_pages (crawl_id, url, depth)
+      SELECT ${crawlId}, url, depth
+      FROM unnest(${sql.array(pages.map((page) => page.url), 'text')}::text[], ${sql.array(pages.map((page) => page.depth), 'int4')}::int[]) WITH ORDINALITY AS p(url, depth, n)
+      WHERE n <= ${room}
+      ORDER BY n
+      ON CONFLICT (crawl_id, url) DO NOTHING
+      RETURNING url`);
+    return { added: [...added], full: added.length >= room };
   });
 }
 
@@ -187,8 +191,13 @@ export async function nextPageTask(db: Runner, pageId: number, after: number): P
   return db.oneFirst(sql.type(z.object({ task_attempts: z.number() }))`SELECT task_attempts FROM crawl_pages WHERE page_id = ${pageId}`);
 }
 
-export async function recordPageTask(db: Runner, pageId: number, taskId: string): Promise<void> {
-  await db.query(sql.unsafe`UPDATE crawl_pages SET task_id = ${taskId} WHERE page_id = ${pageId} AND status = 'running'`);
+/** Names each running page's task, in one statement. */
+export async function recordPageTasks(db: Runner, pages: ReadonlyArray<{ pageId: number; taskId: string }>): Promise<void> {
+  if (pages.length === 0) return;
+  await db.query(sql.unsafe`
+    UPDATE crawl_pages p SET task_id = i.task_id
+    FROM unnest(${sql.array(pages.map((page) => page.pageId), 'int8')}::int8[], ${sql.array(pages.map((page) => page.taskId), 'text')}::text[]) AS i(page_id, task_id)
+    WHERE p.page_id = i.page_id AND p.status = 'running'`);
 }
 
 /** What ending a page or a job did: whether it ended it (false: it had ended already), and the webhook deliveries it wrote. */
@@ -197,24 +206,46 @@ export interface Ended {
   webhooks: DueDelivery[];
 }
 
-/** Ends a running page; a completed one writes its `page` event (Firecrawl sends none for a failed page). */
-export async function finishPage(
-  db: Db,
-  pageId: number,
-  outcome: { status: 'completed'; document: Record<string, unknown> } | { status: 'failed' | 'cancelled'; error: { code: string; message: string } },
-): Promise<Ended> {
-  return db.transaction(async (tx) => {
-    const page = await tx.maybeOne(sql.type(z.object({ crawl_id: z.string(), task_id: z.string().nullable() }))`
-      UPDATE crawl_pages SET status = ${outcome.status}, finished_at = now(),
-        document = ${outcome.status === 'completed' ? sql.jsonb(outcome.document as never) : null},
-        error = ${outcome.status === 'completed' ? null : sql.jsonb(outcome.error)}
-      WHERE page_id = ${pageId} AND status = 'running'
-      RETURNING crawl_id, task_id`);
-    if (!page) return { ended: false, webhooks: [] };
-    if (outcome.status !== 'completed') return { ended: true, webhooks: [] };
-    const webhooks = await jobEventIn(tx, { crawlId: page.crawl_id, subject: page.task_id ?? `${page.crawl_id}-${pageId}`, event: 'page', data: [outcome.document] });
-    return { ended: true, webhooks };
-  });
+export type PageOutcome = { status: 'completed'; document: Record<string, unknown> } | { status: 'failed' | 'cancelled'; error: { code: string; message: string } };
+
+/**
+ * Ends running pages in one statement, with the `page` events of those completed (Firecrawl sends none
+ * for a failed page) when the job's webhook asks for them: Firecrawl's body as jobEventIn writes it, the
+ * page's task as subject. Returns the pages it ended and the deliveries it wrote, for their first attempt.
+ */
+export async function finishPages(db: Runner, pages: ReadonlyArray<{ pageId: number; outcome: PageOutcome }>): Promise<{ ended: Set<number>; webhooks: DueDelivery[] }> {
+  if (pages.length === 0) return { ended: new Set(), webhooks: [] };
+  const column = (of: (outcome: PageOutcome) => unknown) => sql.array(pages.map(({ outcome }) => JSON.stringify(of(outcome) ?? null)), 'text');
+  const rows = await db.any(sql.type(z.object({ page_id: z.coerce.number().nullable(), task_id: z.string().nullable(), event: z.string().nullable() }))`
+    WITH input AS (
+      SELECT * FROM unnest(${sql.array(pages.map((page) => page.pageId), 'int8')}::int8[], ${sql.array(pages.map((page) => page.outcome.status), 'text')}::text[],
+                           ${column((outcome) => (outcome.status === 'completed' ? outcome.document : null))}::text[],
+                           ${column((outcome) => (outcome.status === 'completed' ? null : outcome.error))}::text[]) AS i(page_id, status, document, error)
+    ), ended AS (
+      UPDATE crawl_pages p SET status = i.status, finished_at = now(), document = nullif(i.document::jsonb, 'null'::jsonb), error = nullif(i.error::jsonb, 'null'::jsonb)
+      FROM input i WHERE p.page_id = i.page_id AND p.status = 'running'
+      RETURNING p.page_id, p.crawl_id, p.task_id, p.status, p.document
+    ), events AS (
+      INSERT INTO webhook_deliveries (delivery_id, task_id, event, crawl_id, payload)
+      -- The form of deliveryIdOf.
+      SELECT 'whd_' || s.subject || '_' || c.kind || '.page', s.subject, c.kind || '.page', c.crawl_id,
+             jsonb_build_object('success', true, 'type', c.kind || '.page', 'id', c.crawl_id, 'data', jsonb_build_array(e.document),
+                                'metadata', COALESCE(c.webhook->'metadata', '{}'::jsonb))
+      FROM ended e JOIN crawls c ON c.crawl_id = e.crawl_id
+      CROSS JOIN LATERAL (SELECT COALESCE(e.task_id, e.crawl_id || '-' || e.page_id) AS subject) s
+      WHERE e.status = 'completed' AND c.webhook->'events' ? 'page'
+      ON CONFLICT (task_id, event) DO NOTHING
+      RETURNING task_id, event
+    )
+    SELECT page_id, NULL AS task_id, NULL AS event FROM ended
+    UNION ALL SELECT NULL, task_id, event FROM events`);
+  const ended = new Set<number>();
+  const webhooks: DueDelivery[] = [];
+  for (const row of rows) {
+    if (row.page_id !== null) ended.add(row.page_id);
+    else webhooks.push(DueRow.parse({ task_id: row.task_id, event: row.event }));
+  }
+  return { ended, webhooks };
 }
 
 // What a job's `failed` event says when its client cancelled it (Firecrawl's docs: failed or cancelled).

@@ -9,7 +9,7 @@ import TurndownService from 'turndown';
  * linkedom has no base URL for Readability to resolve them against.
  */
 
-type LinkedomDocument = ReturnType<typeof parseHTML>['document'];
+export type LinkedomDocument = ReturnType<typeof parseHTML>['document'];
 type LinkedomElement = ReturnType<LinkedomDocument['querySelectorAll']>[number];
 
 const URL_ATTRIBUTES: Array<[selector: string, attribute: string]> = [
@@ -36,7 +36,11 @@ export type MarkdownOptions = {
 };
 
 export function htmlToMarkdown(html: string, pageUrl: string, options: MarkdownOptions = {}): MarkdownPage {
-  const { document } = parseDocument(html);
+  return documentToMarkdown(parseDocument(html).document, html, pageUrl, options);
+}
+
+/** htmlToMarkdown of a document parsed already (with parseDocument from `html`), which it changes: read what else is wanted of it first. */
+export function documentToMarkdown(document: LinkedomDocument, html: string, pageUrl: string, options: MarkdownOptions = {}): MarkdownPage {
   const title = documentTitle(document);
   absolutizeUrls(document, baseUrlOf(document, pageUrl));
   for (const element of document.querySelectorAll(NEVER_CONTENT)) element.remove();
