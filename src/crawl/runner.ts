@@ -44,7 +44,7 @@ import { taskWorkflowId } from '../contract/workflows';
 import { NO_RULES, parseRobots, robotsAllow, type RobotsRules } from './robots';
 import { normaliseUrl, outOfScope, type CrawlScope } from './scope';
 import { parseSitemap } from './sitemap';
-import { GroupWrites } from './group-writes';
+import { GroupWrites } from '../db/group-writes';
 
 /**
  * Runs crawls and batch scrapes (docs/crawl.md) for the crawl workflow's activities. A job's state is in
@@ -176,7 +176,7 @@ interface Discovery {
 }
 
 export class CrawlRunner {
-  // The pages' bookkeeping, written for many pages of the running slices at once (src/crawl/group-writes.ts).
+  // The pages' bookkeeping, written for many pages of the running slices at once (src/db/group-writes.ts).
   private readonly pageTasks = new GroupWrites<{ pageId: number; taskId: string }, void>(async (pages) => {
     await recordPageTasks(this.deps.db, pages);
     return pages.map(() => undefined);

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../logger';
+import { GroupWrites } from './group-writes';
 
 /**
  * PostgreSQL LISTEN/NOTIFY between API nodes: one dedicated connection per node (the slonik pool
@@ -10,6 +11,7 @@ import type { Logger } from '../logger';
 type Handler = (payload: unknown) => void;
 
 const CHANNEL = /^[a-z_][a-z0-9_]{0,62}$/;
+const NOTIFY_MAX_BYTES = 8000;
 
 export class NotifyBus {
   private client: pg.Client | undefined;
@@ -20,6 +22,13 @@ export class NotifyBus {
   private ready: Promise<void> = Promise.resolve();
   // One query at a time on the connection: pg deprecates a query sent while another runs on a client.
   private queue: Promise<unknown> = Promise.resolve();
+  // Notifications published while one is being sent go out together, in their order, in one statement.
+  private readonly outgoing = new GroupWrites<{ channel: string; payload: string }, void>(async (notes) => {
+    await this.serial((client) =>
+      client.query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [notes.map((note) => note.channel), notes.map((note) => note.payload)]),
+    );
+    return notes.map(() => undefined);
+  });
 
   constructor(
     private readonly databaseUrl: string,
@@ -64,7 +73,10 @@ export class NotifyBus {
     if (!CHANNEL.test(channel)) throw new Error(`invalid channel name "${channel}"`);
     await this.ready;
     if (!this.client) throw new Error('notification connection is down');
-    await this.serial((client) => client.query('SELECT pg_notify($1, $2)', [channel, JSON.stringify(payload)]));
+    const text = JSON.stringify(payload);
+    // One PostgreSQL refuses (too long) fails alone rather than with the others of its batch.
+    if (Buffer.byteLength(text) >= NOTIFY_MAX_BYTES) await this.serial((client) => client.query('SELECT pg_notify($1, $2)', [channel, text]));
+    else await this.outgoing.add({ channel, payload: text });
   }
 
   /** Runs a query on the connection after those sent before it; none when the connection is down. */

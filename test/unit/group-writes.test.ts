@@ -1,4 +1,4 @@
-import { GroupWrites } from '../../src/crawl/group-writes';
+import { GroupWrites } from '../../src/db/group-writes';
 
 describe('group writes (a crawl’s page bookkeeping)', () => {
   test('a lone item is written at once; items arriving during a write go together in the next; each caller gets its own result', async () => {
