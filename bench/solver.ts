@@ -16,7 +16,7 @@ import type { TaskHandler } from '../src/solver/handlers/types';
  *   npm run bench:solver
  */
 
-const FETCH_CONCURRENCY = [1, 4, 16];
+export const FETCH_CONCURRENCY = [1, 4, 16];
 const SCREENSHOT_CONCURRENCY = [1, 2, 4];
 export const FETCH_BUDGET = { seconds: 3, requests: 3000 };
 const SCREENSHOT_BUDGET = { seconds: 4, requests: 80 };
