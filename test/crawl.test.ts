@@ -135,6 +135,8 @@ describe('crawl with the JavaScript SDK 4.x (v2)', () => {
     expect(await spent(client.account_id, before)).toBeCloseTo(Number(raw.json.pointsCharged), 6);
     expect((await getActiveCrawls(firecrawl)).includes(started.id)).toBe(false);
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+    // Nothing of the job is left pending or running, the pages its slice had claimed and not started included.
+    expect(await stack.db.oneFirst(sql.unsafe`SELECT count(*)::int FROM crawl_pages WHERE crawl_id = ${started.id} AND status IN ('pending', 'running')`)).toBe(0);
   }, 120_000);
 
   test('another account cannot read, cancel or list a crawl (404 in Firecrawl\'s shape); bad options are refused before anything is held', async () => {

@@ -16,6 +16,7 @@ import {
   nextPageTask,
   recordPageTasks,
   recordRobots,
+  releasePages,
   runningPages,
   runningPageTasks,
   type CrawlRow,
@@ -284,7 +285,8 @@ export class CrawlRunner {
     try {
       for (;;) {
         while (state === 'scraping' && !failure && !stop.aborted && inFlight.size < concurrency && started < budget) {
-          if (queue.length === 0) queue.push(...(await claimPages(db, crawlId, Math.min(concurrency - inFlight.size, budget - started))));
+          // A claim takes as many pages as the crawl may run at once: one statement for many pages.
+          if (queue.length === 0) queue.push(...(await claimPages(db, crawlId, Math.min(concurrency, budget - started))));
           const page = queue.shift();
           if (!page) break;
           started += 1;
@@ -302,6 +304,9 @@ export class CrawlRunner {
       }
     } finally {
       clearInterval(watch);
+      // Claimed but not started (the slice stopped first): pending again, or cancelled with the job. Left
+      // running (the database unreachable), the next slice takes them up.
+      await releasePages(db, crawlId, queue.map((page) => page.page_id)).catch(() => undefined);
     }
     if (stop.aborted) throw stop.reason ?? new Error('crawl slice cancelled');
     if (failure) {

@@ -182,6 +182,20 @@ export async function claimPages(db: Runner, crawlId: string, n: number): Promis
 }
 
 /**
+ * Gives back pages a slice claimed and did not start: pending again while the job runs, else cancelled
+ * as its other pending pages were. A page that has a task stays running, for the next slice to take up.
+ * The job's row is locked against a cancel ending it meanwhile, which would miss pages made pending.
+ */
+export async function releasePages(db: Runner, crawlId: string, pageIds: readonly number[]): Promise<void> {
+  if (pageIds.length === 0) return;
+  await db.query(sql.unsafe`
+    UPDATE crawl_pages p SET status = CASE WHEN c.status = 'scraping' THEN 'pending' ELSE 'cancelled' END,
+      finished_at = CASE WHEN c.status = 'scraping' THEN NULL ELSE now() END
+    FROM (SELECT status FROM crawls WHERE crawl_id = ${crawlId} FOR SHARE) c
+    WHERE p.crawl_id = ${crawlId} AND p.page_id = ANY(${sql.array([...pageIds], 'int8')}) AND p.status = 'running' AND p.task_id IS NULL`);
+}
+
+/**
  * Gives a running page its next task: the count goes up from `after` (once, however often a retried
  * slice asks) and the failed task is no longer the page's. Returns the page's count now.
  */
