@@ -1,5 +1,5 @@
-import type { ArtifactStore } from '../artifacts/store';
-import { readTaskRecord } from '../tasks/records';
+import { ArtifactMissingError, type ArtifactStore } from '../artifacts/store';
+import { readTaskRecord, withArtifacts } from '../tasks/records';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { scrapePage } from '../compat/firecrawl';
@@ -14,6 +14,7 @@ import {
   getCrawl,
   knownUrls,
   nextPageTask,
+  pageTaskOutcomes,
   recordPageTasks,
   recordRobots,
   releasePages,
@@ -23,12 +24,13 @@ import {
   type NewPage,
   type PageOutcome,
   type PageRow,
+  type PageTaskRow,
 } from '../db/crawls';
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
 import type { NotifyBus } from '../db/notify';
 import { createTaskWithHold } from '../db/tasks/create';
-import { getTaskRecord, getTaskRow, type TaskRow } from '../db/tasks/records';
+import { getTaskRow, type TaskRow } from '../db/tasks/records';
 import { cancelTask } from '../tasks/cancel';
 import { AttemptStops } from '../dispatch/attempt-stops';
 import { sendPageAttempt } from '../dispatch/page-requests';
@@ -45,7 +47,7 @@ import { taskWorkflowId } from '../contract/workflows';
 import { NO_RULES, parseRobots, robotsAllow, type RobotsRules } from './robots';
 import { normaliseUrl, outOfScope, type CrawlScope } from './scope';
 import { parseSitemap } from './sitemap';
-import { GroupWrites } from '../db/group-writes';
+import { Batches } from '../db/batches';
 
 /**
  * Runs crawls and batch scrapes (docs/crawl.md) for the crawl workflow's activities. A job's state is in
@@ -177,12 +179,16 @@ interface Discovery {
 }
 
 export class CrawlRunner {
-  // The pages' bookkeeping, written for many pages of the running slices at once (src/db/group-writes.ts).
-  private readonly pageTasks = new GroupWrites<{ pageId: number; taskId: string }, void>(async (pages) => {
+  // The pages' bookkeeping, written for many pages of the running slices at once (src/db/batches.ts).
+  private readonly pageTasks = new Batches<{ pageId: number; taskId: string }, void>(async (pages) => {
     await recordPageTasks(this.deps.db, pages);
     return pages.map(() => undefined);
   });
-  private readonly pageEnds = new GroupWrites<{ pageId: number; outcome: PageOutcome }, void>(async (pages) => {
+  private readonly taskReads = new Batches<string, PageTaskRow | null>(async (taskIds) => {
+    const rows = new Map((await pageTaskOutcomes(this.deps.db, taskIds)).map((row) => [row.task_id, row]));
+    return taskIds.map((taskId) => rows.get(taskId) ?? null);
+  });
+  private readonly pageEnds = new Batches<{ pageId: number; outcome: PageOutcome }, void>(async (pages) => {
     this.deps.webhooks.send((await finishPages(this.deps.db, pages)).webhooks);
     return pages.map(() => undefined);
   });
@@ -191,6 +197,17 @@ export class CrawlRunner {
 
   private finishPage(pageId: number, outcome: PageOutcome): Promise<void> {
     return this.pageEnds.add({ pageId, outcome });
+  }
+
+  /** What the page needs of its ended task, its result's artifacts read back. */
+  private async readPageTask(taskId: string): Promise<PageTaskRow | null> {
+    try {
+      return await withArtifacts(this.deps.artifacts, await this.taskReads.add(taskId));
+    } catch (error) {
+      if (!(error instanceof ArtifactMissingError)) throw error;
+      // Purged between the two reads: the task's record says so.
+      return readTaskRecord(this.deps, taskId);
+    }
   }
 
   /**
@@ -328,13 +345,13 @@ export class CrawlRunner {
     const { db } = this.deps;
     let page = claimed;
     let taskId: string | null;
-    let task: Awaited<ReturnType<typeof getTaskRecord>>;
+    let task: PageTaskRow | null;
     for (;;) {
       taskId = await this.pageTask(crawl, options, page);
       if (!taskId) return;
       if (state() !== 'scraping') await cancelTasks(this.deps, [taskId]);
       await this.waitForTask(taskId);
-      task = await readTaskRecord(this.deps, taskId);
+      task = await this.readPageTask(taskId);
       const lost = task?.status === 'failed' && failedForWantOfASolver((task.error ?? {}) as { type?: string });
       if (!lost || page.task_attempts + 1 >= TASKS_PER_PAGE || state() !== 'scraping') break;
       const until = Date.now() + NEXT_TASK_AFTER_MS;

@@ -2,6 +2,7 @@ import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from
 import { z } from 'zod';
 import { CRAWL_KINDS, type CrawlEvent, type CrawlKind, type CrawlWebhook } from '../contract/crawl-events';
 import type { Idempotency } from './tasks/create';
+import { chargedPointsColumn } from './ledger';
 import type { Db } from './pool';
 import { DueRow, type DueDelivery } from './webhooks';
 
@@ -179,6 +180,24 @@ export async function claimPages(db: Runner, crawlId: string, n: number): Promis
       WHERE crawl_id = ${crawlId} AND status = 'pending' AND EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ${crawlId} AND status = 'scraping')
       ORDER BY page_id LIMIT ${n} FOR UPDATE SKIP LOCKED)
     RETURNING page_id, url, depth, task_id, task_attempts`))].sort((a, b) => a.page_id - b.page_id);
+}
+
+/** What a page needs of its ended task: its end, its result or error, and what it was charged. */
+export const PageTaskRow = z.object({
+  task_id: z.string(),
+  status: z.string(),
+  result: z.record(z.any()).nullable(),
+  error: z.object({ type: z.string().optional(), message: z.string().optional() }).passthrough().nullable(),
+  charged_points: z.string(),
+});
+export type PageTaskRow = z.infer<typeof PageTaskRow>;
+
+/** PageTaskRow of each of the tasks, in one statement (a task that does not exist is left out). */
+export async function pageTaskOutcomes(db: Runner, taskIds: readonly string[]): Promise<PageTaskRow[]> {
+  if (taskIds.length === 0) return [];
+  return [...(await db.any(sql.type(PageTaskRow)`
+    SELECT task_id, status, result, error, ${chargedPointsColumn(sql.fragment`tasks.task_id`)}
+    FROM tasks WHERE task_id = ANY(${sql.array([...taskIds], 'text')})`))];
 }
 
 /**

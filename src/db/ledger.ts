@@ -192,7 +192,12 @@ export function taskCostColumns(taskId: ReturnType<typeof sql.fragment>) {
     (SELECT trim_scale(amount)::text FROM holds WHERE hold_id = ${taskId}) AS held_points,
     (SELECT trim_scale(estimated_price_points)::text FROM task_attempts WHERE task_id = ${taskId} ORDER BY attempt_number DESC LIMIT 1) AS estimated_price_points,
     (SELECT status FROM holds WHERE hold_id = ${taskId}) AS hold_status,
-    COALESCE((SELECT trim_scale(amount)::text FROM ledger_entries WHERE idempotency_key = ${kindValue('capture')} || ':' || ${taskId}), '0') AS charged_points`;
+    ${chargedPointsColumn(taskId)}`;
+}
+
+/** What the task was charged ("0" for nothing). */
+export function chargedPointsColumn(taskId: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`COALESCE((SELECT trim_scale(amount)::text FROM ledger_entries WHERE idempotency_key = ${kindValue('capture')} || ':' || ${taskId}), '0') AS charged_points`;
 }
 
 /** What the given tasks held and were charged together (exact sums; "0" for none). */

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import type { Logger } from '../logger';
-import { GroupWrites } from './group-writes';
+import { Batches } from './batches';
 
 /**
  * PostgreSQL LISTEN/NOTIFY between API nodes: one dedicated connection per node (the slonik pool
@@ -23,7 +23,7 @@ export class NotifyBus {
   // One query at a time on the connection: pg deprecates a query sent while another runs on a client.
   private queue: Promise<unknown> = Promise.resolve();
   // Notifications published while one is being sent go out together, in their order, in one statement.
-  private readonly outgoing = new GroupWrites<{ channel: string; payload: string }, void>(async (notes) => {
+  private readonly outgoing = new Batches<{ channel: string; payload: string }, void>(async (notes) => {
     await this.serial((client) =>
       client.query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [notes.map((note) => note.channel), notes.map((note) => note.payload)]),
     );

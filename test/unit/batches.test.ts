@@ -1,10 +1,10 @@
-import { GroupWrites } from '../../src/db/group-writes';
+import { Batches } from '../../src/db/batches';
 
-describe('group writes (a crawl’s page bookkeeping)', () => {
+describe('statement batches (a crawl’s page bookkeeping, the notification bus)', () => {
   test('a lone item is written at once; items arriving during a write go together in the next; each caller gets its own result', async () => {
     const batches: number[][] = [];
     let release!: () => void;
-    const writes = new GroupWrites<number, string>(async (items) => {
+    const writes = new Batches<number, string>(async (items) => {
       batches.push(items);
       if (batches.length === 1) await new Promise<void>((resolve) => (release = resolve));
       return items.map((item) => `wrote ${item}`);
@@ -21,7 +21,7 @@ describe('group writes (a crawl’s page bookkeeping)', () => {
   test('a failed write fails its own callers only, and the next batch is still written', async () => {
     let calls = 0;
     let release!: () => void;
-    const writes = new GroupWrites<number, number>(async (items) => {
+    const writes = new Batches<number, number>(async (items) => {
       calls += 1;
       if (calls === 1) {
         await new Promise<void>((resolve) => (release = resolve));
