@@ -9,7 +9,7 @@ import type { Logger } from '../logger';
 import type { MarketEvents } from './market-events';
 import type { DomainGuard } from '../policy/guard';
 import type { HandoffSender } from '../tasks/handoffs';
-import type { TaskService } from '../tasks/service';
+import type { TaskEngine } from '../tasks/engine';
 import type { WebhookResender, WebhookSender } from '../webhooks/sender';
 
 /** What the HTTP layer is given; built once by the API entry point. */
@@ -20,7 +20,8 @@ export interface AppDeps {
   temporal: Client;
   nodeId: string;
   strongModels: () => string[];
-  tasks: TaskService;
+  /** Every task write, with the effects due after its commit (src/tasks/engine.ts). */
+  tasks: TaskEngine;
   /** Tells waiting workflows the slots handed to them (new capabilities, tasks queued). */
   handoffs: HandoffSender;
   /** Makes the first attempt of the webhook deliveries a task's ending wrote (a cancel before the workflow started), and resends a failed one. */

@@ -29,7 +29,7 @@ import { addMetricsSource } from '../metrics/scrape';
 import { DomainGuard } from '../policy/guard';
 import { TaskFinishedWatch } from '../tasks/finished';
 import { RecentPayloads } from '../tasks/recent-payloads';
-import { TaskService } from '../tasks/service';
+import { TaskEngine } from '../tasks/engine';
 import { createWorkerConnection } from '../temporal/connection';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { WebhookDeliveries } from '../webhooks/sender';
@@ -114,7 +114,9 @@ export async function startApiNode(options: {
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
   });
   handoffs.sendEarlyWith(earlyAttempts);
-  const nodeDeps = { config, db, logger, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts };
+  const finished = await TaskFinishedWatch.start(bus);
+  const engine = new TaskEngine({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
+  const nodeDeps = { config, db, logger, engine, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts };
   await new PageAttempts({ ...nodeDeps, temporal, bus, nodeId }).start();
   const worker = await Worker.create({
     connection: workerConnection,
@@ -139,19 +141,19 @@ export async function startApiNode(options: {
           config,
           db,
           logger: logger.child({ component: 'activities' }),
+          engine,
           handoffs,
           webhooks,
           artifacts,
-          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts }),
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, webhooks, artifacts }),
         }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
   const market = new MarketEvents({ db, bus, logger });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy, market, artifacts };
+  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks: engine, handoffs, webhooks, bus, relay, stops, domainPolicy, market, artifacts };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);

@@ -376,7 +376,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   async function cancel(req: Request, res: Response) {
     const crawl = await ownJob(req, res);
     deps.webhooks.send((await finishCrawl(deps.db, crawl.crawl_id, 'cancelled')).webhooks);
-    await cancelTasks(deps, await runningPageTasks(deps.db, crawl.crawl_id));
+    await cancelTasks({ engine: deps.tasks }, await runningPageTasks(deps.db, crawl.crawl_id));
     const now = await getCrawl(deps.db, crawl.crawl_id);
     res.json({ success: true, status: now?.status === 'cancelled' ? 'cancelled' : now?.status });
   }
