@@ -16,7 +16,7 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: 'db', paths: ['src/db'] },
   {
     name: 'services',
-    paths: ['src/tasks', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/policy/guard.ts', 'src/metrics/scrape.ts'],
+    paths: ['src/tasks', 'src/services', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/policy/guard.ts', 'src/metrics/scrape.ts'],
   },
   { name: 'orchestration', paths: ['workflows', 'activities'] },
   { name: 'interface', paths: ['src/http', 'src/dispatch/ws-server.ts', 'src/metrics/http.ts'] },
@@ -53,12 +53,13 @@ function resolve(from: string, specifier: string): string | null {
   return found ?? null;
 }
 
-function importsOf(file: string): Import[] {
+/** The imports of a file: of the project's files, or (`packages`) of packages, named as imported. */
+function importsOf(file: string, packages = false): Import[] {
   const source = ts.createSourceFile(file, fs.readFileSync(path.join(ROOT, file), 'utf8'), ts.ScriptTarget.Latest, false);
   const found: Import[] = [];
   const add = (specifier: ts.Expression | undefined, typeOnly: boolean) => {
     if (!specifier || !ts.isStringLiteral(specifier)) return;
-    const to = resolve(file, specifier.text);
+    const to = packages ? (specifier.text.startsWith('.') ? null : specifier.text) : resolve(file, specifier.text);
     if (to) found.push({ from: file, to, typeOnly });
   };
   const visit = (node: ts.Node) => {
@@ -82,7 +83,26 @@ function importsOf(file: string): Import[] {
 
 /** Every import between the project's own source files. */
 export function projectImports(): Import[] {
-  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap(importsOf);
+  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap((file) => importsOf(file));
+}
+
+/** Every import of a package by the project's own source files. */
+export function packageImports(): Import[] {
+  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap((file) => importsOf(file, true));
+}
+
+/**
+ * The handles only the entry points hold, which the HTTP routes are never given, not even as a type:
+ * the database pool, the notification bus and the Temporal client. Routes reach PostgreSQL and Temporal
+ * through the task engine (src/tasks/engine.ts) and the services (src/services/), which return results
+ * that the routes map to HTTP.
+ */
+export const HANDLES_KEPT_FROM_ROUTES = { importer: 'src/http', modules: ['src/db/pool.ts', 'src/db/notify.ts', '@temporalio/client'] } as const;
+
+/** Imports of a handle (HANDLES_KEPT_FROM_ROUTES) by the HTTP layer. */
+export function handleImports(imports: Import[]): Import[] {
+  const { importer, modules } = HANDLES_KEPT_FROM_ROUTES;
+  return imports.filter((edge) => edge.from.startsWith(`${importer}/`) && (modules as readonly string[]).includes(edge.to));
 }
 
 /** The index in LAYERS of a file's layer, or -1 when no layer claims it. */

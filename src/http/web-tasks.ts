@@ -7,7 +7,7 @@ import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
 import type { ScanResult } from '../safety/scanner';
 import type { RoutingSort, WebTaskType } from '../schemas/domain';
-import { clientFailure, isTerminalState, type TaskState } from '../contract/lifecycle';
+import { clientFailure, type TaskState } from '../contract/lifecycle';
 import type { CreateResult, TaskEngine } from '../tasks/engine';
 import { assertAllowedTarget } from './target-policy';
 

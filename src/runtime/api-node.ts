@@ -22,7 +22,8 @@ import { AddressLimits } from '../http/address-limits';
 import { createArtifactStore } from '../artifacts/store';
 import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
-import { MarketEvents } from '../http/market-events';
+import { MarketEvents } from '../services/market-events';
+import { createServices } from '../services';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { addMetricsSource } from '../metrics/scrape';
@@ -153,11 +154,12 @@ export async function startApiNode(options: {
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
   const market = new MarketEvents({ db, bus, logger });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks: engine, handoffs, webhooks, bus, relay, stops, domainPolicy, market, artifacts };
+  const services = createServices({ config, db, temporal, engine, handoffs, webhooks });
+  const deps: AppDeps = { ...services, config, logger, nodeId, strongModels: () => readStrongModels(config), tasks: engine, webhooks, relay, domainPolicy, market, artifacts };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
-  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ db, config }), logger });
+  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }), logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? config.port, config.host, () => resolve());

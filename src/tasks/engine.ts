@@ -6,11 +6,13 @@ import type { Config } from '../config';
 import type { Db } from '../db/pool';
 import { findAccount } from '../db/accounts';
 import { countOnlineSolvers } from '../db/solvers';
-import type { Handoff, RequestFigures, ReserveAttemptInput } from '../db/matching';
+import type { RequestFigures } from '../db/matching';
+import type { Handoff } from '../db/matching';
 import { closeAttempt, reserveAttempt, type AttemptEnd } from '../db/tasks/attempts';
 import { createTaskWithHold, findUnstartedTasks, markWorkflowStarted, type CreateTaskOutcome, type Idempotency, type NewTask } from '../db/tasks/create';
 import { getTaskRecord, type TaskRecord, type TaskRow } from '../db/tasks/records';
-import type { Finished } from '../db/tasks/finish';
+import { type Finished } from '../db/tasks/finish';
+import { type ReserveAttemptInput } from '../db/matching';
 import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type DueDelivery, type WebhookEvent } from '../db/webhooks';
 import { finishTask, type Completion } from './finish';
 import { deleteUntakenArtifacts, readTaskRecord } from './records';
@@ -382,6 +384,19 @@ export class TaskEngine {
       // The sweep starts only tasks still active, so no workflow starts for it afterwards.
       return this.fail(taskId, taskFailure('task_cancelled', 'Cancelled by its client.'));
     }
+  }
+
+  /**
+   * The client waiting for the task (a chat's request) went away: its workflow is cancelled, then its
+   * attempt stopped. The cancellation first: once it is in the workflow's history, the stopped attempt's
+   * report cannot be taken for a failure and the task handed to another solver.
+   */
+  async clientGone(taskId: string, workflowId: string): Promise<void> {
+    await this.deps.temporal.workflow
+      .getHandle(workflowId)
+      .cancel()
+      .catch(() => undefined);
+    await this.deps.stops.stop(taskId);
   }
 
   /**

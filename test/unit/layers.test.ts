@@ -1,4 +1,4 @@
-import { importCycles, importKey, LAYERS, layerOf, projectImports, upwardImports } from '../../scripts/layers';
+import { handleImports, importCycles, importKey, LAYERS, layerOf, packageImports, projectImports, upwardImports } from '../../scripts/layers';
 
 /** The layering of docs/decisions.md ("Layers"), checked on every import of src/, workflows/ and activities/. */
 const imports = projectImports();
@@ -15,4 +15,8 @@ test('no import cycle', () => {
 test('no import from a lower layer up to a higher one', () => {
   const upward = upwardImports(imports).map((edge) => `${importKey(edge)} (${LAYERS[layerOf(edge.from)].name} -> ${LAYERS[layerOf(edge.to)].name})`);
   expect(upward).toEqual([]);
+});
+
+test('the HTTP routes hold no database pool, notification bus or Temporal client', () => {
+  expect(handleImports([...imports, ...packageImports()]).map(importKey)).toEqual([]);
 });

@@ -1,14 +1,9 @@
 import type { Response } from 'express';
-import { findAccount } from '../../db/accounts';
-import { listTasks } from '../../db/task-listing';
-import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks';
-import { getTaskRecord } from '../../db/tasks/records';
+import { deliveryIdOf, type WebhookEvent } from '../../db/webhooks';
 import { artifactOf } from '../../artifacts/results';
 import { ArtifactMissingError } from '../../artifacts/store';
-import { readTaskRecord } from '../../tasks/records';
 import { ApiError } from '../../errors';
 import type { WebTaskType } from '../../schemas/domain';
-import { isTerminalState } from '../../contract/lifecycle';
 import {
   AdminCompleteTaskBody,
   CreateTaskBody,
@@ -31,7 +26,6 @@ import { RESULT_SCHEMAS } from '../../schemas/frames';
 import { ListTasksQuery } from '../../schemas/queries';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, resultExpired, runWebTask, safetyOf } from '../web-tasks';
-import { adminCompleteSignal } from '../../contract/workflows';
 import { accountOf } from '../auth';
 import { taskListFilter, taskListPage } from '../pagination';
 import * as responses from '../../schemas/responses';
@@ -67,25 +61,25 @@ export function taskRoutes(deps: AppDeps): Route[] {
 
   routes.push(route({ method: 'get', path: '/v1/tasks', summary: 'The account\'s tasks, newest first, filtered and paged by cursor (records without result)', tag: 'tasks', auth: 'bearer', query: ListTasksQuery, response: responses.TaskListResponse, handler: async (req, res) => {
     const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
-    const page = await listTasks(deps.db, accountOf(res).account_id, taskListFilter(query));
+    const page = await deps.taskViews.listTasks(accountOf(res).account_id, taskListFilter(query));
     res.json(taskListPage(page));
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}', summary: 'Poll a task', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.TaskRecord, errors: ['task_not_found'], handler: async (req, res) => {
-    const task = await readTaskRecord(deps, req.params.task_id as string, accountOf(res).account_id);
+    const task = await deps.tasks.read(req.params.task_id as string, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(task);
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}/artifacts/{name}', summary: 'One large part of a completed task\'s result as its own bytes (a screenshot\'s PNG, a page\'s HTML), for the account\'s key; Firecrawl scrapes answer `screenshot` with this URL', tag: 'tasks', auth: 'bearer', params: TaskArtifactParams, errors: ['task_not_found', 'artifact_not_found', 'result_expired'], success: 'artifact', handler: async (req, res) => {
     const { task_id: taskId, name } = req.params as { task_id: string; name: string };
-    const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
+    const task = await deps.taskViews.getTaskRecord(taskId, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
     if (task.result_expired_at) throw resultExpired(task);
     const artifact = task.result
       ? await artifactOf(deps.artifacts, task.task_type, task.result, name).catch(async (error) => {
           // Removed by the retention purge since the row was read.
-          const expired = error instanceof ArtifactMissingError ? await getTaskRecord(deps.db, taskId) : null;
+          const expired = error instanceof ArtifactMissingError ? await deps.taskViews.getTaskRecord(taskId) : null;
           if (expired?.result_expired_at) throw resultExpired(expired);
           throw error;
         })
@@ -98,7 +92,7 @@ export function taskRoutes(deps: AppDeps): Route[] {
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}/webhooks', summary: 'The task\'s webhook and the log of its deliveries, every attempt included', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.WebhookLog, errors: ['task_not_found'], handler: async (req, res) => {
-    const log = await deliveryLog(deps.db, req.params.task_id as string, accountOf(res).account_id);
+    const log = await deps.taskViews.deliveryLog(req.params.task_id as string, accountOf(res).account_id);
     if (!log) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(log);
   } }));
