@@ -31,6 +31,8 @@ export interface Import {
   to: string;
   /** Only types are imported: nothing of it runs when the importer loads. */
   typeOnly: boolean;
+  /** The names it imports as values (not as types), when it names them. */
+  values?: string[];
 }
 
 const ROOT = path.resolve(__dirname, '..');
@@ -57,17 +59,18 @@ function resolve(from: string, specifier: string): string | null {
 function importsOf(file: string, packages = false): Import[] {
   const source = ts.createSourceFile(file, fs.readFileSync(path.join(ROOT, file), 'utf8'), ts.ScriptTarget.Latest, false);
   const found: Import[] = [];
-  const add = (specifier: ts.Expression | undefined, typeOnly: boolean) => {
+  const add = (specifier: ts.Expression | undefined, typeOnly: boolean, values?: string[]) => {
     if (!specifier || !ts.isStringLiteral(specifier)) return;
     const to = packages ? (specifier.text.startsWith('.') ? null : specifier.text) : resolve(file, specifier.text);
-    if (to) found.push({ from: file, to, typeOnly });
+    if (to) found.push({ from: file, to, typeOnly, ...(values ? { values } : {}) });
   };
   const visit = (node: ts.Node) => {
     if (ts.isImportDeclaration(node)) {
       const clause = node.importClause;
       const named = clause?.namedBindings && ts.isNamedImports(clause.namedBindings) ? clause.namedBindings.elements : undefined;
       const typeOnly = !!clause && (clause.isTypeOnly || (!clause.name && !!named && named.length > 0 && named.every((element) => element.isTypeOnly)));
-      add(node.moduleSpecifier, typeOnly);
+      const values = named && !clause?.isTypeOnly ? named.filter((element) => !element.isTypeOnly).map((element) => (element.propertyName ?? element.name).text) : undefined;
+      add(node.moduleSpecifier, typeOnly, values);
     } else if (ts.isExportDeclaration(node)) {
       add(node.moduleSpecifier, node.isTypeOnly);
     } else if (ts.isCallExpression(node) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require'))) {
@@ -103,6 +106,29 @@ export const HANDLES_KEPT_FROM_ROUTES = { importer: 'src/http', modules: ['src/d
 export function handleImports(imports: Import[]): Import[] {
   const { importer, modules } = HANDLES_KEPT_FROM_ROUTES;
   return imports.filter((edge) => edge.from.startsWith(`${importer}/`) && (modules as readonly string[]).includes(edge.to));
+}
+
+/**
+ * The statements that write tasks, which only the task engine (src/tasks/) calls, besides src/db itself:
+ * every value of these modules but the few that write nothing.
+ */
+export const TASK_WRITES = {
+  modules: ['src/db/tasks/create.ts', 'src/db/tasks/attempts.ts', 'src/db/tasks/finish.ts'],
+  owners: ['src/tasks', 'src/db'],
+  /** A read and a channel name: no write. */
+  readOnly: ['idempotencyKeyReused', 'TASK_FINISHED_CHANNEL'],
+} as const;
+
+/** Value imports of the task-writing statements (TASK_WRITES) from outside the engine. */
+export function taskWritesOutsideEngine(imports: Import[]): Import[] {
+  const { modules, owners, readOnly } = TASK_WRITES;
+  return imports.filter(
+    (edge) =>
+      (modules as readonly string[]).includes(edge.to) &&
+      !owners.some((owner) => edge.from.startsWith(`${owner}/`)) &&
+      !edge.typeOnly &&
+      (edge.values === undefined || edge.values.some((name) => !(readOnly as readonly string[]).includes(name))),
+  );
 }
 
 /** The index in LAYERS of a file's layer, or -1 when no layer claims it. */

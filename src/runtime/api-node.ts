@@ -100,6 +100,8 @@ export async function startApiNode(options: {
     acceptTimeoutMs: config.acceptTimeoutMs,
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
     handoffs,
+    // Called only once solvers connect, after the engine below is built (it needs the hub's early attempts).
+    accepted: (attemptId): Promise<void> => engine.markAccepted(attemptId),
   });
   const revocations = new KeyRevocations({ bus, db, hub, logger });
   await revocations.start();
@@ -116,7 +118,7 @@ export async function startApiNode(options: {
   });
   handoffs.sendEarlyWith(earlyAttempts);
   const finished = await TaskFinishedWatch.start(bus);
-  const engine = new TaskEngine({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
+  const engine: TaskEngine = new TaskEngine({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
   const nodeDeps = { config, db, logger, engine, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts };
   await new PageAttempts({ ...nodeDeps, temporal, bus, nodeId }).start();
   const worker = await Worker.create({

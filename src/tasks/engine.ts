@@ -8,7 +8,7 @@ import { findAccount } from '../db/accounts';
 import { countOnlineSolvers } from '../db/solvers';
 import type { RequestFigures } from '../db/matching';
 import type { Handoff } from '../db/matching';
-import { closeAttempt, reserveAttempt, type AttemptEnd } from '../db/tasks/attempts';
+import { closeAttempt, markAttemptAccepted, reserveAttempt, type AttemptEnd } from '../db/tasks/attempts';
 import { createTaskWithHold, findUnstartedTasks, markWorkflowStarted, type CreateTaskOutcome, type Idempotency, type NewTask } from '../db/tasks/create';
 import { getTaskRecord, type TaskRecord, type TaskRow } from '../db/tasks/records';
 import { type Finished } from '../db/tasks/finish';
@@ -438,6 +438,11 @@ export class TaskEngine {
   /** Opens the task's next attempt (its workflow's activity); the slots it hands on are told. */
   async reserveAttempt(input: ReserveAttemptInput) {
     return this.after(await reserveAttempt(this.deps.db, input));
+  }
+
+  /** The solver accepted the attempt (the sweep then waits out its time before it runs the task elsewhere). */
+  markAccepted(attemptId: string): Promise<void> {
+    return markAttemptAccepted(this.deps.db, attemptId);
   }
 
   /**
