@@ -17,23 +17,20 @@ import { getTaskRecord, getTaskRow } from '../db/tasks/records';
 import { idempotencyKeyReused } from '../db/tasks/create';
 import { accountWebhook, deleteAccountWebhook, deliveryLog, rotateWebhookSecret, setAccountWebhook, webhookSecret } from '../db/webhooks';
 import type { TaskEngine } from '../tasks/engine';
-import type { HandoffSender } from '../tasks/handoffs';
 import { canaryPageAt } from '../trust/canaries';
 import { earningsOf } from '../trust/escrow';
 import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../db/quarantines';
 import { disagreementsOf } from '../trust/redundant';
 import { usageInflationsOf } from '../db/usage-inflations';
 import { setVerifier, verifierSince } from '../db/verifiers';
-import type { WebhookSender } from '../webhooks/sender';
 import { bindDb } from './bind';
 
 export interface ServicesDeps {
   config: Config;
   db: Db;
   temporal: Client;
+  /** Makes the effects due after a commit (TaskEngine.afterCommit). */
   engine: TaskEngine;
-  handoffs: HandoffSender;
-  webhooks: WebhookSender;
 }
 
 /** Whether a backing service answers: `ok`, or the error it gave. */
@@ -42,9 +39,9 @@ const reachable = (probe: Promise<unknown>): Promise<string> => probe.then(() =>
 /**
  * What the HTTP layer reads and writes through besides the task engine, built once by the API entry
  * point: the statements it needs with the database handle bound, and the writes whose commit has effects
- * to make after it (slots handed on, webhook deliveries, workflows to start), which are made here.
+ * to make after it (slots handed on and webhook deliveries, made by the engine; workflows to start).
  */
-export function createServices({ config, db, temporal, engine, handoffs, webhooks }: ServicesDeps) {
+export function createServices({ config, db, temporal, engine }: ServicesDeps) {
   return {
     accounts: bindDb(db, {
       createAccount,
@@ -68,9 +65,7 @@ export function createServices({ config, db, temporal, engine, handoffs, webhook
       ...bindDb(db, { listCapabilities, solverStats, recentAttemptsOf, onlineSolvers }),
       /** Replaces a solver's capabilities; the slots they freed for waiting tasks are told. */
       async replaceCapabilities(...args: Parameters<typeof replaceCapabilities> extends [Db, ...infer A] ? A : never) {
-        const stored = await replaceCapabilities(db, ...args);
-        handoffs.deliver(stored.handoffs);
-        return stored.capabilities;
+        return engine.afterCommit(await replaceCapabilities(db, ...args)).capabilities;
       },
     },
     trust: {
@@ -83,10 +78,7 @@ export function createServices({ config, db, temporal, engine, handoffs, webhook
       /** Confirms a quarantine; the refunded tasks' webhook deliveries are sent. */
       async confirmQuarantine(solverId: string, note: string | null) {
         const confirmed = await confirmQuarantine(db, solverId, note);
-        if (!confirmed) return null;
-        const { webhooks: due, ...outcome } = confirmed;
-        webhooks.send(due);
-        return outcome;
+        return confirmed && engine.afterCommit(confirmed);
       },
     },
     limits: bindDb(db, { countKeyedRequest, countAddressRequest, simulateRateLimit, resetRateLimit }),
@@ -99,9 +91,7 @@ export function createServices({ config, db, temporal, engine, handoffs, webhook
       ...bindDb(db, { crawlByIdempotencyKey, getCrawl, activeCrawls, crawlCounts, crawlCost, crawlDocuments, crawlErrors }),
       /** Stores a crawl or batch job; the webhook deliveries it wrote are sent. */
       async create(...args: Parameters<typeof createCrawl> extends [Db, ...infer A] ? A : never) {
-        const created = await createCrawl(db, ...args);
-        if (created.kind === 'created') webhooks.send(created.webhooks);
-        return created;
+        return engine.afterCommit(await createCrawl(db, ...args));
       },
       /**
        * Starts the job's workflow: `started` (or already running: the same job asked for again), or
@@ -112,14 +102,14 @@ export function createServices({ config, db, temporal, engine, handoffs, webhook
           await temporal.workflow.start('crawlWorkflow', { taskQueue: config.taskQueue, workflowId: crawlWorkflowId(crawlId), args: [{ crawlId } satisfies CrawlWorkflowInput] });
         } catch (error) {
           if (error instanceof WorkflowExecutionAlreadyStartedError) return 'started';
-          webhooks.send((await finishCrawl(db, crawlId, 'failed', 'The job could not be started.')).webhooks);
+          engine.afterCommit(await finishCrawl(db, crawlId, 'failed', 'The job could not be started.'));
           return 'not_started';
         }
         return 'started';
       },
       /** Stops the job: pending pages at once, running ones' tasks by their cancel. The job as it is then. */
       async cancel(crawlId: string) {
-        webhooks.send((await finishCrawl(db, crawlId, 'cancelled')).webhooks);
+        engine.afterCommit(await finishCrawl(db, crawlId, 'cancelled'));
         await cancelTasks({ engine }, await runningPageTasks(db, crawlId));
         return getCrawl(db, crawlId);
       },

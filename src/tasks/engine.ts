@@ -181,9 +181,13 @@ export const newTaskId = (kind: 'task' | 'chat' = 'task') => `${kind}_${crypto.r
 export class TaskEngine {
   constructor(private readonly deps: TaskEngineDeps) {}
 
-  /** Tells the slots handed on and sends the webhook deliveries a commit wrote; returns the rest. */
-  private after<T extends { handoffs?: Handoff[]; webhooks?: DueDelivery[] }>(result: T): Told<T> {
-    const { handoffs, webhooks, ...rest } = result;
+  /**
+   * Tells the slots handed on and sends the webhook deliveries a commit wrote; returns the rest. Every
+   * write that hands slots on or writes deliveries passes its result here, the engine's own and the
+   * services' (a solver's new capabilities, a quarantine's refunds, a crawl's events).
+   */
+  afterCommit<T extends object>(result: T): Told<T> {
+    const { handoffs, webhooks, ...rest } = result as T & { handoffs?: Handoff[]; webhooks?: DueDelivery[] };
     this.deps.handoffs.deliver(handoffs);
     this.deps.webhooks.send(webhooks);
     return rest as Told<T>;
@@ -428,7 +432,7 @@ export class TaskEngine {
     const { db, artifacts, config } = this.deps;
     const stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: 'admin', taskType: input.taskType, result: input.completion.result });
     const completion = stored.keys.length > 0 ? { ...input.completion, stored: stored.parts } : input.completion;
-    const outcome = this.after(await finishTask(db, input.taskId, { completion, feePercent: config.platformFeePercent }));
+    const outcome = this.afterCommit(await finishTask(db, input.taskId, { completion, feePercent: config.platformFeePercent }));
     if (!outcome.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys);
     // An admin's completion takes no particular attempt, so it cannot find one closed.
     if (outcome.attemptClosed) throw new Error(`task ${input.taskId}: an admin completion found an attempt closed`);
@@ -437,7 +441,7 @@ export class TaskEngine {
 
   /** Opens the task's next attempt (its workflow's activity); the slots it hands on are told. */
   async reserveAttempt(input: ReserveAttemptInput) {
-    return this.after(await reserveAttempt(this.deps.db, input));
+    return this.afterCommit(await reserveAttempt(this.deps.db, input));
   }
 
   /** The solver accepted the attempt (the sweep then waits out its time before it runs the task elsewhere). */
@@ -459,7 +463,7 @@ export class TaskEngine {
   }): Promise<AttemptCompletion> {
     const { db, artifacts, config, logger } = this.deps;
     const { taskId, attemptId, result, usage, stored } = input;
-    const completed = this.after(
+    const completed = this.afterCommit(
       await finishTask(db, taskId, {
         completion: { kind: 'attempt', attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
         feePercent: config.platformFeePercent,
@@ -477,13 +481,13 @@ export class TaskEngine {
   async failAttempt(input: AttemptEnd): Promise<{ closed: boolean; targetVerdict: TargetFailureVerdict | null }> {
     const { db } = this.deps;
     const claim = claimsTargetFailure(input) ? await examineTargetClaim(db, input.attemptId, input.error!.type as TargetFailureType) : null;
-    const { closed, targetVerdict } = this.after(await closeAttempt(db, { ...input, ...(claim ? { claim } : {}) }));
+    const { closed, targetVerdict } = this.afterCommit(await closeAttempt(db, { ...input, ...(claim ? { claim } : {}) }));
     return { closed, targetVerdict };
   }
 
   /** Ends the task without a result (its hold released); `applied` false when it had ended already. */
   async fail(taskId: string, failure: TaskFailure): Promise<Ended> {
-    return this.after(await finishTask(this.deps.db, taskId, { failure: { status: failure.status, error: failure.error } }));
+    return this.afterCommit(await finishTask(this.deps.db, taskId, { failure: { status: failure.status, error: failure.error } }));
   }
 
   /**
