@@ -1,8 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { storeArtifacts } from '../src/artifacts/results';
-import { deleteUntakenArtifacts } from '../src/tasks/records';
 import { getTaskRow } from '../src/db/tasks/records';
-import { finishTask } from '../src/tasks/finish';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { MessageAssembler } from '../src/chat/openai-format';
 import { countedChunks, DeliveredTokens, meterUsage } from '../src/chat/usage';
@@ -57,7 +55,7 @@ export function createDispatchActivities(deps: NodeActivityDeps) {
  * its reason rather than reporting a failure.
  */
 export async function runDispatch(
-  { db, hub, relay, stops, logger, config, payloads, earlyAttempts, handoffs, webhooks, artifacts }: NodeActivityDeps,
+  { db, hub, relay, stops, logger, config, payloads, earlyAttempts, engine, artifacts }: NodeActivityDeps,
   input: DispatchInput,
   cancelled: AbortSignal,
 ): Promise<AttemptReport> {
@@ -112,15 +110,9 @@ export async function runDispatch(
       logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId, store: artifacts.location }, 'artifact store write failed');
       return attemptFailed('artifact_store_failed', 'The result could not be written to the artifact store.', chunks());
     }
-    const completed = await finishTask(db, input.taskId, {
-      completion: { kind: 'attempt', attemptId: input.attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
-      feePercent: config.platformFeePercent,
-    });
     // A result the task did not take (finished or reassigned meanwhile) leaves nothing in the store.
-    if (!completed.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: input.taskId }, 'untaken artifacts not deleted'));
-    handoffs.deliver(completed.handoffs);
-    webhooks.send(completed.webhooks);
-    if (completed.attemptClosed) {
+    const completed = await engine.completeAttempt({ taskId: input.taskId, attemptId: input.attemptId, result, ...(usage ? { usage } : {}), stored });
+    if (completed.kind === 'attempt_closed') {
       return attemptFailed('attempt_closed', 'The attempt ended before its result arrived.', chunks());
     }
     if (stream) {
@@ -130,7 +122,7 @@ export async function runDispatch(
       await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage: billed });
     }
     // Not applied: the task had finished already (an admin, its deadline), and that is its state.
-    return { ok: true, chunks: chunks(), status: completed.status };
+    return { ok: true, chunks: chunks(), status: completed.kind === 'completed' ? 'completed' : completed.status };
   } catch (error) {
     if (error instanceof AttemptFailure) {
       if (error.failure.outcome === 'cancelled' && cancelled.aborted) throw cancelled.reason ?? error;

@@ -4,7 +4,6 @@ import type { NotifyBus } from '../src/db/notify';
 import { getTaskRow } from '../src/db/tasks/records';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import { pageAttemptChannel, type PageAttemptRequest } from '../src/dispatch/page-requests';
-import { startTaskWorkflow } from '../src/tasks/service';
 import { runDispatch } from './dispatch';
 import type { NodeActivityDeps } from './deps';
 
@@ -45,7 +44,7 @@ export class PageAttempts {
       const task = await getTaskRow(db, request.taskId);
       // Cancelled meanwhile (the failure is the attempt stopped): nothing is left to do.
       if (!task || isTerminalState(task.status)) return;
-      await startTaskWorkflow({ ...this.deps, eagerStart: false }, task, undefined, request.assignment, false, report);
+      await this.deps.engine.start(task, { firstAssignment: request.assignment, firstAttemptReport: report });
     } catch (error) {
       logger.warn({ err: error, task_id: request.taskId }, 'page attempt not run to its end; the stranded-task sweep starts its workflow');
     }

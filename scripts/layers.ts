@@ -16,7 +16,7 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: 'db', paths: ['src/db'] },
   {
     name: 'services',
-    paths: ['src/tasks', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/policy/guard.ts', 'src/metrics/scrape.ts'],
+    paths: ['src/tasks', 'src/services', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/policy/guard.ts', 'src/metrics/scrape.ts'],
   },
   { name: 'orchestration', paths: ['workflows', 'activities'] },
   { name: 'interface', paths: ['src/http', 'src/dispatch/ws-server.ts', 'src/metrics/http.ts'] },
@@ -31,6 +31,8 @@ export interface Import {
   to: string;
   /** Only types are imported: nothing of it runs when the importer loads. */
   typeOnly: boolean;
+  /** The names it imports as values (not as types), when it names them. */
+  values?: string[];
 }
 
 const ROOT = path.resolve(__dirname, '..');
@@ -53,20 +55,22 @@ function resolve(from: string, specifier: string): string | null {
   return found ?? null;
 }
 
-function importsOf(file: string): Import[] {
+/** The imports of a file: of the project's files, or (`packages`) of packages, named as imported. */
+function importsOf(file: string, packages = false): Import[] {
   const source = ts.createSourceFile(file, fs.readFileSync(path.join(ROOT, file), 'utf8'), ts.ScriptTarget.Latest, false);
   const found: Import[] = [];
-  const add = (specifier: ts.Expression | undefined, typeOnly: boolean) => {
+  const add = (specifier: ts.Expression | undefined, typeOnly: boolean, values?: string[]) => {
     if (!specifier || !ts.isStringLiteral(specifier)) return;
-    const to = resolve(file, specifier.text);
-    if (to) found.push({ from: file, to, typeOnly });
+    const to = packages ? (specifier.text.startsWith('.') ? null : specifier.text) : resolve(file, specifier.text);
+    if (to) found.push({ from: file, to, typeOnly, ...(values ? { values } : {}) });
   };
   const visit = (node: ts.Node) => {
     if (ts.isImportDeclaration(node)) {
       const clause = node.importClause;
       const named = clause?.namedBindings && ts.isNamedImports(clause.namedBindings) ? clause.namedBindings.elements : undefined;
       const typeOnly = !!clause && (clause.isTypeOnly || (!clause.name && !!named && named.length > 0 && named.every((element) => element.isTypeOnly)));
-      add(node.moduleSpecifier, typeOnly);
+      const values = named && !clause?.isTypeOnly ? named.filter((element) => !element.isTypeOnly).map((element) => (element.propertyName ?? element.name).text) : undefined;
+      add(node.moduleSpecifier, typeOnly, values);
     } else if (ts.isExportDeclaration(node)) {
       add(node.moduleSpecifier, node.isTypeOnly);
     } else if (ts.isCallExpression(node) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require'))) {
@@ -82,7 +86,49 @@ function importsOf(file: string): Import[] {
 
 /** Every import between the project's own source files. */
 export function projectImports(): Import[] {
-  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap(importsOf);
+  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap((file) => importsOf(file));
+}
+
+/** Every import of a package by the project's own source files. */
+export function packageImports(): Import[] {
+  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap((file) => importsOf(file, true));
+}
+
+/**
+ * The handles only the entry points hold, which the HTTP routes are never given, not even as a type:
+ * the database pool, the notification bus and the Temporal client. Routes reach PostgreSQL and Temporal
+ * through the task engine (src/tasks/engine.ts) and the services (src/services/), which return results
+ * that the routes map to HTTP.
+ */
+export const HANDLES_KEPT_FROM_ROUTES = { importer: 'src/http', modules: ['src/db/pool.ts', 'src/db/notify.ts', '@temporalio/client'] } as const;
+
+/** Imports of a handle (HANDLES_KEPT_FROM_ROUTES) by the HTTP layer. */
+export function handleImports(imports: Import[]): Import[] {
+  const { importer, modules } = HANDLES_KEPT_FROM_ROUTES;
+  return imports.filter((edge) => edge.from.startsWith(`${importer}/`) && (modules as readonly string[]).includes(edge.to));
+}
+
+/**
+ * The statements that write tasks, which only the task engine (src/tasks/) calls, besides src/db itself:
+ * every value of these modules but the few that write nothing.
+ */
+export const TASK_WRITES = {
+  modules: ['src/db/tasks/create.ts', 'src/db/tasks/attempts.ts', 'src/db/tasks/finish.ts'],
+  owners: ['src/tasks', 'src/db'],
+  /** A read and a channel name: no write. */
+  readOnly: ['idempotencyKeyReused', 'TASK_FINISHED_CHANNEL'],
+} as const;
+
+/** Value imports of the task-writing statements (TASK_WRITES) from outside the engine. */
+export function taskWritesOutsideEngine(imports: Import[]): Import[] {
+  const { modules, owners, readOnly } = TASK_WRITES;
+  return imports.filter(
+    (edge) =>
+      (modules as readonly string[]).includes(edge.to) &&
+      !owners.some((owner) => edge.from.startsWith(`${owner}/`)) &&
+      !edge.typeOnly &&
+      (edge.values === undefined || edge.values.some((name) => !(readOnly as readonly string[]).includes(name))),
+  );
 }
 
 /** The index in LAYERS of a file's layer, or -1 when no layer claims it. */

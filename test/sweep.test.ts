@@ -7,9 +7,11 @@ import { chatWorkflowId, taskWorkflowId } from '../src/contract/workflows';
 import { getBalance } from '../src/db/ledger';
 import { createTask, failTask } from './support/tasks';
 import { CHAT_TASK_TYPE } from '../src/schemas/domain';
-import type { StartDeps } from '../src/tasks/service';
+import { TaskEngine } from '../src/tasks/engine';
+import { TaskFinishedWatch } from '../src/tasks/finished';
+import { AttemptStops } from '../src/dispatch/attempt-stops';
+import { createArtifactStore } from '../src/artifacts/store';
 import { SlotHandoffs } from '../src/tasks/handoffs';
-import { sweepUnstartedTasks } from '../src/tasks/sweep';
 import { createTemporalClient } from '../src/temporal/connection';
 import { FakeSolver, SAMPLE_RESULTS, waitFor } from './support/fake-solver';
 import { api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
@@ -18,13 +20,25 @@ import { api, registerAccount, startTestStack, testEndpoints, type TestStack } f
 describe('the stranded-task sweep', () => {
   let stack: TestStack;
   let temporal: Client;
-  let deps: StartDeps;
+  let engine: TaskEngine;
   const logger = pino({ level: 'silent' });
 
   beforeAll(async () => {
     stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '2000' } });
     temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
-    deps = { config: stack.config, db: stack.db, temporal, logger, eagerStart: false, handoffs: new SlotHandoffs({ db: stack.db, temporal, logger }), webhooks: { send: () => undefined } };
+    engine = new TaskEngine({
+      config: stack.config,
+      db: stack.db,
+      temporal,
+      logger,
+      eagerStart: false,
+      handoffs: new SlotHandoffs({ db: stack.db, temporal, logger }),
+      webhooks: { send: () => undefined },
+      artifacts: createArtifactStore(stack.config),
+      // The sweep neither waits for tasks nor stops attempts.
+      finished: new TaskFinishedWatch(),
+      stops: {} as AttemptStops,
+    });
   });
   afterAll(async () => {
     await temporal?.connection.close();
@@ -60,7 +74,7 @@ describe('the stranded-task sweep', () => {
     expect(task.status).toBe('assigned');
     expect(firstAssignment?.solverId).toBe(solver.solverId);
 
-    expect(await sweepUnstartedTasks(deps, 0)).toContain(task.task_id);
+    expect(await engine.sweepUnstarted(0)).toContain(task.task_id);
     const done = await waitFor(async () => {
       const response = await api(stack.url, 'GET', `/v1/tasks/${task.task_id}`, { headers: client.auth });
       return response.json.status === 'completed' ? response.json : undefined;
@@ -74,7 +88,7 @@ describe('the stranded-task sweep', () => {
     await waitFor(() =>
       stack.db.oneFirst(sql.type(z.object({ started: z.boolean() }))`SELECT workflow_started_at IS NOT NULL AS started FROM tasks WHERE task_id = ${task.task_id}`),
     );
-    expect(await sweepUnstartedTasks(deps, 0)).not.toContain(task.task_id);
+    expect(await engine.sweepUnstarted(0)).not.toContain(task.task_id);
   });
 
   test('a chat whose client request died with its node is failed and its hold released', async () => {
@@ -82,7 +96,7 @@ describe('the stranded-task sweep', () => {
     const { task } = await strand(client.account_id, CHAT_TASK_TYPE, false);
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ held_points: '5' });
 
-    expect(await sweepUnstartedTasks(deps, 0)).toContain(task.task_id);
+    expect(await engine.sweepUnstarted(0)).toContain(task.task_id);
     const record = await api(stack.url, 'GET', `/v1/tasks/${task.task_id}`, { headers: client.auth });
     expect(record.json).toMatchObject({ status: 'failed', error: { type: 'client_cancelled' } });
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '50', held_points: '0', lifetime_spent_points: '0' });
@@ -91,7 +105,7 @@ describe('the stranded-task sweep', () => {
   test('a task younger than the limit is left to its own node', async () => {
     const client = await registerAccount(stack.url, '50');
     const { task } = await strand(client.account_id, 'proxy_fetch', false);
-    expect(await sweepUnstartedTasks(deps, 30)).not.toContain(task.task_id);
+    expect(await engine.sweepUnstarted(30)).not.toContain(task.task_id);
     const row = await stack.db.one(sql.type(z.object({ status: z.string(), started: z.boolean() }))`
       SELECT status, workflow_started_at IS NOT NULL AS started FROM tasks WHERE task_id = ${task.task_id}`);
     expect(row).toEqual({ status: 'queued', started: false });

@@ -9,7 +9,9 @@ import { EarlyAttempts } from '../src/dispatch/early-attempts';
 import { createLogger } from '../src/logger';
 import { TaskFinishedWatch } from '../src/tasks/finished';
 import { RecentPayloads } from '../src/tasks/recent-payloads';
-import { TaskService } from '../src/tasks/service';
+import { TaskEngine } from '../src/tasks/engine';
+import type { AttemptStops } from '../src/dispatch/attempt-stops';
+import type { ArtifactStore } from '../src/artifacts/store';
 import { createTask, failTask } from './support/tasks';
 import { testConfig, testEndpoints } from './support/stack';
 
@@ -87,7 +89,7 @@ describe('waiting for a task', () => {
     return { client, calls };
   }
   const serviceWith = (temporal: Client, resultFallbackMs?: number) =>
-    new TaskService({
+    new TaskEngine({
       config: testConfig(),
       db,
       temporal,
@@ -95,6 +97,9 @@ describe('waiting for a task', () => {
       eagerStart: false,
       handoffs: { deliver: () => undefined },
       webhooks: { send: () => undefined },
+      // Never used: these tests only wait.
+      artifacts: {} as ArtifactStore,
+      stops: {} as AttemptStops,
       finished: watch,
       payloads: new RecentPayloads(),
       // Never used: these tests create no chat.

@@ -29,19 +29,15 @@ import {
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { Db } from '../db/pool';
 import type { NotifyBus } from '../db/notify';
-import { createTaskWithHold } from '../db/tasks/create';
 import { getTaskRow, type TaskRow } from '../db/tasks/records';
-import { cancelTask } from '../tasks/cancel';
-import { AttemptStops } from '../dispatch/attempt-stops';
 import { sendPageAttempt } from '../dispatch/page-requests';
 import type { Logger } from '../logger';
 import type { ScanResult } from '../safety/scanner';
 import type { DomainGuard } from '../policy/guard';
 import { guardedFetch, SOLVER_USER_AGENT } from '../solver/guarded-fetch';
 import type { TaskFinishedWatch } from '../tasks/finished';
-import type { HandoffSender } from '../tasks/handoffs';
 import { isTerminalState, type Assignment } from '../contract/lifecycle';
-import { newTaskId, startTaskWorkflow } from '../tasks/service';
+import { newTaskId, type TaskEngine } from '../tasks/engine';
 import type { WebhookSender } from '../webhooks/sender';
 import { taskWorkflowId } from '../contract/workflows';
 import { NO_RULES, parseRobots, robotsAllow, type RobotsRules } from './robots';
@@ -104,7 +100,8 @@ export interface CrawlRunnerDeps {
   bus: NotifyBus;
   domainPolicy: DomainGuard;
   finished: TaskFinishedWatch;
-  handoffs: HandoffSender;
+  /** Starts and cancels the pages' tasks, with the effects due after each commit. */
+  engine: TaskEngine;
   webhooks: WebhookSender;
   artifacts: ArtifactStore;
 }
@@ -120,19 +117,9 @@ const scopeOf = (crawl: CrawlRow, options: CrawlOptions): CrawlScope => ({
   regexOnFullURL: options.regexOnFullURL,
 });
 
-type CancelDeps = Pick<CrawlRunnerDeps, 'temporal' | 'db' | 'bus' | 'handoffs' | 'webhooks'>;
-
-/**
- * Cancels each task (src/tasks/cancel.ts); a page task with no workflow (its attempt runs without one)
- * ended here has its attempt stopped on whichever node runs it. A task that has ended already stays as it is.
- */
-export async function cancelTasks(deps: CancelDeps, taskIds: readonly string[]): Promise<void> {
-  await Promise.all(
-    taskIds.map(async (taskId) => {
-      const cancelled = await cancelTask(deps, taskId, taskWorkflowId(taskId));
-      if (cancelled.applied) await new AttemptStops(deps.bus).stop(taskId);
-    }),
-  );
+/** Cancels each task (TaskEngine.cancelNow). A task that has ended already stays as it is. */
+export async function cancelTasks(deps: { engine: TaskEngine }, taskIds: readonly string[]): Promise<void> {
+  await Promise.all(taskIds.map((taskId) => deps.engine.cancelNow(taskId)));
 }
 
 /** A document (robots.txt, a sitemap) fetched by the service; null when there is none to read. */
@@ -400,7 +387,7 @@ export class CrawlRunner {
     const { db, config } = this.deps;
     for (;;) {
       const taskId = newTaskId();
-      const outcome = await createTaskWithHold(db, {
+      const outcome = await this.deps.engine.createWithFirstAttempt({
         taskId,
         accountId: crawl.account_id,
         keyId: crawl.key_id ?? undefined,
@@ -414,20 +401,13 @@ export class CrawlRunner {
         admission: { maxQueued: config.queueLimitPerTaskType },
         // Matched as it is created, so that its first attempt can go out without a workflow.
         match: {},
-      });
+      }, { stored: (task) => this.pageTasks.add({ pageId: page.page_id, taskId: task.task_id }), sendFirst: (task, assignment) => this.sendFirstAttempt(task, assignment) });
       switch (outcome.kind) {
         case 'existing':
           await this.pageTasks.add({ pageId: page.page_id, taskId: outcome.task.task_id });
           return outcome.task.task_id;
-        case 'created': {
-          const { task, firstAssignment, handoffs } = outcome;
-          await this.pageTasks.add({ pageId: page.page_id, taskId: task.task_id });
-          if (!firstAssignment || !(await this.sendFirstAttempt(task, firstAssignment))) {
-            await startTaskWorkflow({ ...this.deps, eagerStart: false }, task, undefined, firstAssignment);
-          }
-          this.deps.handoffs.deliver(handoffs);
-          return task.task_id;
-        }
+        case 'created':
+          return outcome.task.task_id;
         case 'solvers_busy':
           await sleep(Math.min(outcome.retryAfterSeconds * 1000, BUSY_RETRY_MAX_MS));
           continue;

@@ -2,7 +2,6 @@ import crypto from 'node:crypto';
 import type WebSocket from 'ws';
 import type { Db } from '../db/pool';
 import { markDraining, registerConnection, removeConnection } from '../db/solvers';
-import { markAttemptAccepted } from '../db/tasks/attempts';
 import type { Logger } from '../logger';
 import type { HandoffSender } from '../tasks/handoffs';
 import { SOLVER_PROTOCOL_VERSION, type CapabilityTaskType } from '../schemas/domain';
@@ -55,7 +54,17 @@ export class SolverHub {
   private readonly pingTimer: NodeJS.Timeout;
 
   constructor(
-    private readonly deps: { db: Db; logger: Logger; nodeId: string; heartbeatIntervalMs: number; acceptTimeoutMs: number; attemptTimeoutMs: number; handoffs: HandoffSender },
+    private readonly deps: {
+      db: Db;
+      logger: Logger;
+      nodeId: string;
+      heartbeatIntervalMs: number;
+      acceptTimeoutMs: number;
+      attemptTimeoutMs: number;
+      handoffs: HandoffSender;
+      /** Records that the solver accepted an attempt (TaskEngine.markAccepted). */
+      accepted: (attemptId: string) => Promise<void>;
+    },
   ) {
     // A solver that missed a whole heartbeat interval is gone: its attempts fail and are reassigned.
     this.pingTimer = setInterval(() => this.pingAll(), deps.heartbeatIntervalMs);
@@ -229,7 +238,7 @@ export class SolverHub {
         if (!pending.accepted) {
           pending.accepted = true;
           clearTimeout(pending.acceptTimer);
-          if (!pending.test) markAttemptAccepted(this.deps.db, message.attempt_id).catch((error) => this.deps.logger.warn({ err: error }, 'could not record acceptance'));
+          if (!pending.test) this.deps.accepted(message.attempt_id).catch((error) => this.deps.logger.warn({ err: error }, 'could not record acceptance'));
         }
         return;
       case 'chunk':

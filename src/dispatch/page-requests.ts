@@ -5,7 +5,7 @@ import type { Assignment } from '../contract/lifecycle';
  * A crawl's page task sent to its first solver without a workflow (docs/crawl.md, "Throughput"): the
  * crawl's activity matched it as it created it, and asks the API node holding the solver's socket, by
  * NOTIFY on that node's channel, to run the attempt. A request lost on the way leaves the task without a
- * started workflow, which the worker's stranded-task sweep starts (src/tasks/sweep.ts).
+ * started workflow, which the worker's stranded-task sweep starts (TaskEngine.sweepUnstarted, src/tasks/engine.ts).
  */
 export interface PageAttemptRequest {
   taskId: string;

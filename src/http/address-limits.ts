@@ -1,8 +1,7 @@
 import type { IncomingMessage } from 'node:http';
 import net from 'node:net';
-import { countAddressRequest, type AddressLimitScope } from '../db/address-limits';
+import type { AddressLimitScope } from '../db/address-limits';
 import type { RateLimitState } from '../db/rate-limits';
-import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
 import type { Config } from '../config';
 
@@ -80,7 +79,13 @@ const WHAT: Record<AddressLimitScope, string> = {
 export class AddressLimits {
   readonly trusted: TrustProxy;
 
-  constructor(private readonly deps: { db: Db; config: Pick<Config, 'addressLimits' | 'trustProxy'> }) {
+  constructor(
+    private readonly deps: {
+      /** Counts a request of the address in its scope's window (src/db/address-limits.ts). */
+      count: (scope: AddressLimitScope, address: string, limit: number) => Promise<RateLimitState>;
+      config: Pick<Config, 'addressLimits' | 'trustProxy'>;
+    },
+  ) {
     this.trusted = trustProxy(deps.config.trustProxy);
   }
 
@@ -90,7 +95,7 @@ export class AddressLimits {
     // A socket already gone has no address; nothing is answered to it anyway.
     if (net.isIP(address) === 0) return;
     const limit = LIMIT_OF[scope](this.deps.config.addressLimits);
-    const state = await countAddressRequest(this.deps.db, scope, address, limit);
+    const state = await this.deps.count(scope, address, limit);
     if (!state.limited) return;
     throw new ApiError(
       'rate_limited',

@@ -35,13 +35,13 @@ const DOCS_PAGE = `<!doctype html>
 export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   const app = express();
   app.disable('x-powered-by');
-  const addresses = new AddressLimits({ db: deps.db, config: deps.config });
+  const addresses = new AddressLimits({ count: deps.limits.countAddressRequest, config: deps.config });
   // X-Forwarded-For is believed only from the proxies TRUST_PROXY names; req.ip is the socket's peer otherwise.
   app.set('trust proxy', addresses.trusted);
   // Canary host names are websites, not the API: they are answered before any of the API's middleware.
   app.use(canarySites(deps));
   app.use(httpMetrics());
-  installRateLimit(app, { db: deps.db, limitPerMinute: deps.config.rateLimitPerMinute, addresses });
+  installRateLimit(app, { count: deps.limits.countKeyedRequest, limitPerMinute: deps.config.rateLimitPerMinute, addresses });
   app.use(requestContext(deps.logger));
   app.use(jsonBody(deps.config.bodyLimitBytes));
 

@@ -1,7 +1,6 @@
 import type { Express, Request, Response } from 'express';
 import type { Account } from '../db/accounts';
-import { countKeyedRequest } from '../db/rate-limits';
-import type { Db } from '../db/pool';
+import type { RateLimitState } from '../db/rate-limits';
 import { ApiError } from '../errors';
 import { rateLimitHeaders, type AddressLimits } from './address-limits';
 
@@ -14,7 +13,8 @@ import { rateLimitHeaders, type AddressLimits } from './address-limits';
 const LIMITER = 'rateLimiter';
 
 interface Limiter {
-  db: Db;
+  /** Authenticates the key and counts its request (src/db/rate-limits.ts); null for an unknown or revoked key. */
+  count: (apiKey: string, limit: number) => Promise<{ account: Account; state: RateLimitState } | null>;
   limitPerMinute: number;
   addresses: AddressLimits;
 }
@@ -39,7 +39,7 @@ export const addressLimitsOf = (req: Request): AddressLimits => limiterOf(req).a
  */
 export async function admitRequest(req: Request, res: Response, apiKey: string): Promise<Account | null> {
   const limiter = limiterOf(req);
-  const admitted = await countKeyedRequest(limiter.db, apiKey, limiter.limitPerMinute);
+  const admitted = await limiter.count(apiKey, limiter.limitPerMinute);
   if (!admitted) return null;
   const { state } = admitted;
   const headers = rateLimitHeaders(state);

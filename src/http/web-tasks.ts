@@ -1,21 +1,20 @@
-import type { Db } from '../db/pool';
 import type { ArtifactStore } from '../artifacts/store';
 import type { Idempotency, PriceLimit } from '../db/tasks/create';
 import type { TaskRecord } from '../db/tasks/records';
-import { readTaskRecord, withArtifacts } from '../tasks/records';
-import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type WebhookEvent } from '../db/webhooks';
+import { withArtifacts } from '../tasks/records';
+import type { WebhookEvent } from '../db/webhooks';
 import { ApiError } from '../errors';
 import type { DomainGuard } from '../policy/guard';
 import type { ScanResult } from '../safety/scanner';
 import type { RoutingSort, WebTaskType } from '../schemas/domain';
-import { clientFailure, isTerminalState, type TaskState } from '../contract/lifecycle';
-import { newTaskId, type CreateResult, type TaskService } from '../tasks/service';
+import { clientFailure, type TaskState } from '../contract/lifecycle';
+import type { CreateResult, TaskEngine } from '../tasks/engine';
 import { assertAllowedTarget } from './target-policy';
 
 /**
  * How the HTTP routes create and run tasks (POST /v1/tasks, the convenience endpoints, the scrape
  * compatibility endpoint, chat): the domain policy judges a web task's target first, then the task is
- * created through TaskService, and the waiting forms wait for its verdict. The HTTP errors of a task
+ * created through the task engine, and the waiting forms wait for its verdict. The HTTP errors of a task
  * that was not created or did not complete are made here.
  */
 
@@ -88,26 +87,31 @@ function noSolverWithinPrice(limit: PriceLimit): ApiError {
   return new ApiError('no_solver_within_price', message, { param: field });
 }
 
+type Refusal = Exclude<CreateResult, { kind: 'created' | 'existing' }>;
+
 /** The task a creation made (or found by its idempotency key), or the HTTP error saying why there is none. */
 export function createdTask(result: CreateResult, refusal: { priceFromRequest?: boolean; noSolver: () => ApiError }): TaskRecord {
+  if (result.kind === 'created' || result.kind === 'existing') return result.task;
+  throw refusalError(result as Refusal, refusal);
+}
+
+/** The HTTP error of a task that was not created. */
+function refusalError(result: Refusal, refusal: { priceFromRequest?: boolean; noSolver: () => ApiError }): ApiError {
   switch (result.kind) {
-    case 'created':
-    case 'existing':
-      return result.task;
     case 'insufficient_balance':
-      throw insufficientBalance(result.requiredPoints, refusal.priceFromRequest);
+      return insufficientBalance(result.requiredPoints, refusal.priceFromRequest);
     case 'key_spend_limit_reached':
-      throw keySpendLimitReached(result);
+      return keySpendLimitReached(result);
     case 'no_solver_online':
-      throw refusal.noSolver();
+      return refusal.noSolver();
     case 'no_solver_within_price':
-      throw noSolverWithinPrice(result.limit);
+      return noSolverWithinPrice(result.limit);
     case 'solvers_busy':
-      throw solversBusy(result.retryAfterSeconds, result.waiting);
+      return solversBusy(result.retryAfterSeconds, result.waiting);
     case 'idempotency_key_reused':
-      throw idempotencyKeyReused();
+      return idempotencyKeyReused();
     case 'not_started':
-      throw new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: result.taskId });
+      return new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: result.taskId });
   }
 }
 
@@ -132,9 +136,8 @@ export function failureError(
 }
 
 export interface WebTaskDeps {
-  db: Db;
   artifacts: ArtifactStore;
-  tasks: TaskService;
+  tasks: TaskEngine;
   domainPolicy: DomainGuard;
 }
 
@@ -177,7 +180,7 @@ async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Prom
   if (typeof url === 'string') await assertAllowedTarget(deps.domainPolicy, url, input.urlLoc);
 }
 
-const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, webhook: _webhook, ...input }: WebTaskInput) => input;
+const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, ...input }: WebTaskInput) => input;
 
 /**
  * No solver of the type that declares the country a task asks for is online (Firecrawl's location.country):
@@ -196,15 +199,8 @@ export const noSolverInCountry = (taskType: WebTaskType, country: string) =>
  */
 export async function createWebTask(deps: WebTaskDeps, input: WebTaskInput): Promise<TaskRecord> {
   await assertTargetAllowed(deps, input);
-  if (!input.webhook) {
-    const result = await deps.tasks.create(toCreateInput(input));
-    return withArtifacts(deps.artifacts, createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) }));
-  }
-  await assertAllowedTarget(deps.domainPolicy, input.webhook.url, ['body', 'webhook', 'url']);
-  const taskId = newTaskId();
-  await saveSubscription(deps.db, { taskId, accountId: input.accountId, url: input.webhook.url, events: input.webhook.events ?? WEBHOOK_EVENTS });
-  const result = await deps.tasks.create({ ...toCreateInput(input), taskId });
-  if (result.kind !== 'created') await dropSubscription(deps.db, taskId);
+  if (input.webhook) await assertAllowedTarget(deps.domainPolicy, input.webhook.url, ['body', 'webhook', 'url']);
+  const result = await deps.tasks.create(toCreateInput(input));
   return withArtifacts(deps.artifacts, createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) }));
 }
 
@@ -218,18 +214,15 @@ export async function runWebTask(
   onCreated: (task: TaskRecord) => void = () => undefined,
 ): Promise<{ task: CompletedTask; elapsedMs: number }> {
   await assertTargetAllowed(deps, input);
-  const started = Date.now();
   // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
-  const result = await deps.tasks.create({ ...toCreateInput(input), requireOnline: true });
+  const run = await deps.tasks.run(toCreateInput(input), onCreated);
   const noSolver = () => (input.country ? noSolverInCountry(input.taskType, input.country) : noSolverOnline(input.taskType));
-  const task = createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver });
-  onCreated(task);
-  const verdict = isTerminalState(task.status) ? task : await deps.tasks.waitForResult(task);
-  const finished = verdict ? await readTaskRecord(deps, task.task_id) : null;
+  if (run.kind !== 'ended') throw refusalError(run, { priceFromRequest: input.priceFromRequest, noSolver });
+  const { created, task: finished, elapsedMs } = run;
   // The same request sent again (its Idempotency-Key) after its result's retention.
   if (finished?.result_expired_at) throw resultExpired(finished);
-  if (finished?.status !== 'completed' || !finished.result) throw failureError('web', task, finished);
-  return { task: finished as CompletedTask, elapsedMs: Date.now() - started };
+  if (finished?.status !== 'completed' || !finished.result) throw failureError('web', created, finished);
+  return { task: finished as CompletedTask, elapsedMs };
 }
 
 /**

@@ -32,6 +32,8 @@ export class DomainGuard {
   private policy: DomainPolicy;
   private readonly cache = new Map<string, CacheEntry>();
   private readonly resolve: Resolver;
+  /** The bus this node follows reloads on, once it listens; reloads made here are told on it. */
+  private bus?: NotifyBus;
 
   constructor(
     private readonly options: { file: string; allowPrivateNetworks: boolean; logger: Logger; nodeId: string; resolve?: Resolver; dnsTimeoutMs?: number },
@@ -47,14 +49,15 @@ export class DomainGuard {
     return this.policy;
   }
 
-  /** Reloads here, then tells every other node to reload. */
-  async reloadEverywhere(bus: NotifyBus): Promise<DomainPolicy> {
+  /** Reloads here, then tells every other node to reload (on the bus it listens on). */
+  async reloadEverywhere(): Promise<DomainPolicy> {
     const policy = this.reload();
-    await bus.publish(DOMAIN_POLICY_CHANNEL, { node_id: this.options.nodeId });
+    await this.bus?.publish(DOMAIN_POLICY_CHANNEL, { node_id: this.options.nodeId });
     return policy;
   }
 
   async listen(bus: NotifyBus): Promise<() => Promise<void>> {
+    this.bus = bus;
     return bus.subscribe(DOMAIN_POLICY_CHANNEL, (payload) => {
       if ((payload as { node_id?: string } | undefined)?.node_id === this.options.nodeId) return;
       try {

@@ -22,14 +22,15 @@ import { AddressLimits } from '../http/address-limits';
 import { createArtifactStore } from '../artifacts/store';
 import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
-import { MarketEvents } from '../http/market-events';
+import { MarketEvents } from '../services/market-events';
+import { createServices } from '../services';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { addMetricsSource } from '../metrics/scrape';
 import { DomainGuard } from '../policy/guard';
 import { TaskFinishedWatch } from '../tasks/finished';
 import { RecentPayloads } from '../tasks/recent-payloads';
-import { TaskService } from '../tasks/service';
+import { TaskEngine } from '../tasks/engine';
 import { createWorkerConnection } from '../temporal/connection';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { WebhookDeliveries } from '../webhooks/sender';
@@ -99,6 +100,8 @@ export async function startApiNode(options: {
     acceptTimeoutMs: config.acceptTimeoutMs,
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
     handoffs,
+    // Called only once solvers connect, after the engine below is built (it needs the hub's early attempts).
+    accepted: (attemptId): Promise<void> => engine.markAccepted(attemptId),
   });
   const revocations = new KeyRevocations({ bus, db, hub, logger });
   await revocations.start();
@@ -114,7 +117,9 @@ export async function startApiNode(options: {
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
   });
   handoffs.sendEarlyWith(earlyAttempts);
-  const nodeDeps = { config, db, logger, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts };
+  const finished = await TaskFinishedWatch.start(bus);
+  const engine: TaskEngine = new TaskEngine({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
+  const nodeDeps = { config, db, logger, engine, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts };
   await new PageAttempts({ ...nodeDeps, temporal, bus, nodeId }).start();
   const worker = await Worker.create({
     connection: workerConnection,
@@ -139,23 +144,24 @@ export async function startApiNode(options: {
           config,
           db,
           logger: logger.child({ component: 'activities' }),
+          engine,
           handoffs,
           webhooks,
           artifacts,
-          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts }),
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, webhooks, artifacts }),
         }),
       })
     : undefined;
   const workflowRun = workflowWorker?.run();
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
-  const tasks = new TaskService({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, finished: await TaskFinishedWatch.start(bus), payloads, earlyAttempts, handoffs, webhooks });
   const market = new MarketEvents({ db, bus, logger });
-  const deps: AppDeps = { config, db, logger, temporal, nodeId, strongModels: () => readStrongModels(config), tasks, handoffs, webhooks, bus, relay, stops, domainPolicy, market, artifacts };
+  const services = createServices({ config, db, temporal, engine });
+  const deps: AppDeps = { ...services, config, logger, nodeId, strongModels: () => readStrongModels(config), tasks: engine, webhooks, relay, domainPolicy, market, artifacts };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
-  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ db, config }), logger });
+  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }), logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? config.port, config.host, () => resolve());

@@ -10,7 +10,8 @@ import { startMetricsListener, type MetricsListener } from '../metrics/http';
 import { addMetricsSource } from '../metrics/scrape';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
-import { sweepUnstartedTasks } from '../tasks/sweep';
+import { TaskEngine } from '../tasks/engine';
+import { AttemptStops } from '../dispatch/attempt-stops';
 import { purgeExpired, RETENTION_SWEEP_EVERY_MS } from '../tasks/retention';
 import { vestEarnings, vestingSweepMs } from '../trust/escrow';
 import { WebhookDeliveries } from '../webhooks/sender';
@@ -59,19 +60,23 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   // Crawls judge every discovered URL by the domain policy, as the API nodes judge a task's target.
   const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId: `worker-${os.hostname()}-${process.pid}` });
   await domainPolicy.listen(bus);
-  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished: await TaskFinishedWatch.start(bus), handoffs, webhooks, artifacts });
+  // Only publishes: this process runs no attempts of its own.
+  const stops = new AttemptStops(bus);
+  const finished = await TaskFinishedWatch.start(bus);
+  const engine = new TaskEngine({ config, db, temporal, logger, eagerStart: false, handoffs, webhooks, artifacts, finished, stops });
+  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, webhooks, artifacts });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), handoffs, webhooks, artifacts, crawls }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), engine, handoffs, webhooks, artifacts, crawls }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
 
   const sweep = setInterval(() => {
-    sweepUnstartedTasks({ config, db, temporal, logger, eagerStart: false, handoffs, webhooks }, UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
+    engine.sweepUnstarted(UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
     handoffs.sweep(UNSENT_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'slot handoff sweep failed'));
     // Webhook deliveries whose first attempt's process died, or that could not be handed to their workflow.
     webhooks.sweep().catch((error) => logger.warn({ err: error }, 'webhook sweep failed'));

@@ -5,7 +5,7 @@ import { getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
-import { newTaskId } from '../tasks/service';
+import { newTaskId } from '../tasks/engine';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { canaryHold, canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
 import { CANARY_DUE_CHANNEL } from '../db/reputation';

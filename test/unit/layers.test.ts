@@ -1,4 +1,4 @@
-import { importCycles, importKey, LAYERS, layerOf, projectImports, upwardImports } from '../../scripts/layers';
+import { handleImports, importCycles, importKey, LAYERS, layerOf, packageImports, projectImports, taskWritesOutsideEngine, upwardImports } from '../../scripts/layers';
 
 /** The layering of docs/decisions.md ("Layers"), checked on every import of src/, workflows/ and activities/. */
 const imports = projectImports();
@@ -15,4 +15,12 @@ test('no import cycle', () => {
 test('no import from a lower layer up to a higher one', () => {
   const upward = upwardImports(imports).map((edge) => `${importKey(edge)} (${LAYERS[layerOf(edge.from)].name} -> ${LAYERS[layerOf(edge.to)].name})`);
   expect(upward).toEqual([]);
+});
+
+test('the HTTP routes hold no database pool, notification bus or Temporal client', () => {
+  expect(handleImports([...imports, ...packageImports()]).map(importKey)).toEqual([]);
+});
+
+test('only the task engine calls the statements that write tasks', () => {
+  expect(taskWritesOutsideEngine(imports).map((edge) => `${importKey(edge)} (${edge.values?.join(', ') ?? '*'})`)).toEqual([]);
 });

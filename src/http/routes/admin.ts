@@ -1,61 +1,39 @@
 import crypto from 'node:crypto';
-import { findAccount } from '../../db/accounts';
-import { deposit, getBalance } from '../../db/ledger';
-import { statusCounts, queueStatus } from '../../db/status';
-import { sql } from 'slonik';
 import { ApiError } from '../../errors';
 import { decimalText, StringMap } from '../../schemas/common';
 import { ClearQuarantineBody, DepositBody, SetVerifierBody, SolverIdParams } from '../../schemas/requests';
-import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../../db/quarantines';
-import { disagreementsOf } from '../../trust/redundant';
-import { usageInflationsOf } from '../../db/usage-inflations';
-import { setVerifier, verifierSince } from '../../db/verifiers';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';
 import { parseOrThrow } from '../validation';
 import { idempotencyKeyReused } from '../web-tasks';
-import { findTasks } from '../../db/task-listing';
-import { getTaskRow } from '../../db/tasks/records';
-import { readTaskRecord } from '../../tasks/records';
-import { taskLedger } from '../../db/ledger';
-import { onlineSolvers, taskAttempts } from '../../db/market-view';
 import { AdminTasksQuery } from '../../schemas/queries';
 import { TaskIdParams } from '../../schemas/requests';
 import { taskListFilter, taskListPage } from '../pagination';
-import type { MarketEvent } from '../market-events';
+import type { MarketEvent } from '../../services/market-events';
 
 export function adminRoutes(deps: AppDeps): Route[] {
   const routes: Route[] = [];
 
   routes.push(route({ method: 'post', path: '/v1/admin/deposit', summary: 'Deposit points', tag: 'admin', auth: 'admin', body: DepositBody, response: StringMap, headers: { 'Idempotency-Key': 'A deposit sent again with the same key, account and amount applies once; the same key and account with another amount is 422 idempotency_key_reused (a key is the account\'s: for another account it is another deposit)' }, errors: ['account_not_found', 'idempotency_key_reused'], handler: async (req, res) => {
     const { account_id: accountId, amount_points: amount } = req.body as { account_id: string; amount_points: number | string };
-    if (!(await findAccount(deps.db, accountId))) {
+    if (!(await deps.accounts.findAccount(accountId))) {
       throw new ApiError('account_not_found', `No account "${accountId}".`);
     }
     // Admin tooling retries: the same Idempotency-Key deposits once.
     const idempotencyKey = req.header('idempotency-key');
     const key = idempotencyKey ? `deposit:${accountId}:${idempotencyKey}` : `deposit:${crypto.randomUUID()}`;
     const amountText = decimalText(amount);
-    const result = await deposit(deps.db, { accountId, amount: amountText, idempotencyKey: key });
+    const result = await deps.ledger.deposit({ accountId, amount: amountText, idempotencyKey: key });
     // The key is the account's: another amount under it is another request.
     if (!result.applied && result.depositedBefore !== amountText) throw idempotencyKeyReused();
     res.locals.log.info({ account_id: accountId, amount_points: amountText, applied: result.applied }, 'deposit');
-    const balance = await getBalance(deps.db, accountId);
+    const balance = await deps.ledger.getBalance(accountId);
     res.json({ account_id: accountId, deposited_points: amountText, applied: String(result.applied), ...balance });
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/admin/status', summary: 'Database and Temporal reachability, counts', tag: 'admin', auth: 'admin', handler: async (_req, res) => {
-    const [database, temporal] = await Promise.all([
-      deps.db
-        .oneFirst(sql.unsafe`SELECT 1`)
-        .then(() => 'ok')
-        .catch((error: Error) => `error: ${error.message}`),
-      deps.temporal.workflowService
-        .getSystemInfo({})
-        .then(() => 'ok')
-        .catch((error: Error) => `error: ${error.message}`),
-    ]);
-    const [counts, queues] = database === 'ok' ? await Promise.all([statusCounts(deps.db), queueStatus(deps.db)]) : [{}, {}];
+    const [database, temporal] = await Promise.all([deps.status.database(), deps.status.temporal()]);
+    const [counts, queues] = database === 'ok' ? await Promise.all([deps.status.statusCounts(), deps.status.queueStatus()]) : [{}, {}];
     res.json({
       status: database === 'ok' && temporal === 'ok' ? 'ok' : 'degraded',
       node_id: deps.nodeId,
@@ -69,19 +47,17 @@ export function adminRoutes(deps: AppDeps): Route[] {
 
   // Trust (docs/trust.md): quarantined solvers with their evidence, one solver's record, and clearing.
   routes.push(route({ method: 'get', path: '/v1/admin/quarantines', summary: 'Solvers in quarantine, with the evidence and what is held of their earnings (docs/trust.md)', tag: 'admin', auth: 'admin', handler: async (_req, res) => {
-    res.json({ quarantines: await listQuarantines(deps.db) });
+    res.json({ quarantines: await deps.trust.listQuarantines() });
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/admin/solvers/{solver_id}/trust', summary: 'One solver\'s reputation per task type (with its verified passes and failures), whether it is a verifier, quarantines, held earnings, redundant-run disagreements and verifications that proved it wrong, and inflated chat usage reports (`usage_inflations`), with their evidence', tag: 'admin', auth: 'admin', params: SolverIdParams, errors: ['account_not_found'], handler: async (req, res) => {
     const solverId = String(req.params.solver_id);
-    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const [quarantines, reputation, held, disagreements, usageInflations, verifierMarkedAt] = await Promise.all([
-      quarantinesOf(deps.db, solverId),
-      reputationOf(deps.db, solverId),
-      heldEarnings(deps.db, solverId),
-      disagreementsOf(deps.db, solverId),
-      usageInflationsOf(deps.db, solverId),
-      verifierSince(deps.db, solverId),
+    if (!(await deps.accounts.findAccount(solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const [{ quarantines, reputation, held }, disagreements, usageInflations, verifierMarkedAt] = await Promise.all([
+      deps.trust.standing(solverId),
+      deps.trust.disagreementsOf(solverId),
+      deps.trust.usageInflationsOf(solverId),
+      deps.trust.verifierSince(solverId),
     ]);
     res.json({
       solver_id: solverId,
@@ -97,16 +73,16 @@ export function adminRoutes(deps: AppDeps): Route[] {
 
   routes.push(route({ method: 'post', path: '/v1/admin/solvers/{solver_id}/verifier', summary: 'Mark a solver a verifier, or unmark it: sampled client tasks are re-run by a verifier online for their type, whose disagreement proves the result wrong and refunds it (docs/trust.md, "Verified client tasks")', tag: 'admin', auth: 'admin', params: SolverIdParams, body: SetVerifierBody, errors: ['account_not_found'], handler: async (req, res) => {
     const solverId = String(req.params.solver_id);
-    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const verifier = await setVerifier(deps.db, solverId, (req.body as { verifier: boolean }).verifier);
+    if (!(await deps.accounts.findAccount(solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const verifier = await deps.trust.setVerifier(solverId, (req.body as { verifier: boolean }).verifier);
     res.locals.log.info({ solver_id: solverId, verifier }, verifier ? 'solver marked verifier' : 'solver unmarked verifier');
     res.json({ solver_id: solverId, verifier });
   } }));
 
   routes.push(route({ method: 'post', path: '/v1/admin/solvers/{solver_id}/quarantine/clear', summary: 'Clear a solver\'s quarantine and release its held earnings', tag: 'admin', auth: 'admin', params: SolverIdParams, body: ClearQuarantineBody, errors: ['account_not_found', 'quarantine_not_found'], handler: async (req, res) => {
     const solverId = String(req.params.solver_id);
-    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const cleared = await clearQuarantine(deps.db, solverId, (req.body as { note?: string | null }).note ?? null);
+    if (!(await deps.accounts.findAccount(solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const cleared = await deps.trust.clearQuarantine(solverId, (req.body as { note?: string | null }).note ?? null);
     if (!cleared) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
     res.locals.log.info({ solver_id: solverId, released_points: cleared.released_points }, 'quarantine cleared');
     res.json({ solver_id: solverId, ...cleared });
@@ -114,11 +90,10 @@ export function adminRoutes(deps: AppDeps): Route[] {
 
   routes.push(route({ method: 'post', path: '/v1/admin/solvers/{solver_id}/quarantine/confirm', summary: 'Confirm a solver\'s quarantine: it stays quarantined, and its unvested earnings are forfeited to refund the clients of those tasks (docs/trust.md, "Escrow and refunds")', tag: 'admin', auth: 'admin', params: SolverIdParams, body: ClearQuarantineBody, errors: ['account_not_found', 'quarantine_not_found'], handler: async (req, res) => {
     const solverId = String(req.params.solver_id);
-    if (!(await findAccount(deps.db, solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const confirmed = await confirmQuarantine(deps.db, solverId, (req.body as { note?: string | null }).note ?? null);
+    if (!(await deps.accounts.findAccount(solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
+    const confirmed = await deps.trust.confirmQuarantine(solverId, (req.body as { note?: string | null }).note ?? null);
     if (!confirmed) throw new ApiError('quarantine_not_found', `Solver "${solverId}" is not quarantined.`);
-    const { webhooks, ...outcome } = confirmed;
-    deps.webhooks.send(webhooks);
+    const outcome = confirmed;
     res.locals.log.info({ solver_id: solverId, refunded_tasks: outcome.refunded_tasks, refunded_points: outcome.refunded_points }, 'quarantine confirmed');
     res.json({ solver_id: solverId, ...outcome });
   } }));
@@ -126,13 +101,13 @@ export function adminRoutes(deps: AppDeps): Route[] {
   // The console's reads (docs/console.md): any account's tasks, one task in full, the solvers online, the live feed.
   routes.push(route({ method: 'get', path: '/v1/admin/tasks', summary: 'Any account\'s tasks, newest first, found by id, account, type, status and time, paged by cursor (records without result, with account_id)', tag: 'admin', auth: 'admin', query: AdminTasksQuery, handler: async (req, res) => {
     const query = parseOrThrow(AdminTasksQuery, req.query, ['query']);
-    const page = await findTasks(deps.db, { ...taskListFilter(query), taskId: query.task_id, accountId: query.account_id });
+    const page = await deps.taskViews.findTasks({ ...taskListFilter(query), taskId: query.task_id, accountId: query.account_id });
     res.json(taskListPage(page));
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/admin/tasks/{task_id}', summary: 'One task in full: its record and result, account_id, every attempt (node, price, outcome, error, times), every ledger entry it wrote on any account, and workflow_url (its workflow in the Temporal UI, null when TEMPORAL_UI_URL is unset)', tag: 'admin', auth: 'admin', params: TaskIdParams, errors: ['task_not_found'], handler: async (req, res) => {
     const taskId = String(req.params.task_id);
-    const [record, row, attempts, ledger] = await Promise.all([readTaskRecord(deps, taskId), getTaskRow(deps.db, taskId), taskAttempts(deps.db, taskId), taskLedger(deps.db, taskId)]);
+    const [record, row, attempts, ledger] = await Promise.all([deps.tasks.read(taskId), deps.taskViews.getTaskRow(taskId), deps.taskViews.taskAttempts(taskId), deps.ledger.taskLedger(taskId)]);
     if (!record || !row) throw new ApiError('task_not_found', `No task "${taskId}".`);
     const ui = deps.config.temporalUiUrl;
     const workflowUrl = ui ? `${ui}/namespaces/${encodeURIComponent(deps.config.temporalNamespace)}/workflows/${encodeURIComponent(record.workflow_id)}` : null;
@@ -140,15 +115,15 @@ export function adminRoutes(deps: AppDeps): Route[] {
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/admin/solvers', summary: 'Solvers online: node, capabilities with price, slots and slots taken, and reputation per task type', tag: 'admin', auth: 'admin', handler: async (_req, res) => {
-    const solvers = await onlineSolvers(deps.db);
-    const withReputation = await Promise.all(solvers.map(async (solver) => ({ ...solver, reputation: await reputationOf(deps.db, solver.solver_id) })));
+    const solvers = await deps.solvers.onlineSolvers();
+    const withReputation = await Promise.all(solvers.map(async (solver) => ({ ...solver, reputation: await deps.trust.reputationOf(solver.solver_id) })));
     res.json({ data: withReputation });
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/admin/events', summary: 'Server-sent events for the console (docs/console.md): `history` (this node\'s queue snapshots of the last hour) first, then `status` (a queue snapshot every 5 s and shortly after tasks end) and `task_finished` ({task_id, status}, as each task ends); without Accept: text/event-stream, the samples once as JSON', tag: 'admin', auth: 'admin', success: 'events', handler: async (req, res) => {
     // Without Accept: text/event-stream, the same samples once, as JSON, and a fresh one (curl, fuzzers).
     if (req.accepts(['application/json', 'text/event-stream']) !== 'text/event-stream') {
-      res.json({ samples: [...deps.market.history(), { at: new Date().toISOString(), queues: await queueStatus(deps.db) }] });
+      res.json({ samples: [...deps.market.history(), { at: new Date().toISOString(), queues: await deps.status.queueStatus() }] });
       return;
     }
     res.writeHead(200, { 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache, no-transform', 'X-Accel-Buffering': 'no', Connection: 'keep-alive' });

@@ -1,6 +1,5 @@
 import type { RequestHandler } from 'express';
 import { isStorableText } from '../../schemas/text';
-import { canaryPageAt } from '../../trust/canaries';
 import { isCanaryHost, LOCAL_CANARY_DOMAIN } from '../../trust/canary-hosts';
 import { siteOf } from '../../trust/canary-pages';
 import type { AppDeps } from '../deps';
@@ -27,7 +26,7 @@ export function canarySites(deps: AppDeps): RequestHandler {
         return;
       }
       // No canary page's host or path holds a NUL (nor could PostgreSQL compare one): such a request is simply not a page.
-      const page = isStorableText(req.hostname) && isStorableText(req.path) ? await canaryPageAt(deps.db, req.hostname, req.path) : null;
+      const page = isStorableText(req.hostname) && isStorableText(req.path) ? await deps.trust.canaryPageAt(req.hostname, req.path) : null;
       if (page) {
         res.type('html').send(page);
         return;

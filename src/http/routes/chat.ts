@@ -4,8 +4,6 @@ import { chunk, completionBody, MessageAssembler, normalizeUsage, openAiErrorBod
 import type { RelayEvent } from '../../chat/relay';
 import { completionBudget } from '../../chat/request-estimate';
 import { estimatePromptTokens } from '../../chat/usage';
-import { costOfTasks } from '../../db/ledger';
-import { getTaskRecord } from '../../db/tasks/records';
 import { scanChatMessages } from '../../safety/scanner';
 import { ApiError } from '../../errors';
 import { CHAT_TASK_TYPE, MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
@@ -104,17 +102,12 @@ export function chatRoutes(deps: AppDeps): Route[] {
     // cancellation would reach it only at its activity's next heartbeat); one sent before the workflow took
     // it over is cancelled at once too.
     const clientGone = new AbortController();
-    const handle = deps.temporal.workflow.getHandle(meta.id);
     let started = false;
     let finished = false;
     const cancel = () => {
       if (!started || finished) return;
-      // The cancellation first: once it is in the workflow's history, the stopped attempt's report cannot
-      // be taken for a failure and the task handed to another solver.
-      handle
-        .cancel()
-        .catch(() => undefined)
-        .then(() => deps.stops.stop(taskId))
+      deps.tasks
+        .clientGone(taskId, meta.id)
         .catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a client that went away'));
     };
     res.on('close', () => {
@@ -158,7 +151,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
       if (stream) openStream();
       const verdict = await deps.tasks.waitForResult(task).catch(() => null);
       // The announced state carries no message; a failure's is on the task.
-      if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await getTaskRecord(deps.db, task.task_id))?.error ?? undefined;
+      if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await deps.taskViews.getTaskRecord(task.task_id))?.error ?? undefined;
       const end = verdict?.status === 'completed' ? await withTimeout(listener.ended, END_GRACE_MS) : null;
       finished = true;
       if (!end) {
@@ -170,7 +163,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
       }
       const usage = normalizeUsage(end.usage);
       // Settled with the terminal state, so the cost is final here.
-      const cost = await costOfTasks(deps.db, [task.task_id]);
+      const cost = await deps.ledger.costOfTasks([task.task_id]);
       if (!stream) {
         res.set(costHeaders(cost)).json(completionBody(meta, assembler.message(), end.finish_reason, usage));
         return;

@@ -16,8 +16,6 @@ import {
   type ScrapeRequest,
   type ScrapeV2Request,
 } from '../../schemas/requests';
-import { costOfTasks } from '../../db/ledger';
-import { idempotencyKeyReused as keyUsedElsewhere } from '../../db/tasks/create';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, idempotencyKeyReused, noSolverInCountry, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
 import type { ErrorType } from '../../errors';
@@ -83,7 +81,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const separateScreenshot = plan.screenshot !== null && !(renderFirst && plan.actions.length > 0);
     // Checked before any task exists, so a refused target, a missing solver or a key used with another
     // scrape (maybe of other parts) leaves nothing charged.
-    if (idempotency && (await keyUsedElsewhere(deps.db, accountOf(res).account_id, { keys: SCRAPE_PARTS.map((part) => partKey(part)!.key), fingerprint: idempotency.fingerprint }))) {
+    if (idempotency && (await deps.taskViews.idempotencyKeyReused(accountOf(res).account_id, { keys: SCRAPE_PARTS.map((part) => partKey(part)!.key), fingerprint: idempotency.fingerprint }))) {
       throw idempotencyKeyReused();
     }
     await assertAllowedTarget(deps.domainPolicy, url, ['body', 'url']);
@@ -131,7 +129,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
     if (failure) throw (failure as PromiseRejectedResult).reason;
 
     const taskIds = outcomes.map(({ outcome }) => outcome.taskId);
-    const cost = await costOfTasks(deps.db, taskIds);
+    const cost = await deps.ledger.costOfTasks(taskIds);
     res.set(costHeaders(cost));
     const byPart = (part: ScrapePart) => outcomes.find((entry) => entry.part === part)?.outcome.result;
     const rendered = byPart('render');

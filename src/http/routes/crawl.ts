@@ -1,16 +1,14 @@
 import crypto from 'node:crypto';
 import { Router, type Request, type Response } from 'express';
 import type { ErrorType } from '../../errors';
-import { planScrapeV2, unsupportedFormat } from '../../compat/firecrawl-v2';
+import { planScrapeV2 } from '../../compat/firecrawl-v2';
 import { withScheme, timeoutSecondsOf } from '../../compat/firecrawl';
 import { extractLinks, isValidSelector } from '../../compat/page-html';
-import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { CRAWL_EVENTS, type CrawlWebhook } from '../../contract/crawl-events';
-import { cancelTasks, fetchDiscoveryDocument, sitemapUrls, type CrawlOptions } from '../../crawl/runner';
+import { fetchDiscoveryDocument, sitemapUrls, type CrawlOptions } from '../../crawl/runner';
 import { parseRobots, NO_RULES } from '../../crawl/robots';
 import { invalidPattern, normaliseUrl } from '../../crawl/scope';
-import { activeCrawls, crawlByIdempotencyKey, createCrawl, crawlCost, crawlCounts, crawlDocuments, crawlErrors, finishCrawl, getCrawl, runningPageTasks, type CrawlKind, type CrawlRow } from '../../db/crawls';
-import { getBalance } from '../../db/ledger';
+import type { CrawlKind, CrawlRow } from '../../db/crawls';
 import { ApiError } from '../../errors';
 import { unsupportedOption } from '../../compat/scrape-options';
 import { CRAWL_PAGE_DEFAULT, CrawlStatusQuery } from '../../schemas/queries';
@@ -28,7 +26,7 @@ import {
   type CrawlWebhookRequest,
   type MapRequest,
 } from '../../schemas/requests';
-import { crawlWorkflowId, type CrawlWorkflowInput } from '../../contract/workflows';
+import { crawlWorkflowId } from '../../contract/workflows';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
 import { idempotent, routesAt, RUNS_TASK, type Route } from '../route';
@@ -161,7 +159,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   /** What every job needs before it exists: a fetch solver online, and points for its first page. */
   async function assertCanRun(res: Response): Promise<void> {
     if (!(await deps.tasks.solverOnline('proxy_fetch'))) throw noSolverOnline('proxy_fetch');
-    const balance = await getBalance(deps.db, accountOf(res).account_id);
+    const balance = await deps.ledger.getBalance(accountOf(res).account_id);
     if (!balance || Number(balance.available_points) < Number(deps.config.defaultWebTaskPricePoints)) throw insufficientBalance(deps.config.defaultWebTaskPricePoints);
   }
 
@@ -180,11 +178,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
 
   /** Starts the job's workflow; one already started (the same job asked for again) is left running. */
   async function startWorkflow(crawlId: string): Promise<void> {
-    try {
-      await deps.temporal.workflow.start('crawlWorkflow', { taskQueue: deps.config.taskQueue, workflowId: crawlWorkflowId(crawlId), args: [{ crawlId } satisfies CrawlWorkflowInput] });
-    } catch (error) {
-      if (error instanceof WorkflowExecutionAlreadyStartedError) return;
-      deps.webhooks.send((await finishCrawl(deps.db, crawlId, 'failed', 'The job could not be started.')).webhooks);
+    if ((await deps.crawls.start(crawlId)) === 'not_started') {
       throw new ApiError('service_unavailable', 'The job could not be started; nothing was charged. Retry shortly.', { id: crawlId });
     }
   }
@@ -197,7 +191,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   async function replayed(req: Request, res: Response, operation: string): Promise<string | null> {
     const idempotency = idempotencyOf(req, operation);
     if (!idempotency) return null;
-    const found = await crawlByIdempotencyKey(deps.db, accountOf(res).account_id, idempotency);
+    const found = await deps.crawls.crawlByIdempotencyKey(accountOf(res).account_id, idempotency);
     if (!found) return null;
     if (found.kind === 'idempotency_key_reused') throw idempotencyKeyReused();
     if (found.crawl.status === 'scraping') await startWorkflow(found.crawl.crawl_id);
@@ -210,7 +204,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     input: { kind: CrawlKind; operation: string; url: string | null; options: CrawlOptions; pages: Array<{ url: string; depth: number }>; webhook: CrawlWebhookRequest | null | undefined },
   ): Promise<string> {
     const crawlId = crypto.randomUUID();
-    const created = await createCrawl(deps.db, {
+    const created = await deps.crawls.create({
       crawlId,
       accountId: accountOf(res).account_id,
       keyId: accountOf(res).key_id,
@@ -225,7 +219,6 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     });
     if (created.kind === 'idempotency_key_reused') throw idempotencyKeyReused();
     if (created.kind === 'existing') return created.crawl.crawl_id;
-    deps.webhooks.send(created.webhooks);
     await startWorkflow(crawlId);
     return crawlId;
   }
@@ -336,7 +329,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
 
   const ownJob = async (req: Request, res: Response): Promise<CrawlRow> => {
     const id = req.params.id as string;
-    const crawl = await getCrawl(deps.db, id, accountOf(res).account_id);
+    const crawl = await deps.crawls.getCrawl(id, accountOf(res).account_id);
     if (!crawl || Date.parse(crawl.expires_at) < Date.now() || crawl.documents_expired_at) throw jobNotFound(id);
     return crawl;
   };
@@ -347,7 +340,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     const query = parseOrThrow(CrawlStatusQuery, req.query, ['query']);
     const skip = query.skip ?? 0;
     const limit = query.limit ?? CRAWL_PAGE_DEFAULT;
-    const [counts, cost, documents] = await Promise.all([crawlCounts(deps.db, crawl.crawl_id), crawlCost(deps.db, crawl.crawl_id), crawlDocuments(deps.db, crawl.crawl_id, skip, limit)]);
+    const [counts, cost, documents] = await Promise.all([deps.crawls.crawlCounts(crawl.crawl_id), deps.crawls.crawlCost(crawl.crawl_id), deps.crawls.crawlDocuments(crawl.crawl_id, skip, limit)]);
     let bytes = 0;
     const data: typeof documents = [];
     for (const document of documents) {
@@ -375,15 +368,13 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   /** Stops the job: pending pages at once, running ones' tasks by their cancel; only pages done are charged. */
   async function cancel(req: Request, res: Response) {
     const crawl = await ownJob(req, res);
-    deps.webhooks.send((await finishCrawl(deps.db, crawl.crawl_id, 'cancelled')).webhooks);
-    await cancelTasks(deps, await runningPageTasks(deps.db, crawl.crawl_id));
-    const now = await getCrawl(deps.db, crawl.crawl_id);
+    const now = await deps.crawls.cancel(crawl.crawl_id);
     res.json({ success: true, status: now?.status === 'cancelled' ? 'cancelled' : now?.status });
   }
 
   async function errors(req: Request, res: Response) {
     const crawl = await ownJob(req, res);
-    const failed = await crawlErrors(deps.db, crawl.crawl_id);
+    const failed = await deps.crawls.crawlErrors(crawl.crawl_id);
     res.json({
       success: true,
       errors: failed.map((page) => ({ id: page.task_id ?? String(page.page_id), timestamp: page.finished_at, url: page.url, code: page.error.code, error: page.error.message })),
@@ -392,7 +383,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   }
 
   async function active(_req: Request, res: Response, kind: CrawlKind) {
-    const crawls = await activeCrawls(deps.db, accountOf(res).account_id, kind);
+    const crawls = await deps.crawls.activeCrawls(accountOf(res).account_id, kind);
     res.json({
       success: true,
       crawls: crawls.map((crawl) => {

@@ -1,5 +1,3 @@
-import { findAccount } from '../../db/accounts';
-import { resetRateLimit, simulateRateLimit } from '../../db/rate-limits';
 import { ApiError } from '../../errors';
 import { DomainPolicyFileError } from '../../policy/loader';
 import { AccountIdBody, SimulateRateLimitBody } from '../../schemas/requests';
@@ -11,13 +9,13 @@ export function limitRoutes(deps: AppDeps): Route[] {
   const routes: Route[] = [];
 
   const existingAccount = async (accountId: string) => {
-    if (!(await findAccount(deps.db, accountId))) throw new ApiError('account_not_found', `No account "${accountId}".`);
+    if (!(await deps.accounts.findAccount(accountId))) throw new ApiError('account_not_found', `No account "${accountId}".`);
   };
 
   routes.push(route({ method: 'post', path: '/v1/admin/simulate-rate-limit', summary: 'Rate-limit an account after N more requests', tag: 'admin', auth: 'admin', body: SimulateRateLimitBody, errors: ['account_not_found'], handler: async (req, res) => {
     const { account_id: accountId, trigger_after_n_requests: after } = req.body as { account_id: string; trigger_after_n_requests: number };
     await existingAccount(accountId);
-    await simulateRateLimit(deps.db, accountId, after);
+    await deps.limits.simulateRateLimit(accountId, after);
     res.locals.log.info({ account_id: accountId, trigger_after_n_requests: after }, 'rate limit simulation armed');
     res.json({
       account_id: accountId,
@@ -29,14 +27,14 @@ export function limitRoutes(deps: AppDeps): Route[] {
   routes.push(route({ method: 'post', path: '/v1/admin/reset-rate-limit', summary: 'Clear an account\'s rate-limit counter and simulation', tag: 'admin', auth: 'admin', body: AccountIdBody, errors: ['account_not_found'], handler: async (req, res) => {
     const { account_id: accountId } = req.body as { account_id: string };
     await existingAccount(accountId);
-    await resetRateLimit(deps.db, accountId);
+    await deps.limits.resetRateLimit(accountId);
     res.json({ account_id: accountId, reset: true, limit_per_minute: deps.config.rateLimitPerMinute });
   } }));
 
   routes.push(route({ method: 'post', path: '/v1/admin/domain-policy/reload', summary: 'Reload the domain policy on every node', tag: 'admin', auth: 'admin', errors: ['invalid_domain_policy'], handler: async (_req, res) => {
     let policy;
     try {
-      policy = await deps.domainPolicy.reloadEverywhere(deps.bus);
+      policy = await deps.domainPolicy.reloadEverywhere();
     } catch (error) {
       if (error instanceof DomainPolicyFileError) throw new ApiError('invalid_domain_policy', `${error.message}. The previous policy stays in force.`);
       throw error;

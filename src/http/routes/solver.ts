@@ -1,13 +1,9 @@
-import { getBalance } from '../../db/ledger';
-import { listCapabilities, replaceCapabilities, solverStats } from '../../db/solvers';
-import { recentAttemptsOf } from '../../db/market-view';
 import { CHAT_TASK_TYPE } from '../../schemas/domain';
 import { SolverCapabilitiesBody, type SolverCapabilityInput } from '../../schemas/requests';
 import { accountOf } from '../auth';
 import * as responses from '../../schemas/responses';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';
-import { heldEarnings, quarantinesOf, reputationOf } from '../../db/quarantines';
 import { RequestValidationError, type ValidationDetail } from '../validation';
 
 /** Rules a capability list must follow beyond its schema: strong chat only for allowlisted models, no duplicates. */
@@ -41,20 +37,17 @@ export function solverRoutes(deps: AppDeps): Route[] {
     const problems = checkCapabilities(capabilities, deps.strongModels());
     if (problems.length) throw new RequestValidationError(problems);
     const solverId = accountOf(res).account_id;
-    const stored = await replaceCapabilities(deps.db, solverId, capabilities);
-    deps.handoffs.deliver(stored.handoffs);
-    res.json({ solver_id: solverId, capabilities: stored.capabilities.map(({ active_attempts: _active, ...capability }) => capability) });
+    const stored = await deps.solvers.replaceCapabilities(solverId, capabilities);
+    res.json({ solver_id: solverId, capabilities: stored.map(({ active_attempts: _active, ...capability }) => capability) });
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/solver/stats', summary: 'Solver statistics, with its reputation per task type and any quarantine (docs/trust.md)', tag: 'solver', auth: 'bearer', handler: async (_req, res) => {
     const solverId = accountOf(res).account_id;
-    const [stats, capabilities, balance, reputation, quarantines, held] = await Promise.all([
-      solverStats(deps.db, solverId),
-      listCapabilities(deps.db, solverId),
-      getBalance(deps.db, solverId),
-      reputationOf(deps.db, solverId),
-      quarantinesOf(deps.db, solverId),
-      heldEarnings(deps.db, solverId),
+    const [stats, capabilities, balance, { quarantines, reputation, held }] = await Promise.all([
+      deps.solvers.solverStats(solverId),
+      deps.solvers.listCapabilities(solverId),
+      deps.ledger.getBalance(solverId),
+      deps.trust.standing(solverId),
     ]);
     const active = capabilities.reduce((sum, capability) => sum + capability.active_attempts, 0);
     // The record counts attempts as they end; the running ones count here too.
@@ -78,7 +71,7 @@ export function solverRoutes(deps: AppDeps): Route[] {
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/solver/attempts', summary: 'The calling solver\'s latest attempts (at most 50, of the last 7 days), newest first: task, type, price, outcome and the error that ended any failed one', tag: 'solver', auth: 'bearer', response: responses.SolverAttempts, handler: async (_req, res) => {
-    res.json({ data: await recentAttemptsOf(deps.db, accountOf(res).account_id) });
+    res.json({ data: await deps.solvers.recentAttemptsOf(accountOf(res).account_id) });
   } }));
 
   // Declared for the document: the upgrade is answered on the socket, outside the app (src/dispatch/ws-server.ts).

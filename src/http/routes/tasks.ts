@@ -1,15 +1,9 @@
 import type { Response } from 'express';
-import { findAccount } from '../../db/accounts';
-import { listTasks } from '../../db/task-listing';
-import { deliveryIdOf, deliveryLog, type WebhookEvent } from '../../db/webhooks';
-import { getTaskRecord } from '../../db/tasks/records';
-import { cancelTask } from '../../tasks/cancel';
+import { deliveryIdOf, type WebhookEvent } from '../../db/webhooks';
 import { artifactOf } from '../../artifacts/results';
 import { ArtifactMissingError } from '../../artifacts/store';
-import { readTaskRecord } from '../../tasks/records';
 import { ApiError } from '../../errors';
 import type { WebTaskType } from '../../schemas/domain';
-import { isTerminalState } from '../../contract/lifecycle';
 import {
   AdminCompleteTaskBody,
   CreateTaskBody,
@@ -30,10 +24,8 @@ import {
 import { decimalText } from '../../schemas/common';
 import { RESULT_SCHEMAS } from '../../schemas/frames';
 import { ListTasksQuery } from '../../schemas/queries';
-import type { TaskService } from '../../tasks/service';
 import { idempotencyOf } from '../idempotency';
 import { costHeaders, createWebTask, resultExpired, runWebTask, safetyOf } from '../web-tasks';
-import { adminCompleteSignal } from '../../contract/workflows';
 import { accountOf } from '../auth';
 import { taskListFilter, taskListPage } from '../pagination';
 import * as responses from '../../schemas/responses';
@@ -44,7 +36,7 @@ import { parseOrThrow } from '../validation';
 const TASK_KEY = idempotent('returns the first task');
 const RUN_KEY = idempotent('answers with the first request\'s task');
 
-export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Route[] {
+export function taskRoutes(deps: AppDeps): Route[] {
   const routes: Route[] = [];
 
   routes.push(route({ method: 'post', path: '/v1/tasks', summary: 'Create a web task, optionally with a webhook told of its end', tag: 'tasks', auth: 'bearer', body: CreateTaskBody, response: responses.TaskRecord, headers: TASK_KEY, errors: ['domain_blocked', 'idempotency_key_reused', ...CREATES_TASK], handler: async (req, res) => {
@@ -69,25 +61,25 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Route[] {
 
   routes.push(route({ method: 'get', path: '/v1/tasks', summary: 'The account\'s tasks, newest first, filtered and paged by cursor (records without result)', tag: 'tasks', auth: 'bearer', query: ListTasksQuery, response: responses.TaskListResponse, handler: async (req, res) => {
     const query = parseOrThrow(ListTasksQuery, req.query, ['query']);
-    const page = await listTasks(deps.db, accountOf(res).account_id, taskListFilter(query));
+    const page = await deps.taskViews.listTasks(accountOf(res).account_id, taskListFilter(query));
     res.json(taskListPage(page));
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}', summary: 'Poll a task', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.TaskRecord, errors: ['task_not_found'], handler: async (req, res) => {
-    const task = await readTaskRecord(deps, req.params.task_id as string, accountOf(res).account_id);
+    const task = await deps.tasks.read(req.params.task_id as string, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(task);
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}/artifacts/{name}', summary: 'One large part of a completed task\'s result as its own bytes (a screenshot\'s PNG, a page\'s HTML), for the account\'s key; Firecrawl scrapes answer `screenshot` with this URL', tag: 'tasks', auth: 'bearer', params: TaskArtifactParams, errors: ['task_not_found', 'artifact_not_found', 'result_expired'], success: 'artifact', handler: async (req, res) => {
     const { task_id: taskId, name } = req.params as { task_id: string; name: string };
-    const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
+    const task = await deps.taskViews.getTaskRecord(taskId, accountOf(res).account_id);
     if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
     if (task.result_expired_at) throw resultExpired(task);
     const artifact = task.result
       ? await artifactOf(deps.artifacts, task.task_type, task.result, name).catch(async (error) => {
           // Removed by the retention purge since the row was read.
-          const expired = error instanceof ArtifactMissingError ? await getTaskRecord(deps.db, taskId) : null;
+          const expired = error instanceof ArtifactMissingError ? await deps.taskViews.getTaskRecord(taskId) : null;
           if (expired?.result_expired_at) throw resultExpired(expired);
           throw error;
         })
@@ -100,7 +92,7 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Route[] {
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/tasks/{task_id}/webhooks', summary: 'The task\'s webhook and the log of its deliveries, every attempt included', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.WebhookLog, errors: ['task_not_found'], handler: async (req, res) => {
-    const log = await deliveryLog(deps.db, req.params.task_id as string, accountOf(res).account_id);
+    const log = await deps.taskViews.deliveryLog(req.params.task_id as string, accountOf(res).account_id);
     if (!log) throw new ApiError('task_not_found', `No task "${req.params.task_id}" on this account.`);
     res.json(log);
   } }));
@@ -119,22 +111,15 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Route[] {
 
   routes.push(route({ method: 'post', path: '/v1/tasks/{task_id}/cancel', summary: 'Cancel a queued or running task: its solver is stopped, its hold released, its state cancelled (idempotent)', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.TaskRecord, errors: ['task_not_found', 'task_already_finished'], handler: async (req, res) => {
     const taskId = req.params.task_id as string;
-    const task = await getTaskRecord(deps.db, taskId, accountOf(res).account_id);
-    if (!task) throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
-    // Cancelling a cancelled task answers it again.
-    if (task.status === 'cancelled') return void res.json(task);
-    if (isTerminalState(task.status)) {
-      throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}; only a queued or running task can be cancelled.`, { status: task.status });
+    const cancelled = await deps.tasks.cancel(taskId, accountOf(res).account_id);
+    switch (cancelled.kind) {
+      case 'task_not_found':
+        throw new ApiError('task_not_found', `No task "${taskId}" on this account.`);
+      case 'already_finished':
+        throw new ApiError('task_already_finished', cancelled.before ? `Task ${taskId} is already ${cancelled.status}; only a queued or running task can be cancelled.` : `Task ${taskId} finished as ${cancelled.status} before the cancel arrived.`, { status: cancelled.status });
+      case 'cancelled':
+        res.json(cancelled.task);
     }
-    await cancelTask(deps, taskId, task.workflow_id);
-    // The signal first, so that the stopped attempt is not taken for a failed one and reassigned.
-    await deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a cancelled task'));
-    await deps.tasks.waitForResult(task, 30_000);
-    const finished = await getTaskRecord(deps.db, taskId);
-    if (finished?.status !== 'cancelled') {
-      throw new ApiError('task_already_finished', `Task ${taskId} finished as ${finished?.status} before the cancel arrived.`, { status: finished?.status });
-    }
-    res.json(finished);
   } }));
 
   /**
@@ -216,24 +201,22 @@ export function taskRoutes(deps: AppDeps & { tasks: TaskService }): Route[] {
   routes.push(route({ method: 'post', path: '/v1/admin/tasks/{task_id}/complete', summary: 'Complete a task manually and pay the named solver; the result must match the task type\'s result schema (docs/solver-schemas.json), 422 at its loc otherwise', tag: 'admin', auth: 'admin', body: AdminCompleteTaskBody, params: TaskIdParams, errors: ['task_not_found', 'account_not_found', 'task_already_finished'], handler: async (req, res) => {
     const taskId = req.params.task_id as string;
     const body = req.body as { solver_id: string; result: Record<string, unknown> };
-    const task = await getTaskRecord(deps.db, taskId);
-    if (!task) throw new ApiError('task_not_found', `No task "${taskId}".`);
-    if (isTerminalState(task.status)) {
-      throw new ApiError('task_already_finished', `Task ${taskId} is already ${task.status}.`, { status: task.status });
-    }
     // The result must be one a solver could have returned: clients read it as the type's result.
-    const schema = RESULT_SCHEMAS[task.task_type as keyof typeof RESULT_SCHEMAS];
-    if (schema) parseOrThrow(schema, body.result, ['body', 'result']);
-    if (!(await findAccount(deps.db, body.solver_id))) throw new ApiError('account_not_found', `No solver "${body.solver_id}".`);
-    await deps.temporal.workflow.getHandle(task.workflow_id).signal(adminCompleteSignal, { solverId: body.solver_id, result: body.result });
-    // The signal first: a solver still at work is then stopped now, not at its activity's next heartbeat.
-    await deps.stops.stop(taskId).catch((error) => res.locals.log.warn({ err: error }, 'could not stop the attempt of a task completed by an admin'));
-    const verdict = await deps.tasks.waitForResult(task, 30_000);
-    const finished = await readTaskRecord(deps, taskId);
-    if (verdict && finished?.status !== 'completed') {
-      throw new ApiError('task_already_finished', `Task ${taskId} finished as ${finished?.status} before the completion arrived.`, { status: finished?.status });
+    const checkResult = (taskType: string) => {
+      const schema = RESULT_SCHEMAS[taskType as keyof typeof RESULT_SCHEMAS];
+      if (schema) parseOrThrow(schema, body.result, ['body', 'result']);
+    };
+    const completed = await deps.tasks.adminComplete({ taskId, solverId: body.solver_id, result: body.result }, checkResult);
+    switch (completed.kind) {
+      case 'task_not_found':
+        throw new ApiError('task_not_found', `No task "${taskId}".`);
+      case 'already_finished':
+        throw new ApiError('task_already_finished', completed.before ? `Task ${taskId} is already ${completed.status}.` : `Task ${taskId} finished as ${completed.status} before the completion arrived.`, { status: completed.status });
+      case 'solver_not_found':
+        throw new ApiError('account_not_found', `No solver "${body.solver_id}".`);
+      case 'completed':
+        res.json(completed.task);
     }
-    res.json(finished);
   } }));
 
   return routes;

@@ -1,0 +1,120 @@
+import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
+import { sql } from 'slonik';
+import type { Config } from '../config';
+import { crawlWorkflowId, type CrawlWorkflowInput } from '../contract/workflows';
+import { cancelTasks } from '../crawl/runner';
+import { countAddressRequest } from '../db/address-limits';
+import { createAccount, createApiKey, findAccount, listApiKeys, revokeApiKey, updateApiKey, updateSettings } from '../db/accounts';
+import { activeCrawls, crawlByIdempotencyKey, crawlCost, crawlCounts, crawlDocuments, crawlErrors, createCrawl, finishCrawl, getCrawl, runningPageTasks } from '../db/crawls';
+import { costOfTasks, deposit, getBalance, ledgerHistory, ledgerSummary, taskLedger } from '../db/ledger';
+import { onlineSolvers, recentAttemptsOf, taskAttempts } from '../db/market-view';
+import type { Db } from '../db/pool';
+import { countKeyedRequest, resetRateLimit, simulateRateLimit } from '../db/rate-limits';
+import { listCapabilities, replaceCapabilities, solverStats } from '../db/solvers';
+import { queueStatus, statusCounts } from '../db/status';
+import { findTasks, listTasks } from '../db/task-listing';
+import { getTaskRecord, getTaskRow } from '../db/tasks/records';
+import { idempotencyKeyReused } from '../db/tasks/create';
+import { accountWebhook, deleteAccountWebhook, deliveryLog, rotateWebhookSecret, setAccountWebhook, webhookSecret } from '../db/webhooks';
+import type { TaskEngine } from '../tasks/engine';
+import { canaryPageAt } from '../trust/canaries';
+import { earningsOf } from '../trust/escrow';
+import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../db/quarantines';
+import { disagreementsOf } from '../trust/redundant';
+import { usageInflationsOf } from '../db/usage-inflations';
+import { setVerifier, verifierSince } from '../db/verifiers';
+import { bindDb } from './bind';
+
+export interface ServicesDeps {
+  config: Config;
+  db: Db;
+  temporal: Client;
+  /** Makes the effects due after a commit (TaskEngine.afterCommit). */
+  engine: TaskEngine;
+}
+
+/** Whether a backing service answers: `ok`, or the error it gave. */
+const reachable = (probe: Promise<unknown>): Promise<string> => probe.then(() => 'ok').catch((error: Error) => `error: ${error.message}`);
+
+/**
+ * What the HTTP layer reads and writes through besides the task engine, built once by the API entry
+ * point: the statements it needs with the database handle bound, and the writes whose commit has effects
+ * to make after it (slots handed on and webhook deliveries, made by the engine; workflows to start).
+ */
+export function createServices({ config, db, temporal, engine }: ServicesDeps) {
+  return {
+    accounts: bindDb(db, {
+      createAccount,
+      findAccount,
+      updateSettings,
+      createApiKey,
+      updateApiKey,
+      listApiKeys,
+      revokeApiKey,
+      accountWebhook,
+      setAccountWebhook,
+      deleteAccountWebhook,
+      webhookSecret,
+      rotateWebhookSecret,
+      earningsOf,
+    }),
+    ledger: bindDb(db, { getBalance, deposit, costOfTasks, ledgerHistory, ledgerSummary, taskLedger }),
+    /** Reads of tasks beside the engine's: lists, the console's views, webhook logs. */
+    taskViews: bindDb(db, { listTasks, findTasks, getTaskRow, getTaskRecord, taskAttempts, deliveryLog, idempotencyKeyReused }),
+    solvers: {
+      ...bindDb(db, { listCapabilities, solverStats, recentAttemptsOf, onlineSolvers }),
+      /** Replaces a solver's capabilities; the slots they freed for waiting tasks are told. */
+      async replaceCapabilities(...args: Parameters<typeof replaceCapabilities> extends [Db, ...infer A] ? A : never) {
+        return engine.afterCommit(await replaceCapabilities(db, ...args)).capabilities;
+      },
+    },
+    trust: {
+      ...bindDb(db, { reputationOf, listQuarantines, clearQuarantine, disagreementsOf, usageInflationsOf, setVerifier, verifierSince, canaryPageAt }),
+      /** What matching and the solver itself see of a solver's trust: its quarantines, reputation and held pay. */
+      async standing(solverId: string) {
+        const [quarantines, reputation, held] = await Promise.all([quarantinesOf(db, solverId), reputationOf(db, solverId), heldEarnings(db, solverId)]);
+        return { quarantines, reputation, held };
+      },
+      /** Confirms a quarantine; the refunded tasks' webhook deliveries are sent. */
+      async confirmQuarantine(solverId: string, note: string | null) {
+        const confirmed = await confirmQuarantine(db, solverId, note);
+        return confirmed && engine.afterCommit(confirmed);
+      },
+    },
+    limits: bindDb(db, { countKeyedRequest, countAddressRequest, simulateRateLimit, resetRateLimit }),
+    status: {
+      ...bindDb(db, { statusCounts, queueStatus }),
+      database: () => reachable(db.oneFirst(sql.unsafe`SELECT 1`)),
+      temporal: () => reachable(temporal.workflowService.getSystemInfo({})),
+    },
+    crawls: {
+      ...bindDb(db, { crawlByIdempotencyKey, getCrawl, activeCrawls, crawlCounts, crawlCost, crawlDocuments, crawlErrors }),
+      /** Stores a crawl or batch job; the webhook deliveries it wrote are sent. */
+      async create(...args: Parameters<typeof createCrawl> extends [Db, ...infer A] ? A : never) {
+        return engine.afterCommit(await createCrawl(db, ...args));
+      },
+      /**
+       * Starts the job's workflow: `started` (or already running: the same job asked for again), or
+       * `not_started`, and the job is then failed.
+       */
+      async start(crawlId: string): Promise<'started' | 'not_started'> {
+        try {
+          await temporal.workflow.start('crawlWorkflow', { taskQueue: config.taskQueue, workflowId: crawlWorkflowId(crawlId), args: [{ crawlId } satisfies CrawlWorkflowInput] });
+        } catch (error) {
+          if (error instanceof WorkflowExecutionAlreadyStartedError) return 'started';
+          engine.afterCommit(await finishCrawl(db, crawlId, 'failed', 'The job could not be started.'));
+          return 'not_started';
+        }
+        return 'started';
+      },
+      /** Stops the job: pending pages at once, running ones' tasks by their cancel. The job as it is then. */
+      async cancel(crawlId: string) {
+        engine.afterCommit(await finishCrawl(db, crawlId, 'cancelled'));
+        await cancelTasks({ engine }, await runningPageTasks(db, crawlId));
+        return getCrawl(db, crawlId);
+      },
+    },
+  };
+}
+
+export type Services = ReturnType<typeof createServices>;
