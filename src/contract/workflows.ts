@@ -57,12 +57,49 @@ export interface TaskWorkflowInput {
    * workflow takes the task over from that outcome.
    */
   firstAttemptReport?: AttemptFailed;
+  /**
+   * A platform task (docs/trust.md): a step before its attempt creates the task (and whatever it is
+   * checked against) and says whom it may go to; a step after it gives the verdict. Started with
+   * `maxAttempts` 1. Absent for a client's task.
+   */
+  platform?: PlatformTask;
 }
+
+/** A canary of one solver (docs/trust.md, "Canaries"): its task id is chosen by whoever starts it. */
+export interface CanaryTask {
+  purpose: 'canary';
+  solverId: string;
+  /** Canaries of that type the solver was sent before this one (its workflow id numbers them). */
+  sent: number;
+}
+export type PlatformTask = CanaryTask;
+
+/** Whom a platform task's attempt may go to, as the step before its attempt found (matching's options). */
+export interface PlatformMatch {
+  /** A canary: only this solver's slots fit it, and it is served before client tasks. */
+  canaryFor?: string;
+  /** Only solvers marked verifiers take it. */
+  verifiersOnly?: boolean;
+  /** It takes only a slot that no waiting client task fits. */
+  behindClientTasks?: boolean;
+  /** Solvers it must not go to (the ones whose result it checks). */
+  excludedSolverIds?: string[];
+}
+
+/** What the step before a platform task's attempt did: the task is created, or why it is not. */
+export type PlatformTaskPrepared = { created: true; match: PlatformMatch } | { created: false; reason: string };
 
 export interface TaskWorkflowResult {
   taskId: string;
   status: TerminalState;
   error?: ErrorBody;
+}
+
+/** A platform task whose step before created nothing (e.g. no longer due, or the platform cannot pay). */
+export interface SkippedTaskResult {
+  taskId: string;
+  status: 'skipped';
+  reason: string;
 }
 
 export interface WebhookDeliveryInput {

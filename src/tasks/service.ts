@@ -251,27 +251,43 @@ export async function startTaskWorkflow(
     ...(firstAttemptReport ? { firstAttemptReport } : {}),
   };
   try {
-    await deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
-      taskQueue: deps.config.taskQueue,
-      workflowId: task.workflow_id,
-      args: [input],
-      requestEagerStart: deps.eagerStart,
-      typedSearchAttributes: [
-        { key: TaskTypeAttribute, value: task.task_type },
-        { key: AccountIdAttribute, value: task.account_id },
-        // Visibility shows a task's progress as queued until its final state (each upsert is a visibility write).
-        { key: TaskStatusAttribute, value: 'queued' satisfies TaskState },
-      ],
-    });
+    await launchTaskWorkflow(deps, { workflowId: task.workflow_id, input, accountId: task.account_id, searchTaskType: task.task_type, chat: chat !== undefined });
   } catch (error) {
-    if (!(error instanceof WorkflowExecutionAlreadyStartedError)) {
-      deps.logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
-      // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
-      afterFinish(deps, await finishTask(deps.db, task.task_id, { failure: taskFailure('service_unavailable', 'The task could not be started; its hold was released.') }));
-      return false;
-    }
+    deps.logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
+    // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
+    afterFinish(deps, await finishTask(deps.db, task.task_id, { failure: taskFailure('service_unavailable', 'The task could not be started; its hold was released.') }));
+    return false;
   }
   // Only the stranded-task sweep reads this mark; the caller need not wait for it.
   void markWorkflowStarted(deps.db, task.task_id).catch((error) => deps.logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
   return true;
+}
+
+/**
+ * Starts the task workflow (a chat's, with `chat`), client's or platform's: false when one with its id
+ * was started already (by another process, or an earlier try). A platform task's workflow creates its
+ * task (docs/trust.md), so it has no row to start from; `searchTaskType` names it in the Temporal UI.
+ */
+export async function launchTaskWorkflow(
+  deps: Pick<StartDeps, 'config' | 'temporal'> & { eagerStart?: boolean },
+  start: { workflowId: string; input: TaskWorkflowInput; accountId: string; searchTaskType: string; chat?: boolean },
+): Promise<boolean> {
+  try {
+    await deps.temporal.workflow.start(start.chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
+      taskQueue: deps.config.taskQueue,
+      workflowId: start.workflowId,
+      args: [start.input],
+      requestEagerStart: deps.eagerStart,
+      typedSearchAttributes: [
+        { key: TaskTypeAttribute, value: start.searchTaskType },
+        { key: AccountIdAttribute, value: start.accountId },
+        // Visibility shows a task's progress as queued until its final state (each upsert is a visibility write).
+        { key: TaskStatusAttribute, value: 'queued' satisfies TaskState },
+      ],
+    });
+    return true;
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw error;
+  }
 }

@@ -223,9 +223,9 @@ export async function createCanary(db: DatabasePool, canary: NewCanary): Promise
         ON CONFLICT DO NOTHING
         RETURNING task_id
       ), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at)
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, purpose)
         SELECT task_id, ${PLATFORM_ACCOUNT_ID}, ${canary.taskType}, ${sql.jsonb(payload as never)}, ${canary.pricePoints}::numeric, ${canary.timeoutSeconds},
-               ${canary.workflowId}, 'queued', now()
+               ${canary.workflowId}, 'queued', now(), 'canary'
         FROM k
         RETURNING task_id
       ), drawn AS (

@@ -150,8 +150,9 @@ async function insertRunTask(
   return db
     .maybeOne(sql.type(z.object({ task_id: z.string() }))`
       WITH claimed AS (${input.claim}), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${input.maxPricePoints}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country, purpose)
+        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${input.maxPricePoints}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country,
+               'verification'
         FROM tasks t JOIN claimed c ON c.task_id = t.task_id
         RETURNING task_id
       ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, input.maxPricePoints)}

@@ -2,12 +2,13 @@
  * Records the workflow histories that test/workflows/replay.test.ts replays: the task workflow of a given
  * version of the code, run through scripted scenarios on an embedded Temporal dev server.
  *
- *   node --import tsx test/support/record-histories.ts <label> [<checkout>]
+ *   node --import tsx test/support/record-histories.ts <label> [<checkout> [<scenario>...]]
  *
  * `<checkout>` is a checkout of the version to record (default: this one), e.g. made with
  * `git worktree add /tmp/v <commit>` and node_modules linked into it. Histories are written to
  * test/fixtures/histories/<label>--<scenario>.json. Record a version before a change that adds or
- * removes a `patched()` marker, so the replay test proves the new code still runs its workflows.
+ * removes a `patched()` marker, so the replay test proves the new code still runs its workflows; name
+ * scenarios to record only those (e.g. the new branches of a change).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -20,7 +21,7 @@ import { resolveTemporalCli, startEmbeddedTemporal } from '../../src/embedded/te
 import { createLogger } from '../../src/logger';
 import { solverReportedFailure } from '../../src/contract/lifecycle';
 import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../src/contract/workflows';
-import { taskInput, untilCancelled, WorkflowHarness } from './workflow-harness';
+import { canaryInput, taskInput, untilCancelled, WorkflowHarness } from './workflow-harness';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../fixtures/histories');
 
@@ -98,6 +99,31 @@ export const SCENARIOS: Record<string, Scenario> = {
     await handle.result();
     return handle.fetchHistory();
   },
+  // Platform tasks: a canary of one solver, one attempt, created by the step before it.
+  'canary-passed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', canaryInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber, input.canaryFor) }),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // Queued for its solver, handed a slot by signal; its attempt fails, so it ends unanswered.
+  'canary-unanswered': async (harness, taskId) => {
+    const slot = harness.assignment(taskId, 1, 'solver-checked');
+    const handle = await harness.start('taskWorkflow', canaryInput(taskId), {
+      reserve: () => ({ assignment: null, untriedOnline: 1, finishedAs: null, queued: true }),
+      dispatch: async () => solverReportedFailure({ type: 'flaky', message: 'flaky' }, true, 0),
+    });
+    while (harness.calls.reserved.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await handle.signal(slotHandedSignal, { attemptNumber: 1, assignment: slot });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'canary-skipped': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', canaryInput(taskId), { createCanary: () => ({ created: false, reason: 'not_due' }) });
+    await handle.result();
+    return handle.fetchHistory();
+  },
   // The `fence-lost-chat-attempt` marker: a chat attempt lost with its node, the client node asked.
   'chat-lost-attempt': async (harness, taskId) => {
     const stream = { clientNodeId: harness.nodeId, completionId: `chatcmpl-${taskId}` };
@@ -115,8 +141,8 @@ export const SCENARIOS: Record<string, Scenario> = {
 };
 
 async function main() {
-  const [label, checkout = path.resolve(__dirname, '../..')] = process.argv.slice(2);
-  if (!label) throw new Error('usage: record-histories.ts <label> [<checkout>]');
+  const [label, checkout = path.resolve(__dirname, '../..'), ...only] = process.argv.slice(2);
+  if (!label) throw new Error('usage: record-histories.ts <label> [<checkout> [<scenario>...]]');
   const logger = createLogger('warn', 'record-histories');
   const config = loadConfig();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'record-histories-'));
@@ -125,7 +151,7 @@ async function main() {
   const harness = await WorkflowHarness.start(temporal.address, bundle);
   fs.mkdirSync(HISTORIES_DIR, { recursive: true });
   try {
-    for (const [name, scenario] of Object.entries(SCENARIOS)) {
+    for (const [name, scenario] of Object.entries(SCENARIOS).filter(([name]) => only.length === 0 || only.includes(name))) {
       const history = await scenario(harness, `task_${name.replace(/-/g, '_')}`);
       const file = path.join(HISTORIES_DIR, `${label}--${name}.json`);
       const json = proto.api.history.v1.History.toObject(proto.api.history.v1.History.fromObject(history as object), { longs: String, enums: String, bytes: String });

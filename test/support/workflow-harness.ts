@@ -8,6 +8,7 @@ import type { DispatchInput } from '../../activities/dispatch';
 import type { ReserveAttemptInput } from '../../src/db/matching';
 import type { AttemptEnd, Reservation } from '../../src/db/tasks/attempts';
 import type { Completion } from '../../src/tasks/finish';
+import type { CanaryCreated } from '../../src/trust/canaries';
 import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/contract/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
@@ -29,6 +30,8 @@ export interface Script {
   fence?(input: { completionId: string; attemptId: string }): number | null;
   /** How a claim that the target failed was judged as its attempt closed (none by default). */
   targetVerdict?(input: AttemptEnd): TargetFailureVerdict | null;
+  /** A canary's creation, the step before its attempt (created by default). */
+  createCanary?(input: { taskId: string; solverId: string }): CanaryCreated;
 }
 
 export interface Calls {
@@ -38,12 +41,20 @@ export interface Calls {
   finished: TaskFailure[];
   completedByAdmin: Completion[];
   fenced: string[];
+  /** Canaries created (their task ids), and those marked unanswered. */
+  canaries: string[];
+  unanswered: string[];
 }
 
 const NODE_ID = 'node-under-test';
 
 export function taskInput(taskId: string, overrides: Partial<TaskWorkflowInput> = {}): TaskWorkflowInput {
   return { taskId, taskType: 'proxy_fetch', maxPricePoints: '10', timeoutSeconds: 30, maxAttempts: 3, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000, ...overrides };
+}
+
+/** A canary of solver `solver-checked`, as its starter starts the task workflow (src/trust/canary-starter.ts). */
+export function canaryInput(taskId: string, overrides: Partial<TaskWorkflowInput> = {}): TaskWorkflowInput {
+  return taskInput(taskId, { maxAttempts: 1, platform: { purpose: 'canary', solverId: 'solver-checked', sent: 0 }, ...overrides });
 }
 
 /**
@@ -66,7 +77,7 @@ export function untilCancelled(onCancelled: () => void = () => undefined): () =>
 
 /** Runs workflows of one bundle on their own task queues (one per harness), against stub activities. */
 export class WorkflowHarness {
-  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [] };
+  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [], canaries: [], unanswered: [] };
   private script: Script = {};
   private running: Promise<void>[] = [];
   private constructor(
@@ -107,6 +118,13 @@ export class WorkflowHarness {
         async completeTask(input: { taskId: string; completion: Completion }) {
           me().calls.completedByAdmin.push(input.completion);
           return { applied: true, status: 'completed' satisfies TaskState };
+        },
+        async createCanary(input: { taskId: string; solverId: string }): Promise<CanaryCreated> {
+          me().calls.canaries.push(input.taskId);
+          return me().script.createCanary?.(input) ?? { created: true, taskId: input.taskId };
+        },
+        async markCanaryUnanswered(input: { taskId: string }) {
+          me().calls.unanswered.push(input.taskId);
         },
       },
     });
