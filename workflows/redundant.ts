@@ -1,14 +1,9 @@
-import { condition, patched, proxyLocalActivities, setHandler, upsertSearchAttributes, uuid4, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import { condition, patched, setHandler, upsertSearchAttributes, uuid4, workflowInfo } from '@temporalio/workflow';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import { taskFailure, type Assignment } from '../src/contract/lifecycle';
 import { slotHandedSignal, TaskStatusAttribute, type RedundantRunWorkflowInput, type RedundantRunWorkflowResult } from '../src/contract/workflows';
+import { db } from './bookkeeping';
 import { dispatchSingleAttempt } from './single-attempt';
-
-const db = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds', maximumAttempts: 20 },
-});
 
 /** The task an attempt id belongs to (attempt ids are `<task id>.a<n>`). */
 const taskOfAttempt = (attemptId: string) => attemptId.replace(/\.a\d+$/, '');

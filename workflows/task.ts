@@ -40,7 +40,7 @@ import {
   type TaskWorkflowResult,
 } from '../src/contract/workflows';
 import { db } from './bookkeeping';
-import { afterNoResult, beforeAttempt } from './platform';
+import { afterNoResult, afterResult, beforeAttempt, noneOnline } from './platform';
 
 // Workflows started before the queue polled for a slot, short first, then every 2 s; they keep doing so
 // on replay. Since, a waiting task is handed its slot by signal (docs/queue.md) and waits for nothing else.
@@ -67,7 +67,7 @@ export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkfl
     // solver to stop; the hold is released whatever happens next.
     await CancellationScope.nonCancellable(async () => {
       await db.finishTaskWithoutResult({ taskId: input.taskId, ...taskFailure('client_cancelled', 'The client went away before the result.') });
-      if (input.platform) await afterNoResult(input.taskId, input.platform);
+      if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: 'The workflow was cancelled.' });
     });
     throw error;
   }
@@ -124,10 +124,10 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
   // A claim that the target failed, held against its solver, gets one other solver's opinion, from a slot free now.
   let secondOpinion: 'none' | 'asking' | 'asked' = 'none';
 
-  const end = async (type: TaskErrorType, message: string, solverErrorType?: string): Promise<TaskWorkflowResult> => {
+  const end = async (type: TaskErrorType, message: string, solverErrorType?: string, skipped = false): Promise<TaskWorkflowResult> => {
     const failure = taskFailure(type, message, solverErrorType);
     const outcome = await db.finishTaskWithoutResult({ taskId: input.taskId, ...failure });
-    if (input.platform) await afterNoResult(input.taskId, input.platform);
+    if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: message, skipped });
     setStatus(outcome.status);
     return { taskId: input.taskId, status: outcome.status, error: outcome.applied ? failure.error : undefined };
   };
@@ -162,7 +162,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
             taskId: input.taskId,
             attemptNumber: attemptNumber + 1,
             taskType: input.taskType,
-            maxPricePoints: input.maxPricePoints,
+            maxPricePoints: match.maxPricePoints ?? input.maxPricePoints,
             excludedSolverIds: match.excludedSolverIds ? [...match.excludedSolverIds, ...excluded] : excluded,
             lastResortSolverIds: lastResort,
             strongModels: input.strongModels,
@@ -171,13 +171,15 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
     if (!reservation.assignment) {
       if (reservation.finishedAs) {
         // Finished meanwhile, e.g. an attempt completed and settled whose report to us was lost with its node.
+        if (input.platform && reservation.finishedAs === 'completed') await afterResult(input, input.platform);
+        else if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: `The task ended ${reservation.finishedAs}.` });
         setStatus(reservation.finishedAs);
         return { taskId: input.taskId, status: reservation.finishedAs };
       }
       // No other solver free now to give its opinion: the target's failure ends the task, as it said.
       if (secondOpinion === 'asking') return end('solver_failed', lastFailure!.error.message, solverErrorTypeOf(lastFailure!));
       // A platform task is for solvers online now: with none, it ends at once.
-      if (input.platform && reservation.untriedOnline === 0) return end('solver_failed', 'No solver it is for is online (offline, or quarantined).');
+      if (input.platform && reservation.untriedOnline === 0) return end('solver_failed', noneOnline(input.platform, match), undefined, true);
       if (attemptNumber > 0 && reservation.untriedOnline === 0) {
         return end(
           'solver_failed',
@@ -209,6 +211,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
       // The dispatch activity stored the result and settled the task.
+      if (input.platform) await afterResult(input, input.platform);
       setStatus(outcome.status);
       return { taskId: input.taskId, status: outcome.status };
     }

@@ -72,7 +72,22 @@ export interface CanaryTask {
   /** Canaries of that type the solver was sent before this one (its workflow id numbers them). */
   sent: number;
 }
-export type PlatformTask = CanaryTask;
+/**
+ * A run of a client's task again (docs/trust.md, "Verified client tasks"): the second, by a verifier or
+ * another solver, or the third that breaks the tie when two solvers that are not verifiers disagreed.
+ */
+export interface VerificationTask {
+  purpose: 'verification';
+  /** The client's task, whose result the run's is compared with. */
+  clientTaskId: string;
+  run: 'second' | 'third';
+}
+export type PlatformTask = CanaryTask | VerificationTask;
+
+/** The workflow ids of a client task's verification runs, the second and the third, and their TaskType search attribute value. */
+export const redundantWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}`;
+export const thirdRunWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}-third`;
+export const redundantSearchTaskType = (taskType: string) => `redundant_${taskType}`;
 
 /** Whom a platform task's attempt may go to, as the step before its attempt found (matching's options). */
 export interface PlatformMatch {
@@ -84,6 +99,8 @@ export interface PlatformMatch {
   behindClientTasks?: boolean;
   /** Solvers it must not go to (the ones whose result it checks). */
   excludedSolverIds?: string[];
+  /** Its price cap, when the step before chose it (a verification run's). */
+  maxPricePoints?: string;
 }
 
 /** What the step before a platform task's attempt did: the task is created, or why it is not. */

@@ -270,12 +270,21 @@ export async function startTaskWorkflow(
  */
 export async function launchTaskWorkflow(
   deps: Pick<StartDeps, 'config' | 'temporal'> & { eagerStart?: boolean },
-  start: { workflowId: string; input: TaskWorkflowInput; accountId: string; searchTaskType: string; chat?: boolean },
+  start: {
+    workflowId: string;
+    input: TaskWorkflowInput;
+    accountId: string;
+    searchTaskType: string;
+    chat?: boolean;
+    /** Refuse a second start even once the first workflow has ended (a verification run is started once). */
+    once?: boolean;
+  },
 ): Promise<boolean> {
   try {
     await deps.temporal.workflow.start(start.chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
       taskQueue: deps.config.taskQueue,
       workflowId: start.workflowId,
+      ...(start.once ? { workflowIdReusePolicy: 'REJECT_DUPLICATE' as const } : {}),
       args: [start.input],
       requestEagerStart: deps.eagerStart,
       typedSearchAttributes: [

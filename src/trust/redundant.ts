@@ -31,9 +31,7 @@ type Runner = CommonQueryMethods;
 export const REDUNDANT_RUN_STATES = Object.freeze(['pending', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped', 'refuted', 'upheld'] as const);
 export type RedundantRunState = (typeof REDUNDANT_RUN_STATES)[number];
 
-/** The workflow id of a client task's redundant run, and its TaskType search attribute value. */
-export const redundantWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}`;
-export const redundantSearchTaskType = (taskType: string) => `redundant_${taskType}`;
+export { redundantSearchTaskType, redundantWorkflowId } from '../contract/workflows';
 
 const isWebTaskType = (taskType: string): taskType is WebTaskType => (WEB_TASK_TYPES as readonly string[]).includes(taskType);
 

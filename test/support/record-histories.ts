@@ -20,8 +20,8 @@ import { loadConfig } from '../../src/config';
 import { resolveTemporalCli, startEmbeddedTemporal } from '../../src/embedded/temporal';
 import { createLogger } from '../../src/logger';
 import { solverReportedFailure } from '../../src/contract/lifecycle';
-import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../src/contract/workflows';
-import { canaryInput, taskInput, untilCancelled, WorkflowHarness } from './workflow-harness';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, thirdRunWorkflowId } from '../../src/contract/workflows';
+import { canaryInput, taskInput, untilCancelled, verificationInput, WorkflowHarness } from './workflow-harness';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../fixtures/histories');
 
@@ -121,6 +121,39 @@ export const SCENARIOS: Record<string, Scenario> = {
   },
   'canary-skipped': async (harness, taskId) => {
     const handle = await harness.start('taskWorkflow', canaryInput(taskId), { createCanary: () => ({ created: false, reason: 'not_due' }) });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // Verification runs: the second is judged; a disagreement starts the third as a task workflow of its own.
+  'verification-agreed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'verification-disagreed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      verdict: (run) => (run === 'second' ? 'disagreed' : 'upheld'),
+    });
+    await handle.result();
+    await harness.client.workflow.getHandle(thirdRunWorkflowId(`${taskId}_client`)).result();
+    return handle.fetchHistory();
+  },
+  'verification-skipped': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId), {
+      reserve: () => ({ assignment: null, untriedOnline: 0, finishedAs: null }),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // A third run whose attempt fails concludes the dispute without a verdict.
+  'verification-third-failed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId, 'third'), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async () => solverReportedFailure({ type: 'crashed', message: 'worker crashed' }, false, 0),
+    });
     await handle.result();
     return handle.fetchHistory();
   },

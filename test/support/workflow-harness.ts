@@ -9,6 +9,7 @@ import type { ReserveAttemptInput } from '../../src/db/matching';
 import type { AttemptEnd, Reservation } from '../../src/db/tasks/attempts';
 import type { Completion } from '../../src/tasks/finish';
 import type { CanaryCreated } from '../../src/trust/canaries';
+import type { RedundantRunCreated, RedundantRunState } from '../../src/trust/redundant';
 import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/contract/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
@@ -32,6 +33,10 @@ export interface Script {
   targetVerdict?(input: AttemptEnd): TargetFailureVerdict | null;
   /** A canary's creation, the step before its attempt (created by default). */
   createCanary?(input: { taskId: string; solverId: string }): CanaryCreated;
+  /** A verification run's creation, second or third (created by default, by any solver but `solver-checked`). */
+  createRun?(input: { clientTaskId: string; runTaskId: string }, run: 'second' | 'third'): RedundantRunCreated;
+  /** The verdict on a verification run's result (`agreed` by default). */
+  verdict?(run: 'second' | 'third'): RedundantRunState;
 }
 
 export interface Calls {
@@ -44,6 +49,8 @@ export interface Calls {
   /** Canaries created (their task ids), and those marked unanswered. */
   canaries: string[];
   unanswered: string[];
+  /** What the verification activities were asked, in order (`<activity> <client task id>`). */
+  verification: string[];
 }
 
 const NODE_ID = 'node-under-test';
@@ -55,6 +62,11 @@ export function taskInput(taskId: string, overrides: Partial<TaskWorkflowInput> 
 /** A canary of solver `solver-checked`, as its starter starts the task workflow (src/trust/canary-starter.ts). */
 export function canaryInput(taskId: string, overrides: Partial<TaskWorkflowInput> = {}): TaskWorkflowInput {
   return taskInput(taskId, { maxAttempts: 1, platform: { purpose: 'canary', solverId: 'solver-checked', sent: 0 }, ...overrides });
+}
+
+/** A verification run of client task `<taskId>_client`, as its starter starts the task workflow (src/trust/redundant-starter.ts). */
+export function verificationInput(taskId: string, run: 'second' | 'third' = 'second'): TaskWorkflowInput {
+  return taskInput(taskId, { maxAttempts: 1, platform: { purpose: 'verification', clientTaskId: `${taskId}_client`, run } });
 }
 
 /**
@@ -75,10 +87,35 @@ export function untilCancelled(onCancelled: () => void = () => undefined): () =>
   };
 }
 
+/** The verification runs' bookkeeping, scripted (src/trust/redundant.ts's activities). */
+function verificationStubs(me: () => WorkflowHarness) {
+  const created = (run: 'second' | 'third') => async (input: { clientTaskId: string; runTaskId: string }): Promise<RedundantRunCreated> => {
+    me().calls.verification.push(`create-${run} ${input.clientTaskId}`);
+    return (
+      me().script.createRun?.(input, run) ?? { created: true, runTaskId: input.runTaskId, maxPricePoints: '1', firstSolverId: 'solver-checked', ...(run === 'third' ? { excludedSolverIds: ['solver-checked', 'solver-1'] } : {}) }
+    );
+  };
+  const judged = (run: 'second' | 'third') => async (input: { clientTaskId: string }): Promise<RedundantRunState> => {
+    me().calls.verification.push(`judge-${run} ${input.clientTaskId}`);
+    return me().script.verdict?.(run) ?? 'agreed';
+  };
+  const ended = (what: string) => async (input: { clientTaskId: string }) => {
+    me().calls.verification.push(`${what} ${input.clientTaskId}`);
+  };
+  return {
+    createRedundantRunTask: created('second'),
+    createThirdRunTask: created('third'),
+    judgeRedundantRun: judged('second'),
+    judgeThirdRun: judged('third'),
+    endRedundantRun: ended('end'),
+    concludeDispute: ended('conclude'),
+  };
+}
+
 /** Runs workflows of one bundle on their own task queues (one per harness), against stub activities. */
 export class WorkflowHarness {
-  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [], canaries: [], unanswered: [] };
-  private script: Script = {};
+  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [], canaries: [], unanswered: [], verification: [] };
+  script: Script = {};
   private running: Promise<void>[] = [];
   private constructor(
     private readonly connection: NativeConnection,
@@ -126,6 +163,7 @@ export class WorkflowHarness {
         async markCanaryUnanswered(input: { taskId: string }) {
           me().calls.unanswered.push(input.taskId);
         },
+        ...verificationStubs(me),
       },
     });
     const node = await Worker.create({
