@@ -6,6 +6,7 @@ import { db } from './bookkeeping';
 import { dispatchSingleAttempt } from './single-attempt';
 
 /**
+ * Canaries started before they ran as the task workflow (workflows/platform.ts) finish here.
  * One canary (docs/trust.md): creates the platform's task for the canary page, takes a free slot of its
  * one solver or waits in the queue until that solver's next free slot is handed to it (by signal, the
  * canary first), and dispatches it like any attempt. The dispatch activity stores the result, and the

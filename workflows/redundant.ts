@@ -9,6 +9,7 @@ import { dispatchSingleAttempt } from './single-attempt';
 const taskOfAttempt = (attemptId: string) => attemptId.replace(/\.a\d+$/, '');
 
 /**
+ * Verification runs started before they ran as the task workflow (workflows/platform.ts) finish here.
  * One verification of a client task (docs/trust.md, "Verified client tasks"): after a client's web task
  * completed, the platform runs it again on a verifier, or else on another trusted solver within what
  * the client was charged (never the one that served it), paid from the platform's hold, and compares

@@ -132,7 +132,10 @@ export interface WebhookDeliveryInput {
   attemptsMade?: number;
 }
 
-/** A canary task for one solver (docs/trust.md); its task id is chosen by whoever starts it. */
+/**
+ * The input of the canary workflow, which canaries ran as before they ran as the task workflow
+ * (`platform`); kept while workflows started then may still run (workflows/index.ts).
+ */
 export interface CanaryWorkflowInput {
   taskId: string;
   solverId: string;
@@ -154,7 +157,10 @@ export interface CanaryWorkflowResult {
   reason?: string;
 }
 
-/** A client task run again by a verifier or a second solver (docs/trust.md, "Verified client tasks"); started by a worker. */
+/**
+ * The input of the redundant-run workflow, which verification runs ran as before they ran as the task
+ * workflow (`platform`); kept while workflows started then may still run (workflows/index.ts).
+ */
 export interface RedundantRunWorkflowInput {
   /** The client's task, whose result the second one is compared with. */
   clientTaskId: string;
