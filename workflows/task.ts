@@ -55,8 +55,9 @@ const SECOND_OPINION_PATCH = 'target-failure-second-opinion';
 /**
  * One web task: match a solver, dispatch to the node holding its socket, reassign on error, silence or
  * disconnect, and settle (or release) the points hold exactly once. Admins may complete it by signal,
- * and its client may cancel it by signal. A platform task (`platform`: a canary) runs the same way with
- * one attempt, matched as its step before the attempt says, and its step after when no result came.
+ * and its client may cancel it by signal. A platform task (`platform`: a canary or a verification run)
+ * runs the same way with one attempt, created and matched as its step before the attempt says, and
+ * judged by its step after (workflows/platform.ts).
  */
 export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult | SkippedTaskResult> {
   try {
@@ -93,7 +94,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
   let status: TaskState = 'queued';
   let admin: AdminCompletion | undefined;
   setHandler(adminCompleteSignal, (completion) => {
-    admin ??= completion;
+    // A platform task's result is its solver's to give: an admin's would be judged as the solver's.
+    if (!input.platform) admin ??= completion;
   });
   // Without this signal every predicate below reads as before, so histories without it replay unchanged.
   let cancelled = false;
