@@ -124,6 +124,26 @@ export const SCENARIOS: Record<string, Scenario> = {
     await handle.result();
     return handle.fetchHistory();
   },
+  // The workflows canaries and verification runs ran as before they ran as the task workflow, kept for
+  // those still running: recorded from a version before (label `pre-platform-tasks`).
+  'legacy-canary': async (harness, taskId) => {
+    const input = { taskId, solverId: 'solver-checked', taskType: 'proxy_fetch', sent: 0, maxPricePoints: '10', timeoutSeconds: 30, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000 };
+    const handle = await harness.startLegacy('canaryWorkflow', input, {
+      reserve: (reserve) => ({ assignment: harness.assignment(taskId, reserve.attemptNumber, 'solver-checked') }),
+      dispatch: async () => solverReportedFailure({ type: 'flaky', message: 'flaky' }, true, 0),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'legacy-redundant': async (harness, taskId) => {
+    const input = { clientTaskId: `${taskId}_client`, runTaskId: taskId, taskType: 'proxy_fetch', timeoutSeconds: 30, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000 };
+    const handle = await harness.startLegacy('redundantRunWorkflow', input, {
+      reserve: (reserve) => ({ assignment: harness.assignment(reserve.taskId, reserve.attemptNumber) }),
+      verdict: (run) => (run === 'second' ? 'disagreed' : 'upheld'),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
   // Verification runs: the second is judged; a disagreement starts the third as a task workflow of its own.
   'verification-agreed': async (harness, taskId) => {
     const handle = await harness.start('taskWorkflow', verificationInput(taskId), {

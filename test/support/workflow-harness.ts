@@ -13,7 +13,7 @@ import type { RedundantRunCreated, RedundantRunState } from '../../src/trust/red
 import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/contract/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
-import { nodeTaskQueue, type TaskWorkflowInput, type TaskWorkflowResult } from '../../src/contract/workflows';
+import { nodeTaskQueue, type CanaryWorkflowInput, type RedundantRunWorkflowInput, type TaskWorkflowInput, type TaskWorkflowResult } from '../../src/contract/workflows';
 
 /**
  * The task workflow on the real Temporal dev server with its activities replaced by scripts: each test
@@ -199,9 +199,20 @@ export class WorkflowHarness {
 
   /** Starts a workflow with a fresh script and fresh call records. */
   async start(workflow: 'taskWorkflow' | 'chatCompletionWorkflow', input: TaskWorkflowInput, script: Script): Promise<WorkflowHandle> {
+    return this.startAny(workflow, input.taskId, input, script);
+  }
+
+  /** Starts the canary or redundant-run workflow that platform tasks ran as before (kept for those still running). */
+  async startLegacy(workflow: 'canaryWorkflow', input: CanaryWorkflowInput, script: Script): Promise<WorkflowHandle>;
+  async startLegacy(workflow: 'redundantRunWorkflow', input: RedundantRunWorkflowInput, script: Script): Promise<WorkflowHandle>;
+  async startLegacy(workflow: string, input: CanaryWorkflowInput | RedundantRunWorkflowInput, script: Script): Promise<WorkflowHandle> {
+    return this.startAny(workflow, 'taskId' in input ? input.taskId : input.clientTaskId, input, script);
+  }
+
+  private async startAny(workflow: string, id: string, input: object, script: Script): Promise<WorkflowHandle> {
     this.script = script;
     for (const list of Object.values(this.calls)) list.length = 0;
-    return this.client.workflow.start(workflow, { taskQueue: this.taskQueue, workflowId: `${input.taskId}-${crypto.randomBytes(3).toString('hex')}`, args: [input] });
+    return this.client.workflow.start(workflow, { taskQueue: this.taskQueue, workflowId: `${id}-${crypto.randomBytes(3).toString('hex')}`, args: [input] });
   }
 
   async run(workflow: 'taskWorkflow' | 'chatCompletionWorkflow', input: TaskWorkflowInput, script: Script): Promise<{ result: TaskWorkflowResult; history: temporal.api.history.v1.IHistory }> {
