@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { HOLD_STATES, LEDGER_ENTRY_KINDS } from '../src/contract/ledger';
-import { ATTEMPT_OUTCOMES, CANARY_VERDICTS, DELIVERY_STATES, TARGET_FAILURE_VERDICTS, TASK_STATES } from '../src/contract/lifecycle';
+import { ATTEMPT_OUTCOMES, CANARY_VERDICTS, DELIVERY_STATES, TARGET_FAILURE_VERDICTS, TASK_PURPOSES, TASK_STATES } from '../src/contract/lifecycle';
 import { ACCOUNT_KINDS } from '../src/db/accounts';
 import { CRAWL_KINDS, CRAWL_STATES, PAGE_STATES } from '../src/db/crawls';
 import { createDb, type Db } from '../src/db/pool';
@@ -30,6 +30,7 @@ async function checkedValues(table: string, column: string): Promise<string[]> {
 
 const TABLES: [string, string, readonly string[]][] = [
   ['tasks', 'status', TASK_STATES],
+  ['tasks', 'purpose', TASK_PURPOSES],
   ['task_attempts', 'outcome', ATTEMPT_OUTCOMES],
   ['target_failures', 'verdict', TARGET_FAILURE_VERDICTS],
   ['ledger_entries', 'kind', Object.keys(LEDGER_ENTRY_KINDS)],

@@ -151,14 +151,14 @@ test('two honest solvers agree: nothing is recorded against them, the platform p
   expect(await balanceFromEntries(stack.db, PLATFORM_ACCOUNT_ID)).toEqual(platformAfter);
   expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
 
-  // In the Temporal UI the run is a workflow of its own, with its own task type.
+  // In the Temporal UI the run is a task workflow of its own, with its own task type.
   const temporal = await createTemporalClient(testEndpoints().temporalAddress, 'default');
   try {
     const description = await temporal.workflow.getHandle(`redundant-${taskId}`).describe();
-    expect(description.type).toBe('redundantRunWorkflow');
+    expect(description.type).toBe('taskWorkflow');
     expect(description.typedSearchAttributes.get(TaskTypeAttribute)).toBe('redundant_proxy_fetch');
     expect(description.typedSearchAttributes.get(AccountIdAttribute)).toBe(PLATFORM_ACCOUNT_ID);
-    expect(description.typedSearchAttributes.get(TaskStatusAttribute)).toBe('agreed');
+    expect(description.typedSearchAttributes.get(TaskStatusAttribute)).toBe('completed');
   } finally {
     await temporal.connection.close();
   }

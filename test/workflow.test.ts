@@ -1,9 +1,9 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowFailedError } from '@temporalio/client';
 import { attemptFailed, solverReportedFailure } from '../src/contract/lifecycle';
-import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, taskStatusQuery } from '../src/contract/workflows';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, taskStatusQuery, thirdRunWorkflowId } from '../src/contract/workflows';
 import { testConfig, testEndpoints } from './support/stack';
-import { taskInput, untilCancelled, WorkflowHarness } from './support/workflow-harness';
+import { canaryInput, taskInput, untilCancelled, verificationInput, WorkflowHarness } from './support/workflow-harness';
 
 /** The task workflow's branches, with its activities replaced: no database, no solvers, no API node. */
 describe('the task workflow', () => {
@@ -180,5 +180,82 @@ describe('the task workflow', () => {
     });
     expect(result).toMatchObject({ status: 'failed', error: { type: 'solver_failed', message: 'The solver failed after streaming began: reset' } });
     expect(harness.calls.fenced).toEqual([]);
+  });
+});
+
+/** Canaries and verification runs: the task workflow with one attempt and its steps before and after. */
+describe('platform tasks in the task workflow', () => {
+  jest.setTimeout(60_000);
+  let harness: WorkflowHarness;
+  let n = 0;
+  const nextTaskId = () => `task_pf${Date.now()}${n++}`;
+
+  beforeAll(async () => {
+    harness = await WorkflowHarness.start(testEndpoints().temporalAddress, { codePath: testConfig().workflowBundlePath! });
+  });
+  afterAll(async () => {
+    await harness?.close();
+  });
+
+  test('a canary is created first and goes to its solver alone; a failed attempt ends it unanswered, with no second one', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', canaryInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber, input.canaryFor) }),
+      dispatch: async () => solverReportedFailure({ type: 'upstream_503', message: 'busy' }, true, 0),
+    });
+    expect(result).toMatchObject({ taskId, status: 'failed', error: { type: 'solver_failed' } });
+    expect(harness.calls.canaries).toEqual([taskId]);
+    expect(harness.calls.reserved.map((r) => [r.attemptNumber, r.canaryFor, r.behindClientTasks])).toEqual([[1, 'solver-checked', undefined]]);
+    expect(harness.calls.dispatched.map((d) => d.solverId)).toEqual(['solver-checked']);
+    expect(harness.calls.unanswered).toEqual([taskId]);
+  });
+
+  test('a canary no longer due creates nothing and asks matching nothing: it ends skipped', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', canaryInput(taskId), { createCanary: () => ({ created: false, reason: 'not_due' }) });
+    expect(result).toEqual({ taskId, status: 'skipped', reason: 'not_due' });
+    expect(harness.calls.reserved).toEqual([]);
+    expect(harness.calls.finished).toEqual([]);
+  });
+
+  test('a canary whose solver is offline ends at once, unanswered, not at its deadline', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', canaryInput(taskId), { reserve: () => ({ assignment: null, untriedOnline: 0, finishedAs: null }) });
+    expect(result).toMatchObject({ status: 'failed', error: { message: 'The solver went offline or was quarantined before the canary.' } });
+    expect(harness.calls.unanswered).toEqual([taskId]);
+  });
+
+  test('a verification run waits behind client tasks, never for the solver it checks, at the cap its step before chose; agreement ends it', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', verificationInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+    });
+    expect(result).toEqual({ taskId, status: 'completed' });
+    expect(harness.calls.reserved.map((r) => [r.behindClientTasks, r.excludedSolverIds, r.maxPricePoints])).toEqual([[true, ['solver-checked'], '1']]);
+    expect(harness.calls.verification).toEqual([`create-second ${taskId}_client`, `judge-second ${taskId}_client`]);
+  });
+
+  test('a verification run with nobody online to take it ends its verification skipped, with the reason', async () => {
+    const taskId = nextTaskId();
+    await harness.run('taskWorkflow', verificationInput(taskId), { reserve: () => ({ assignment: null, untriedOnline: 0, finishedAs: null }) });
+    expect(harness.calls.finished).toEqual([{ status: 'failed', error: { type: 'solver_failed', message: 'No other trusted solver within the price cap is online.' } }]);
+    expect(harness.calls.verification).toEqual([`create-second ${taskId}_client`, `end ${taskId}_client`]);
+  });
+
+  test('two solvers that disagree start a third run, a task workflow of its own, which is judged as it completes', async () => {
+    const taskId = nextTaskId();
+    await harness.run('taskWorkflow', verificationInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(input.taskId, input.attemptNumber) }),
+      verdict: (run) => (run === 'second' ? 'disagreed' : 'upheld'),
+    });
+    const third = await harness.client.workflow.getHandle(thirdRunWorkflowId(`${taskId}_client`)).result();
+    expect(third).toMatchObject({ status: 'completed' });
+    expect(harness.calls.verification).toEqual([
+      `create-second ${taskId}_client`,
+      `judge-second ${taskId}_client`,
+      `create-third ${taskId}_client`,
+      `judge-third ${taskId}_client`,
+    ]);
+    expect(harness.calls.reserved[1].excludedSolverIds).toEqual(['solver-checked', 'solver-1']);
   });
 });

@@ -1,16 +1,12 @@
-import { condition, proxyLocalActivities, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import { condition, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { CanaryTaskType } from '../src/trust/canaries';
 import { taskFailure, type Assignment } from '../src/contract/lifecycle';
 import { slotHandedSignal, TaskStatusAttribute, type CanaryWorkflowInput, type CanaryWorkflowResult } from '../src/contract/workflows';
+import { db } from './bookkeeping';
 import { dispatchSingleAttempt } from './single-attempt';
 
-const db = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds', maximumAttempts: 20 },
-});
-
 /**
+ * Canaries started before they ran as the task workflow (workflows/platform.ts) finish here.
  * One canary (docs/trust.md): creates the platform's task for the canary page, takes a free slot of its
  * one solver or waits in the queue until that solver's next free slot is handed to it (by signal, the
  * canary first), and dispatches it like any attempt. The dispatch activity stores the result, and the

@@ -1,19 +1,15 @@
-import { condition, patched, proxyLocalActivities, setHandler, upsertSearchAttributes, uuid4, workflowInfo } from '@temporalio/workflow';
-import type { Activities } from '../activities';
+import { condition, patched, setHandler, upsertSearchAttributes, uuid4, workflowInfo } from '@temporalio/workflow';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import { taskFailure, type Assignment } from '../src/contract/lifecycle';
 import { slotHandedSignal, TaskStatusAttribute, type RedundantRunWorkflowInput, type RedundantRunWorkflowResult } from '../src/contract/workflows';
+import { db } from './bookkeeping';
 import { dispatchSingleAttempt } from './single-attempt';
-
-const db = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds', maximumAttempts: 20 },
-});
 
 /** The task an attempt id belongs to (attempt ids are `<task id>.a<n>`). */
 const taskOfAttempt = (attemptId: string) => attemptId.replace(/\.a\d+$/, '');
 
 /**
+ * Verification runs started before they ran as the task workflow (workflows/platform.ts) finish here.
  * One verification of a client task (docs/trust.md, "Verified client tasks"): after a client's web task
  * completed, the platform runs it again on a verifier, or else on another trusted solver within what
  * the client was charged (never the one that served it), paid from the platform's hold, and compares

@@ -5,7 +5,8 @@ import { attemptFailed, type Assignment, type AttemptReport } from '../src/contr
 import { nodeTaskQueue } from '../src/contract/workflows';
 
 /**
- * The one attempt of a platform task (a canary, a redundant run): dispatched on the node holding the
+ * The one attempt of a platform task started before platform tasks ran as the task workflow (the
+ * canary and redundant-run workflows, kept for those): dispatched on the node holding the
  * solver's socket, within the attempt timeout and what is left of the deadline. A node that cannot run
  * the activity is reported as `node_unavailable`, like a client task's attempt.
  */

@@ -6,12 +6,11 @@ import {
   log,
   patched,
   proxyActivities,
-  proxyLocalActivities,
   setHandler,
   TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { Activities, NodeActivities } from '../activities';
+import type { NodeActivities } from '../activities';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import {
   attemptFailed,
@@ -34,16 +33,14 @@ import {
   TaskStatusAttribute,
   taskStatusQuery,
   type AdminCompletion,
+  type PlatformMatch,
+  type SkippedTaskResult,
   type SlotHanded,
   type TaskWorkflowInput,
   type TaskWorkflowResult,
 } from '../src/contract/workflows';
-
-// Database bookkeeping is cheap and idempotent: local activities, retried briefly on transient errors.
-const db = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '10 seconds',
-  retry: { initialInterval: '100 milliseconds', backoffCoefficient: 2, maximumInterval: '2 seconds', maximumAttempts: 20 },
-});
+import { db } from './bookkeeping';
+import { afterNoResult, afterResult, beforeAttempt, noneOnline } from './platform';
 
 // Workflows started before the queue polled for a slot, short first, then every 2 s; they keep doing so
 // on replay. Since, a waiting task is handed its slot by signal (docs/queue.md) and waits for nothing else.
@@ -58,33 +55,47 @@ const SECOND_OPINION_PATCH = 'target-failure-second-opinion';
 /**
  * One web task: match a solver, dispatch to the node holding its socket, reassign on error, silence or
  * disconnect, and settle (or release) the points hold exactly once. Admins may complete it by signal,
- * and its client may cancel it by signal.
+ * and its client may cancel it by signal. A platform task (`platform`: a canary or a verification run)
+ * runs the same way with one attempt, created and matched as its step before the attempt says, and
+ * judged by its step after (workflows/platform.ts).
  */
-export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
+export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult | SkippedTaskResult> {
   try {
     return await runTask(input);
   } catch (error) {
     if (!isCancellation(error)) throw error;
     // Cancelled (a chat client went away): the attempt scope is cancelled with us, which tells the
     // solver to stop; the hold is released whatever happens next.
-    await CancellationScope.nonCancellable(() =>
-      db.finishTaskWithoutResult({ taskId: input.taskId, ...taskFailure('client_cancelled', 'The client went away before the result.') }),
-    );
+    await CancellationScope.nonCancellable(async () => {
+      await db.finishTaskWithoutResult({ taskId: input.taskId, ...taskFailure('client_cancelled', 'The client went away before the result.') });
+      if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: 'The workflow was cancelled.' });
+    });
     throw error;
   }
 }
 
 /** Chat completions run the same orchestration, restricted to strong-tier solvers, with a delta stream. */
-export async function chatCompletionWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
+export async function chatCompletionWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult | SkippedTaskResult> {
   return taskWorkflow(input);
 }
 
-async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
+async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | SkippedTaskResult> {
+  // A platform task is created by its workflow, only while it is still due: a late start creates nothing.
+  let match: PlatformMatch = {};
+  if (input.platform) {
+    const prepared = await beforeAttempt(input, input.platform);
+    if (!prepared.created) {
+      upsertSearchAttributes([{ key: TaskStatusAttribute, value: 'skipped' }]);
+      return { taskId: input.taskId, status: 'skipped', reason: prepared.reason };
+    }
+    match = prepared.match;
+  }
   const deadline = Date.now() + input.timeoutSeconds * 1000;
   let status: TaskState = 'queued';
   let admin: AdminCompletion | undefined;
   setHandler(adminCompleteSignal, (completion) => {
-    admin ??= completion;
+    // A platform task's result is its solver's to give: an admin's would be judged as the solver's.
+    if (!input.platform) admin ??= completion;
   });
   // Without this signal every predicate below reads as before, so histories without it replay unchanged.
   let cancelled = false;
@@ -115,9 +126,10 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
   // A claim that the target failed, held against its solver, gets one other solver's opinion, from a slot free now.
   let secondOpinion: 'none' | 'asking' | 'asked' = 'none';
 
-  const end = async (type: TaskErrorType, message: string, solverErrorType?: string): Promise<TaskWorkflowResult> => {
+  const end = async (type: TaskErrorType, message: string, solverErrorType?: string, skipped = false): Promise<TaskWorkflowResult> => {
     const failure = taskFailure(type, message, solverErrorType);
     const outcome = await db.finishTaskWithoutResult({ taskId: input.taskId, ...failure });
+    if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: message, skipped });
     setStatus(outcome.status);
     return { taskId: input.taskId, status: outcome.status, error: outcome.applied ? failure.error : undefined };
   };
@@ -152,19 +164,24 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
             taskId: input.taskId,
             attemptNumber: attemptNumber + 1,
             taskType: input.taskType,
-            maxPricePoints: input.maxPricePoints,
-            excludedSolverIds: excluded,
+            maxPricePoints: match.maxPricePoints ?? input.maxPricePoints,
+            excludedSolverIds: match.excludedSolverIds ? [...match.excludedSolverIds, ...excluded] : excluded,
             lastResortSolverIds: lastResort,
             strongModels: input.strongModels,
+            ...(input.platform ? { canaryFor: match.canaryFor, verifiersOnly: match.verifiersOnly, behindClientTasks: match.behindClientTasks } : {}),
           });
     if (!reservation.assignment) {
       if (reservation.finishedAs) {
         // Finished meanwhile, e.g. an attempt completed and settled whose report to us was lost with its node.
+        if (input.platform && reservation.finishedAs === 'completed') await afterResult(input, input.platform);
+        else if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: `The task ended ${reservation.finishedAs}.` });
         setStatus(reservation.finishedAs);
         return { taskId: input.taskId, status: reservation.finishedAs };
       }
       // No other solver free now to give its opinion: the target's failure ends the task, as it said.
       if (secondOpinion === 'asking') return end('solver_failed', lastFailure!.error.message, solverErrorTypeOf(lastFailure!));
+      // A platform task is for solvers online now: with none, it ends at once.
+      if (input.platform && reservation.untriedOnline === 0) return end('solver_failed', noneOnline(input.platform, match), undefined, true);
       if (attemptNumber > 0 && reservation.untriedOnline === 0) {
         return end(
           'solver_failed',
@@ -196,6 +213,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
       // The dispatch activity stored the result and settled the task.
+      if (input.platform) await afterResult(input, input.platform);
       setStatus(outcome.status);
       return { taskId: input.taskId, status: outcome.status };
     }
@@ -205,7 +223,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult> {
       // unless it says the target failed and nothing corroborated it (docs/trust.md, "Target failures"):
       // then another solver free now either corroborates it or answers the task.
       const uncorroborated = (closing as { targetVerdict?: string } | null)?.targetVerdict === 'solver';
-      if (secondOpinion !== 'none' || !uncorroborated || !patched(SECOND_OPINION_PATCH)) {
+      // A platform task has one attempt: no other solver's opinion is asked.
+      if (secondOpinion !== 'none' || !uncorroborated || input.platform || !patched(SECOND_OPINION_PATCH)) {
         return end('solver_failed', outcome.error.message, solverErrorTypeOf(outcome));
       }
       secondOpinion = 'asking';

@@ -4,6 +4,9 @@
  * the SQL CHECKs on `ledger_entries.kind` and `holds.status` equal to them.
  */
 
+/** The platform's own account: it pays for canaries and verification runs, and earns the fees. */
+export const PLATFORM_ACCOUNT_ID = 'platform';
+
 export type BalanceColumn = 'available' | 'held' | 'lifetime_earned' | 'lifetime_spent' | 'lifetime_deposited';
 
 /**

@@ -54,6 +54,14 @@ export const CANARY_VERDICTS = ['passed', 'failed', 'unanswered'] as const;
 export type CanaryVerdict = (typeof CANARY_VERDICTS)[number];
 
 /**
+ * What a task is for: a client's own; a canary testing one solver; a verification run of a client's
+ * task (a redundant run, docs/trust.md "Verified client tasks"). Platform tasks (the last two) run as
+ * the task workflow with one attempt, matched as their purpose says.
+ */
+export const TASK_PURPOSES = ['client', 'canary', 'verification'] as const;
+export type TaskPurpose = (typeof TASK_PURPOSES)[number];
+
+/**
  * What a completed task's result is known to be worth (docs/trust.md, "Escrow and refunds"): not
  * checked; verified (a redundant run agreed); disputed (a redundant run disagreed, or its solver's pay
  * for it is frozen by a quarantine); refunded (its client got back what it paid).

@@ -57,12 +57,66 @@ export interface TaskWorkflowInput {
    * workflow takes the task over from that outcome.
    */
   firstAttemptReport?: AttemptFailed;
+  /**
+   * A platform task (docs/trust.md): a step before its attempt creates the task (and whatever it is
+   * checked against) and says whom it may go to; a step after it gives the verdict. Started with
+   * `maxAttempts` 1. Absent for a client's task.
+   */
+  platform?: PlatformTask;
 }
+
+/** A canary of one solver (docs/trust.md, "Canaries"): its task id is chosen by whoever starts it. */
+export interface CanaryTask {
+  purpose: 'canary';
+  solverId: string;
+  /** Canaries of that type the solver was sent before this one (its workflow id numbers them). */
+  sent: number;
+}
+/**
+ * A run of a client's task again (docs/trust.md, "Verified client tasks"): the second, by a verifier or
+ * another solver, or the third that breaks the tie when two solvers that are not verifiers disagreed.
+ */
+export interface VerificationTask {
+  purpose: 'verification';
+  /** The client's task, whose result the run's is compared with. */
+  clientTaskId: string;
+  run: 'second' | 'third';
+}
+export type PlatformTask = CanaryTask | VerificationTask;
+
+/** The workflow ids of a client task's verification runs, the second and the third, and their TaskType search attribute value. */
+export const redundantWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}`;
+export const thirdRunWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}-third`;
+export const redundantSearchTaskType = (taskType: string) => `redundant_${taskType}`;
+
+/** Whom a platform task's attempt may go to, as the step before its attempt found (matching's options). */
+export interface PlatformMatch {
+  /** A canary: only this solver's slots fit it, and it is served before client tasks. */
+  canaryFor?: string;
+  /** Only solvers marked verifiers take it. */
+  verifiersOnly?: boolean;
+  /** It takes only a slot that no waiting client task fits. */
+  behindClientTasks?: boolean;
+  /** Solvers it must not go to (the ones whose result it checks). */
+  excludedSolverIds?: string[];
+  /** Its price cap, when the step before chose it (a verification run's). */
+  maxPricePoints?: string;
+}
+
+/** What the step before a platform task's attempt did: the task is created, or why it is not. */
+export type PlatformTaskPrepared = { created: true; match: PlatformMatch } | { created: false; reason: string };
 
 export interface TaskWorkflowResult {
   taskId: string;
   status: TerminalState;
   error?: ErrorBody;
+}
+
+/** A platform task whose step before created nothing (e.g. no longer due, or the platform cannot pay). */
+export interface SkippedTaskResult {
+  taskId: string;
+  status: 'skipped';
+  reason: string;
 }
 
 export interface WebhookDeliveryInput {
@@ -78,7 +132,10 @@ export interface WebhookDeliveryInput {
   attemptsMade?: number;
 }
 
-/** A canary task for one solver (docs/trust.md); its task id is chosen by whoever starts it. */
+/**
+ * The input of the canary workflow, which canaries ran as before they ran as the task workflow
+ * (`platform`); kept while workflows started then may still run (workflows/index.ts).
+ */
 export interface CanaryWorkflowInput {
   taskId: string;
   solverId: string;
@@ -100,7 +157,10 @@ export interface CanaryWorkflowResult {
   reason?: string;
 }
 
-/** A client task run again by a verifier or a second solver (docs/trust.md, "Verified client tasks"); started by a worker. */
+/**
+ * The input of the redundant-run workflow, which verification runs ran as before they ran as the task
+ * workflow (`platform`); kept while workflows started then may still run (workflows/index.ts).
+ */
 export interface RedundantRunWorkflowInput {
   /** The client's task, whose result the second one is compared with. */
   clientTaskId: string;

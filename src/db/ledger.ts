@@ -1,7 +1,7 @@
 import { CheckIntegrityConstraintViolationError, sql, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { TERMINAL_STATES } from '../contract/lifecycle';
-import { HOLD_STATES, LEDGER_ENTRY_KINDS, type BalanceColumn, type LedgerEntryKind } from '../contract/ledger';
+import { HOLD_STATES, LEDGER_ENTRY_KINDS, PLATFORM_ACCOUNT_ID, type BalanceColumn, type LedgerEntryKind } from '../contract/ledger';
 import type { Db } from './pool';
 
 /**
@@ -14,7 +14,7 @@ import type { Db } from './pool';
  * so concurrent operations on one account serialise on the row lock.
  */
 
-export const PLATFORM_ACCOUNT_ID = 'platform';
+export { PLATFORM_ACCOUNT_ID } from '../contract/ledger';
 
 const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as LedgerEntryKind[];
 const effectOf = (kind: LedgerEntryKind, column: BalanceColumn): number => (LEDGER_ENTRY_KINDS[kind] as Partial<Record<BalanceColumn, number>>)[column] ?? 0;

@@ -264,7 +264,7 @@ export class TaskEngine {
    * workflow is started with it. The slots the creation handed on are told after either.
    */
   async createWithFirstAttempt(
-    task: NewTask,
+    task: NewTask & { claim?: undefined },
     then: { stored: (task: TaskRow) => Promise<void>; sendFirst: (task: TaskRow, assignment: Assignment) => Promise<boolean> },
   ): Promise<Told<CreateTaskOutcome>> {
     const outcome = await createTaskWithHold(this.deps.db, task);
@@ -538,25 +538,12 @@ export class TaskEngine {
       ...(firstAttemptReport ? { firstAttemptReport } : {}),
     };
     try {
-      await this.deps.temporal.workflow.start(chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
-        taskQueue: config.taskQueue,
-        workflowId: task.workflow_id,
-        args: [input],
-        requestEagerStart: this.deps.eagerStart,
-        typedSearchAttributes: [
-          { key: TaskTypeAttribute, value: task.task_type },
-          { key: AccountIdAttribute, value: task.account_id },
-          // Visibility shows a task's progress as queued until its final state (each upsert is a visibility write).
-          { key: TaskStatusAttribute, value: 'queued' satisfies TaskState },
-        ],
-      });
+      await launchTaskWorkflow(this.deps, { workflowId: task.workflow_id, input, accountId: task.account_id, searchTaskType: task.task_type, chat: chat !== undefined });
     } catch (error) {
-      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) {
-        logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
-        // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
-        await this.fail(task.task_id, taskFailure('service_unavailable', 'The task could not be started; its hold was released.'));
-        return false;
-      }
+      logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
+      // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
+      await this.fail(task.task_id, taskFailure('service_unavailable', 'The task could not be started; its hold was released.'));
+      return false;
     }
     // Only the stranded-task sweep reads this mark; the caller need not wait for it.
     void markWorkflowStarted(this.deps.db, task.task_id).catch((error) => logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
@@ -580,5 +567,43 @@ export class TaskEngine {
       }
     }
     return handled;
+  }
+}
+
+/**
+ * Starts the task workflow (a chat's, with `chat`), client's or platform's: false when one with its id
+ * was started already (by another process, or an earlier try). A platform task's workflow creates its
+ * task (docs/trust.md), so it has no row to start from; `searchTaskType` names it in the Temporal UI.
+ */
+export async function launchTaskWorkflow(
+  deps: { config: Config; temporal: Client; eagerStart?: boolean },
+  start: {
+    workflowId: string;
+    input: TaskWorkflowInput;
+    accountId: string;
+    searchTaskType: string;
+    chat?: boolean;
+    /** Refuse a second start even once the first workflow has ended (a verification run is started once). */
+    once?: boolean;
+  },
+): Promise<boolean> {
+  try {
+    await deps.temporal.workflow.start(start.chat ? 'chatCompletionWorkflow' : 'taskWorkflow', {
+      taskQueue: deps.config.taskQueue,
+      workflowId: start.workflowId,
+      ...(start.once ? { workflowIdReusePolicy: 'REJECT_DUPLICATE' as const } : {}),
+      args: [start.input],
+      requestEagerStart: deps.eagerStart,
+      typedSearchAttributes: [
+        { key: TaskTypeAttribute, value: start.searchTaskType },
+        { key: AccountIdAttribute, value: start.accountId },
+        // Visibility shows a task's progress as queued until its final state (each upsert is a visibility write).
+        { key: TaskStatusAttribute, value: 'queued' satisfies TaskState },
+      ],
+    });
+    return true;
+  } catch (error) {
+    if (error instanceof WorkflowExecutionAlreadyStartedError) return false;
+    throw error;
   }
 }

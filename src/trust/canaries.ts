@@ -1,7 +1,8 @@
 import crypto from 'node:crypto';
 import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import { createCanaryTask } from '../db/platform-tasks';
 import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
@@ -12,7 +13,6 @@ import {
   activeCanaryTypesSql,
   announceCanaryDue,
   belowThreshold,
-  canaryDueAfter,
   type CanaryTaskType,
   CANARY_PASS_WEIGHT,
   CANARY_TASK_TYPES,
@@ -195,7 +195,7 @@ export type CanaryCreated = { created: true; taskId: string } | { created: false
 
 /**
  * Creates the canary, its task (the platform's, with the solver's task payload shape and nothing
- * else) and the platform's hold, in one statement, and draws the count for the next canary; only
+ * else) and the platform's hold, in one statement (createCanaryTask), and draws the count for the next canary; only
  * while the solver is still due it and was sent no other canary of the type since it was found due
  * (`not_due` otherwise: a late start of a canary already sent creates nothing). Its workflow is
  * already running (it calls this), so the task is marked started: the stranded-task sweep leaves it
@@ -204,48 +204,32 @@ export type CanaryCreated = { created: true; taskId: string } | { created: false
 export async function createCanary(db: DatabasePool, canary: NewCanary): Promise<CanaryCreated> {
   const existing = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
   if (existing) return { created: true, taskId: canary.taskId };
-  const canaryId = crypto.randomBytes(12).toString('base64url');
   const task = await canaryTask(db, canary);
   if (typeof task === 'string') return { created: false, reason: task };
-  const { payload, token, audit, page } = task;
-  const row = await db
-    .transaction(async (tx) => {
-      // The solver's reputation row before the platform's balance row, in the order every settlement
-      // of the solver's tasks takes them (the attempt's end, then the balances): no deadlock between them.
-      await tx.query(sql.unsafe`SELECT 1 FROM solver_reputation WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} FOR UPDATE`);
-      return tx.maybeOne(sql.type(z.object({ task_id: z.string() }))`
-      WITH k AS (
-        INSERT INTO canaries (task_id, canary_id, solver_id, task_type, token, audit, page)
-        SELECT ${canary.taskId}, ${canaryId}, ${canary.solverId}, ${canary.taskType}, ${token}, ${audit ? sql.jsonb(audit) : null}::jsonb, ${page ?? null}::text
-        WHERE ${dueNow(sql.fragment`${canary.solverId}::text`, sql.fragment`${canary.taskType}::text`)}
-          AND ${canariesSent(sql.fragment`${canary.solverId}::text`, sql.fragment`${canary.taskType}::text`)} = ${canary.sent}
-        -- Two starts of one canary at once: the open canary's unique index lets one through.
-        ON CONFLICT DO NOTHING
-        RETURNING task_id
-      ), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at)
-        SELECT task_id, ${PLATFORM_ACCOUNT_ID}, ${canary.taskType}, ${sql.jsonb(payload as never)}, ${canary.pricePoints}::numeric, ${canary.timeoutSeconds},
-               ${canary.workflowId}, 'queued', now()
-        FROM k
-        RETURNING task_id
-      ), drawn AS (
-        UPDATE solver_reputation SET since_canary = 0, canary_due_after = ${canaryDueAfter()}
-        WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} AND EXISTS (SELECT 1 FROM inserted)
-      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, canary.pricePoints)}
-      SELECT task_id FROM inserted`);
-    })
-    .catch((error) => {
-      if (isOverdraft(error)) return 'overdraft' as const;
-      throw error;
-    });
-  if (row === 'overdraft') return { created: false, reason: 'platform_balance' };
-  if (!row) {
+  const solver = sql.fragment`${canary.solverId}::text`;
+  const taskType = sql.fragment`${canary.taskType}::text`;
+  const outcome = await createCanaryTask(db, {
+    taskId: canary.taskId,
+    taskType: canary.taskType,
+    payload: task.payload,
+    maxPricePoints: canary.pricePoints,
+    timeoutSeconds: canary.timeoutSeconds,
+    workflowId: canary.workflowId,
+    solverId: canary.solverId,
+    canaryId: crypto.randomBytes(12).toString('base64url'),
+    token: task.token,
+    audit: task.audit,
+    page: task.page ?? null,
+    due: sql.fragment`${dueNow(solver, taskType)} AND ${canariesSent(solver, taskType)} = ${canary.sent}`,
+  });
+  if (outcome === 'platform_balance') return { created: false, reason: 'platform_balance' };
+  if (outcome === 'not_claimed') {
     // An earlier try of this call whose statement committed after it was given up on (a slow commit
     // on a busy database) made the solver look not due: that canary is this one.
     const committed = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
     return committed ? { created: true, taskId: committed } : { created: false, reason: 'not_due' };
   }
-  return { created: true, taskId: row.task_id };
+  return { created: true, taskId: canary.taskId };
 }
 
 /**

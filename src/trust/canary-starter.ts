@@ -1,11 +1,11 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute, type CanaryWorkflowInput } from '../contract/workflows';
+import type { Client } from '@temporalio/client';
+import type { TaskWorkflowInput } from '../contract/workflows';
 import { readStrongModels, type Config } from '../config';
 import { getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
-import { newTaskId } from '../tasks/engine';
+import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { canaryHold, canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
 import { CANARY_DUE_CHANNEL } from '../db/reputation';
@@ -53,36 +53,24 @@ function warnUnfunded(deps: CanaryStartDeps, count: number, available: number): 
   );
 }
 
+/** Starts the task workflow of a due canary: one attempt, its solver only; the workflow creates the canary and its task. */
 async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: DueCanary): Promise<void> {
   const taskId = newTaskId();
-  const input: CanaryWorkflowInput = {
+  const input: TaskWorkflowInput = {
     taskId,
-    solverId,
     taskType,
-    sent,
     maxPricePoints: canaryHold(deps.config),
-    // A chat audit goes to the solver's strong-tier capability, matched by the allowlist like a client's strong chat.
-    ...(taskType === CHAT_TASK_TYPE ? { strongModels: readStrongModels(deps.config) } : {}),
     timeoutSeconds: deps.config.defaultTaskTimeoutSeconds,
+    maxAttempts: 1,
     attemptTimeoutSeconds: deps.config.attemptTimeoutSeconds,
     acceptTimeoutMs: deps.config.acceptTimeoutMs,
+    // A chat audit goes to the solver's strong-tier capability, matched by the allowlist like a client's strong chat.
+    ...(taskType === CHAT_TASK_TYPE ? { strongModels: readStrongModels(deps.config) } : {}),
+    platform: { purpose: 'canary', solverId, sent },
   };
-  try {
-    await deps.temporal.workflow.start('canaryWorkflow', {
-      taskQueue: deps.config.taskQueue,
-      workflowId: canaryWorkflowId(solverId, taskType, sent),
-      args: [input],
-      typedSearchAttributes: [
-        { key: TaskTypeAttribute, value: canarySearchTaskType(taskType) },
-        { key: AccountIdAttribute, value: PLATFORM_ACCOUNT_ID },
-        { key: TaskStatusAttribute, value: 'queued' },
-      ],
-    });
-  } catch (error) {
-    // Another worker (or sweep) started this canary first.
-    if (error instanceof WorkflowExecutionAlreadyStartedError) return;
-    throw error;
-  }
+  const workflowId = canaryWorkflowId(solverId, taskType, sent);
+  // Another worker (or sweep) may have started this canary first: its start is refused.
+  if (!(await launchTaskWorkflow(deps, { workflowId, input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: canarySearchTaskType(taskType) }))) return;
   deps.logger.info({ solver_id: solverId, task_type: taskType, task_id: taskId }, 'canary started');
 }
 

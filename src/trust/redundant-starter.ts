@@ -1,11 +1,11 @@
-import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { AccountIdAttribute, TaskStatusAttribute, TaskTypeAttribute, type RedundantRunWorkflowInput } from '../contract/workflows';
+import type { Client } from '@temporalio/client';
+import type { TaskWorkflowInput } from '../contract/workflows';
 import type { Config } from '../config';
 import { getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
-import { newTaskId } from '../tasks/engine';
+import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
 import {
   markRedundantRunStarted,
   REDUNDANT_RUN_DRAWN_CHANNEL,
@@ -75,33 +75,26 @@ export class RedundantRunStarter {
     return runs.length;
   }
 
+  /** Starts the task workflow of a run's second task: one attempt, behind client tasks; the workflow creates its task. */
   private async startRun(run: UnstartedRedundantRun): Promise<void> {
-    const { config, temporal, logger } = this.deps;
-    const input: RedundantRunWorkflowInput = {
-      clientTaskId: run.task_id,
-      runTaskId: newTaskId(),
+    const { config, logger } = this.deps;
+    const input: TaskWorkflowInput = {
+      taskId: newTaskId(),
       taskType: run.task_type,
+      // The most a run is held at; the step before its attempt sets its own cap (docs/trust.md, "Redundant runs").
+      maxPricePoints: config.trust.checkPriceCeilingPoints,
+      // How long the run may wait for a free slot of another solver and answer: the client task's timeout.
       timeoutSeconds: run.timeout_seconds,
+      maxAttempts: 1,
       attemptTimeoutSeconds: config.attemptTimeoutSeconds,
       acceptTimeoutMs: config.acceptTimeoutMs,
+      platform: { purpose: 'verification', clientTaskId: run.task_id, run: 'second' },
     };
-    try {
-      await temporal.workflow.start('redundantRunWorkflow', {
-        taskQueue: config.taskQueue,
-        workflowId: redundantWorkflowId(run.task_id),
-        // A run is started once: a worker that read the row before another marked it started is refused,
-        // even when the first run has already ended.
-        workflowIdReusePolicy: 'REJECT_DUPLICATE',
-        args: [input],
-        typedSearchAttributes: [
-          { key: TaskTypeAttribute, value: redundantSearchTaskType(run.task_type) },
-          { key: AccountIdAttribute, value: PLATFORM_ACCOUNT_ID },
-          { key: TaskStatusAttribute, value: 'queued' },
-        ],
-      });
+    // A run is started once: a worker that read the row before another marked it started is refused,
+    // even when the first run has already ended.
+    const start = { workflowId: redundantWorkflowId(run.task_id), input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: redundantSearchTaskType(run.task_type), once: true };
+    if (await launchTaskWorkflow(this.deps, start)) {
       logger.info({ task_id: run.task_id, task_type: run.task_type, first_solver_id: run.first_solver_id }, 'redundant run started');
-    } catch (error) {
-      if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;
     }
     await markRedundantRunStarted(this.deps.db, run.task_id);
   }

@@ -3,7 +3,8 @@ import { resolveArtifacts } from '../artifacts/results';
 import type { ArtifactStore } from '../artifacts/store';
 import { z } from 'zod';
 import { eligibleSolvers } from '../db/matching';
-import { holdSteps, isOverdraft, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import { createRunTask } from '../db/platform-tasks';
 import type { Db } from '../db/pool';
 import { refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
@@ -31,9 +32,7 @@ type Runner = CommonQueryMethods;
 export const REDUNDANT_RUN_STATES = Object.freeze(['pending', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped', 'refuted', 'upheld'] as const);
 export type RedundantRunState = (typeof REDUNDANT_RUN_STATES)[number];
 
-/** The workflow id of a client task's redundant run, and its TaskType search attribute value. */
-export const redundantWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}`;
-export const redundantSearchTaskType = (taskType: string) => `redundant_${taskType}`;
+export { redundantSearchTaskType, redundantWorkflowId } from '../contract/workflows';
 
 const isWebTaskType = (taskType: string): taskType is WebTaskType => (WEB_TASK_TYPES as readonly string[]).includes(taskType);
 
@@ -111,10 +110,30 @@ export type RedundantRunCreated =
   | { created: true; runTaskId: string; maxPricePoints: string; firstSolverId: string; excludedSolverIds?: string[]; byVerifier?: boolean }
   | { created: false; reason: 'not_found' | 'judged' | 'platform_balance' };
 
-const RunRow = z.object({
+/** What a run's task copies of the client's task: its type, payload as stored, timeout and the country it must be fetched from. */
+const ClientTask = z.object({
+  task_type: z.string(),
+  payload: z.record(z.unknown()),
+  timeout_seconds: z.number(),
+  country: z.string().nullable(),
+});
+const CLIENT_TASK_COLUMNS = sql.fragment`t.payload, t.timeout_seconds, t.country`;
+
+/** The run task of a client task, with the platform's hold for `maxPricePoints`. */
+const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: z.infer<typeof ClientTask>, maxPricePoints: string) => ({
+  clientTaskId: input.clientTaskId,
+  taskId: input.runTaskId,
+  workflowId: input.workflowId,
+  taskType: client.task_type,
+  payload: client.payload,
+  timeoutSeconds: client.timeout_seconds,
+  maxPricePoints,
+  ...(client.country ? { country: client.country } : {}),
+});
+
+const RunRow = ClientTask.extend({
   run_task_id: z.string().nullable(),
   status: z.string(),
-  task_type: z.string(),
   first_solver_id: z.string(),
   by_verifier: z.boolean(),
   client_price_points: z.string(),
@@ -138,31 +157,6 @@ async function runnersFor(db: Runner, run: { clientTaskId: string; taskType: str
 }
 
 /**
- * Inserts the platform's task that runs a client's task again (its payload as stored, its timeout, the
- * country it must be fetched from) and the platform's hold for `maxPricePoints`, in one statement, if
- * `claim` (an UPDATE of the run, RETURNING its task_id) claims the run for it. Its workflow is already
- * running (it calls this), so the task is marked started. Null when another call claimed it first.
- */
-async function insertRunTask(
-  db: Runner,
-  input: { runTaskId: string; workflowId: string; maxPricePoints: string; claim: ReturnType<typeof sql.fragment> },
-): Promise<{ task_id: string } | null | 'overdraft'> {
-  return db
-    .maybeOne(sql.type(z.object({ task_id: z.string() }))`
-      WITH claimed AS (${input.claim}), inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, status, workflow_started_at, country)
-        SELECT ${input.runTaskId}, ${PLATFORM_ACCOUNT_ID}, t.task_type, t.payload, ${input.maxPricePoints}::numeric, t.timeout_seconds, ${input.workflowId}, 'queued', now(), t.country
-        FROM tasks t JOIN claimed c ON c.task_id = t.task_id
-        RETURNING task_id
-      ), ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, PLATFORM_ACCOUNT_ID, input.maxPricePoints)}
-      SELECT task_id FROM inserted`)
-    .catch((error) => {
-      if (isOverdraft(error)) return 'overdraft' as const;
-      throw error;
-    });
-}
-
-/**
  * Creates the platform's task that runs a client's task again and the platform's hold for its price
  * cap (insertRunTask). A run for verifiers is capped at CHECK_PRICE_CEILING_POINTS, like a canary: a
  * verifier is the operator's own, so it may be dearer than the solver it checks. Any other run is
@@ -173,7 +167,7 @@ async function insertRunTask(
  */
 export async function createRedundantRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(RunRow)`
-    SELECT r.run_task_id, r.status, r.task_type, r.first_solver_id, r.by_verifier, trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points,
+    SELECT r.run_task_id, r.status, r.task_type, r.first_solver_id, r.by_verifier, trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points, ${CLIENT_TASK_COLUMNS},
            (SELECT trim_scale(rt.max_price_points)::text FROM tasks rt WHERE rt.task_id = r.run_task_id) AS run_max_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
   if (!run) return { created: false, reason: 'not_found' };
@@ -186,21 +180,14 @@ export async function createRedundantRunTask(db: Runner, input: { clientTaskId: 
   }
   const runners = await runnersFor(db, first);
   const maxPricePoints = runners.byVerifier ? trustPolicy().checkPriceCeilingPoints : run.client_price_points;
-  const row = await insertRunTask(db, {
-    ...input,
-    maxPricePoints,
-    claim: sql.fragment`
-      UPDATE redundant_runs SET run_task_id = ${input.runTaskId}, by_verifier = ${runners.byVerifier}
-      WHERE task_id = ${input.clientTaskId} AND run_task_id IS NULL AND status = 'pending'
-      RETURNING task_id`,
-  });
-  if (row === 'overdraft') {
+  const outcome = await createRunTask(db, { ...runTask(input, run, maxPricePoints), run: 'second', byVerifier: runners.byVerifier });
+  if (outcome === 'platform_balance') {
     await endRedundantRun(db, input.clientTaskId, 'skipped', 'platform_balance');
     return { created: false, reason: 'platform_balance' };
   }
   // Another call claimed it meanwhile: its task is the one.
-  if (!row) return createRedundantRunTask(db, input);
-  return { created: true, runTaskId: row.task_id, maxPricePoints, firstSolverId: run.first_solver_id, ...runners };
+  if (outcome === 'not_claimed') return createRedundantRunTask(db, input);
+  return { created: true, runTaskId: input.runTaskId, maxPricePoints, firstSolverId: run.first_solver_id, ...runners };
 }
 
 const ResultsRow = z.object({
@@ -321,7 +308,7 @@ async function proveWrongIn(tx: DatabaseTransactionConnection, proof: { clientTa
   return (await refundTask(tx, proof.clientTaskId)).webhooks;
 }
 
-const ThirdRow = z.object({
+const ThirdRow = ClientTask.extend({
   status: z.string(),
   concluded: z.boolean(),
   first_solver_id: z.string(),
@@ -337,7 +324,7 @@ const ThirdRow = z.object({
  */
 export async function createThirdRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(ThirdRow)`
-    SELECT r.status, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id,
+    SELECT r.status, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
            trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
   if (!run) return { created: false, reason: 'not_found' };
@@ -350,20 +337,13 @@ export async function createThirdRunTask(db: Runner, input: { clientTaskId: stri
     excludedSolverIds: [run.first_solver_id, run.second_solver_id!],
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
-  const row = await insertRunTask(db, {
-    ...input,
-    maxPricePoints: run.client_price_points,
-    claim: sql.fragment`
-      UPDATE redundant_runs SET third_run_task_id = ${input.runTaskId}
-      WHERE task_id = ${input.clientTaskId} AND third_run_task_id IS NULL AND status = 'disagreed' AND concluded_at IS NULL
-      RETURNING task_id`,
-  });
-  if (row === 'overdraft') {
+  const outcome = await createRunTask(db, { ...runTask(input, run, run.client_price_points), run: 'third' });
+  if (outcome === 'platform_balance') {
     await concludeDispute(db, input.clientTaskId, 'platform_balance');
     return { created: false, reason: 'platform_balance' };
   }
-  if (!row) return createThirdRunTask(db, input);
-  return created(row.task_id);
+  if (outcome === 'not_claimed') return createThirdRunTask(db, input);
+  return created(input.runTaskId);
 }
 
 /**

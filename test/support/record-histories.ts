@@ -2,12 +2,13 @@
  * Records the workflow histories that test/workflows/replay.test.ts replays: the task workflow of a given
  * version of the code, run through scripted scenarios on an embedded Temporal dev server.
  *
- *   node --import tsx test/support/record-histories.ts <label> [<checkout>]
+ *   node --import tsx test/support/record-histories.ts <label> [<checkout> [<scenario>...]]
  *
  * `<checkout>` is a checkout of the version to record (default: this one), e.g. made with
  * `git worktree add /tmp/v <commit>` and node_modules linked into it. Histories are written to
  * test/fixtures/histories/<label>--<scenario>.json. Record a version before a change that adds or
- * removes a `patched()` marker, so the replay test proves the new code still runs its workflows.
+ * removes a `patched()` marker, so the replay test proves the new code still runs its workflows; name
+ * scenarios to record only those (e.g. the new branches of a change).
  */
 import fs from 'node:fs';
 import os from 'node:os';
@@ -19,8 +20,8 @@ import { loadConfig } from '../../src/config';
 import { resolveTemporalCli, startEmbeddedTemporal } from '../../src/embedded/temporal';
 import { createLogger } from '../../src/logger';
 import { solverReportedFailure } from '../../src/contract/lifecycle';
-import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal } from '../../src/contract/workflows';
-import { taskInput, untilCancelled, WorkflowHarness } from './workflow-harness';
+import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, thirdRunWorkflowId } from '../../src/contract/workflows';
+import { canaryInput, taskInput, untilCancelled, verificationInput, WorkflowHarness } from './workflow-harness';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../fixtures/histories');
 
@@ -98,6 +99,84 @@ export const SCENARIOS: Record<string, Scenario> = {
     await handle.result();
     return handle.fetchHistory();
   },
+  // Platform tasks: a canary of one solver, one attempt, created by the step before it.
+  'canary-passed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', canaryInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber, input.canaryFor) }),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // Queued for its solver, handed a slot by signal; its attempt fails, so it ends unanswered.
+  'canary-unanswered': async (harness, taskId) => {
+    const slot = harness.assignment(taskId, 1, 'solver-checked');
+    const handle = await harness.start('taskWorkflow', canaryInput(taskId), {
+      reserve: () => ({ assignment: null, untriedOnline: 1, finishedAs: null, queued: true }),
+      dispatch: async () => solverReportedFailure({ type: 'flaky', message: 'flaky' }, true, 0),
+    });
+    while (harness.calls.reserved.length === 0) await new Promise((resolve) => setTimeout(resolve, 20));
+    await handle.signal(slotHandedSignal, { attemptNumber: 1, assignment: slot });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'canary-skipped': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', canaryInput(taskId), { createCanary: () => ({ created: false, reason: 'not_due' }) });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // The workflows canaries and verification runs ran as before they ran as the task workflow, kept for
+  // those still running: recorded from a version before (label `pre-platform-tasks`).
+  'legacy-canary': async (harness, taskId) => {
+    const input = { taskId, solverId: 'solver-checked', taskType: 'proxy_fetch', sent: 0, maxPricePoints: '10', timeoutSeconds: 30, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000 };
+    const handle = await harness.startLegacy('canaryWorkflow', input, {
+      reserve: (reserve) => ({ assignment: harness.assignment(taskId, reserve.attemptNumber, 'solver-checked') }),
+      dispatch: async () => solverReportedFailure({ type: 'flaky', message: 'flaky' }, true, 0),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'legacy-redundant': async (harness, taskId) => {
+    const input = { clientTaskId: `${taskId}_client`, runTaskId: taskId, taskType: 'proxy_fetch', timeoutSeconds: 30, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000 };
+    const handle = await harness.startLegacy('redundantRunWorkflow', input, {
+      reserve: (reserve) => ({ assignment: harness.assignment(reserve.taskId, reserve.attemptNumber) }),
+      verdict: (run) => (run === 'second' ? 'disagreed' : 'upheld'),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // Verification runs: the second is judged; a disagreement starts the third as a task workflow of its own.
+  'verification-agreed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  'verification-disagreed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      verdict: (run) => (run === 'second' ? 'disagreed' : 'upheld'),
+    });
+    await handle.result();
+    await harness.client.workflow.getHandle(thirdRunWorkflowId(`${taskId}_client`)).result();
+    return handle.fetchHistory();
+  },
+  'verification-skipped': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId), {
+      reserve: () => ({ assignment: null, untriedOnline: 0, finishedAs: null }),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // A third run whose attempt fails concludes the dispute without a verdict.
+  'verification-third-failed': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', verificationInput(taskId, 'third'), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async () => solverReportedFailure({ type: 'crashed', message: 'worker crashed' }, false, 0),
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
   // The `fence-lost-chat-attempt` marker: a chat attempt lost with its node, the client node asked.
   'chat-lost-attempt': async (harness, taskId) => {
     const stream = { clientNodeId: harness.nodeId, completionId: `chatcmpl-${taskId}` };
@@ -115,8 +194,8 @@ export const SCENARIOS: Record<string, Scenario> = {
 };
 
 async function main() {
-  const [label, checkout = path.resolve(__dirname, '../..')] = process.argv.slice(2);
-  if (!label) throw new Error('usage: record-histories.ts <label> [<checkout>]');
+  const [label, checkout = path.resolve(__dirname, '../..'), ...only] = process.argv.slice(2);
+  if (!label) throw new Error('usage: record-histories.ts <label> [<checkout> [<scenario>...]]');
   const logger = createLogger('warn', 'record-histories');
   const config = loadConfig();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'record-histories-'));
@@ -125,7 +204,7 @@ async function main() {
   const harness = await WorkflowHarness.start(temporal.address, bundle);
   fs.mkdirSync(HISTORIES_DIR, { recursive: true });
   try {
-    for (const [name, scenario] of Object.entries(SCENARIOS)) {
+    for (const [name, scenario] of Object.entries(SCENARIOS).filter(([name]) => only.length === 0 || only.includes(name))) {
       const history = await scenario(harness, `task_${name.replace(/-/g, '_')}`);
       const file = path.join(HISTORIES_DIR, `${label}--${name}.json`);
       const json = proto.api.history.v1.History.toObject(proto.api.history.v1.History.fromObject(history as object), { longs: String, enums: String, bytes: String });

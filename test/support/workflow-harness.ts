@@ -8,10 +8,12 @@ import type { DispatchInput } from '../../activities/dispatch';
 import type { ReserveAttemptInput } from '../../src/db/matching';
 import type { AttemptEnd, Reservation } from '../../src/db/tasks/attempts';
 import type { Completion } from '../../src/tasks/finish';
+import type { CanaryCreated } from '../../src/trust/canaries';
+import type { RedundantRunCreated, RedundantRunState } from '../../src/trust/redundant';
 import type { Assignment, AttemptReport, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/contract/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
-import { nodeTaskQueue, type TaskWorkflowInput, type TaskWorkflowResult } from '../../src/contract/workflows';
+import { nodeTaskQueue, type CanaryWorkflowInput, type RedundantRunWorkflowInput, type TaskWorkflowInput, type TaskWorkflowResult } from '../../src/contract/workflows';
 
 /**
  * The task workflow on the real Temporal dev server with its activities replaced by scripts: each test
@@ -29,6 +31,12 @@ export interface Script {
   fence?(input: { completionId: string; attemptId: string }): number | null;
   /** How a claim that the target failed was judged as its attempt closed (none by default). */
   targetVerdict?(input: AttemptEnd): TargetFailureVerdict | null;
+  /** A canary's creation, the step before its attempt (created by default). */
+  createCanary?(input: { taskId: string; solverId: string }): CanaryCreated;
+  /** A verification run's creation, second or third (created by default, by any solver but `solver-checked`). */
+  createRun?(input: { clientTaskId: string; runTaskId: string }, run: 'second' | 'third'): RedundantRunCreated;
+  /** The verdict on a verification run's result (`agreed` by default). */
+  verdict?(run: 'second' | 'third'): RedundantRunState;
 }
 
 export interface Calls {
@@ -38,12 +46,27 @@ export interface Calls {
   finished: TaskFailure[];
   completedByAdmin: Completion[];
   fenced: string[];
+  /** Canaries created (their task ids), and those marked unanswered. */
+  canaries: string[];
+  unanswered: string[];
+  /** What the verification activities were asked, in order (`<activity> <client task id>`). */
+  verification: string[];
 }
 
 const NODE_ID = 'node-under-test';
 
 export function taskInput(taskId: string, overrides: Partial<TaskWorkflowInput> = {}): TaskWorkflowInput {
   return { taskId, taskType: 'proxy_fetch', maxPricePoints: '10', timeoutSeconds: 30, maxAttempts: 3, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000, ...overrides };
+}
+
+/** A canary of solver `solver-checked`, as its starter starts the task workflow (src/trust/canary-starter.ts). */
+export function canaryInput(taskId: string, overrides: Partial<TaskWorkflowInput> = {}): TaskWorkflowInput {
+  return taskInput(taskId, { maxAttempts: 1, platform: { purpose: 'canary', solverId: 'solver-checked', sent: 0 }, ...overrides });
+}
+
+/** A verification run of client task `<taskId>_client`, as its starter starts the task workflow (src/trust/redundant-starter.ts). */
+export function verificationInput(taskId: string, run: 'second' | 'third' = 'second'): TaskWorkflowInput {
+  return taskInput(taskId, { maxAttempts: 1, platform: { purpose: 'verification', clientTaskId: `${taskId}_client`, run } });
 }
 
 /**
@@ -64,10 +87,35 @@ export function untilCancelled(onCancelled: () => void = () => undefined): () =>
   };
 }
 
+/** The verification runs' bookkeeping, scripted (src/trust/redundant.ts's activities). */
+function verificationStubs(me: () => WorkflowHarness) {
+  const created = (run: 'second' | 'third') => async (input: { clientTaskId: string; runTaskId: string }): Promise<RedundantRunCreated> => {
+    me().calls.verification.push(`create-${run} ${input.clientTaskId}`);
+    return (
+      me().script.createRun?.(input, run) ?? { created: true, runTaskId: input.runTaskId, maxPricePoints: '1', firstSolverId: 'solver-checked', ...(run === 'third' ? { excludedSolverIds: ['solver-checked', 'solver-1'] } : {}) }
+    );
+  };
+  const judged = (run: 'second' | 'third') => async (input: { clientTaskId: string }): Promise<RedundantRunState> => {
+    me().calls.verification.push(`judge-${run} ${input.clientTaskId}`);
+    return me().script.verdict?.(run) ?? 'agreed';
+  };
+  const ended = (what: string) => async (input: { clientTaskId: string }) => {
+    me().calls.verification.push(`${what} ${input.clientTaskId}`);
+  };
+  return {
+    createRedundantRunTask: created('second'),
+    createThirdRunTask: created('third'),
+    judgeRedundantRun: judged('second'),
+    judgeThirdRun: judged('third'),
+    endRedundantRun: ended('end'),
+    concludeDispute: ended('conclude'),
+  };
+}
+
 /** Runs workflows of one bundle on their own task queues (one per harness), against stub activities. */
 export class WorkflowHarness {
-  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [] };
-  private script: Script = {};
+  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [], canaries: [], unanswered: [], verification: [] };
+  script: Script = {};
   private running: Promise<void>[] = [];
   private constructor(
     private readonly connection: NativeConnection,
@@ -108,6 +156,14 @@ export class WorkflowHarness {
           me().calls.completedByAdmin.push(input.completion);
           return { applied: true, status: 'completed' satisfies TaskState };
         },
+        async createCanary(input: { taskId: string; solverId: string }): Promise<CanaryCreated> {
+          me().calls.canaries.push(input.taskId);
+          return me().script.createCanary?.(input) ?? { created: true, taskId: input.taskId };
+        },
+        async markCanaryUnanswered(input: { taskId: string }) {
+          me().calls.unanswered.push(input.taskId);
+        },
+        ...verificationStubs(me),
       },
     });
     const node = await Worker.create({
@@ -143,9 +199,20 @@ export class WorkflowHarness {
 
   /** Starts a workflow with a fresh script and fresh call records. */
   async start(workflow: 'taskWorkflow' | 'chatCompletionWorkflow', input: TaskWorkflowInput, script: Script): Promise<WorkflowHandle> {
+    return this.startAny(workflow, input.taskId, input, script);
+  }
+
+  /** Starts the canary or redundant-run workflow that platform tasks ran as before (kept for those still running). */
+  async startLegacy(workflow: 'canaryWorkflow', input: CanaryWorkflowInput, script: Script): Promise<WorkflowHandle>;
+  async startLegacy(workflow: 'redundantRunWorkflow', input: RedundantRunWorkflowInput, script: Script): Promise<WorkflowHandle>;
+  async startLegacy(workflow: string, input: CanaryWorkflowInput | RedundantRunWorkflowInput, script: Script): Promise<WorkflowHandle> {
+    return this.startAny(workflow, 'taskId' in input ? input.taskId : input.clientTaskId, input, script);
+  }
+
+  private async startAny(workflow: string, id: string, input: object, script: Script): Promise<WorkflowHandle> {
     this.script = script;
     for (const list of Object.values(this.calls)) list.length = 0;
-    return this.client.workflow.start(workflow, { taskQueue: this.taskQueue, workflowId: `${input.taskId}-${crypto.randomBytes(3).toString('hex')}`, args: [input] });
+    return this.client.workflow.start(workflow, { taskQueue: this.taskQueue, workflowId: `${id}-${crypto.randomBytes(3).toString('hex')}`, args: [input] });
   }
 
   async run(workflow: 'taskWorkflow' | 'chatCompletionWorkflow', input: TaskWorkflowInput, script: Script): Promise<{ result: TaskWorkflowResult; history: temporal.api.history.v1.IHistory }> {

@@ -1,6 +1,6 @@
 import { sql, UniqueIntegrityConstraintViolationError, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { Assignment } from '../../contract/lifecycle';
+import type { Assignment, TaskPurpose } from '../../contract/lifecycle';
 import type { RoutingSort } from '../../schemas/domain';
 import { isKeySpendLimitReached, keySpendLookup, keySpendOf, keySpendStep, type KeySpend } from '../key-spend';
 import { holdSteps, isOverdraft } from '../ledger';
@@ -25,7 +25,6 @@ import {
   type Handoff,
   type RequestFigures,
 } from '../matching';
-import type { Db } from '../pool';
 import { keyInWindow, releaseIdempotencyKeyIfExpired } from '../retention';
 import { accountWebhookStep } from '../webhooks';
 import { TASK_COLUMNS, TaskRow } from './records';
@@ -76,7 +75,17 @@ export interface NewTask {
   figures?: RequestFigures;
   /** The country the task must be fetched from: only capabilities that declare it take it, every attempt. */
   country?: string;
+  /** What the task is for: `client` unless it is a platform task (docs/trust.md). */
+  purpose?: TaskPurpose;
+  /**
+   * A platform task's claim, run in the same statement: CTEs, one of them named `claimed`, that return a
+   * row while the task is still due (its canary inserted, its run claimed); with none, nothing is
+   * created (`not_claimed`). Its workflow creates it, so it is marked started.
+   */
+  claim?: Fragment;
 }
+
+type Fragment = ReturnType<typeof sql.fragment>;
 
 // Retry-After of a refusal is at least this, and at most a minute.
 const MIN_RETRY_AFTER_SECONDS = 1;
@@ -86,7 +95,7 @@ const AdmissionRow = z.object({ ahead: z.number(), rate: z.coerce.number(), busy
 
 /** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any, and (when nothing was inserted) how many eligible solvers are online. */
 const CreatedRow = z
-  .object({ inserted: z.boolean(), online: z.number(), online_any_price: z.number(), candidate: CandidateRow.nullable(), queued: z.boolean(), admission: AdmissionRow.nullable() })
+  .object({ inserted: z.boolean(), claimed: z.boolean(), online: z.number(), online_any_price: z.number(), candidate: CandidateRow.nullable(), queued: z.boolean(), admission: AdmissionRow.nullable() })
   .passthrough();
 
 /** What creating a task did. */
@@ -116,7 +125,9 @@ export type CreateTaskOutcome =
  * one in the same statement. With an idempotency key already used by this account, returns that
  * earlier task instead.
  */
-export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateTaskOutcome> {
+export async function createTaskWithHold(db: Runner, task: NewTask & { claim?: undefined }): Promise<CreateTaskOutcome>;
+export async function createTaskWithHold(db: Runner, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }>;
+export async function createTaskWithHold(db: Runner, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }> {
   const attemptId = attemptIdFor(task.taskId, 1);
   const requireOnline = task.match?.requireOnline ?? false;
   const country = task.country ?? null;
@@ -142,11 +153,12 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
   const online = task.figures
     ? sql.fragment`(count(DISTINCT c.solver_id) FILTER (WHERE ${withinLimits('c', figures, sql.fragment`${task.maxPricePoints}::numeric`)}))::int`
     : sql.fragment`count(DISTINCT c.solver_id)::int`;
+  const claimed = task.claim ? sql.fragment`EXISTS (SELECT 1 FROM claimed)` : sql.fragment`true`;
   // A key older than its window names its task no more: this request starts a new one.
   if (task.idempotency) await releaseIdempotencyKeyIfExpired(db, task.accountId, task.idempotency.key);
   const row = await db
     .one(sql.type(CreatedRow)`
-      WITH ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
+      WITH ${task.claim ? sql.fragment`${task.claim},` : sql.fragment``} ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
         SELECT ${online} AS n, count(DISTINCT c.solver_id)::int AS any_price ${eligible}
       ), admission AS (
         -- Asked only when no slot was free: how many wait, how many tasks per second the online
@@ -167,17 +179,18 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
         country,
       })}, inserted AS (
         INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort, country,
-                           ${FIGURE_COLUMNS}, price_cap_points)
+                           ${FIGURE_COLUMNS}, price_cap_points, purpose, workflow_started_at)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${held},
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
                CASE WHEN r.solver_id IS NULL THEN ${stateValue('queued')} ELSE ${stateValue('assigned')} END, r.solver_id,
                ${task.keyId ?? null}, ${task.keyId ? sql.fragment`(SELECT period_start FROM spend_key)` : sql.fragment`NULL::date`}, ${entry.routingSort}::text,
                ${country}::text,
                ${figures.promptTokens}, ${figures.completionTokens}, ${figures.maxPricePrompt}, ${figures.maxPriceCompletion}, ${figures.maxPriceRequest},
-               ${task.figures ? task.maxPricePoints : null}::numeric
+               ${task.figures ? task.maxPricePoints : null}::numeric, ${task.purpose ?? ('client' satisfies TaskPurpose)},
+               ${task.claim ? sql.fragment`now()` : sql.fragment`NULL::timestamptz`}
         FROM (SELECT 1) one LEFT JOIN reserved r ON true
         -- With no eligible solver online at all, nothing is created (the caller answers 402/503).
-        WHERE ${hasBalance} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
+        WHERE ${hasBalance} AND ${claimed} AND (r.solver_id IS NOT NULL OR NOT ${requireOnline} OR (SELECT n FROM online) > 0)
           AND (r.solver_id IS NOT NULL OR ${maxQueued === null} OR NOT (SELECT busy FROM admission))
         RETURNING ${TASK_COLUMNS}
       ), queued AS (
@@ -189,7 +202,7 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
       ), ${accountWebhookStep(task.accountId)}, ${holdSteps(sql.fragment`SELECT task_id AS hold_id FROM inserted`, task.accountId, held)}
       ${task.keyId ? sql.fragment`, ${keySpendStep(held)}` : sql.fragment``}
       -- The count of solvers online is needed (and taken) only when nothing was created.
-      SELECT t.*, t.task_id IS NOT NULL AS inserted, CASE WHEN t.task_id IS NULL THEN (SELECT n FROM online) ELSE 0 END AS online,
+      SELECT t.*, t.task_id IS NOT NULL AS inserted, ${claimed} AS claimed, CASE WHEN t.task_id IS NULL THEN (SELECT n FROM online) ELSE 0 END AS online,
              CASE WHEN t.task_id IS NULL THEN (SELECT any_price FROM online) ELSE 0 END AS online_any_price,
              (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate,
              EXISTS (SELECT 1 FROM queued) AS queued,
@@ -211,6 +224,7 @@ export async function createTaskWithHold(db: Db, task: NewTask): Promise<CreateT
     return { kind: 'existing', task: existing };
   }
   if (!row.inserted) {
+    if (!row.claimed) return { kind: 'not_claimed' };
     if (row.online === 0 && requireOnline) {
       if (row.online_any_price === 0 || !task.figures) return { kind: 'no_solver_online' };
       return { kind: 'no_solver_within_price', limit: await priceLimitMissed(db, task.taskType, task.match?.strongModels, task.figures, task.maxPricePoints) };
