@@ -8,7 +8,7 @@ export function createCanaryActivities({ db, config }: ActivityDeps) {
   const searchOracle = config.canarySearchOracle ? createSearchOracle(config.canarySearchOracle) : null;
   return {
     async createCanary(input: { taskId: string; solverId: string; taskType: CanaryTaskType; sent: number; workflowId: string; timeoutSeconds: number }): Promise<CanaryCreated> {
-      return createCanary(db, { ...input, canaryHosts: config.canaryHosts, pricePoints: canaryHold(config), searchOracle });
+      return createCanary(db, config.trust, { ...input, canaryHosts: config.canaryHosts, pricePoints: canaryHold(config), searchOracle });
     },
     async markCanaryUnanswered(input: { taskId: string }): Promise<void> {
       await markCanaryUnanswered(db, input.taskId);

@@ -11,13 +11,14 @@ import {
 import type { ActivityDeps } from './deps';
 
 /** A redundant run's bookkeeping in PostgreSQL (docs/trust.md), run as local activities by its workflow. */
-export function createRedundantRunActivities({ db, webhooks, artifacts }: ActivityDeps) {
+export function createRedundantRunActivities({ db, config, webhooks, artifacts }: ActivityDeps) {
+  const policy = config.trust;
   return {
     async createRedundantRunTask(input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
-      return createRedundantRunTask(db, input);
+      return createRedundantRunTask(db, policy, input);
     },
     async judgeRedundantRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
-      const verdict = await judgeRedundantRun(db, artifacts, input.clientTaskId);
+      const verdict = await judgeRedundantRun(db, policy, artifacts, input.clientTaskId);
       webhooks.send(verdict.webhooks);
       return verdict.status;
     },
@@ -25,10 +26,10 @@ export function createRedundantRunActivities({ db, webhooks, artifacts }: Activi
       await endRedundantRun(db, input.clientTaskId, input.status, input.reason);
     },
     async createThirdRunTask(input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
-      return createThirdRunTask(db, input);
+      return createThirdRunTask(db, policy, input);
     },
     async judgeThirdRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
-      const verdict = await judgeThirdRun(db, artifacts, input.clientTaskId);
+      const verdict = await judgeThirdRun(db, policy, artifacts, input.clientTaskId);
       webhooks.send(verdict.webhooks);
       return verdict.status;
     },

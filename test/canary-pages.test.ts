@@ -148,7 +148,7 @@ test('the bundled solver, started as npm start starts it, passes its probation c
   expect(Number((await getBalance(stack.db, PLATFORM_ACCOUNT_ID))!.available_points)).toBeGreaterThanOrEqual(LOCAL_PLATFORM_POINTS);
   const bundled = await startLocalSolver({ config, apiUrl: stack.url, logger });
   try {
-    await awaitLocalProbation(stack.db, bundled.solverId, logger);
+    await awaitLocalProbation(stack.db, stack.config.trust, bundled.solverId, logger);
     const trust = await trustOf(bundled.solverId);
     expect(trust.quarantined).toBe(false);
     const pageTypes = trust.reputation.filter((row: { task_type: string }) => ['proxy_fetch', 'page_snapshot', 'screenshot'].includes(row.task_type));

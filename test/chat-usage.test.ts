@@ -222,7 +222,7 @@ describe('usage the service counts', () => {
       min_price_points: '0.1',
       max_concurrent: 8,
     };
-    await replaceCapabilities(stack.db, cheat.solverId, [stored]);
+    await replaceCapabilities(stack.db, stack.config.trust, cheat.solverId, [stored]);
     const client = await registerAccount(stack.url, '500');
     const fetched = await api(stack.url, 'POST', '/v1/fetch', { headers: { Authorization: `Bearer ${client.api_key}` }, body: { url: 'https://example.com/usage' } });
     expect(fetched.status).toBe(200);

@@ -10,6 +10,7 @@ import { closeAttempt, reserveAttempt } from '../src/db/tasks/attempts';
 import { finishTask } from '../src/tasks/finish';
 import { createTask } from './support/tasks';
 import { testEndpoints } from './support/stack';
+import { DEFAULT_TRUST_POLICY } from '../src/db/reputation';
 
 let db: Db;
 beforeAll(async () => {
@@ -27,10 +28,10 @@ async function matchedTask() {
   const { account: solver } = await createAccount(db);
   const nodeId = `node-${crypto.randomUUID()}`;
   await heartbeatNode(db, nodeId);
-  await replaceCapabilities(db, solver.account_id, [
+  await replaceCapabilities(db, DEFAULT_TRUST_POLICY, solver.account_id, [
     { task_type: TASK_TYPE, tier: 'strong', billing_type: 'per_token', fulfillment_path: 'provider_api', provider_name: 'p', model_name: model, marginal_cost: '2', min_price_points: '1', max_concurrent: 1 } as never,
   ]);
-  await registerConnection(db, { solverId: solver.account_id, connectionId: crypto.randomUUID(), nodeId });
+  await registerConnection(db, DEFAULT_TRUST_POLICY, { solverId: solver.account_id, connectionId: crypto.randomUUID(), nodeId });
   const { account: client } = await createAccount(db);
   await deposit(db, { accountId: client.account_id, amount: '100', idempotencyKey: `t:${crypto.randomUUID()}` });
   const taskId = `chat_${crypto.randomBytes(8).toString('hex')}`;
@@ -97,21 +98,21 @@ describe('completing a task with its attempt result', () => {
     const result = { finish_reason: 'stop', usage: { prompt_tokens: 400, completion_tokens: 600, total_tokens: 1000 } };
     // Metered as the dispatch activity meters it: within the bound of what was counted, so billed as reported.
     const usage = meterUsage(result.usage, { prompt_tokens: 400, completion_tokens: 600, reasoning_tokens: 0 });
-    const outcome = await finishTask(db, taskId, { completion: { kind: 'attempt', attemptId, result, usage }, feePercent: '10' });
+    const outcome = await finishTask(db, DEFAULT_TRUST_POLICY, taskId, { completion: { kind: 'attempt', attemptId, result, usage }, feePercent: '10' });
     expect(outcome).toEqual({ applied: true, status: 'completed' });
     // 1 point + 2 points per 1,000 tokens; the solver earns 90 %.
     expect(await taskState(taskId)).toEqual({ status: 'completed', price_points: '3', result, hold: 'settled' });
     expect(await balance(clientId)).toEqual({ available: '97', held: '0' });
     expect((await balance(solverId)).available).toBe('2.7');
     // Completing again changes nothing.
-    expect(await finishTask(db, taskId, { completion: { kind: 'attempt', attemptId, result, usage }, feePercent: '10' })).toEqual({ applied: false, status: 'completed' });
+    expect(await finishTask(db, DEFAULT_TRUST_POLICY, taskId, { completion: { kind: 'attempt', attemptId, result, usage }, feePercent: '10' })).toEqual({ applied: false, status: 'completed' });
     expect(await balance(clientId)).toEqual({ available: '97', held: '0' });
   });
 
   test("the client's balance row is locked by the settlement's one statement only, the transaction's last", async () => {
     const { taskId, attemptId, clientId } = await matchedTask();
     const seen: Array<{ statement: string; balanceLocked: boolean; transaction: number }> = [];
-    const outcome = await finishTask(probingBalanceLocks(clientId, seen), taskId, { completion: { kind: 'attempt', attemptId, result: { finish_reason: 'stop', usage: { total_tokens: 10 } } }, feePercent: '10' });
+    const outcome = await finishTask(probingBalanceLocks(clientId, seen), DEFAULT_TRUST_POLICY, taskId, { completion: { kind: 'attempt', attemptId, result: { finish_reason: 'stop', usage: { total_tokens: 10 } } }, feePercent: '10' });
     expect(outcome).toEqual({ applied: true, status: 'completed' });
     // Locked before a statement means locked while the one before it ran and until now: never, as the
     // settlement is the last statement (the commit follows it).
@@ -123,8 +124,8 @@ describe('completing a task with its attempt result', () => {
 
   test('a result whose attempt ended meanwhile completes nothing and charges nothing', async () => {
     const { taskId, attemptId, clientId } = await matchedTask();
-    await closeAttempt(db, { attemptId, outcome: 'timeout', error: { type: 'attempt_timeout', message: 'silent' } });
-    const outcome = await finishTask(db, taskId, { completion: { kind: 'attempt', attemptId, result: { finish_reason: 'stop', usage: { total_tokens: 10 } } }, feePercent: '10' });
+    await closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId, outcome: 'timeout', error: { type: 'attempt_timeout', message: 'silent' } });
+    const outcome = await finishTask(db, DEFAULT_TRUST_POLICY, taskId, { completion: { kind: 'attempt', attemptId, result: { finish_reason: 'stop', usage: { total_tokens: 10 } } }, feePercent: '10' });
     expect(outcome).toEqual({ applied: false, status: 'queued', attemptClosed: true });
     expect(await taskState(taskId)).toEqual({ status: 'queued', price_points: null, result: null, hold: 'open' });
     expect(await balance(clientId)).toEqual({ available: '95', held: '5' });

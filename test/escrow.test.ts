@@ -219,7 +219,7 @@ describe('with vesting by passed checks', () => {
     }
     expect(await canaryPasses()).toBeGreaterThanOrEqual(passesBefore + 3);
     expect((await trustOf(cheat.solverId)).quarantined).toBe(false);
-    await vestEarnings(stack.db);
+    await vestEarnings(stack.db, stack.config.trust);
     const ledger = (await api(stack.url, 'GET', `/v1/account/ledger?task_id=${taskId}`, { headers: bearer(cheat) })).json.data.map((entry: { kind: string }) => entry.kind);
     expect(ledger).toEqual(['hold', 'payout']);
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
@@ -233,7 +233,7 @@ describe('with vesting by passed checks', () => {
     // The probation canary vouches for nothing paid after it: the client tasks' pay stays held.
     const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=0` }, headers: client.auth });
     expect(fetched.status).toBe(200);
-    await vestEarnings(stack.db);
+    await vestEarnings(stack.db, stack.config.trust);
     const taskId = fetched.headers.get('x-task-id')!;
     const ledgerOf = async () => (await api(stack.url, 'GET', `/v1/account/ledger?task_id=${taskId}`, { headers: bearer(solver) })).json.data.map((entry: { kind: string }) => entry.kind);
     expect(await ledgerOf()).toEqual(['hold', 'payout']);
@@ -248,7 +248,7 @@ describe('with vesting by passed checks', () => {
     const { reputation } = await trustOf(solver.solverId);
     expect(reputation[0].canary_passes).toBeGreaterThanOrEqual(2);
     // Checks vouch only for a solver a sequential test has accepted: until then the pay stays held.
-    expect(await vestEarnings(stack.db)).toBe(0);
+    expect(await vestEarnings(stack.db, stack.config.trust)).toBe(0);
     expect(await ledgerOf()).toEqual(['hold', 'payout']);
     // A check it failed after the pay (a run that proved a later result wrong, as the run leaves its row).
     await stack.db.query(sql.unsafe`
@@ -257,15 +257,15 @@ describe('with vesting by passed checks', () => {
     // 49 verified passes in a row: the sequential test accepts it.
     const decisions = [];
     for (let i = 0; i < 49; i++) {
-      decisions.push((await recordVerifiedOutcomeIn(stack.db, { solverId: solver.solverId, taskType: 'proxy_fetch', failed: false, evidence: {} })).decision);
+      decisions.push((await recordVerifiedOutcomeIn(stack.db, stack.config.trust, { solverId: solver.solverId, taskType: 'proxy_fetch', failed: false, evidence: {} })).decision);
     }
     expect(decisions.at(-1)).toBe('accept');
     expect(decisions.slice(0, -1).every((decision) => decision === 'continue')).toBe(true);
     // Accepted, but a check failed since the pay: it stays held. Without that failure the checks it passed vest it.
-    expect(await vestEarnings(stack.db)).toBe(0);
+    expect(await vestEarnings(stack.db, stack.config.trust)).toBe(0);
     expect(await ledgerOf()).toEqual(['hold', 'payout']);
     await stack.db.query(sql.unsafe`DELETE FROM redundant_runs WHERE task_id = ${laterTaskId}`);
-    expect(await vestEarnings(stack.db)).toBeGreaterThan(0);
+    expect(await vestEarnings(stack.db, stack.config.trust)).toBeGreaterThan(0);
     expect(await ledgerOf()).toEqual(['release', 'hold', 'payout']);
     expect((await taskOf(taskId, client.auth)).verification).toBe('unchecked');
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);

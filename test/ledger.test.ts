@@ -6,6 +6,7 @@ import { balanceFromEntries, deposit, getBalance, PLATFORM_ACCOUNT_ID, release, 
 import { createDb, type Db } from '../src/db/pool';
 import { createTaskWithHold, markWorkflowStarted } from '../src/db/tasks/create';
 import { testEndpoints } from './support/stack';
+import { DEFAULT_TRUST_POLICY } from '../src/db/reputation';
 
 let db: Db;
 beforeAll(async () => {
@@ -27,7 +28,7 @@ const holdId = () => `task_${crypto.randomUUID()}`;
  * started, so no suite's stranded-task sweep starts a workflow for it.
  */
 async function hold(input: { holdId: string; accountId: string; amount: string; idempotencyKey?: string }) {
-  const outcome = await createTaskWithHold(db, {
+  const outcome = await createTaskWithHold(db, DEFAULT_TRUST_POLICY, {
     taskId: input.holdId,
     accountId: input.accountId,
     taskType: 'proxy_fetch',

@@ -9,6 +9,7 @@ import { closeAttempt, reserveAttempt } from '../src/db/tasks/attempts';
 import { createTaskWithHold } from '../src/db/tasks/create';
 import { createTask, failTask } from './support/tasks';
 import { testEndpoints } from './support/stack';
+import { DEFAULT_TRUST_POLICY } from '../src/db/reputation';
 
 let db: Db;
 beforeAll(async () => {
@@ -39,8 +40,8 @@ async function onlineSolver(model: string, price: string, maxConcurrent: number)
   const { account } = await createAccount(db);
   const nodeId = `node-${crypto.randomUUID()}`;
   await heartbeatNode(db, nodeId);
-  await replaceCapabilities(db, account.account_id, [capability(model, price, maxConcurrent) as never]);
-  await registerConnection(db, { solverId: account.account_id, connectionId: crypto.randomUUID(), nodeId });
+  await replaceCapabilities(db, DEFAULT_TRUST_POLICY, account.account_id, [capability(model, price, maxConcurrent) as never]);
+  await registerConnection(db, DEFAULT_TRUST_POLICY, { solverId: account.account_id, connectionId: crypto.randomUUID(), nodeId });
   return account.account_id;
 }
 
@@ -68,7 +69,7 @@ describe('matching (reserveAttempt)', () => {
     const dear = await onlineSolver(model, '2', 2);
     const tasks = await newTasks(12);
     const results = await Promise.all(
-      tasks.map((taskId) => reserveAttempt(db, { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] })),
+      tasks.map((taskId) => reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] })),
     );
     const assigned = results.flatMap((result) => (result.assignment ? [result.assignment.solverId] : []));
     expect(assigned.filter((id) => id === cheap)).toHaveLength(3);
@@ -85,8 +86,8 @@ describe('matching (reserveAttempt)', () => {
     const only = await onlineSolver(model, '1', 5);
     const [taskId] = await newTasks(1);
     const input = { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] };
-    const first = await reserveAttempt(db, input);
-    const again = await reserveAttempt(db, input);
+    const first = await reserveAttempt(db, DEFAULT_TRUST_POLICY, input);
+    const again = await reserveAttempt(db, DEFAULT_TRUST_POLICY, input);
     expect(again).toEqual(first);
     expect(first.assignment).toMatchObject({ solverId: only, pricePoints: '1', attemptId: `${taskId}.a1` });
     expect(await activeAttempts(only)).toBe(1);
@@ -98,12 +99,12 @@ describe('matching (reserveAttempt)', () => {
     const tried = await onlineSolver(model, '1', 1);
     await onlineSolver(model, '9', 1);
     const [taskId] = await newTasks(1);
-    const first = await reserveAttempt(db, { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] });
+    const first = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId, attemptNumber: 1, excludedSolverIds: [] });
     expect(first.assignment?.solverId).toBe(tried);
-    expect((await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error', error: { type: 'x', message: 'x' } })).closed).toBe(true);
-    expect((await closeAttempt(db, { attemptId: first.assignment!.attemptId, outcome: 'error' })).closed).toBe(false);
+    expect((await closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: first.assignment!.attemptId, outcome: 'error', error: { type: 'x', message: 'x' } })).closed).toBe(true);
+    expect((await closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: first.assignment!.attemptId, outcome: 'error' })).closed).toBe(false);
     expect(await activeAttempts(tried)).toBe(0);
-    const second = await reserveAttempt(db, { ...match, taskId, attemptNumber: 2, excludedSolverIds: [tried] });
+    const second = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId, attemptNumber: 2, excludedSolverIds: [tried] });
     expect(second).toEqual({ assignment: null, untriedOnline: 1, finishedAs: null, queued: true });
     const task = await db.one(sql.type(z.object({ status: z.string(), solver_id: z.string().nullable() }))`SELECT status, solver_id FROM tasks WHERE task_id = ${taskId}`);
     expect(task).toEqual({ status: 'queued', solver_id: null });
@@ -114,7 +115,7 @@ describe('matching (reserveAttempt)', () => {
     const only = await onlineSolver(model, '1', 5);
     const [taskId] = await newTasks(1);
     await failTask(db, taskId);
-    const reservation = await reserveAttempt(db, { taskId, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
+    const reservation = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { taskId, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
     expect(reservation).toEqual({ assignment: null, untriedOnline: 1, finishedAs: 'failed' });
     expect(await activeAttempts(only)).toBe(0);
   });
@@ -123,12 +124,12 @@ describe('matching (reserveAttempt)', () => {
     const model = `model-${crypto.randomBytes(4).toString('hex')}`;
     const busy = await onlineSolver(model, '1', 100);
     const tasks = await newTasks(80);
-    const reserve = (taskId: string) => reserveAttempt(db, { taskId, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
+    const reserve = (taskId: string) => reserveAttempt(db, DEFAULT_TRUST_POLICY, { taskId, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
     let previous = await Promise.all(tasks.slice(0, 20).map(reserve));
     // Each round closes the last twenty attempts while the next twenty are being matched to the same solver.
     for (let round = 1; round < 4; round++) {
       const [closed, next] = await Promise.all([
-        Promise.all(previous.map((r) => closeAttempt(db, { attemptId: r.assignment!.attemptId, outcome: 'completed' }))),
+        Promise.all(previous.map((r) => closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: r.assignment!.attemptId, outcome: 'completed' }))),
         Promise.all(tasks.slice(round * 20, round * 20 + 20).map(reserve)),
       ]);
       expect(closed.every((c) => c.closed)).toBe(true);
@@ -144,10 +145,10 @@ describe('matching (reserveAttempt)', () => {
     const cheap = await onlineSolver(model, '1', 1);
     const dear = await onlineSolver(model, '2', 1);
     const [first, second] = await newTasks(2);
-    const passedOver = await reserveAttempt(db, { ...match, taskId: first, attemptNumber: 1, lastResortSolverIds: [cheap] });
+    const passedOver = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: first, attemptNumber: 1, lastResortSolverIds: [cheap] });
     expect(passedOver.assignment?.solverId).toBe(dear);
     // The other solver is now full: the last resort is taken rather than none.
-    const taken = await reserveAttempt(db, { ...match, taskId: second, attemptNumber: 1, lastResortSolverIds: [cheap] });
+    const taken = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: second, attemptNumber: 1, lastResortSolverIds: [cheap] });
     expect(taken.assignment?.solverId).toBe(cheap);
   });
 
@@ -159,7 +160,7 @@ describe('matching (reserveAttempt)', () => {
     const newTask = (maxPricePoints: string) => {
       const taskId = `task_${crypto.randomBytes(8).toString('hex')}`;
       workflowless.push(taskId);
-      return createTaskWithHold(db, { taskId, accountId: account.account_id, taskType: TASK_TYPE, payload: {}, maxPricePoints, timeoutSeconds: 60, workflowId: `task-${taskId}`, match: { strongModels: [model] } });
+      return createTaskWithHold(db, DEFAULT_TRUST_POLICY, { taskId, accountId: account.account_id, taskType: TASK_TYPE, payload: {}, maxPricePoints, timeoutSeconds: 60, workflowId: `task-${taskId}`, match: { strongModels: [model] } });
     };
     const created = await newTask('5');
     if (created.kind !== 'created') throw new Error(created.kind);
@@ -169,7 +170,7 @@ describe('matching (reserveAttempt)', () => {
     expect(await newTask('5')).toEqual({ kind: 'insufficient_balance', requiredPoints: '5' });
     expect(await activeAttempts(only)).toBe(1);
     // The workflow's own matching of attempt 1 (e.g. after a restart) finds the same reservation.
-    const again = await reserveAttempt(db, { taskId: created.task.task_id, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
+    const again = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { taskId: created.task.task_id, attemptNumber: 1, taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] });
     expect(again.assignment).toEqual(created.firstAssignment);
   });
   test('a reservation or an attempt\'s end on a solver never waits for another reservation on it still uncommitted', async () => {
@@ -177,20 +178,20 @@ describe('matching (reserveAttempt)', () => {
     const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
     const busy = await onlineSolver(model, '1', 3);
     const [earlier, held, other] = await newTasks(3);
-    const running = await reserveAttempt(db, { ...match, taskId: earlier, attemptNumber: 1 });
+    const running = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: earlier, attemptNumber: 1 });
     let holdingDone!: (reservation: Awaited<ReturnType<typeof reserveAttempt>>) => void;
     const holding = new Promise<Awaited<ReturnType<typeof reserveAttempt>>>((resolve) => (holdingDone = resolve));
     let release!: () => void;
     const released = new Promise<void>((resolve) => (release = resolve));
     // This reservation holds its slot until its transaction ends, after the others below have run (or waited).
     const transaction = db.transaction(async (tx) => {
-      holdingDone(await reserveAttempt(tx, { ...match, taskId: held, attemptNumber: 1 }));
+      holdingDone(await reserveAttempt(tx, DEFAULT_TRUST_POLICY, { ...match, taskId: held, attemptNumber: 1 }));
       await released;
     });
     expect((await holding).assignment?.solverId).toBe(busy);
     const elsewhere = Promise.all([
-      reserveAttempt(db, { ...match, taskId: other, attemptNumber: 1 }),
-      closeAttempt(db, { attemptId: running.assignment!.attemptId, outcome: 'completed' }),
+      reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: other, attemptNumber: 1 }),
+      closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: running.assignment!.attemptId, outcome: 'completed' }),
     ]);
     const outcome = await Promise.race([elsewhere, new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 5000))]);
     release();
@@ -208,11 +209,11 @@ describe('matching (reserveAttempt)', () => {
     const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
     const solver = await onlineSolver(model, '1', 3);
     const tasks = await newTasks(6);
-    const reserve = (index: number) => reserveAttempt(db, { ...match, taskId: tasks[index], attemptNumber: 1 });
+    const reserve = (index: number) => reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: tasks[index], attemptNumber: 1 });
     const running = await Promise.all([0, 1, 2].map(reserve));
     expect(running.every((r) => r.assignment?.solverId === solver)).toBe(true);
-    await replaceCapabilities(db, solver, [capability(model, '1', 1) as never]);
-    const close = (index: number) => closeAttempt(db, { attemptId: running[index].assignment!.attemptId, outcome: 'completed' });
+    await replaceCapabilities(db, DEFAULT_TRUST_POLICY, solver, [capability(model, '1', 1) as never]);
+    const close = (index: number) => closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: running[index].assignment!.attemptId, outcome: 'completed' });
     // Three running, then two, then one: all at or above the new limit of one.
     for (const index of [0, 1, 2]) {
       expect((await reserve(3)).assignment).toBeNull();
@@ -222,7 +223,7 @@ describe('matching (reserveAttempt)', () => {
     expect((await reserve(4)).assignment).toBeNull();
     expect(await activeAttempts(solver)).toBe(1);
     // Raised again: the new slots are offered at once.
-    await replaceCapabilities(db, solver, [capability(model, '1', 2) as never]);
+    await replaceCapabilities(db, DEFAULT_TRUST_POLICY, solver, [capability(model, '1', 2) as never]);
     expect((await reserve(4)).assignment?.solverId).toBe(solver);
     expect((await reserve(5)).assignment).toBeNull();
     expect(await activeAttempts(solver)).toBe(2);
@@ -241,23 +242,23 @@ describe('the queue (tasks waiting for a slot)', () => {
     const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
     const solver = await onlineSolver(model, '1', 1);
     const [running, first, second] = await newTasks(3);
-    const held = await reserveAttempt(db, { ...match, taskId: running, attemptNumber: 1 });
+    const held = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: running, attemptNumber: 1 });
     expect(held.assignment?.solverId).toBe(solver);
-    for (const taskId of [first, second]) expect(await reserveAttempt(db, { ...match, taskId, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
+    for (const taskId of [first, second]) expect(await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
     expect(await queued([first, second])).toEqual([first, second]);
-    const { handoffs } = await closeAttempt(db, { attemptId: held.assignment!.attemptId, outcome: 'completed' });
+    const { handoffs } = await closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: held.assignment!.attemptId, outcome: 'completed' });
     expect(handoffs.map((h) => [h.taskId, h.attemptNumber, h.assignment.solverId])).toEqual([[first, 1, solver]]);
     // Recorded for the workflow to be told (the outbox), and the task is the attempt's from now on.
     expect(await handoffRows([first, second])).toEqual([first]);
     expect(await queued([first, second])).toEqual([second]);
-    expect((await reserveAttempt(db, { ...match, taskId: first, attemptNumber: 1 })).assignment).toEqual(handoffs[0].assignment);
+    expect((await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: first, attemptNumber: 1 })).assignment).toEqual(handoffs[0].assignment);
     // Asking again while waiting changes nothing: the task keeps its place.
-    expect(await reserveAttempt(db, { ...match, taskId: second, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
+    expect(await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: second, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
     // A new task that arrives as the slot frees waits behind the one already waiting.
     const [later] = await newTasks(1);
-    const freed = await closeAttempt(db, { attemptId: handoffs[0].assignment.attemptId, outcome: 'completed' });
+    const freed = await closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: handoffs[0].assignment.attemptId, outcome: 'completed' });
     expect(freed.handoffs.map((h) => h.taskId)).toEqual([second]);
-    expect(await reserveAttempt(db, { ...match, taskId: later, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
+    expect(await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: later, attemptNumber: 1 })).toMatchObject({ assignment: null, queued: true });
   });
 
   test('a waiting task the slot does not fit (price, excluded solver) does not hold up a later one it fits', async () => {
@@ -265,11 +266,11 @@ describe('the queue (tasks waiting for a slot)', () => {
     const match = { taskType: TASK_TYPE, strongModels: [model], excludedSolverIds: [] };
     const solver = await onlineSolver(model, '3', 1);
     const [running, cheap, excluding, fits] = await newTasks(4);
-    const held = await reserveAttempt(db, { ...match, maxPricePoints: '5', taskId: running, attemptNumber: 1 });
-    await reserveAttempt(db, { ...match, maxPricePoints: '2', taskId: cheap, attemptNumber: 1 });
-    await reserveAttempt(db, { ...match, maxPricePoints: '5', excludedSolverIds: [solver], taskId: excluding, attemptNumber: 1 });
-    await reserveAttempt(db, { ...match, maxPricePoints: '5', taskId: fits, attemptNumber: 1 });
-    const { handoffs } = await closeAttempt(db, { attemptId: held.assignment!.attemptId, outcome: 'completed' });
+    const held = await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, maxPricePoints: '5', taskId: running, attemptNumber: 1 });
+    await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, maxPricePoints: '2', taskId: cheap, attemptNumber: 1 });
+    await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, maxPricePoints: '5', excludedSolverIds: [solver], taskId: excluding, attemptNumber: 1 });
+    await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, maxPricePoints: '5', taskId: fits, attemptNumber: 1 });
+    const { handoffs } = await closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId: held.assignment!.attemptId, outcome: 'completed' });
     expect(handoffs.map((h) => h.taskId)).toEqual([fits]);
     expect(await queued([cheap, excluding, fits])).toEqual([cheap, excluding]);
   });
@@ -279,12 +280,12 @@ describe('the queue (tasks waiting for a slot)', () => {
     const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
     const solver = await onlineSolver(model, '1', 1);
     const [running, gone, waiting] = await newTasks(3);
-    await reserveAttempt(db, { ...match, taskId: running, attemptNumber: 1 });
-    await reserveAttempt(db, { ...match, taskId: gone, attemptNumber: 1 });
-    await reserveAttempt(db, { ...match, taskId: waiting, attemptNumber: 1 });
+    await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: running, attemptNumber: 1 });
+    await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: gone, attemptNumber: 1 });
+    await reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId: waiting, attemptNumber: 1 });
     await failTask(db, gone, 'task_timeout');
     expect(await queued([gone, waiting])).toEqual([waiting]);
-    const { handoffs } = await replaceCapabilities(db, solver, [capability(model, '1', 2) as never]);
+    const { handoffs } = await replaceCapabilities(db, DEFAULT_TRUST_POLICY, solver, [capability(model, '1', 2) as never]);
     expect(handoffs.map((h) => [h.taskId, h.assignment.solverId])).toEqual([[waiting, solver]]);
     expect(await activeAttempts(solver)).toBe(2);
   });
@@ -294,7 +295,7 @@ describe('the queue (tasks waiting for a slot)', () => {
     const match = { taskType: TASK_TYPE, maxPricePoints: '5', strongModels: [model], excludedSolverIds: [] };
     const solver = await onlineSolver(model, '1', 4);
     const tasks = await newTasks(40);
-    const reserve = (taskId: string) => reserveAttempt(db, { ...match, taskId, attemptNumber: 1 });
+    const reserve = (taskId: string) => reserveAttempt(db, DEFAULT_TRUST_POLICY, { ...match, taskId, attemptNumber: 1 });
     const served: string[] = [];
     const running: string[] = [];
     const take = (result: Awaited<ReturnType<typeof reserve>>) => {
@@ -310,7 +311,7 @@ describe('the queue (tasks waiting for a slot)', () => {
       const arriving = tasks.slice(next, next + 4);
       next += 4;
       const [closed, reserved] = await Promise.all([
-        Promise.all(ending.map((attemptId) => closeAttempt(db, { attemptId, outcome: 'completed' }))),
+        Promise.all(ending.map((attemptId) => closeAttempt(db, DEFAULT_TRUST_POLICY, { attemptId, outcome: 'completed' }))),
         Promise.all(arriving.map(reserve)),
       ]);
       served.push(...ending.map((attemptId) => attemptId.replace(/\.a1$/, '')));

@@ -32,7 +32,7 @@ describe('the stranded-task sweep', () => {
       temporal,
       logger,
       eagerStart: false,
-      handoffs: new SlotHandoffs({ db: stack.db, temporal, logger }),
+      handoffs: new SlotHandoffs({ db: stack.db, temporal, logger, trust: stack.config.trust }),
       webhooks: { send: () => undefined },
       artifacts: createArtifactStore(stack.config),
       // The sweep neither waits for tasks nor stops attempts.
@@ -57,7 +57,7 @@ describe('the stranded-task sweep', () => {
       timeoutSeconds: 60,
       workflowId: taskType === CHAT_TASK_TYPE ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       ...(match ? { match: {} } : {}),
-    });
+    }, stack.config.trust);
   };
 
   let solvers: FakeSolver[] = [];
@@ -110,7 +110,7 @@ describe('the stranded-task sweep', () => {
       SELECT status, workflow_started_at IS NOT NULL AS started FROM tasks WHERE task_id = ${task.task_id}`);
     expect(row).toEqual({ status: 'queued', started: false });
     // Other suites' workers sweep too: leave nothing stranded for them.
-    await failTask(stack.db, task.task_id);
+    await failTask(stack.db, task.task_id, 'solver_failed', 'test', stack.config.trust);
   });
 
   test('a slot handed while its sender died reaches the waiting workflow through the sweep, and is charged once', async () => {
@@ -135,9 +135,9 @@ describe('the stranded-task sweep', () => {
     expect(waiting.json.status).toBe('queued');
     // The holder's task ends elsewhere; its slot is handed on in that transaction, and the process that
     // would have told the waiting workflow dies before it does (the handoff is not delivered here).
-    const ended = await failTask(stack.db, holding.json.task_id, 'task_timeout');
+    const ended = await failTask(stack.db, holding.json.task_id, 'task_timeout', 'test', stack.config.trust);
     expect(ended.handoffs?.map((h) => h.taskId)).toEqual([waiting.json.task_id]);
-    expect(await new SlotHandoffs({ db: stack.db, temporal, logger }).sweep(0)).toBeGreaterThanOrEqual(1);
+    expect(await new SlotHandoffs({ db: stack.db, temporal, logger, trust: stack.config.trust }).sweep(0)).toBeGreaterThanOrEqual(1);
     const done = await waitFor(async () => {
       const response = await api(stack.url, 'GET', `/v1/tasks/${waiting.json.task_id}`, { headers: client.auth });
       return response.json.status === 'completed' ? response.json : undefined;

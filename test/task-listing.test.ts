@@ -11,7 +11,7 @@ describe('GET /v1/tasks: an account\'s tasks, newest first, by cursor', () => {
   const seeded: string[] = [];
   afterAll(async () => {
     // Ended, so that nothing else in the test database (matching, the sweep) ever takes them up.
-    for (const taskId of seeded) await failTask(stack.db, taskId);
+    for (const taskId of seeded) await failTask(stack.db, taskId, 'solver_failed', 'test', stack.config.trust);
     await stack.close();
   });
 
@@ -24,7 +24,7 @@ describe('GET /v1/tasks: an account\'s tasks, newest first, by cursor', () => {
       const ids: string[] = [];
       for (let i = 0; i < n; i++) {
         const taskId = `task_list${Date.now().toString(36)}${i.toString().padStart(4, '0')}${Math.random().toString(36).slice(2, 6)}`;
-        await createTask(stack.db, { taskId, accountId, taskType, payload: { query: `q${i}` }, maxPricePoints: '1', timeoutSeconds: 60, workflowId: `task-${taskId}` });
+        await createTask(stack.db, { taskId, accountId, taskType, payload: { query: `q${i}` }, maxPricePoints: '1', timeoutSeconds: 60, workflowId: `task-${taskId}` }, stack.config.trust);
         await markWorkflowStarted(stack.db, taskId);
         seeded.push(taskId);
         ids.push(taskId);

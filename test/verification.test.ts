@@ -437,7 +437,7 @@ describe('the default sampling: probation and escrow', () => {
     console.log(`one-in-ten cheat: ${byCheat.length} client tasks before quarantine, ${Math.floor(byCheat.length / 10)} made up, ${runs.length} verified, ${refuted.length} proven wrong and refunded`);
     // The checks its honest pages passed vest nothing while no sequential test has accepted it (one
     // rarely does, about 0.9^49): confirming the quarantine refunds every task it served.
-    await vestEarnings(stack.db);
+    await vestEarnings(stack.db, stack.config.trust);
     const accepts = await stack.db.oneFirst(sql.type(z.object({ sprt_accepts: z.number() }))`
       SELECT sprt_accepts FROM solver_reputation WHERE solver_id = ${cheat.solverId} AND task_type = 'proxy_fetch'`);
     expect((await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: {}, headers: admin })).status).toBe(200);

@@ -44,7 +44,7 @@ async function main() {
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
     if (solver) stops.push(solver.stop);
     if (db && solver) await markLocalVerifier(db, solver.solverId, logger);
-    if (db && solver && config.trust.probationCanaries > 0) await awaitLocalProbation(db, solver.solverId, logger);
+    if (db && solver && config.trust.probationCanaries > 0) await awaitLocalProbation(db, config.trust, solver.solverId, logger);
     await db?.end();
     const lines = [
       '',

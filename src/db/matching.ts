@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
-import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted } from './reputation';
+import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted, type TrustPolicy } from './reputation';
 
 /**
  * Matching a task to a solver's slot, and the queue of tasks waiting for one (docs/queue.md). A slot is
@@ -38,17 +38,19 @@ interface Asks {
   strongModels: Fragment;
   country: Fragment;
   canaryFor: Fragment | null;
+  /** The trust policy the rule applies (docs/trust.md). */
+  policy: TrustPolicy;
 }
 
 /**
  * The eligibility rule, for capability `c`: not left out, a verifier when only verifiers may run it,
  * strong-tier for one of the allowed models (chat), declares the country asked for, and trusted with
  * client work (src/db/reputation.ts); a canary goes to its one solver instead, on probation or not,
- * unless quarantined. Built per statement: the trust rule follows the process's policy.
+ * unless quarantined. Built per statement: the trust rule follows the policy asked with.
  */
 function eligibleFor(asks: Asks) {
   const own = sql.fragment`c.solver_id = ${asks.canaryFor} AND NOT ${quarantined(sql.fragment`c.solver_id`)}`;
-  const trust = asks.canaryFor === null ? trusted('c') : sql.fragment`CASE WHEN ${asks.canaryFor} IS NULL THEN ${trusted('c')} ELSE ${own} END`;
+  const trust = asks.canaryFor === null ? trusted(asks.policy, 'c') : sql.fragment`CASE WHEN ${asks.canaryFor} IS NULL THEN ${trusted(asks.policy, 'c')} ELSE ${own} END`;
   return sql.fragment`NOT (c.solver_id = ANY(${asks.excluded}))
       AND (NOT ${asks.verifiersOnly} OR ${isVerifier(sql.fragment`c.solver_id`)})
       AND (${asks.strongModels} IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(${asks.strongModels})))
@@ -66,12 +68,13 @@ function eligibleFor(asks: Asks) {
 export function eligibleSolvers(
   taskType: string,
   options: {
+    policy: TrustPolicy;
     strongModels?: string[];
     excludedSolverIds?: string[];
     verifiersOnly?: boolean;
     canaryFor?: string;
     country?: string | null | ReturnType<typeof sql.fragment>;
-  } = {},
+  },
 ) {
   const country = typeof options.country === 'object' && options.country !== null ? options.country : sql.fragment`${options.country ?? null}::text`;
   return sql.fragment`
@@ -87,11 +90,12 @@ export function eligibleSolvers(
         strongModels: options.strongModels === undefined ? sql.fragment`NULL::text[]` : sql.fragment`${sql.array(options.strongModels, 'text')}`,
         country,
         canaryFor: options.canaryFor === undefined ? null : sql.fragment`${options.canaryFor}::text`,
+        policy: options.policy,
       })}`;
 }
 
 /** Whether capability `c` may serve the waiting task `q` (a `task_queue` row): its type, its price limits, and eligibleFor. */
-const fitsWaiting = () => sql.fragment`
+const fitsWaiting = (policy: TrustPolicy) => sql.fragment`
   q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), sql.fragment`q.max_price_points`)}
   AND ${eligibleFor({
     excluded: sql.fragment`q.excluded_solver_ids`,
@@ -99,6 +103,7 @@ const fitsWaiting = () => sql.fragment`
     strongModels: sql.fragment`q.strong_models`,
     country: sql.fragment`(SELECT qt.country FROM tasks qt WHERE qt.task_id = q.task_id)`,
     canaryFor: sql.fragment`q.canary_for`,
+    policy,
   })}`;
 
 /** Attempts still running above a lowered max_concurrent of capability `c`: it gets nothing until they end. */
@@ -240,6 +245,8 @@ export interface ReserveAttemptInput {
 }
 
 export interface ReservationInput extends ReserveAttemptInput {
+  /** The trust policy that decides who may take client work (docs/trust.md). */
+  policy: TrustPolicy;
   attemptId: string;
   /** The country the task must be fetched from: a value, or an expression reading the task's row. */
   country: string | null | ReturnType<typeof sql.fragment>;
@@ -296,6 +303,7 @@ const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
  */
 export function reservationSteps(input: ReservationInput) {
   const eligible = eligibleSolvers(input.taskType, {
+    policy: input.policy,
     strongModels: input.strongModels,
     excludedSolverIds: input.excludedSolverIds,
     verifiersOnly: input.verifiersOnly,
@@ -309,9 +317,9 @@ export function reservationSteps(input: ReservationInput) {
       SELECT c.solver_id, c.task_type, c.model_name, sc.node_id, c.min_price_points, c.billing_type, c.marginal_cost, c.prompt_cost, c.completion_cost,
              ${estimatedPrice('c', figures)} AS estimated_price_points, c.max_concurrent,
              c.solver_id = ANY(${sql.array(input.lastResortSolverIds ?? [], 'text')}) AS last_resort,
-             COALESCE(${scoreOf('rep')}, ${PRIOR_SCORE}::float8) AS record,
+             COALESCE(${scoreOf(input.policy, 'rep')}, ${PRIOR_SCORE}::float8) AS record,
              COALESCE(rep.latency_ms, 0) AS latency, rep.latency_ms::float8 AS measured_latency,
-             COALESCE(${evidenceOf('rep')}, 0) < ${NEWCOMER_EVIDENCE}::float8 AS newcomer,
+             COALESCE(${evidenceOf(input.policy, 'rep')}, 0) < ${NEWCOMER_EVIDENCE}::float8 AS newcomer,
              (SELECT count(*) FROM solver_slots f
               WHERE (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name) AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent)::float8 AS free
       ${eligible}
@@ -320,7 +328,7 @@ export function reservationSteps(input: ReservationInput) {
         AND NOT ${runningAboveLimit}
         AND (${input.canaryFor !== undefined} OR NOT EXISTS (
           SELECT 1 FROM task_queue q
-          WHERE q.task_type = c.task_type AND (q.arrival, q.task_id) < (${input.arrival}, ${input.taskId}::text) AND ${fitsWaiting()}))
+          WHERE q.task_type = c.task_type AND (q.arrival, q.task_id) < (${input.arrival}, ${input.taskId}::text) AND ${fitsWaiting(input.policy)}))
     ), ranked AS MATERIALIZED (
       -- Among offers at one price, each draws an exponential key at the rate of its weight (score × free
       -- slots up to FREE_SLOTS_WEIGHED; newcomers' weights raised to EXPLORATION_SHARE of their tier's
@@ -489,7 +497,7 @@ const WaitingRow = z.object({
  * freeing see the task, until both had committed.
  * `knownWaiting` skips the first look at the queue (the caller just queued a task).
  */
-export async function handOnSlots(db: Runner, taskTypes: string[], options: { knownWaiting?: boolean; inTransaction?: boolean } = {}): Promise<Handoff[]> {
+export async function handOnSlots(db: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean; inTransaction?: boolean } = {}): Promise<Handoff[]> {
   if (taskTypes.length === 0) return [];
   const types = sql.array([...new Set(taskTypes)], 'text');
   if (!options.knownWaiting) {
@@ -500,7 +508,7 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
   const run = async (tx: Runner) => {
     const handed: Handoff[] = [];
     // Canaries first: handing a slot takes no slot a canary waits for, so one pass over them suffices.
-    let canaries = taskTypes.some(isCanaryTaskType);
+    let canaries = taskTypes.some((type) => isCanaryTaskType(policy, type));
     for (;;) {
       // The oldest waiting task that some free slot fits; its task row is locked with it, so that a
       // concurrent ending of that task (which locks the task row, then removes it from the queue) waits
@@ -518,11 +526,11 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
             JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
             JOIN solver_slots f ON (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name)
               AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent
-            WHERE ${fitsWaiting()} AND NOT ${runningAboveLimit})
+            WHERE ${fitsWaiting(policy)} AND NOT ${runningAboveLimit})
         ORDER BY q.arrival, q.task_id
         LIMIT 1
         FOR UPDATE OF q, t SKIP LOCKED`);
-      const handoff = head ? await handSlotTo(tx, head) : null;
+      const handoff = head ? await handSlotTo(tx, policy, head) : null;
       if (!handoff) {
         // No canary (left) that a free slot fits: the others in their order.
         if (canaries) {
@@ -539,10 +547,11 @@ export async function handOnSlots(db: Runner, taskTypes: string[], options: { kn
 }
 
 /** Reserves the best free slot for a waiting task, takes it off the queue and records the handoff. */
-async function handSlotTo(tx: Runner, head: z.infer<typeof WaitingRow>): Promise<Handoff | null> {
+async function handSlotTo(tx: Runner, policy: TrustPolicy, head: z.infer<typeof WaitingRow>): Promise<Handoff | null> {
   const attemptId = attemptIdFor(head.task_id, head.attempt_number);
   const row = await tx.maybeOne(sql.type(CandidateRow.extend({ reassigned: z.boolean() }))`
     WITH ${reservationSteps({
+      policy,
       taskId: head.task_id,
       attemptId,
       attemptNumber: head.attempt_number,

@@ -1,7 +1,7 @@
 import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import type { TaskPurpose } from '../contract/lifecycle';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
-import { canaryDueAfter } from './reputation';
+import { canaryDueAfter, type TrustPolicy } from './reputation';
 import { createTaskWithHold } from './tasks/create';
 
 /**
@@ -27,9 +27,9 @@ interface PlatformTask {
   country?: string;
 }
 
-async function createPlatformTask(db: Runner, task: PlatformTask, purpose: TaskPurpose, claim: Fragment): Promise<PlatformTaskOutcome> {
+async function createPlatformTask(db: Runner, policy: TrustPolicy, task: PlatformTask, purpose: TaskPurpose, claim: Fragment): Promise<PlatformTaskOutcome> {
   const { taskId, taskType, payload, maxPricePoints, timeoutSeconds, workflowId, country } = task;
-  const outcome = await createTaskWithHold(db, { taskId, taskType, payload, maxPricePoints, timeoutSeconds, workflowId, country, accountId: PLATFORM_ACCOUNT_ID, purpose, claim });
+  const outcome = await createTaskWithHold(db, policy, { taskId, taskType, payload, maxPricePoints, timeoutSeconds, workflowId, country, accountId: PLATFORM_ACCOUNT_ID, purpose, claim });
   if (outcome.kind === 'created') return 'created';
   if (outcome.kind === 'not_claimed') return 'not_claimed';
   return 'platform_balance';
@@ -51,7 +51,7 @@ export interface NewCanaryTask extends PlatformTask {
  * first, in the order every settlement of its tasks takes it and the platform's balance row: no
  * deadlock between them.
  */
-export async function createCanaryTask(db: DatabasePool, canary: NewCanaryTask): Promise<PlatformTaskOutcome> {
+export async function createCanaryTask(db: DatabasePool, policy: TrustPolicy, canary: NewCanaryTask): Promise<PlatformTaskOutcome> {
   const created = db.transaction(async (tx) => {
     await tx.query(sql.unsafe`SELECT 1 FROM solver_reputation WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} FOR UPDATE`);
     const claim = sql.fragment`claimed AS (
@@ -62,10 +62,10 @@ export async function createCanaryTask(db: DatabasePool, canary: NewCanaryTask):
         ON CONFLICT DO NOTHING
         RETURNING task_id
       ), drawn AS (
-        UPDATE solver_reputation SET since_canary = 0, canary_due_after = ${canaryDueAfter()}
+        UPDATE solver_reputation SET since_canary = 0, canary_due_after = ${canaryDueAfter(policy)}
         WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} AND EXISTS (SELECT 1 FROM claimed)
       )`;
-    const outcome = await createPlatformTask(tx, canary, 'canary', claim);
+    const outcome = await createPlatformTask(tx, policy, canary, 'canary', claim);
     // An overdraft failed the statement: the transaction is rolled back, nothing of the canary kept.
     if (outcome === 'platform_balance') throw PLATFORM_CANNOT_PAY;
     return outcome;
@@ -88,7 +88,7 @@ export interface NewRunTask extends PlatformTask {
  * pending and has none (`byVerifier`: it goes to verifiers only), the third while its dispute is open
  * and has none.
  */
-export async function createRunTask(db: Runner, run: NewRunTask & ({ run: 'second'; byVerifier: boolean } | { run: 'third' })): Promise<PlatformTaskOutcome> {
+export async function createRunTask(db: Runner, policy: TrustPolicy, run: NewRunTask & ({ run: 'second'; byVerifier: boolean } | { run: 'third' })): Promise<PlatformTaskOutcome> {
   const { clientTaskId, taskId } = run;
   const claim =
     run.run === 'second'
@@ -100,5 +100,5 @@ export async function createRunTask(db: Runner, run: NewRunTask & ({ run: 'secon
           UPDATE redundant_runs SET third_run_task_id = ${taskId}
           WHERE task_id = ${clientTaskId} AND third_run_task_id IS NULL AND status = 'disagreed' AND concluded_at IS NULL
           RETURNING task_id)`;
-  return createPlatformTask(db, run, 'verification', claim);
+  return createPlatformTask(db, policy, run, 'verification', claim);
 }

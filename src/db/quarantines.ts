@@ -4,7 +4,7 @@ import { heldEarningsId, HOLD_OPEN, PLATFORM_ACCOUNT_ID, release } from './ledge
 import { refundTask } from './verification';
 import type { DueDelivery } from './webhooks';
 import type { Db } from './pool';
-import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, trustPolicy } from './reputation';
+import { announceCanaryDueIn, isCanaryTaskType, PRIOR_SCORE, scoreOf, trusted, type TrustPolicy } from './reputation';
 
 /** Quarantines, and what solvers and admins see of reputation and quarantines (docs/trust.md). */
 
@@ -62,26 +62,25 @@ export async function quarantineIn(tx: Runner, input: { solverId: string; taskTy
  * A solver's reputation for each task type it offers or has evidence for: the score now (decayed
  * counts, rounded), the evidence, and whether it may take client work of that type.
  */
-export async function reputationOf(db: Runner, solverId: string): Promise<Reputation[]> {
+export async function reputationOf(db: Runner, policy: TrustPolicy, solverId: string): Promise<Reputation[]> {
   const rows = await db.any(sql.type(ReputationRow)`
     SELECT t.task_type,
-           round(COALESCE(${scoreOf('r')}, ${PRIOR_SCORE}::float8)::numeric, 4)::float8 AS score,
-           round(COALESCE(r.successes * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${trustPolicy().halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS successes,
-           round(COALESCE(r.failures * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${trustPolicy().halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS failures,
+           round(COALESCE(${scoreOf(policy, 'r')}, ${PRIOR_SCORE}::float8)::numeric, 4)::float8 AS score,
+           round(COALESCE(r.successes * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${policy.halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS successes,
+           round(COALESCE(r.failures * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${policy.halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS failures,
            round(r.latency_ms)::float8 AS latency_ms,
            COALESCE(r.canary_passes, 0) AS canary_passes, COALESCE(r.canary_failures, 0) AS canary_failures,
            COALESCE(r.redundant_runs, 0) AS redundant_runs, COALESCE(r.disagreements, 0) AS disagreements,
            COALESCE(r.verified_passes, 0) AS verified_passes, COALESCE(r.verified_failures, 0) AS verified_failures,
            -- Its cheapest offer of the type: client work goes to any offer a check can pay.
-           ${trusted('t', sql.fragment`COALESCE((SELECT min(p.min_price_points) FROM solver_capabilities p WHERE p.solver_id = t.solver_id AND p.task_type = t.task_type), 0)`)} AS client_work
+           ${trusted(policy, 't', sql.fragment`COALESCE((SELECT min(p.min_price_points) FROM solver_capabilities p WHERE p.solver_id = t.solver_id AND p.task_type = t.task_type), 0)`)} AS client_work
     FROM (
       SELECT ${solverId}::text AS solver_id, task_type FROM solver_capabilities WHERE solver_id = ${solverId}
       UNION SELECT solver_id, task_type FROM solver_reputation WHERE solver_id = ${solverId}
     ) t
     LEFT JOIN solver_reputation r ON r.solver_id = t.solver_id AND r.task_type = t.task_type
     ORDER BY t.task_type`);
-  const { probationCanaries } = trustPolicy();
-  return rows.map((row) => ({ ...row, on_probation: row.canary_passes < probationCanaries && isCanaryTaskType(row.task_type) }));
+  return rows.map((row) => ({ ...row, on_probation: row.canary_passes < policy.probationCanaries && isCanaryTaskType(policy, row.task_type) }));
 }
 
 /** What is held of a solver's earnings: the sum of its open `held:` holds, and how many tasks. */
@@ -108,7 +107,7 @@ export async function quarantinesOf(db: Runner, solverId: string): Promise<Quara
  * Clears a solver's open quarantine and gives back its held earnings (each `held:` hold released to
  * available). Its evidence stays: a solver cleared scores as its record says. Null when none is open.
  */
-export async function clearQuarantine(db: Db, solverId: string, note: string | null): Promise<{ quarantine: Quarantine; released_points: string } | null> {
+export async function clearQuarantine(db: Db, policy: TrustPolicy, solverId: string, note: string | null): Promise<{ quarantine: Quarantine; released_points: string } | null> {
   return db.transaction(async (tx: DatabaseTransactionConnection) => {
     const cleared = await tx.maybeOne(sql.type(QuarantineRow)`
       UPDATE solver_quarantines SET cleared_at = now(), cleared_note = ${note}
@@ -123,7 +122,7 @@ export async function clearQuarantine(db: Db, solverId: string, note: string | n
       SELECT hold_id FROM holds WHERE account_id = ${solverId} AND status = ${HOLD_OPEN} AND hold_id LIKE ${heldEarningsId('%')} ORDER BY hold_id`);
     for (const holdId of holds) await release(tx, { holdId });
     // A solver on probation is due a canary again.
-    await announceCanaryDueIn(tx, solverId);
+    await announceCanaryDueIn(policy, tx, solverId);
     return { quarantine: cleared, released_points: releasedPoints };
   });
 }

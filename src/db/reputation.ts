@@ -43,8 +43,8 @@ export interface TrustPolicy {
 }
 
 /**
- * The policy until a process configures its own from its configuration (configureTrust; probation is
- * on there by default): what the database layer runs with on its own, as its tests run it.
+ * The policy of a process that configures none: what tests and benchmarks of the database layer pass.
+ * A process passes its own (`config.trust`; probation is on there by default) to every rule below.
  */
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   minScore: 0.3,
@@ -73,7 +73,7 @@ export const CANARY_TASK_TYPES = ['proxy_fetch', 'page_snapshot', 'screenshot', 
  * After how many attempts the next canary is due, drawn uniformly from 1 to 2N - 1 (mean N), so a
  * solver cannot count its way around them; NULL (never by count) when N is 0.
  */
-export function canaryDueAfter() {
+export function canaryDueAfter(policy: TrustPolicy) {
   const n = policy.canaryEveryTasks;
   return n === 0 ? sql.fragment`NULL::int` : sql.fragment`(1 + floor(random() * ${2 * n - 1}::int))::int`;
 }
@@ -91,58 +91,51 @@ export type CanaryTaskType = (typeof CANARY_TASK_TYPES)[number];
 /** The canary types that are pages the service serves. */
 export const PAGE_CANARY_TYPES: readonly CanaryTaskType[] = ['proxy_fetch', 'page_snapshot', 'screenshot'];
 /**
- * The task types canaries are sent for under this process's policy: web_search only with a search
+ * The task types canaries are sent for under `policy`: web_search only with a search
  * oracle, the page types only where solvers can reach canary pages. A type left out has no probation.
  */
-export const activeCanaryTypes = (): readonly CanaryTaskType[] =>
+export const activeCanaryTypes = (policy: TrustPolicy): readonly CanaryTaskType[] =>
   CANARY_TASK_TYPES.filter((type) => (type === 'web_search' ? policy.searchCanaries : PAGE_CANARY_TYPES.includes(type) ? policy.pageCanaries : true));
-export const isCanaryTaskType = (taskType: string): taskType is CanaryTaskType => (activeCanaryTypes() as readonly string[]).includes(taskType);
+export const isCanaryTaskType = (policy: TrustPolicy, taskType: string): taskType is CanaryTaskType =>
+  (activeCanaryTypes(policy) as readonly string[]).includes(taskType);
 /** The active canary types as a SQL text array. */
-export const activeCanaryTypesSql = () => sql.array([...activeCanaryTypes()], 'text');
+export const activeCanaryTypesSql = (policy: TrustPolicy) => sql.array([...activeCanaryTypes(policy)], 'text');
 
 /** A passed canary counts as this many successes: it is checked evidence, a client task is not. */
 export const CANARY_PASS_WEIGHT = 3;
 /** Weight of the newest completed attempt in the latency moving average. */
 const LATENCY_WEIGHT = 0.2;
 
-// Matching runs in statements built deep inside the database layer, on API nodes and workers alike;
-// each process sets the policy once from its configuration as it starts.
-let policy: TrustPolicy = DEFAULT_TRUST_POLICY;
-export function configureTrust(next: TrustPolicy): void {
-  policy = next;
-}
-export const trustPolicy = (): TrustPolicy => policy;
-
 /** Announces, when `tx` commits, that a solver may now be due a canary (it connected, offers a canary type, left quarantine). */
-export async function announceCanaryDueIn(tx: CommonQueryMethods, solverId: string): Promise<void> {
+export async function announceCanaryDueIn(policy: TrustPolicy, tx: CommonQueryMethods, solverId: string): Promise<void> {
   if (policy.probationCanaries === 0 && policy.canaryEveryTasks === 0) return;
   await tx.query(sql.unsafe`SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)}`);
 }
 
 /** The decay factor of reputation row `r` from its `decayed_at` to now. */
-const decay = (r: string) =>
+const decay = (policy: TrustPolicy, r: string) =>
   sql.fragment`power(0.5, GREATEST(extract(epoch FROM now() - ${sql.identifier([r, 'decayed_at'])}), 0) / ${policy.halfLifeSeconds}::float8)`;
 
 /**
  * The score of reputation row `r` now: (S + 1) / (S + F + 2) over the decayed successes S (passed
  * canaries weighted CANARY_PASS_WEIGHT) and failures F. A solver with no evidence scores 0.5.
  */
-export function scoreOf(r: string) {
-  const s = sql.fragment`(${sql.identifier([r, 'successes'])} * ${decay(r)})`;
-  const f = sql.fragment`(${sql.identifier([r, 'failures'])} * ${decay(r)})`;
+export function scoreOf(policy: TrustPolicy, r: string) {
+  const s = sql.fragment`(${sql.identifier([r, 'successes'])} * ${decay(policy, r)})`;
+  const f = sql.fragment`(${sql.identifier([r, 'failures'])} * ${decay(policy, r)})`;
   return sql.fragment`((${s} + 1) / (${s} + ${f} + 2))`;
 }
 
 /** The evidence of reputation row `r` now: its decayed successes and failures together. */
-export function evidenceOf(r: string) {
-  return sql.fragment`((${sql.identifier([r, 'successes'])} + ${sql.identifier([r, 'failures'])}) * ${decay(r)})`;
+export function evidenceOf(policy: TrustPolicy, r: string) {
+  return sql.fragment`((${sql.identifier([r, 'successes'])} + ${sql.identifier([r, 'failures'])}) * ${decay(policy, r)})`;
 }
 
 /** The score of a solver with no evidence yet. */
 export const PRIOR_SCORE = 0.5;
 
 /** The weight now of one failure counted at `at` (a SQL timestamp): what decay has left of it. */
-export const failureWeightNow = (at: ReturnType<typeof sql.fragment>) =>
+export const failureWeightNow = (policy: TrustPolicy, at: ReturnType<typeof sql.fragment>) =>
   sql.fragment`power(0.5, GREATEST(extract(epoch FROM now() - ${at}), 0) / ${policy.halfLifeSeconds}::float8)`;
 
 /**
@@ -150,9 +143,9 @@ export const failureWeightNow = (at: ReturnType<typeof sql.fragment>) =>
  * task_type, failures), decaying them to now first: a failure counted later, or (negative) one taken
  * back at its weight now. Never below 0.
  */
-export function adjustFailuresStep(source: ReturnType<typeof sql.fragment>) {
+export function adjustFailuresStep(policy: TrustPolicy, source: ReturnType<typeof sql.fragment>) {
   return sql.fragment`
-    UPDATE solver_reputation r SET successes = r.successes * ${decay('r')}, failures = GREATEST(r.failures * ${decay('r')} + x.failures, 0), decayed_at = now()
+    UPDATE solver_reputation r SET successes = r.successes * ${decay(policy, 'r')}, failures = GREATEST(r.failures * ${decay(policy, 'r')} + x.failures, 0), decayed_at = now()
     FROM (SELECT solver_id, task_type, sum(failures)::float8 AS failures FROM (${source}) s GROUP BY solver_id, task_type) x
     WHERE r.solver_id = x.solver_id AND r.task_type = x.task_type
     RETURNING r.solver_id`;
@@ -166,10 +159,10 @@ export function adjustFailuresStep(source: ReturnType<typeof sql.fragment>) {
 export const RECOVERY_CANARY_SECONDS = 600;
 
 /** Whether recovery canaries are sent: a threshold excludes solvers, and canaries are sent by count. */
-export const recoveryCanaries = () => policy.minScore > 0 && policy.canaryEveryTasks > 0;
+export const recoveryCanaries = (policy: TrustPolicy) => policy.minScore > 0 && policy.canaryEveryTasks > 0;
 
 /** Whether reputation row `r` (as of now) excludes its solver from client work by score. */
-export const belowThreshold = (r: string) => sql.fragment`${scoreOf(r)} < ${policy.minScore}::float8`;
+export const belowThreshold = (policy: TrustPolicy, r: string) => sql.fragment`${scoreOf(policy, r)} < ${policy.minScore}::float8`;
 
 /** Whether solver `solverId` (an SQL expression) is in an open quarantine. */
 export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
@@ -181,16 +174,16 @@ export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
  */
 export const isVerifier = (solverId: ReturnType<typeof sql.fragment>) => sql.fragment`EXISTS (SELECT 1 FROM solver_verifiers v WHERE v.solver_id = ${solverId})`;
 
-/** Whether canaries are sent at all under this process's policy (for probation, or by count). */
-export const checksSent = () => policy.probationCanaries > 0 || policy.canaryEveryTasks > 0;
+/** Whether canaries are sent at all under `policy` (for probation, or by count). */
+export const checksSent = (policy: TrustPolicy) => policy.probationCanaries > 0 || policy.canaryEveryTasks > 0;
 
 /**
  * Whether an offer of task type `taskType` at `price` (SQL expressions) is one a check can pay: at or
  * below CHECK_PRICE_CEILING_POINTS, or of a type no canary is sent for.
  */
-export function checkable(taskType: ReturnType<typeof sql.fragment>, price: ReturnType<typeof sql.fragment>) {
-  if (!checksSent()) return sql.fragment`true`;
-  return sql.fragment`(${price} <= ${policy.checkPriceCeilingPoints}::numeric OR NOT (${taskType} = ANY(${activeCanaryTypesSql()})))`;
+export function checkable(policy: TrustPolicy, taskType: ReturnType<typeof sql.fragment>, price: ReturnType<typeof sql.fragment>) {
+  if (!checksSent(policy)) return sql.fragment`true`;
+  return sql.fragment`(${price} <= ${policy.checkPriceCeilingPoints}::numeric OR NOT (${taskType} = ANY(${activeCanaryTypesSql(policy)})))`;
 }
 
 /**
@@ -199,18 +192,18 @@ export function checkable(taskType: ReturnType<typeof sql.fragment>, price: Retu
  * canaries for the task type (when canaries of that type are sent at all), and it scores at least the
  * threshold.
  */
-export function trusted(c = 'c', price = sql.fragment`${sql.identifier([c, 'min_price_points'])}`) {
+export function trusted(policy: TrustPolicy, c = 'c', price = sql.fragment`${sql.identifier([c, 'min_price_points'])}`) {
   const solverId = sql.fragment`${sql.identifier([c, 'solver_id'])}`;
   const taskType = sql.fragment`${sql.identifier([c, 'task_type'])}`;
   const { minScore, probationCanaries } = policy;
   // An offer no check can pay is never checked: it gets no client work until it is priced within reach.
-  const payable = checkable(taskType, price);
+  const payable = checkable(policy, taskType, price);
   // With no probation and no threshold the reputation row is not read at all (the hot path).
   if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)} AND ${payable}`;
   // A type no canary is sent for (web_search without a search oracle) has no probation to pass.
-  const probation = probationCanaries === 0 ? sql.fragment`false` : sql.fragment`${taskType} = ANY(${activeCanaryTypesSql()})`;
+  const probation = probationCanaries === 0 ? sql.fragment`false` : sql.fragment`${taskType} = ANY(${activeCanaryTypesSql(policy)})`;
   return sql.fragment`NOT ${quarantined(solverId)} AND ${payable} AND COALESCE(
-    (SELECT (r.canary_passes >= ${probationCanaries}::int OR NOT ${probation}) AND ${scoreOf('r')} >= ${minScore}::float8
+    (SELECT (r.canary_passes >= ${probationCanaries}::int OR NOT ${probation}) AND ${scoreOf(policy, 'r')} >= ${minScore}::float8
      FROM solver_reputation r WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType}),
     NOT ${probation} AND ${PRIOR_SCORE >= minScore})`;
 }
@@ -226,23 +219,23 @@ export function trusted(c = 'c', price = sql.fragment`${sql.identifier([c, 'min_
  * the last canary reached the drawn one) or, by a failure that leaves it below the threshold, a recovery
  * canary; announced on CANARY_DUE_CHANNEL when the transaction commits.
  */
-export function recordOutcomeStep(counts: 'completed' | 'failed' | null, failureWeight?: ReturnType<typeof sql.fragment>) {
+export function recordOutcomeStep(policy: TrustPolicy, counts: 'completed' | 'failed' | null, failureWeight?: ReturnType<typeof sql.fragment>) {
   const succeeded = counts === 'completed';
   const failed = counts === 'failed';
   const failures = failed ? (failureWeight ?? sql.fragment`1`) : sql.fragment`0`;
   // A failure that takes the solver below the threshold may make it due a recovery canary.
-  const recovery = failed && recoveryCanaries() ? sql.fragment`OR (task_type = ANY(${activeCanaryTypesSql()}) AND ${belowThreshold('reputed')})` : sql.fragment``;
+  const recovery = failed && recoveryCanaries(policy) ? sql.fragment`OR (task_type = ANY(${activeCanaryTypesSql(policy)}) AND ${belowThreshold(policy, 'reputed')})` : sql.fragment``;
   return sql.fragment`
     reputed AS (
       INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, latency_ms, since_canary, canary_due_after)
       SELECT solver_id, task_type, CASE WHEN canary THEN 0 ELSE ${succeeded ? 1 : 0} END, ${failures},
              ${succeeded ? sql.fragment`latency_ms` : sql.fragment`NULL`}, CASE WHEN canary THEN 0 ELSE 1 END,
-             CASE WHEN task_type = ANY(${activeCanaryTypesSql()}) THEN ${canaryDueAfter()} END
+             CASE WHEN task_type = ANY(${activeCanaryTypesSql(policy)}) THEN ${canaryDueAfter(policy)} END
       FROM (SELECT closed.*, EXISTS (SELECT 1 FROM canaries k WHERE k.task_id = closed.task_id) AS canary FROM closed) c
       WHERE ${counts !== null}
       ON CONFLICT (solver_id, task_type) DO UPDATE SET
-        successes = r.successes * ${decay('r')} + EXCLUDED.successes,
-        failures = r.failures * ${decay('r')} + EXCLUDED.failures,
+        successes = r.successes * ${decay(policy, 'r')} + EXCLUDED.successes,
+        failures = r.failures * ${decay(policy, 'r')} + EXCLUDED.failures,
         latency_ms = COALESCE(r.latency_ms * ${1 - LATENCY_WEIGHT}::float8 + EXCLUDED.latency_ms * ${LATENCY_WEIGHT}::float8, EXCLUDED.latency_ms, r.latency_ms),
         since_canary = r.since_canary + EXCLUDED.since_canary,
         decayed_at = now()

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { SolverCapabilityInput } from '../schemas/requests';
 import { eligibleSolvers, handOnSlots, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff } from './matching';
 import type { Db } from './pool';
-import { announceCanaryDueIn, isCanaryTaskType } from './reputation';
+import { announceCanaryDueIn, isCanaryTaskType, type TrustPolicy } from './reputation';
 
 /** Solver capabilities, the API nodes holding solver sockets, and solver statistics. */
 
@@ -37,6 +37,7 @@ const decimal = (value: number | string) => String(value);
  */
 export async function replaceCapabilities(
   db: Db,
+  policy: TrustPolicy,
   solverId: string,
   capabilities: SolverCapabilityInput[],
 ): Promise<{ capabilities: CapabilityRecord[]; handoffs: Handoff[] }> {
@@ -71,8 +72,8 @@ export async function replaceCapabilities(
           AND slot > ${capability.max_concurrent} AND attempt_id IS NULL`);
     }
     await tx.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
-    if (capabilities.some((c) => isCanaryTaskType(c.task_type))) await announceCanaryDueIn(tx, solverId);
-    const handoffs = await handOnSlots(tx, capabilities.map((c) => c.task_type), { inTransaction: true });
+    if (capabilities.some((c) => isCanaryTaskType(policy, c.task_type))) await announceCanaryDueIn(policy, tx, solverId);
+    const handoffs = await handOnSlots(tx, policy, capabilities.map((c) => c.task_type), { inTransaction: true });
     return { capabilities: await listCapabilities(tx as unknown as Db, solverId), handoffs };
   });
   recordHandoffsCommitted(replaced.handoffs);
@@ -115,7 +116,7 @@ export async function pruneDeadNodes(db: Db): Promise<void> {
  * The newest socket of a solver wins: a reconnect on any node takes over its dispatch. The solver's free
  * slots go to waiting tasks they fit, in the same transaction; a solver online again may be due a canary.
  */
-export async function registerConnection(db: Db, input: { solverId: string; connectionId: string; nodeId: string }): Promise<Handoff[]> {
+export async function registerConnection(db: Db, policy: TrustPolicy, input: { solverId: string; connectionId: string; nodeId: string }): Promise<Handoff[]> {
   const handoffs = await db.transaction(async (tx) => {
     const types = await tx.anyFirst(sql.type(z.object({ task_type: z.string() }))`
       WITH connected AS (
@@ -125,8 +126,8 @@ export async function registerConnection(db: Db, input: { solverId: string; conn
         INSERT INTO solver_stats (solver_id) VALUES (${input.solverId}) ON CONFLICT DO NOTHING
       )
       SELECT DISTINCT task_type FROM solver_capabilities WHERE solver_id = ${input.solverId}`);
-    if (types.some(isCanaryTaskType)) await announceCanaryDueIn(tx, input.solverId);
-    return handOnSlots(tx, [...types], { inTransaction: true });
+    if (types.some((type) => isCanaryTaskType(policy, type))) await announceCanaryDueIn(policy, tx, input.solverId);
+    return handOnSlots(tx, policy, [...types], { inTransaction: true });
   });
   return recordHandoffsCommitted(handoffs);
 }
@@ -141,9 +142,14 @@ export async function removeConnection(db: Db, input: { solverId: string; connec
 }
 
 /** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
-export async function countOnlineSolvers(db: Db, taskType: string, options: { strongModels?: string[]; country?: string } = {}): Promise<number> {
+export async function countOnlineSolvers(
+  db: Db,
+  policy: TrustPolicy,
+  taskType: string,
+  options: { strongModels?: string[]; country?: string } = {},
+): Promise<number> {
   return db.oneFirst(sql.type(z.object({ count: z.number() }))`
-    SELECT count(DISTINCT c.solver_id)::int AS count ${eligibleSolvers(taskType, options)}`);
+    SELECT count(DISTINCT c.solver_id)::int AS count ${eligibleSolvers(taskType, { ...options, policy })}`);
 }
 
 const StatsRow = z.object({

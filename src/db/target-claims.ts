@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { TargetFailureType } from '../contract/lifecycle';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
 import { chargeRequestsStep } from './rate-limits';
-import { adjustFailuresStep, failureWeightNow, trustPolicy } from './reputation';
+import { adjustFailuresStep, failureWeightNow, type TrustPolicy } from './reputation';
 
 /**
  * The statements of a solver's claim that the target failed: the task it is about, its judging in the
@@ -37,7 +37,7 @@ export interface TargetClaim {
  * failure is the target's. The claim's own failure is counted by the reputation step, weighted by
  * `claimFailures` (0 when the claim is the target's, else 1).
  */
-export function judgeTargetClaimSteps(claim: TargetClaim) {
+export function judgeTargetClaimSteps(policy: TrustPolicy, claim: TargetClaim) {
   const recent = (f: string) => sql.fragment`${sql.identifier([f, 'created_at'])} > now() - make_interval(secs => ${TARGET_CORROBORATION_SECONDS})`;
   return sql.fragment`
     corroborating AS (
@@ -61,10 +61,10 @@ export function judgeTargetClaimSteps(claim: TargetClaim) {
         AND f.solver_id <> claim.solver_id AND ${recent('f')}
       RETURNING f.solver_id, f.task_type, f.created_at
     ), taken_back AS (
-      ${adjustFailuresStep(sql.fragment`SELECT solver_id, task_type, -${failureWeightNow(sql.fragment`created_at`)} AS failures FROM corroborated`)}
+      ${adjustFailuresStep(policy, sql.fragment`SELECT solver_id, task_type, -${failureWeightNow(policy, sql.fragment`created_at`)} AS failures FROM corroborated`)}
     ), ${chargeRequestsStep(
       'limited',
-      sql.fragment`SELECT ${claim.accountId}::text AS account_id, ${trustPolicy().targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target'`,
+      sql.fragment`SELECT ${claim.accountId}::text AS account_id, ${policy.targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target'`,
     )}`;
 }
 
@@ -86,7 +86,7 @@ export async function claimTaskOf(db: CommonQueryMethods, attemptId: string): Pr
  * that this task's target failed are contradicted, and those not held against them so far now are.
  * Only a task answered after a failed attempt can have any.
  */
-export async function contradictTargetClaimsIn(tx: CommonQueryMethods, taskId: string, solverId: string): Promise<void> {
+export async function contradictTargetClaimsIn(tx: CommonQueryMethods, policy: TrustPolicy, taskId: string, solverId: string): Promise<void> {
   await tx.query(sql.unsafe`
     WITH before AS (
       SELECT attempt_id, solver_id, task_type, verdict FROM target_failures
@@ -96,7 +96,7 @@ export async function contradictTargetClaimsIn(tx: CommonQueryMethods, taskId: s
       UPDATE target_failures f SET verdict = 'contradicted', reason = 'answered_by_another', judged_at = now()
       FROM before WHERE f.attempt_id = before.attempt_id
     ), counted AS (
-      ${adjustFailuresStep(sql.fragment`SELECT solver_id, task_type, 1 AS failures FROM before WHERE verdict = 'target'`)}
+      ${adjustFailuresStep(policy, sql.fragment`SELECT solver_id, task_type, 1 AS failures FROM before WHERE verdict = 'target'`)}
     )
     SELECT 1`);
 }

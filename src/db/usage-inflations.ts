@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { CANARY_PASS_WEIGHT, failureWeightNow } from './reputation';
+import { CANARY_PASS_WEIGHT, failureWeightNow, type TrustPolicy } from './reputation';
 
 /**
  * The statements of usage inflation (docs/trust.md): a chat's usage report above the bound of what the
@@ -20,6 +20,7 @@ type Usage = Record<'reported' | 'counted' | 'bound' | 'billed', object>;
  */
 export async function recordUsageInflationIn(
   tx: Runner,
+  policy: TrustPolicy,
   input: { taskId: string; solverId: string; taskType: string; usage: Usage },
   withinSeconds: number,
 ): Promise<number> {
@@ -33,8 +34,8 @@ export async function recordUsageInflationIn(
     ), reputed AS (
       INSERT INTO solver_reputation AS r (solver_id, task_type, failures) VALUES (${solverId}, ${taskType}, ${CANARY_PASS_WEIGHT})
       ON CONFLICT (solver_id, task_type) DO UPDATE SET
-        successes = r.successes * ${failureWeightNow(sql.fragment`r.decayed_at`)},
-        failures = r.failures * ${failureWeightNow(sql.fragment`r.decayed_at`)} + EXCLUDED.failures,
+        successes = r.successes * ${failureWeightNow(policy, sql.fragment`r.decayed_at`)},
+        failures = r.failures * ${failureWeightNow(policy, sql.fragment`r.decayed_at`)} + EXCLUDED.failures,
         decayed_at = now()
     )
     -- This report is not visible to the statement that writes it: counted as one more.

@@ -1,6 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { adjustFailuresStep, CANARY_PASS_WEIGHT, isVerifier } from './reputation';
+import { adjustFailuresStep, CANARY_PASS_WEIGHT, isVerifier, type TrustPolicy } from './reputation';
 
 /**
  * The statements of verifiers and verified outcomes (docs/trust.md, "Verified client tasks"): the
@@ -51,11 +51,11 @@ export async function lockVerifiedRecordIn(tx: Runner, solverId: string, taskTyp
  * wrong, which weighs like a failed canary (CANARY_PASS_WEIGHT failures); the test's log-likelihood
  * ratio becomes `llr`, and `accepted` counts one more accept (`sprt_accepts`).
  */
-export async function addVerifiedOutcomeIn(tx: Runner, outcome: { solverId: string; taskType: string; failed: boolean; llr: number; accepted: boolean }): Promise<void> {
+export async function addVerifiedOutcomeIn(tx: Runner, policy: TrustPolicy, outcome: { solverId: string; taskType: string; failed: boolean; llr: number; accepted: boolean }): Promise<void> {
   const { solverId, taskType, failed } = outcome;
   if (failed) {
     await tx.query(sql.unsafe`
-      WITH adjusted AS (${adjustFailuresStep(sql.fragment`SELECT ${solverId}::text AS solver_id, ${taskType}::text AS task_type, ${CANARY_PASS_WEIGHT}::float8 AS failures`)})
+      WITH adjusted AS (${adjustFailuresStep(policy, sql.fragment`SELECT ${solverId}::text AS solver_id, ${taskType}::text AS task_type, ${CANARY_PASS_WEIGHT}::float8 AS failures`)})
       SELECT 1`);
   }
   await tx.query(sql.unsafe`

@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import type WebSocket from 'ws';
 import type { Db } from '../db/pool';
+import type { TrustPolicy } from '../db/reputation';
 import { markDraining, registerConnection, removeConnection } from '../db/solvers';
 import type { Logger } from '../logger';
 import type { HandoffSender } from '../tasks/handoffs';
@@ -58,6 +59,8 @@ export class SolverHub {
       db: Db;
       logger: Logger;
       nodeId: string;
+      /** The trust policy a connecting solver's free slots are handed on under (docs/trust.md). */
+      trust: TrustPolicy;
       heartbeatIntervalMs: number;
       acceptTimeoutMs: number;
       attemptTimeoutMs: number;
@@ -102,7 +105,7 @@ export class SolverHub {
     socket.on('close', () => this.detach(session));
     socket.on('error', (error) => this.deps.logger.debug({ err: error, solver_id: solverId }, 'solver socket error'));
     // Its free slots go to waiting tasks as it registers; their workflows are told once it is welcomed.
-    const handed = registerConnection(this.deps.db, { solverId, connectionId: session.connectionId, nodeId: this.deps.nodeId });
+    const handed = registerConnection(this.deps.db, this.deps.trust, { solverId, connectionId: session.connectionId, nodeId: this.deps.nodeId });
     session.registered = handed.then(() => undefined);
     const handoffs = await handed;
     this.send(session, { type: 'welcome', protocol: SOLVER_PROTOCOL_VERSION, solver_id: solverId, heartbeat_interval_ms: this.deps.heartbeatIntervalMs, server_time: new Date().toISOString() });

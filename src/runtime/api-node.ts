@@ -37,7 +37,6 @@ import { WebhookDeliveries } from '../webhooks/sender';
 import { CrawlRunner } from '../crawl/runner';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
-import { configureTrust } from '../db/reputation';
 
 export interface ApiNode {
   url: string;
@@ -66,7 +65,6 @@ export async function startApiNode(options: {
   const nodeId = options.nodeId ?? config.nodeId ?? `api-${crypto.randomBytes(4).toString('hex')}`;
   const logger = options.logger.child({ node_id: nodeId });
   installTemporalRuntime(logger);
-  configureTrust(config.trust);
   // Read first: a broken policy file stops the node before it touches anything else.
   const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId });
   const applied = await migrate(options.databaseUrl);
@@ -89,13 +87,14 @@ export async function startApiNode(options: {
   await relay.start();
   const stops = new AttemptStops(bus);
   await stops.start();
-  const handoffs = new SlotHandoffs({ db, temporal, logger });
+  const handoffs = new SlotHandoffs({ db, temporal, logger, trust: config.trust });
   const artifacts = createArtifactStore(config);
   const webhooks = new WebhookDeliveries({ config, db, artifacts, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `api:${nodeId}` });
   const hub = new SolverHub({
     db,
     logger,
     nodeId,
+    trust: config.trust,
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     acceptTimeoutMs: config.acceptTimeoutMs,
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,

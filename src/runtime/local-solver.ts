@@ -6,6 +6,7 @@ import { readStrongModels, type Config } from '../config';
 import { deposit, getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import type { Db } from '../db/pool';
 import { reputationOf } from '../db/quarantines';
+import type { TrustPolicy } from '../db/reputation';
 import { setVerifier } from '../db/verifiers';
 import type { Logger } from '../logger';
 import type { CapabilityTaskType } from '../schemas/domain';
@@ -179,10 +180,10 @@ export async function markLocalVerifier(db: Db, solverId: string, logger: Logger
  * passed), so that the stack is ready when it says so; after PROBATION_WAIT_MS it names what is still
  * on probation and goes on.
  */
-export async function awaitLocalProbation(db: Db, solverId: string, logger: Logger): Promise<void> {
+export async function awaitLocalProbation(db: Db, policy: TrustPolicy, solverId: string, logger: Logger): Promise<void> {
   const deadline = Date.now() + PROBATION_WAIT_MS;
   for (;;) {
-    const waiting = (await reputationOf(db, solverId)).filter((row) => !row.client_work).map((row) => row.task_type);
+    const waiting = (await reputationOf(db, policy, solverId)).filter((row) => !row.client_work).map((row) => row.task_type);
     if (waiting.length === 0) return;
     if (Date.now() > deadline) {
       logger.warn({ task_types: waiting, solver_id: solverId }, 'the bundled solver has not passed its probation canaries of these types yet: it gets no client task of them until it does (GET /v1/admin/solvers/{id}/trust)');

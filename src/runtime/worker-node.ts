@@ -21,7 +21,6 @@ import { TaskFinishedWatch } from '../tasks/finished';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
-import { configureTrust } from '../db/reputation';
 import { listenForDueCanaries, startDueCanaries } from '../trust/canary-starter';
 import { RedundantRunStarter } from '../trust/redundant-starter';
 
@@ -43,7 +42,6 @@ const isLoopbackHost = (host: string) => host === 'localhost' || host === '::1' 
 export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
   const { config, logger } = options;
   installTemporalRuntime(logger);
-  configureTrust(config.trust);
   // Said where others can reach the service (a local stack's banner says it instead).
   if (config.trust.probationCanaries > 0 && !config.trust.pageCanaries && !isLoopbackHost(config.host)) {
     logger.warn('no canary page can be served (CANARY_HOSTS is unset and ALLOW_PRIVATE_NETWORKS false): proxy_fetch, page_snapshot and screenshot have no canaries and no probation; set CANARY_HOSTS (docs/trust.md, "Canary pages")');
@@ -52,7 +50,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
   const connection = await createWorkerConnection(options.temporalAddress);
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
-  const handoffs = new SlotHandoffs({ db, temporal, logger });
+  const handoffs = new SlotHandoffs({ db, temporal, logger, trust: config.trust });
   const artifacts = createArtifactStore(config);
   const webhooks = new WebhookDeliveries({ config, db, artifacts, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
   const bus = new NotifyBus(options.databaseUrl, logger);
@@ -112,8 +110,8 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const vesting =
     config.trust.vestingSeconds > 0
       ? setInterval(() => {
-          vestEarnings(db).catch((error) => logger.warn({ err: error }, 'earnings vesting sweep failed'));
-        }, vestingSweepMs())
+          vestEarnings(db, config.trust).catch((error) => logger.warn({ err: error }, 'earnings vesting sweep failed'));
+        }, vestingSweepMs(config.trust))
       : undefined;
   vesting?.unref();
 

@@ -9,6 +9,7 @@ import { activeCrawls, crawlByIdempotencyKey, crawlCost, crawlCounts, crawlDocum
 import { costOfTasks, deposit, getBalance, ledgerHistory, ledgerSummary, taskLedger } from '../db/ledger';
 import { onlineSolvers, recentAttemptsOf, taskAttempts } from '../db/market-view';
 import type { Db } from '../db/pool';
+import type { TrustPolicy } from '../db/reputation';
 import { countKeyedRequest, resetRateLimit, simulateRateLimit } from '../db/rate-limits';
 import { listCapabilities, replaceCapabilities, solverStats } from '../db/solvers';
 import { queueStatus, statusCounts } from '../db/status';
@@ -43,36 +44,41 @@ const reachable = (probe: Promise<unknown>): Promise<string> => probe.then(() =>
  */
 export function createServices({ config, db, temporal, engine }: ServicesDeps) {
   return {
-    accounts: bindDb(db, {
-      createAccount,
-      findAccount,
-      updateSettings,
-      createApiKey,
-      updateApiKey,
-      listApiKeys,
-      revokeApiKey,
-      accountWebhook,
-      setAccountWebhook,
-      deleteAccountWebhook,
-      webhookSecret,
-      rotateWebhookSecret,
-      earningsOf,
-    }),
+    accounts: {
+      ...bindDb(db, {
+        createAccount,
+        findAccount,
+        updateSettings,
+        createApiKey,
+        updateApiKey,
+        listApiKeys,
+        revokeApiKey,
+        accountWebhook,
+        setAccountWebhook,
+        deleteAccountWebhook,
+        webhookSecret,
+        rotateWebhookSecret,
+      }),
+      /** A solver's pay not vested yet (the process's trust policy says how long pay vests). */
+      earningsOf: (accountId: string) => earningsOf(db, config.trust, accountId),
+    },
     ledger: bindDb(db, { getBalance, deposit, costOfTasks, ledgerHistory, ledgerSummary, taskLedger }),
     /** Reads of tasks beside the engine's: lists, the console's views, webhook logs. */
     taskViews: bindDb(db, { listTasks, findTasks, getTaskRow, getTaskRecord, taskAttempts, deliveryLog, idempotencyKeyReused }),
     solvers: {
       ...bindDb(db, { listCapabilities, solverStats, recentAttemptsOf, onlineSolvers }),
       /** Replaces a solver's capabilities; the slots they freed for waiting tasks are told. */
-      async replaceCapabilities(...args: Parameters<typeof replaceCapabilities> extends [Db, ...infer A] ? A : never) {
-        return engine.afterCommit(await replaceCapabilities(db, ...args)).capabilities;
+      async replaceCapabilities(...args: Parameters<typeof replaceCapabilities> extends [Db, TrustPolicy, ...infer A] ? A : never) {
+        return engine.afterCommit(await replaceCapabilities(db, config.trust, ...args)).capabilities;
       },
     },
     trust: {
-      ...bindDb(db, { reputationOf, listQuarantines, clearQuarantine, disagreementsOf, usageInflationsOf, setVerifier, verifierSince, canaryPageAt }),
+      ...bindDb(db, { listQuarantines, disagreementsOf, usageInflationsOf, setVerifier, verifierSince, canaryPageAt }),
+      reputationOf: (solverId: string) => reputationOf(db, config.trust, solverId),
+      clearQuarantine: (solverId: string, note: string | null) => clearQuarantine(db, config.trust, solverId, note),
       /** What matching and the solver itself see of a solver's trust: its quarantines, reputation and held pay. */
       async standing(solverId: string) {
-        const [quarantines, reputation, held] = await Promise.all([quarantinesOf(db, solverId), reputationOf(db, solverId), heldEarnings(db, solverId)]);
+        const [quarantines, reputation, held] = await Promise.all([quarantinesOf(db, solverId), reputationOf(db, config.trust, solverId), heldEarnings(db, solverId)]);
         return { quarantines, reputation, held };
       },
       /** Confirms a quarantine; the refunded tasks' webhook deliveries are sent. */

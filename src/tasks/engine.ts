@@ -205,7 +205,7 @@ export class TaskEngine {
 
   private async createTask(input: CreateTaskInput): Promise<CreateResult> {
     const taskId = input.taskId ?? newTaskId(input.chat ? 'chat' : 'task');
-    const outcome = await createTaskWithHold(this.deps.db, {
+    const outcome = await createTaskWithHold(this.deps.db, this.deps.config.trust, {
       taskId,
       accountId: input.accountId,
       taskType: input.taskType,
@@ -267,7 +267,7 @@ export class TaskEngine {
     task: NewTask & { claim?: undefined },
     then: { stored: (task: TaskRow) => Promise<void>; sendFirst: (task: TaskRow, assignment: Assignment) => Promise<boolean> },
   ): Promise<Told<CreateTaskOutcome>> {
-    const outcome = await createTaskWithHold(this.deps.db, task);
+    const outcome = await createTaskWithHold(this.deps.db, this.deps.config.trust, task);
     if (outcome.kind !== 'created') return outcome;
     const { handoffs, ...created } = outcome;
     const { task: row, firstAssignment } = created;
@@ -344,7 +344,7 @@ export class TaskEngine {
 
   /** Whether a solver for the type (declaring that country, when given) is online at all. */
   async solverOnline(taskType: WebTaskType, country?: string): Promise<boolean> {
-    return (await countOnlineSolvers(this.deps.db, taskType, { country })) > 0;
+    return (await countOnlineSolvers(this.deps.db, this.deps.config.trust, taskType, { country })) > 0;
   }
 
   /**
@@ -432,7 +432,7 @@ export class TaskEngine {
     const { db, artifacts, config } = this.deps;
     const stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: 'admin', taskType: input.taskType, result: input.completion.result });
     const completion = stored.keys.length > 0 ? { ...input.completion, stored: stored.parts } : input.completion;
-    const outcome = this.afterCommit(await finishTask(db, input.taskId, { completion, feePercent: config.platformFeePercent }));
+    const outcome = this.afterCommit(await finishTask(db, config.trust, input.taskId, { completion, feePercent: config.platformFeePercent }));
     if (!outcome.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys);
     // An admin's completion takes no particular attempt, so it cannot find one closed.
     if (outcome.attemptClosed) throw new Error(`task ${input.taskId}: an admin completion found an attempt closed`);
@@ -441,7 +441,7 @@ export class TaskEngine {
 
   /** Opens the task's next attempt (its workflow's activity); the slots it hands on are told. */
   async reserveAttempt(input: ReserveAttemptInput) {
-    return this.afterCommit(await reserveAttempt(this.deps.db, input));
+    return this.afterCommit(await reserveAttempt(this.deps.db, this.deps.config.trust, input));
   }
 
   /** The solver accepted the attempt (the sweep then waits out its time before it runs the task elsewhere). */
@@ -464,7 +464,7 @@ export class TaskEngine {
     const { db, artifacts, config, logger } = this.deps;
     const { taskId, attemptId, result, usage, stored } = input;
     const completed = this.afterCommit(
-      await finishTask(db, taskId, {
+      await finishTask(db, config.trust, taskId, {
         completion: { kind: 'attempt', attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
         feePercent: config.platformFeePercent,
       }),
@@ -479,15 +479,15 @@ export class TaskEngine {
    * own check, where it has one). Whether it closed the attempt, and how such a claim was judged.
    */
   async failAttempt(input: AttemptEnd): Promise<{ closed: boolean; targetVerdict: TargetFailureVerdict | null }> {
-    const { db } = this.deps;
+    const { db, config } = this.deps;
     const claim = claimsTargetFailure(input) ? await examineTargetClaim(db, input.attemptId, input.error!.type as TargetFailureType) : null;
-    const { closed, targetVerdict } = this.afterCommit(await closeAttempt(db, { ...input, ...(claim ? { claim } : {}) }));
+    const { closed, targetVerdict } = this.afterCommit(await closeAttempt(db, config.trust, { ...input, ...(claim ? { claim } : {}) }));
     return { closed, targetVerdict };
   }
 
   /** Ends the task without a result (its hold released); `applied` false when it had ended already. */
   async fail(taskId: string, failure: TaskFailure): Promise<Ended> {
-    return this.afterCommit(await finishTask(this.deps.db, taskId, { failure: { status: failure.status, error: failure.error } }));
+    return this.afterCommit(await finishTask(this.deps.db, this.deps.config.trust, taskId, { failure: { status: failure.status, error: failure.error } }));
   }
 
   /**

@@ -2,6 +2,7 @@ import type { DatabaseTransactionConnection } from 'slonik';
 import type { TaskFailure } from '../contract/lifecycle';
 import type { MeteredUsage } from '../chat/usage';
 import type { Db } from '../db/pool';
+import type { TrustPolicy } from '../db/reputation';
 import {
   afterFinishing,
   completeTaskIn,
@@ -44,10 +45,10 @@ export type TaskEnding = { completion: Completion; feePercent: string } | { fail
  * that failed): the task row moves to its terminal state and its hold is settled or released, in one
  * transaction that first locks the task row, so concurrent endings of one task take turns.
  */
-export function finishTask(db: Db, taskId: string, ending: { failure: TaskFailure }): Promise<Finished>;
-export function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
-export async function finishTask(db: Db, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
-  const finishing = startFinishing();
+export function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: { failure: TaskFailure }): Promise<Finished>;
+export function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
+export async function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
+  const finishing = startFinishing(policy);
   const outcome = await db.transaction((tx): Promise<FinishOutcome> => {
     if ('failure' in ending) return failTaskIn(tx, taskId, ending.failure, finishing);
     return completeIn(tx, taskId, ending, finishing);
@@ -67,27 +68,28 @@ async function completeIn(tx: DatabaseTransactionConnection, taskId: string, { c
   const { completed } = completing;
   const byAttempt = completed.attemptId !== null;
   // Answered after a failed attempt: a claim that its target failed is contradicted.
-  if (completed.afterFailedAttempt) await contradictTargetClaimsIn(tx, taskId, completed.solverId);
+  if (completed.afterFailedAttempt) await contradictTargetClaimsIn(tx, finishing.policy, taskId, completed.solverId);
   // A canary (a platform task) is judged before it is paid: a failure quarantines its solver now.
   const verdict = byAttempt && completed.platform ? await judgeCanaryIn(tx, taskId, completed.solverId, completion.result) : null;
   const settled = await settleCompletedIn(tx, completed, feePercent);
-  if (settled.applied) await reactToSettlement(tx, completed, { verdict, metered, solverEarned: settled.solverEarned });
+  if (settled.applied) await reactToSettlement(tx, finishing.policy, completed, { verdict, metered, solverEarned: settled.solverEarned });
   return { applied: true, status: 'completed' };
 }
 
 /** The trust reactions to a solver's pay, once the settlement applied. */
 async function reactToSettlement(
   tx: DatabaseTransactionConnection,
+  policy: TrustPolicy,
   completed: Completed,
   { verdict, metered, solverEarned }: { verdict: string | null; metered: MeteredUsage | undefined; solverEarned: string },
 ): Promise<void> {
   const { taskId, taskType, accountId, solverId } = completed;
   // A usage report above its bound is evidence against the solver, and may quarantine it (docs/trust.md).
-  const inflation = metered?.inflated ? await recordUsageInflationIn(tx, { taskId, solverId, taskType, usage: metered }) : null;
+  const inflation = metered?.inflated ? await recordUsageInflationIn(tx, policy, { taskId, solverId, taskType, usage: metered }) : null;
   // Only a solver's own answer is held and sampled, not an admin's completion.
   if (completed.attemptId === null) return;
   // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
-  if (escrowed() || completed.quarantined || verdict === 'failed' || inflation?.quarantined) await holdEarningsIn(tx, taskId, solverId, solverEarned);
+  if (escrowed(policy) || completed.quarantined || verdict === 'failed' || inflation?.quarantined) await holdEarningsIn(tx, policy, taskId, solverId, solverEarned);
   // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
-  await sampleRedundantRunIn(tx, { taskId, taskType, accountId, solverId });
+  await sampleRedundantRunIn(tx, policy, { taskId, taskType, accountId, solverId });
 }

@@ -1,6 +1,7 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { forgetHandoff, forgetOrphanHandoffs, handedAttemptOrphaned, unsentHandoffs, type Handoff } from '../db/matching';
 import type { Db } from '../db/pool';
+import type { TrustPolicy } from '../db/reputation';
 import { closeAttempt } from '../db/tasks/attempts';
 import type { Logger } from '../logger';
 import { slotHandedSignal } from '../contract/workflows';
@@ -21,7 +22,7 @@ export interface EarlyHandoffs {
 export class SlotHandoffs implements HandoffSender {
   private early?: EarlyHandoffs;
 
-  constructor(private readonly deps: { db: Db; temporal: Client; logger: Logger }) {}
+  constructor(private readonly deps: { db: Db; temporal: Client; logger: Logger; trust: TrustPolicy }) {}
 
   /**
    * On an API node: a slot handed here to a solver whose socket is here has its task sent as the
@@ -56,7 +57,7 @@ export class SlotHandoffs implements HandoffSender {
       this.early?.abandon(handoff.assignment.attemptId);
       if (await handedAttemptOrphaned(db, handoff.assignment.attemptId)) {
         this.deps.logger.warn({ task_id: handoff.taskId }, 'slot handed to a workflow that is gone; handing it on');
-        const { handoffs } = await closeAttempt(db, { attemptId: handoff.assignment.attemptId, outcome: 'cancelled' });
+        const { handoffs } = await closeAttempt(db, this.deps.trust, { attemptId: handoff.assignment.attemptId, outcome: 'cancelled' });
         this.deliver(handoffs);
       }
     }

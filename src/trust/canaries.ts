@@ -19,7 +19,7 @@ import {
   quarantined,
   RECOVERY_CANARY_SECONDS,
   recoveryCanaries,
-  trustPolicy,
+  type TrustPolicy,
 } from '../db/reputation';
 import type { SearchOracle } from './search-oracle';
 import { compareResults, disagrees, SIMILARITY_MEASURES, textSimilarity } from './similarity';
@@ -66,10 +66,10 @@ export const canarySearchTaskType = (taskType: string) => `canary_${taskType}`;
  * TRUST_PROBATION_CANARIES), past its randomly drawn count of attempts since the last one, or below
  * the score threshold with no canary of the type for RECOVERY_CANARY_SECONDS (a recovery canary).
  */
-function dueNow(s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
-  const { probationCanaries } = trustPolicy();
-  const recovering = recoveryCanaries()
-    ? sql.fragment`OR (${belowThreshold('r')} AND NOT EXISTS (
+function dueNow(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
+  const { probationCanaries } = policy;
+  const recovering = recoveryCanaries(policy)
+    ? sql.fragment`OR (${belowThreshold(policy, 'r')} AND NOT EXISTS (
         SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.created_at > now() - make_interval(secs => ${RECOVERY_CANARY_SECONDS})))`
     : sql.fragment``;
   return sql.fragment`NOT ${quarantined(s)}
@@ -90,7 +90,7 @@ export interface DueCanary {
 }
 
 /** Solvers (all, or one) online and due a canary of a task type (dueNow). */
-export async function dueCanaries(db: Runner, options: { solverId?: string; limit?: number } = {}): Promise<readonly DueCanary[]> {
+export async function dueCanaries(db: Runner, policy: TrustPolicy, options: { solverId?: string; limit?: number } = {}): Promise<readonly DueCanary[]> {
   return db.any(sql.type(z.object({ solverId: z.string(), taskType: z.enum(CANARY_TASK_TYPES), sent: z.number() }))`
     SELECT c.solver_id AS "solverId", c.task_type AS "taskType", ${canariesSent(sql.fragment`c.solver_id`, sql.fragment`c.task_type`)} AS sent
     FROM (
@@ -98,15 +98,15 @@ export async function dueCanaries(db: Runner, options: { solverId?: string; limi
       FROM solver_capabilities c
       JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
       JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
-      WHERE c.task_type = ANY(${activeCanaryTypesSql()})
+      WHERE c.task_type = ANY(${activeCanaryTypesSql(policy)})
         -- Chat goes to strong-tier capabilities only: those are audited.
         AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
         AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
         -- An offer above the ceiling is no check's to pay (it gets no client work either).
-        AND c.min_price_points <= ${trustPolicy().checkPriceCeilingPoints}::numeric
+        AND c.min_price_points <= ${policy.checkPriceCeilingPoints}::numeric
         AND (${options.solverId ?? null}::text IS NULL OR c.solver_id = ${options.solverId ?? null})
     ) c
-    WHERE ${dueNow(sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
+    WHERE ${dueNow(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
     LIMIT ${options.limit ?? 100}`);
 }
 
@@ -201,14 +201,14 @@ export type CanaryCreated = { created: true; taskId: string } | { created: false
  * already running (it calls this), so the task is marked started: the stranded-task sweep leaves it
  * alone. Idempotent by task id.
  */
-export async function createCanary(db: DatabasePool, canary: NewCanary): Promise<CanaryCreated> {
+export async function createCanary(db: DatabasePool, policy: TrustPolicy, canary: NewCanary): Promise<CanaryCreated> {
   const existing = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
   if (existing) return { created: true, taskId: canary.taskId };
   const task = await canaryTask(db, canary);
   if (typeof task === 'string') return { created: false, reason: task };
   const solver = sql.fragment`${canary.solverId}::text`;
   const taskType = sql.fragment`${canary.taskType}::text`;
-  const outcome = await createCanaryTask(db, {
+  const outcome = await createCanaryTask(db, policy, {
     taskId: canary.taskId,
     taskType: canary.taskType,
     payload: task.payload,
@@ -220,7 +220,7 @@ export async function createCanary(db: DatabasePool, canary: NewCanary): Promise
     token: task.token,
     audit: task.audit,
     page: task.page ?? null,
-    due: sql.fragment`${dueNow(solver, taskType)} AND ${canariesSent(solver, taskType)} = ${canary.sent}`,
+    due: sql.fragment`${dueNow(policy, solver, taskType)} AND ${canariesSent(solver, taskType)} = ${canary.sent}`,
   });
   if (outcome === 'platform_balance') return { created: false, reason: 'platform_balance' };
   if (outcome === 'not_claimed') {

@@ -28,7 +28,7 @@ export interface CanaryStartDeps {
 /** Starts a canary workflow for each solver due one (or for one solver's due canaries). Returns how many it started (or found started). */
 export async function startDueCanaries(deps: CanaryStartDeps, options: { solverId?: string } = {}): Promise<number> {
   // Page canaries are due only where solvers can reach canary pages (activeCanaryTypes).
-  const due = await dueCanaries(deps.db, { solverId: options.solverId });
+  const due = await dueCanaries(deps.db, deps.config.trust, { solverId: options.solverId });
   if (due.length === 0) return 0;
   // The platform account must be able to pay a canary's hold (CHECK_PRICE_CEILING_POINTS, every type).
   // None is started while it cannot (its workflow would end skipped): the solver stays due, and on

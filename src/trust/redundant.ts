@@ -9,7 +9,7 @@ import type { Db } from '../db/pool';
 import { refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
-import { isVerifier, recordRedundantRunStep, trustPolicy } from '../db/reputation';
+import { isVerifier, recordRedundantRunStep, type TrustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
 import { verificationRate } from './sprt';
 import { verifiedPasses } from '../db/verifiers';
@@ -50,8 +50,12 @@ export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
  * reads the solver's verified passes (one primary-key lookup: about half the tasks at the defaults).
  * A verifier's own tasks are not drawn: it is the reference.
  */
-export async function sampleRedundantRunIn(tx: Runner, task: { taskId: string; taskType: string; accountId: string; solverId: string }): Promise<boolean> {
-  const { redundantRunFraction: floor, verificationStartFraction: start } = trustPolicy();
+export async function sampleRedundantRunIn(
+  tx: Runner,
+  policy: TrustPolicy,
+  task: { taskId: string; taskType: string; accountId: string; solverId: string },
+): Promise<boolean> {
+  const { redundantRunFraction: floor, verificationStartFraction: start } = policy;
   const ceiling = Math.max(floor, start);
   if (ceiling <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !isWebTaskType(task.taskType)) return false;
   const draw = Math.random();
@@ -145,13 +149,13 @@ const RunRow = ClientTask.extend({
  * not), verifiers only (`byVerifier`, matched with `verifiersOnly`); otherwise any solver but the one
  * that served it.
  */
-async function runnersFor(db: Runner, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
+async function runnersFor(db: Runner, policy: TrustPolicy, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
   const excludedSolverIds = [run.firstSolverId];
   const online =
     byVerifier ??
     (await db.oneFirst(sql.type(z.object({ online: z.boolean() }))`
       SELECT EXISTS (
-        SELECT 1 ${eligibleSolvers(run.taskType, { excludedSolverIds, verifiersOnly: true, country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})` })}
+        SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})` })}
       ) AS online`));
   return { byVerifier: online, excludedSolverIds };
 }
@@ -165,7 +169,7 @@ async function runnersFor(db: Runner, run: { clientTaskId: string; taskType: str
  * solver up to the client's cap). The client's account is not touched. Idempotent by client task: a
  * second call finds the task the first created.
  */
-export async function createRedundantRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
+export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(RunRow)`
     SELECT r.run_task_id, r.status, r.task_type, r.first_solver_id, r.by_verifier, trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points, ${CLIENT_TASK_COLUMNS},
            (SELECT trim_scale(rt.max_price_points)::text FROM tasks rt WHERE rt.task_id = r.run_task_id) AS run_max_price_points
@@ -175,18 +179,18 @@ export async function createRedundantRunTask(db: Runner, input: { clientTaskId: 
   if (run.status !== 'pending') return { created: false, reason: 'judged' };
   const first = { clientTaskId: input.clientTaskId, taskType: run.task_type, firstSolverId: run.first_solver_id };
   if (run.run_task_id) {
-    const runners = await runnersFor(db, first, run.by_verifier);
+    const runners = await runnersFor(db, policy, first, run.by_verifier);
     return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.run_max_price_points ?? run.client_price_points, firstSolverId: run.first_solver_id, ...runners };
   }
-  const runners = await runnersFor(db, first);
-  const maxPricePoints = runners.byVerifier ? trustPolicy().checkPriceCeilingPoints : run.client_price_points;
-  const outcome = await createRunTask(db, { ...runTask(input, run, maxPricePoints), run: 'second', byVerifier: runners.byVerifier });
+  const runners = await runnersFor(db, policy, first);
+  const maxPricePoints = runners.byVerifier ? policy.checkPriceCeilingPoints : run.client_price_points;
+  const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'second', byVerifier: runners.byVerifier });
   if (outcome === 'platform_balance') {
     await endRedundantRun(db, input.clientTaskId, 'skipped', 'platform_balance');
     return { created: false, reason: 'platform_balance' };
   }
   // Another call claimed it meanwhile: its task is the one.
-  if (outcome === 'not_claimed') return createRedundantRunTask(db, input);
+  if (outcome === 'not_claimed') return createRedundantRunTask(db, policy, input);
   return { created: true, runTaskId: input.runTaskId, maxPricePoints, firstSolverId: run.first_solver_id, ...runners };
 }
 
@@ -245,7 +249,7 @@ const secondComparable = (run: z.infer<typeof ResultsRow>) =>
  * solver and the client task refunded at once. Any other disagreement counts against nobody yet: it
  * waits for a third run (`disagreed`, not concluded). Once: a run already judged is left as it is.
  */
-export async function judgeRedundantRun(db: Db, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
+export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
@@ -291,11 +295,11 @@ export async function judgeRedundantRun(db: Db, artifacts: ArtifactStore, client
       SELECT 1`);
     if (status === 'agreed') {
       for (const solverId of [run.first_solver_id, run.second_solver_id]) {
-        await recordVerifiedOutcomeIn(tx, { solverId, taskType: run.task_type, failed: false, evidence });
+        await recordVerifiedOutcomeIn(tx, policy, { solverId, taskType: run.task_type, failed: false, evidence });
       }
     }
     if (status !== 'refuted') return { status, webhooks: [] };
-    return { status, webhooks: await proveWrongIn(tx, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
   });
 }
 
@@ -303,8 +307,8 @@ export async function judgeRedundantRun(db: Db, artifacts: ArtifactStore, client
  * A client task's result proven wrong: a verified failure of its solver (which may quarantine it), and
  * the task refunded at once from its solver's held pay (`refundTask`).
  */
-async function proveWrongIn(tx: DatabaseTransactionConnection, proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown> }) {
-  await recordVerifiedOutcomeIn(tx, { solverId: proof.wrongSolverId, taskType: proof.taskType, failed: true, evidence: proof.evidence });
+async function proveWrongIn(tx: DatabaseTransactionConnection, policy: TrustPolicy, proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown> }) {
+  await recordVerifiedOutcomeIn(tx, policy, { solverId: proof.wrongSolverId, taskType: proof.taskType, failed: true, evidence: proof.evidence });
   return (await refundTask(tx, proof.clientTaskId)).webhooks;
 }
 
@@ -322,7 +326,7 @@ const ThirdRow = ClientTask.extend({
  * disagreed), and its hold, like the second run's: capped at what the client was charged, any solver
  * but the two. Idempotent like createRedundantRunTask. A run concluded already gets none.
  */
-export async function createThirdRunTask(db: Runner, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
+export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(ThirdRow)`
     SELECT r.status, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
            trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
@@ -337,12 +341,12 @@ export async function createThirdRunTask(db: Runner, input: { clientTaskId: stri
     excludedSolverIds: [run.first_solver_id, run.second_solver_id!],
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
-  const outcome = await createRunTask(db, { ...runTask(input, run, run.client_price_points), run: 'third' });
+  const outcome = await createRunTask(db, policy, { ...runTask(input, run, run.client_price_points), run: 'third' });
   if (outcome === 'platform_balance') {
     await concludeDispute(db, input.clientTaskId, 'platform_balance');
     return { created: false, reason: 'platform_balance' };
   }
-  if (outcome === 'not_claimed') return createThirdRunTask(db, input);
+  if (outcome === 'not_claimed') return createThirdRunTask(db, policy, input);
   return created(input.runTaskId);
 }
 
@@ -374,7 +378,7 @@ const ThirdResultsRow = z.object({
  * refunded at once). Otherwise (the third agrees with both or neither, or cannot be compared) the
  * dispute concludes with no failure on either side.
  */
-export async function judgeThirdRun(db: Db, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
+export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ThirdResultsRow)`
       SELECT r.task_type, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
@@ -410,12 +414,12 @@ export async function judgeThirdRun(db: Db, artifacts: ArtifactStore, clientTask
     if (status === 'disagreed') return { status, webhooks: [] };
     // The majority's other side passed the check.
     const right = status === 'upheld' ? run.first_solver_id : run.second_solver_id;
-    await recordVerifiedOutcomeIn(tx, { solverId: right, taskType: run.task_type, failed: false, evidence });
+    await recordVerifiedOutcomeIn(tx, policy, { solverId: right, taskType: run.task_type, failed: false, evidence });
     if (status === 'upheld') {
-      await recordVerifiedOutcomeIn(tx, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
+      await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
       return { status, webhooks: [] };
     }
-    return { status, webhooks: await proveWrongIn(tx, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
   });
 }
 

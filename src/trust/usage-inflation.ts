@@ -1,7 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import type { MeteredUsage } from '../chat/usage';
 import { quarantineIn } from '../db/quarantines';
-import { trustPolicy } from '../db/reputation';
+import type { TrustPolicy } from '../db/reputation';
 import { recordUsageInflationIn as recordIn } from '../db/usage-inflations';
 
 /**
@@ -19,11 +19,12 @@ export const USAGE_INFLATION_REASON = 'usage_inflated';
 /** Records an inflated report of a chat settled in this transaction; says whether it quarantined the solver. */
 export async function recordUsageInflationIn(
   tx: CommonQueryMethods,
+  policy: TrustPolicy,
   input: { taskId: string; solverId: string; taskType: string; usage: MeteredUsage },
 ): Promise<{ quarantined: boolean }> {
   const { taskId, solverId, taskType, usage } = input;
-  const withinSeconds = trustPolicy().halfLifeSeconds;
-  const reports = await recordIn(tx, input, withinSeconds);
+  const withinSeconds = policy.halfLifeSeconds;
+  const reports = await recordIn(tx, policy, input, withinSeconds);
   if (reports < USAGE_INFLATION_QUARANTINE_REPORTS) return { quarantined: false };
   const evidence = { task_id: taskId, reported: usage.reported, counted: usage.counted, bound: usage.bound, billed: usage.billed };
   const quarantined = await quarantineIn(tx, { solverId, taskType, reason: USAGE_INFLATION_REASON, evidence: { ...evidence, inflated_reports: reports, within_seconds: withinSeconds } });

@@ -1,6 +1,7 @@
 import type { CommonQueryMethods } from 'slonik';
 import { quarantineIn } from '../db/quarantines';
 import { addVerifiedOutcomeIn, lockVerifiedRecordIn } from '../db/verifiers';
+import type { TrustPolicy } from '../db/reputation';
 import { sprtStep, sprtThresholds, type SprtDecision } from './sprt';
 
 /**
@@ -18,13 +19,14 @@ import { sprtStep, sprtThresholds, type SprtDecision } from './sprt';
  */
 export async function recordVerifiedOutcomeIn(
   tx: CommonQueryMethods,
+  policy: TrustPolicy,
   outcome: { solverId: string; taskType: string; failed: boolean; evidence: Record<string, unknown> },
 ): Promise<{ decision: SprtDecision }> {
   const { solverId, taskType, failed } = outcome;
   const before = await lockVerifiedRecordIn(tx, solverId, taskType);
   if (!before) return { decision: 'continue' };
   const step = sprtStep(before.sprt_llr, failed);
-  await addVerifiedOutcomeIn(tx, { solverId, taskType, failed, llr: step.llr, accepted: step.decision === 'accept' });
+  await addVerifiedOutcomeIn(tx, policy, { solverId, taskType, failed, llr: step.llr, accepted: step.decision === 'accept' });
   if (step.decision === 'quarantine') {
     const sprt = {
       log_likelihood_ratio: Number(step.llr.toFixed(3)),

@@ -1,3 +1,5 @@
+import fs from 'node:fs';
+import path from 'node:path';
 import { handleImports, importCycles, importKey, LAYERS, layerOf, packageImports, projectImports, taskWritesOutsideEngine, upwardImports } from '../../scripts/layers';
 
 /** The layering of docs/decisions.md ("Layers"), checked on every import of src/, workflows/ and activities/. */
@@ -23,4 +25,10 @@ test('the HTTP routes hold no database pool, notification bus or Temporal client
 
 test('only the task engine calls the statements that write tasks', () => {
   expect(taskWritesOutsideEngine(imports).map((edge) => `${importKey(edge)} (${edge.values?.join(', ') ?? '*'})`)).toEqual([]);
+});
+
+test('the database layer keeps no module-level mutable state: the trust policy is an argument of its rules', () => {
+  const files = (fs.readdirSync('src/db', { recursive: true }) as string[]).filter((file) => file.endsWith('.ts'));
+  const mutable = files.filter((file) => /^(export )?(let|var) /m.test(fs.readFileSync(path.join('src/db', file), 'utf8')));
+  expect(mutable).toEqual([]);
 });

@@ -36,7 +36,7 @@ import {
   type ReserveAttemptInput,
 } from '../matching';
 import type { Db } from '../pool';
-import { recordOutcomeStep } from '../reputation';
+import { recordOutcomeStep, type TrustPolicy } from '../reputation';
 import { claimFailures, judgeTargetClaimSteps, type TargetClaim } from '../target-claims';
 
 /**
@@ -72,7 +72,7 @@ const fallbackCeiling = (t: string) => {
  * (reservationSteps). Returns the same assignment when called again for
  * the same attempt, and a task already waiting for it is left waiting.
  */
-export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Promise<Reservation> {
+export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: ReserveAttemptInput): Promise<Reservation> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
@@ -89,6 +89,7 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
       FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
+      policy,
       attemptId,
       onlyIf: sql.fragment`${neither} AND EXISTS (SELECT 1 FROM task)`,
       arrival: input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`(SELECT created_at FROM task)`,
@@ -123,10 +124,11 @@ export async function reserveAttempt(db: Runner, input: ReserveAttemptInput): Pr
   // Reserved by this call (not found again on a retry); a queued attempt counts when its slot is handed.
   if (row.reassigned) recordAttemptReassigned(input.taskType);
   if (row.candidate) return { assignment: toAssignment(attemptId, row.candidate) };
-  const handoffs = row.queued ? await handOnSlots(db, [input.taskType], { knownWaiting: true }) : [];
+  const handoffs = row.queued ? await handOnSlots(db, policy, [input.taskType], { knownWaiting: true }) : [];
   const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
   if (own) return { assignment: own.assignment, handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)) };
   const eligible = eligibleSolvers(input.taskType, {
+    policy,
     strongModels: input.strongModels,
     excludedSolverIds: input.excludedSolverIds,
     verifiersOnly: input.verifiersOnly,
@@ -161,7 +163,7 @@ export async function markAttemptAccepted(db: Runner, attemptId: string): Promis
  * its task type and whether tasks of that type were waiting (the slot is then handed on before commit).
  * An attempt that makes its solver due a canary announces it (docs/trust.md).
  */
-export async function closeAttemptIn(tx: Runner, input: AttemptEnd): Promise<Closing> {
+export async function closeAttemptIn(tx: Runner, policy: TrustPolicy, input: AttemptEnd): Promise<Closing> {
   const counts = ATTEMPT_OUTCOME_TABLE[input.outcome].counts;
   const succeeded = counts === 'completed';
   const failed = counts === 'failed';
@@ -174,7 +176,7 @@ export async function closeAttemptIn(tx: Runner, input: AttemptEnd): Promise<Clo
       UPDATE task_attempts SET ended_at = now(), outcome = ${input.outcome}, error = ${input.error ? sql.jsonb({ ...input.error }) : null}
       WHERE attempt_id = ${input.attemptId} AND ended_at IS NULL
       RETURNING attempt_id, solver_id, task_type, model_name, slot, task_id, (extract(epoch FROM (now() - started_at)) * 1000)::int AS latency_ms
-    ), ${claim ? sql.fragment`${judgeTargetClaimSteps(claim)},` : sql.fragment``} freed AS (
+    ), ${claim ? sql.fragment`${judgeTargetClaimSteps(policy, claim)},` : sql.fragment``} freed AS (
       UPDATE solver_slots sl SET attempt_id = NULL
       FROM closed
       WHERE (sl.solver_id, sl.task_type, sl.model_name, sl.slot) = (closed.solver_id, closed.task_type, closed.model_name, closed.slot)
@@ -186,7 +188,7 @@ export async function closeAttemptIn(tx: Runner, input: AttemptEnd): Promise<Clo
         failed = s.failed + ${failed ? 1 : 0},
         total_latency_ms = s.total_latency_ms + ${succeeded ? sql.fragment`closed.latency_ms` : sql.fragment`0`}
       FROM closed WHERE s.solver_id = closed.solver_id
-    ), ${recordOutcomeStep(counts, claim ? claimFailures : undefined)}, requeued AS (
+    ), ${recordOutcomeStep(policy, counts, claim ? claimFailures : undefined)}, requeued AS (
       UPDATE tasks t SET status = ${stateValue('queued')}, solver_id = NULL, updated_at = now()
       FROM closed WHERE ${!succeeded} AND t.task_id = closed.task_id AND t.status = ${stateValue('assigned')} AND t.solver_id = closed.solver_id
     )
@@ -207,10 +209,10 @@ const ClosingRow = z.object({
 type Closing = z.infer<typeof ClosingRow>;
 
 /** Freed slots of these closings go to waiting tasks, in the transaction that freed them. */
-export async function handOnFreed(tx: Runner, closings: { closed: boolean; taskType: string | null; waiting: boolean }[]): Promise<FreedSlots> {
+export async function handOnFreed(tx: Runner, policy: TrustPolicy, closings: { closed: boolean; taskType: string | null; waiting: boolean }[]): Promise<FreedSlots> {
   const freed = closings.flatMap((c) => (c.closed && c.taskType ? [c.taskType] : []));
   const waiting = closings.flatMap((c) => (c.closed && c.waiting && c.taskType ? [c.taskType] : []));
-  const handoffs = waiting.length > 0 ? await handOnSlots(tx, waiting, { knownWaiting: true, inTransaction: true }) : [];
+  const handoffs = waiting.length > 0 ? await handOnSlots(tx, policy, waiting, { knownWaiting: true, inTransaction: true }) : [];
   return { freed, handoffs };
 }
 
@@ -224,9 +226,9 @@ export interface FreedSlots {
  * After the commit that freed slots without handing any: a task queued meanwhile could not see them
  * while they were being freed (matching.ts, handOnSlots).
  */
-export async function afterCommit(db: Runner, { freed, handoffs }: FreedSlots): Promise<Handoff[]> {
+export async function afterCommit(db: Runner, policy: TrustPolicy, { freed, handoffs }: FreedSlots): Promise<Handoff[]> {
   if (freed.length === 0 || handoffs.length > 0) return recordHandoffsCommitted(handoffs);
-  return handOnSlots(db, freed);
+  return handOnSlots(db, policy, freed);
 }
 
 /** How an attempt ended. */
@@ -242,10 +244,10 @@ export interface AttemptEnd {
  * Ends an attempt once (`closed`) and hands its slot to the oldest waiting task it fits. `targetVerdict`:
  * how its claim that the target failed was judged, when it made one.
  */
-export async function closeAttempt(db: Db, input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }> {
+export async function closeAttempt(db: Db, policy: TrustPolicy, input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }> {
   const { closed, targetVerdict, ...freed } = await db.transaction(async (tx) => {
-    const closing = await closeAttemptIn(tx, input);
-    return { closed: closing.closed, targetVerdict: closing.targetVerdict, ...(await handOnFreed(tx, [closing])) };
+    const closing = await closeAttemptIn(tx, policy, input);
+    return { closed: closing.closed, targetVerdict: closing.targetVerdict, ...(await handOnFreed(tx, policy, [closing])) };
   });
-  return { closed, targetVerdict, handoffs: await afterCommit(db, freed) };
+  return { closed, targetVerdict, handoffs: await afterCommit(db, policy, freed) };
 }

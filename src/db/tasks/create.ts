@@ -25,6 +25,7 @@ import {
   type Handoff,
   type RequestFigures,
 } from '../matching';
+import type { TrustPolicy } from '../reputation';
 import { keyInWindow, releaseIdempotencyKeyIfExpired } from '../retention';
 import { accountWebhookStep } from '../webhooks';
 import { TASK_COLUMNS, TaskRow } from './records';
@@ -125,13 +126,13 @@ export type CreateTaskOutcome =
  * one in the same statement. With an idempotency key already used by this account, returns that
  * earlier task instead.
  */
-export async function createTaskWithHold(db: Runner, task: NewTask & { claim?: undefined }): Promise<CreateTaskOutcome>;
-export async function createTaskWithHold(db: Runner, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }>;
-export async function createTaskWithHold(db: Runner, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }> {
+export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: NewTask & { claim?: undefined }): Promise<CreateTaskOutcome>;
+export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }>;
+export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }> {
   const attemptId = attemptIdFor(task.taskId, 1);
   const requireOnline = task.match?.requireOnline ?? false;
   const country = task.country ?? null;
-  const eligible = eligibleSolvers(task.taskType, { strongModels: task.match?.strongModels, country });
+  const eligible = eligibleSolvers(task.taskType, { policy, strongModels: task.match?.strongModels, country });
   const hasBalance = sql.fragment`EXISTS (SELECT 1 FROM balances WHERE account_id = ${task.accountId})`;
   const entry = {
     taskId: task.taskId,
@@ -171,6 +172,7 @@ export async function createTaskWithHold(db: Runner, task: NewTask): Promise<Cre
         ) x
       ), ${reservationSteps({
         ...entry,
+        policy,
         attemptId,
         onlyIf: task.match ? hasBalance : sql.fragment`false`,
         arrival: sql.fragment`now()`,
@@ -227,7 +229,7 @@ export async function createTaskWithHold(db: Runner, task: NewTask): Promise<Cre
     if (!row.claimed) return { kind: 'not_claimed' };
     if (row.online === 0 && requireOnline) {
       if (row.online_any_price === 0 || !task.figures) return { kind: 'no_solver_online' };
-      return { kind: 'no_solver_within_price', limit: await priceLimitMissed(db, task.taskType, task.match?.strongModels, task.figures, task.maxPricePoints) };
+      return { kind: 'no_solver_within_price', limit: await priceLimitMissed(db, policy, task.taskType, task.match?.strongModels, task.figures, task.maxPricePoints) };
     }
     if (row.admission?.busy) return { kind: 'solvers_busy', retryAfterSeconds: retryAfter(row.admission, maxQueued!, task.timeoutSeconds), waiting: row.admission.ahead };
     // No balance row: the account does not exist.
@@ -236,7 +238,7 @@ export async function createTaskWithHold(db: Runner, task: NewTask): Promise<Cre
   const created = TaskRow.parse(row);
   if (!row.queued) return { kind: 'created', task: created, firstAssignment: row.candidate ? toAssignment(attemptId, row.candidate) : null, handoffs: [] };
   // Queued: a slot freed while this statement ran could not see it (docs/queue.md, "Who hands a slot on").
-  const handoffs = await handOnSlots(db, [task.taskType], { knownWaiting: true });
+  const handoffs = await handOnSlots(db, policy, [task.taskType], { knownWaiting: true });
   const own = handoffs.find((handoff) => handoff.taskId === task.taskId);
   return {
     kind: 'created',
@@ -249,7 +251,7 @@ export async function createTaskWithHold(db: Runner, task: NewTask): Promise<Cre
 /** Which of a request's price limits keeps every online offer from it (`combined`: none alone does). */
 export type PriceLimit = 'prompt' | 'completion' | 'request' | 'max_price_points' | 'combined';
 
-async function priceLimitMissed(db: Runner, taskType: string, strongModels: string[] | undefined, figures: RequestFigures, maxPricePoints: string): Promise<PriceLimit> {
+async function priceLimitMissed(db: Runner, policy: TrustPolicy, taskType: string, strongModels: string[] | undefined, figures: RequestFigures, maxPricePoints: string): Promise<PriceLimit> {
   const only = (limit: Partial<RequestFigures>, maxPrice: string | null) =>
     sql.fragment`(count(*) FILTER (WHERE ${withinLimits('c', figuresOf({ ...figures, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null, ...limit }), sql.fragment`${maxPrice}::numeric`)}))::int`;
   const none = { promptTokens: null, completionTokens: null };
@@ -258,7 +260,7 @@ async function priceLimitMissed(db: Runner, taskType: string, strongModels: stri
            ${only({ ...none, maxPriceCompletion: figures.maxPriceCompletion }, null)} AS completion,
            ${only({ ...none, maxPriceRequest: figures.maxPriceRequest }, null)} AS request,
            ${only({}, maxPricePoints)} AS max_price_points
-    ${eligibleSolvers(taskType, { strongModels })}`);
+    ${eligibleSolvers(taskType, { policy, strongModels })}`);
   return (['prompt', 'completion', 'request', 'max_price_points'] as const).find((limit) => row[limit] === 0) ?? 'combined';
 }
 

@@ -8,7 +8,7 @@ import { returnKeySpend } from '../key-spend';
 import { cappedCharge, PLATFORM_ACCOUNT_ID, release, settle } from '../ledger';
 import { attemptIdFor, type Handoff } from '../matching';
 import type { Db } from '../pool';
-import { quarantined } from '../reputation';
+import { quarantined, type TrustPolicy } from '../reputation';
 import { DueRow, webhookOutboxSteps, type DueDelivery } from '../webhooks';
 import { afterCommit, closeAttemptIn, handOnFreed, type AttemptEnd, type FreedSlots } from './attempts';
 import { TaskStateColumn } from './records';
@@ -78,15 +78,17 @@ export type Finished = { applied: boolean; status: TerminalState; attemptClosed?
 
 /**
  * What a finishing transaction notes for after its commit: the task's type (for the count of finished
- * tasks), the webhook deliveries it wrote and the slots its attempts freed.
+ * tasks), the webhook deliveries it wrote and the slots its attempts freed; and the trust policy its
+ * attempts' outcomes are counted under.
  */
 export interface Finishing {
+  policy: TrustPolicy;
   type: string;
   webhooks: DueDelivery[];
   freed: FreedSlots;
 }
 
-export const startFinishing = (): Finishing => ({ type: '', webhooks: [], freed: { freed: [], handoffs: [] } });
+export const startFinishing = (policy: TrustPolicy): Finishing => ({ policy, type: '', webhooks: [], freed: { freed: [], handoffs: [] } });
 
 /**
  * After the commit of a finishing transaction (the task engine's, src/tasks/finish.ts): counts the
@@ -96,15 +98,15 @@ export const startFinishing = (): Finishing => ({ type: '', webhooks: [], freed:
 export async function afterFinishing<T extends FinishOutcome>(db: Db, outcome: T, finishing: Finishing): Promise<T> {
   // Counted once its transaction has committed; `applied` is true exactly once per task.
   if (outcome.applied) recordTaskFinished(finishing.type, outcome.status as TerminalState);
-  const handoffs = await afterCommit(db, finishing.freed);
+  const handoffs = await afterCommit(db, finishing.policy, finishing.freed);
   return { ...outcome, ...(handoffs.length > 0 ? { handoffs } : {}), ...(finishing.webhooks.length > 0 ? { webhooks: finishing.webhooks } : {}) };
 }
 
 /** Closes attempts of a finishing task and hands their slots on, noting both in `freed`. */
-async function closeAndHandOn(tx: Runner, attempts: AttemptEnd[], freed: FreedSlots): Promise<boolean[]> {
+async function closeAndHandOn(tx: Runner, policy: TrustPolicy, attempts: AttemptEnd[], freed: FreedSlots): Promise<boolean[]> {
   const closings = [];
-  for (const attempt of attempts) closings.push(await closeAttemptIn(tx, attempt));
-  const handed = await handOnFreed(tx, closings);
+  for (const attempt of attempts) closings.push(await closeAttemptIn(tx, policy, attempt));
+  const handed = await handOnFreed(tx, policy, closings);
   freed.freed.push(...handed.freed);
   freed.handoffs.push(...handed.handoffs);
   return closings.map((closing) => closing.closed);
@@ -188,7 +190,7 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
   if (completion.kind === 'attempt') {
     if (!task.solver_id || !task.price) throw new Error(`attempt ${completion.attemptId} of task ${taskId} does not exist`);
     // Only an open attempt may complete the task; closing it is the guard (once, under its row lock).
-    const [closed] = await closeAndHandOn(tx, [{ attemptId: completion.attemptId, outcome: 'completed' }], finishing.freed);
+    const [closed] = await closeAndHandOn(tx, finishing.policy, [{ attemptId: completion.attemptId, outcome: 'completed' }], finishing.freed);
     if (!closed) return { kind: 'attempt_closed', status: task.status };
     solverId = task.solver_id;
     price = task.price;
@@ -201,7 +203,7 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
     price = offered ?? task.max_price_points;
     const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
       SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
-    await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
+    await closeAndHandOn(tx, finishing.policy, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
   }
   // Web results are scanned once, where they are stored, so polling, the convenience responses and the
   // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
@@ -256,7 +258,7 @@ export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: stri
   if (isTerminalState(status)) return { applied: false, status };
   const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
     SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
-  await closeAndHandOn(tx, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
+  await closeAndHandOn(tx, finishing.policy, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
   // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
   finishing.webhooks = await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
   const released = await release(tx, { holdId: taskId });

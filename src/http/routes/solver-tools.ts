@@ -24,7 +24,7 @@ export function solverToolRoutes(deps: AppDeps): Route[] {
           {
             default_max_price_points: type === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.defaultWebTaskPricePoints,
             strong_tier_only: type === CHAT_TASK_TYPE,
-            check_price_ceiling_points: checksSent() && isCanaryTaskType(type) ? config.trust.checkPriceCeilingPoints : null,
+            check_price_ceiling_points: checksSent(config.trust) && isCanaryTaskType(config.trust, type) ? config.trust.checkPriceCeilingPoints : null,
             billing_types: [...billingTypesOf(type)],
           },
         ]),
