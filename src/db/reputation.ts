@@ -43,8 +43,9 @@ export interface TrustPolicy {
 }
 
 /**
- * The policy of a process that configures none: what tests and benchmarks of the database layer pass.
- * A process passes its own (`config.trust`; probation is on there by default) to every rule below.
+ * The policy that tests of the database layer without a stack of their own pass. The API and worker
+ * processes pass their configuration's (`config.trust`; probation is on there by default) to every
+ * rule below.
  */
 export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   minScore: 0.3,
