@@ -7,10 +7,8 @@ import type { AttemptStops } from '../src/dispatch/attempt-stops';
 import type { EarlyAttempts } from '../src/dispatch/early-attempts';
 import type { SolverHub } from '../src/dispatch/hub';
 import type { Logger } from '../src/logger';
-import type { HandoffSender } from '../src/tasks/handoffs';
 import type { RecentPayloads } from '../src/tasks/recent-payloads';
 import type { TaskEngine } from '../src/tasks/engine';
-import type { WebhookSender } from '../src/webhooks/sender';
 
 export interface ActivityDeps {
   config: Config;
@@ -18,10 +16,6 @@ export interface ActivityDeps {
   logger: Logger;
   /** Every task write, with the effects due after its commit (src/tasks/engine.ts). */
   engine: TaskEngine;
-  /** Tells waiting workflows the slots that ending an attempt handed to them. */
-  handoffs: HandoffSender;
-  /** Makes the first attempt of the webhook deliveries that a verdict wrote (redundant runs). */
-  webhooks: WebhookSender;
   /** Where results' screenshots and large page bodies are written as the results are stored. */
   artifacts: ArtifactStore;
   /** Runs the crawl workflows' activities (a process that runs workflows has one). */

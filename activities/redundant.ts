@@ -11,16 +11,14 @@ import {
 import type { ActivityDeps } from './deps';
 
 /** A redundant run's bookkeeping in PostgreSQL (docs/trust.md), run as local activities by its workflow. */
-export function createRedundantRunActivities({ db, config, webhooks, artifacts }: ActivityDeps) {
+export function createRedundantRunActivities({ db, config, engine, artifacts }: ActivityDeps) {
   const policy = config.trust;
   return {
     async createRedundantRunTask(input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
       return createRedundantRunTask(db, policy, input);
     },
     async judgeRedundantRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
-      const verdict = await judgeRedundantRun(db, policy, artifacts, input.clientTaskId);
-      webhooks.send(verdict.webhooks);
-      return verdict.status;
+      return engine.afterCommit(await judgeRedundantRun(db, policy, artifacts, input.clientTaskId)).status;
     },
     async endRedundantRun(input: { clientTaskId: string; status: 'unanswered' | 'skipped'; reason: string }): Promise<void> {
       await endRedundantRun(db, input.clientTaskId, input.status, input.reason);
@@ -29,9 +27,7 @@ export function createRedundantRunActivities({ db, config, webhooks, artifacts }
       return createThirdRunTask(db, policy, input);
     },
     async judgeThirdRun(input: { clientTaskId: string }): Promise<RedundantRunState> {
-      const verdict = await judgeThirdRun(db, policy, artifacts, input.clientTaskId);
-      webhooks.send(verdict.webhooks);
-      return verdict.status;
+      return engine.afterCommit(await judgeThirdRun(db, policy, artifacts, input.clientTaskId)).status;
     },
     async concludeDispute(input: { clientTaskId: string; reason: string }): Promise<void> {
       await concludeDispute(db, input.clientTaskId, input.reason);

@@ -1,5 +1,5 @@
 import { condition, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
-import type { CanaryTaskType } from '../src/trust/canaries';
+import type { CanaryTaskType } from '../src/contract/canaries';
 import { taskFailure, type Assignment } from '../src/contract/lifecycle';
 import { slotHandedSignal, TaskStatusAttribute, type CanaryWorkflowInput, type CanaryWorkflowResult } from '../src/contract/workflows';
 import { db } from './bookkeeping';

@@ -1,5 +1,5 @@
 import { ParentClosePolicy, startChild, uuid4, workflowInfo } from '@temporalio/workflow';
-import type { CanaryTaskType } from '../src/trust/canaries';
+import type { CanaryTaskType } from '../src/contract/canaries';
 import {
   AccountIdAttribute,
   redundantSearchTaskType,

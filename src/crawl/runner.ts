@@ -38,7 +38,6 @@ import { guardedFetch, SOLVER_USER_AGENT } from '../solver/guarded-fetch';
 import type { TaskFinishedWatch } from '../tasks/finished';
 import { isTerminalState, type Assignment } from '../contract/lifecycle';
 import { newTaskId, type TaskEngine } from '../tasks/engine';
-import type { WebhookSender } from '../webhooks/sender';
 import { taskWorkflowId } from '../contract/workflows';
 import { NO_RULES, parseRobots, robotsAllow, type RobotsRules } from './robots';
 import { normaliseUrl, outOfScope, type CrawlScope } from './scope';
@@ -100,9 +99,8 @@ export interface CrawlRunnerDeps {
   bus: NotifyBus;
   domainPolicy: DomainGuard;
   finished: TaskFinishedWatch;
-  /** Starts and cancels the pages' tasks, with the effects due after each commit. */
+  /** Starts and cancels the pages' tasks, and makes the effects due after each commit (the crawl's and pages' webhooks too). */
   engine: TaskEngine;
-  webhooks: WebhookSender;
   artifacts: ArtifactStore;
 }
 
@@ -176,7 +174,7 @@ export class CrawlRunner {
     return taskIds.map((taskId) => rows.get(taskId) ?? null);
   });
   private readonly pageEnds = new Batches<{ pageId: number; outcome: PageOutcome }, void>(async (pages) => {
-    this.deps.webhooks.send((await finishPages(this.deps.db, pages)).webhooks);
+    this.deps.engine.afterCommit(await finishPages(this.deps.db, pages));
     return pages.map(() => undefined);
   });
 
@@ -314,14 +312,14 @@ export class CrawlRunner {
     }
     if (stop.aborted) throw stop.reason ?? new Error('crawl slice cancelled');
     if (failure) {
-      this.deps.webhooks.send((await finishCrawl(db, crawlId, 'failed', failure)).webhooks);
+      this.deps.engine.afterCommit(await finishCrawl(db, crawlId, 'failed', failure));
       await cancelTasks(this.deps, await runningPageTasks(db, crawlId));
       return { done: true };
     }
     if (state !== 'scraping') return { done: true };
     const counts = await crawlCounts(db, crawlId);
     if (counts.pending === 0 && counts.running === 0) {
-      this.deps.webhooks.send((await finishCrawl(db, crawlId, 'completed')).webhooks);
+      this.deps.engine.afterCommit(await finishCrawl(db, crawlId, 'completed'));
       return { done: true };
     }
     return { done: false };

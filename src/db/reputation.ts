@@ -1,4 +1,5 @@
 import { sql, type CommonQueryMethods } from 'slonik';
+import { CANARY_TASK_TYPES, type CanaryTaskType } from '../contract/canaries';
 
 /**
  * Reputation per solver and task type, and the rule that keeps untrusted solvers from client work
@@ -62,13 +63,7 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   vestingChecks: 0,
 };
 
-/**
- * The task types canaries can be sent for: a page the service serves can check them (a screenshot by
- * its pixels); chat, whose canaries are audit prompts with known answers (strong-tier capabilities
- * only, src/trust/chat-audit.ts); and web_search, whose canaries are queries compared with a search
- * oracle's answer (src/trust/search-oracle.ts), sent only when one is configured (activeCanaryTypes).
- */
-export const CANARY_TASK_TYPES = ['proxy_fetch', 'page_snapshot', 'screenshot', 'chat_completion', 'web_search'] as const;
+export { CANARY_TASK_TYPES, type CanaryTaskType } from '../contract/canaries';
 
 /**
  * After how many attempts the next canary is due, drawn uniformly from 1 to 2N - 1 (mean N), so a
@@ -88,7 +83,6 @@ export const CANARY_DUE_CHANNEL = 'canary_due';
 export const announceCanaryDue = (solverId: ReturnType<typeof sql.fragment>) =>
   sql.fragment`pg_notify(${CANARY_DUE_CHANNEL}, json_build_object('solver_id', ${solverId})::text)`;
 
-export type CanaryTaskType = (typeof CANARY_TASK_TYPES)[number];
 /** The canary types that are pages the service serves. */
 export const PAGE_CANARY_TYPES: readonly CanaryTaskType[] = ['proxy_fetch', 'page_snapshot', 'screenshot'];
 /**

@@ -4,7 +4,7 @@ import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
 import { markDraining, registerConnection, removeConnection } from '../db/solvers';
 import type { Logger } from '../logger';
-import type { HandoffSender } from '../tasks/handoffs';
+import type { Handoff } from '../db/matching';
 import { SOLVER_PROTOCOL_VERSION, type CapabilityTaskType } from '../schemas/domain';
 import { SolverFrame, type ResultIssueData, type ServerMessage } from '../schemas/frames';
 import { CANCEL_REASONS, type CancelReason } from '../contract/lifecycle';
@@ -64,7 +64,8 @@ export class SolverHub {
       heartbeatIntervalMs: number;
       acceptTimeoutMs: number;
       attemptTimeoutMs: number;
-      handoffs: HandoffSender;
+      /** Tells the waiting workflows the slots a connecting solver took (TaskEngine.afterCommit). */
+      handedOn: (handoffs: Handoff[]) => void;
       /** Records that the solver accepted an attempt (TaskEngine.markAccepted). */
       accepted: (attemptId: string) => Promise<void>;
     },
@@ -110,7 +111,7 @@ export class SolverHub {
     const handoffs = await handed;
     this.send(session, { type: 'welcome', protocol: SOLVER_PROTOCOL_VERSION, solver_id: solverId, heartbeat_interval_ms: this.deps.heartbeatIntervalMs, server_time: new Date().toISOString() });
     session.welcomed = true;
-    this.deps.handoffs.deliver(handoffs);
+    this.deps.handedOn(handoffs);
     this.deps.logger.info({ solver_id: solverId }, 'solver connected');
   }
 

@@ -98,8 +98,8 @@ export async function startApiNode(options: {
     heartbeatIntervalMs: config.heartbeatIntervalMs,
     acceptTimeoutMs: config.acceptTimeoutMs,
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
-    handoffs,
     // Called only once solvers connect, after the engine below is built (it needs the hub's early attempts).
+    handedOn: (handoffs): void => void engine.afterCommit({ handoffs }),
     accepted: (attemptId): Promise<void> => engine.markAccepted(attemptId),
   });
   const revocations = new KeyRevocations({ bus, db, hub, logger });
@@ -118,7 +118,7 @@ export async function startApiNode(options: {
   handoffs.sendEarlyWith(earlyAttempts);
   const finished = await TaskFinishedWatch.start(bus);
   const engine: TaskEngine = new TaskEngine({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
-  const nodeDeps = { config, db, logger, engine, handoffs, webhooks, artifacts, hub, relay, stops, payloads, earlyAttempts };
+  const nodeDeps = { config, db, logger, engine, artifacts, hub, relay, stops, payloads, earlyAttempts };
   await new PageAttempts({ ...nodeDeps, temporal, bus, nodeId }).start();
   const worker = await Worker.create({
     connection: workerConnection,
@@ -144,10 +144,8 @@ export async function startApiNode(options: {
           db,
           logger: logger.child({ component: 'activities' }),
           engine,
-          handoffs,
-          webhooks,
           artifacts,
-          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, webhooks, artifacts }),
+          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, artifacts }),
         }),
       })
     : undefined;

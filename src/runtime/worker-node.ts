@@ -62,13 +62,13 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const stops = new AttemptStops(bus);
   const finished = await TaskFinishedWatch.start(bus);
   const engine = new TaskEngine({ config, db, temporal, logger, eagerStart: false, handoffs, webhooks, artifacts, finished, stops });
-  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, webhooks, artifacts });
+  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, artifacts });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), engine, handoffs, webhooks, artifacts, crawls }),
+    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), engine, artifacts, crawls }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));

@@ -32,3 +32,13 @@ test('the database layer keeps no module-level mutable state: the trust policy i
   const mutable = files.filter((file) => /^(export )?(let|var) /m.test(fs.readFileSync(path.join('src/db', file), 'utf8')));
   expect(mutable).toEqual([]);
 });
+
+test('only the task engine makes the effects due after a commit: slot hand-offs and webhook first attempts', () => {
+  // The senders' own module (src/tasks/handoffs.ts) sits in src/tasks; src/webhooks/sender.ts implements `send`.
+  const allowed = (file: string) => file.startsWith('src/tasks/') || file === 'src/webhooks/sender.ts';
+  const effect = /\bhandoffs\??\.deliver\(|\bwebhooks\??\.send\(/;
+  const files = ['src', 'activities', 'workflows'].flatMap((root) =>
+    (fs.readdirSync(root, { recursive: true }) as string[]).filter((file) => file.endsWith('.ts')).map((file) => path.posix.join(root, file.split(path.sep).join('/'))),
+  );
+  expect(files.filter((file) => !allowed(file) && effect.test(fs.readFileSync(file, 'utf8')))).toEqual([]);
+});
