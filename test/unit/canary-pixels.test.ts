@@ -24,13 +24,14 @@ function gridPng(token: string, width: number, height: number, options: { channe
   const type = { 1: 0, 3: 2, 4: 6 }[options.channels];
   const bpp = options.channels;
   const stride = width * bpp;
+  const colourSamples = min(bpp, 3);
   const rows: Buffer[] = [];
   for (let y = 0; y < height; y++) {
     const row = Buffer.alloc(stride, 255);
     const line = floor((y * GRID_ROWS) / height) * GRID_COLUMNS;
     for (let x = 0; x < width; x++) {
       const value = cells[line + floor((x * GRID_COLUMNS) / width)] ? 20 : 235;
-      row.fill(value, x * bpp, x * bpp + min(bpp, 3));
+      for (let c = x * bpp; c < x * bpp + colourSamples; c++) row[c] = value;
     }
     rows.push(row);
   }
