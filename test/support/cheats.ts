@@ -2,6 +2,7 @@ import dns from 'node:dns';
 import http from 'node:http';
 import https from 'node:https';
 import type { TaskMessage } from '../../src/schemas/frames';
+import type { SolverFrameInput } from './fake-solver';
 import { encodeGrayPng } from '../../src/trust/png';
 import { honestAnswer } from './chat-answers';
 
@@ -12,7 +13,7 @@ import { honestAnswer } from './chat-answers';
  */
 
 export interface FrameSink {
-  send(frame: object): void;
+  send(frame: SolverFrameInput): void;
 }
 export type Script = (frame: TaskMessage, self: FrameSink) => void | Promise<void>;
 

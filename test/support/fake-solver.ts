@@ -4,7 +4,7 @@ import type { SolverFrame, TaskMessage } from '../../src/schemas/frames';
 import { api, registerAccount } from './stack';
 
 /** A solver frame as sent (before the server's defaults apply). */
-type SolverFrameInput = z.input<typeof SolverFrame>;
+export type SolverFrameInput = z.input<typeof SolverFrame>;
 
 /**
  * A real WebSocket solver speaking protocol v1, with scripted behaviour, for tests. (The reference
