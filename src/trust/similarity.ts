@@ -212,20 +212,7 @@ export function averageHash(imageBase64: unknown): bigint | null {
 }
 
 function averageHashOf(image: GrayImage): bigint {
-  const { width, height, pixels } = image;
-  const sums = new Float64Array(HASH_SIDE * HASH_SIDE);
-  const counts = new Float64Array(HASH_SIDE * HASH_SIDE);
-  // Each column's cell, worked out once: no Math call per pixel (slow where code runs in a vm context, see png.ts).
-  const columnCell = Int32Array.from({ length: width }, (_, x) => Math.min(HASH_SIDE - 1, Math.floor((x * HASH_SIDE) / width)));
-  for (let y = 0; y < height; y++) {
-    const row = Math.min(HASH_SIDE - 1, Math.floor((y * HASH_SIDE) / height)) * HASH_SIDE;
-    const start = y * width;
-    for (let x = 0; x < width; x++) {
-      const cell = row + columnCell[x]!;
-      sums[cell] += pixels[start + x]!;
-      counts[cell] += 1;
-    }
-  }
+  const { sums, counts } = gridSums(image, HASH_SIDE, HASH_SIDE, (y) => Math.floor((y * HASH_SIDE) / image.height));
   // An image smaller than the grid leaves cells empty: each takes its nearest pixel's value instead.
   const cells = Array.from(sums, (sum, cell) => {
     if (counts[cell] > 0) return sum / counts[cell];
@@ -263,22 +250,31 @@ export function inkGridSimilarity(a: GrayImage, b: GrayImage): number {
 const inkRows = (image: GrayImage) => Math.ceil((image.height * INK_GRID_COLUMNS) / image.width);
 
 function inkGrid(image: GrayImage, rows: number): Float64Array {
+  const { sums, counts } = gridSums(image, INK_GRID_COLUMNS, rows, (y) => Math.floor((y * INK_GRID_COLUMNS) / image.width));
+  // Cells past the image's end (padding) stay 0: white.
+  return sums.map((sum, cell) => (counts[cell] > 0 ? 1 - sum / counts[cell] / 255 : 0));
+}
+
+/**
+ * The luminance summed, and the pixels counted, in each cell of a grid `columns` across the image's
+ * width and `rows` down, a pixel row's grid row given by `rowOf` (past the last, the last).
+ */
+function gridSums(image: GrayImage, columns: number, rows: number, rowOf: (y: number) => number): { sums: Float64Array; counts: Float64Array } {
   const { width, height, pixels } = image;
-  const sums = new Float64Array(INK_GRID_COLUMNS * rows);
-  const counts = new Float64Array(INK_GRID_COLUMNS * rows);
+  const sums = new Float64Array(columns * rows);
+  const counts = new Float64Array(columns * rows);
   // Each column's cell, worked out once: no Math call per pixel (slow where code runs in a vm context, see png.ts).
-  const columnCell = Int32Array.from({ length: width }, (_, x) => Math.min(INK_GRID_COLUMNS - 1, Math.floor((x * INK_GRID_COLUMNS) / width)));
+  const columnCell = Int32Array.from({ length: width }, (_, x) => Math.min(columns - 1, Math.floor((x * columns) / width)));
   for (let y = 0; y < height; y++) {
-    const row = Math.min(rows - 1, Math.floor((y * INK_GRID_COLUMNS) / width)) * INK_GRID_COLUMNS;
+    const row = Math.min(rows - 1, rowOf(y)) * columns;
     const start = y * width;
     for (let x = 0; x < width; x++) {
       const cell = row + columnCell[x]!;
-      sums[cell] += 255 - pixels[start + x]!;
+      sums[cell] += pixels[start + x]!;
       counts[cell] += 1;
     }
   }
-  // Cells past the image's end (padding) stay 0: white.
-  return sums.map((sum, cell) => (counts[cell] > 0 ? sum / counts[cell] / 255 : 0));
+  return { sums, counts };
 }
 
 function popcount(value: bigint): number {
