@@ -1,11 +1,13 @@
 import { artifactKeysOf } from '../../src/artifacts/results';
-import { isTerminalState, type Assignment, type TaskFailure, type TaskState, type TerminalState, type WebhookEvent } from '../../src/contract/lifecycle';
-import type { Handoff } from '../../src/db/matching';
+import { isTerminalState, type Assignment, type TargetFailureType, type TargetFailureVerdict, type TaskFailure, type TaskState, type TerminalState, type WebhookEvent } from '../../src/contract/lifecycle';
+import type { Handoff, ReserveAttemptInput } from '../../src/db/matching';
+import type { TargetClaim } from '../../src/db/target-claims';
 import type { AttemptEnd, Reservation } from '../../src/db/tasks/attempts';
 import type { CreateTaskOutcome, NewTask } from '../../src/db/tasks/create';
 import type { Finished, FinishOutcome } from '../../src/db/tasks/finish';
 import type { TaskRecord, TaskRow } from '../../src/db/tasks/records';
 import type { DueDelivery } from '../../src/db/webhooks';
+import type { Completion } from '../../src/tasks/finish';
 import type { TaskStore } from '../../src/tasks/store';
 
 /** A solver as matching sees it: the types it offers at a price, and its concurrency slots. */
@@ -154,7 +156,7 @@ export class MemoryTaskStore implements TaskStore {
     return this.recordOf(taskId, accountId);
   }
 
-  async completeTask(taskId: string, { completion, feePercent }: Parameters<TaskStore['completeTask']>[1]): Promise<FinishOutcome> {
+  async completeTask(taskId: string, { completion, feePercent }: { completion: Completion; feePercent: string }): Promise<FinishOutcome> {
     this.calls.push('completeTask');
     const task = this.tasks.get(taskId)!;
     const { row } = task;
@@ -186,7 +188,7 @@ export class MemoryTaskStore implements TaskStore {
     return { applied: true, status: failure.status, ...this.afterFinish(task, freed) };
   }
 
-  async reserveAttempt(input: Parameters<TaskStore['reserveAttempt']>[0]): Promise<Reservation> {
+  async reserveAttempt(input: ReserveAttemptInput): Promise<Reservation> {
     this.calls.push('reserveAttempt');
     const task = this.tasks.get(input.taskId)!;
     if (isTerminalState(task.row.status)) return { assignment: null, untriedOnline: 0, finishedAs: task.row.status };
@@ -207,7 +209,7 @@ export class MemoryTaskStore implements TaskStore {
     if (attempt && !attempt.endedAt) attempt.acceptedAt ??= new Date().toISOString();
   }
 
-  async closeAttempt(input: AttemptEnd): Promise<Awaited<ReturnType<TaskStore['closeAttempt']>>> {
+  async closeAttempt(input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }> {
     this.calls.push('closeAttempt');
     const attempt = this.attempts.get(input.attemptId);
     if (!attempt || attempt.endedAt) return { closed: false, handoffs: [], targetVerdict: null };
@@ -219,7 +221,7 @@ export class MemoryTaskStore implements TaskStore {
     return { closed: true, handoffs: this.handOn(freed), targetVerdict };
   }
 
-  async examineTargetClaim(attemptId: string, errorType: Parameters<TaskStore['examineTargetClaim']>[1]) {
+  async examineTargetClaim(attemptId: string, errorType: TargetFailureType): Promise<TargetClaim | null> {
     this.calls.push('examineTargetClaim');
     const attempt = this.attempts.get(attemptId);
     const row = attempt && this.tasks.get(attempt.taskId)!.row;
