@@ -8,6 +8,7 @@ import { getBalance } from '../src/db/ledger';
 import { createTask, failTask } from './support/tasks';
 import { CHAT_TASK_TYPE } from '../src/schemas/domain';
 import { TaskEngine } from '../src/tasks/engine';
+import { pgTaskStore } from '../src/tasks/store';
 import { TaskFinishedWatch } from '../src/tasks/finished';
 import { AttemptStops } from '../src/dispatch/attempt-stops';
 import { createArtifactStore } from '../src/artifacts/store';
@@ -26,15 +27,16 @@ describe('the stranded-task sweep', () => {
   beforeAll(async () => {
     stack = await startTestStack({ env: { ACCEPT_TIMEOUT_MS: '2000' } });
     temporal = await createTemporalClient(testEndpoints().temporalAddress, stack.config.temporalNamespace);
+    const artifacts = createArtifactStore(stack.config);
     engine = new TaskEngine({
       config: stack.config,
-      db: stack.db,
+      store: pgTaskStore({ db: stack.db, trust: stack.config.trust, artifacts }),
       temporal,
       logger,
       eagerStart: false,
       handoffs: new SlotHandoffs({ db: stack.db, temporal, logger, trust: stack.config.trust }),
       webhooks: { send: () => undefined },
-      artifacts: createArtifactStore(stack.config),
+      artifacts,
       // The sweep neither waits for tasks nor stops attempts.
       finished: new TaskFinishedWatch(),
       stops: {} as AttemptStops,

@@ -10,6 +10,7 @@ import { createLogger } from '../src/logger';
 import { TaskFinishedWatch } from '../src/tasks/finished';
 import { RecentPayloads } from '../src/tasks/recent-payloads';
 import { TaskEngine } from '../src/tasks/engine';
+import { pgTaskStore } from '../src/tasks/store';
 import type { AttemptStops } from '../src/dispatch/attempt-stops';
 import type { ArtifactStore } from '../src/artifacts/store';
 import { createTask, failTask } from './support/tasks';
@@ -91,13 +92,13 @@ describe('waiting for a task', () => {
   const serviceWith = (temporal: Client, resultFallbackMs?: number) =>
     new TaskEngine({
       config: testConfig(),
-      db,
+      store: pgTaskStore({ db, trust: testConfig().trust, artifacts: {} as ArtifactStore }),
       temporal,
       logger: createLogger('warn', 'test'),
       eagerStart: false,
       handoffs: { deliver: () => undefined },
       webhooks: { send: () => undefined },
-      // Never used: these tests only wait.
+      // Never used (nor the store's): these tests only wait.
       artifacts: {} as ArtifactStore,
       stops: {} as AttemptStops,
       finished: watch,

@@ -31,6 +31,7 @@ import { DomainGuard } from '../policy/guard';
 import { TaskFinishedWatch } from '../tasks/finished';
 import { RecentPayloads } from '../tasks/recent-payloads';
 import { TaskEngine } from '../tasks/engine';
+import { pgTaskStore } from '../tasks/store';
 import { createWorkerConnection } from '../temporal/connection';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { WebhookDeliveries } from '../webhooks/sender';
@@ -117,7 +118,7 @@ export async function startApiNode(options: {
   });
   handoffs.sendEarlyWith(earlyAttempts);
   const finished = await TaskFinishedWatch.start(bus);
-  const engine: TaskEngine = new TaskEngine({ config, db, temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
+  const engine: TaskEngine = new TaskEngine({ config, store: pgTaskStore({ db, trust: config.trust, artifacts }), temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
   const nodeDeps = { config, db, logger, engine, artifacts, hub, relay, stops, payloads, earlyAttempts };
   await new PageAttempts({ ...nodeDeps, temporal, bus, nodeId }).start();
   const worker = await Worker.create({

@@ -11,6 +11,7 @@ import { addMetricsSource } from '../metrics/scrape';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { TaskEngine } from '../tasks/engine';
+import { pgTaskStore } from '../tasks/store';
 import { AttemptStops } from '../dispatch/attempt-stops';
 import { purgeExpired, RETENTION_SWEEP_EVERY_MS } from '../tasks/retention';
 import { vestEarnings, vestingSweepMs } from '../trust/escrow';
@@ -61,7 +62,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   // Only publishes: this process runs no attempts of its own.
   const stops = new AttemptStops(bus);
   const finished = await TaskFinishedWatch.start(bus);
-  const engine = new TaskEngine({ config, db, temporal, logger, eagerStart: false, handoffs, webhooks, artifacts, finished, stops });
+  const engine = new TaskEngine({ config, store: pgTaskStore({ db, trust: config.trust, artifacts }), temporal, logger, eagerStart: false, handoffs, webhooks, artifacts, finished, stops });
   const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, artifacts });
   const worker = await Worker.create({
     connection,

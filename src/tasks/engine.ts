@@ -1,25 +1,23 @@
 import crypto from 'node:crypto';
-import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
+// The errors the client throws, from the package that defines them: the engine loads without the client's gRPC stack.
+import { WorkflowExecutionAlreadyStartedError, WorkflowNotFoundError } from '@temporalio/common';
 import { storeArtifacts } from '../artifacts/results';
 import type { ArtifactStore } from '../artifacts/store';
 import type { Config } from '../config';
-import type { Db } from '../db/pool';
-import { findAccount } from '../db/accounts';
-import { countOnlineSolvers } from '../db/solvers';
 import type { RequestFigures } from '../db/matching';
 import type { Handoff } from '../db/matching';
-import { closeAttempt, markAttemptAccepted, reserveAttempt, type AttemptEnd } from '../db/tasks/attempts';
-import { createTaskWithHold, findUnstartedTasks, markWorkflowStarted, type CreateTaskOutcome, type Idempotency, type NewTask } from '../db/tasks/create';
-import { getTaskRecord, type TaskRecord, type TaskRow } from '../db/tasks/records';
+import type { AttemptEnd } from '../db/tasks/attempts';
+import type { CreateTaskOutcome, Idempotency, NewTask } from '../db/tasks/create';
+import type { TaskRecord, TaskRow } from '../db/tasks/records';
 import { type Finished } from '../db/tasks/finish';
 import { type ReserveAttemptInput } from '../db/matching';
-import { dropSubscription, saveSubscription, WEBHOOK_EVENTS, type DueDelivery, type WebhookEvent } from '../db/webhooks';
-import { finishTask, type Completion } from './finish';
-import { deleteUntakenArtifacts, readTaskRecord } from './records';
+import type { DueDelivery } from '../db/webhooks';
+import type { Completion } from './finish';
+import type { TaskStore } from './store';
 import type { AttemptStops } from '../dispatch/attempt-stops';
 import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { MeteredUsage } from '../chat/usage';
-import { examineTargetClaim } from '../trust/target-failures';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
 import { CHAT_TASK_TYPE, type RoutingSort, type WebTaskType } from '../schemas/domain';
@@ -27,6 +25,7 @@ import {
   claimsTargetFailure,
   isTerminalState,
   taskFailure,
+  WEBHOOK_EVENTS,
   type Assignment,
   type AttemptFailed,
   type TargetFailureType,
@@ -34,6 +33,7 @@ import {
   type TaskFailure,
   type TaskState,
   type TerminalState,
+  type WebhookEvent,
 } from '../contract/lifecycle';
 import {
   AccountIdAttribute,
@@ -148,7 +148,8 @@ type Told<T> = T extends unknown ? Omit<T, 'handoffs' | 'webhooks'> : never;
 /** What the engine needs; built once by each entry point. */
 export interface TaskEngineDeps {
   config: Config;
-  db: Db;
+  /** Every read and write of tasks (src/tasks/store.ts). */
+  store: TaskStore;
   temporal: Client;
   logger: Logger;
   /** A workflow worker runs in this process: the first workflow task runs here without a round trip. */
@@ -197,15 +198,15 @@ export class TaskEngine {
   async create(input: CreateTaskInput): Promise<CreateResult> {
     if (!input.webhook) return this.createTask(input);
     const taskId = input.taskId ?? newTaskId();
-    await saveSubscription(this.deps.db, { taskId, accountId: input.accountId, url: input.webhook.url, events: input.webhook.events ?? WEBHOOK_EVENTS });
+    await this.deps.store.saveSubscription({ taskId, accountId: input.accountId, url: input.webhook.url, events: input.webhook.events ?? WEBHOOK_EVENTS });
     const result = await this.createTask({ ...input, taskId });
-    if (result.kind !== 'created') await dropSubscription(this.deps.db, taskId);
+    if (result.kind !== 'created') await this.deps.store.dropSubscription(taskId);
     return result;
   }
 
   private async createTask(input: CreateTaskInput): Promise<CreateResult> {
     const taskId = input.taskId ?? newTaskId(input.chat ? 'chat' : 'task');
-    const outcome = await createTaskWithHold(this.deps.db, this.deps.config.trust, {
+    const outcome = await this.deps.store.createTask({
       taskId,
       accountId: input.accountId,
       taskType: input.taskType,
@@ -222,7 +223,7 @@ export class TaskEngine {
       figures: input.chat?.figures,
       country: input.country,
     });
-    if (outcome.kind === 'existing') return { kind: 'existing', task: (await getTaskRecord(this.deps.db, outcome.task.task_id))! };
+    if (outcome.kind === 'existing') return { kind: 'existing', task: (await this.deps.store.taskRecord(outcome.task.task_id))! };
     if (outcome.kind !== 'created') return outcome;
     const { task, firstAssignment } = outcome;
     recordTaskCreated(task.task_type);
@@ -267,7 +268,7 @@ export class TaskEngine {
     task: NewTask & { claim?: undefined },
     then: { stored: (task: TaskRow) => Promise<void>; sendFirst: (task: TaskRow, assignment: Assignment) => Promise<boolean> },
   ): Promise<Told<CreateTaskOutcome>> {
-    const outcome = await createTaskWithHold(this.deps.db, this.deps.config.trust, task);
+    const outcome = await this.deps.store.createTask(task);
     if (outcome.kind !== 'created') return outcome;
     const { handoffs, ...created } = outcome;
     const { task: row, firstAssignment } = created;
@@ -294,7 +295,7 @@ export class TaskEngine {
 
   /** The task record as its client sees it, its result's artifacts read back; null when there is none (on that account). */
   read(taskId: string, accountId?: string): Promise<TaskRecord | null> {
-    return readTaskRecord(this.deps, taskId, accountId);
+    return this.deps.store.readTaskRecord(taskId, accountId);
   }
 
   private startFirstAttemptEarly(task: TaskRow, assignment: Assignment, stream: { clientNodeId: string; completionId: string }, clientGone: AbortSignal): boolean {
@@ -344,7 +345,7 @@ export class TaskEngine {
 
   /** Whether a solver for the type (declaring that country, when given) is online at all. */
   async solverOnline(taskType: WebTaskType, country?: string): Promise<boolean> {
-    return (await countOnlineSolvers(this.deps.db, this.deps.config.trust, taskType, { country })) > 0;
+    return (await this.deps.store.countOnlineSolvers(taskType, { country })) > 0;
   }
 
   /**
@@ -352,7 +353,7 @@ export class TaskEngine {
    * the task to end (a task that ended otherwise meanwhile keeps that end).
    */
   async cancel(taskId: string, accountId: string): Promise<CancelResult> {
-    const task = await getTaskRecord(this.deps.db, taskId, accountId);
+    const task = await this.deps.store.taskRecord(taskId, accountId);
     if (!task) return { kind: 'task_not_found' };
     // Cancelling a cancelled task answers it again.
     if (task.status === 'cancelled') return { kind: 'cancelled', task };
@@ -361,7 +362,7 @@ export class TaskEngine {
     // The signal first, so that the stopped attempt is not taken for a failed one and reassigned.
     await this.deps.stops.stop(taskId).catch((error) => this.deps.logger.warn({ err: error, task_id: taskId }, 'could not stop the attempt of a cancelled task'));
     await this.waitForResult(task, SETTLE_WAIT_MS);
-    const finished = await getTaskRecord(this.deps.db, taskId);
+    const finished = await this.deps.store.taskRecord(taskId);
     if (finished?.status !== 'cancelled') return { kind: 'already_finished', status: finished?.status, before: false };
     return { kind: 'cancelled', task: finished };
   }
@@ -410,11 +411,11 @@ export class TaskEngine {
    */
   async adminComplete(input: { taskId: string; solverId: string; result: Record<string, unknown> }, checkResult: (taskType: string) => void): Promise<AdminCompleteResult> {
     const { taskId } = input;
-    const task = await getTaskRecord(this.deps.db, taskId);
+    const task = await this.deps.store.taskRecord(taskId);
     if (!task) return { kind: 'task_not_found' };
     if (isTerminalState(task.status)) return { kind: 'already_finished', status: task.status, before: true };
     checkResult(task.task_type);
-    if (!(await findAccount(this.deps.db, input.solverId))) return { kind: 'solver_not_found' };
+    if (!(await this.deps.store.accountExists(input.solverId))) return { kind: 'solver_not_found' };
     await this.deps.temporal.workflow.getHandle(task.workflow_id).signal(adminCompleteSignal, { solverId: input.solverId, result: input.result });
     // The signal first: a solver still at work is then stopped now, not at its activity's next heartbeat.
     await this.deps.stops.stop(taskId).catch((error) => this.deps.logger.warn({ err: error, task_id: taskId }, 'could not stop the attempt of a task completed by an admin'));
@@ -429,11 +430,11 @@ export class TaskEngine {
    * first, as a solver's are (a write that fails is retried, and nothing is settled meanwhile).
    */
   async settleAdminCompletion(input: { taskId: string; taskType: string; completion: Extract<Completion, { kind: 'admin' }> }): Promise<Ended> {
-    const { db, artifacts, config } = this.deps;
+    const { store, artifacts, config } = this.deps;
     const stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: 'admin', taskType: input.taskType, result: input.completion.result });
     const completion = stored.keys.length > 0 ? { ...input.completion, stored: stored.parts } : input.completion;
-    const outcome = this.afterCommit(await finishTask(db, config.trust, input.taskId, { completion, feePercent: config.platformFeePercent }));
-    if (!outcome.applied) await deleteUntakenArtifacts({ db, artifacts }, input.taskId, stored.keys);
+    const outcome = this.afterCommit(await store.completeTask(input.taskId, { completion, feePercent: config.platformFeePercent }));
+    if (!outcome.applied) await store.deleteUntakenArtifacts(input.taskId, stored.keys);
     // An admin's completion takes no particular attempt, so it cannot find one closed.
     if (outcome.attemptClosed) throw new Error(`task ${input.taskId}: an admin completion found an attempt closed`);
     return outcome;
@@ -441,12 +442,12 @@ export class TaskEngine {
 
   /** Opens the task's next attempt (its workflow's activity); the slots it hands on are told. */
   async reserveAttempt(input: ReserveAttemptInput) {
-    return this.afterCommit(await reserveAttempt(this.deps.db, this.deps.config.trust, input));
+    return this.afterCommit(await this.deps.store.reserveAttempt(input));
   }
 
   /** The solver accepted the attempt (the sweep then waits out its time before it runs the task elsewhere). */
   markAccepted(attemptId: string): Promise<void> {
-    return markAttemptAccepted(this.deps.db, attemptId);
+    return this.deps.store.markAttemptAccepted(attemptId);
   }
 
   /**
@@ -461,15 +462,15 @@ export class TaskEngine {
     usage?: MeteredUsage;
     stored: { keys: readonly string[]; parts: Record<string, unknown> };
   }): Promise<AttemptCompletion> {
-    const { db, artifacts, config, logger } = this.deps;
+    const { store, config, logger } = this.deps;
     const { taskId, attemptId, result, usage, stored } = input;
     const completed = this.afterCommit(
-      await finishTask(db, config.trust, taskId, {
+      await store.completeTask(taskId, {
         completion: { kind: 'attempt', attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
         feePercent: config.platformFeePercent,
       }),
     );
-    if (!completed.applied) await deleteUntakenArtifacts({ db, artifacts }, taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: taskId }, 'untaken artifacts not deleted'));
+    if (!completed.applied) await store.deleteUntakenArtifacts(taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: taskId }, 'untaken artifacts not deleted'));
     if (completed.attemptClosed) return { kind: 'attempt_closed' };
     return completed.applied ? { kind: 'completed' } : { kind: 'finished_already', status: completed.status };
   }
@@ -479,15 +480,15 @@ export class TaskEngine {
    * own check, where it has one). Whether it closed the attempt, and how such a claim was judged.
    */
   async failAttempt(input: AttemptEnd): Promise<{ closed: boolean; targetVerdict: TargetFailureVerdict | null }> {
-    const { db, config } = this.deps;
-    const claim = claimsTargetFailure(input) ? await examineTargetClaim(db, input.attemptId, input.error!.type as TargetFailureType) : null;
-    const { closed, targetVerdict } = this.afterCommit(await closeAttempt(db, config.trust, { ...input, ...(claim ? { claim } : {}) }));
+    const { store } = this.deps;
+    const claim = claimsTargetFailure(input) ? await store.examineTargetClaim(input.attemptId, input.error!.type as TargetFailureType) : null;
+    const { closed, targetVerdict } = this.afterCommit(await store.closeAttempt({ ...input, ...(claim ? { claim } : {}) }));
     return { closed, targetVerdict };
   }
 
   /** Ends the task without a result (its hold released); `applied` false when it had ended already. */
   async fail(taskId: string, failure: TaskFailure): Promise<Ended> {
-    return this.afterCommit(await finishTask(this.deps.db, this.deps.config.trust, taskId, { failure: { status: failure.status, error: failure.error } }));
+    return this.afterCommit(await this.deps.store.failTask(taskId, { status: failure.status, error: failure.error }));
   }
 
   /**
@@ -546,7 +547,7 @@ export class TaskEngine {
       return false;
     }
     // Only the stranded-task sweep reads this mark; the caller need not wait for it.
-    void markWorkflowStarted(this.deps.db, task.task_id).catch((error) => logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
+    void this.deps.store.markWorkflowStarted(task.task_id).catch((error) => logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
     return true;
   }
 
@@ -556,7 +557,7 @@ export class TaskEngine {
    * (the workflow id is the task's), so a start the mark merely missed is harmless.
    */
   async sweepUnstarted(olderThanSeconds: number): Promise<string[]> {
-    const stranded = await findUnstartedTasks(this.deps.db, olderThanSeconds);
+    const stranded = await this.deps.store.findUnstartedTasks(olderThanSeconds);
     const handled: string[] = [];
     for (const task of stranded) {
       this.deps.logger.warn({ task_id: task.task_id }, 'starting the workflow of a stranded task');
