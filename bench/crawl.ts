@@ -89,16 +89,19 @@ async function main() {
     // Where a page's time goes: its task's life (created to completed) against the crawl's time per page in flight.
     const taskMs = await db.oneFirst(sql.type(z.object({ ms: z.number() }))`
       SELECT round(avg(extract(epoch FROM completed_at - created_at) * 1000))::int AS ms FROM tasks WHERE account_id = ${client.account_id} AND status = 'completed'`);
+    // A page's task runs a workflow only when it leaves the page path (docs/crawl.md, "How a job runs").
+    const withWorkflow = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+      SELECT count(*)::int AS n FROM tasks WHERE account_id = ${client.account_id} AND workflow_started_at IS NOT NULL`);
     const balance = (await call(base, 'GET', '/v1/balance', undefined, auth)) as { available_points: string };
     const ledger = await auditLedger(db);
     const spent = 100000 - Number(balance.available_points);
     log(`crawl: ${status.status}, ${status.completed}/${status.total} pages in ${round(seconds, 1)} s, ${crawlRate} pages/s`);
-    log(`CPU per page (ms): ${JSON.stringify(cpu)} (bench: this process, with the bundled solver and the site); a page's task lived ${taskMs} ms on average, a page took ${round((seconds * 1000 * CONCURRENCY) / Math.max(1, status.completed), 0)} ms of a slot`);
+    log(`CPU per page (ms): ${JSON.stringify(cpu)} (bench: this process, with the bundled solver and the site); a page's task lived ${taskMs} ms on average, a page took ${round((seconds * 1000 * CONCURRENCY) / Math.max(1, status.completed), 0)} ms of a slot; ${withWorkflow} pages' tasks ran a workflow`);
     log(`ratio to the solver's own proxy_fetch: ${round(crawlRate / own.pagesPerSecond, 2)} (goal ≥ ${GOAL})`);
     log(`ledger: ${JSON.stringify(ledger)}; points charged ${status.pointsCharged}, held ${status.pointsHeld}, balance moved ${spent}; pages fetched more than once by the crawl: ${fetchedTwice}`);
     fs.writeFileSync(
       'bench-results-crawl.json',
-      JSON.stringify({ pages: PAGES, concurrency: CONCURRENCY, cpus: os.cpus().length, loadavg: os.loadavg(), solverPagesPerSecond: own.pagesPerSecond, crawl: { ...status, seconds: round(seconds, 1), pagesPerSecond: crawlRate, cpuPerPageMs: cpu, taskMs }, solverCpuPerPageMs: ownCpu, ratio: round(crawlRate / own.pagesPerSecond, 2), ledger, spent }, null, 2),
+      JSON.stringify({ pages: PAGES, concurrency: CONCURRENCY, cpus: os.cpus().length, loadavg: os.loadavg(), solverPagesPerSecond: own.pagesPerSecond, crawl: { ...status, seconds: round(seconds, 1), pagesPerSecond: crawlRate, cpuPerPageMs: cpu, taskMs }, solverCpuPerPageMs: ownCpu, ratio: round(crawlRate / own.pagesPerSecond, 2), ledger, spent, tasksWithWorkflow: withWorkflow }, null, 2),
     );
   } finally {
     await stopAll();

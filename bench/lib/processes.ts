@@ -114,7 +114,7 @@ export function runStops(logger: Logger, dataDir: string) {
 export function measuredRunEnv(name: string) {
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), `marketplace-bench-${name}-`));
   fs.chmodSync(dataDir, 0o755);
-  return { dataDir, env: { DATA_DIR: dataDir, ...BENCH_STACK_ENV, CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0' } };
+  return { dataDir, env: { DATA_DIR: dataDir, ...BENCH_STACK_ENV, CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0', VERIFICATION_START_FRACTION: '0' } };
 }
 
 /** PostgreSQL and Temporal, a worker and an API node (each its own process) and a pool, stopped with the run. */

@@ -395,7 +395,8 @@ export class CrawlRunner {
         timeoutSeconds: options.scrape.timeoutSeconds ?? config.defaultTaskTimeoutSeconds,
         workflowId: taskWorkflowId(taskId),
         // The page's first task keeps the key it always had; a later one is numbered.
-        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}${page.task_attempts > 0 ? `:${page.task_attempts}` : ''}`, fingerprint: crawl.crawl_id },
+        // A page's key is the service's own, sent only while its job runs: not looked for past its window first.
+        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}${page.task_attempts > 0 ? `:${page.task_attempts}` : ''}`, fingerprint: crawl.crawl_id, expiry: 'purge' },
         admission: { maxQueued: config.queueLimitPerTaskType },
         // Matched as it is created, so that its first attempt can go out without a workflow.
         match: {},

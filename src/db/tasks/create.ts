@@ -51,8 +51,13 @@ export interface NewTask {
   maxPricePoints: string;
   timeoutSeconds: number;
   workflowId: string;
-  /** The request's Idempotency-Key (as this task stores it) and the fingerprint of the request it came with. */
-  idempotency?: Idempotency;
+  /**
+   * The request's Idempotency-Key (as this task stores it) and the fingerprint of the request it came with.
+   * `expiry: 'purge'` (a crawl page's key, made by the service): a key past its window is not released
+   * first, which costs a statement per task; the retention purge releases it, and until then the key
+   * names its first task, as a page taken up again wants.
+   */
+  idempotency?: Idempotency & { expiry?: 'purge' };
   /** The API key that asks for it: its hold counts against the key's spend limit, if it has one. */
   keyId?: string;
   /**
@@ -156,7 +161,7 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
     : sql.fragment`count(DISTINCT c.solver_id)::int`;
   const claimed = task.claim ? sql.fragment`EXISTS (SELECT 1 FROM claimed)` : sql.fragment`true`;
   // A key older than its window names its task no more: this request starts a new one.
-  if (task.idempotency) await releaseIdempotencyKeyIfExpired(db, task.accountId, task.idempotency.key);
+  if (task.idempotency && task.idempotency.expiry !== 'purge') await releaseIdempotencyKeyIfExpired(db, task.accountId, task.idempotency.key);
   const row = await db
     .one(sql.type(CreatedRow)`
       WITH ${task.claim ? sql.fragment`${task.claim},` : sql.fragment``} ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
