@@ -123,8 +123,8 @@ export function decodePng(data: Buffer): GrayImage {
 
 /** One unfiltered row of 8-bit gray, gray+alpha, RGB or RGBA samples as luminance over white, into `out` from `at`. */
 function grayRow8(row: Buffer, channels: number, out: Uint8Array, at: number, width: number): void {
+  const gray = channels < 3;
   for (let x = 0, i = 0; x < width; x++, i += channels) {
-    const gray = channels < 3;
     const luminance = gray ? row[i]! : 0.299 * row[i]! + 0.587 * row[i + 1]! + 0.114 * row[i + 2]!;
     const a = channels === 2 ? row[i + 1]! : channels === 4 ? row[i + 3]! : 255;
     // Over white, as a browser shows a transparent page.
