@@ -304,6 +304,39 @@ describe('clients', () => {
     await keep(page, 'client-keys-phone');
   });
 
+  test('by keyboard alone: sign in, open a view and revoke a key', async () => {
+    const client = await registerAccount(stack.url, '10');
+    const spare = await api(stack.url, 'POST', '/v1/account/keys', { headers: client.auth, body: { name: 'tablet' } });
+    const spareAuth = { Authorization: `Bearer ${spare.json.api_key}` };
+    const page = await (await browser.newContext()).newPage();
+    pages.push(page);
+    await page.goto(`${stack.url}/console`);
+    // The sign-in form takes the focus on its role.
+    await page.waitForFunction('document.activeElement?.getAttribute("name") === "role"');
+    await page.keyboard.press('ArrowDown');
+    expect(await page.getByLabel('Role').inputValue()).toBe('client');
+    await page.keyboard.press('Tab');
+    await page.keyboard.type(client.api_key);
+    await page.keyboard.press('Enter');
+    await page.locator('#nav a').first().waitFor();
+    const tabTo = async (name: string) => {
+      for (let i = 0; i < 80; i++) {
+        await page.keyboard.press('Tab');
+        const focused = await page.evaluate('(document.activeElement?.getAttribute("aria-label") ?? document.activeElement?.textContent ?? "").trim()');
+        if (focused === name) return;
+      }
+      throw new Error(`Tab never reached ${name}`);
+    };
+    await tabTo('Keys');
+    await page.keyboard.press('Enter');
+    await page.getByRole('button', { name: 'Revoke tablet' }).waitFor();
+    await tabTo('Revoke tablet');
+    await page.keyboard.press('Enter');
+    await page.getByText(/revoked \d{4}-/).waitFor();
+    expect((await api(stack.url, 'GET', '/v1/balance', { headers: spareAuth })).status).toBe(401);
+    await keep(page, 'client-keys-keyboard');
+  });
+
   test('set a webhook, then see their tasks, spend per day and each delivery with its attempts', async () => {
     const received: string[] = [];
     const receiver = http.createServer((req, res) => {
