@@ -74,8 +74,45 @@ export function documentTitle(document: LinkedomDocument): string | null {
   return heading || null;
 }
 
+/** documentTitle of the page's markup; a plain <title> is read without building the page's DOM. */
 export function titleOfHtml(html: string): string | null {
-  return documentTitle(parseDocument(html).document);
+  return plainTitle(html) ?? documentTitle(parseDocument(html).document);
+}
+
+// A start or end tag with its attributes, or a doctype. Before the title only these and text are read:
+// anything else (a comment, a raw-text or foreign element, markup this does not read) leaves the title
+// to the DOM, as does a title that holds an entity or markup.
+const TAG = /<(?:!doctype[^>]*|(\/?)([a-z][^\s/>]*)((?:\s+[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*)\s*(\/?))>/iy;
+const PARSED_CONTENT = new Set(['script', 'style', 'textarea', 'xmp', 'iframe', 'noembed', 'noframes', 'noscript', 'plaintext', 'template', 'svg', 'math']);
+const TITLE_END = /<\/title[\s/>]/gi;
+
+/**
+ * The title a DOM would read, when the markup's first <title> is plainly the first title element and
+ * holds plain text (no entity, no markup); null otherwise, or when that text is blank.
+ */
+function plainTitle(html: string): string | null {
+  let at = 0;
+  for (;;) {
+    at = html.indexOf('<', at);
+    if (at < 0) return null;
+    TAG.lastIndex = at;
+    const tag = TAG.exec(html);
+    if (!tag) return null;
+    at = TAG.lastIndex;
+    const [, closing, rawName] = tag;
+    if (!rawName) continue;
+    const name = rawName.toLowerCase();
+    if (name === 'body') return null;
+    if (PARSED_CONTENT.has(name) && !closing) return null;
+    if (name !== 'title' || closing) continue;
+    if (tag[4]) return null;
+    TITLE_END.lastIndex = at;
+    const end = TITLE_END.exec(html);
+    if (!end) return null;
+    const text = html.slice(at, end.index);
+    if (/[<&]/.test(text)) return null;
+    return text.replace(/\s+/g, ' ').trim() || null;
+  }
 }
 
 function readArticle(document: LinkedomDocument) {
