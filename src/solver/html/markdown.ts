@@ -66,12 +66,14 @@ export function parseDocument(html: string) {
   return parseHTML(hasShell ? html : `<!DOCTYPE html><html><head></head><body>${html}</body></html>`);
 }
 
+/** A title's text as it is shown: runs of white space as one space, none at the ends. */
+const collapseSpaces = (text: string) => text.replace(/\s+/g, ' ').trim();
+
 /** The <title>, or the first heading when there is none. */
 export function documentTitle(document: LinkedomDocument): string | null {
-  const title = document.querySelector('title')?.textContent?.replace(/\s+/g, ' ').trim();
+  const title = collapseSpaces(document.querySelector('title')?.textContent ?? '');
   if (title) return title;
-  const heading = document.querySelector('h1, h2')?.textContent?.replace(/\s+/g, ' ').trim();
-  return heading || null;
+  return collapseSpaces(document.querySelector('h1, h2')?.textContent ?? '') || null;
 }
 
 /** documentTitle of the page's markup; a plain <title> is read without building the page's DOM. */
@@ -82,7 +84,7 @@ export function titleOfHtml(html: string): string | null {
 // A start or end tag with its attributes, or a doctype. Before the title only these and text are read:
 // anything else (a comment, a raw-text or foreign element, markup this does not read) leaves the title
 // to the DOM, as does a title that holds an entity or markup.
-const TAG = /<(?:!doctype[^>]*|(\/?)([a-z][^\s/>]*)((?:\s+[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*)\s*(\/?))>/iy;
+const TAG = /<(?:!doctype[^>]*|(\/?)([a-z][^\s/>]*)(?:\s+[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*\s*(\/?))>/iy;
 const PARSED_CONTENT = new Set(['script', 'style', 'textarea', 'xmp', 'iframe', 'noembed', 'noframes', 'noscript', 'plaintext', 'template', 'svg', 'math']);
 const TITLE_END = /<\/title[\s/>]/gi;
 
@@ -99,19 +101,20 @@ function plainTitle(html: string): string | null {
     const tag = TAG.exec(html);
     if (!tag) return null;
     at = TAG.lastIndex;
-    const [, closing, rawName] = tag;
+    const [, closing, rawName, selfClosed] = tag;
     if (!rawName) continue;
     const name = rawName.toLowerCase();
+    // The page's content begins: a title there is rare, and reading on would scan the whole page.
     if (name === 'body') return null;
     if (PARSED_CONTENT.has(name) && !closing) return null;
     if (name !== 'title' || closing) continue;
-    if (tag[4]) return null;
+    if (selfClosed) return null;
     TITLE_END.lastIndex = at;
     const end = TITLE_END.exec(html);
     if (!end) return null;
     const text = html.slice(at, end.index);
     if (/[<&]/.test(text)) return null;
-    return text.replace(/\s+/g, ' ').trim() || null;
+    return collapseSpaces(text) || null;
   }
 }
 
