@@ -24,8 +24,7 @@ function signInPage(message) {
     signIn(role.value, key.value.trim());
     try {
       await call('GET', ROLES[role.value].check);
-      location.hash = `#/${ROLES[role.value].home}`;
-      render();
+      show(`#/${ROLES[role.value].home}`);
     } catch (error) {
       signOut();
       fill(problem, `That key was refused: ${errorText(error)}`);
@@ -53,9 +52,14 @@ function navigation(current) {
   fill(nav, h('ul', {}, Object.entries(role.views).filter(([, view]) => view.title).map(([name, view]) => h('li', {}, h('a', { href: `#/${name}` }, view.title)))));
   fill(who, h('span', {}, role.label.split(' ')[0]), ' ', h('button', { type: 'button', class: 'link', onclick: () => {
     signOut();
-    location.hash = '#/';
-    render();
+    show('#/');
   } }, 'Sign out'));
+}
+
+/** Goes to `hash` with one render: a changed hash renders through its hashchange event. */
+function show(hash) {
+  if (location.hash === hash) render();
+  else location.hash = hash;
 }
 
 export function render() {
@@ -72,12 +76,15 @@ export function render() {
   // Each render draws into its own box: a slower view left behind draws into a detached one, never over the next.
   const box = h('div', { class: 'view' }, h('p', {}, 'Loading…'));
   fill(main, box);
+  // What has the focus now, once the old view and links are gone: moving it to the view when the view is
+  // drawn helps only a reader who has not moved it since; one who has tabbed on keeps where they went.
+  const focused = document.activeElement;
   const params = new URLSearchParams(search ?? '');
   Promise.resolve(view.render(box, args, params))
     .then((stop) => {
       if (!box.isConnected) return typeof stop === 'function' ? stop() : undefined;
       if (typeof stop === 'function') cleanup = stop;
-      main.focus({ preventScroll: true });
+      if (document.activeElement === focused || document.activeElement === document.body) main.focus({ preventScroll: true });
     })
     .catch((error) => {
       if (!box.isConnected) return;
