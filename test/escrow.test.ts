@@ -57,6 +57,16 @@ async function startReceiver() {
 
 const bearer = (solver: FakeSolver) => ({ Authorization: `Bearer ${solver.apiKey}` });
 const trustOf = async (solverId: string) => (await api(stack.url, 'GET', `/v1/admin/solvers/${solverId}/trust`, { headers: admin })).json;
+/** A solver's balance (strings only) with its vesting detail from its own route beside it. */
+async function walletOf(solver: FakeSolver) {
+  const [balance, earnings] = await Promise.all([
+    api(stack.url, 'GET', '/v1/balance', { headers: bearer(solver) }),
+    api(stack.url, 'GET', '/v1/solver/earnings', { headers: bearer(solver) }),
+  ]);
+  expect(Object.values(balance.json).every((value) => typeof value === 'string')).toBe(true);
+  expect(earnings.json.solver_id).toBe(solver.solverId);
+  return { ...balance.json, earnings: earnings.json };
+}
 const taskOf = async (taskId: string, auth: Record<string, string>) => (await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: auth })).json;
 
 /**
@@ -92,7 +102,7 @@ describe('with a long vesting period', () => {
 
     const served = await serveUntilQuarantined(cheat, client, async () => {
       // Paid for one task, the cheat sees its pay held, not spendable...
-      const balance = (await api(stack.url, 'GET', '/v1/balance', { headers: bearer(cheat) })).json;
+      const balance = await walletOf(cheat);
       expect(balance).toMatchObject({ available_points: '0', earnings: { unvested_points: String(CHEAT_PAY), unvested_tasks: 1 } });
       expect(balance.earnings.next_vesting_at === null || Date.parse(balance.earnings.next_vesting_at) > Date.now() + 3_000_000).toBe(true);
       // ...and cannot spend it as a client with its own key before anyone looks.
@@ -106,7 +116,7 @@ describe('with a long vesting period', () => {
     // Frozen: every client task it served, and the failed canary's pay, held; the tasks disputed.
     const heldPay = CHEAT_PAY * (served.length + 1);
     expect(await trustOf(cheat.solverId)).toMatchObject({ held_points: String(heldPay), held_tasks: served.length + 1 });
-    const frozen = (await api(stack.url, 'GET', '/v1/balance', { headers: bearer(cheat) })).json;
+    const frozen = await walletOf(cheat);
     expect(frozen).toMatchObject({ available_points: '0', held_points: String(heldPay), earnings: { unvested_points: String(heldPay), frozen: true, next_vesting_at: null } });
     for (const taskId of served) expect((await taskOf(taskId, client.auth)).verification).toBe('disputed');
     const platformBefore = await getBalance(stack.db, PLATFORM_ACCOUNT_ID);
@@ -183,11 +193,11 @@ describe('with a short vesting period', () => {
       const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${stack.url}/health?i=${i}` }, headers: client.auth });
       expect(fetched.status).toBe(200);
     }
-    const held = (await api(stack.url, 'GET', '/v1/balance', { headers: bearer(solver) })).json;
+    const held = await walletOf(solver);
     // Vesting may already have begun on a slow machine; what is not vested is held, never lost.
     expect(Number(held.available_points) + Number(held.earnings.unvested_points)).toBeCloseTo(5.4, 9);
     const vested = await waitFor(async () => {
-      const balance = (await api(stack.url, 'GET', '/v1/balance', { headers: bearer(solver) })).json;
+      const balance = await walletOf(solver);
       return balance.earnings.unvested_tasks === 0 ? balance : null;
     }, 30_000);
     expect(vested).toMatchObject({ available_points: '5.4', held_points: '0', lifetime_earned_points: '5.4', earnings: { unvested_points: '0', next_vesting_at: null, frozen: false } });

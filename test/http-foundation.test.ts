@@ -40,7 +40,7 @@ describe('HTTP foundation through the real app on a real port', () => {
     expect(account.api_key.startsWith(String(rows[0].key_prefix))).toBe(true);
   });
 
-  test('balance starts at zero with the four string keys, and no earnings held', async () => {
+  test('balance starts at zero with the four keys, every value a string; earnings not vested are a solver route', async () => {
     const account = await registerAccount(stack.url);
     const balance = await api(stack.url, 'GET', '/v1/balance', { headers: account.auth });
     expect(balance.status).toBe(200);
@@ -50,8 +50,11 @@ describe('HTTP foundation through the real app on a real port', () => {
       held_points: '0',
       lifetime_earned_points: '0',
       lifetime_spent_points: '0',
-      earnings: { unvested_points: '0', unvested_tasks: 0, frozen: false, next_vesting_at: null },
     });
+    expect(Object.values(balance.json).every((value) => typeof value === 'string')).toBe(true);
+    const earnings = await api(stack.url, 'GET', '/v1/solver/earnings', { headers: account.auth });
+    expect(earnings.status).toBe(200);
+    expect(earnings.json).toEqual({ solver_id: account.account_id, unvested_points: '0', unvested_tasks: 0, frozen: false, next_vesting_at: null });
   });
 
   test('missing, malformed and unknown credentials are 401 with distinct types', async () => {

@@ -6,15 +6,15 @@ import { fill, h, points, section, table, time } from './ui.js';
 
 async function earnings(main) {
   const since = new Date(Date.now() - 30 * 86400_000).toISOString();
-  const [stats, balance, summary, payouts, attempts] = await Promise.all([
+  const [stats, balance, held, summary, payouts, attempts] = await Promise.all([
     get('/v1/solver/stats'),
     get('/v1/balance'),
+    get('/v1/solver/earnings'),
     get(`/v1/account/ledger/summary${query({ created_after: since })}`),
     get(`/v1/account/ledger${query({ kind: 'payout', limit: 20 })}`),
     get('/v1/solver/attempts'),
   ]);
   const trust = stats.trust;
-  const held = balance.earnings;
   const days = perDay(summary.data, 'payout');
   fill(main,
     section('Earnings', h('dl', { class: 'facts' },

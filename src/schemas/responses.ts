@@ -83,16 +83,18 @@ export const Balance = z
     held_points: Amount.openapi({ description: 'Points set aside: its running tasks\' holds and its earnings not vested yet' }),
     lifetime_earned_points: Amount,
     lifetime_spent_points: Amount,
-    earnings: z
-      .object({
-        unvested_points: Amount.openapi({ description: 'Pay for tasks served that has not vested (part of held_points); a confirmed quarantine forfeits it to refund the clients' }),
-        unvested_tasks: z.number().int(),
-        frozen: z.boolean().openapi({ description: 'The solver is quarantined: nothing vests until an admin clears (releases) or confirms (forfeits)' }),
-        next_vesting_at: z.string().nullable().openapi({ description: 'When the oldest unvested pay vests by time (EARNINGS_VESTING_SECONDS); passed checks may vest it sooner once a sequential test has accepted the solver. Null when none, or while frozen' }),
-      })
-      .openapi({ description: 'A solver\'s earnings held until they vest (docs/trust.md, "Escrow and refunds")' }),
   })
-  .openapi('Balance');
+  .openapi('Balance', { description: 'Every value is a string (the contract); a solver\'s vesting detail is `GET /v1/solver/earnings`' });
+
+export const SolverEarnings = z
+  .object({
+    solver_id: z.string(),
+    unvested_points: Amount.openapi({ description: 'Pay for tasks served that has not vested (part of the balance\'s held_points); a confirmed quarantine forfeits it to refund the clients' }),
+    unvested_tasks: z.number().int().openapi({ description: 'How many served tasks that pay belongs to' }),
+    frozen: z.boolean().openapi({ description: 'The solver is quarantined: nothing vests until an admin clears (releases) or confirms (forfeits)' }),
+    next_vesting_at: z.string().nullable().openapi({ description: 'When the oldest unvested pay vests by time (EARNINGS_VESTING_SECONDS); passed checks may vest it sooner once a sequential test has accepted the solver. Null when none, or while frozen' }),
+  })
+  .openapi('SolverEarnings', { description: 'A solver\'s earnings held until they vest (docs/trust.md, "Escrow and refunds")' });
 
 export const LedgerPage = pageOf(LedgerEntry, 'LedgerPage');
 

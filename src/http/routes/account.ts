@@ -54,10 +54,9 @@ export function accountRoutes(deps: AppDeps): Route[] {
     });
   } }));
 
-  routes.push(route({ method: 'get', path: '/v1/balance', summary: 'Points balance, and a solver\'s earnings not vested yet', tag: 'account', auth: 'bearer', response: responses.Balance, handler: async (_req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/balance', summary: 'Points balance: every value a decimal string (a solver\'s vesting detail is GET /v1/solver/earnings)', tag: 'account', auth: 'bearer', response: responses.Balance, handler: async (_req, res) => {
     const account = accountOf(res);
-    const [balance, earnings] = await Promise.all([deps.ledger.getBalance(account.account_id), deps.accounts.earningsOf(account.account_id)]);
-    res.json({ account_id: account.account_id, ...balance, earnings });
+    res.json({ account_id: account.account_id, ...(await deps.ledger.getBalance(account.account_id)) });
   } }));
 
   routes.push(route({ method: 'get', path: '/v1/account/ledger', summary: 'Every entry that moved the account\'s points, newest first, paged by cursor', tag: 'account', auth: 'bearer', query: LedgerHistoryQuery, response: responses.LedgerPage, handler: async (req, res) => {

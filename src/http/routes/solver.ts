@@ -70,6 +70,11 @@ export function solverRoutes(deps: AppDeps): Route[] {
     });
   } }));
 
+  routes.push(route({ method: 'get', path: '/v1/solver/earnings', summary: 'The calling solver\'s pay not vested yet (part of its held_points), whether a quarantine freezes it, and when the oldest vests (docs/trust.md, "Escrow and refunds")', tag: 'solver', auth: 'bearer', response: responses.SolverEarnings, handler: async (_req, res) => {
+    const solverId = accountOf(res).account_id;
+    res.json({ solver_id: solverId, ...(await deps.accounts.earningsOf(solverId)) });
+  } }));
+
   routes.push(route({ method: 'get', path: '/v1/solver/attempts', summary: 'The calling solver\'s latest attempts (at most 50, of the last 7 days), newest first: task, type, price, outcome and the error that ended any failed one', tag: 'solver', auth: 'bearer', response: responses.SolverAttempts, handler: async (_req, res) => {
     res.json({ data: await deps.solvers.recentAttemptsOf(accountOf(res).account_id) });
   } }));
