@@ -27,10 +27,8 @@ async function earnings(main) {
       h('p', {}, 'Pay for a task is held until it vests (after a while, or sooner when checks vouch for you); held pay cannot be spent, and a confirmed quarantine gives it back to the clients.'),
       trust.quarantine ? h('p', { class: 'error' }, `Quarantined since ${time(trust.quarantine.started_at)}: ${trust.quarantine.reason} (${trust.quarantine.task_type}). Nothing vests until an operator clears it (releasing the held pay) or confirms it (refunding it).`) : null),
     section('Earned per day (last 30 days)', days.length ? dayBars(days, 'Points earned per UTC day') : h('p', { class: 'empty' }, 'Nothing earned yet.')),
-    section('Reputation and checks per task type', table([
+    section('Reputation per task type', table([
       ['Task type', (r) => r.task_type], ['Score', (r) => String(r.score)], ['Successes', (r) => String(r.successes)], ['Failures', (r) => String(r.failures)],
-      ['Canaries passed/failed', (r) => `${r.canary_passes}/${r.canary_failures}`], ['Redundant runs (disagreed)', (r) => `${r.redundant_runs} (${r.disagreements})`],
-      ['Verified passed/wrong', (r) => `${r.verified_passes}/${r.verified_failures}`],
       ['Gets client work', (r) => (r.client_work ? 'yes' : 'no') + (r.on_probation ? ' (probation)' : '')],
     ], trust.reputation, { empty: 'No reputation yet.' })),
     section('Offers', table([

@@ -1,5 +1,6 @@
 import { CHAT_TASK_TYPE } from '../../schemas/domain';
 import { SolverCapabilitiesBody, type SolverCapabilityInput } from '../../schemas/requests';
+import type { Reputation } from '../../db/quarantines';
 import { accountOf } from '../auth';
 import * as responses from '../../schemas/responses';
 import type { AppDeps } from '../deps';
@@ -27,6 +28,16 @@ function checkCapabilities(capabilities: SolverCapabilityInput[], strongModels: 
     seen.add(key);
   });
   return problems;
+}
+
+/**
+ * A solver's own view of its reputation: its score and the counts matching reads, never how many of its
+ * tasks were checks (canaries, redundant and verification runs). Those counts change just after the
+ * task that was one, so reading them after each task would label which tasks were checks and let a
+ * solver answer checks honestly and clients otherwise. Operators see them (admin trust view).
+ */
+function ownReputation(reputation: Reputation[]) {
+  return reputation.map(({ task_type, score, successes, failures, latency_ms, client_work, on_probation }) => ({ task_type, score, successes, failures, latency_ms, client_work, on_probation }));
 }
 
 export function solverRoutes(deps: AppDeps): Route[] {
@@ -66,7 +77,7 @@ export function solverRoutes(deps: AppDeps): Route[] {
       lifetime_earned_points: balance?.lifetime_earned_points ?? '0',
       capabilities,
       // Its reputation and any quarantine (docs/trust.md): what matching sees of it.
-      trust: { quarantine: quarantines.find((q) => q.cleared_at === null) ?? null, ...held, reputation },
+      trust: { quarantine: quarantines.find((q) => q.cleared_at === null) ?? null, ...held, reputation: ownReputation(reputation) },
     });
   } }));
 
