@@ -89,6 +89,14 @@ test('a canary page is served by its host name and path only, looks like a site,
   expect(page).toMatchObject({ status: 200, type: expect.stringMatching(/^text\/html/) });
   expect(page.body).toMatch(/<nav|<header/);
   expect(page.body.toLowerCase()).not.toMatch(/canary|token/);
+  // Its site has a home page and a page for each item of its menu, the same on every visit, as any site does.
+  const home = await getWithHost(url.hostname, '/');
+  expect(home).toMatchObject({ status: 200, type: expect.stringMatching(/^text\/html/) });
+  expect((await getWithHost(url.hostname, '/')).body).toBe(home.body);
+  const menu = [...home.body.matchAll(/<li><a href="(\/[a-z]+)">/g)].map((link) => link[1]!);
+  expect(menu.length).toBeGreaterThan(0);
+  for (const path of menu) expect((await getWithHost(url.hostname, path)).status).toBe(200);
+  expect((home.body + page.body).toLowerCase()).not.toMatch(/canary|token/);
   // The same path on another name, the API's own paths on a canary name, a NUL: a site's 404 page, never the API.
   for (const [host, path] of [['other-site.localhost', url.pathname], [url.hostname, '/health'], [url.hostname, '/v1/balance'], [url.hostname, '/openapi.json'], [url.hostname, '/blog/a%00b']]) {
     const answer = await getWithHost(host!, path!);

@@ -259,7 +259,6 @@ export interface CanaryPage {
 export function canaryPage(seed: string, taskType: string, host: string): CanaryPage {
   const site = siteOf(host);
   const drawn = draw(seededRandom(`page:${seed}`), site);
-  const { cls } = site;
   if (taskType === 'screenshot') {
     const cells = tokenCells(seed).map((dark) => (dark ? '<i class="d"></i>' : '<i></i>')).join('');
     return {
@@ -274,25 +273,65 @@ i{display:block}.d{background:#000}
 `,
     };
   }
+  return { template: drawn.template, path: drawn.path, html: layout(site, drawn.title, drawn.main) };
+}
+
+/** A page of `site`: its header, menu and footer around `main`, as every page of the site has them. */
+function layout(site: Site, title: string, main: string): string {
+  const { cls } = site;
   const nav = site.menu.map((item) => `<li><a href="/${item === 'Home' ? '' : item.toLowerCase()}">${item}</a></li>`).join('');
-  const html = `<!doctype html>
+  return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${drawn.title} | ${site.name}</title>
+<title>${title} | ${site.name}</title>
 <style>body{font-family:${site.font};margin:0;color:#222}.${cls('header').split(' ')[0]}{background:${site.color};padding:12px 24px}main{max-width:760px;margin:24px auto;padding:0 16px;line-height:1.6}</style>
 </head>
 <body>
 <header class="${cls('header')}"><a class="${cls('header', 'logo')}" href="/">${site.name}</a><nav class="${cls('nav')}"><ul>${nav}</ul></nav></header>
 <main>
-${drawn.main}
+${main}
 </main>
 <footer class="${cls('footer')}"><p>${site.footer}</p></footer>
 </body>
 </html>
 `;
-  return { template: drawn.template, path: drawn.path, html };
+}
+
+/**
+ * The pages every site has besides its articles: its home page (`/`) and a page for each item of its
+ * menu (`/blog`, `/about`, …), drawn from the host name alone, so that a canary site answers them as any
+ * small site would, the same on every visit; null for any other path (the site's 404 page).
+ */
+export function sitePage(host: string, path: string): string | null {
+  const site = siteOf(host);
+  const section = path === '/' ? 'Home' : site.menu.find((item) => item !== 'Home' && `/${item.toLowerCase()}` === path.replace(/\/$/, ''));
+  if (!section) return null;
+  const rng = seededRandom(`section:${host.toLowerCase()}:${section}`);
+  const { cls } = site;
+  const title = section;
+  if (section === 'About' || section === 'Contact' || section === 'Help') {
+    const main = `<section class="${cls('page')}">
+<h1 class="${cls('page', 'title')}">${section}</h1>
+<p>${paragraph(rng, 3, 6)}</p>
+<p>${paragraph(rng, 2, 4)}</p>
+${section === 'Contact' ? `<p class="${cls('page', 'contact')}">Write to us at hello@${host.toLowerCase().replace(/:\d+$/, '')} or visit us in ${pick(rng, PLACES)}.</p>` : ''}
+</section>`;
+    return layout(site, title, main);
+  }
+  const items = Array.from({ length: int(rng, 5, 10) }, () => {
+    const itemTitle = capital(heading(rng));
+    return `<li class="${cls('card')}"><a class="${cls('card', 'link')}" href="/${section === 'Home' ? 'posts' : section.toLowerCase()}/${slugOf(itemTitle)}">${itemTitle}</a><p class="${cls('card', 'summary')}">${paragraph(rng, 1, 2)}</p><span class="${cls('card', 'meta')}">${MONTHS[int(rng, 0, 11)]} ${int(rng, 1, 28)}, ${int(rng, 2019, 2026)}</span></li>`;
+  }).join('\n');
+  const main = `<section class="${cls('listing')}">
+<h1 class="${cls('listing', 'title')}">${section === 'Home' ? `Welcome to ${site.name}` : `${section}: the latest`}</h1>
+<p class="${cls('listing', 'intro')}">${paragraph(rng, 1, 3)}</p>
+<ul class="${cls('listing', 'items')}">
+${items}
+</ul>
+</section>`;
+  return layout(site, title, main);
 }
 
 /**

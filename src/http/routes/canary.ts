@@ -1,13 +1,14 @@
 import type { RequestHandler } from 'express';
 import { isStorableText } from '../../schemas/text';
 import { isCanaryHost, LOCAL_CANARY_DOMAIN } from '../../trust/canary-hosts';
-import { siteOf } from '../../trust/canary-pages';
+import { siteOf, sitePage } from '../../trust/canary-pages';
 import type { AppDeps } from '../deps';
 
 /**
  * The canary sites (docs/trust.md, "Canary pages"): a request whose Host is a canary host name
  * (CANARY_HOSTS, or a name under localhost on a local stack) is answered as a small website would,
- * never by the API: the canary page at that host and path, a robots.txt, or the site's own 404 page.
+ * never by the API: the canary page at that host and path, the site's home and menu pages, a robots.txt,
+ * or the site's own 404 page.
  * Mounted before everything else, so that nothing of the API shows on those names.
  */
 export function canarySites(deps: AppDeps): RequestHandler {
@@ -26,7 +27,7 @@ export function canarySites(deps: AppDeps): RequestHandler {
         return;
       }
       // No canary page's host or path holds a NUL (nor could PostgreSQL compare one): such a request is simply not a page.
-      const page = isStorableText(req.hostname) && isStorableText(req.path) ? await deps.trust.canaryPageAt(req.hostname, req.path) : null;
+      const page = isStorableText(req.hostname) && isStorableText(req.path) ? ((await deps.trust.canaryPageAt(req.hostname, req.path)) ?? sitePage(req.hostname, req.path)) : null;
       if (page) {
         res.type('html').send(page);
         return;
