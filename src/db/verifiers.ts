@@ -23,13 +23,23 @@ export async function verifierSince(db: Runner, solverId: string): Promise<strin
     SELECT to_char(marked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS marked_at FROM solver_verifiers WHERE solver_id = ${solverId}`);
 }
 
-/** A solver's verified passes of a task type: what its verification rate falls with. */
-export async function verifiedPasses(db: Runner, solverId: string, taskType: string): Promise<number> {
-  return (await db.maybeOneFirst(sql.type(z.object({ verified_passes: z.number() }))`
-    SELECT verified_passes FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = ${taskType}`)) ?? 0;
+const VerificationRateRow = z.object({ verified_passes: z.number(), verified_since_failure: z.number().nullable() });
+
+/**
+ * What a solver's verification rate of a task type follows: its verified passes, and how many verified
+ * outcomes followed its last result proven wrong (null: none was).
+ */
+export async function verificationRecordOf(db: Runner, solverId: string, taskType: string): Promise<z.infer<typeof VerificationRateRow>> {
+  return (
+    (await db.maybeOne(sql.type(VerificationRateRow)`
+      SELECT verified_passes, verified_since_failure FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = ${taskType}`)) ?? {
+      verified_passes: 0,
+      verified_since_failure: null,
+    }
+  );
 }
 
-const VerifiedRecordRow = z.object({ sprt_llr: z.number(), verified_passes: z.number(), verified_failures: z.number() });
+const VerifiedRecordRow = z.object({ sprt_llr: z.number(), sprt_subtle_llr: z.number(), verified_passes: z.number(), verified_failures: z.number() });
 export type VerifiedRecord = z.infer<typeof VerifiedRecordRow>;
 
 /**
@@ -41,17 +51,21 @@ export async function lockVerifiedRecordIn(tx: Runner, solverId: string, taskTyp
     INSERT INTO solver_reputation (solver_id, task_type) SELECT ${solverId}, ${taskType} WHERE NOT ${isVerifier(sql.fragment`${solverId}::text`)}
     ON CONFLICT DO NOTHING`);
   return tx.maybeOne(sql.type(VerifiedRecordRow)`
-    SELECT sprt_llr, verified_passes, verified_failures FROM solver_reputation r
+    SELECT sprt_llr, sprt_subtle_llr, verified_passes, verified_failures FROM solver_reputation r
     WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType} AND NOT ${isVerifier(sql.fragment`r.solver_id`)}
     FOR UPDATE`);
 }
 
 /**
  * Adds one verified outcome to the record locked by lockVerifiedRecordIn: a pass, or a result proven
- * wrong, which weighs like a failed canary (CANARY_PASS_WEIGHT failures); the test's log-likelihood
- * ratio becomes `llr`, and `accepted` counts one more accept (`sprt_accepts`).
+ * wrong, which weighs like a failed canary (CANARY_PASS_WEIGHT failures); the tests' log-likelihood
+ * ratios become `llr` and `subtleLlr`, and `accepted` counts one more accept (`sprt_accepts`).
  */
-export async function addVerifiedOutcomeIn(tx: Runner, policy: TrustPolicy, outcome: { solverId: string; taskType: string; failed: boolean; llr: number; accepted: boolean }): Promise<void> {
+export async function addVerifiedOutcomeIn(
+  tx: Runner,
+  policy: TrustPolicy,
+  outcome: { solverId: string; taskType: string; failed: boolean; llr: number; subtleLlr: number; accepted: boolean },
+): Promise<void> {
   const { solverId, taskType, failed } = outcome;
   if (failed) {
     await tx.query(sql.unsafe`
@@ -59,7 +73,8 @@ export async function addVerifiedOutcomeIn(tx: Runner, policy: TrustPolicy, outc
       SELECT 1`);
   }
   await tx.query(sql.unsafe`
-    UPDATE solver_reputation SET sprt_llr = ${outcome.llr},
+    UPDATE solver_reputation SET sprt_llr = ${outcome.llr}, sprt_subtle_llr = ${outcome.subtleLlr},
+      verified_since_failure = ${failed ? sql.fragment`0` : sql.fragment`verified_since_failure + 1`},
       verified_passes = verified_passes + ${failed ? 0 : 1}, verified_failures = verified_failures + ${failed ? 1 : 0},
       sprt_accepts = sprt_accepts + ${outcome.accepted ? 1 : 0}
     WHERE solver_id = ${solverId} AND task_type = ${taskType}`);

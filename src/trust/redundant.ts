@@ -11,8 +11,8 @@ import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import { isVerifier, recordRedundantRunStep, type TrustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
-import { verificationRate } from './sprt';
-import { verifiedPasses } from '../db/verifiers';
+import { highestVerificationRate, verificationRate } from './sprt';
+import { verificationRecordOf } from '../db/verifiers';
 import { recordVerifiedOutcomeIn } from './verifiers';
 
 /**
@@ -46,8 +46,9 @@ export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
  * In the transaction that settles a client's web task with its solver's result: draws whether it is
  * verified, and if so records the run and announces it to the workers, delivered as this transaction
  * commits. The rate is the solver's for the type (`verificationRate`: high for a newcomer, falling to
- * REDUNDANT_RUN_FRACTION with its verified passes); only a draw between that floor and the start rate
- * reads the solver's verified passes (one primary-key lookup: about half the tasks at the defaults).
+ * REDUNDANT_RUN_FRACTION with its verified passes, up again for a while after a result proven wrong);
+ * only a draw between that floor and the highest rate reads the solver's record (one primary-key
+ * lookup: about half the tasks at the defaults).
  * A verifier's own tasks are not drawn: it is the reference.
  */
 export async function sampleRedundantRunIn(
@@ -56,11 +57,14 @@ export async function sampleRedundantRunIn(
   task: { taskId: string; taskType: string; accountId: string; solverId: string },
 ): Promise<boolean> {
   const { redundantRunFraction: floor, verificationStartFraction: start } = policy;
-  const ceiling = Math.max(floor, start);
+  const ceiling = highestVerificationRate(start, floor);
   if (ceiling <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !isWebTaskType(task.taskType)) return false;
   const draw = Math.random();
   if (draw >= ceiling) return false;
-  if (draw >= floor && draw >= verificationRate(await verifiedPasses(tx, task.solverId, task.taskType), start, floor)) return false;
+  if (draw >= floor) {
+    const record = await verificationRecordOf(tx, task.solverId, task.taskType);
+    if (draw >= verificationRate(record.verified_passes, start, floor, record.verified_since_failure)) return false;
+  }
   const drawn = await tx.query(sql.unsafe`
     WITH drawn AS (
       INSERT INTO redundant_runs (task_id, task_type, first_solver_id)

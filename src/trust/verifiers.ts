@@ -2,7 +2,7 @@ import type { CommonQueryMethods } from 'slonik';
 import { quarantineIn } from '../db/quarantines';
 import { addVerifiedOutcomeIn, lockVerifiedRecordIn } from '../db/verifiers';
 import type { TrustPolicy } from '../db/reputation';
-import { sprtStep, sprtThresholds, type SprtDecision } from './sprt';
+import { SPRT, sprtStep, sprtThresholds, SUBTLE_SPRT, type SprtDecision } from './sprt';
 
 /**
  * What a verdict on a client task does to the solver checked (docs/trust.md, "Verified client tasks").
@@ -25,16 +25,22 @@ export async function recordVerifiedOutcomeIn(
   const { solverId, taskType, failed } = outcome;
   const before = await lockVerifiedRecordIn(tx, solverId, taskType);
   if (!before) return { decision: 'continue' };
-  const step = sprtStep(before.sprt_llr, failed);
-  await addVerifiedOutcomeIn(tx, policy, { solverId, taskType, failed, llr: step.llr, accepted: step.decision === 'accept' });
-  if (step.decision === 'quarantine') {
+  const step = sprtStep(before.sprt_llr, failed, SPRT);
+  const subtle = sprtStep(before.sprt_subtle_llr, failed, SUBTLE_SPRT);
+  await addVerifiedOutcomeIn(tx, policy, { solverId, taskType, failed, llr: step.llr, subtleLlr: subtle.llr, accepted: step.decision === 'accept' });
+  // Either test quarantines; only the first's accepts count toward vesting by checks.
+  const decided = step.decision === 'quarantine' ? { test: 'sprt', step, parameters: SPRT } : subtle.decision === 'quarantine' ? { test: 'subtle', step: subtle, parameters: SUBTLE_SPRT } : null;
+  if (decided) {
     const sprt = {
-      log_likelihood_ratio: Number(step.llr.toFixed(3)),
-      threshold: Number(sprtThresholds().upper.toFixed(3)),
+      test: decided.test,
+      p0: decided.parameters.p0,
+      p1: decided.parameters.p1,
+      log_likelihood_ratio: Number(decided.step.llr.toFixed(3)),
+      threshold: Number(sprtThresholds(decided.parameters).upper.toFixed(3)),
       verified_passes: before.verified_passes + (failed ? 0 : 1),
       verified_failures: before.verified_failures + (failed ? 1 : 0),
     };
     await quarantineIn(tx, { solverId, taskType, reason: 'verification_failed', evidence: { ...outcome.evidence, sprt } });
   }
-  return { decision: step.decision };
+  return { decision: decided ? 'quarantine' : step.decision };
 }

@@ -1,4 +1,4 @@
-import { SPRT, sprtStep, sprtThresholds, verificationRate, VERIFICATION_RATE_HALVING, type SprtDecision } from '../../src/trust/sprt';
+import { SPRT, sprtStep, sprtThresholds, SUBTLE_SPRT, SUSPICION_FRACTION, SUSPICION_OUTCOMES, verificationRate, VERIFICATION_RATE_HALVING, type SprtDecision } from '../../src/trust/sprt';
 
 /** The sequential test on verified outcomes and the verification rate (docs/trust.md, "Verified client tasks"). */
 
@@ -141,3 +141,75 @@ test('an honest solver is never quarantined at the measured rate, and rarely at 
   expect(p0.quarantined).toBeGreaterThan(0.001);
   expect(p0.quarantined).toBeLessThan(0.005);
 }, 120_000);
+
+/** A seeded generator (mulberry32), so that the figures below are the same on every run. */
+function seeded(seed: number) {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+/**
+ * A solver at the floor (its verified passes long past the start rate) that is proven wrong on a share
+ * `wrong` of its verified tasks, run through the real rate and both tests: the client tasks until its
+ * quarantine (null: none within `max`), and the share of its tasks verified.
+ */
+function atTheFloor(wrong: number, max: number, seed: number, floor = 0.02) {
+  const random = seeded(seed);
+  let llr = 0;
+  let subtle = 0;
+  let sinceFailure: number | null = null;
+  let verified = 0;
+  for (let task = 1; task <= max; task++) {
+    if (random() >= verificationRate(10_000, 0.5, floor, sinceFailure)) continue;
+    verified += 1;
+    const failed = random() < wrong;
+    sinceFailure = failed ? 0 : sinceFailure === null ? null : sinceFailure + 1;
+    const one = sprtStep(llr, failed, SPRT);
+    const two = sprtStep(subtle, failed, SUBTLE_SPRT);
+    [llr, subtle] = [one.llr, two.llr];
+    if (one.decision === 'quarantine' || two.decision === 'quarantine') return { quarantinedAt: task, verifiedShare: verified / task };
+  }
+  return { quarantinedAt: null, verifiedShare: verified / max };
+}
+
+const percentile = (values: number[], share: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * share))]!;
+
+test('a result proven wrong keeps the rate at SUSPICION_FRACTION for the next SUSPICION_OUTCOMES verified outcomes', () => {
+  expect(verificationRate(10_000, 0.5, 0.02, null)).toBe(0.02);
+  expect(verificationRate(10_000, 0.5, 0.02, 0)).toBe(SUSPICION_FRACTION);
+  expect(verificationRate(10_000, 0.5, 0.02, SUSPICION_OUTCOMES - 1)).toBe(SUSPICION_FRACTION);
+  expect(verificationRate(10_000, 0.5, 0.02, SUSPICION_OUTCOMES)).toBe(0.02);
+  // A newcomer's rate above it stays; with verification off, nothing is verified.
+  expect(verificationRate(0, 0.5, 0.02, 0)).toBe(0.5);
+  expect(verificationRate(0, 0, 0, 0)).toBe(0);
+});
+
+test('a cheat that makes up 2–3 % of its answers is quarantined within a few thousand client tasks at the floor', () => {
+  const runs = 200;
+  for (const [wrong, median, p90] of [
+    [0.03, 3_500, 8_000],
+    [0.02, 6_500, 16_000],
+  ] as const) {
+    const results = Array.from({ length: runs }, (_, seed) => atTheFloor(wrong, 60_000, seed + 1));
+    const caught = results.filter((result) => result.quarantinedAt !== null).map((result) => result.quarantinedAt!);
+    expect(caught.length).toBe(runs);
+    expect(percentile(caught, 0.5)).toBeLessThan(median);
+    expect(percentile(caught, 0.9)).toBeLessThan(p90);
+  }
+});
+
+test('an honest solver proven wrong at 0.2 % is not quarantined over 200,000 client tasks, verified at about the floor', () => {
+  for (let seed = 1; seed <= 10; seed++) {
+    const honest = atTheFloor(0.002, 200_000, seed);
+    expect(honest.quarantinedAt).toBeNull();
+    expect(honest.verifiedShare).toBeLessThan(0.03);
+  }
+  // One never proven wrong is verified at the floor exactly (the draw's share of it).
+  expect(atTheFloor(0, 100_000, 7).verifiedShare).toBeCloseTo(0.02, 2);
+});
