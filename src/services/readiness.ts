@@ -98,11 +98,14 @@ export const postgresCheck =
   () =>
     pingDatabase(db).then(() => 'ok');
 
-/** The Temporal frontend answers, asked through `connection` (a client's or a worker's) with the probe's deadline. */
+/**
+ * The Temporal frontend answers, asked through `connection` (a client's or a worker's). The call's own
+ * deadline comes just after the probe's timeout: the probe says `timed_out`, and the call does not linger.
+ */
 export const temporalCheck =
   (connection: { withDeadline<T>(deadline: number, fn: () => Promise<T>): Promise<T>; workflowService: { getSystemInfo(request: object): Promise<unknown> } }, timeoutMs = READINESS_TIMEOUT_MS): ReadinessCheck =>
   () =>
-    connection.withDeadline(Date.now() + timeoutMs, () => connection.workflowService.getSystemInfo({})).then(() => 'ok');
+    connection.withDeadline(Date.now() + timeoutMs + 500, () => connection.workflowService.getSystemInfo({})).then(() => 'ok');
 
 /** A Temporal worker runs and none of its pollers has failed (it polls its task queue). */
 export const workerCheck =
