@@ -178,6 +178,7 @@ const EnvSchema = z.object({
   TEMPORAL_ADDRESS: optionalString,
   TEMPORAL_NAMESPACE: optionalString,
   TEMPORAL_UI_URL: optionalString,
+  TEMPORAL_UI_PORT: optionalPort('TEMPORAL_UI_PORT'),
   TEMPORAL_TASK_QUEUE: optionalString,
   TEMPORAL_CLI: optionalString,
   ADMIN_API_KEY: optionalString,
@@ -273,6 +274,9 @@ const EnvSchema = z.object({
 
 export type Config = ReturnType<typeof loadConfig>;
 
+/** `temporal server start-dev`'s own UI port, where its users look first. */
+export const DEFAULT_TEMPORAL_UI_PORT = 8233;
+
 // Tasks failed on their target that use up an account's whole per-minute rate limit: a client that
 // keeps sending bad targets is limited, not the solvers (docs/trust.md, "Target failures").
 const TARGET_FAILED_TASKS_PER_MINUTE = 10;
@@ -312,6 +316,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     temporalUiUrl: e.TEMPORAL_UI_URL?.replace(/\/+$/, ''),
     taskQueue: e.TEMPORAL_TASK_QUEUE ?? 'marketplace',
     temporalCli: e.TEMPORAL_CLI,
+    // The embedded dev server's Web UI, at Temporal's own default port unless set (0: any free port).
+    temporalUiPort: e.TEMPORAL_UI_PORT ?? DEFAULT_TEMPORAL_UI_PORT,
     adminApiKey: e.ADMIN_API_KEY,
     metricsToken: e.METRICS_TOKEN,
     workerMetricsPort: e.WORKER_METRICS_PORT,

@@ -14,7 +14,9 @@ import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver'
 import { startCrawlSite, type CrawlSite } from './support/crawl-site';
 import { runFirecrawlPy } from './support/firecrawl-py';
 import { purgeExpired } from '../src/tasks/retention';
-import { ADMIN_KEY, api, registerAccount, startTestStack, testConfig, type TestStack } from './support/stack';
+import { crawlWorkflowId } from '../src/contract/workflows';
+import { createTemporalClient } from '../src/temporal/connection';
+import { ADMIN_KEY, api, registerAccount, startTestStack, testConfig, testEndpoints, type TestStack } from './support/stack';
 
 /**
  * Crawl, batch scrape and map in Firecrawl's shape, driven by today's JavaScript SDK and the legacy
@@ -400,6 +402,15 @@ describe('webhook events and Idempotency-Key on job start', () => {
         if (status !== 'completed') await new Promise((resolve) => setTimeout(resolve, 200));
       }
       expect(status).toBe('completed');
+    }
+    // Each job's workflow is listed in the Temporal UI with its kind, account and start page (host and path).
+    const temporal = await createTemporalClient(testEndpoints().temporalAddress, 'default');
+    try {
+      const summaryOf = async (id: string) => (await temporal.workflow.getHandle(crawlWorkflowId(id)).describe()).staticSummary();
+      expect(await summaryOf(first.json.id)).toBe(`crawl · ${client.account_id} · \`${new URL(site.baseUrl).host}/docs/page-3.html\``);
+      expect(await summaryOf(batches[0]!.json.id)).toBe(`batch_scrape · ${client.account_id}`);
+    } finally {
+      await temporal.connection.close();
     }
   }, 120_000);
   // Last in the file: its purge of a one-second window takes every result and document the tests left.

@@ -30,6 +30,8 @@ describe('the OpenAPI document tells every answer', () => {
       for (const [method, operation] of Object.entries<any>(operations)) {
         for (const [status, declared] of Object.entries<any>(operation.responses)) {
           if (Number(status) < 400 || status === '422') continue;
+          // A readiness probe's 503 is its report, not an error (checked below).
+          if (['/ready', '/readyz'].includes(path) && status === '503') continue;
           const ref: string = declared.content['application/json'].schema.$ref;
           const openai = ['/v1/chat/completions', '/v1/inference/chat/completions'].includes(path) || path.startsWith('/v1/models');
           const expected = path.startsWith('/v1/compat/scraper/') || path.startsWith('/v2/') ? `ScrapeError${status}` : openai ? `OpenAIError${status}` : `Error${status}`;
@@ -58,6 +60,12 @@ describe('the OpenAPI document tells every answer', () => {
     expect(statuses('/v1/solver/connect', 'get')).toEqual(['101', '401', '404', '429']);
     expect(statuses('/v1/register', 'post')).toEqual(['200', '400', '413', '415', '422', '429']);
     expect(statuses('/health', 'get')).toEqual(['200']);
+    // Readiness answers 503 with the same report as its 200, naming the part that cannot serve.
+    for (const path of ['/ready', '/readyz']) {
+      expect(statuses(path, 'get')).toEqual(['200', '503']);
+      for (const status of ['200', '503']) expect(response(path, 'get', status).content['application/json'].schema.$ref).toBe('#/components/schemas/Readiness');
+    }
+    expect(doc.components.schemas.Readiness.properties.status.enum).toEqual(['ready', 'not_ready', 'draining']);
     expect(statuses('/v1/account/webhook', 'put')).toEqual(['200', '400', '401', '403', '413', '415', '422', '429']);
     expect(statuses('/v1/account/webhook', 'get')).toEqual(['200', '401', '404', '429']);
     expect(statuses('/v1/account/keys/{key_id}', 'patch')).toEqual(['200', '400', '401', '403', '404', '413', '415', '422', '429']);

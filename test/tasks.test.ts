@@ -86,6 +86,26 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     await temporal.connection.close();
   });
 
+  test('each task workflow carries a one-line summary for the Temporal UI\'s list: type, account, short target, no query string', async () => {
+    await solver();
+    const client = await registerAccount(stack.url, '100');
+    const query = 'a long search query that names something private about the client and goes on';
+    const fetched = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/private/page?token=s3cret#part' } } });
+    const searched = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query } } });
+    const temporal = await createTemporalClient(testEndpoints().temporalAddress, 'default');
+    try {
+      const summaryOf = async (taskId: string) => (await temporal.workflow.getHandle(`task-${taskId}`).describe()).staticSummary();
+      expect(await summaryOf(fetched.json.task_id)).toBe(`proxy_fetch · ${client.account_id} · \`example.com/private/page\``);
+      const searchSummary = await summaryOf(searched.json.task_id);
+      expect(searchSummary).toBe(`web_search · ${client.account_id} · \`${query.slice(0, 39)}…\``);
+      expect(await summaryOf(fetched.json.task_id)).not.toContain('s3cret');
+      await poll(client, fetched.json.task_id);
+      await poll(client, searched.json.task_id);
+    } finally {
+      await temporal.connection.close();
+    }
+  });
+
   test('convenience endpoints answer with the documented shapes', async () => {
     await solver();
     const client = await registerAccount(stack.url, '100');

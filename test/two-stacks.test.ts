@@ -6,12 +6,14 @@ import { npmScriptNodeArgs } from '../scripts/npm-script';
 import { waitFor } from './support/fake-solver';
 
 const ROOT = path.resolve(__dirname, '..');
+/** Each stack's Temporal UI on a port of its own, as TEMPORAL_UI_PORT says (the default, 8233, would be the first's only). */
+const uiPortOf = (port: number) => port + 1000;
 
-/** `npm start`'s entry point, twice at once on one machine, with different PORT and DATA_DIR. */
+/** `npm start`'s entry point, twice at once on one machine, with different PORT, TEMPORAL_UI_PORT and DATA_DIR. */
 function startStack(port: number, dataDir: string, localSolver: 'on' | 'off') {
   const child = spawn(process.execPath, npmScriptNodeArgs('start'), {
     cwd: ROOT,
-    env: { ...process.env, PORT: String(port), DATA_DIR: dataDir, LOCAL_SOLVER: localSolver, LOG_LEVEL: 'warn', DATABASE_URL: '', TEMPORAL_ADDRESS: '' },
+    env: { ...process.env, PORT: String(port), TEMPORAL_UI_PORT: String(uiPortOf(port)), DATA_DIR: dataDir, LOCAL_SOLVER: localSolver, LOG_LEVEL: 'warn', DATABASE_URL: '', TEMPORAL_ADDRESS: '' },
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: true,
   });
@@ -75,7 +77,7 @@ test('two stacks with different PORT and DATA_DIR start side by side and stop cl
         expect([page.status, page.headers.get('content-security-policy')]).toEqual([200, expect.stringContaining("default-src 'self'")]);
       }
       const uiUrls = banners.map((banner) => /Temporal UI\s+(\S+)/.exec(banner)?.[1]);
-      expect(new Set(uiUrls).size).toBe(2);
+      expect(uiUrls).toEqual([3611, 3612].map((port) => `http://127.0.0.1:${uiPortOf(port)}`));
     } finally {
       signalGroup(stacks[0].child, 'SIGINT');
       signalGroup(stacks[1].child, 'SIGHUP');

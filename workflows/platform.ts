@@ -6,6 +6,7 @@ import {
   TaskStatusAttribute,
   TaskTypeAttribute,
   thirdRunWorkflowId,
+  verificationSummary,
   type PlatformMatch,
   type PlatformTask,
   type PlatformTaskPrepared,
@@ -90,6 +91,7 @@ export async function afterResult(input: TaskWorkflowInput, platform: PlatformTa
     workflowId: thirdRunWorkflowId(platform.clientTaskId),
     args: [third],
     parentClosePolicy: ParentClosePolicy.ABANDON,
+    staticSummary: verificationSummary(input.taskType, platform.clientTaskId, 'third'),
     typedSearchAttributes: [
       { key: TaskTypeAttribute, value: redundantSearchTaskType(input.taskType) },
       { key: AccountIdAttribute, value: PLATFORM_ACCOUNT_ID },

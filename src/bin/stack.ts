@@ -51,7 +51,9 @@ async function main() {
       `  API           ${api.url}`,
       `  API docs      ${api.url}/docs`,
       `  Console       ${api.url}/console${config.adminApiKey ? ' (sign in with ADMIN_API_KEY, or a client or solver key)' : ' (client and solver keys; set ADMIN_API_KEY for the operator views)'}`,
-      ...(infra.temporalUiUrl ? [`  Temporal UI   ${infra.temporalUiUrl}`] : [`  Temporal      ${infra.temporalAddress}`]),
+      ...(infra.temporalUiUrl
+        ? [`  Temporal UI   ${infra.temporalUiUrl}${infra.temporalUiPortTaken ? ` (port ${infra.temporalUiPortTaken} was taken; TEMPORAL_UI_PORT picks another)` : ''}`]
+        : [`  Temporal      ${infra.temporalAddress}`]),
       solver ? `  Local solver  serving ${solver.taskTypes.join(', ')} as ${solver.solverId}` : '  Local solver  off (LOCAL_SOLVER=off)',
       ...(solver && !solver.taskTypes.includes('screenshot')
         ? [`  Browser tasks off (screenshot, page_snapshot): no Chromium at ${solver.chromiumPath}; run \`sudo apt-get install chromium\` and start again`]

@@ -88,6 +88,9 @@ export type PlatformTask = CanaryTask | VerificationTask;
 export const redundantWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}`;
 export const thirdRunWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}-third`;
 export const redundantSearchTaskType = (taskType: string) => `redundant_${taskType}`;
+/** The Temporal UI's line for a verification run (`second` or `third`) of a client task (src/tasks/workflow-summary.ts has the others). */
+export const verificationSummary = (taskType: string, clientTaskId: string, run: 'second' | 'third' = 'second') =>
+  `${taskType} verification run${run === 'third' ? ' (third)' : ''} · platform · of ${clientTaskId}`;
 
 /** Whom a platform task's attempt may go to, as the step before its attempt found (matching's options). */
 export interface PlatformMatch {

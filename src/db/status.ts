@@ -4,6 +4,11 @@ import { HOLD_OPEN } from './ledger';
 import { clientWaiting, NODE_LIVENESS_SECONDS } from './matching';
 import type { Db } from './pool';
 
+/** A statement PostgreSQL answers at once when it serves: the readiness probe and the admin status. */
+export async function pingDatabase(db: Db): Promise<void> {
+  await db.oneFirst(sql.unsafe`SELECT 1`);
+}
+
 /** Counts shown by GET /v1/admin/status; each query is cheap (indexed or small tables). */
 export async function statusCounts(db: Db): Promise<Record<string, unknown>> {
   const accounts = await db.oneFirst(sql.type(z.object({ count: z.number() }))`

@@ -9,6 +9,8 @@ import { spawnServer } from './server-process';
 export interface EmbeddedTemporalHandle {
   address: string;
   uiUrl: string;
+  /** The UI port asked for, when it was taken and the UI serves on another. */
+  uiPortTaken?: number;
   stop(): Promise<void>;
 }
 
@@ -37,7 +39,9 @@ const DYNAMIC_CONFIG: Record<string, unknown> = {
 
 /**
  * Runs the real Temporal dev server (`temporal server start-dev`) with its state in `dir` (SQLite file)
- * and its Web UI. Ports are chosen per start so that several stacks can share one machine.
+ * and its Web UI. The frontend takes `preferredPort` when free and any free port otherwise, so that
+ * several stacks can share one machine. The UI stays where a user looks for it, `uiPort`; only when that
+ * port is taken does it serve on another, with a warning (and the handle says so, for the banner).
  */
 type TemporalOptions = {
   cli: string;
@@ -46,6 +50,8 @@ type TemporalOptions = {
   logger: Logger;
   preferredPort?: number;
   ui?: boolean;
+  /** The UI's port (0: any free port); `ui: false` runs the server without it. */
+  uiPort?: number;
 };
 
 export async function startEmbeddedTemporal(options: TemporalOptions): Promise<EmbeddedTemporalHandle> {
@@ -63,7 +69,8 @@ export async function startEmbeddedTemporal(options: TemporalOptions): Promise<E
 async function startOnce(options: TemporalOptions): Promise<EmbeddedTemporalHandle> {
   fs.mkdirSync(options.dir, { recursive: true });
   const port = await pickPort(options.preferredPort);
-  const uiPort = options.ui === false ? 0 : await pickPort(port + 1000);
+  const uiPort = options.ui === false ? 0 : await pickPort(options.uiPort || undefined);
+  const uiPortTaken = options.ui !== false && options.uiPort && uiPort !== options.uiPort ? options.uiPort : undefined;
   const httpPort = await pickPort(undefined);
   const metricsPort = await pickPort(undefined);
   const args = [
@@ -101,11 +108,11 @@ async function startOnce(options: TemporalOptions): Promise<EmbeddedTemporalHand
     throw error;
   }
   options.logger.debug({ address }, 'temporal dev server ready');
-  return {
-    address,
-    uiUrl: options.ui === false ? '' : `http://127.0.0.1:${uiPort}`,
-    stop: server.stop,
-  };
+  const uiUrl = options.ui === false ? '' : `http://127.0.0.1:${uiPort}`;
+  if (uiPortTaken) {
+    options.logger.warn({ wanted_port: uiPortTaken, ui_url: uiUrl }, `Temporal UI port ${uiPortTaken} is taken (another stack or program); the UI is at ${uiUrl} for this run: set TEMPORAL_UI_PORT to keep it on a port of your choice`);
+  }
+  return { address, uiUrl, ...(uiPortTaken ? { uiPortTaken } : {}), stop: server.stop };
 }
 
 async function waitForFrontend(address: string, namespace: string, timeoutMs = 60_000) {

@@ -4,6 +4,7 @@ import type { ChatRelay } from '../chat/relay';
 import type { Logger } from '../logger';
 import type { MarketEvents } from '../services/market-events';
 import type { Services } from '../services';
+import type { Readiness } from '../services/readiness';
 import type { DomainGuard } from '../policy/guard';
 import type { TaskEngine } from '../tasks/engine';
 import type { WebhookResender } from '../webhooks/sender';
@@ -28,4 +29,6 @@ export interface AppDeps extends Services {
   market: MarketEvents;
   /** Where results' screenshots and large page bodies are kept (src/artifacts/). */
   artifacts: ArtifactStore;
+  /** Whether this node can serve: GET /ready. */
+  readiness: Readiness;
 }

@@ -118,6 +118,9 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
     const schema = route.firecrawl ? firecrawlErrorBodyOf(status) : route.openai ? openAiErrorBodyOf(status) : errorBodyOf(status);
     responses[String(status)] = { description: own.join(', '), headers: headersOf(route, status), content: { 'application/json': { schema } } };
   }
+  for (const [status, answer] of Object.entries(route.otherAnswers ?? {})) {
+    responses[status] = { description: answer.description, headers: headersOf(route, Number(status)), content: { 'application/json': { schema: answer.schema } } };
+  }
   // Any body can be malformed JSON, and every body and path parameter is validated; a route's own 422
   // (idempotency_key_reused) is the other shape that status can have.
   if (takesBody || route.params || route.query) {

@@ -31,6 +31,8 @@ export interface Route {
   headers?: Record<string, string>;
   /** The error types the route's own code answers; those of its authentication and body are added by the document. */
   errors?: ErrorType[];
+  /** Answers that are neither its success nor an error type, each with its own JSON body (a probe's 503). */
+  otherAnswers?: Record<number, { description: string; schema: z.ZodTypeAny }>;
   /** The success answer when it is not JSON only. */
   success?: 'png' | 'artifact' | 'sse' | 'websocket' | 'prometheus' | 'events';
   /** Convenience routes name their task in X-Task-Id. */

@@ -4,13 +4,15 @@ import type { AddressInfo } from 'node:net';
 import type { Request, RequestHandler } from 'express';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
+import type { Readiness } from '../services/readiness';
 import { httpDuration, httpRequests } from './metrics';
 import { metricsText } from './scrape';
 import { route, type Route } from '../http/route';
 
 /**
  * /metrics over HTTP: the request figures every API route contributes, the access check (the metrics
- * token or the admin key), the route on API nodes, and the small listener of a worker process.
+ * token or the admin key), the route on API nodes, and the small listener of a worker process (which
+ * also answers the probes, /health and /ready).
  */
 
 export const METRICS_PATH = '/metrics';
@@ -89,15 +91,33 @@ export interface MetricsListener {
   close(): Promise<void>;
 }
 
-/** The worker's own listener: GET /metrics and nothing else, with the same access rule and error bodies. */
-export async function startMetricsListener(options: { host: string; port: number; keys: { metricsToken?: string; adminApiKey?: string }; logger: Logger }): Promise<MetricsListener> {
+/** The probes a worker's listener answers besides /metrics, without authentication, as an API node does. */
+const WORKER_PROBE_PATHS = ['/health', '/ready', '/readyz'];
+
+/**
+ * The worker's own listener: GET /metrics, with the same access rule and error bodies as an API node's,
+ * and the probes: /health (liveness) and /ready (or /readyz; 503 when the worker cannot serve).
+ */
+export async function startMetricsListener(options: {
+  host: string;
+  port: number;
+  keys: { metricsToken?: string; adminApiKey?: string };
+  logger: Logger;
+  readiness: Readiness;
+}): Promise<MetricsListener> {
   const server = http.createServer((req, res) => {
-    const answer = (status: number, contentType: string, body: string) => {
-      res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body) }).end(body);
+    const answer = (status: number, contentType: string, body: string, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), ...headers }).end(req.method === 'HEAD' ? undefined : body);
     };
     const path = (req.url ?? '/').split('?')[0];
-    if (path !== METRICS_PATH || (req.method !== 'GET' && req.method !== 'HEAD')) {
-      const error = new ApiError('not_found', `No route ${req.method} ${path}; this listener serves GET ${METRICS_PATH} only.`);
+    const readable = req.method === 'GET' || req.method === 'HEAD';
+    if (readable && path === '/health') return answer(200, 'application/json', JSON.stringify({ status: 'ok', version: '0.1.0' }));
+    if (readable && WORKER_PROBE_PATHS.includes(path)) {
+      options.readiness.report().then(({ ready, body }) => answer(ready ? 200 : 503, 'application/json', JSON.stringify(body), { 'cache-control': 'no-store' }));
+      return;
+    }
+    if (path !== METRICS_PATH || !readable) {
+      const error = new ApiError('not_found', `No route ${req.method} ${path}; this listener serves GET ${[METRICS_PATH, ...WORKER_PROBE_PATHS].join(', ')} only.`);
       return answer(error.status, 'application/json', JSON.stringify(error.toBody()));
     }
     const refusal = metricsRefusal(options.keys, (name) => {

@@ -24,6 +24,7 @@ import { createApp } from '../http/app';
 import { InFlightRequests } from '../http/in-flight-requests';
 import { MarketEvents } from '../services/market-events';
 import { createServices } from '../services';
+import { postgresCheck, Readiness, temporalCheck, workerCheck, workersCheck } from '../services/readiness';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
 import { addMetricsSource } from '../metrics/scrape';
@@ -155,7 +156,16 @@ export async function startApiNode(options: {
 
   const market = new MarketEvents({ db, bus, logger });
   const services = createServices({ config, db, temporal, engine });
-  const deps: AppDeps = { ...services, config, logger, nodeId, strongModels: () => readStrongModels(config), tasks: engine, webhooks, relay, domainPolicy, market, artifacts };
+  const readiness = new Readiness(
+    {
+      postgres: postgresCheck(db),
+      temporal: temporalCheck(workerConnection),
+      // The node's dispatch worker, and its workflow worker when it runs one.
+      worker: workersCheck([worker, ...(workflowWorker ? [workflowWorker] : [])].map(workerCheck)),
+    },
+    { logger: logger.child({ component: 'readiness' }), extra: { node_id: nodeId } },
+  );
+  const deps: AppDeps = { ...services, config, logger, nodeId, strongModels: () => readStrongModels(config), tasks: engine, webhooks, relay, domainPolicy, market, artifacts, readiness };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
@@ -175,6 +185,8 @@ export async function startApiNode(options: {
     nodeId,
     hub,
     close: async () => {
+      // A balancer probing on a kept-alive connection sees the node go while it drains.
+      readiness.drain();
       clearInterval(nodeHeartbeat);
       // Drain: take no new connections and no new attempts (matching forgets this node's solvers), and let
       // the requests in flight finish while their solvers' sockets and this node's dispatch worker stay up.

@@ -9,6 +9,8 @@ export interface Infrastructure {
   databaseUrl: string;
   temporalAddress: string;
   temporalUiUrl?: string;
+  /** TEMPORAL_UI_PORT when it was taken and the embedded UI serves on another port. */
+  temporalUiPortTaken?: number;
   stop(): Promise<void>;
 }
 
@@ -24,6 +26,7 @@ export async function startInfrastructure(config: Config, logger: Logger): Promi
     }
     let temporalAddress = config.temporalAddress;
     let temporalUiUrl: string | undefined;
+    let temporalUiPortTaken: number | undefined;
     if (!temporalAddress) {
       const temporal = await startEmbeddedTemporal({
         cli: resolveTemporalCli(config.rootDir, config.temporalCli),
@@ -31,15 +34,18 @@ export async function startInfrastructure(config: Config, logger: Logger): Promi
         namespace: config.temporalNamespace,
         logger: logger.child({ component: 'temporal' }),
         preferredPort: 7233,
+        uiPort: config.temporalUiPort,
       });
       stops.push(temporal.stop);
       temporalAddress = temporal.address;
       temporalUiUrl = temporal.uiUrl;
+      temporalUiPortTaken = temporal.uiPortTaken;
     }
     return {
       databaseUrl,
       temporalAddress,
       temporalUiUrl,
+      temporalUiPortTaken,
       stop: async () => {
         for (const stop of stops.reverse()) await stop().catch((error) => logger.warn({ err: error }, 'stop failed'));
       },

@@ -8,6 +8,7 @@ import { createDb } from '../db/pool';
 import type { Logger } from '../logger';
 import { startMetricsListener, type MetricsListener } from '../metrics/http';
 import { addMetricsSource } from '../metrics/scrape';
+import { postgresCheck, Readiness, temporalCheck, workerCheck } from '../services/readiness';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
 import { TaskEngine } from '../tasks/engine';
@@ -28,6 +29,8 @@ import { RedundantRunStarter } from '../trust/redundant-starter';
 export interface WorkerNode {
   /** GET /metrics of this worker, when WORKER_METRICS_PORT is set. */
   metricsUrl?: string;
+  /** GET /ready of this worker, on the same listener. */
+  readyUrl?: string;
   close(): Promise<void>;
 }
 
@@ -123,15 +126,21 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   retention.unref();
 
   const removeMetricsSource = addMetricsSource({ db });
+  const readiness = new Readiness(
+    { postgres: postgresCheck(db), temporal: temporalCheck(connection), worker: workerCheck(worker) },
+    { logger: logger.child({ component: 'readiness' }) },
+  );
   let metrics: MetricsListener | undefined;
   if (config.workerMetricsPort !== undefined) {
-    metrics = await startMetricsListener({ host: config.host, port: config.workerMetricsPort, keys: { metricsToken: config.metricsToken, adminApiKey: config.adminApiKey }, logger });
+    metrics = await startMetricsListener({ host: config.host, port: config.workerMetricsPort, keys: { metricsToken: config.metricsToken, adminApiKey: config.adminApiKey }, logger, readiness });
   }
 
   logger.info({ task_queue: config.taskQueue }, 'temporal worker started');
   return {
     metricsUrl: metrics?.url,
+    readyUrl: metrics?.url.replace(/\/metrics$/, '/ready'),
     close: async () => {
+      readiness.drain();
       clearInterval(sweep);
       clearTimeout(firstCanarySweep);
       clearInterval(canaries);

@@ -194,3 +194,14 @@ export const SolverAttempts = z
     ),
   })
   .openapi('SolverAttempts');
+
+/** GET /ready: whether this node can serve, with each part it depends on (every value a string, as /health's). */
+export const Readiness = z
+  .object({
+    status: z.enum(['ready', 'not_ready', 'draining']).openapi({ description: 'ready (200); not_ready when a part below is not ok, draining while the node stops (503)' }),
+    postgres: z.string().openapi({ description: 'ok, timed_out (no answer within 2 s) or failed' }),
+    temporal: z.string().openapi({ description: 'ok, timed_out (no answer within 2 s) or failed' }),
+    worker: z.string().openapi({ description: 'polling when its Temporal workers poll their task queues, otherwise their run state (stopped, failed, …)' }),
+    node_id: z.string().optional().openapi({ description: 'The API node that answered' }),
+  })
+  .openapi('Readiness');

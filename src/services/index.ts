@@ -18,6 +18,7 @@ import { getTaskRecord, getTaskRow } from '../db/tasks/records';
 import { idempotencyKeyReused } from '../db/tasks/create';
 import { accountWebhook, deleteAccountWebhook, deliveryLog, rotateWebhookSecret, setAccountWebhook, webhookSecret } from '../db/webhooks';
 import type { TaskEngine } from '../tasks/engine';
+import { crawlSummary } from '../tasks/workflow-summary';
 import { canaryPageAt } from '../trust/canaries';
 import { earningsOf } from '../trust/escrow';
 import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../db/quarantines';
@@ -103,9 +104,15 @@ export function createServices({ config, db, temporal, engine }: ServicesDeps) {
        * Starts the job's workflow: `started` (or already running: the same job asked for again), or
        * `not_started`, and the job is then failed.
        */
-      async start(crawlId: string): Promise<'started' | 'not_started'> {
+      async start(crawl: { crawl_id: string; account_id: string; kind: string; url: string | null }): Promise<'started' | 'not_started'> {
+        const crawlId = crawl.crawl_id;
         try {
-          await temporal.workflow.start('crawlWorkflow', { taskQueue: config.taskQueue, workflowId: crawlWorkflowId(crawlId), args: [{ crawlId } satisfies CrawlWorkflowInput] });
+          await temporal.workflow.start('crawlWorkflow', {
+            taskQueue: config.taskQueue,
+            workflowId: crawlWorkflowId(crawlId),
+            args: [{ crawlId } satisfies CrawlWorkflowInput],
+            staticSummary: crawlSummary(crawl),
+          });
         } catch (error) {
           if (error instanceof WorkflowExecutionAlreadyStartedError) return 'started';
           engine.afterCommit(await finishCrawl(db, crawlId, 'failed', 'The job could not be started.'));

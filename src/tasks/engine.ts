@@ -50,6 +50,7 @@ import type { TaskFinishedWatch } from './finished';
 import type { HandoffSender } from './handoffs';
 import type { RecentPayloads } from './recent-payloads';
 import type { WebhookSender } from '../webhooks/sender';
+import { taskSummary } from './workflow-summary';
 
 export interface CreateTaskInput {
   /** Chosen by the caller when it must listen for the task's events before the task starts. */
@@ -539,7 +540,7 @@ export class TaskEngine {
       ...(firstAttemptReport ? { firstAttemptReport } : {}),
     };
     try {
-      await launchTaskWorkflow(this.deps, { workflowId: task.workflow_id, input, accountId: task.account_id, searchTaskType: task.task_type, chat: chat !== undefined });
+      await launchTaskWorkflow(this.deps, { workflowId: task.workflow_id, input, accountId: task.account_id, searchTaskType: task.task_type, chat: chat !== undefined, summary: taskSummary(task) });
     } catch (error) {
       logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
       // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
@@ -586,6 +587,8 @@ export async function launchTaskWorkflow(
     chat?: boolean;
     /** Refuse a second start even once the first workflow has ended (a verification run is started once). */
     once?: boolean;
+    /** The line the Temporal UI's workflow list shows (src/tasks/workflow-summary.ts). */
+    summary: string;
   },
 ): Promise<boolean> {
   try {
@@ -595,6 +598,7 @@ export async function launchTaskWorkflow(
       ...(start.once ? { workflowIdReusePolicy: 'REJECT_DUPLICATE' as const } : {}),
       args: [start.input],
       requestEagerStart: deps.eagerStart,
+      staticSummary: start.summary,
       typedSearchAttributes: [
         { key: TaskTypeAttribute, value: start.searchTaskType },
         { key: AccountIdAttribute, value: start.accountId },

@@ -6,6 +6,7 @@ import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
+import { canarySummary } from '../tasks/workflow-summary';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { canaryHold, canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
 import { CANARY_DUE_CHANNEL } from '../db/reputation';
@@ -70,7 +71,7 @@ async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: 
   };
   const workflowId = canaryWorkflowId(solverId, taskType, sent);
   // Another worker (or sweep) may have started this canary first: its start is refused.
-  if (!(await launchTaskWorkflow(deps, { workflowId, input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: canarySearchTaskType(taskType) }))) return;
+  if (!(await launchTaskWorkflow(deps, { workflowId, input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: canarySearchTaskType(taskType), summary: canarySummary(taskType, solverId) }))) return;
   deps.logger.info({ solver_id: solverId, task_type: taskType, task_id: taskId }, 'canary started');
 }
 

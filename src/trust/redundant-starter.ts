@@ -6,6 +6,7 @@ import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
+import { verificationSummary } from '../tasks/workflow-summary';
 import {
   markRedundantRunStarted,
   REDUNDANT_RUN_DRAWN_CHANNEL,
@@ -92,7 +93,7 @@ export class RedundantRunStarter {
     };
     // A run is started once: a worker that read the row before another marked it started is refused,
     // even when the first run has already ended.
-    const start = { workflowId: redundantWorkflowId(run.task_id), input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: redundantSearchTaskType(run.task_type), once: true };
+    const start = { workflowId: redundantWorkflowId(run.task_id), input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: redundantSearchTaskType(run.task_type), once: true, summary: verificationSummary(run.task_type, run.task_id) };
     if (await launchTaskWorkflow(this.deps, start)) {
       logger.info({ task_id: run.task_id, task_type: run.task_type, first_solver_id: run.first_solver_id }, 'redundant run started');
     }

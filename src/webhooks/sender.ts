@@ -7,6 +7,7 @@ import type { Logger } from '../logger';
 import { recordWebhookWorkflowStarted } from '../metrics/metrics';
 import { Semaphore } from '../solver/semaphore';
 import type { WebhookDeliveryInput } from '../contract/workflows';
+import { webhookSummary } from '../tasks/workflow-summary';
 import { attemptDelivery } from './attempt';
 
 /** Makes the first attempt of the deliveries a finishing transaction wrote, after its commit. */
@@ -95,7 +96,12 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
     const deliveryId = deliveryIdOf(due.task_id, due.event);
     const input: WebhookDeliveryInput = { deliveryId, retryForSeconds: config.webhookRetryForSeconds, attemptTimeoutMs: config.webhookTimeoutMs, attemptsMade };
     try {
-      await temporal.workflow.start('webhookDeliveryWorkflow', { taskQueue: config.taskQueue, workflowId: deliveryWorkflowId(due.task_id, due.event), args: [input] });
+      await temporal.workflow.start('webhookDeliveryWorkflow', {
+        taskQueue: config.taskQueue,
+        workflowId: deliveryWorkflowId(due.task_id, due.event),
+        args: [input],
+        staticSummary: webhookSummary(due.event, due.task_id),
+      });
       recordWebhookWorkflowStarted(reason);
     } catch (error) {
       if (!(error instanceof WorkflowExecutionAlreadyStartedError)) throw error;

@@ -177,9 +177,9 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   }
 
   /** Starts the job's workflow; one already started (the same job asked for again) is left running. */
-  async function startWorkflow(crawlId: string): Promise<void> {
-    if ((await deps.crawls.start(crawlId)) === 'not_started') {
-      throw new ApiError('service_unavailable', 'The job could not be started; nothing was charged. Retry shortly.', { id: crawlId });
+  async function startWorkflow(crawl: { crawl_id: string; account_id: string; kind: string; url: string | null }): Promise<void> {
+    if ((await deps.crawls.start(crawl)) === 'not_started') {
+      throw new ApiError('service_unavailable', 'The job could not be started; nothing was charged. Retry shortly.', { id: crawl.crawl_id });
     }
   }
 
@@ -194,7 +194,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     const found = await deps.crawls.crawlByIdempotencyKey(accountOf(res).account_id, idempotency);
     if (!found) return null;
     if (found.kind === 'idempotency_key_reused') throw idempotencyKeyReused();
-    if (found.crawl.status === 'scraping') await startWorkflow(found.crawl.crawl_id);
+    if (found.crawl.status === 'scraping') await startWorkflow(found.crawl);
     return found.crawl.crawl_id;
   }
 
@@ -219,7 +219,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     });
     if (created.kind === 'idempotency_key_reused') throw idempotencyKeyReused();
     if (created.kind === 'existing') return created.crawl.crawl_id;
-    await startWorkflow(crawlId);
+    await startWorkflow({ crawl_id: crawlId, account_id: accountOf(res).account_id, kind: input.kind, url: input.url });
     return crawlId;
   }
 
