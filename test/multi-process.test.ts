@@ -183,7 +183,7 @@ describe('a deployment of several processes', () => {
     }, 60_000);
     expect(done.status).toBe('completed');
     expect(done.solver_id).toBe(survivor.solverId);
-    expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'disconnected' });
+    expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'lost', error: { type: 'node_unavailable' } });
     await survivor.close();
     // Otherwise it would look alive for a few more seconds, and its cheaper solver would get the next test's task.
     await forgetNode(doomedNode);
