@@ -5,13 +5,10 @@ import os from 'node:os';
 import path from 'node:path';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { loadConfig } from '../src/config';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { auditLedger } from '../src/db/ledger';
 import { createDb } from '../src/db/pool';
-import { startEmbeddedPostgres } from '../src/embedded/postgres';
 import { pickPort } from '../src/embedded/ports';
-import { resolveTemporalCli, startEmbeddedTemporal } from '../src/embedded/temporal';
-import { createLogger } from '../src/logger';
 import { waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
 import { ADMIN_KEY, api, QUIET_TRUST_ENV, registerAccount } from './support/stack';
@@ -50,14 +47,17 @@ async function startHoldingSite() {
 
 /** The processes of the test's own servers (PostgreSQL, Temporal): every process whose command line names `dir`. */
 function processGroupsUnder(dir: string): number[] {
+  const groupOf = (stat: string) => Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]);
+  // Never this test's own group (its runner's).
+  const own = groupOf(fs.readFileSync('/proc/self/stat', 'utf8'));
   const groups = new Set<number>();
   for (const entry of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
       if (!fs.readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(dir)) continue;
       // Field 5 of stat is the process group (after the command in parentheses).
-      const stat = fs.readFileSync(`/proc/${entry}/stat`, 'utf8');
-      groups.add(Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2]));
+      const group = groupOf(fs.readFileSync(`/proc/${entry}/stat`, 'utf8'));
+      if (group !== own && group > 1) groups.add(group);
     } catch {
       // Gone meanwhile.
     }
@@ -71,9 +71,9 @@ function processGroupsUnder(dir: string): number[] {
  * solver reconnects; every task completes, and the loss is counted against nobody.
  */
 describe('the whole stack SIGKILLed with tasks in flight on one solver', () => {
-  const logger = createLogger('warn', 'crash-drill');
-  const config = loadConfig();
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'crash-drill-'));
+  // Run by root, PostgreSQL runs as another user, who must reach its directory.
+  fs.chmodSync(dir, 0o755);
   let infra: { databaseUrl: string; temporalAddress: string; stop(): Promise<void> };
   let port: number;
   let apiNode: NodeProcess | undefined;
@@ -82,17 +82,28 @@ describe('the whole stack SIGKILLed with tasks in flight on one solver', () => {
   let site: Awaited<ReturnType<typeof startHoldingSite>>;
   const base = () => `http://127.0.0.1:${port}`;
 
-  /** This test's own PostgreSQL and Temporal, their data kept under `dir` across a kill. */
+  /** This test's own PostgreSQL and Temporal, their data kept under `dir` across a kill (test/support/own-servers.ts). */
   async function startServers() {
-    const postgres = await startEmbeddedPostgres(path.join(dir, 'postgres'), logger);
-    const temporal = await startEmbeddedTemporal({ cli: resolveTemporalCli(config.rootDir, config.temporalCli), dir: path.join(dir, 'temporal'), namespace: 'default', logger, ui: false });
+    const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx', path.join(__dirname, 'support/own-servers.ts'), dir], { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const output: string[] = [];
+    child.stderr?.on('data', (chunk: Buffer) => output.push(chunk.toString()));
+    const endpoints = await new Promise<{ databaseUrl: string; temporalAddress: string }>((resolve, reject) => {
+      let text = '';
+      child.stdout?.on('data', (chunk: Buffer) => {
+        text += chunk.toString();
+        const line = text.split('\n').find((entry) => entry.startsWith('{'));
+        if (line && text.includes('\n')) resolve(JSON.parse(line));
+      });
+      child.once('exit', (code) => reject(new Error(`the servers exited (${code}): ${output.join('')}`)));
+    });
     return {
-      databaseUrl: postgres.url,
-      temporalAddress: temporal.address,
-      stop: async () => {
-        await temporal.stop();
-        await postgres.stop();
-      },
+      ...endpoints,
+      stop: () =>
+        new Promise<void>((resolve) => {
+          if (child.exitCode !== null || child.signalCode !== null) return resolve();
+          child.once('exit', () => resolve());
+          child.kill('SIGTERM');
+        }),
     };
   }
 
@@ -161,7 +172,17 @@ describe('the whole stack SIGKILLed with tasks in flight on one solver', () => {
         // Gone already.
       }
     }
-    await waitFor(() => processGroupsUnder(dir).length === 0, 20_000);
+    // Gone, and reaped: PostgreSQL will not start while the pid its cluster names still exists.
+    const postmaster = Number(fs.readFileSync(path.join(dir, 'postgres/cluster/postmaster.pid'), 'utf8').split('\n')[0]);
+    const exists = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
+    await waitFor(() => processGroupsUnder(dir).length === 0 && !exists(postmaster), 60_000);
     site.release();
 
     infra = await startServers();
