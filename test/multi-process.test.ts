@@ -183,11 +183,60 @@ describe('a deployment of several processes', () => {
     }, 60_000);
     expect(done.status).toBe('completed');
     expect(done.solver_id).toBe(survivor.solverId);
-    expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'disconnected' });
+    expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'lost' });
     await survivor.close();
     // Otherwise it would look alive for a few more seconds, and its cheaper solver would get the next test's task.
     await forgetNode(doomedNode);
   }, 120_000);
+
+  /**
+   * An honest solver whose node goes away mid-attempt (killed, or shut down) reconnects to node B; the
+   * attempt lost with the node is retried on it, and nothing of the loss is counted against it.
+   */
+  test.each([
+    ['killed (SIGKILL)', 'SIGKILL', 'node_unavailable'],
+    ['shut down (SIGTERM)', 'SIGTERM', 'node_shutdown'],
+  ] as const)('the node holding an honest solver\'s socket %s mid-attempt: the solver, reconnected to another node, completes the task and loses no score', async (_name, signal, lostAs) => {
+    const node = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-${signal.toLowerCase()}-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
+    // The first task is held (the attempt in flight when its node goes); every later one is answered.
+    const solver = await FakeSolver.start(urlOf(node), {
+      price: '2',
+      taskTypes: ['proxy_fetch'],
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        if (self.received.length > 1) self.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS.proxy_fetch(frame.payload) });
+      },
+    });
+    const client = await registerAccount(urlB(), '50');
+    const created = await api(urlB(), 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: `https://example.com/lost-${signal}` }, timeout_seconds: 120 } });
+    expect(created.status).toBe(200);
+    await waitFor(() => solver.received.length === 1);
+    await node.kill(signal);
+    // The solver reconnects, with its key, to a node that is up.
+    await solver.connect(urlB());
+    const done = await waitFor(async () => {
+      const response = await api(urlB(), 'GET', `/v1/tasks/${created.json.task_id}`, { headers: client.auth });
+      return ['completed', 'failed', 'timed_out'].includes(response.json.status) ? response.json : undefined;
+    }, 90_000);
+    expect(done).toMatchObject({ status: 'completed', solver_id: solver.solverId });
+    expect(done.attempts.map((attempt: { solver_id: string; outcome: string }) => [attempt.solver_id, attempt.outcome])).toEqual([
+      [solver.solverId, 'lost'],
+      [solver.solverId, 'completed'],
+    ]);
+    const auth = { Authorization: `Bearer ${solver.apiKey}` };
+    const attempts = await api(urlB(), 'GET', '/v1/solver/attempts', { headers: auth });
+    expect(attempts.json.data.map((attempt: { outcome: string; error: { type?: string } | null }) => [attempt.outcome, attempt.error?.type ?? null])).toEqual([
+      ['completed', null],
+      ['lost', lostAs],
+    ]);
+    // Its record: one attempt, completed; nothing failed, its success rate whole, its reputation untouched by the loss.
+    const stats = await api(urlB(), 'GET', '/v1/solver/stats', { headers: auth });
+    expect(stats.json).toMatchObject({ attempts: 1, completed: 1, failed: 0, success_rate: 1 });
+    expect(stats.json.trust.reputation).toEqual([expect.objectContaining({ task_type: 'proxy_fetch', successes: 1, failures: 0 })]);
+    expect((await getBalance(db, solver.solverId))?.available_points).toBe('1.8');
+    await solver.close();
+    await forgetNode(node).catch(() => undefined);
+  }, 150_000);
 
   test('an API node asked to stop finishes its requests in flight, takes no new connections and exits cleanly', async () => {
     const leaving = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-d-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);

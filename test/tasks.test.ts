@@ -218,6 +218,9 @@ describe('web tasks through Temporal and solver WebSockets', () => {
       [good.solverId, 'completed'],
     ]);
     expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('2');
+    // Its own disconnect is its failure: only the service's view of itself makes an attempt a platform fault.
+    const stats = await api(stack.url, 'GET', '/v1/solver/stats', { headers: { Authorization: `Bearer ${dropping.apiKey}` } });
+    expect(stats.json).toMatchObject({ attempts: 1, failed: 1 });
   });
 
   test('a malformed result is a failed attempt and is never paid', async () => {

@@ -68,8 +68,65 @@ describe('the task workflow', () => {
       },
     });
     expect(result.status).toBe('completed');
-    expect(harness.calls.closed[0]).toMatchObject({ outcome: 'disconnected', error: { type: 'node_unavailable' } });
+    expect(harness.calls.closed[0]).toMatchObject({ outcome: 'lost', error: { type: 'node_unavailable' } });
     expect(harness.calls.reserved[1]).toMatchObject({ excludedSolverIds: [], lastResortSolverIds: ['solver-1'] });
+  });
+
+  test('attempts lost to platform faults do not count toward the attempt limit', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId, { maxAttempts: 1 }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber, 'solver-1') }),
+      dispatch: async (input) => {
+        if (!input.attemptId.endsWith('.a3')) throw ApplicationFailure.nonRetryable('node went away');
+        return { ok: true, chunks: 0, status: 'completed' };
+      },
+    });
+    expect(result).toEqual({ taskId, status: 'completed' });
+    expect(harness.calls.closed.map((c) => c.outcome)).toEqual(['lost', 'lost']);
+    // The same solver again: nobody else fits, and a lost attempt does not exclude it.
+    expect(harness.calls.dispatched.map((d) => d.solverId)).toEqual(['solver-1', 'solver-1', 'solver-1']);
+  });
+
+  test('after an attempt lost to a platform fault with no solver online, it waits for one instead of failing', async () => {
+    const taskId = nextTaskId();
+    const handle = await harness.start('taskWorkflow', taskInput(taskId), {
+      reserve: (input) => (input.attemptNumber === 1 ? { assignment: harness.assignment(taskId, 1) } : { assignment: null, untriedOnline: 0, finishedAs: null, queued: true }),
+      dispatch: async (input) => {
+        if (input.attemptId.endsWith('.a1')) throw ApplicationFailure.nonRetryable('node went away');
+        return { ok: true, chunks: 0, status: 'completed' };
+      },
+    });
+    while (harness.calls.reserved.length < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    expect(await handle.query(taskStatusQuery)).toBe('queued');
+    // Its solver reconnects (to a live node): its slot is handed to the task.
+    await handle.signal(slotHandedSignal, { attemptNumber: 2, assignment: harness.assignment(taskId, 2, 'solver-1') });
+    expect(await handle.result()).toEqual({ taskId, status: 'completed' });
+    expect(harness.calls.finished).toEqual([]);
+  });
+
+  test('platform faults beyond the bound count toward the attempt limit, so a failing platform cannot retry a task for ever', async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId, { maxAttempts: 2 }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber, 'solver-1') }),
+      dispatch: async () => {
+        throw ApplicationFailure.nonRetryable('node went away');
+      },
+    });
+    // Five uncounted (MAX_UNCOUNTED_PLATFORM_FAULTS), then two counted toward the limit of 2.
+    expect(result).toMatchObject({ status: 'failed', error: { type: 'solver_failed' } });
+    expect(result.error?.message).toMatch(/^All 2 attempts failed; last: node went away/);
+    expect(harness.calls.closed.map((c) => c.outcome)).toEqual(Array(7).fill('lost'));
+  });
+
+  test("a solver's own error frame of a platform fault's type is the solver's failure", async () => {
+    const taskId = nextTaskId();
+    const { result } = await harness.run('taskWorkflow', taskInput(taskId, { maxAttempts: 1 }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: async () => solverReportedFailure({ type: 'node_unavailable', message: 'mine' }, true, 0),
+    });
+    expect(result).toMatchObject({ status: 'failed', error: { type: 'solver_failed', message: 'All 1 attempts failed; last: mine' } });
+    expect(harness.calls.closed.map((c) => c.outcome)).toEqual(['error']);
   });
 
   test('a solver that says the task cannot succeed fails it at once, without another attempt', async () => {

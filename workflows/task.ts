@@ -14,6 +14,7 @@ import type { NodeActivities } from '../activities';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import {
   attemptFailed,
+  isPlatformFault,
   isTerminalState,
   solverAfter,
   taskFailure,
@@ -51,6 +52,14 @@ const MAX_WAIT_MS = 2000;
 // Workflows started before a claim that the target failed got a second solver's opinion end the task
 // at once on replay.
 const SECOND_OPINION_PATCH = 'target-failure-second-opinion';
+
+// Workflows started before an attempt lost to a platform fault was nobody's failure count it toward the
+// attempt limit on replay, and end when no solver is online after it.
+const PLATFORM_FAULT_PATCH = 'platform-fault-not-counted';
+// Attempts of one task lost to platform faults that are not counted (docs/decisions.md, "Platform
+// faults"): a platform that keeps failing cannot retry a task for ever; beyond this they count toward
+// the attempt limit (still not against their solvers). A crash of the whole stack loses one per task.
+const MAX_UNCOUNTED_PLATFORM_FAULTS = 5;
 
 /**
  * One web task: match a solver, dispatch to the node holding its socket, reassign on error, silence or
@@ -121,6 +130,10 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
   // other solver fits (a node that died drops out of matching once its liveness lapses).
   const lastResort: string[] = [];
   let attemptNumber = 0;
+  // Attempts lost to a platform fault (its node died or shut down, its activity failed): not counted
+  // toward the attempt limit, and no reason to give up while a solver may yet come back.
+  let platformFaults = 0;
+  const failedAttempts = () => attemptNumber - platformFaults;
   let waitMs = FIRST_WAIT_MS;
   let lastFailure: AttemptFailed | undefined;
   // A claim that the target failed, held against its solver, gets one other solver's opinion, from a slot free now.
@@ -147,8 +160,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
     if (remaining <= 0) {
       return end('task_timeout', attemptNumber === 0 ? 'No solver took the task before its deadline.' : 'The task did not finish before its deadline.');
     }
-    if (attemptNumber >= input.maxAttempts) {
-      return end('solver_failed', `All ${attemptNumber} attempts failed${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`, lastFailure && solverErrorTypeOf(lastFailure));
+    if (failedAttempts() >= input.maxAttempts) {
+      return end('solver_failed', `All ${failedAttempts()} attempts failed${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`, lastFailure && solverErrorTypeOf(lastFailure));
     }
     // Attempt 1 may have been matched with the task itself; otherwise (and for the sweep's restarts, which
     // find that same reservation again) a local activity matches.
@@ -182,10 +195,12 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
       if (secondOpinion === 'asking') return end('solver_failed', lastFailure!.error.message, solverErrorTypeOf(lastFailure!));
       // A platform task is for solvers online now: with none, it ends at once.
       if (input.platform && reservation.untriedOnline === 0) return end('solver_failed', noneOnline(input.platform, match), undefined, true);
-      if (attemptNumber > 0 && reservation.untriedOnline === 0) {
+      // After attempts lost to platform faults only, it waits like a new task: their solvers come back
+      // (reconnect to a live node) and are handed the task as their slots free.
+      if (failedAttempts() > 0 && reservation.untriedOnline === 0) {
         return end(
           'solver_failed',
-          `No untried solver is online after ${attemptNumber} failed attempt(s)${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`,
+          `No untried solver is online after ${failedAttempts()} failed attempt(s)${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`,
           lastFailure && solverErrorTypeOf(lastFailure),
         );
       }
@@ -233,6 +248,8 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
       // The client already holds part of this solver's answer; another solver cannot continue it.
       return end('solver_failed', `The solver failed after streaming began: ${outcome.error.message}`, solverErrorTypeOf(outcome));
     }
+    // A client task's attempt lost to a platform fault is nobody's: it leaves the attempt limit as it was.
+    if (isPlatformFault(outcome) && !input.platform && platformFaults < MAX_UNCOUNTED_PLATFORM_FAULTS && patched(PLATFORM_FAULT_PATCH)) platformFaults += 1;
     log.info('attempt failed; reassigning', { taskId: input.taskId, solverId: assignment.solverId, outcome: outcome.outcome });
     if (solverAfter(outcome) === 'last_resort') lastResort.push(assignment.solverId);
     else excluded.push(assignment.solverId);
@@ -314,9 +331,10 @@ async function runAttempt(
         // the activity (temporalio/temporal#11733), another one takes the attempt over. One that finds it
         // already taken over, or gone with its node, reports it lost.
         if (startedEarly && timedOut && takeOvers < MAX_TAKE_OVERS) continue;
-        // The node died, or never picked the attempt up: treat like a disconnected solver. An attempt that
-        // never started sent nothing, unless it went out early without it; otherwise how many deltas
-        // reached the client is unknown here (-1).
+        // The node died, never picked the attempt up, or failed to run it: a platform fault, which the
+        // solver cannot cause (its own failures come back as reports). An attempt that never started sent
+        // nothing, unless it went out early without it; otherwise how many deltas reached the client is
+        // unknown here (-1).
         const neverStarted = timedOut && (error.cause as TimeoutFailure).timeoutType === 'SCHEDULE_TO_START';
         const message = String((error as Error & { cause?: Error })?.cause?.message ?? (error as Error)?.message ?? error);
         return attemptFailed('node_unavailable', message, neverStarted && !startedEarly ? 0 : UNKNOWN_CHUNKS);

@@ -76,6 +76,8 @@ export type Verification = (typeof VERIFICATION_STATES)[number];
 /**
  * How an attempt ended, and what it counts as in its solver's record (which matching ranks by):
  * `failed` is held against the solver; `null` is not counted (still running, or ended by the service).
+ * `solverAttempt: false`: not one of the solver's attempts at all (its record's attempt count, and so its
+ * success rate, leave it out).
  */
 export const ATTEMPT_OUTCOME_TABLE = {
   pending: { counts: null },
@@ -92,11 +94,23 @@ export const ATTEMPT_OUTCOME_TABLE = {
   invalid_result: { counts: 'failed' },
   /** Stopped by the service (the task finished otherwise, or its client went away). */
   cancelled: { counts: null },
-} as const satisfies Record<string, { counts: 'completed' | 'failed' | null }>;
+  /**
+   * Lost to a fault of the platform: the node holding the solver's socket died or shut down, or the
+   * service could not run the attempt (its dispatch activity timed out or failed). Nobody's failure: the
+   * task tries again, its solver included, and the solver's record does not count it.
+   */
+  lost: { counts: null, solverAttempt: false },
+} as const satisfies Record<string, { counts: 'completed' | 'failed' | null; solverAttempt?: false }>;
 
 export type AttemptOutcome = keyof typeof ATTEMPT_OUTCOME_TABLE;
 export type EndedAttemptOutcome = Exclude<AttemptOutcome, 'pending'>;
 export const ATTEMPT_OUTCOMES = Object.keys(ATTEMPT_OUTCOME_TABLE) as AttemptOutcome[];
+
+/** Whether an ended attempt counts as one of its solver's attempts in its record (all but a platform fault's). */
+export const isSolverAttempt = (outcome: EndedAttemptOutcome): boolean => !('solverAttempt' in ATTEMPT_OUTCOME_TABLE[outcome]);
+
+/** An attempt the platform lost (outcome `lost`): it counts against nobody (docs/decisions.md, "Platform faults"). */
+export const isPlatformFault = (failure: { outcome: string }): boolean => failure.outcome === 'lost';
 
 // ---------------------------------------------------------------------------------------------------
 // Attempt errors: why an attempt failed, when the service (not the solver) says so
@@ -110,10 +124,14 @@ export const ATTEMPT_OUTCOMES = Object.keys(ATTEMPT_OUTCOME_TABLE) as AttemptOut
 export const ATTEMPT_ERRORS = {
   solver_disconnected: { outcome: 'disconnected', retryable: true, solverAfter: 'excluded' },
   /**
-   * The node holding the solver's socket died or never took the attempt: not the solver's doing, so it is
-   * offered again, but only when no other solver fits (a dead node drops out of matching once its liveness lapses).
+   * The node holding the solver's socket died or never took the attempt, or the attempt's activity failed
+   * (what the workflow sees of it: a heartbeat, schedule-to-start or start-to-close timeout, or an error
+   * it threw): not the solver's doing, so it is offered again, first to other solvers (a dead node drops
+   * out of matching once its liveness lapses).
    */
-  node_unavailable: { outcome: 'disconnected', retryable: true, solverAfter: 'last_resort' },
+  node_unavailable: { outcome: 'lost', retryable: true, solverAfter: 'last_resort' },
+  /** The node holding the solver's socket shut down during the attempt, closing the socket itself. */
+  node_shutdown: { outcome: 'lost', retryable: true, solverAfter: 'last_resort' },
   accept_timeout: { outcome: 'rejected', retryable: true, solverAfter: 'excluded' },
   attempt_timeout: { outcome: 'timeout', retryable: true, solverAfter: 'excluded' },
   invalid_result: { outcome: 'invalid_result', retryable: true, solverAfter: 'excluded' },

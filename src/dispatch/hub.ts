@@ -53,6 +53,8 @@ export const CLOSE_KEY_REVOKED = 4003;
 export class SolverHub {
   private readonly sessions = new Map<string, Session>();
   private readonly pingTimer: NodeJS.Timeout;
+  /** This node is shutting down: the sockets it closes end their attempts as the platform's fault. */
+  private closing = false;
 
   constructor(
     private readonly deps: {
@@ -193,6 +195,7 @@ export class SolverHub {
   }
 
   async close(): Promise<void> {
+    this.closing = true;
     clearInterval(this.pingTimer);
     for (const session of this.sessions.values()) session.socket.close(1001, 'server shutting down');
     await Promise.all([...this.sessions.values()].map((session) => this.detach(session)));
@@ -295,9 +298,11 @@ export class SolverHub {
   }
 
   private async detach(session: Session) {
-    for (const pending of [...session.attempts.values()]) {
-      pending.reject(AttemptFailure.of('solver_disconnected', 'The solver disconnected during the attempt.'));
-    }
+    // Only this node's own shutdown makes a closed socket the platform's fault; the solver cannot cause it.
+    const failure = this.closing
+      ? AttemptFailure.of('node_shutdown', 'The node holding the solver\'s connection shut down during the attempt.')
+      : AttemptFailure.of('solver_disconnected', 'The solver disconnected during the attempt.');
+    for (const pending of [...session.attempts.values()]) pending.reject(failure);
     if (this.sessions.get(session.solverId) === session) {
       this.sessions.delete(session.solverId);
       // Otherwise a socket closed while its row was being written would leave the solver looking online.

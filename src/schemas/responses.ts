@@ -185,7 +185,7 @@ export const SolverAttempts = z
         solver_id: z.string(),
         model_name: z.string(),
         price_points: z.string(),
-        outcome: z.enum(ATTEMPT_OUTCOMES as [AttemptOutcome, ...AttemptOutcome[]]).openapi({ description: 'pending while it runs; error, rejected, timeout, disconnected and invalid_result count against the solver, cancelled (stopped by the service) does not' }),
+        outcome: z.enum(ATTEMPT_OUTCOMES as [AttemptOutcome, ...AttemptOutcome[]]).openapi({ description: 'pending while it runs; error, rejected, timeout, disconnected and invalid_result count against the solver; cancelled (stopped by the service) and lost (lost to a fault of the platform: the node holding the socket died or shut down) do not' }),
         error: z.record(z.any()).nullable().openapi({ description: 'Why a failed attempt failed ({type, message}), null otherwise' }),
         started_at: z.string(),
         accepted_at: z.string().nullable(),

@@ -99,6 +99,23 @@ export const SCENARIOS: Record<string, Scenario> = {
     await handle.result();
     return handle.fetchHistory();
   },
+  // The `platform-fault-not-counted` marker: an attempt lost with its node, no solver online just after;
+  // the task waits for its solver to come back and is handed its slot (earlier versions failed it then).
+  'web-platform-fault': async (harness, taskId) => {
+    const handle = await harness.start('taskWorkflow', taskInput(taskId, { maxAttempts: 2 }), {
+      reserve: (input) => (input.attemptNumber === 1 ? { assignment: harness.assignment(taskId, 1) } : { assignment: null, untriedOnline: 0, finishedAs: null, queued: true }),
+      dispatch: async (input) => {
+        if (input.attemptId.endsWith('.a1')) throw ApplicationFailure.nonRetryable('node went away');
+        return { ok: true, chunks: 0, status: 'completed' };
+      },
+    });
+    while (harness.calls.reserved.length < 2) await new Promise((resolve) => setTimeout(resolve, 20));
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    // Ended already on versions that failed it: the signal finds no running workflow.
+    await handle.signal(slotHandedSignal, { attemptNumber: 2, assignment: harness.assignment(taskId, 2, 'solver-1') }).catch(() => undefined);
+    await handle.result();
+    return handle.fetchHistory();
+  },
   // Platform tasks: a canary of one solver, one attempt, created by the step before it.
   'canary-passed': async (harness, taskId) => {
     const handle = await harness.start('taskWorkflow', canaryInput(taskId), {

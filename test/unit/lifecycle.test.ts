@@ -1,9 +1,13 @@
 import {
   ACTIVE_STATES,
   ATTEMPT_ERRORS,
+  ATTEMPT_OUTCOME_TABLE,
+  ATTEMPT_OUTCOMES,
   attemptFailed,
   canTransition,
   clientFailure,
+  isPlatformFault,
+  isSolverAttempt,
   isTerminalState,
   solverAfter,
   solverReportedFailure,
@@ -45,6 +49,20 @@ describe('the task lifecycle', () => {
     expect(solverAfter(attemptFailed('solver_disconnected', 'x', 0))).toBe('excluded');
     // A solver cannot earn itself a second try by naming the service's error type.
     expect(solverAfter(solverReportedFailure({ type: 'node_unavailable', message: 'x' }, true, 0))).toBe('excluded');
+  });
+
+  test("an attempt lost to a platform fault is nobody's failure, and only the service can say it was", () => {
+    for (const type of ['node_unavailable', 'node_shutdown'] as const) {
+      expect(attemptFailed(type, 'x', 0)).toMatchObject({ outcome: 'lost', retryable: true });
+      expect(isPlatformFault(attemptFailed(type, 'x', 0))).toBe(true);
+      expect(solverAfter(attemptFailed(type, 'x', 0))).toBe('last_resort');
+      // A solver's own error frame naming the type is its own failure.
+      expect(isPlatformFault(solverReportedFailure({ type, message: 'x' }, true, 0))).toBe(false);
+    }
+    expect(isPlatformFault(attemptFailed('solver_disconnected', 'x', 0))).toBe(false);
+    expect(ATTEMPT_OUTCOME_TABLE.lost.counts).toBeNull();
+    // Not one of the solver's attempts: its success rate leaves it out.
+    expect(ATTEMPT_OUTCOMES.filter((outcome) => outcome !== 'pending' && !isSolverAttempt(outcome))).toEqual(['lost']);
   });
 
   test('what a waiting client is told', () => {

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { recordAttemptReassigned } from '../../metrics/metrics';
 import {
   ATTEMPT_OUTCOME_TABLE,
+  isSolverAttempt,
   isTerminalState,
   TARGET_FAILURE_VERDICTS,
   type Assignment,
@@ -158,8 +159,9 @@ export async function markAttemptAccepted(db: Runner, attemptId: string): Promis
 }
 
 /**
- * Ends an attempt once: frees the solver's slot, counts it in the solver's record and reputation and, unless the task
- * has finished, puts the task back to queued for reassignment. Returns whether it closed the attempt,
+ * Ends an attempt once: frees the solver's slot, counts it in the solver's record and reputation (an
+ * attempt the platform lost counts in neither) and, unless the task has finished, puts the task back
+ * to queued for reassignment. Returns whether it closed the attempt,
  * its task type and whether tasks of that type were waiting (the slot is then handed on before commit).
  * An attempt that makes its solver due a canary announces it (docs/trust.md).
  */
@@ -183,7 +185,7 @@ export async function closeAttemptIn(tx: Runner, policy: TrustPolicy, input: Att
         AND sl.attempt_id = closed.attempt_id
     ), counted AS (
       UPDATE solver_stats s SET
-        attempts = s.attempts + 1,
+        attempts = s.attempts + ${isSolverAttempt(input.outcome) ? 1 : 0},
         completed = s.completed + ${succeeded ? 1 : 0},
         failed = s.failed + ${failed ? 1 : 0},
         total_latency_ms = s.total_latency_ms + ${succeeded ? sql.fragment`closed.latency_ms` : sql.fragment`0`}
