@@ -122,7 +122,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   }, RETENTION_SWEEP_EVERY_MS);
   retention.unref();
 
-  const removeMetricsSource = addMetricsSource({ db });
+  const removeMetricsSource = addMetricsSource({ db, trust: config.trust });
   let metrics: MetricsListener | undefined;
   if (config.workerMetricsPort !== undefined) {
     metrics = await startMetricsListener({ host: config.host, port: config.workerMetricsPort, keys: { metricsToken: config.metricsToken, adminApiKey: config.adminApiKey }, logger });
