@@ -1,5 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import OpenAI from 'openai';
 import { chromium } from 'playwright-core';
 import { sql } from 'slonik';
 import { z } from 'zod';
@@ -80,13 +81,20 @@ test('an unfunded platform account is told at start, to the operator and to clie
   expect(refused.status).toBe(503);
   expect(refused.json.error).toMatchObject({ type: 'solver_checks_unfunded', task_type: 'chat_completion', solvers_on_probation: 1 });
   expect(refused.json.error.message).toMatch(/on probation.*platform account.*operator must fund/);
+  // The openai SDK retries a 503 (twice by default), then raises it with our type as its code and the cause as its message.
+  const sdkError = await new OpenAI({ apiKey: client.api_key, baseURL: `${stack.url}/v1` }).chat.completions
+    .create({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }] })
+    .catch((error: unknown) => error);
+  expect(sdkError).toBeInstanceOf(OpenAI.InternalServerError);
+  expect(sdkError).toMatchObject({ status: 503, code: 'solver_checks_unfunded' });
+  expect((sdkError as Error).message).toMatch(/operator must fund the platform account/);
   const refusedFetch = await fetchPage(client.auth);
   expect(refusedFetch.status).toBe(503);
   expect(refusedFetch.json.error).toMatchObject({ type: 'solver_checks_unfunded', task_type: 'proxy_fetch' });
   // Firecrawl's dialect carries it too.
   const scraped = await api(stack.url, 'POST', '/v2/scrape', { body: { url: pageUrl, formats: ['markdown'] }, headers: client.auth });
   expect(scraped.status).toBe(503);
-  expect(scraped.json).toMatchObject({ success: false });
+  expect(scraped.json).toMatchObject({ success: false, code: 'solver_checks_unfunded' });
   expect(JSON.stringify(scraped.json)).toMatch(/probation/);
   // Nothing was held or charged.
   expect((await api(stack.url, 'GET', '/v1/balance', { headers: client.auth })).json).toMatchObject({ available_points: '1000', held_points: '0' });
