@@ -67,7 +67,7 @@ async function main() {
       ...(platform
         ? [
             platform.level === 'unfunded'
-              ? `  Platform      UNFUNDED: ${funding.available_points} points available, a check holds ${funding.check_price_points}; new solvers stay on probation and serve nobody. Deposit at least ${funding.recommended_points} points to account "${funding.account_id}" (README, "Deployment")`
+              ? `  Platform      UNFUNDED: ${funding.available_points} points available, a check holds ${funding.check_price_points}; ${config.trust.probationCanaries > 0 ? 'new solvers stay on probation and serve nobody' : 'solvers go unchecked'}. Deposit at least ${funding.recommended_points} points to account "${funding.account_id}" (README, "Deployment")`
               : `  Platform      ${funding.available_points} points available: a new solver's checks run one at a time; ${funding.recommended_points} hold them at once (README, "Deployment")`,
           ]
         : []),

@@ -15,9 +15,11 @@ export function checkFundingProblem(policy: TrustPolicy, funding: CheckFunding):
   const available = Number(funding.available_points);
   const fund = `fund it with POST /v1/admin/deposit for account_id "${PLATFORM_ACCOUNT_ID}" (${funding.recommended_points} points hold one new solver's checks of every checked type at once)`;
   if (funding.checks_unfunded) {
+    // Without probation nobody waits for a check; the solvers just go unchecked.
+    const effect = policy.probationCanaries > 0 ? 'no solver leaves probation, and clients are refused with solver_checks_unfunded until it can' : 'no solver is checked until it can';
     return {
       level: 'unfunded',
-      message: `the platform account has ${funding.available_points} points available, less than the ${funding.check_price_points} one check holds: no solver leaves probation, and clients are refused with solver_checks_unfunded until it can; ${fund}`,
+      message: `the platform account has ${funding.available_points} points available, less than the ${funding.check_price_points} one check holds: ${effect}; ${fund}`,
     };
   }
   if (available < Number(funding.recommended_points)) {

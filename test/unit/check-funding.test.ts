@@ -33,6 +33,12 @@ test('below one check\'s hold the account is unfunded, below the recommended amo
   expect(checkFundingProblem(policy, funding('400'))).toBeNull();
 });
 
+test('without probation an unfunded account leaves solvers unchecked, and no client is refused for it', () => {
+  const message = checkFundingProblem({ ...policy, probationCanaries: 0 }, funding('0'))?.message;
+  expect(message).toMatch(/no solver is checked until it can/);
+  expect(message).not.toMatch(/probation|solver_checks_unfunded/);
+});
+
 test('with no checks sent at all, an empty platform account is nothing to warn about', () => {
   const none = { ...policy, probationCanaries: 0, canaryEveryTasks: 0 };
   expect(checkFundingProblem(none, funding('0', { checks_unfunded: false }))).toBeNull();
