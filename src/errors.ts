@@ -50,6 +50,7 @@ export const ERROR_STATUS = {
   invalid_domain_policy: 500,
   solver_failed: 502,
   no_solver_available: 503,
+  solver_checks_unfunded: 503,
   service_unavailable: 503,
   task_timeout: 504,
 } as const;

@@ -5,6 +5,7 @@ import { startInfrastructure, writeStackFile } from '../runtime/infrastructure';
 import { createDb } from '../db/pool';
 import { awaitLocalProbation, fundLocalPlatform, markLocalVerifier, startLocalSolver } from '../runtime/local-solver';
 import { startWorkerNode } from '../runtime/worker-node';
+import { checkFundingProblem, warnIfChecksUnfunded } from '../trust/check-funding';
 import { exitOnStartupError, onShutdown } from './shutdown';
 
 /**
@@ -34,18 +35,22 @@ async function main() {
     stops.push(worker.close);
     // The console links tasks to the embedded server's UI unless TEMPORAL_UI_URL names another.
     const apiConfig = { ...config, temporalUiUrl: config.temporalUiUrl ?? (infra.temporalUiUrl || undefined) };
-    const api = await startApiNode({ config: apiConfig, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress });
+    // The platform account is funded below (with the bundled solver) before its standing is told.
+    const api = await startApiNode({ config: apiConfig, logger, databaseUrl: infra.databaseUrl, temporalAddress: infra.temporalAddress, warnUnfundedChecks: false });
     stops.push(api.close);
     // Last to start, first to stop: its running attempts finish while the API and worker are still up.
     // Like any new solver it is on probation (TRUST_PROBATION_CANARIES): its canaries are paid from the
     // platform account, funded here, and the banner waits for them. It verifies the other solvers' work.
-    const db = config.localSolver ? await createDb(infra.databaseUrl, { maximumPoolSize: 2 }) : undefined;
-    if (db) await fundLocalPlatform(db, logger);
+    // Without it, the platform account is the operator's to fund: the banner says whether it can pay the checks.
+    const db = await createDb(infra.databaseUrl, { maximumPoolSize: 2 });
+    if (config.localSolver) await fundLocalPlatform(db, logger);
     const solver = config.localSolver ? await startLocalSolver({ config, apiUrl: api.url, logger }) : undefined;
     if (solver) stops.push(solver.stop);
-    if (db && solver) await markLocalVerifier(db, solver.solverId, logger);
-    if (db && solver && config.trust.probationCanaries > 0) await awaitLocalProbation(db, config.trust, solver.solverId, logger);
-    await db?.end();
+    if (solver) await markLocalVerifier(db, solver.solverId, logger);
+    if (solver && config.trust.probationCanaries > 0) await awaitLocalProbation(db, config.trust, solver.solverId, logger);
+    const funding = await warnIfChecksUnfunded(db, config.trust, logger);
+    await db.end();
+    const platform = checkFundingProblem(config.trust, funding);
     const lines = [
       '',
       `  API           ${api.url}`,
@@ -60,6 +65,13 @@ async function main() {
         : []),
       ...(config.trust.probationCanaries > 0 && !config.trust.pageCanaries
         ? ['  Canary pages  off (ALLOW_PRIVATE_NETWORKS=false, no CANARY_HOSTS): fetches, snapshots and screenshots have no canaries and no probation']
+        : []),
+      ...(platform
+        ? [
+            platform.level === 'unfunded'
+              ? `  Platform      UNFUNDED: ${funding.available_points} points available, a check holds ${funding.check_price_points}; ${config.trust.probationCanaries > 0 ? 'new solvers stay on probation and serve nobody' : 'solvers go unchecked'}. Deposit at least ${funding.recommended_points} points to account "${funding.account_id}" (README, "Deployment")`
+              : `  Platform      ${funding.available_points} points available: a new solver's checks run one at a time; ${funding.recommended_points} hold them at once (README, "Deployment")`,
+          ]
         : []),
       ...(config.adminApiKey ? [] : ['  Admin         off: set ADMIN_API_KEY (e.g. in .env) to deposit points into accounts']),
       `  Data          ${config.dataDir}`,

@@ -14,15 +14,41 @@ const json = (value) => h('pre', { class: 'json' }, JSON.stringify(value, null, 
 const taskLink = (id) => link(`#/task/${encodeURIComponent(id)}`, id);
 const solverLink = (id) => (id ? link(`#/solver/${encodeURIComponent(id)}`, id) : '—');
 
+/**
+ * The operator's alert when the platform account cannot pay the checks that take new solvers off
+ * probation (`platform` of GET /v1/admin/status): who waits, and what to deposit where. Nothing when it can.
+ */
+function platformAlert(platform) {
+  if (!platform?.checks_unfunded) return null;
+  const waiting = platform.solvers_awaiting_checks;
+  return h('div', { class: 'alert error', role: 'alert', id: 'platform-alert' },
+    h('p', {}, h('strong', {}, 'Checks unfunded. '),
+      `The platform account (${platform.account_id}) has ${points(platform.available_points)} available, less than the ${points(platform.check_price_points)} one check holds. `,
+      waiting > 0
+        ? `${waiting} solver${waiting === 1 ? '' : 's'} online wait${waiting === 1 ? 's' : ''} on probation (${platform.task_types_awaiting_checks.join(', ')}) and serve${waiting === 1 ? 's' : ''} nobody; clients are refused with solver_checks_unfunded.`
+        : 'No new solver can leave probation.'),
+    h('p', {}, `Deposit at least ${points(platform.recommended_points)} into account "${platform.account_id}" (`, link('#/tools', 'Money & policy'), '); waiting solvers get their checks at once.'));
+}
+
 /** Queues now and over the hour, and the solvers online; kept current by the event stream. */
 async function queues(main) {
   const liveState = h('span', { class: 'live', 'aria-live': 'polite' }, 'connecting…');
+  const alertBox = h('div', { id: 'alerts' });
   const queueBox = h('div', { id: 'queues' });
   const chartBox = h('div', { id: 'chart' });
   const solverBox = h('div', { id: 'solvers' }, h('p', {}, 'Loading…'));
   fill(main,
+    alertBox,
     section('Queues', h('p', {}, 'Client tasks waiting for a solver slot, per task type. Updates: ', liveState), queueBox, chartBox),
     section('Solvers online', solverBox));
+  const drawAlerts = async () => {
+    try {
+      const { platform } = await get('/v1/admin/status');
+      fill(alertBox, platformAlert(platform));
+    } catch {
+      // The status is read again with the solvers; the queues stay shown meanwhile.
+    }
+  };
   let samples = [];
   const drawQueues = (latest) => {
     const rows = Object.entries(latest?.queues ?? {}).map(([type, queue]) => ({ type, ...queue }));
@@ -48,7 +74,7 @@ async function queues(main) {
     }
   };
   drawQueues(null);
-  await drawSolvers();
+  await Promise.all([drawSolvers(), drawAlerts()]);
   let lastSolvers = Date.now();
   return followEvents((name, data) => {
     if (name === 'history') samples = data.samples;
@@ -57,6 +83,7 @@ async function queues(main) {
     if (name === 'status' && Date.now() - lastSolvers > 4000) {
       lastSolvers = Date.now();
       drawSolvers();
+      drawAlerts();
     }
   }, (state) => fill(liveState, state));
 }
@@ -347,7 +374,11 @@ async function tools(main) {
     section('Service', h('dl', { class: 'facts' },
       h('dt', {}, 'Status'), h('dd', {}, status.status), h('dt', {}, 'Node'), h('dd', {}, status.node_id),
       h('dt', {}, 'Database'), h('dd', {}, status.database), h('dt', {}, 'Temporal'), h('dd', {}, `${status.temporal} (namespace ${status.temporal_namespace})`),
-      h('dt', {}, 'Accounts'), h('dd', {}, String(status.counts?.accounts ?? '—')), h('dt', {}, 'Open holds'), h('dd', {}, String(status.counts?.open_holds ?? '—')))));
+      h('dt', {}, 'Accounts'), h('dd', {}, String(status.counts?.accounts ?? '—')), h('dt', {}, 'Open holds'), h('dd', {}, String(status.counts?.open_holds ?? '—')),
+      h('dt', {}, 'Platform account'), h('dd', {}, status.platform
+        ? `${status.platform.account_id}: ${points(status.platform.available_points)} available for checks (one holds ${points(status.platform.check_price_points)}; ${points(status.platform.recommended_points)} hold a new solver's checks at once)`
+        : '—')),
+      platformAlert(status.platform)));
 }
 
 export const operatorViews = {

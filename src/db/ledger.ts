@@ -16,6 +16,12 @@ import type { Db } from './pool';
 
 export { PLATFORM_ACCOUNT_ID } from '../contract/ledger';
 
+/**
+ * NOTIFY channel on which a deposit to the platform account is announced as it commits: the workers
+ * start the checks that were due while the account could not pay them (src/trust/canary-starter.ts).
+ */
+export const PLATFORM_FUNDED_CHANNEL = 'platform_funded';
+
 const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as LedgerEntryKind[];
 const effectOf = (kind: LedgerEntryKind, column: BalanceColumn): number => (LEDGER_ENTRY_KINDS[kind] as Partial<Record<BalanceColumn, number>>)[column] ?? 0;
 
@@ -119,6 +125,8 @@ export async function deposit(
       return { applied: false, depositedBefore: before };
     }
     await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry('deposit', sql.fragment`${input.amount}::numeric`)} WHERE account_id = ${input.accountId}`);
+    // Checks put off for want of the platform's points start as soon as it is funded.
+    if (input.accountId === PLATFORM_ACCOUNT_ID) await tx.query(sql.unsafe`SELECT pg_notify(${PLATFORM_FUNDED_CHANNEL}, '{}')`);
     return { applied: true };
   });
 }

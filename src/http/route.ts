@@ -88,7 +88,7 @@ export function declaredMethods(routes: Route[], requestPath: string): string[] 
 /** Creating a task holds points and starts its workflow, or is refused when the queue for its type is full. */
 export const CREATES_TASK: ErrorType[] = ['insufficient_balance', 'key_spend_limit_reached', 'service_unavailable', 'solvers_busy'];
 /** A convenience route also needs an online solver and waits for the verdict (which a cancel may end). */
-export const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_failed', 'task_timeout', 'task_cancelled'];
+export const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_checks_unfunded', 'solver_failed', 'task_timeout', 'task_cancelled'];
 /** A convenience or compatibility route that takes an Idempotency-Key. */
 export const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', 'result_expired', ...RUNS_TASK];
 

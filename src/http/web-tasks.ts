@@ -32,6 +32,30 @@ export const noSolverOnline = (taskType: WebTaskType) =>
   );
 
 /**
+ * 503 solver_checks_unfunded: solvers for the type are online but on probation, and the platform
+ * account cannot pay the checks that would end it (docs/trust.md, "Who pays the checks"). Nothing the
+ * client does changes it; the operator funds the platform account, and the solvers are served once
+ * their checks pass.
+ */
+export const solverChecksUnfunded = (taskType: string, solvers: number) =>
+  new ApiError(
+    'solver_checks_unfunded',
+    `${solvers === 1 ? 'A solver' : `${solvers} solvers`} for ${taskType} ${solvers === 1 ? 'is' : 'are'} online but still on probation: the checks that end probation are paid from the service's platform account, which cannot pay them now. The operator must fund the platform account; the request can be served once a solver has passed its check.`,
+    { task_type: taskType, solvers_on_probation: solvers },
+  );
+
+/**
+ * Why no solver of the type can take a task now, as the HTTP error of a route that checks before it
+ * creates anything: on probation for want of the platform's points, none in the country asked for, or
+ * none online at all.
+ */
+export async function noSolverError(tasks: Pick<TaskEngine, 'whyNoSolver'>, taskType: WebTaskType, country?: string): Promise<ApiError> {
+  const why = await tasks.whyNoSolver(taskType, { country });
+  if (why.kind === 'checks_unfunded') return solverChecksUnfunded(taskType, why.solvers);
+  return country ? noSolverInCountry(taskType, country) : noSolverOnline(taskType);
+}
+
+/**
  * 402 insufficient_balance: a hold of `amount` does not fit the account's available points. Lowering
  * max_price_points is offered only where the request can set it (POST /v1/tasks).
  */
@@ -90,13 +114,20 @@ function noSolverWithinPrice(limit: PriceLimit): ApiError {
 type Refusal = Exclude<CreateResult, { kind: 'created' | 'existing' }>;
 
 /** The task a creation made (or found by its idempotency key), or the HTTP error saying why there is none. */
-export function createdTask(result: CreateResult, refusal: { priceFromRequest?: boolean; noSolver: () => ApiError }): TaskRecord {
+export function createdTask(result: CreateResult, refusal: Refusing): TaskRecord {
   if (result.kind === 'created' || result.kind === 'existing') return result.task;
   throw refusalError(result as Refusal, refusal);
 }
 
+/** What a refusal's error says beside the result: the route's own error for no solver online, the task's type. */
+interface Refusing {
+  priceFromRequest?: boolean;
+  noSolver: () => ApiError;
+  taskType: string;
+}
+
 /** The HTTP error of a task that was not created. */
-function refusalError(result: Refusal, refusal: { priceFromRequest?: boolean; noSolver: () => ApiError }): ApiError {
+function refusalError(result: Refusal, refusal: Refusing): ApiError {
   switch (result.kind) {
     case 'insufficient_balance':
       return insufficientBalance(result.requiredPoints, refusal.priceFromRequest);
@@ -104,6 +135,8 @@ function refusalError(result: Refusal, refusal: { priceFromRequest?: boolean; no
       return keySpendLimitReached(result);
     case 'no_solver_online':
       return refusal.noSolver();
+    case 'checks_unfunded':
+      return solverChecksUnfunded(refusal.taskType, result.solvers);
     case 'no_solver_within_price':
       return noSolverWithinPrice(result.limit);
     case 'solvers_busy':
@@ -201,7 +234,7 @@ export async function createWebTask(deps: WebTaskDeps, input: WebTaskInput): Pro
   await assertTargetAllowed(deps, input);
   if (input.webhook) await assertAllowedTarget(deps.domainPolicy, input.webhook.url, ['body', 'webhook', 'url']);
   const result = await deps.tasks.create(toCreateInput(input));
-  return withArtifacts(deps.artifacts, createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType) }));
+  return withArtifacts(deps.artifacts, createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType), taskType: input.taskType }));
 }
 
 /**
@@ -217,7 +250,7 @@ export async function runWebTask(
   // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
   const run = await deps.tasks.run(toCreateInput(input), onCreated);
   const noSolver = () => (input.country ? noSolverInCountry(input.taskType, input.country) : noSolverOnline(input.taskType));
-  if (run.kind !== 'ended') throw refusalError(run, { priceFromRequest: input.priceFromRequest, noSolver });
+  if (run.kind !== 'ended') throw refusalError(run, { priceFromRequest: input.priceFromRequest, noSolver, taskType: input.taskType });
   const { created, task: finished, elapsedMs } = run;
   // The same request sent again (its Idempotency-Key) after its result's retention.
   if (finished?.result_expired_at) throw resultExpired(finished);

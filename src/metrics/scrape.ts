@@ -1,6 +1,8 @@
 import { Counter, Gauge } from 'prom-client';
 import type { Db } from '../db/pool';
+import { checkFunding } from '../db/check-funding';
 import { queueFigures, workShareFigures } from '../db/metrics';
+import type { TrustPolicy } from '../db/reputation';
 import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
 import { PREFIX, registry } from './metrics';
 
@@ -9,12 +11,15 @@ import { PREFIX, registry } from './metrics';
  * from the counters (src/metrics/metrics.ts), which the layers below record into as events commit.
  */
 
-/** What this process can report on: its database (queue figures) and its solver sockets (API nodes). */
-const sources = { dbs: new Set<Db>(), socketCounts: new Set<() => number>() };
+/**
+ * What this process can report on: its database (queue figures; with the process's trust policy, the
+ * platform account's standing against the checks) and its solver sockets (API nodes).
+ */
+const sources = { dbs: new Map<Db, TrustPolicy | undefined>(), socketCounts: new Set<() => number>() };
 
 /** Registers a database and/or solver-socket count for the scrape-time gauges; the returned function removes them. */
-export function addMetricsSource(source: { db?: Db; connectedSolvers?: () => number }): () => void {
-  if (source.db) sources.dbs.add(source.db);
+export function addMetricsSource(source: { db?: Db; trust?: TrustPolicy; connectedSolvers?: () => number }): () => void {
+  if (source.db) sources.dbs.set(source.db, source.trust);
   if (source.connectedSolvers) sources.socketCounts.add(source.connectedSolvers);
   return () => {
     if (source.db) sources.dbs.delete(source.db);
@@ -75,18 +80,41 @@ const workFairness = new Gauge({
   registers: [registry],
 });
 
+const platformAvailable = new Gauge({
+  name: `${PREFIX}platform_available_points`,
+  help: "The platform account's available points, which pay the checks (canaries, chat audits, verification runs); read from PostgreSQL, the same on every node (use max)",
+  registers: [registry],
+});
+
+const checksUnfunded = new Gauge({
+  name: `${PREFIX}checks_unfunded`,
+  help: "1 while checks are sent and the platform account cannot hold one (the check price ceiling): no new solver leaves probation until it is funded; read from PostgreSQL, the same on every node (use max)",
+  registers: [registry],
+});
+
+const solversAwaitingChecks = new Gauge({
+  name: `${PREFIX}solvers_awaiting_checks`,
+  help: 'Solvers online on probation for some task type with no check open: waiting for one (for ever, while checks are unfunded); read from PostgreSQL, the same on every node (use max)',
+  registers: [registry],
+});
+
 const scrapeErrors = new Counter({
   name: `${PREFIX}metrics_database_errors_total`,
   help: 'Scrapes whose queue figures could not be read from PostgreSQL (the gauges then keep their last values)',
   registers: [registry],
 });
 
-/** Reads the queue and work-share figures once per scrape (two cheap statements), before the registry renders. */
+/** Reads the queue, work-share and check-funding figures once per scrape (three cheap statements), before the registry renders. */
 async function refreshQueueFigures(): Promise<void> {
-  const db = sources.dbs.values().next().value as Db | undefined;
+  const [db, trust] = (sources.dbs.entries().next().value as [Db, TrustPolicy | undefined] | undefined) ?? [];
   if (!db) return;
   try {
-    const [figures, shares] = await Promise.all([queueFigures(db), workShareFigures(db)]);
+    const [figures, shares, funding] = await Promise.all([queueFigures(db), workShareFigures(db), trust ? checkFunding(db, trust) : null]);
+    if (funding) {
+      platformAvailable.set(Number(funding.available_points));
+      checksUnfunded.set(funding.checks_unfunded ? 1 : 0);
+      solversAwaitingChecks.set(funding.solvers_awaiting_checks);
+    }
     for (const taskType of CAPABILITY_TASK_TYPES) {
       const row = figures.find((entry) => entry.task_type === taskType);
       tasksWaiting.labels(taskType).set(row?.waiting ?? 0);

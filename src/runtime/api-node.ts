@@ -39,6 +39,7 @@ import { WebhookDeliveries } from '../webhooks/sender';
 import { CrawlRunner } from '../crawl/runner';
 import { workflowBundle } from '../temporal/bundle';
 import { installTemporalRuntime } from '../temporal/runtime';
+import { warnIfChecksUnfunded } from '../trust/check-funding';
 
 export interface ApiNode {
   url: string;
@@ -62,6 +63,8 @@ export async function startApiNode(options: {
   temporalAddress: string;
   port?: number;
   nodeId?: string;
+  /** Warn at start when the platform account cannot pay the checks (false: the caller funds it, and says so itself). */
+  warnUnfundedChecks?: boolean;
 }): Promise<ApiNode> {
   const { config } = options;
   const nodeId = options.nodeId ?? config.nodeId ?? `api-${crypto.randomBytes(4).toString('hex')}`;
@@ -106,7 +109,7 @@ export async function startApiNode(options: {
   });
   const revocations = new KeyRevocations({ bus, db, hub, logger });
   await revocations.start();
-  const removeMetricsSource = addMetricsSource({ db, connectedSolvers: () => hub.connectedCount });
+  const removeMetricsSource = addMetricsSource({ db, trust: config.trust, connectedSolvers: () => hub.connectedCount });
   const payloads = new RecentPayloads();
   const earlyAttempts = new EarlyAttempts({
     hub,
@@ -179,6 +182,8 @@ export async function startApiNode(options: {
   logger.info({ url }, 'api listening');
   // Without CANARY_HOSTS, canary pages for the solvers this node holds are served on its port (names under localhost).
   await recordNodeUrl(db, nodeId, url);
+  // A deployment whose platform account cannot pay the checks serves no new solver: said at start.
+  if (options.warnUnfundedChecks !== false) await warnIfChecksUnfunded(db, config.trust, logger).catch((error) => logger.warn({ err: error }, 'could not read the platform account'));
   return {
     url,
     port,

@@ -125,7 +125,7 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   }, RETENTION_SWEEP_EVERY_MS);
   retention.unref();
 
-  const removeMetricsSource = addMetricsSource({ db });
+  const removeMetricsSource = addMetricsSource({ db, trust: config.trust });
   const readiness = new Readiness(
     { postgres: postgresCheck(db), temporal: temporalCheck(connection), worker: workerCheck(worker) },
     { logger: logger.child({ component: 'readiness' }) },

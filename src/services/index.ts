@@ -13,6 +13,7 @@ import type { TrustPolicy } from '../db/reputation';
 import { countKeyedRequest, resetRateLimit, simulateRateLimit } from '../db/rate-limits';
 import { listCapabilities, replaceCapabilities, solverStats } from '../db/solvers';
 import { queueStatus, statusCounts } from '../db/status';
+import { checkFunding } from '../db/check-funding';
 import { findTasks, listTasks } from '../db/task-listing';
 import { getTaskRecord, getTaskRow } from '../db/tasks/records';
 import { idempotencyKeyReused } from '../db/tasks/create';
@@ -91,6 +92,8 @@ export function createServices({ config, db, temporal, engine }: ServicesDeps) {
     limits: bindDb(db, { countKeyedRequest, countAddressRequest, simulateRateLimit, resetRateLimit }),
     status: {
       ...bindDb(db, { statusCounts, queueStatus }),
+      /** Whether the platform account can pay the checks that take solvers off probation, and who waits for one. */
+      checkFunding: () => checkFunding(db, config.trust),
       database: () => reachable(db.oneFirst(sql.unsafe`SELECT 1`)),
       temporal: () => reachable(temporal.workflowService.getSystemInfo({})),
     },

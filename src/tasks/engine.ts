@@ -103,6 +103,11 @@ export type CreateResult =
   | { kind: 'insufficient_balance'; requiredPoints: string }
   | Extract<CreateTaskOutcome, { kind: 'key_spend_limit_reached' }>
   | { kind: 'no_solver_online' }
+  /**
+   * No eligible solver is online, but `solvers` that would serve it wait on probation for a check the
+   * platform account cannot pay (src/db/check-funding.ts): the operator's to fix, not a solver's.
+   */
+  | { kind: 'checks_unfunded'; solvers: number }
   | Extract<CreateTaskOutcome, { kind: 'no_solver_within_price' }>
   /** Every fitting solver is busy and the queue is full or too slow for its deadline: refused, nothing held. */
   | { kind: 'solvers_busy'; retryAfterSeconds: number; waiting: number }
@@ -225,6 +230,7 @@ export class TaskEngine {
       country: input.country,
     });
     if (outcome.kind === 'existing') return { kind: 'existing', task: (await this.deps.store.taskRecord(outcome.task.task_id))! };
+    if (outcome.kind === 'no_solver_online') return this.whyNoSolver(input.taskType, { strongModels: input.chat?.strongModels, country: input.country });
     if (outcome.kind !== 'created') return outcome;
     const { task, firstAssignment } = outcome;
     recordTaskCreated(task.task_type);
@@ -347,6 +353,12 @@ export class TaskEngine {
   /** Whether a solver for the type (declaring that country, when given) is online at all. */
   async solverOnline(taskType: WebTaskType, country?: string): Promise<boolean> {
     return (await this.deps.store.countOnlineSolvers(taskType, { country })) > 0;
+  }
+
+  /** Why no eligible solver of the type is online: none at all, or some wait for checks the platform account cannot pay. */
+  async whyNoSolver(taskType: string, options: { strongModels?: string[]; country?: string } = {}): Promise<{ kind: 'no_solver_online' } | { kind: 'checks_unfunded'; solvers: number }> {
+    const solvers = await this.deps.store.solversAwaitingUnfundedChecks(taskType, options);
+    return solvers > 0 ? { kind: 'checks_unfunded', solvers } : { kind: 'no_solver_online' };
   }
 
   /**

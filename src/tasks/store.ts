@@ -4,6 +4,7 @@ import { findAccount } from '../db/accounts';
 import type { Handoff, ReserveAttemptInput } from '../db/matching';
 import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
+import { solversAwaitingUnfundedChecks } from '../db/check-funding';
 import { countOnlineSolvers } from '../db/solvers';
 import type { TargetClaim } from '../db/target-claims';
 import { closeAttempt, markAttemptAccepted, reserveAttempt, type AttemptEnd, type Reservation } from '../db/tasks/attempts';
@@ -46,6 +47,8 @@ export interface TaskStore {
   dropSubscription(taskId: string): Promise<void>;
   accountExists(accountId: string): Promise<boolean>;
   countOnlineSolvers(taskType: string, options: { country?: string }): Promise<number>;
+  /** Solvers online for the type that wait on probation for a check the platform account cannot pay now. */
+  solversAwaitingUnfundedChecks(taskType: string, options: { strongModels?: string[]; country?: string }): Promise<number>;
   /** Deletes the artifacts written for a result the task did not take. */
   deleteUntakenArtifacts(taskId: string, keys: readonly string[]): Promise<void>;
 }
@@ -69,6 +72,7 @@ export function pgTaskStore(deps: { db: Db; trust: TrustPolicy; artifacts: Artif
     dropSubscription: (taskId) => dropSubscription(db, taskId),
     accountExists: async (accountId) => (await findAccount(db, accountId)) !== null,
     countOnlineSolvers: (taskType, options) => countOnlineSolvers(db, trust, taskType, options),
+    solversAwaitingUnfundedChecks: (taskType, options) => solversAwaitingUnfundedChecks(db, trust, taskType, options),
     deleteUntakenArtifacts: (taskId, keys) => deleteUntakenArtifacts(deps, taskId, keys),
   };
 }

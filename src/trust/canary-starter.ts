@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { TaskWorkflowInput } from '../contract/workflows';
 import { readStrongModels, type Config } from '../config';
-import { getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import { getBalance, PLATFORM_ACCOUNT_ID, PLATFORM_FUNDED_CHANNEL } from '../db/ledger';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
@@ -75,11 +75,18 @@ async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: 
   deps.logger.info({ solver_id: solverId, task_type: taskType, task_id: taskId }, 'canary started');
 }
 
-/** Starts the canaries of each solver announced on CANARY_DUE_CHANNEL, as the announcing transaction commits. */
+/**
+ * Starts the canaries of each solver announced on CANARY_DUE_CHANNEL, as the announcing transaction
+ * commits, and every due canary as a deposit to the platform account commits (PLATFORM_FUNDED_CHANNEL):
+ * those put off while it could not pay start then, not at the next sweep.
+ */
 export async function listenForDueCanaries(deps: CanaryStartDeps, bus: NotifyBus): Promise<void> {
   await bus.subscribe(CANARY_DUE_CHANNEL, (payload) => {
     const solverId = (payload as { solver_id?: unknown } | undefined)?.solver_id;
     if (typeof solverId !== 'string') return;
     startDueCanaries(deps, { solverId }).catch((error) => deps.logger.warn({ err: error, solver_id: solverId }, 'canary not started; the sweep starts it'));
+  });
+  await bus.subscribe(PLATFORM_FUNDED_CHANNEL, () => {
+    startDueCanaries(deps).catch((error) => deps.logger.warn({ err: error }, 'canaries not started after the platform account was funded; the sweep starts them'));
   });
 }

@@ -250,6 +250,12 @@ export class MemoryTaskStore implements TaskStore {
     return this.eligible(taskType, options.country).length;
   }
 
+  /** Probation is not modelled here: no solver waits for a check. */
+  async solversAwaitingUnfundedChecks(): Promise<number> {
+    this.calls.push('solversAwaitingUnfundedChecks');
+    return 0;
+  }
+
   async deleteUntakenArtifacts(taskId: string, keys: readonly string[]): Promise<void> {
     this.calls.push('deleteUntakenArtifacts');
     const kept = new Set(artifactKeysOf(this.tasks.get(taskId)?.row.result ?? null));

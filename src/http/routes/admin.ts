@@ -31,9 +31,9 @@ export function adminRoutes(deps: AppDeps): Route[] {
     res.json({ account_id: accountId, deposited_points: amountText, applied: String(result.applied), ...balance });
   } }));
 
-  routes.push(route({ method: 'get', path: '/v1/admin/status', summary: 'Database and Temporal reachability, counts', tag: 'admin', auth: 'admin', handler: async (_req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/admin/status', summary: 'Database and Temporal reachability, counts, queues, and whether the platform account can pay the checks that take new solvers off probation (`platform`)', tag: 'admin', auth: 'admin', handler: async (_req, res) => {
     const [database, temporal] = await Promise.all([deps.status.database(), deps.status.temporal()]);
-    const [counts, queues] = database === 'ok' ? await Promise.all([deps.status.statusCounts(), deps.status.queueStatus()]) : [{}, {}];
+    const [counts, queues, platform] = database === 'ok' ? await Promise.all([deps.status.statusCounts(), deps.status.queueStatus(), deps.status.checkFunding()]) : [{}, {}, null];
     res.json({
       status: database === 'ok' && temporal === 'ok' ? 'ok' : 'degraded',
       node_id: deps.nodeId,
@@ -42,6 +42,8 @@ export function adminRoutes(deps: AppDeps): Route[] {
       temporal_namespace: deps.config.temporalNamespace,
       counts,
       queues,
+      // Whether the platform account can pay the checks that take new solvers off probation (docs/trust.md, "Who pays the checks").
+      platform,
     });
   } }));
 

@@ -48,7 +48,7 @@ const decimalOrNull = (value: string | number | null | undefined) => (value === 
 const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T | null> =>
   Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms).unref())]);
 
-const CHAT_ERRORS: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
+const CHAT_ERRORS: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'solver_checks_unfunded', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
 
 export function chatRoutes(deps: AppDeps): Route[] {
 
@@ -141,6 +141,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
       });
       const task = createdTask(created, {
         noSolver: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
+        taskType: CHAT_TASK_TYPE,
       });
       started = true;
       // The client may have gone while the completion was being created (or even before this handler ran).

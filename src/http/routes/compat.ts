@@ -17,7 +17,7 @@ import {
   type ScrapeV2Request,
 } from '../../schemas/requests';
 import { idempotencyOf } from '../idempotency';
-import { costHeaders, idempotencyKeyReused, noSolverInCountry, noSolverOnline, runWebTask, safetyOf } from '../web-tasks';
+import { costHeaders, idempotencyKeyReused, noSolverError, runWebTask, safetyOf } from '../web-tasks';
 import type { ErrorType } from '../../errors';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
@@ -89,7 +89,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
       ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
       ...(separateScreenshot ? (['screenshot'] as const) : []),
     ]);
-    for (const taskType of needed) if (!(await online(taskType))) throw country ? noSolverInCountry(taskType, country) : noSolverOnline(taskType);
+    for (const taskType of needed) if (!(await online(taskType))) throw await noSolverError(deps.tasks, taskType, country);
 
     const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>): Promise<TaskOutcome> =>
       runWebTask(deps, {

@@ -32,7 +32,7 @@ import type { AppDeps } from '../deps';
 import { idempotent, routesAt, RUNS_TASK, type Route } from '../route';
 import { parseOrThrow, RequestValidationError, type ValidationDetail } from '../validation';
 import { idempotencyOf } from '../idempotency';
-import { idempotencyKeyReused, insufficientBalance, noSolverOnline, runWebTask } from '../web-tasks';
+import { idempotencyKeyReused, insufficientBalance, noSolverError, runWebTask } from '../web-tasks';
 import { COMPAT_SCRAPER_PREFIX, FIRECRAWL_ROUTE, FIRECRAWL_V2_ROOT } from './compat';
 import { assertAllowedTarget } from '../target-policy';
 
@@ -150,7 +150,7 @@ export function activeCrawlPaths(): Router {
   return router;
 }
 
-const START_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'service_unavailable', 'idempotency_key_reused'];
+const START_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'solver_checks_unfunded', 'service_unavailable', 'idempotency_key_reused'];
 const MAP_ERRORS: ErrorType[] = ['domain_blocked', ...RUNS_TASK];
 const JOB_KEY = idempotent('answers with the first request\'s job', true);
 
@@ -158,7 +158,7 @@ export function crawlRoutes(deps: AppDeps): Route[] {
 
   /** What every job needs before it exists: a fetch solver online, and points for its first page. */
   async function assertCanRun(res: Response): Promise<void> {
-    if (!(await deps.tasks.solverOnline('proxy_fetch'))) throw noSolverOnline('proxy_fetch');
+    if (!(await deps.tasks.solverOnline('proxy_fetch'))) throw await noSolverError(deps.tasks, 'proxy_fetch');
     const balance = await deps.ledger.getBalance(accountOf(res).account_id);
     if (!balance || Number(balance.available_points) < Number(deps.config.defaultWebTaskPricePoints)) throw insufficientBalance(deps.config.defaultWebTaskPricePoints);
   }
