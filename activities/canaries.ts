@@ -7,8 +7,17 @@ export function createCanaryActivities({ db, config }: ActivityDeps) {
   // Built once per worker: the bundled index is read on the first web_search canary.
   const searchOracle = config.canarySearchOracle ? createSearchOracle(config.canarySearchOracle) : null;
   return {
-    async createCanary(input: { taskId: string; solverId: string; taskType: CanaryTaskType; sent: number; workflowId: string; timeoutSeconds: number }): Promise<CanaryCreated> {
-      return createCanary(db, config.trust, { ...input, canaryHosts: config.canaryHosts, pricePoints: canaryHold(config), searchOracle });
+    async createCanary(input: {
+      taskId: string;
+      solverId: string;
+      taskType: CanaryTaskType;
+      sent: number;
+      workflowId: string;
+      timeoutSeconds: number;
+      /** Its hold, as its starter found it (a probation check's is lower); workflows started before it was passed hold the ceiling. */
+      pricePoints?: string;
+    }): Promise<CanaryCreated> {
+      return createCanary(db, config.trust, { ...input, canaryHosts: config.canaryHosts, pricePoints: input.pricePoints ?? canaryHold(config), searchOracle });
     },
     async markCanaryUnanswered(input: { taskId: string }): Promise<void> {
       await markCanaryUnanswered(db, input.taskId);

@@ -369,6 +369,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
       minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
       redundantRunFraction: e.REDUNDANT_RUN_FRACTION, verificationStartFraction: e.VERIFICATION_START_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
       checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
+      defaultHoldPoints: { web: e.DEFAULT_WEB_TASK_PRICE_POINTS, chat: e.DEFAULT_CHAT_PRICE_POINTS },
       pageCanaries: canaryHosts.configured.length > 0 || e.ALLOW_PRIVATE_NETWORKS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
       vestingSeconds: e.EARNINGS_VESTING_SECONDS, vestingChecks: e.EARNINGS_VESTING_CHECKS,

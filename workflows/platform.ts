@@ -34,6 +34,7 @@ export async function beforeAttempt(input: TaskWorkflowInput, platform: Platform
       sent: platform.sent,
       workflowId,
       timeoutSeconds: input.timeoutSeconds,
+      pricePoints: input.maxPricePoints,
     });
     if (!created.created) return { created: false, reason: created.reason };
     return { created: true, match: { canaryFor: platform.solverId } };

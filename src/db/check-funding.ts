@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
 import { NODE_LIVENESS_SECONDS } from './matching';
-import { activeCanaryTypes, activeCanaryTypesSql, quarantined, type TrustPolicy } from './reputation';
+import { activeCanaryTypes, activeCanaryTypesSql, checkPriceSql, probationCheckPrice, probationReservePoints, quarantined, type TrustPolicy } from './reputation';
 
 /**
  * Whether the platform account can pay the checks (docs/trust.md, "Who pays the checks"): a canary
@@ -25,7 +25,16 @@ export const checksSent = (policy: TrustPolicy) => policy.probationCanaries > 0 
  * run one after the other.
  */
 export function recommendedPlatformPoints(policy: TrustPolicy): string {
-  return String(Number(policy.checkPriceCeilingPoints) * activeCanaryTypes(policy).length);
+  return String(activeCanaryTypes(policy).reduce((sum, type) => sum + Number(probationCheckPrice(policy, type)), Number(probationReservePoints(policy))));
+}
+
+/**
+ * What the account must have available for a newcomer's check to start: the cheapest probation check's
+ * hold and the reserve kept beyond it for the checks of solvers already in the market.
+ */
+export function probationCheckNeed(policy: TrustPolicy): string {
+  const holds = activeCanaryTypes(policy).map((type) => Number(probationCheckPrice(policy, type)));
+  return String(Number(probationReservePoints(policy)) + (holds.length ? Math.min(...holds) : Number(policy.checkPriceCeilingPoints)));
 }
 
 /**
@@ -43,7 +52,7 @@ function awaitingCheck(policy: TrustPolicy) {
       AND c.task_type = ANY(${activeCanaryTypesSql(policy)})
       AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
       AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
-      AND c.min_price_points <= ${policy.checkPriceCeilingPoints}::numeric
+      AND c.min_price_points <= ${checkPriceSql(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
       AND NOT ${quarantined(sql.fragment`c.solver_id`)}
       AND COALESCE((SELECT r.canary_passes < ${policy.probationCanaries}::int FROM solver_reputation r WHERE r.solver_id = c.solver_id AND r.task_type = c.task_type), true)
       AND NOT EXISTS (SELECT 1 FROM canaries k WHERE k.solver_id = c.solver_id AND k.task_type = c.task_type AND k.verdict IS NULL)`;
@@ -62,7 +71,7 @@ const FundingRow = z.object({
 export interface CheckFunding {
   account_id: string;
   available_points: string;
-  /** What one check holds: the check price ceiling. */
+  /** What a newcomer's check needs available (probationCheckNeed): its hold and the reserve beyond it. */
   check_price_points: string;
   /** recommendedPlatformPoints. */
   recommended_points: string;
@@ -78,13 +87,13 @@ export async function checkFunding(db: Runner, policy: TrustPolicy): Promise<Che
   const row = await db.one(sql.type(FundingRow)`
     WITH waiting AS (SELECT DISTINCT c.solver_id, c.task_type ${awaitingCheck(policy)})
     SELECT trim_scale(${platformAvailable})::text AS available_points,
-           ${platformAvailable} >= ${policy.checkPriceCeilingPoints}::numeric AS checks_paid,
+           ${platformAvailable} >= ${probationCheckNeed(policy)}::numeric AS checks_paid,
            (SELECT count(DISTINCT solver_id)::int FROM waiting) AS solvers_awaiting_checks,
            ARRAY(SELECT DISTINCT task_type FROM waiting ORDER BY 1) AS task_types_awaiting_checks`);
   return {
     account_id: PLATFORM_ACCOUNT_ID,
     available_points: row.available_points,
-    check_price_points: policy.checkPriceCeilingPoints,
+    check_price_points: probationCheckNeed(policy),
     recommended_points: recommendedPlatformPoints(policy),
     checks_unfunded: checksSent(policy) && !row.checks_paid,
     solvers_awaiting_checks: row.solvers_awaiting_checks,
@@ -111,5 +120,5 @@ export async function solversAwaitingUnfundedChecks(
       AND c.task_type = ${taskType}
       AND (${strongModels} IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(${strongModels})))
       AND (${country}::text IS NULL OR c.country = ${country}::text)
-      AND ${platformAvailable} < ${policy.checkPriceCeilingPoints}::numeric`);
+      AND ${platformAvailable} < ${checkPriceSql(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)} + ${probationReservePoints(policy)}::numeric`);
 }

@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { CANARY_TASK_TYPES, type CanaryTaskType } from '../contract/canaries';
+import { CHAT_TASK_TYPE } from '../schemas/domain';
 
 /**
  * Reputation per solver and task type, and the rule that keeps untrusted solvers from client work
@@ -37,6 +38,12 @@ export interface TrustPolicy {
    * cannot be checked, so it gets no client work of a type checks are sent for (docs/trust.md, "Prices").
    */
   checkPriceCeilingPoints: string;
+  /**
+   * What a client's task of each kind holds by default (DEFAULT_WEB_TASK_PRICE_POINTS,
+   * DEFAULT_CHAT_PRICE_POINTS): within the ceiling, the most a newcomer's probation check pays it
+   * (probationCheckPrice).
+   */
+  defaultHoldPoints: { web: string; chat: string };
   /** A solver's pay for a task vests this long after it settled (0: paid out available at once; docs/trust.md, "Escrow and refunds"). */
   vestingSeconds: number;
   /** Or sooner, once the solver has passed this many checks (canaries, agreeing redundant runs) since (0: by time only). */
@@ -59,11 +66,44 @@ export const DEFAULT_TRUST_POLICY: TrustPolicy = {
   pageCanaries: true,
   targetFailureRequestCost: 60,
   checkPriceCeilingPoints: '100',
+  defaultHoldPoints: { web: '10', chat: '100' },
   vestingSeconds: 0,
   vestingChecks: 0,
 };
 
 export { CANARY_TASK_TYPES, type CanaryTaskType } from '../contract/canaries';
+
+/**
+ * The most a probation check of a task type pays a newcomer: what a client's default task of the type
+ * holds, within the ceiling (docs/trust.md, "Checks that cannot be drained"). An offer priced above a
+ * default client task is no market price, and paying it the ceiling let a few sybils priced there empty
+ * the platform account with their probation; such an offer is not checked (it stays on probation) until
+ * it is priced within this.
+ */
+export function probationCheckPrice(policy: TrustPolicy, taskType: string): string {
+  const hold = taskType === CHAT_TASK_TYPE ? policy.defaultHoldPoints.chat : policy.defaultHoldPoints.web;
+  return Number(hold) < Number(policy.checkPriceCeilingPoints) ? hold : policy.checkPriceCeilingPoints;
+}
+
+/**
+ * Probation checks start only while the platform account keeps, beyond their hold, this many ceilings
+ * for the checks of solvers already in the market (canaries by count, recovery canaries, verification
+ * runs): newcomers, sybils among them, cannot spend what checking everyone else needs.
+ */
+export const PROBATION_RESERVE_CHECKS = 2;
+export const probationReservePoints = (policy: TrustPolicy) => String(Number(policy.checkPriceCeilingPoints) * PROBATION_RESERVE_CHECKS);
+
+/** Whether solver `s` is on probation for task type `t` (fewer passed canaries than probation asks), as SQL. */
+export function onProbationSql(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`COALESCE((SELECT r.canary_passes < ${policy.probationCanaries}::int FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${policy.probationCanaries}::int > 0)`;
+}
+
+/** The most a check of task type `t` for solver `s` pays, as SQL: probationCheckPrice while it is on probation, else the ceiling. */
+export function checkPriceSql(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`(CASE WHEN ${onProbationSql(policy, s, t)}
+    THEN (CASE WHEN ${t} = ${CHAT_TASK_TYPE} THEN ${probationCheckPrice(policy, CHAT_TASK_TYPE)} ELSE ${probationCheckPrice(policy, 'proxy_fetch')} END)::numeric
+    ELSE ${policy.checkPriceCeilingPoints}::numeric END)`;
+}
 
 /**
  * After how many attempts the next canary is due, drawn uniformly from 1 to 2N - 1 (mean N), so a

@@ -16,6 +16,8 @@ import {
   type CanaryTaskType,
   CANARY_PASS_WEIGHT,
   CANARY_TASK_TYPES,
+  checkPriceSql,
+  onProbationSql,
   quarantined,
   RECOVERY_CANARY_SECONDS,
   recoveryCanaries,
@@ -87,12 +89,18 @@ export interface DueCanary {
   taskType: CanaryTaskType;
   /** Canaries of that type the solver was sent before this one. */
   sent: number;
+  /** Whether it is a probation check: held at probationCheckPrice, and started only beyond the reserve. */
+  probation: boolean;
+  /** What it holds of the platform account, and the most it pays (checkPriceSql). */
+  hold: string;
 }
 
 /** Solvers (all, or one) online and due a canary of a task type (dueNow). */
 export async function dueCanaries(db: Runner, policy: TrustPolicy, options: { solverId?: string; limit?: number } = {}): Promise<readonly DueCanary[]> {
-  return db.any(sql.type(z.object({ solverId: z.string(), taskType: z.enum(CANARY_TASK_TYPES), sent: z.number() }))`
-    SELECT c.solver_id AS "solverId", c.task_type AS "taskType", ${canariesSent(sql.fragment`c.solver_id`, sql.fragment`c.task_type`)} AS sent
+  const [s, t] = [sql.fragment`c.solver_id`, sql.fragment`c.task_type`];
+  return db.any(sql.type(z.object({ solverId: z.string(), taskType: z.enum(CANARY_TASK_TYPES), sent: z.number(), probation: z.boolean(), hold: z.string() }))`
+    SELECT c.solver_id AS "solverId", c.task_type AS "taskType", ${canariesSent(s, t)} AS sent,
+           ${onProbationSql(policy, s, t)} AS probation, trim_scale(${checkPriceSql(policy, s, t)})::text AS hold
     FROM (
       SELECT DISTINCT c.solver_id, c.task_type
       FROM solver_capabilities c
@@ -102,8 +110,9 @@ export async function dueCanaries(db: Runner, policy: TrustPolicy, options: { so
         -- Chat goes to strong-tier capabilities only: those are audited.
         AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
         AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
-        -- An offer above the ceiling is no check's to pay (it gets no client work either).
-        AND c.min_price_points <= ${policy.checkPriceCeilingPoints}::numeric
+        -- An offer above what its check pays is no check's to pay (it gets no client work either):
+        -- the ceiling, or on probation what a client's default task holds (probationCheckPrice).
+        AND c.min_price_points <= ${checkPriceSql(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
         AND (${options.solverId ?? null}::text IS NULL OR c.solver_id = ${options.solverId ?? null})
     ) c
     WHERE ${dueNow(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}

@@ -8,8 +8,8 @@ import type { Logger } from '../logger';
 import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
 import { canarySummary } from '../tasks/workflow-summary';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
-import { canaryHold, canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
-import { CANARY_DUE_CHANNEL } from '../db/reputation';
+import { canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
+import { CANARY_DUE_CHANNEL, probationReservePoints } from '../db/reputation';
 
 /**
  * Starts canary workflows as solvers become due them (docs/trust.md). The transaction that makes a
@@ -31,12 +31,19 @@ export async function startDueCanaries(deps: CanaryStartDeps, options: { solverI
   // Page canaries are due only where solvers can reach canary pages (activeCanaryTypes).
   const due = await dueCanaries(deps.db, deps.config.trust, { solverId: options.solverId });
   if (due.length === 0) return 0;
-  // The platform account must be able to pay a canary's hold (CHECK_PRICE_CEILING_POINTS, every type).
-  // None is started while it cannot (its workflow would end skipped): the solver stays due, and on
-  // probation gets no client work, until the account is funded and a sweep starts it.
+  // The platform account must be able to pay a canary's hold (its check price), and a probation check
+  // leave the reserve beyond it (PROBATION_RESERVE_CHECKS). None is started while it cannot (its
+  // workflow would end skipped): the solver stays due, and on probation gets no client work, until the
+  // account is funded and a deposit's announcement or a sweep starts it.
   const platform = await getBalance(deps.db, PLATFORM_ACCOUNT_ID);
-  const available = Number(platform?.available_points ?? 0);
-  const affordable = platform && available >= Number(canaryHold(deps.config)) ? due : [];
+  let available = Number(platform?.available_points ?? 0);
+  const reserve = Number(probationReservePoints(deps.config.trust));
+  const affordable: DueCanary[] = [];
+  for (const canary of platform ? due : []) {
+    if (available < Number(canary.hold) + (canary.probation ? reserve : 0)) continue;
+    affordable.push(canary);
+    available -= Number(canary.hold);
+  }
   if (affordable.length < due.length) warnUnfunded(deps, due.length - affordable.length, available);
   for (const canary of affordable) await startCanary(deps, canary);
   return affordable.length;
@@ -55,12 +62,12 @@ function warnUnfunded(deps: CanaryStartDeps, count: number, available: number): 
 }
 
 /** Starts the task workflow of a due canary: one attempt, its solver only; the workflow creates the canary and its task. */
-async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent }: DueCanary): Promise<void> {
+async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent, hold }: DueCanary): Promise<void> {
   const taskId = newTaskId();
   const input: TaskWorkflowInput = {
     taskId,
     taskType,
-    maxPricePoints: canaryHold(deps.config),
+    maxPricePoints: hold,
     timeoutSeconds: deps.config.defaultTaskTimeoutSeconds,
     maxAttempts: 1,
     attemptTimeoutSeconds: deps.config.attemptTimeoutSeconds,

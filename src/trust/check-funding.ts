@@ -19,7 +19,7 @@ export function checkFundingProblem(policy: TrustPolicy, funding: CheckFunding):
     const effect = policy.probationCanaries > 0 ? 'no solver leaves probation, and clients are refused with solver_checks_unfunded until it can' : 'no solver is checked until it can';
     return {
       level: 'unfunded',
-      message: `the platform account has ${funding.available_points} points available, less than the ${funding.check_price_points} one check holds: ${effect}; ${fund}`,
+      message: `the platform account has ${funding.available_points} points available, less than the ${funding.check_price_points} a new solver's check needs (its hold and the reserve kept for the checks of solvers already serving): ${effect}; ${fund}`,
     };
   }
   if (available < Number(funding.recommended_points)) {

@@ -1,4 +1,4 @@
-import { recommendedPlatformPoints, type CheckFunding } from '../../src/db/check-funding';
+import { probationCheckNeed, recommendedPlatformPoints, type CheckFunding } from '../../src/db/check-funding';
 import { DEFAULT_TRUST_POLICY, type TrustPolicy } from '../../src/db/reputation';
 import { checkFundingProblem } from '../../src/trust/check-funding';
 
@@ -8,29 +8,34 @@ const policy: TrustPolicy = { ...DEFAULT_TRUST_POLICY, probationCanaries: 1, pag
 const funding = (available: string, over: Partial<CheckFunding> = {}): CheckFunding => ({
   account_id: 'platform',
   available_points: available,
-  check_price_points: policy.checkPriceCeilingPoints,
+  check_price_points: probationCheckNeed(policy),
   recommended_points: recommendedPlatformPoints(policy),
-  checks_unfunded: Number(available) < Number(policy.checkPriceCeilingPoints),
+  checks_unfunded: Number(available) < Number(probationCheckNeed(policy)),
   solvers_awaiting_checks: 0,
   task_types_awaiting_checks: [],
   ...over,
 });
 
-test('the recommended amount holds one new solver\'s checks of every checked type at once', () => {
-  // proxy_fetch, page_snapshot, screenshot and strong-tier chat, each held at the ceiling.
-  expect(recommendedPlatformPoints(policy)).toBe('400');
-  expect(recommendedPlatformPoints({ ...policy, searchCanaries: true })).toBe('500');
-  expect(recommendedPlatformPoints({ ...policy, pageCanaries: false })).toBe('100');
-  expect(recommendedPlatformPoints({ ...policy, checkPriceCeilingPoints: '5' })).toBe('20');
+test('the recommended amount holds one new solver\'s checks of every checked type at once, beyond the reserve', () => {
+  // The reserve (two ceilings, 200), then proxy_fetch, page_snapshot and screenshot at a default web
+  // task's hold (10) and strong-tier chat at a default chat's (100).
+  expect(recommendedPlatformPoints(policy)).toBe('330');
+  expect(recommendedPlatformPoints({ ...policy, searchCanaries: true })).toBe('340');
+  expect(recommendedPlatformPoints({ ...policy, pageCanaries: false })).toBe('300');
+  // Each probation check within the ceiling, and the reserve two of them.
+  expect(recommendedPlatformPoints({ ...policy, checkPriceCeilingPoints: '5' })).toBe('30');
+  // A newcomer's check starts with its hold and the reserve available: the cheapest, a web one.
+  expect(probationCheckNeed(policy)).toBe('210');
+  expect(probationCheckNeed({ ...policy, pageCanaries: false })).toBe('300');
 });
 
 test('below one check\'s hold the account is unfunded, below the recommended amount low, and otherwise nothing is said', () => {
   const unfunded = checkFundingProblem(policy, funding('0'));
   expect(unfunded?.level).toBe('unfunded');
-  expect(unfunded?.message).toMatch(/0 points available, less than the 100 one check holds: no solver leaves probation.*solver_checks_unfunded.*POST \/v1\/admin\/deposit for account_id "platform" \(400 points/);
-  expect(checkFundingProblem(policy, funding('99.5'))?.level).toBe('unfunded');
-  expect(checkFundingProblem(policy, funding('100'))?.level).toBe('low');
-  expect(checkFundingProblem(policy, funding('400'))).toBeNull();
+  expect(unfunded?.message).toMatch(/0 points available, less than the 210 a new solver's check needs .*: no solver leaves probation.*solver_checks_unfunded.*POST \/v1\/admin\/deposit for account_id "platform" \(330 points/);
+  expect(checkFundingProblem(policy, funding('209.5'))?.level).toBe('unfunded');
+  expect(checkFundingProblem(policy, funding('210'))?.level).toBe('low');
+  expect(checkFundingProblem(policy, funding('330'))).toBeNull();
 });
 
 test('without probation an unfunded account leaves solvers unchecked, and no client is refused for it', () => {
