@@ -95,6 +95,20 @@ describe('bounds', () => {
     expect(value.settle!.waitedMs).toBeLessThan(SETTLE_QUIET_MS + 400);
   });
 
+  test('a page without scripts is taken at load; an event handler attribute is a script', async () => {
+    const open = (path: string) =>
+      pool.withPage({ width: 800, height: 600 }, signal(), async (page) => {
+        const opened = await openPage(page, `${server.baseUrl}${path}`, policy, 20_000, { settleBy: Date.now() + 20_000 });
+        return { ...opened.settle!, html: await page.content() };
+      });
+    const plain = await open('/tall.html');
+    expect(plain.settled).toBe(true);
+    expect(plain.waitedMs).toBeLessThan(SETTLE_QUIET_MS / 2);
+    const handler = await open('/handler-fill.html');
+    expect(handler.html).toContain('Filled by the onload handler');
+    expect(handler.waitedMs).toBeGreaterThanOrEqual(SETTLE_QUIET_MS / 2);
+  });
+
   test.each([
     ['a clock that ticks every 100 ms', '/clock.html', 'Tick'],
     ['a request that is never answered', '/long-poll.html', 'Waiting for news.'],

@@ -4,7 +4,8 @@ import type { Page, Request } from 'playwright-core';
  * Waiting until a loaded page settles, as Firecrawl waits before it takes a page: scripts that fill
  * the page after `load` (a timer, a request for data and its rendering) get to finish. The page has
  * settled once no request is in flight and its DOM has not changed for SETTLE_QUIET_MS; a page that
- * never does is taken after SETTLE_MAX_MS, or earlier when the attempt's time runs short.
+ * never does is taken after SETTLE_MAX_MS, or earlier when the attempt's time runs short. A page
+ * without scripts is settled at `load`.
  */
 
 /** The quiet time that counts as settled: the network-idle window of Playwright and Puppeteer. */
@@ -38,6 +39,14 @@ const OBSERVE_CHANGES = `(() => {
 })()`;
 
 /**
+ * Evaluated in the page: true when it runs no script of its own (no script element, no event handler
+ * attribute), so nothing can change it after `load`.
+ */
+const RUNS_NO_SCRIPT = `document.evaluate(
+  "count(//*[local-name() = 'script']) + count(//@*[starts-with(name(), 'on')])", document, null, XPathResult.NUMBER_TYPE, null
+).numberValue === 0`;
+
+/**
  * When the settle wait has to end: before the attempt's own time limit and its deadline (epoch ms,
  * whichever comes first), less the wait the client asked for and SETTLE_RESERVE_MS.
  */
@@ -68,6 +77,10 @@ export class PageSettleWatch {
     const began = Date.now();
     const budget = Math.min(maxMs, SETTLE_MAX_MS);
     if (budget <= 0) return { settled: false, waitedMs: 0 };
+    // A page without scripts (nor frames, whose scripts could reach it) is as it will stay once loaded.
+    if (this.inFlight.size === 0 && this.page.frames().length === 1 && (await this.page.evaluate(RUNS_NO_SCRIPT).catch(() => false)) === true) {
+      return { settled: true, waitedMs: Date.now() - began };
+    }
     try {
       await this.page.exposeBinding(CHANGED_BINDING, () => this.activity());
       await this.page.evaluate(OBSERVE_CHANGES);

@@ -75,6 +75,10 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       // Fills itself 150 ms after load, without any request.
       return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Late fill</title></head><body><main><h1>Late fill</h1><div id="root"></div></main>
 <script>addEventListener('load', () => setTimeout(() => { document.getElementById('root').innerHTML = '<h2>Filled after ' + 'load</h2><p>Text the script ' + 'wrote 150 ms after the load event.</p>'; }, 150));</script></body></html>`);
+    case '/handler-fill.html':
+      // No script element: an event handler attribute fills the page 150 ms after load.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Handler fill</title></head>
+<body onload="setTimeout(() => { document.getElementById('root').textContent = 'Filled by the ' + 'onload handler'; }, 150)"><h1>Handler fill</h1><div id="root"></div></body></html>`);
     case '/late-paint.html':
       // A white page that a script paints red 150 ms after load.
       return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Late paint</title><style>html, body { margin: 0; height: 100%; background: #fff; }</style></head><body><div id="root"></div>
