@@ -5,6 +5,7 @@ import FirecrawlAppV1 from 'firecrawl-js-v1';
 import { auditLedger, getBalance } from '../src/db/ledger';
 import { createLogger } from '../src/logger';
 import { startLocalSolver, type LocalSolver } from '../src/runtime/local-solver';
+import { SETTLE_MAX_MS } from '../src/solver/browser/settle';
 import { pngSize } from '../src/solver/png';
 import { SAMPLE_RESULTS, suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { FIRECRAWL_PY_MAJORS, runFirecrawlPy } from './support/firecrawl-py';
@@ -26,6 +27,12 @@ const PAGES: Record<string, string> = {
   '/click.html': `<!doctype html><html><head><title>Click</title></head><body><main><h1>Click page</h1><p>${STATIC_TEXT}</p>
 <input id="query"><button id="more" onclick="var p = document.createElement('p'); p.textContent = 'Inserted after the click for ' + document.getElementById('query').value; document.querySelector('main').appendChild(p)">More</button></main>
 <script>window.ready = true;</script></body></html>`,
+  // An application whose script fills its root 150 ms after the load (the strings are cut so the source does not hold the text).
+  '/fill-after-load.html': `<!doctype html><html lang="en"><head><title>Fill after load</title></head><body><h1>Fill after load</h1><div id="root"></div>
+<script>addEventListener('load', () => setTimeout(() => { document.getElementById('root').innerHTML = '<h2>Tide ' + 'tables</h2><p>Written by the ' + 'script after the load event.</p>'; }, 150));</script></body></html>`,
+  // An application that never settles: a clock rewrites its root every 100 ms.
+  '/ticking.html': `<!doctype html><html lang="en"><head><title>Ticking</title></head><body><h1>Ticking</h1><div id="root"></div>
+<script>let ticks = 0; setInterval(() => { document.getElementById('root').textContent = 'Tick ' + (++ticks); }, 100);</script></body></html>`,
   // Text that appears 300 ms after the load.
   '/late.html': `<!doctype html><html><head><title>Late</title></head><body><main><h1>Late page</h1><p>${STATIC_TEXT}</p><div id="late"></div></main>
 <script>setTimeout(function () { document.getElementById('late').textContent = 'Late text arrived'; }, 300);</script></body></html>`,
@@ -73,6 +80,32 @@ describe('rendered pages', () => {
     expect(doc.html).toContain('<h2>Rendered harbour list</h2>');
     expect(doc.metadata).toMatchObject({ title: 'App', statusCode: 200 });
     expect(await taskTypesOf((doc.metadata as { taskIds: string[] }).taskIds)).toEqual(['proxy_fetch', 'page_snapshot']);
+  });
+
+  test('a page a script fills 150 ms after its load is scraped with that text, without waitFor (v2, v1 and /v1/snapshot)', async () => {
+    const url = `${site.url}/fill-after-load.html`;
+    const firecrawl = new Firecrawl({ apiKey: client.api_key, apiUrl: base() });
+    const doc = await firecrawl.scrape(url, { formats: ['markdown', 'html'] });
+    expect(doc.markdown).toContain('Tide tables');
+    expect(doc.markdown).toContain('Written by the script after the load event.');
+    expect(doc.html).toContain('<h2>Tide tables</h2>');
+    expect(await taskTypesOf((doc.metadata as { taskIds: string[] }).taskIds)).toEqual(['proxy_fetch', 'page_snapshot']);
+    const v1 = await new FirecrawlAppV1({ apiKey: client.api_key, apiUrl: base() }).scrapeUrl(url, { formats: ['markdown'] });
+    expect(v1.success && v1.markdown).toContain('Tide tables');
+    const snapshot = await api(stack.url, 'POST', '/v1/snapshot', { headers: client.auth, body: { url } });
+    expect(snapshot.status).toBe(200);
+    expect(snapshot.json.snapshot).toContain('## Tide tables');
+  });
+
+  test('a page that never settles is answered once the settle wait runs out, not at the timeout', async () => {
+    const firecrawl = new Firecrawl({ apiKey: client.api_key, apiUrl: base() });
+    const started = Date.now();
+    const doc = await firecrawl.scrape(`${site.url}/ticking.html`, { formats: ['markdown'] });
+    const elapsed = Date.now() - started;
+    expect(doc.markdown).toMatch(/Tick \d+/);
+    expect(elapsed).toBeGreaterThanOrEqual(SETTLE_MAX_MS);
+    // The fetch, the task's dispatch and the browser's start-up besides the capped wait, on a busy 2-core machine.
+    expect(elapsed).toBeLessThan(SETTLE_MAX_MS + 5_000);
   });
 
   test('a server-written page is not rendered: one fetch', async () => {

@@ -312,6 +312,7 @@ class AgentRuntime {
       try {
         const result = await handler(task.payload, {
           signal: controller.signal,
+          ...(Number.isFinite(Date.parse(task.deadline)) ? { deadline: Date.parse(task.deadline) - this.clockSkewMs } : {}),
           emitChunk: (delta) => {
             if (!attempt.finished) this.send({ type: 'chunk', attempt_id: attempt.id, delta });
           },

@@ -223,6 +223,20 @@ test('an attempt past its deadline is aborted and reported', async () => {
   expect(error).toMatchObject({ error: { type: 'deadline_exceeded' }, retryable: true });
 });
 
+test('a handler is told its attempt\'s deadline (a browser task ends its settle wait before it)', async () => {
+  let seen: number | undefined;
+  const handler: TaskHandler = async (_payload, { deadline }) => {
+    seen = deadline;
+    return FETCHED;
+  };
+  agent = await startSolverAgent(configFor(marketplace), { logger, handlers: { proxy_fetch: handler } });
+  await agent.connected;
+  const deadline = new Date(Date.now() + 30_000);
+  marketplace.sendTask('dl', 'proxy_fetch', { url: 'http://example.com' }, deadline);
+  await marketplace.waitForFrame('dl', 'result');
+  expect(seen).toBe(deadline.getTime());
+});
+
 test('unknown task types, malformed frames and protocol errors do not break the connection', async () => {
   agent = await startSolverAgent(configFor(marketplace), { logger });
   await agent.connected;

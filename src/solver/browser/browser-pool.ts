@@ -4,6 +4,7 @@ import { SOLVER_ERROR_RETRYABLE, SolverError, firstLine, type SolverErrorType } 
 import { Semaphore } from '../semaphore';
 import { assertTargetAllowed, type NetPolicy } from '../net-guard';
 import { PROXY_ERROR_HEADER, policyResolver, startGuardProxy, type GuardProxy, type TargetResolver } from './guard-proxy';
+import { PageSettleWatch, type SettleOutcome } from './settle';
 
 /** Flags for a headless Chromium that makes no network traffic of its own and never phones home. */
 export const CHROMIUM_ARGS = [
@@ -160,13 +161,19 @@ async function guardContext(context: BrowserContext, policy: NetPolicy): Promise
   });
 }
 
-export type OpenedPage = { finalUrl: string; status: number | null };
+export type OpenedPage = { finalUrl: string; status: number | null; settle?: SettleOutcome };
+
+export type OpenPageOptions = {
+  /** Settle after `load` (settle.ts) until at most this time (epoch ms); without it the page is used at `load`. */
+  settleBy?: number;
+};
 
 /**
  * Navigates to a client's URL after checking it. Waits for `load` when it comes in time, but a page
- * whose subresources never finish is still used once its document is there.
+ * whose subresources never finish is still used once its document is there; then, with `settleBy`,
+ * waits until the page settles.
  */
-export async function openPage(page: Page, url: string, policy: NetPolicy, timeoutMs: number): Promise<OpenedPage> {
+export async function openPage(page: Page, url: string, policy: NetPolicy, timeoutMs: number, options: OpenPageOptions = {}): Promise<OpenedPage> {
   await assertTargetAllowed(url, policy);
   const hops: string[] = [];
   const onRequest = (request: { url(): string; isNavigationRequest(): boolean; frame(): unknown }) => {
@@ -177,6 +184,7 @@ export async function openPage(page: Page, url: string, policy: NetPolicy, timeo
     }
   };
   page.on('request', onRequest);
+  const watch = options.settleBy === undefined ? undefined : new PageSettleWatch(page);
   const started = Date.now();
   try {
     const response = await page.goto(url, { waitUntil: 'domcontentloaded', timeout: timeoutMs });
@@ -184,13 +192,15 @@ export async function openPage(page: Page, url: string, policy: NetPolicy, timeo
     if (proxyError) throw await proxyFailure(url, proxyError, response!);
     const remaining = timeoutMs - (Date.now() - started);
     if (remaining > 0) await page.waitForLoadState('load', { timeout: remaining }).catch(() => undefined);
-    return { finalUrl: page.url(), status: response?.status() ?? null };
+    const settle = watch && (await watch.settle(Math.min(options.settleBy! - Date.now(), timeoutMs - (Date.now() - started))));
+    return { finalUrl: page.url(), status: response?.status() ?? null, ...(settle ? { settle } : {}) };
   } catch (error) {
     if (error instanceof SolverError) throw error;
     await throwIfAnyHopRefused(hops, policy);
     throw navigationError(url, firstLine((error as Error).message ?? String(error)), timeoutMs);
   } finally {
     page.off('request', onRequest);
+    watch?.dispose();
   }
 }
 

@@ -1,11 +1,12 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Locator, Page } from 'playwright-core';
-import { SnapshotFields, type SnapshotRequest } from '../../schemas/requests';
+import { SnapshotFields, actionsWaitMs, type SnapshotRequest } from '../../schemas/requests';
 import type { SnapshotResultData } from '../../schemas/frames';
 import { withTimeLimit } from '../abort';
 import { SolverError, firstLine, toSolverError } from '../errors';
 import { openPage, type BrowserPool } from '../browser/browser-pool';
 import { runActions } from '../browser/page-actions';
+import { settleDeadline } from '../browser/settle';
 import { htmlToMarkdown } from '../html/markdown';
 import type { NetPolicy } from '../net-guard';
 import { DEFAULT_VIEWPORT } from './screenshot';
@@ -28,13 +29,15 @@ type SnapshotFormat = SnapshotResultData['snapshot_format'];
  * `selector` narrows any of them to the first element it matches.
  */
 export function createPageSnapshotHandler(options: PageSnapshotOptions): TaskHandler {
-  return async (payload, { signal }) => {
+  return async (payload, { signal, deadline }) => {
     const request = parsePayload(SnapshotFields, payload);
+    // The wait asked for and the actions' waits come after the settle wait, within the same time.
+    const settleBy = settleDeadline([Date.now() + options.timeoutMs, deadline], (request.wait_ms ?? 0) + actionsWaitMs(request.actions ?? []));
     if (request.actions?.length && request.mode !== 'html') throw new SolverError('invalid_payload', 'invalid payload: actions need mode "html"');
     const limit = withTimeLimit(signal, options.timeoutMs, `the snapshot of ${request.url} took longer than ${options.timeoutMs} ms`);
     try {
       return await options.pool.withPage(request.viewport ?? DEFAULT_VIEWPORT, limit.signal, async (page) => {
-        const { finalUrl, status } = await openPage(page, request.url, options.policy, options.timeoutMs);
+        const { finalUrl, status } = await openPage(page, request.url, options.policy, options.timeoutMs, { settleBy });
         if (request.wait_ms) await delay(request.wait_ms, undefined, { signal: limit.signal });
         if (request.mode === 'html') {
           const actions = request.actions?.length ? await runActions(page, request.actions, limit.signal) : undefined;

@@ -4,6 +4,7 @@ import type { ScreenshotResultData } from '../../schemas/frames';
 import { withTimeLimit } from '../abort';
 import { toSolverError } from '../errors';
 import { openPage, type BrowserPool, type Viewport } from '../browser/browser-pool';
+import { settleDeadline } from '../browser/settle';
 import type { NetPolicy } from '../net-guard';
 import { pngSize } from '../png';
 import { parsePayload, type TaskHandler } from './types';
@@ -23,13 +24,14 @@ export function requestedViewport(request: ScreenshotRequest): Viewport {
 }
 
 export function createScreenshotHandler(options: ScreenshotOptions): TaskHandler {
-  return async (payload, { signal }) => {
+  return async (payload, { signal, deadline }) => {
     const request = parsePayload(ScreenshotBody, payload);
+    const settleBy = settleDeadline([Date.now() + options.timeoutMs, deadline], request.wait_ms ?? 0);
     const viewport = requestedViewport(request);
     const limit = withTimeLimit(signal, options.timeoutMs, `the screenshot of ${request.url} took longer than ${options.timeoutMs} ms`);
     try {
       return await options.pool.withPage(viewport, limit.signal, async (page) => {
-        await openPage(page, request.url, options.policy, options.timeoutMs);
+        await openPage(page, request.url, options.policy, options.timeoutMs, { settleBy });
         if (request.wait_ms) await delay(request.wait_ms, undefined, { signal: limit.signal });
         const pageHeight = request.full_page
           ? await page.evaluate('Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0)')

@@ -8,6 +8,8 @@ export type ChatDelta = Record<string, unknown>;
 export type HandlerContext = {
   /** Fires when the attempt is cancelled, passes its deadline or the agent shuts down. */
   signal: AbortSignal;
+  /** When the attempt's deadline passes, on this machine's clock (epoch ms), when the task has one. */
+  deadline?: number;
   /** Streams a partial result (chat deltas) to the marketplace before the final result. */
   emitChunk?: (delta: ChatDelta) => void;
 };

@@ -71,6 +71,33 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
     case '/hang':
       // Never answers: lets tests abort a request in flight.
       return;
+    case '/late-fill.html':
+      // Fills itself 150 ms after load, without any request.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Late fill</title></head><body><main><h1>Late fill</h1><div id="root"></div></main>
+<script>addEventListener('load', () => setTimeout(() => { document.getElementById('root').innerHTML = '<h2>Filled after ' + 'load</h2><p>Text the script ' + 'wrote 150 ms after the load event.</p>'; }, 150));</script></body></html>`);
+    case '/handler-fill.html':
+      // No script element: an event handler attribute fills the page 150 ms after load.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Handler fill</title></head>
+<body onload="setTimeout(() => { document.getElementById('root').textContent = 'Filled by the ' + 'onload handler'; }, 150)"><h1>Handler fill</h1><div id="root"></div></body></html>`);
+    case '/late-paint.html':
+      // A white page that a script paints red 150 ms after load.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Late paint</title><style>html, body { margin: 0; height: 100%; background: #fff; }</style></head><body><div id="root"></div>
+<script>addEventListener('load', () => setTimeout(() => { document.getElementById('root').innerHTML = '<div style="position: fixed; inset: 0; background: #f00"></div>'; }, 150));</script></body></html>`);
+    case '/data-fill.html':
+      // Asks for its data after load; the answer comes 700 ms later and is written into the page.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Data fill</title></head><body><main><h1>Data fill</h1><div id="root"></div></main>
+<script>addEventListener('load', () => fetch('/slow-data?ms=700').then((r) => r.text()).then((text) => { document.getElementById('root').textContent = text; }));</script></body></html>`);
+    case '/slow-data':
+      setTimeout(() => send(res, 200, 'text/plain', 'Data that arrived late'), Number(url.searchParams.get('ms') ?? 500));
+      return;
+    case '/clock.html':
+      // Never settles: a clock rewrites its text every 100 ms.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Clock</title></head><body><h1>Clock</h1><p id="clock"></p>
+<script>let ticks = 0; setInterval(() => { document.getElementById('clock').textContent = 'Tick ' + (++ticks); }, 100);</script></body></html>`);
+    case '/long-poll.html':
+      // Never settles: a request that the server never answers stays in flight.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Long poll</title></head><body><h1>Long poll</h1><p>Waiting for news.</p>
+<script>addEventListener('load', () => fetch('/hang').catch(() => undefined));</script></body></html>`);
     default: {
       const file = path.join(FIXTURES, path.normalize(url.pathname).replace(/^(\.\.[/\\])+/, ''));
       if (url.pathname.endsWith('.html') && fs.existsSync(file)) return send(res, 200, 'text/html; charset=utf-8', fs.readFileSync(file));
