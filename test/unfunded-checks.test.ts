@@ -74,7 +74,7 @@ const canaries = (solverId: string) =>
 
 test('an unfunded platform account is told at start, to the operator and to clients; once funded, the waiting solver passes its checks and serves', async () => {
   // At start: the API node's warning names the cause and the fix.
-  expect(lines.join('')).toMatch(/the platform account has 0 points available, less than the 100 one check holds[^"]*POST \/v1\/admin\/deposit/);
+  expect(lines.join('')).toMatch(/the platform account has 0 points available, less than the 210 a new solver's check needs[^"]*POST \/v1\/admin\/deposit/);
 
   const solver = await startSolver({ behaviour: honest, capabilities: [...strongChat(), fetchCapability] });
   const client = await registerAccount(stack.url, '1000');
@@ -107,8 +107,8 @@ test('an unfunded platform account is told at start, to the operator and to clie
   expect(status.json.platform).toEqual({
     account_id: PLATFORM_ACCOUNT_ID,
     available_points: '0',
-    check_price_points: '100',
-    recommended_points: '400',
+    check_price_points: '210',
+    recommended_points: '330',
     checks_unfunded: true,
     solvers_awaiting_checks: 1,
     task_types_awaiting_checks: ['chat_completion', 'proxy_fetch'],
@@ -129,7 +129,7 @@ test('an unfunded platform account is told at start, to the operator and to clie
     const said = await alert.innerText();
     expect(said).toMatch(/Checks unfunded/);
     expect(said).toMatch(/1 solver online waits on probation \(chat_completion, proxy_fetch\)/);
-    expect(said).toMatch(/Deposit at least 400 pts into account "platform"/);
+    expect(said).toMatch(/Deposit at least 330 pts into account "platform"/);
     const shot = path.join(os.tmpdir(), `unfunded-checks-console-${process.pid}.png`);
     await page.screenshot({ path: shot, fullPage: true });
     process.stdout.write(`console screenshot: ${shot}\n`);

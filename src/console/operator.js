@@ -23,7 +23,7 @@ function platformAlert(platform) {
   const waiting = platform.solvers_awaiting_checks;
   return h('div', { class: 'alert error', role: 'alert', id: 'platform-alert' },
     h('p', {}, h('strong', {}, 'Checks unfunded. '),
-      `The platform account (${platform.account_id}) has ${points(platform.available_points)} available, less than the ${points(platform.check_price_points)} one check holds. `,
+      `The platform account (${platform.account_id}) has ${points(platform.available_points)} available, less than the ${points(platform.check_price_points)} a new solver's check needs (its hold and the reserve kept for the others' checks). `,
       waiting > 0
         ? `${waiting} solver${waiting === 1 ? '' : 's'} online wait${waiting === 1 ? 's' : ''} on probation (${platform.task_types_awaiting_checks.join(', ')}) and serve${waiting === 1 ? 's' : ''} nobody; clients are refused with solver_checks_unfunded.`
         : 'No new solver can leave probation.'),
