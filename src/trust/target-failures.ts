@@ -1,6 +1,6 @@
 import dns from 'node:dns';
 import type { CommonQueryMethods } from 'slonik';
-import type { TargetFailureType } from '../contract/lifecycle';
+import { isRequestFailureType, type TargetFailureType } from '../contract/lifecycle';
 import { claimTaskOf, type TargetClaim } from '../db/target-claims';
 
 /**
@@ -28,8 +28,18 @@ export async function examineTargetClaim(db: Runner, attemptId: string, errorTyp
   const url = new URL(task.url);
   if (url.origin === 'null') return null;
   const confirmed = errorType === 'host_not_found' && (await hostDoesNotResolve(url.hostname));
-  return { errorType, target: url.origin, accountId: task.accountId, platform: task.platform, confirmed };
+  // A canary name the solver could not resolve: the check could not be made (a name under localhost,
+  // which resolvers differ on, or one the service cannot resolve either). One the service resolves is a
+  // false claim, the solver's like any on a platform task.
+  const canaryName = task.purpose === 'canary' && errorType === 'host_not_found' && (isLocalhostName(url.hostname) || confirmed);
+  // A request's failure is about that URL (its selector, its body, its stalling), a target's about its origin.
+  url.hash = '';
+  const target = isRequestFailureType(errorType) ? url.href : url.origin;
+  return { errorType, target, accountId: task.accountId, platform: task.platform, confirmed, ...(canaryName ? { canaryName } : {}) };
 }
+
+/** Names under localhost (RFC 6761): the loopback address to resolvers that know the rule, not found to others. */
+const isLocalhostName = (hostname: string) => hostname === 'localhost' || hostname.endsWith('.localhost');
 
 /** Whether the host surely does not exist: the resolver says so (a timeout or a resolver failure says nothing). */
 async function hostDoesNotResolve(hostname: string): Promise<boolean> {
