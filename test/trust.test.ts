@@ -261,6 +261,30 @@ describe('with probation', () => {
   });
 });
 
+describe('canary pages under a name the service resolves', () => {
+  // An address is a name every resolver reads: a claim that it does not resolve is false.
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: String(CANARY_EVERY_TASKS) }, { canaryHost: '127.0.0.2' });
+
+  test('a solver that claims it cannot resolve the canary name, to dodge the check, takes the failure', async () => {
+    const solver = await startSolver({
+      taskTypes: ['proxy_fetch'],
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'host_not_found', message: 'getaddrinfo ENOTFOUND' }, retryable: false });
+      },
+    });
+    const claims = await waitFor(async () => {
+      const rows = await stack.db.any(sql.type(z.object({ verdict: z.string(), reason: z.string(), target: z.string() }))`
+        SELECT verdict, reason, target FROM target_failures WHERE solver_id = ${solver.solverId}`);
+      return rows.length > 0 ? rows : null;
+    }, 30_000);
+    expect(claims).toEqual([{ verdict: 'solver', reason: 'platform_task', target: expect.stringContaining('127.0.0.2') }]);
+    const reputation = await waitFor(async () => (await trustOf(solver.solverId)).reputation.find((row: { task_type: string; failures: number }) => row.task_type === 'proxy_fetch' && row.failures > 0.9));
+    expect(reputation).toMatchObject({ on_probation: true, client_work: false });
+    expect(reputation.score).toBeLessThan(0.5);
+  });
+});
+
 describe('without probation', () => {
   const EVERY = 3;
   const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '0', CANARY_EVERY_TASKS: String(EVERY), TRUST_MIN_SCORE: '0.3' });

@@ -4,8 +4,8 @@ import zlib from 'node:zlib';
  * PNG decoding for the trust checks (RFC 2083), the one decoder both use: redundant screenshot runs
  * compare the luminance of two images (similarity.ts), and screenshot canaries read their token's grid
  * back from the pixels (pixels.ts). Every image the PNG standard allows: any bit depth and colour type,
- * interlaced (Adam7) or not, transparency composited over white as a browser shows a page. Node's zlib inflates the pixel data; nothing else is
- * needed, so no image library is added for this.
+ * interlaced (Adam7) or not, transparency composited over white as a browser shows a page. Node's zlib
+ * inflates the pixel data; nothing else is needed, so no image library is added for this.
  */
 
 // The per-pixel loops use local names for Math's functions: a global lookup per pixel is slow where
