@@ -253,7 +253,8 @@ export const claimsTargetFailure = (failure: { outcome: string; error?: ErrorBod
 
 /**
  * How a target failure claim was judged: `target`, not held against the solver (the service's own
- * check confirmed it, or another solver's claim on the same origin did); `solver`, held against it (so
+ * check confirmed it, another solver's claim on the same target did, its solver is a verifier, or it is
+ * a canary name the solver could not resolve); `solver`, held against it (so
  * far uncorroborated); `contradicted`, held against it because another solver then answered the task.
  */
 export const TARGET_FAILURE_VERDICTS = Object.freeze(['target', 'solver', 'contradicted'] as const);

@@ -5,8 +5,9 @@ import { claimTaskOf, type TargetClaim } from '../db/target-claims';
 
 /**
  * Target failures (docs/trust.md, "Target failures"): a solver's error that says the target failed
- * (TARGET_FAILURE_TYPES) is a claim. It is not held against the solver when it is corroborated: the
- * service's own check confirms it, or another solver claimed the same of the same origin lately. An
+ * (TARGET_FAILURE_TYPES), or that the client's request could not be served (REQUEST_FAILURE_TYPES), is
+ * a claim. It is not held against the solver when it is corroborated: the service's own check confirms
+ * it, another solver claimed the same of the same target lately, or the solver is a verifier. An
  * uncorroborated claim counts as the solver's failure until another solver's claim corroborates it (the
  * failure is then taken back); one that another solver contradicts by answering the same task counts
  * whatever corroborated it. A failure that is the target's is charged to the task's account instead, on
