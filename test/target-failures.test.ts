@@ -6,6 +6,7 @@ import { z } from 'zod';
 import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { claimsTargetFailed, honestFetch } from './support/cheats';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
+import type { Script } from './support/cheats';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
@@ -27,7 +28,12 @@ let site: http.Server;
 let siteUrl: string;
 
 beforeAll(async () => {
-  site = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body><h1>Tides</h1><p>The moon pulls the sea.</p></body></html>'));
+  site = http.createServer((req, res) => {
+    // A binary file, and a tarpit that never answers: what a client's own request makes a solver fail on.
+    if (req.url?.startsWith('/binary')) return void res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(crypto.randomBytes(2048));
+    if (req.url?.startsWith('/tarpit')) return;
+    res.writeHead(200, { 'content-type': 'text/html' }).end('<html><body><h1>Tides</h1><p>The moon pulls the sea.</p></body></html>');
+  });
   await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
   siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
   // Canaries by count are rare here (1 to 1,999 attempts), but on: recovery canaries go with them.
@@ -39,6 +45,7 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await stack.close();
+  site.closeAllConnections();
   await new Promise((resolve) => site.close(resolve));
 });
 
@@ -106,7 +113,7 @@ test('the three-call attack: snapshots of hosts that do not exist leave the only
   await audited();
 });
 
-test.each(['host_not_found', 'connection_refused'])(
+test.each(['host_not_found', 'connection_refused', 'unsupported_content', 'response_too_large'])(
   'a solver that claims the target failed (%s) to dodge work gains nothing: its claims count as failures, and the client is answered by another solver',
   async (claimed) => {
     // The cheat undercuts the honest solver, so it is offered every task first.
@@ -121,7 +128,7 @@ test.each(['host_not_found', 'connection_refused'])(
     // Its first two claims: nothing corroborated them, and the honest solver then answered the task.
     expect(clientFrames(cheat)).toHaveLength(2);
     expect(clientFrames(honest)).toHaveLength(4);
-    expect((await claimsBy(cheat.solverId)).filter((claim) => claim.reason !== 'platform_task')).toEqual([
+    expect((await claimsBy(cheat.solverId)).filter((claim) => !['platform_task', 'canary_name'].includes(claim.reason))).toEqual([
       expect.objectContaining({ error_type: claimed, verdict: 'contradicted', reason: 'answered_by_another' }),
       expect.objectContaining({ error_type: claimed, verdict: 'contradicted', reason: 'answered_by_another' }),
     ]);
@@ -244,4 +251,84 @@ test('a solver excluded by its score is sent a recovery canary, passes it, and g
   expect(fetched.status).toBe(200);
   expect(clientFrames(solver)).toHaveLength(3);
   await audited();
+});
+
+/**
+ * An honest fetcher as the bundled solver behaves: a body that is not text is `unsupported_content`, and a
+ * target that does not answer within a second is `timeout` (retryable: another solver may do better).
+ */
+const fetchesText: Script = async (frame, self) => {
+  self.send({ type: 'accept', attempt_id: frame.attempt_id });
+  const url = String(frame.payload.url);
+  const fail = (type: string, retryable: boolean) => self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type, message: `${type}: ${url}` }, retryable });
+  let response: Response;
+  try {
+    response = await fetch(url, { signal: AbortSignal.timeout(1000) });
+  } catch {
+    return fail('timeout', true);
+  }
+  if (!String(response.headers.get('content-type')).startsWith('text/')) return fail('unsupported_content', false);
+  await honestFetch(frame, self);
+};
+
+describe('failures the client\'s own request causes', () => {
+  test('a client that fetches a binary file 16 times knocks nobody out: the verifier\'s claims are its own proof, the client pays on its rate limit and is refused, other clients are served', async () => {
+    // The bundled solver's role: the only fetcher, marked verifier.
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: fetchesText });
+    const marked = await api(stack.url, 'POST', `/v1/admin/solvers/${verifier.solverId}/verifier`, { body: { verifier: true }, headers: admin });
+    expect(marked.status).toBe(200);
+    const attacker = await registerAccount(stack.url, '100');
+    await earlyInMinute();
+    const statuses: number[] = [];
+    for (let i = 0; i < 16; i++) {
+      const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/binary?i=${i}` }, headers: attacker.auth });
+      statuses.push(fetched.status);
+      if (fetched.status === 502) expect(fetched.json.error).toMatchObject({ solver_error_type: 'unsupported_content' });
+    }
+    // Each failed task costs its request and a tenth of the minute's limit: refused (429) after ten at most.
+    const failed = statuses.filter((status) => status === 502).length;
+    expect(failed).toBeLessThanOrEqual(10);
+    expect(statuses.filter((status) => status === 429).length).toBe(16 - failed);
+    const claims = await claimsBy(verifier.solverId);
+    expect(claims).toHaveLength(failed);
+    for (const claim of claims) expect(claim).toMatchObject({ error_type: 'unsupported_content', verdict: 'target', reason: 'verifier' });
+    expect(claims[0]!.target).toBe(`${siteUrl}/binary?i=0`);
+    const reputation = await reputationOf(verifier.solverId, 'proxy_fetch');
+    expect(reputation).toMatchObject({ failures: 0, client_work: true });
+    const client = await registerAccount(stack.url, '100');
+    expect((await api(stack.url, 'POST', '/v1/fetch', { body: { url: `${siteUrl}/tides` }, headers: client.auth })).status).toBe(200);
+    await audited();
+  });
+
+  test('two honest solvers that both find a body binary corroborate each other: neither takes a failure', async () => {
+    const first = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: fetchesText });
+    const second = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: fetchesText });
+    const client = await registerAccount(stack.url, '100');
+    const url = `${siteUrl}/binary/two`;
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url }, headers: client.auth });
+    expect(fetched.status).toBe(502);
+    expect(await claimsOn(url)).toEqual([
+      expect.objectContaining({ solver_id: first.solverId, error_type: 'unsupported_content', verdict: 'target', reason: 'corroborated' }),
+      expect.objectContaining({ solver_id: second.solverId, error_type: 'unsupported_content', verdict: 'target', reason: 'corroborated' }),
+    ]);
+    for (const solver of [first, second]) expect((await reputationOf(solver.solverId, 'proxy_fetch')).failures).toBeCloseTo(0, 6);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0' });
+    await audited();
+  });
+
+  test('a tarpit that stalls every solver: the first one\'s timeout is corroborated by the next one\'s, and neither takes a failure', async () => {
+    const first = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: fetchesText });
+    const second = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: fetchesText });
+    const client = await registerAccount(stack.url, '100');
+    const url = `${siteUrl}/tarpit/one`;
+    const fetched = await api(stack.url, 'POST', '/v1/fetch', { body: { url }, headers: client.auth });
+    expect(fetched.status).toBe(502);
+    expect(fetched.json.error).toMatchObject({ solver_error_type: 'timeout' });
+    expect(await claimsOn(url)).toEqual([
+      expect.objectContaining({ solver_id: first.solverId, error_type: 'timeout', verdict: 'target', reason: 'corroborated' }),
+      expect.objectContaining({ solver_id: second.solverId, error_type: 'timeout', verdict: 'target', reason: 'corroborated' }),
+    ]);
+    for (const solver of [first, second]) expect((await reputationOf(solver.solverId, 'proxy_fetch')).failures).toBeCloseTo(0, 6);
+    await audited();
+  });
 });

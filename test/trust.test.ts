@@ -9,6 +9,7 @@ import { canariesSettled, canaryCounts } from './support/trust';
 import { ADMIN_KEY, api, freePort, registerAccount, startTestStack, type TestStack } from './support/stack';
 import { BrowserPool } from '../src/solver/browser/browser-pool';
 import { createScreenshotHandler } from '../src/solver/handlers/screenshot';
+import { dueCanaries } from '../src/trust/canaries';
 
 /**
  * Trust (docs/trust.md): canaries catch a solver that makes pages up, quarantine it before it gets any
@@ -166,6 +167,33 @@ describe('with probation', () => {
     expect(solver.received.every(isCanary)).toBe(true);
   });
 
+  test('a solver whose resolver cannot resolve the canary names is neither flooded nor failed: its canary ends unanswered, nobody\'s failure, and the next waits out a backoff', async () => {
+    // Python's and Node's resolvers on some systems do not resolve names under localhost.
+    const solver = await startSolver({
+      taskTypes: ['proxy_fetch'],
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        const host = new URL(String(frame.payload.url)).hostname;
+        self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'host_not_found', message: `getaddrinfo ENOTFOUND ${host}` }, retryable: false });
+      },
+    });
+    const unanswered = () => stack.db.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM canaries WHERE solver_id = ${solver.solverId} AND verdict = 'unanswered'`);
+    await waitFor(async () => (await unanswered()) === 1, 30_000);
+    // Each unanswered canary made the next due at once: hundreds a minute. Now the next waits.
+    await new Promise((resolve) => setTimeout(resolve, 5000));
+    expect(solver.received).toHaveLength(1);
+    expect(await unanswered()).toBe(1);
+    const claims = await stack.db.any(sql.type(z.object({ verdict: z.string(), reason: z.string() }))`
+      SELECT verdict, reason FROM target_failures WHERE solver_id = ${solver.solverId}`);
+    expect(claims).toEqual([{ verdict: 'target', reason: 'canary_name' }]);
+    const reputation = (await trustOf(solver.solverId)).reputation.find((row: { task_type: string }) => row.task_type === 'proxy_fetch');
+    expect(reputation).toMatchObject({ failures: 0, score: 0.5, on_probation: true, client_work: false });
+    // Due again once the backoff (30 s after one unanswered canary) has passed, as the next sweep finds.
+    expect(await dueCanaries(stack.db, stack.config.trust, { solverId: solver.solverId })).toEqual([]);
+    await stack.db.query(sql.unsafe`UPDATE canaries SET judged_at = judged_at - interval '31 seconds' WHERE solver_id = ${solver.solverId}`);
+    expect(await dueCanaries(stack.db, stack.config.trust, { solverId: solver.solverId })).toEqual([expect.objectContaining({ taskType: 'proxy_fetch', sent: 1 })]);
+  });
+
   test('a screenshot canary passes a solver that renders its page and quarantines one that makes images up', async () => {
     const pool = new BrowserPool({ executablePath: '/usr/bin/chromium', pages: 1, policy: { allowPrivateNetworks: true }, timeoutMs: 30_000 });
     const screenshot = createScreenshotHandler({ pool, policy: { allowPrivateNetworks: true }, timeoutMs: 30_000 });
@@ -230,6 +258,30 @@ describe('with probation', () => {
     expect(clientBalance).toMatchObject({ lifetime_spent_points: String(TASKS), held_points: '0' });
     expect(await balanceFromEntries(stack.db, PLATFORM_ACCOUNT_ID)).toEqual(await getBalance(stack.db, PLATFORM_ACCOUNT_ID));
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+});
+
+describe('canary pages under a name the service resolves', () => {
+  // An address is a name every resolver reads: a claim that it does not resolve is false.
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: String(CANARY_EVERY_TASKS) }, { canaryHost: '127.0.0.2' });
+
+  test('a solver that claims it cannot resolve the canary name, to dodge the check, takes the failure', async () => {
+    const solver = await startSolver({
+      taskTypes: ['proxy_fetch'],
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'host_not_found', message: 'getaddrinfo ENOTFOUND' }, retryable: false });
+      },
+    });
+    const claims = await waitFor(async () => {
+      const rows = await stack.db.any(sql.type(z.object({ verdict: z.string(), reason: z.string(), target: z.string() }))`
+        SELECT verdict, reason, target FROM target_failures WHERE solver_id = ${solver.solverId}`);
+      return rows.length > 0 ? rows : null;
+    }, 30_000);
+    expect(claims).toEqual([{ verdict: 'solver', reason: 'platform_task', target: expect.stringContaining('127.0.0.2') }]);
+    const reputation = await waitFor(async () => (await trustOf(solver.solverId)).reputation.find((row: { task_type: string; failures: number }) => row.task_type === 'proxy_fetch' && row.failures > 0.9));
+    expect(reputation).toMatchObject({ on_probation: true, client_work: false });
+    expect(reputation.score).toBeLessThan(0.5);
   });
 });
 

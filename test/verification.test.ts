@@ -9,6 +9,7 @@ import { vestEarnings } from '../src/trust/escrow';
 import { blankScreenshot, fabricatedFetch, fabricatesOneIn, fetchesSuspectedChecks, honestFetch, pageLikeScreenshot, suspectsCheck, type Script } from './support/cheats';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { canariesSettled } from './support/trust';
+import { encodeGrayPng } from '../src/trust/png';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
@@ -31,8 +32,19 @@ const pageAt = (path: string) => `<!doctype html><html><head><title>${path}</tit
 <p>This page at ${path} describes the harbour, the lighthouse keeper and the ferry timetable of a small island town.</p>
 <p>Visitors to ${path} read about tides, the fish market on Thursdays and the walk along the northern cliffs.</p></main></body></html>`;
 
+// A page under /changing/ is another on every request (a client's own server, changing what it serves).
+let changingServed = 0;
+const WORDS = ['harbour', 'ferry', 'lantern', 'granite', 'orchard', 'velvet', 'compass', 'meadow', 'thunder', 'pepper', 'saddle', 'willow', 'quartz', 'biscuit', 'falcon', 'marble'];
+const changingPage = () => {
+  changingServed += 1;
+  const text = Array.from({ length: 60 }, () => WORDS[Math.floor(Math.random() * WORDS.length)]).join(' ');
+  return `<!doctype html><html><head><title>Edition ${changingServed}</title></head><body><main><p>${text}</p></main></body></html>`;
+};
+
 beforeAll(async () => {
-  site = http.createServer((req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end(pageAt(req.url ?? '/')));
+  site = http.createServer((req, res) =>
+    res.writeHead(200, { 'content-type': 'text/html' }).end(req.url?.startsWith('/changing/') ? changingPage() : pageAt(req.url ?? '/')),
+  );
   await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
   siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
 });
@@ -300,6 +312,115 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(runTask).toEqual({ status: 'failed', open_holds: 0 });
     expect(await verificationOf(task.taskId, client.auth)).toBe('unchecked');
     expect((await trustOf(cheat.solverId)).reputation[0]).toMatchObject({ verified_failures: 0 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('pages that change on every request, served by an honest newcomer: the verifier\'s two fetches differ, so each run is incomparable: no refund, no failure, no quarantine', async () => {
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const newcomer = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
+    const client = await registerAccount(stack.url, '100');
+    const served: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const task = (await clientFetch(client, `/changing/${i}`))!;
+      expect(task.solverId).toBe(newcomer.solverId);
+      served.push(task.taskId);
+    }
+    for (const run of await runsOf(served)) {
+      // The verifier fetched twice (the stability check) and its two fetches disagreed: the page is not stable.
+      expect(run).toMatchObject({ status: 'incomparable', by_verifier: true, second_solver_id: verifier.solverId, third_solver_id: verifier.solverId, wrong_solver_id: null });
+      expect(run.evidence).toMatchObject({ stability: { stable: false } });
+      expect(run.evidence!.stability.checks_similarity).toBeLessThan(0.3);
+      expect(await verificationOf(run.task_id, client.auth)).toBe('unchecked');
+    }
+    // The client paid for the seven pages it got; the honest newcomer keeps its record.
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '3.5' });
+    const trust = await trustOf(newcomer.solverId);
+    expect(trust.quarantined).toBe(false);
+    expect(trust.reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('a verifier whose search finds nothing proves nothing: the honest solver\'s results stand; a solver that answers nothing where the verifier finds results is proven wrong', async () => {
+    const hits = (query: string) => [1, 2, 3].map((i) => ({ title: `${query} ${i}`, url: `https://docs.example.org/${encodeURIComponent(query)}/${i}`, snippet: 'A result.' }));
+    const answers = (results: (query: string) => unknown[]): Script => (frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result: { results: results(String(frame.payload.query)) } });
+    };
+    const search = async (query: string) => {
+      const searched = await api(stack.url, 'POST', '/v1/search', { body: { query, count: 3 }, headers: client.auth });
+      expect(searched.status).toBe(200);
+      return String(searched.headers.get('x-task-id'));
+    };
+    // The verifier's index has nothing for these queries (another backend than the solver's).
+    const verifier = await startSolver({ taskTypes: ['web_search'], price: '1', behaviour: answers(() => []) });
+    await markVerifier(verifier);
+    const honest = await startSolver({ taskTypes: ['web_search'], price: '0.5', behaviour: answers(hits) });
+    const client = await registerAccount(stack.url, '100');
+    const served: string[] = [];
+    for (let i = 0; i < 4; i++) served.push(await search(`tide tables ${i}`));
+    for (const run of await runsOf(served)) {
+      expect(run).toMatchObject({ status: 'incomparable', by_verifier: true, first_solver_id: honest.solverId, wrong_solver_id: null });
+      expect(run.evidence).toMatchObject({ incomparable: 'check_empty' });
+      expect(await verificationOf(run.task_id, client.auth)).toBe('unchecked');
+    }
+    expect((await trustOf(honest.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '2' });
+    await honest.close();
+    await honest.offline(stack.url);
+    // The cheat: always empty, hoping every check of it ends incomparable. The verifier now finds results.
+    const finder = await startSolver({ taskTypes: ['web_search'], price: '1', behaviour: answers(hits) });
+    await markVerifier(finder);
+    await api(stack.url, 'POST', `/v1/admin/solvers/${verifier.solverId}/verifier`, { body: { verifier: false }, headers: admin });
+    await verifier.close();
+    await verifier.offline(stack.url);
+    const empty = await startSolver({ taskTypes: ['web_search'], price: '0.5', behaviour: answers(() => []) });
+    const cheated = await search('ferry timetable');
+    const run = await concluded(cheated);
+    expect(run).toMatchObject({ status: 'refuted', first_solver_id: empty.solverId, wrong_solver_id: empty.solverId, second_solver_id: finder.solverId });
+    expect(await verificationOf(cheated, client.auth)).toBe('refunded');
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('screenshots: an interlaced PNG is read and agrees; a verifier\'s image it cannot read proves nothing; a client\'s image no decoder reads is proven wrong', async () => {
+    const shade = (x: number, y: number) => (y < 200 && x < 600 ? 20 : 250);
+    const plain = encodeGrayPng(1280, 800, shade).toString('base64');
+    const interlaced = encodeGrayPng(1280, 800, shade, { interlaced: true }).toString('base64');
+    const corrupt = Buffer.concat([Buffer.from(plain, 'base64').subarray(0, 60), Buffer.alloc(40, 7)]).toString('base64');
+    const shows = (image: string): Script => (frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result: { mime_type: 'image/png', image_base64: image, width: 1280, height: 800 } });
+    };
+    const client = await registerAccount(stack.url, '100');
+    const shot = async (solver: FakeSolver, path: string) => {
+      const task = (await clientFetch(client, path, '/v1/screenshot'))!;
+      expect(task.solverId).toBe(solver.solverId);
+      return concluded(task.taskId);
+    };
+    const verifier = await startSolver({ taskTypes: ['screenshot'], price: '1', behaviour: shows(plain) });
+    await markVerifier(verifier);
+    const interlacing = await startSolver({ taskTypes: ['screenshot'], price: '0.5', behaviour: shows(interlaced) });
+    expect(await shot(interlacing, '/shots/interlaced')).toMatchObject({ status: 'agreed', by_verifier: true });
+    await interlacing.close();
+    await interlacing.offline(stack.url);
+    const corrupting = await startSolver({ taskTypes: ['screenshot'], price: '0.5', behaviour: shows(corrupt) });
+    const wrong = await shot(corrupting, '/shots/corrupt');
+    expect(wrong).toMatchObject({ status: 'refuted', wrong_solver_id: corrupting.solverId });
+    expect(wrong.evidence!.first.unreadable).toBeDefined();
+    expect(await verificationOf(wrong.task_id, client.auth)).toBe('refunded');
+    await corrupting.close();
+    await corrupting.offline(stack.url);
+    // The verifier's own image is unreadable now: its check cannot answer.
+    await api(stack.url, 'POST', `/v1/admin/solvers/${verifier.solverId}/verifier`, { body: { verifier: false }, headers: admin });
+    await verifier.close();
+    await verifier.offline(stack.url);
+    const blind = await startSolver({ taskTypes: ['screenshot'], price: '1', behaviour: shows(corrupt) });
+    await markVerifier(blind);
+    const honest = await startSolver({ taskTypes: ['screenshot'], price: '0.5', behaviour: shows(plain) });
+    const unread = await shot(honest, '/shots/unread');
+    expect(unread).toMatchObject({ status: 'incomparable', wrong_solver_id: null });
+    expect(unread.evidence).toMatchObject({ incomparable: 'check_unreadable' });
+    expect((await trustOf(honest.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 

@@ -253,15 +253,26 @@ export const solverErrorTypeOf = (failure: AttemptFailed): string | undefined =>
  * held against the solver unless corroborated (docs/trust.md, "Target failures").
  */
 export const TARGET_FAILURE_TYPES = Object.freeze(['host_not_found', 'connection_refused', 'tls_error', 'http_error'] as const);
-export type TargetFailureType = (typeof TARGET_FAILURE_TYPES)[number];
-export const isTargetFailureType = (type: string): type is TargetFailureType => (TARGET_FAILURE_TYPES as readonly string[]).includes(type);
+/**
+ * The solver error types the client's own request causes: a selector the page does not have, a body that
+ * is binary or above the size limit, a target that stalls or a deadline set too short. Judged as target
+ * failures are (a claim, corroborated before it is not held against the solver), per URL and type rather
+ * than per origin (docs/trust.md, "Target failures").
+ */
+export const REQUEST_FAILURE_TYPES = Object.freeze(['selector_not_found', 'unsupported_content', 'response_too_large', 'timeout', 'deadline_exceeded'] as const);
+/** Every error type that claims the failure is not the solver's: the target's, or the request's. */
+export const CLAIMED_FAILURE_TYPES = Object.freeze([...TARGET_FAILURE_TYPES, ...REQUEST_FAILURE_TYPES] as const);
+export type TargetFailureType = (typeof CLAIMED_FAILURE_TYPES)[number];
+export const isTargetFailureType = (type: string): type is TargetFailureType => (CLAIMED_FAILURE_TYPES as readonly string[]).includes(type);
+export const isRequestFailureType = (type: string): boolean => (REQUEST_FAILURE_TYPES as readonly string[]).includes(type);
 /** Whether a failed attempt is its solver's claim that the target failed. */
 export const claimsTargetFailure = (failure: { outcome: string; error?: ErrorBody }): boolean =>
   failure.outcome === 'error' && failure.error !== undefined && isTargetFailureType(failure.error.type);
 
 /**
  * How a target failure claim was judged: `target`, not held against the solver (the service's own
- * check confirmed it, or another solver's claim on the same origin did); `solver`, held against it (so
+ * check confirmed it, another solver's claim on the same target did, its solver is a verifier, or it is
+ * a canary name the solver could not resolve); `solver`, held against it (so
  * far uncorroborated); `contradicted`, held against it because another solver then answered the task.
  */
 export const TARGET_FAILURE_VERDICTS = Object.freeze(['target', 'solver', 'contradicted'] as const);

@@ -1,9 +1,9 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import type { TargetFailureType } from '../contract/lifecycle';
+import { isRequestFailureType, type TargetFailureType } from '../contract/lifecycle';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
 import { chargeRequestsStep } from './rate-limits';
-import { adjustFailuresStep, failureWeightNow, type TrustPolicy } from './reputation';
+import { adjustFailuresStep, failureWeightNow, isVerifier, type TrustPolicy } from './reputation';
 
 /**
  * The statements of a solver's claim that the target failed: the task it is about, its judging in the
@@ -18,7 +18,7 @@ export const TARGET_CORROBORATION_SECONDS = 3600;
 /** A claim's task, as the statement that ends the attempt judges it. */
 export interface TargetClaim {
   errorType: TargetFailureType;
-  /** The origin of the task's URL. */
+  /** The origin of the task's URL; for a request's failure (REQUEST_FAILURE_TYPES), the URL itself. */
   target: string;
   accountId: string;
   /**
@@ -28,43 +28,55 @@ export interface TargetClaim {
   platform: boolean;
   /** The service's own check found the same failure. */
   confirmed: boolean;
+  /**
+   * A canary's host name the solver could not resolve, and the service cannot tell it could (a name
+   * under localhost, or one it cannot resolve either): the canary could not be made, so nobody's failure.
+   */
+  canaryName?: boolean;
 }
 
 /**
  * CTEs that judge the claim of the attempt in `closed` (its one row) and apply the verdict: `claim`
  * records it (returning its verdict), `corroborated` takes back the failures of other solvers' claims
- * on the same origin that it corroborates, and the task's account is charged on its rate limit when the
- * failure is the target's. The claim's own failure is counted by the reputation step, weighted by
- * `claimFailures` (0 when the claim is the target's, else 1).
+ * on the same target that it corroborates, and the task's account is charged on its rate limit when the
+ * failure is the target's (or its request's). The claim's own failure is counted by the reputation step,
+ * weighted by `claimFailures` (0 when the claim is the target's, else 1). A target's failure is
+ * corroborated by any such claim on its origin; a request's by a claim of the same type on the same URL.
+ * A verifier's claim needs no other: a verifier is the operator's own, the reference checks trust.
  */
 export function judgeTargetClaimSteps(policy: TrustPolicy, claim: TargetClaim) {
   const recent = (f: string) => sql.fragment`${sql.identifier([f, 'created_at'])} > now() - make_interval(secs => ${TARGET_CORROBORATION_SECONDS})`;
+  const sameKind = (f: string) => (isRequestFailureType(claim.errorType) ? sql.fragment`${sql.identifier([f, 'error_type'])} = ${claim.errorType}` : sql.fragment`TRUE`);
+  const canaryName = claim.canaryName === true;
   return sql.fragment`
     corroborating AS (
       SELECT EXISTS (
         SELECT 1 FROM target_failures f, closed
-        WHERE f.target = ${claim.target} AND f.solver_id <> closed.solver_id AND f.verdict <> 'contradicted' AND f.reason <> 'platform_task' AND ${recent('f')}
-      ) AS found
+        WHERE f.target = ${claim.target} AND ${sameKind('f')} AND f.solver_id <> closed.solver_id AND f.verdict <> 'contradicted'
+          AND f.reason NOT IN ('platform_task', 'canary_name') AND ${recent('f')}
+      ) AS found,
+      ${isVerifier(sql.fragment`(SELECT solver_id FROM closed)`)} AS verifier
     ), claim AS (
       INSERT INTO target_failures (attempt_id, task_id, solver_id, task_type, account_id, target, error_type, verdict, reason)
       SELECT closed.attempt_id, closed.task_id, closed.solver_id, closed.task_type, ${claim.accountId}, ${claim.target}, ${claim.errorType},
-        CASE WHEN ${claim.platform} THEN 'solver' WHEN ${claim.confirmed} OR corroborating.found THEN 'target' ELSE 'solver' END,
-        CASE WHEN ${claim.platform} THEN 'platform_task' WHEN ${claim.confirmed} THEN 'service_check' WHEN corroborating.found THEN 'corroborated' ELSE 'uncorroborated' END
+        CASE WHEN ${canaryName} THEN 'target' WHEN ${claim.platform} THEN 'solver' WHEN ${claim.confirmed} OR corroborating.found OR corroborating.verifier THEN 'target' ELSE 'solver' END,
+        CASE WHEN ${canaryName} THEN 'canary_name' WHEN ${claim.platform} THEN 'platform_task' WHEN ${claim.confirmed} THEN 'service_check'
+             WHEN corroborating.found THEN 'corroborated' WHEN corroborating.verifier THEN 'verifier' ELSE 'uncorroborated' END
       FROM closed, corroborating
       ON CONFLICT (attempt_id) DO NOTHING
-      RETURNING solver_id, verdict
+      RETURNING solver_id, verdict, reason
     ), corroborated AS (
-      -- Other solvers' claims on this origin, held against them so far, are the target's too.
+      -- Other solvers' claims on this target, held against them so far, are the target's too.
       UPDATE target_failures f SET verdict = 'target', reason = 'corroborated', judged_at = now()
       FROM claim
-      WHERE claim.verdict = 'target' AND f.target = ${claim.target} AND f.verdict = 'solver' AND f.reason = 'uncorroborated'
+      WHERE claim.verdict = 'target' AND claim.reason <> 'canary_name' AND f.target = ${claim.target} AND ${sameKind('f')} AND f.verdict = 'solver' AND f.reason = 'uncorroborated'
         AND f.solver_id <> claim.solver_id AND ${recent('f')}
       RETURNING f.solver_id, f.task_type, f.created_at
     ), taken_back AS (
       ${adjustFailuresStep(policy, sql.fragment`SELECT solver_id, task_type, -${failureWeightNow(policy, sql.fragment`created_at`)} AS failures FROM corroborated`)}
     ), ${chargeRequestsStep(
       'limited',
-      sql.fragment`SELECT ${claim.accountId}::text AS account_id, ${policy.targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target'`,
+      sql.fragment`SELECT ${claim.accountId}::text AS account_id, ${policy.targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target' AND claim.reason <> 'canary_name'`,
     )}`;
 }
 
@@ -72,13 +84,13 @@ export function judgeTargetClaimSteps(policy: TrustPolicy, claim: TargetClaim) {
 export const claimFailures = sql.fragment`COALESCE((SELECT CASE WHEN verdict = 'target' THEN 0 ELSE 1 END FROM claim), 1)`;
 
 
-const ClaimTaskRow = z.object({ url: z.string().nullable(), account_id: z.string() });
+const ClaimTaskRow = z.object({ url: z.string().nullable(), account_id: z.string(), purpose: z.string() });
 
-/** The task of an attempt, as a claim on it is judged: its URL (null when it has none) and its account. */
-export async function claimTaskOf(db: CommonQueryMethods, attemptId: string): Promise<{ url: string | null; accountId: string; platform: boolean } | null> {
+/** The task of an attempt, as a claim on it is judged: its URL (null when it has none), its account and its purpose. */
+export async function claimTaskOf(db: CommonQueryMethods, attemptId: string): Promise<{ url: string | null; accountId: string; platform: boolean; purpose: string } | null> {
   const task = await db.maybeOne(sql.type(ClaimTaskRow)`
-    SELECT t.payload ->> 'url' AS url, t.account_id FROM task_attempts a JOIN tasks t ON t.task_id = a.task_id WHERE a.attempt_id = ${attemptId}`);
-  return task && { url: task.url, accountId: task.account_id, platform: task.account_id === PLATFORM_ACCOUNT_ID };
+    SELECT t.payload ->> 'url' AS url, t.account_id, t.purpose FROM task_attempts a JOIN tasks t ON t.task_id = a.task_id WHERE a.attempt_id = ${attemptId}`);
+  return task && { url: task.url, accountId: task.account_id, platform: task.account_id === PLATFORM_ACCOUNT_ID, purpose: task.purpose };
 }
 
 /**

@@ -76,8 +76,30 @@ function dueNow(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: Retu
     : sql.fragment``;
   return sql.fragment`NOT ${quarantined(s)}
     AND NOT EXISTS (SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NULL)
+    AND NOT ${backingOff(s, t)}
     AND COALESCE((SELECT r.canary_passes < ${probationCanaries}::int OR r.since_canary >= r.canary_due_after ${recovering}
                   FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${probationCanaries}::int > 0)`;
+}
+
+/**
+ * After an unanswered canary, the next of its type waits: CANARY_RETRY_SECONDS, doubled by each
+ * unanswered canary in a row since the last judged one, RECOVERY_CANARY_SECONDS at most. A solver that
+ * cannot answer canaries (its resolver does not know the canary names, its upstream is down) is not sent
+ * one after another: each unanswered one would otherwise make the next due at once.
+ */
+export const CANARY_RETRY_SECONDS = 30;
+
+/** Whether solver `s` waits out the backoff after its last canary of type `t`, unanswered. */
+function backingOff(s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
+  return sql.fragment`EXISTS (
+    SELECT 1 FROM (
+      SELECT k.verdict, k.judged_at FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NOT NULL ORDER BY k.judged_at DESC LIMIT 1
+    ) last
+    WHERE last.verdict = 'unanswered' AND last.judged_at > now() - make_interval(secs => LEAST(${RECOVERY_CANARY_SECONDS}::int, ${CANARY_RETRY_SECONDS}::int * 2 ^ LEAST(10, (
+      SELECT count(*) - 1 FROM canaries u
+      WHERE u.solver_id = ${s} AND u.task_type = ${t} AND u.verdict = 'unanswered'
+        AND u.judged_at > COALESCE((SELECT max(j.judged_at) FROM canaries j WHERE j.solver_id = ${s} AND j.task_type = ${t} AND j.verdict IN ('passed', 'failed')), '-infinity')))))
+  )`;
 }
 
 /** The canaries of a task type a solver was sent so far (the number in its next canary's workflow id). */
@@ -344,12 +366,14 @@ function judgePageText(token: string, taskType: string, page: string, text: stri
  * searched for that query.
  */
 function judgeSearch(expected: z.infer<typeof SearchExpectation>, result: Record<string, unknown>) {
-  const comparison = compareResults(SEARCH_TASK_TYPE, { results: expected.results }, result);
-  const passed = !disagrees(comparison);
+  // The solver's result is the one checked, the oracle's the check (never empty: a query it answers with
+  // nothing is drawn again), so an empty answer from the solver fails.
+  const comparison = compareResults(SEARCH_TASK_TYPE, result, { results: expected.results });
+  const passed = comparison.similarity !== null && !disagrees(comparison);
   return {
     passed,
     problems: passed ? [] : [`result_url_overlap ${comparison.similarity} is below ${comparison.threshold}`],
-    evidence: { oracle: expected.oracle, query: expected.query, measure: comparison.measure, similarity: comparison.similarity, threshold: comparison.threshold, oracle_urls: comparison.first.urls, returned_urls: comparison.second.urls },
+    evidence: { oracle: expected.oracle, query: expected.query, measure: comparison.measure, similarity: comparison.similarity, threshold: comparison.threshold, oracle_urls: comparison.second.urls, returned_urls: comparison.first.urls },
   };
 }
 
@@ -368,7 +392,8 @@ async function failedAmongLast(tx: Runner, solverId: string, taskType: string, t
 
 /**
  * A canary whose task ended without a result: no verdict on the solver's honesty (its attempt counted
- * as a failure). The solver may be due another at once (on probation): announced.
+ * as a failure, unless it could not resolve a canary name: "Target failures"). The next is due after a
+ * backoff (backingOff); announced, for the workers to see when.
  */
 export async function markCanaryUnanswered(db: Runner, taskId: string): Promise<void> {
   await db.query(sql.unsafe`

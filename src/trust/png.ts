@@ -3,9 +3,9 @@ import zlib from 'node:zlib';
 /**
  * PNG decoding for the trust checks (RFC 2083), the one decoder both use: redundant screenshot runs
  * compare the luminance of two images (similarity.ts), and screenshot canaries read their token's grid
- * back from the pixels (pixels.ts). Non-interlaced images of any bit depth and colour type, transparency
- * composited over white as a browser shows a page. Node's zlib inflates the pixel data; nothing else is
- * needed, so no image library is added for this.
+ * back from the pixels (pixels.ts). Every image the PNG standard allows: any bit depth and colour type,
+ * interlaced (Adam7) or not, transparency composited over white as a browser shows a page. Node's zlib
+ * inflates the pixel data; nothing else is needed, so no image library is added for this.
  */
 
 // The per-pixel loops use local names for Math's functions: a global lookup per pixel is slow where
@@ -27,14 +27,38 @@ export interface GrayImage {
 // Channels per pixel by colour type: gray, -, RGB, palette, gray+alpha, -, RGBA.
 const CHANNELS: Record<number, number> = { 0: 1, 2: 3, 3: 1, 4: 2, 6: 4 };
 
-/** The image's luminance, or null when it is not a PNG this reads (interlaced, damaged, too large). */
+/** The image's luminance, or null when it is not a PNG this reads (damaged, not a PNG, too large). */
 export function decodePngGray(data: Buffer): GrayImage | null {
+  const read = readPng(data);
+  return 'image' in read ? read.image : null;
+}
+
+/** Thrown for a well-formed image above MAX_PIXELS: a limit of this decoder, not a fault of the image. */
+export class PngTooLarge extends Error {}
+
+/**
+ * The image's luminance, or why it is not read: `corrupt` (not a PNG, or one no decoder reads: what a
+ * check holds against the solver that returned it), or `too_large` (above this decoder's limit: the check
+ * cannot be made).
+ */
+export function readPng(data: Buffer): { image: GrayImage } | { unreadable: 'corrupt' | 'too_large'; message: string } {
   try {
-    return decodePng(data);
-  } catch {
-    return null;
+    return { image: decodePng(data) };
+  } catch (error) {
+    return { unreadable: error instanceof PngTooLarge ? 'too_large' : 'corrupt', message: (error as Error).message };
   }
 }
+
+// Adam7's seven passes: the first column and row of each, and its steps across and down.
+const ADAM7 = [
+  [0, 0, 8, 8],
+  [4, 0, 8, 8],
+  [0, 4, 4, 8],
+  [2, 0, 4, 4],
+  [0, 2, 2, 4],
+  [1, 0, 2, 2],
+  [0, 1, 1, 2],
+] as const;
 
 /** The image's luminance; throws, saying why, when it is not a PNG this reads. */
 export function decodePng(data: Buffer): GrayImage {
@@ -58,15 +82,47 @@ export function decodePng(data: Buffer): GrayImage {
   if (!header) throw new Error('a PNG without its header');
   const { width, height, depth, colour, interlace } = header;
   const channels = CHANNELS[colour];
-  if (!channels || interlace !== 0 || ![1, 2, 4, 8, 16].includes(depth)) throw new Error(`unsupported PNG (colour type ${colour}, ${depth} bits, interlace ${interlace})`);
-  if (!width || !height || width * height > MAX_PIXELS) throw new Error(`unsupported PNG size ${width}x${height}`);
+  if (!channels || (interlace !== 0 && interlace !== 1) || ![1, 2, 4, 8, 16].includes(depth)) throw new Error(`invalid PNG (colour type ${colour}, ${depth} bits, interlace ${interlace})`);
+  if (!width || !height) throw new Error(`invalid PNG size ${width}x${height}`);
+  if (width * height > MAX_PIXELS) throw new PngTooLarge(`PNG size ${width}x${height} is above the ${MAX_PIXELS}-pixel limit`);
   if (colour === 3 && !palette) throw new Error('a palette PNG without its palette');
+  const format: PixelFormat = { depth, colour, channels, palette, paletteAlpha };
+  const stride = (w: number) => Math.ceil((w * channels * depth) / 8);
+  // Each pass (one for a non-interlaced image) as its own small image: its first column and row, steps, size.
+  const passes = (interlace === 0 ? [[0, 0, 1, 1] as const] : ADAM7)
+    .map(([x0, y0, dx, dy]) => ({ x0, y0, dx, dy, w: Math.ceil((width - x0) / dx), h: Math.ceil((height - y0) / dy) }))
+    .filter((pass) => pass.w > 0 && pass.h > 0);
+  const size = passes.reduce((sum, pass) => sum + pass.h * (stride(pass.w) + 1), 0);
+  // Bounded: damaged or hostile data inflates to no more than the image can hold.
+  const raw = zlib.inflateSync(Buffer.concat(idat), { maxOutputLength: size });
+  if (raw.length < size) throw new Error('truncated PNG data');
+  if (interlace === 0) return { width, height, pixels: decodeRows(raw, 0, width, height, format) };
+  const pixels = new Uint8Array(width * height);
+  let passStart = 0;
+  for (const pass of passes) {
+    const sub = decodeRows(raw, passStart, pass.w, pass.h, format);
+    passStart += pass.h * (stride(pass.w) + 1);
+    for (let y = 0; y < pass.h; y++) {
+      const at = (pass.y0 + y * pass.dy) * width + pass.x0;
+      for (let x = 0; x < pass.w; x++) pixels[at + x * pass.dx] = sub[y * pass.w + x]!;
+    }
+  }
+  return { width, height, pixels };
+}
+
+interface PixelFormat {
+  depth: number;
+  colour: number;
+  channels: number;
+  palette: Buffer | null;
+  paletteAlpha: Buffer | null;
+}
+
+/** The luminance of `height` filtered scanlines of `width` pixels read from `raw` at `offset`. */
+function decodeRows(raw: Buffer, offset: number, width: number, height: number, { depth, colour, channels, palette, paletteAlpha }: PixelFormat): Uint8Array {
   const bitsPerPixel = channels * depth;
   const stride = Math.ceil((width * bitsPerPixel) / 8);
   const bpp = Math.max(1, bitsPerPixel >> 3);
-  // Bounded: damaged or hostile data inflates to no more than the image can hold.
-  const raw = zlib.inflateSync(Buffer.concat(idat), { maxOutputLength: height * (stride + 1) });
-  if (raw.length < height * (stride + 1)) throw new Error('truncated PNG data');
   const pixels = new Uint8Array(width * height);
   let previous = Buffer.alloc(stride);
   let current = Buffer.alloc(stride);
@@ -81,7 +137,7 @@ export function decodePng(data: Buffer): GrayImage {
     return colour === 3 ? value : round((value * 255) / ((1 << depth) - 1));
   };
   for (let y = 0; y < height; y++) {
-    const start = y * (stride + 1);
+    const start = offset + y * (stride + 1);
     const filter = raw[start]!;
     raw.copy(current, 0, start + 1, start + 1 + stride);
     unfilter(filter, current, previous, bpp);
@@ -118,7 +174,7 @@ export function decodePng(data: Buffer): GrayImage {
     }
     [previous, current] = [current, previous];
   }
-  return { width, height, pixels };
+  return pixels;
 }
 
 /** One unfiltered row of 8-bit gray, gray+alpha, RGB or RGBA samples as luminance over white, into `out` from `at`. */
@@ -153,10 +209,17 @@ function unfilter(filter: number, row: Buffer, previous: Buffer, bpp: number): v
   }
 }
 
-/** A PNG of `width` × `height` gray pixels (8-bit, unfiltered): for tests and benchmarks. */
-export function encodeGrayPng(width: number, height: number, gray: (x: number, y: number) => number): Buffer {
-  const raw = Buffer.alloc(height * (width + 1));
-  for (let y = 0; y < height; y++) for (let x = 0; x < width; x++) raw[y * (width + 1) + 1 + x] = gray(x, y);
+/** A PNG of `width` × `height` gray pixels (8-bit, unfiltered, interlaced if asked): for tests and benchmarks. */
+export function encodeGrayPng(width: number, height: number, gray: (x: number, y: number) => number, options: { interlaced?: boolean } = {}): Buffer {
+  const rows: number[] = [];
+  for (const [x0, y0, dx, dy] of options.interlaced ? ADAM7 : ([[0, 0, 1, 1]] as const)) {
+    if (x0 >= width || y0 >= height) continue;
+    for (let y = y0; y < height; y += dy) {
+      rows.push(0);
+      for (let x = x0; x < width; x += dx) rows.push(gray(x, y));
+    }
+  }
+  const raw = Buffer.from(rows);
   const chunk = (type: string, body: Buffer) => {
     const out = Buffer.alloc(12 + body.length);
     out.writeUInt32BE(body.length, 0);
@@ -169,6 +232,7 @@ export function encodeGrayPng(width: number, height: number, gray: (x: number, y
   header.writeUInt32BE(width, 0);
   header.writeUInt32BE(height, 4);
   header[8] = 8;
+  header[12] = options.interlaced ? 1 : 0;
   return Buffer.concat([SIGNATURE, chunk('IHDR', header), chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
 }
 

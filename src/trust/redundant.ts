@@ -248,10 +248,11 @@ const secondComparable = (run: z.infer<typeof ResultsRow>) =>
 /**
  * Compares a run's second result with the client's and records the verdict (the measure, the
  * similarity, the threshold and what each side looked like), in one transaction. Both solvers'
- * reputation counts the run. Agreement is a verified pass for each side that is not a verifier. A
- * verifier's disagreement proves the client's result wrong (`refuted`): a verified failure of the first
- * solver and the client task refunded at once. Any other disagreement counts against nobody yet: it
- * waits for a third run (`disagreed`, not concluded). Once: a run already judged is left as it is.
+ * reputation counts the run. Agreement is a verified pass for each side that is not a verifier. A run
+ * that cannot answer (its result empty where the client's is not, its image unreadable) is
+ * `incomparable`: nobody's record changes. A disagreement counts against nobody yet: it waits for a third
+ * run (`disagreed`, not concluded): a verifier's, for the verifier's stability check (it fetches again;
+ * judgeThirdRun), another solver's, for a majority. Once: a run already judged is left as it is.
  */
 export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
@@ -274,21 +275,22 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
     const [first, second] = resolved as [Record<string, unknown>, Record<string, unknown>];
     const comparison = compareResults(run.task_type, first, second);
     const disagreed = disagrees(comparison);
-    const status: RedundantRunState =
-      comparison.similarity === null ? 'incomparable' : !disagreed ? 'agreed' : run.second_is_verifier ? 'refuted' : 'disagreed';
+    // A verifier's disagreement is not proof yet: the page may have changed between fetches, so the
+    // verifier's third run (a stability check) decides (judgeThirdRun).
+    const status: RedundantRunState = comparison.similarity === null ? 'incomparable' : !disagreed ? 'agreed' : 'disagreed';
     const evidence = {
       client_task_id: clientTaskId,
       run_task_id: run.run_task_id,
       by_verifier: run.second_is_verifier,
       first: side(run.first_solver_id, comparison.first),
       second: side(run.second_solver_id, comparison.second),
+      ...(comparison.incomparable ? { incomparable: comparison.incomparable } : {}),
     };
     await tx.query(sql.unsafe`
       WITH judged AS (
         UPDATE redundant_runs SET status = ${status}, second_solver_id = ${run.second_solver_id}, measure = ${comparison.measure},
           similarity = ${comparison.similarity}, threshold = ${comparison.threshold}, evidence = ${sql.jsonb(evidence)}, judged_at = now(),
-          concluded_at = CASE WHEN ${status === 'disagreed'} THEN NULL ELSE now() END,
-          wrong_solver_id = CASE WHEN ${status === 'refuted'} THEN first_solver_id END
+          concluded_at = CASE WHEN ${status === 'disagreed'} THEN NULL ELSE now() END
         WHERE task_id = ${clientTaskId} AND status = 'pending'
         RETURNING task_id
       ), pair AS (
@@ -302,8 +304,7 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
         await recordVerifiedOutcomeIn(tx, policy, { solverId, taskType: run.task_type, failed: false, evidence });
       }
     }
-    if (status !== 'refuted') return { status, webhooks: [] };
-    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+    return { status, webhooks: [] };
   });
 }
 
@@ -318,6 +319,7 @@ async function proveWrongIn(tx: DatabaseTransactionConnection, policy: TrustPoli
 
 const ThirdRow = ClientTask.extend({
   status: z.string(),
+  by_verifier: z.boolean(),
   concluded: z.boolean(),
   first_solver_id: z.string(),
   second_solver_id: z.string().nullable(),
@@ -326,26 +328,29 @@ const ThirdRow = ClientTask.extend({
 });
 
 /**
- * Creates the platform's task that breaks the tie of a disputed run (two solvers that are not verifiers
- * disagreed), and its hold, like the second run's: capped at what the client was charged, any solver
- * but the two. Idempotent like createRedundantRunTask. A run concluded already gets none.
+ * Creates the platform's task that decides a disputed run, and its hold, like the second run's. After a
+ * verifier's disagreement: the verifier's stability check, for verifiers only (the same verifier may
+ * take it), capped at CHECK_PRICE_CEILING_POINTS, the client's solver left out. After two other solvers'
+ * disagreement: a tie-break, capped at what the client was charged, any solver but the two. Idempotent
+ * like createRedundantRunTask. A run concluded already gets none.
  */
 export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(ThirdRow)`
-    SELECT r.status, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
+    SELECT r.status, r.by_verifier, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
            trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
   if (!run) return { created: false, reason: 'not_found' };
   if (run.status !== 'disagreed' || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
+  const maxPricePoints = run.by_verifier ? policy.checkPriceCeilingPoints : run.client_price_points;
   const created = (runTaskId: string): RedundantRunCreated => ({
     created: true,
     runTaskId,
-    maxPricePoints: run.client_price_points,
+    maxPricePoints,
     firstSolverId: run.first_solver_id,
-    excludedSolverIds: [run.first_solver_id, run.second_solver_id!],
+    ...(run.by_verifier ? { excludedSolverIds: [run.first_solver_id], byVerifier: true } : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
-  const outcome = await createRunTask(db, policy, { ...runTask(input, run, run.client_price_points), run: 'third' });
+  const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'third' });
   if (outcome === 'platform_balance') {
     await concludeDispute(db, input.clientTaskId, 'platform_balance');
     return { created: false, reason: 'platform_balance' };
@@ -356,16 +361,19 @@ export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input:
 
 /**
  * Concludes a disputed run without a third verdict (no third solver, its attempt failed, nothing to pay
- * it with): the client task stays `disputed`, and neither solver takes a failure.
+ * it with): the client task stays `disputed`, and neither solver takes a failure. A verifier's run whose
+ * stability check gave no result is `incomparable` instead: its one disagreement proves nothing.
  */
 export async function concludeDispute(db: Runner, clientTaskId: string, reason: string): Promise<void> {
   await db.query(sql.unsafe`
-    UPDATE redundant_runs SET concluded_at = now(), evidence = evidence || ${sql.jsonb({ third: { reason } })}
+    UPDATE redundant_runs SET concluded_at = now(), evidence = evidence || ${sql.jsonb({ third: { reason } })},
+      status = CASE WHEN by_verifier THEN 'incomparable' ELSE status END
     WHERE task_id = ${clientTaskId} AND status = 'disagreed' AND concluded_at IS NULL`);
 }
 
 const ThirdResultsRow = z.object({
   task_type: z.string(),
+  by_verifier: z.boolean(),
   first_solver_id: z.string(),
   second_solver_id: z.string(),
   third_solver_id: z.string().nullable(),
@@ -377,15 +385,19 @@ const ThirdResultsRow = z.object({
 });
 
 /**
- * Judges a disputed run by its third result: the one of the first two that disagrees with it, while
- * the other agrees, is the odd one out and proven wrong (`upheld`: the second; `refuted`: the client's,
- * refunded at once). Otherwise (the third agrees with both or neither, or cannot be compared) the
- * dispute concludes with no failure on either side.
+ * Judges a disputed run by its third result. After a verifier's disagreement, the third is the
+ * verifier's stability check: its two results must agree with each other (the page is stable) and the
+ * client's must disagree with the second too; then the client's result is proven wrong (`refuted`,
+ * refunded at once). A page whose two checks differ, or a client's result that agrees with the second
+ * check, is `incomparable`: no failure, no refund. After two other solvers' disagreement, the one of the
+ * two that disagrees with the third, while the other agrees, is the odd one out and proven wrong
+ * (`upheld`: the second; `refuted`: the client's, refunded at once). Otherwise (the third agrees with
+ * both or neither, or cannot be compared) the dispute concludes with no failure on either side.
  */
 export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ThirdResultsRow)`
-      SELECT r.task_type, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
+      SELECT r.task_type, r.by_verifier, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
              x.result AS third_result, x.status AS third_status, r.evidence
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
       WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
@@ -401,6 +413,7 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
       return { status: 'disagreed', webhooks: [] };
     }
     const [first, second, third] = resolved as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
+    if (run.by_verifier) return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
     const withFirst = compareResults(run.task_type, first, third);
     const withSecond = compareResults(run.task_type, second, third);
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
@@ -425,6 +438,37 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
     }
     return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
   });
+}
+
+/**
+ * The verifier's stability check (its second fetch of the client's task) judged: the verifier's two
+ * results compared (the page is stable when they agree), then the client's with the second. Only a
+ * stable page whose check the client's result fails proves it wrong.
+ */
+async function judgeStabilityIn(
+  tx: DatabaseTransactionConnection,
+  policy: TrustPolicy,
+  clientTaskId: string,
+  run: z.infer<typeof ThirdResultsRow>,
+  [first, second, third]: [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>],
+): Promise<RunVerdict> {
+  const taskType = run.task_type as WebTaskType;
+  const checks = compareResults(taskType, second, third);
+  const stable = checks.similarity !== null && !disagrees(checks);
+  const again = compareResults(taskType, first, third);
+  const refuted = stable && again.similarity !== null && disagrees(again);
+  const status: RedundantRunState = refuted ? 'refuted' : 'incomparable';
+  const evidence = {
+    ...run.evidence,
+    third: { ...side(run.third_solver_id, again.second), similarity_to_first: again.similarity, similarity_to_second: checks.similarity },
+    stability: { stable, checks_similarity: checks.similarity, ...(checks.incomparable ? { incomparable: checks.incomparable } : {}), ...(again.incomparable ? { incomparable: again.incomparable } : {}) },
+  };
+  await tx.query(sql.unsafe`
+    UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
+      wrong_solver_id = ${refuted ? run.first_solver_id : null}, concluded_at = now()
+    WHERE task_id = ${clientTaskId}`);
+  if (!refuted) return { status, webhooks: [] };
+  return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
 }
 
 const RedundantRunRow = z.object({

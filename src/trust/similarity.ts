@@ -1,6 +1,6 @@
 import type { WebTaskType } from '../schemas/domain';
 import { htmlToMarkdown } from '../solver/html/markdown';
-import { decodePngGray, type GrayImage } from './png';
+import { readPng, type GrayImage } from './png';
 
 /**
  * How alike two solvers' results for one task are, per task type (docs/trust.md, "Redundant runs"):
@@ -27,8 +27,14 @@ export const SIMILARITY_MEASURES = Object.freeze({
 export interface Comparison {
   measure: string;
   threshold: number;
-  /** Null: the results could not be compared (e.g. an image that does not decode). */
+  /** Null: the results could not be compared (`incomparable` says why). */
   similarity: number | null;
+  /**
+   * Why the check cannot answer: its own result is empty while the checked one is not (a verifier's
+   * backend that finds nothing, a page it got blank), or its image does not decode, or the checked image
+   * is above the decoder's size limit. A checked image that no decoder reads is no reason: it is wrong.
+   */
+  incomparable?: 'check_empty' | 'check_unreadable' | 'too_large';
   /** What each side looked like, for an admin to read. */
   first: Record<string, unknown>;
   second: Record<string, unknown>;
@@ -38,11 +44,27 @@ export interface Comparison {
 const EXCERPT_CHARS = 500;
 const SHINGLE_WORDS = 3;
 
-/** Compares two results of a web task type. */
+/**
+ * Compares two results of a web task type: `first` the result checked (a client's, a canary's), `second`
+ * the check's (a verifier's or another solver's run of the same task, an oracle's). Not symmetric: a
+ * check that found nothing (`second` empty) while the checked result holds something proves nothing
+ * (incomparable), while a checked result that is empty where the check found something disagrees.
+ */
 export function compareResults(taskType: WebTaskType, first: Record<string, unknown>, second: Record<string, unknown>): Comparison {
   const { measure, threshold } = SIMILARITY_MEASURES[taskType];
   const compared = COMPARE[taskType](first, second);
+  if (compared.similarity !== null && isEmptyResult(taskType, second) && !isEmptyResult(taskType, first)) {
+    return { measure, threshold, ...compared, similarity: null, incomparable: 'check_empty' };
+  }
   return { measure, threshold, ...compared, similarity: compared.similarity === null ? null : round(compared.similarity) };
+}
+
+/** Whether a result holds nothing to compare: no words of text, no result URL. A screenshot is never empty (a blank page is an image). */
+export function isEmptyResult(taskType: WebTaskType, result: Record<string, unknown>): boolean {
+  if (taskType === 'proxy_fetch') return words(text(result.content)).length === 0;
+  if (taskType === 'page_snapshot') return words(snapshotView(result)).length === 0;
+  if (taskType === 'web_search') return resultUrls(result.results).size === 0;
+  return false;
 }
 
 type Compared = Omit<Comparison, 'measure' | 'threshold'>;
@@ -71,13 +93,25 @@ const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string
     return { similarity: longer === 0 ? 1 : shared / longer, first: { urls: [...x].slice(0, 10) }, second: { urls: [...y].slice(0, 10) } };
   },
   screenshot: (a, b) => {
-    const [x, y] = [decodeImage(a.image_base64), decodeImage(b.image_base64)];
+    const [readX, readY] = [readImage(a.image_base64), readImage(b.image_base64)];
+    const [x, y] = [imageOf(readX), imageOf(readY)];
     const [hashX, hashY] = [x && averageHashOf(x), y && averageHashOf(y)];
-    const describe = (result: Record<string, unknown>, hash: bigint | null) => ({ width: result.width, height: result.height, average_hash: hash === null ? null : hash.toString(16).padStart(16, '0') });
-    if (x === null || y === null) return { similarity: null, first: describe(a, hashX), second: describe(b, hashY) };
+    const describe = (result: Record<string, unknown>, hash: bigint | null, read: ReturnType<typeof readImage>) => ({
+      width: result.width,
+      height: result.height,
+      average_hash: hash === null ? null : hash.toString(16).padStart(16, '0'),
+      ...('unreadable' in read ? { unreadable: read.message } : {}),
+    });
+    const sides = () => ({ first: describe(a, hashX, readX), second: describe(b, hashY, readY) });
+    // The check cannot read its own image, or the checked one is above the decoder's limit: no answer.
+    if (y === null) return { similarity: null, incomparable: 'unreadable' in readY && readY.unreadable === 'too_large' ? 'too_large' : 'check_unreadable', ...sides() };
+    if (x === null && 'unreadable' in readX && readX.unreadable === 'too_large') return { similarity: null, incomparable: 'too_large', ...sides() };
+    // The checked image is one no decoder reads (the decoder reads every PNG the standard allows): it shows nothing of the page.
+    if (x === null) return { similarity: 0, ...sides() };
     const hash = 1 - popcount(hashX! ^ hashY!) / 64;
     const ink = inkGridSimilarity(x, y);
-    return { similarity: Math.min(hash, ink), first: { ...describe(a, hashX), average_hash_similarity: round(hash), ink_grid_similarity: round(ink) }, second: describe(b, hashY) };
+    const { first, second } = sides();
+    return { similarity: Math.min(hash, ink), first: { ...first, average_hash_similarity: round(hash), ink_grid_similarity: round(ink) }, second };
   },
 };
 
@@ -199,7 +233,10 @@ function resultUrls(results: unknown): Set<string> {
 
 const HASH_SIDE = 8;
 
-const decodeImage = (imageBase64: unknown): GrayImage | null => (typeof imageBase64 === 'string' ? decodePngGray(Buffer.from(imageBase64, 'base64')) : null);
+const readImage = (imageBase64: unknown): ReturnType<typeof readPng> =>
+  typeof imageBase64 === 'string' ? readPng(Buffer.from(imageBase64, 'base64')) : { unreadable: 'corrupt', message: 'no image' };
+const imageOf = (read: ReturnType<typeof readPng>): GrayImage | null => ('image' in read ? read.image : null);
+const decodeImage = (imageBase64: unknown): GrayImage | null => imageOf(readImage(imageBase64));
 
 /**
  * The 64-bit average hash of a base64 PNG: its luminance averaged over an 8 × 8 grid of cells, one bit

@@ -1,5 +1,5 @@
 import zlib from 'node:zlib';
-import { decodePng, decodePngGray, encodeGrayPng } from '../../src/trust/png';
+import { decodePng, decodePngGray, encodeGrayPng, readPng } from '../../src/trust/png';
 
 /**
  * The one PNG decoder of the trust checks (src/trust/png.ts): redundant screenshot runs compare what it
@@ -51,15 +51,61 @@ describe('the PNG decoder', () => {
     expect([...decodePng(png(3, 1, 2, 3, [[0, 0b00011000]], [palette, alpha])).pixels]).toEqual([0, 76, 255]);
   });
 
+  test('an interlaced (Adam7) image decodes to the same pixels as the image not interlaced, at every size and filter', () => {
+    const ADAM7 = [[0, 0, 8, 8], [4, 0, 8, 8], [0, 4, 4, 8], [2, 0, 4, 4], [0, 2, 2, 4], [1, 0, 2, 2], [0, 1, 1, 2]] as const;
+    for (const [width, height] of [[1, 1], [3, 2], [9, 9], [37, 23], [8, 1], [1, 17]] as const) {
+      // RGB, 8 bits: each pass's rows filtered with Sub (1) or Up (2) in turn, as an encoder may.
+      const rgb = (x: number, y: number) => [(x * 37 + y * 11) & 0xff, (x * 5 + y * 61) & 0xff, (x * y * 7) & 0xff];
+      const rows: number[][] = [];
+      for (const [x0, y0, dx, dy] of ADAM7) {
+        const [w, h] = [Math.ceil((width - x0) / dx), Math.ceil((height - y0) / dy)];
+        if (w <= 0 || h <= 0) continue;
+        let above: number[] = new Array(w * 3).fill(0);
+        for (let y = 0; y < h; y++) {
+          const line = Array.from({ length: w }, (_, x) => rgb(x0 + x * dx, y0 + y * dy)).flat();
+          const filter = y % 2 === 0 ? 1 : 2;
+          const filtered = line.map((value, i) => (value - (filter === 1 ? (i >= 3 ? line[i - 3]! : 0) : above[i]!)) & 0xff);
+          rows.push([filter, ...filtered]);
+          above = line;
+        }
+      }
+      const plain: number[][] = Array.from({ length: height }, (_, y) => [0, ...Array.from({ length: width }, (_, x) => rgb(x, y)).flat()]);
+      const interlaced = decodePng(png(width, height, 8, 2, rows, [], 1));
+      expect(interlaced).toEqual(decodePng(png(width, height, 8, 2, plain)));
+    }
+    // 1-bit gray, interlaced: a 3 × 3 checkerboard.
+    const bit = (x: number, y: number) => (x + y) % 2;
+    const passRows = ADAM7.flatMap(([x0, y0, dx, dy]) => {
+      const [w, h] = [Math.ceil((3 - x0) / dx), Math.ceil((3 - y0) / dy)];
+      if (w <= 0 || h <= 0) return [];
+      return Array.from({ length: h }, (_, y) => [0, Array.from({ length: w }, (_, x) => bit(x0 + x * dx, y0 + y * dy) << (7 - x)).reduce((a, b) => a | b, 0)]);
+    });
+    expect([...decodePng(png(3, 3, 1, 0, passRows, [], 1)).pixels]).toEqual([0, 255, 0, 255, 0, 255, 0, 255, 0]);
+  });
+
+  test('a damaged image is corrupt; one above the size limit is too large, not corrupt', () => {
+    expect(readPng(Buffer.from('not a png'))).toMatchObject({ unreadable: 'corrupt' });
+    expect(readPng(png(4, 4, 8, 0, [[0, 1, 2, 3, 4]]))).toMatchObject({ unreadable: 'corrupt' });
+    expect(readPng(png(1, 1, 8, 0, [[0, 0]], [], 2))).toMatchObject({ unreadable: 'corrupt' });
+    const valid = encodeGrayPng(4, 4, () => 128);
+    expect(readPng(valid.subarray(0, valid.length - 20))).toMatchObject({ unreadable: 'corrupt' });
+    expect(readPng(png(10_000, 10_000, 8, 0, [[0]]))).toMatchObject({ unreadable: 'too_large' });
+    expect(readPng(valid)).toMatchObject({ image: { width: 4, height: 4 } });
+  });
+
   test('what it cannot read is refused, saying why', () => {
     expect(() => decodePng(Buffer.from('not a png'))).toThrow('not a PNG image');
-    expect(() => decodePng(png(1, 1, 8, 0, [[0, 0]], [], 1))).toThrow('unsupported PNG');
+    expect(() => decodePng(png(1, 1, 8, 0, [[0, 0]], [], 2))).toThrow('invalid PNG');
     expect(() => decodePng(png(4, 4, 8, 0, [[0, 1, 2, 3, 4]]))).toThrow('truncated PNG data');
     expect(() => decodePng(png(1, 1, 8, 3, [[0, 0]]))).toThrow('palette');
     expect(decodePngGray(Buffer.from('not a png'))).toBeNull();
   });
 
-  test('what it encodes for tests, it decodes', () => {
+  test('what it encodes for tests, interlaced or not, it decodes', () => {
+    const shade = (x: number, y: number) => (x * 13 + y * 29) % 256;
+    expect(decodePng(encodeGrayPng(21, 11, shade, { interlaced: true }))).toEqual(decodePng(encodeGrayPng(21, 11, shade)));
+    expect(encodeGrayPng(21, 11, shade, { interlaced: true })[8 + 8 + 12]).toBe(1);
+
     const image = encodeGrayPng(7, 2, (x, y) => x * 30 + y * 5);
     expect(decodePng(image)).toEqual({ width: 7, height: 2, pixels: Uint8Array.from([0, 30, 60, 90, 120, 150, 180, 5, 35, 65, 95, 125, 155, 185]) });
   });

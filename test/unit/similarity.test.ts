@@ -23,7 +23,10 @@ describe('fetched text', () => {
     const html = `<h1>Rivers of Europe</h1><p>${ARTICLE.split('\n').slice(2, 4).join(' ')}</p><ul><li>Length: 2,850 km</li><li>Source: Black Forest</li></ul>`;
     expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch(html)))).toBe(false);
     expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch('# Hello')))).toBe(true);
-    expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch('')))).toBe(true);
+    // An emptied client result disagrees with the check's page; a check that got nothing cannot answer.
+    expect(disagrees(compareResults('proxy_fetch', fetch(''), fetch(ARTICLE)))).toBe(true);
+    expect(compareResults('proxy_fetch', fetch(ARTICLE), fetch(''))).toMatchObject({ similarity: null, incomparable: 'check_empty' });
+    expect(disagrees(compareResults('proxy_fetch', fetch(ARTICLE), fetch('')))).toBe(false);
     // The same words in another order are another page.
     const shuffled = ARTICLE.split(/\s+/).reverse().join(' ');
     expect(textSimilarity(ARTICLE, shuffled)).toBeLessThan(0.3);
@@ -73,20 +76,38 @@ describe('search results', () => {
     expect(disagrees(compareResults('web_search', list(honest), fixed))).toBe(true);
     expect(compareResults('web_search', list([]), list([])).similarity).toBe(1);
   });
+  test('a check that finds nothing cannot answer; a checked result with nothing, where the check found results, disagrees', () => {
+    const found = list(['https://a.org/1', 'https://b.org/2']);
+    expect(compareResults('web_search', found, list([]))).toMatchObject({ similarity: null, incomparable: 'check_empty' });
+    expect(disagrees(compareResults('web_search', found, list([])))).toBe(false);
+    expect(compareResults('web_search', list([]), found).similarity).toBe(0);
+    expect(disagrees(compareResults('web_search', list([]), found))).toBe(true);
+    // Snapshots alike: a blank check is no answer, a blank result is wrong.
+    const snap = (snapshot: string) => ({ snapshot, snapshot_format: 'markdown' });
+    expect(compareResults('page_snapshot', snap(ARTICLE), snap(''))).toMatchObject({ similarity: null, incomparable: 'check_empty' });
+    expect(disagrees(compareResults('page_snapshot', snap(''), snap(ARTICLE)))).toBe(true);
+  });
 });
 
 describe('screenshots', () => {
   const page = (shift = 0) => encodeGrayPng(64, 48, (x, y) => (y < 12 ? 40 : x > 32 + shift ? 220 : 120));
   const b64 = (png: Buffer) => png.toString('base64');
 
-  test('the same page, or one a few pixels off, agrees; another page does not; a broken image is not compared', () => {
+  test('the same page, or one a few pixels off, agrees; another page does not; the check\'s broken image is not compared, the checked one is wrong', () => {
     expect(compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: b64(page()) }).similarity).toBe(1);
     expect(disagrees(compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: b64(page(1)) }))).toBe(false);
     const other = encodeGrayPng(64, 48, (x, y) => ((x >> 3) + (y >> 3)) % 2 ? 230 : 30);
     expect(disagrees(compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: b64(other) }))).toBe(true);
     const broken = compareResults('screenshot', { image_base64: b64(page()) }, { image_base64: 'bm90IGEgcG5n' });
-    expect(broken.similarity).toBeNull();
+    expect(broken).toMatchObject({ similarity: null, incomparable: 'check_unreadable' });
     expect(disagrees(broken)).toBe(false);
+    const wrong = compareResults('screenshot', { image_base64: 'bm90IGEgcG5n' }, { image_base64: b64(page()) });
+    expect(wrong.similarity).toBe(0);
+    expect(wrong.first.unreadable).toBe('not a PNG image');
+    expect(disagrees(wrong)).toBe(true);
+    // Interlaced, the same page agrees.
+    const interlaced = encodeGrayPng(64, 48, (x, y) => (y < 12 ? 40 : x > 32 ? 220 : 120), { interlaced: true });
+    expect(compareResults('screenshot', { image_base64: b64(interlaced) }, { image_base64: b64(page()) }).similarity).toBe(1);
     // The scripted solvers' 1 × 1 transparent PNG decodes (white) and hashes.
     expect(averageHash('iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==')).toBe(0n);
   });
