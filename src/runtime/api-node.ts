@@ -154,7 +154,7 @@ export async function startApiNode(options: {
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
   const market = new MarketEvents({ db, bus, logger });
-  const services = createServices({ config, db, temporal, engine });
+  const services = createServices({ config, db, temporal, engine, artifacts });
   const deps: AppDeps = { ...services, config, logger, nodeId, strongModels: () => readStrongModels(config), tasks: engine, webhooks, relay, domainPolicy, market, artifacts };
   const app = createApp(deps);
   const server = http.createServer(app);
