@@ -379,7 +379,10 @@ export class CrawlRunner {
       });
       return;
     }
-    if (options.scrape.storeInCache !== false) await this.pageCache.keep(cacheKey, taskId);
+    // The page is done either way: a cache write that fails costs only a later hit.
+    if (options.scrape.storeInCache !== false) {
+      await this.pageCache.keep(cacheKey, taskId).catch((error: unknown) => this.deps.logger.warn({ err: error, task_id: taskId }, 'page not cached'));
+    }
     await this.pageDone(crawl, options, page, task.result, { taskIds: [taskId], pointsCharged: task.charged_points, cache: { cacheState: 'miss' } }, discovery);
   }
 

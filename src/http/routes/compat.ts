@@ -154,7 +154,10 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const pageParts = rendered ? pageOf('render', rendered) : fetched ? pageOf('fetch', fetched) : undefined;
     // The page is cached as the task that gave it; one answered from a fetch that needed rendering is not.
     const pageTask = outcomes.find((entry) => entry.part === (rendered ? 'render' : 'fetch'))?.outcome.taskId;
-    if (cacheKey && pageTask && !warning && cache.storeInCache !== false) await deps.pageCache.keep(cacheKey, pageTask);
+    // The client has its page either way: a cache write that fails costs only a later hit.
+    if (cacheKey && pageTask && !warning && cache.storeInCache !== false) {
+      await deps.pageCache.keep(cacheKey, pageTask).catch((error: unknown) => res.locals.log.warn({ err: error, task_id: pageTask }, 'page not cached'));
+    }
     const renderedActions = rendered?.actions as Parameters<typeof firecrawlActions>[0] | undefined;
     // Screenshots are answered as URLs the client fetches with its key, as Firecrawl answers its storage's URLs.
     const origin = `${req.protocol}://${req.get('host')}`;
