@@ -32,10 +32,10 @@ const skipSolver = process.argv.includes('--skip-solver');
 // `--webhooks`: every task of the benchmark's client carries a webhook (the account's default) to a
 // receiver in this process, which counts the verified deliveries.
 const withWebhooks = process.argv.includes('--webhooks');
-// `--only=ceiling,web,chat,scale,overload,trust,trust-steady` runs some phases (the web ratios need the
+// `--only=ceiling,web,cache,chat,scale,overload,trust,trust-steady` runs some phases (the web ratios need the
 // ceiling phase).
 const only = process.argv.find((arg) => arg.startsWith('--only='))?.slice('--only='.length).split(',');
-type Phase = 'ceiling' | 'web' | 'chat' | 'scale' | 'overload' | 'trust' | 'trust-steady';
+type Phase = 'ceiling' | 'web' | 'cache' | 'chat' | 'scale' | 'overload' | 'trust' | 'trust-steady';
 const runs = (phase: Phase) => !only || only.includes(phase);
 const scale = (n: number) => (quick ? Math.max(20, Math.round(n / 4)) : n);
 // Chat streams as a model does (a first token after 100 ms, then 50 chunks a second, 100 chunks): 32 such
@@ -177,6 +177,34 @@ async function main() {
         },
       });
       log(`fetch c=${concurrency}: ${JSON.stringify(rows[rows.length - 1])}`);
+    }
+
+    // 2b. Page cache (docs/crawl.md, "Page cache"): a Firecrawl scrape of a page no one fetched, through
+    // a solver, then the same scrape again within maxAge, answered from the cache; one client, one at a
+    // time, each page once each way. The goal is a hit at least 10 times faster than the fetch (p50).
+    if (runs('cache')) {
+      const pages = scale(200);
+      const fetched: number[] = [];
+      const hits: number[] = [];
+      const states: Record<string, number> = {};
+      const scrape = async (url: string, pass: 'first' | 'repeat') => {
+        const started = performance.now();
+        const answer = (await call(base, 'POST', '/v2/scrape', { url, maxAge: 600_000 }, client.auth)) as { data: { metadata: { cacheState: string } } };
+        (pass === 'first' ? fetched : hits).push(performance.now() - started);
+        const key = `${pass}_${answer.data.metadata.cacheState}`;
+        states[key] = (states[key] ?? 0) + 1;
+      };
+      const run = crypto.randomUUID();
+      for (let i = 0; i < pages; i++) {
+        const url = `https://example.com/cache-bench/${run}/${i}`;
+        await scrape(url, 'first');
+        await scrape(url, 'repeat');
+      }
+      const first = summarize(fetched);
+      const again = summarize(hits);
+      rows.push({ figure: 'page cache: POST /v2/scrape, fetched by a solver', concurrency: 1, latency: first });
+      rows.push({ figure: 'page cache: the same scrape within maxAge (hit)', concurrency: 1, latency: again, extra: { p50_speedup: Math.round((first.p50 / again.p50) * 10) / 10, ...states } });
+      log(`page cache: ${JSON.stringify(rows[rows.length - 2])} ${JSON.stringify(rows[rows.length - 1])}`);
     }
     if (runs('web')) {
       rows.push({ figure: 'redundant runs (web phase)', extra: await redundantRuns(db, Number(REDUNDANT_FRACTION)) });
@@ -728,6 +756,7 @@ function printGoals(rows: Row[], log: (line: string) => void) {
   const goals: { goal: string; figure: number | undefined; met: (value: number) => boolean }[] = [
     { goal: 'web task p50 at concurrency 1 ≤ 2× the ceiling', figure: note(find('web task', 1), 'p50_vs_ceiling'), met: (v) => v <= 2 },
     { goal: 'web task throughput at concurrency 64 ≥ 0.60 of the ceiling', figure: note(find('web task', 64), 'throughput_vs_ceiling'), met: (v) => v >= 0.6 },
+    { goal: 'page cache: a hit\'s p50 ≥ 10× faster than the fetch\'s', figure: note(find('page cache: the same scrape'), 'p50_speedup'), met: (v) => v >= 10 },
     { goal: 'work spread over equal web solvers: Jain\'s fairness index ≥ 0.9', figure: note(find('work spread'), 'jain_index'), met: (v) => v >= 0.9 },
     { goal: 'chat TTFT overhead at 32 streams p50 ≤ 15 ms', figure: find('chat: TTFT overhead', 32)?.latency?.p50, met: (v) => v <= 15 },
     { goal: 'chat TTFT overhead at 32 streams p99 ≤ 50 ms', figure: find('chat: TTFT overhead', 32)?.latency?.p99, met: (v) => v <= 50 },

@@ -263,6 +263,8 @@ const EnvSchema = z.object({
       message: 'PUBLIC_BASE_URL is no longer read: canary pages are served under CANARY_HOSTS (docs/trust.md, "Canary pages")',
     }),
   RESULT_RETENTION_SECONDS: positiveInt('RESULT_RETENTION_SECONDS', 30 * 86400),
+  // Firecrawl's default maxAge: two days.
+  PAGE_CACHE_DEFAULT_MAX_AGE_SECONDS: nonNegativeInt('PAGE_CACHE_DEFAULT_MAX_AGE_SECONDS', 2 * 86400),
   ARTIFACT_S3_BUCKET: optionalString,
   ARTIFACT_S3_ENDPOINT: optionalString,
   ARTIFACT_S3_REGION: optionalString,
@@ -384,6 +386,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
     canaryHosts,
     resultRetentionSeconds: e.RESULT_RETENTION_SECONDS,
+    // The maxAge of a scrape or crawl that gives none (docs/crawl.md, "Page cache"); 0 answers only those that ask with one from the cache.
+    pageCacheDefaultMaxAgeMs: e.PAGE_CACHE_DEFAULT_MAX_AGE_SECONDS * 1000,
     // Unset: artifacts are files under DATA_DIR/artifacts (src/artifacts/store.ts).
     artifactS3: e.ARTIFACT_S3_BUCKET
       ? {

@@ -98,6 +98,7 @@ describe('Firecrawl v1 scrape compatibility', () => {
           statusCode: 200,
           scrapeId: expect.stringMatching(/^task_/),
           taskIds: [expect.stringMatching(/^task_/)],
+          cacheState: 'miss',
           pointsCharged: '1',
           pointsHeld: '10',
         },

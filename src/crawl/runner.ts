@@ -3,6 +3,7 @@ import { readTaskRecord, withArtifacts } from '../tasks/records';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Client } from '@temporalio/client';
 import { scrapePage } from '../compat/firecrawl';
+import { cacheUrl, FETCHED_VARIANT, maxAgeOf, PageCache, SHARED_SCOPE, type PageCacheKey } from '../compat/page-cache';
 import type { Config } from '../config';
 import {
   addPages,
@@ -61,7 +62,17 @@ export interface CrawlOptions extends Omit<CrawlScope, 'start'> {
   /** Seconds between two page fetches; with it, pages are fetched one at a time. */
   delay: number | null;
   maxConcurrency: number;
-  scrape: { formats: string[]; onlyMainContent: boolean; includeTags?: string[]; excludeTags?: string[]; timeoutSeconds?: number };
+  scrape: {
+    formats: string[];
+    onlyMainContent: boolean;
+    includeTags?: string[];
+    excludeTags?: string[];
+    timeoutSeconds?: number;
+    /** Firecrawl's maxAge (milliseconds) for the pages; absent, the service's default (docs/crawl.md, "Page cache"). */
+    maxAge?: number;
+    /** false: the pages fetched are not kept in the page cache. */
+    storeInCache?: boolean;
+  };
   /** Set once discovery ran: the robots.txt rules the crawl obeys. */
   _robots?: RobotsRules;
 }
@@ -178,7 +189,12 @@ export class CrawlRunner {
     return pages.map(() => undefined);
   });
 
-  constructor(private readonly deps: CrawlRunnerDeps) {}
+  // Pages fetched before, served within the job's maxAge without a task.
+  private readonly pageCache: PageCache;
+
+  constructor(private readonly deps: CrawlRunnerDeps) {
+    this.pageCache = new PageCache({ db: deps.db, artifacts: deps.artifacts });
+  }
 
   private finishPage(pageId: number, outcome: PageOutcome): Promise<void> {
     return this.pageEnds.add({ pageId, outcome });
@@ -327,6 +343,16 @@ export class CrawlRunner {
 
   /** One page: its task (created, or found again), its verdict, its document and the links it adds. */
   private async crawlPage(crawl: CrawlRow, options: CrawlOptions, claimed: PageRow, state: () => string, discovery: Discovery): Promise<void> {
+    // A crawl's page is a public page fetched with nothing of the client's: shared. One taken up again
+    // with its task named is that task's.
+    const cacheKey: PageCacheKey = { url: cacheUrl(claimed.url), variant: FETCHED_VARIANT, scope: SHARED_SCOPE };
+    if (claimed.task_id === null) {
+      const cached = await this.pageCache.find(cacheKey, maxAgeOf(options.scrape.maxAge, this.deps.config.pageCacheDefaultMaxAgeMs));
+      if (cached) {
+        await this.pageDone(crawl, options, claimed, cached.result, { taskIds: [], pointsCharged: '0', cache: { cacheState: 'hit', cachedAt: cached.cachedAt } }, discovery);
+        return;
+      }
+    }
     const { db } = this.deps;
     let page = claimed;
     let taskId: string | null;
@@ -353,7 +379,24 @@ export class CrawlRunner {
       });
       return;
     }
-    const result = task.result as { final_url?: string; content?: string; content_type?: string; status_code?: number; title?: string | null; safety?: ScanResult };
+    // The page is done either way: a cache write that fails costs only a later hit.
+    if (options.scrape.storeInCache !== false) {
+      await this.pageCache.keep(cacheKey, taskId).catch((error: unknown) => this.deps.logger.warn({ err: error, task_id: taskId }, 'page not cached'));
+    }
+    await this.pageDone(crawl, options, page, task.result, { taskIds: [taskId], pointsCharged: task.charged_points, cache: { cacheState: 'miss' } }, discovery);
+  }
+
+  /** A page fetched (by its task, or before, from the page cache): its document, and the links it adds. */
+  private async pageDone(
+    crawl: CrawlRow,
+    options: CrawlOptions,
+    page: PageRow,
+    fetched: Record<string, unknown>,
+    source: { taskIds: string[]; pointsCharged: string; cache: { cacheState: 'hit' | 'miss'; cachedAt?: string } },
+    discovery: Discovery,
+  ): Promise<void> {
+    const { db } = this.deps;
+    const result = fetched as { final_url?: string; content?: string; content_type?: string; status_code?: number; title?: string | null; safety?: ScanResult };
     const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
     const follows = crawl.kind === 'crawl' && options.sitemap !== 'only' && deeper && result.content_type === 'html';
     const { document, links } = scrapePage({
@@ -363,7 +406,7 @@ export class CrawlRunner {
       tags: { include: options.scrape.includeTags, exclude: options.scrape.excludeTags },
       parts: {
         page: { content: result.content ?? '', kind: result.content_type === 'html' ? 'html' : 'text', finalUrl: result.final_url ?? page.url, statusCode: result.status_code ?? null, title: result.title ?? null },
-        taskIds: [taskId],
+        taskIds: source.taskIds,
         scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
       },
     }, follows);
@@ -377,7 +420,7 @@ export class CrawlRunner {
       if (full) discovery.full = true;
       await addRobotsBlocked(db, crawl.crawl_id, blocked);
     }
-    await this.finishPage(page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, pointsCharged: task.charged_points } } });
+    await this.finishPage(page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, ...source.cache, pointsCharged: source.pointsCharged } } });
   }
 
   /** Creates the page's task (or finds the one created before), and names it on the page; null when the page ended instead. */

@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
 /**
- * What the retention purge reads and changes: results, crawl documents and the webhook bodies that carry
+ * What the retention purge reads and changes: results (and the page cache's entries for them), crawl documents and the webhook bodies that carry
  * them past their window, and idempotency keys past theirs. Each statement touches one small batch and holds its row locks for that statement only.
  */
 
@@ -27,12 +27,18 @@ export async function resultsPastRetention(db: Runner, retentionSeconds: number,
     LIMIT ${limit}`);
 }
 
-/** Removes these tasks' results (their artifacts deleted first); returns the tasks it changed. */
+/**
+ * Removes these tasks' results (their artifacts deleted first), and the page cache's entries that name
+ * them (a cached page is its task's result); returns the tasks it changed.
+ */
 export async function expireResults(db: Runner, taskIds: readonly string[]): Promise<readonly string[]> {
   return db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
-    UPDATE tasks SET result = NULL, result_expired_at = now()
-    WHERE task_id = ANY(${sql.array([...taskIds], 'text')}) AND result IS NOT NULL
-    RETURNING task_id`);
+    WITH expired AS (
+      UPDATE tasks SET result = NULL, result_expired_at = now()
+      WHERE task_id = ANY(${sql.array([...taskIds], 'text')}) AND result IS NOT NULL
+      RETURNING task_id),
+    evicted AS (DELETE FROM page_cache WHERE task_id IN (SELECT task_id FROM expired))
+    SELECT task_id FROM expired`);
 }
 
 /**

@@ -158,7 +158,7 @@ export async function startApiNode(options: {
   workflowRun?.catch((error) => logger.error({ err: error }, 'workflow worker stopped with an error'));
 
   const market = new MarketEvents({ db, bus, logger });
-  const services = createServices({ config, db, temporal, engine });
+  const services = createServices({ config, db, temporal, engine, artifacts });
   const readiness = new Readiness(
     {
       postgres: postgresCheck(db),

@@ -270,6 +270,16 @@ export const SCRAPE_V2_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'scree
 // this service serves is decided by the route, so that an unserved one is named in Firecrawl's error body.
 const ScrapeV2Format = z.union([z.string().min(1), z.object({ type: z.string().min(1) }).passthrough()]);
 
+// Firecrawl's page cache options (docs/crawl.md, "Page cache"), for scrapes, batch scrapes and crawl pages.
+const PageCacheOptions = {
+  maxAge: Int()
+    .min(0)
+    .nullable()
+    .optional()
+    .openapi({ description: 'Milliseconds: a page fetched less long ago is answered from the page cache, without a solver, free (metadata.cacheState "hit", cachedAt); 0 fetches it fresh. Default 172800000 (two days), as Firecrawl' }),
+  storeInCache: z.boolean().nullable().optional().openapi({ description: 'false: this scrape\'s page is not kept in the page cache (default true)' }),
+};
+
 // The options both versions serve. Every other Firecrawl option is judged by src/compat/scrape-options.ts
 // (accepted or refused, naming it), so the bodies pass them through to it.
 const ScrapeOptions = {
@@ -292,6 +302,7 @@ const ScrapeOptions = {
     .openapi({ description: 'country: only solvers that declare fetching from it take the scrape (Firecrawl\'s default: US); languages are refused' }),
   // Each action is checked by the route, so that a refused one is a 400 naming it (src/compat/firecrawl-actions.ts).
   actions: z.array(z.any()).nullable().optional().openapi({ description: 'Firecrawl actions (PageAction), run in the rendered page' }),
+  ...PageCacheOptions,
 };
 
 /** A v2 scrape's options without its URL: the scrape options of crawls and batch scrapes. */
@@ -511,6 +522,7 @@ export const CrawlV1Body = z
         includeTags: z.array(z.string().min(1)).nullable().optional(),
         excludeTags: z.array(z.string().min(1)).nullable().optional(),
         timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+        ...PageCacheOptions,
       })
       .passthrough()
       .nullable()
@@ -537,6 +549,7 @@ export const BatchScrapeV1Body = z
     includeTags: z.array(z.string().min(1)).nullable().optional(),
     excludeTags: z.array(z.string().min(1)).nullable().optional(),
     timeout: PositiveInt.max(MAX_TIMEOUT_SECONDS * 1000).nullable().optional(),
+    ...PageCacheOptions,
     ignoreInvalidURLs: Flag,
     webhook: CrawlWebhook.nullable().optional(),
   })

@@ -1,5 +1,7 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import { sql } from 'slonik';
+import type { ArtifactStore } from '../artifacts/store';
+import { PageCache } from '../compat/page-cache';
 import type { Config } from '../config';
 import { crawlWorkflowId, type CrawlWorkflowInput } from '../contract/workflows';
 import { cancelTasks } from '../crawl/runner';
@@ -34,6 +36,8 @@ export interface ServicesDeps {
   temporal: Client;
   /** Makes the effects due after a commit (TaskEngine.afterCommit). */
   engine: TaskEngine;
+  /** Where cached pages' large bodies are read back from (the tasks' results' artifacts). */
+  artifacts: ArtifactStore;
 }
 
 /** Whether a backing service answers: `ok`, or the error it gave. */
@@ -44,8 +48,10 @@ const reachable = (probe: Promise<unknown>): Promise<string> => probe.then(() =>
  * point: the statements it needs with the database handle bound, and the writes whose commit has effects
  * to make after it (slots handed on and webhook deliveries, made by the engine; workflows to start).
  */
-export function createServices({ config, db, temporal, engine }: ServicesDeps) {
+export function createServices({ config, db, temporal, engine, artifacts }: ServicesDeps) {
   return {
+    /** Pages fetched before, served to a scrape within its maxAge (docs/crawl.md, "Page cache"). */
+    pageCache: new PageCache({ db, artifacts }),
     accounts: {
       ...bindDb(db, {
         createAccount,

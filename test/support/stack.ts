@@ -30,10 +30,19 @@ export function testEndpoints() {
  * the trust tests send them. Nor is a new solver on probation (the service's default is one canary per
  * type): the other suites' fresh solvers get client work at once. Nor are client tasks run twice: only
  * the redundant-run tests do that.
+ * Nor is a scrape that gives no maxAge answered from the page cache: the suites scrape the same URLs
+ * from one database and count the tasks each scrape makes; the page cache's tests set the default back.
  * Every stack and every process a test starts takes these (the database, and so the platform account
  * that pays for both, is shared between suites).
  */
-export const QUIET_TRUST_ENV = { CANARY_EVERY_TASKS: '0', TRUST_PROBATION_CANARIES: '0', REDUNDANT_RUN_FRACTION: '0', VERIFICATION_START_FRACTION: '0', EARNINGS_VESTING_SECONDS: '0' } as const;
+export const QUIET_TRUST_ENV = {
+  CANARY_EVERY_TASKS: '0',
+  TRUST_PROBATION_CANARIES: '0',
+  REDUNDANT_RUN_FRACTION: '0',
+  VERIFICATION_START_FRACTION: '0',
+  EARNINGS_VESTING_SECONDS: '0',
+  PAGE_CACHE_DEFAULT_MAX_AGE_SECONDS: '0',
+} as const;
 
 /**
  * The suites register many accounts, connect many solvers and probe with bad keys, all from 127.0.0.1:

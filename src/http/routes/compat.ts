@@ -5,6 +5,7 @@ import { planScrapeV2, renderPayload, unsupportedFormat, unsupportedResultScrape
 import { isValidSelector } from '../../compat/page-html';
 import { renderReason } from '../../compat/render-policy';
 import { assertScrapeOptions } from '../../compat/scrape-options';
+import { maxAgeOf, scrapeCacheKey, type CachedPage } from '../../compat/page-cache';
 import type { ScanResult } from '../../safety/scanner';
 import type { WebTaskType } from '../../schemas/domain';
 import {
@@ -58,6 +59,13 @@ const SEARCH_KEY = idempotent('answers with the first search\'s task', true);
 /** What every Firecrawl route shares. */
 export const FIRECRAWL_ROUTE = { tag: 'compatibility', auth: 'bearer', firecrawl: true } as const;
 
+/** The page a fetch or a render gave, as a scrape's document is made from it. */
+function pageOf(part: 'fetch' | 'render', result: Record<string, unknown>): NonNullable<ScrapeParts['page']> {
+  return part === 'render'
+    ? { content: String(result.snapshot ?? ''), kind: 'html', finalUrl: result.url as string, statusCode: (result.status_code as number | null) ?? null, title: result.title as string | null }
+    : { content: String(result.content ?? ''), kind: result.content_type === 'html' ? 'html' : 'text', finalUrl: result.final_url as string, statusCode: result.status_code as number, title: result.title as string | null };
+}
+
 export function compatRoutes(deps: AppDeps): Route[] {
 
   /**
@@ -85,6 +93,14 @@ export function compatRoutes(deps: AppDeps): Route[] {
       throw idempotencyKeyReused();
     }
     await assertAllowedTarget(deps.domainPolicy, url, ['body', 'url']);
+    // The page cache (docs/crawl.md, "Page cache"): a request with an idempotency key is answered by its
+    // own tasks, so it is looked up only without one.
+    const cacheKey = scrapeCacheKey(url, plan, country, accountOf(res).account_id);
+    const cache = body as { maxAge?: number | null; storeInCache?: boolean | null };
+    if (cacheKey && !idempotency) {
+      const cached = await deps.pageCache.find(cacheKey, maxAgeOf(cache.maxAge, deps.config.pageCacheDefaultMaxAgeMs));
+      if (cached) return answerFromCache(res, url, plan, cached);
+    }
     const needed = new Set<WebTaskType>([
       ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
       ...(separateScreenshot ? (['screenshot'] as const) : []),
@@ -135,11 +151,13 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const rendered = byPart('render');
     const fetched = byPart('fetch');
     const screenshot = byPart('screenshot');
-    const pageParts = rendered
-      ? { content: String(rendered.snapshot ?? ''), kind: 'html' as const, finalUrl: rendered.url as string, statusCode: (rendered.status_code as number | null) ?? null, title: rendered.title as string | null }
-      : fetched
-        ? { content: String(fetched.content ?? ''), kind: fetched.content_type === 'html' ? ('html' as const) : ('text' as const), finalUrl: fetched.final_url as string, statusCode: fetched.status_code as number, title: fetched.title as string | null }
-        : undefined;
+    const pageParts = rendered ? pageOf('render', rendered) : fetched ? pageOf('fetch', fetched) : undefined;
+    // The page is cached as the task that gave it; one answered from a fetch that needed rendering is not.
+    const pageTask = outcomes.find((entry) => entry.part === (rendered ? 'render' : 'fetch'))?.outcome.taskId;
+    // The client has its page either way: a cache write that fails costs only a later hit.
+    if (cacheKey && pageTask && !warning && cache.storeInCache !== false) {
+      await deps.pageCache.keep(cacheKey, pageTask).catch((error: unknown) => res.locals.log.warn({ err: error, task_id: pageTask }, 'page not cached'));
+    }
     const renderedActions = rendered?.actions as Parameters<typeof firecrawlActions>[0] | undefined;
     // Screenshots are answered as URLs the client fetches with its key, as Firecrawl answers its storage's URLs.
     const origin = `${req.protocol}://${req.get('host')}`;
@@ -162,7 +180,21 @@ export function compatRoutes(deps: AppDeps): Route[] {
       ...(warning ? { warning } : {}),
     };
     const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
-    res.json({ success: true, data: { ...data, metadata: { ...data.metadata, pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
+    res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'miss', pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
+  }
+
+  /**
+   * A scrape answered from the page cache: the document made from the cached task's page as from a fresh
+   * one, free, with no task of its own (docs/crawl.md, "Page cache"). The cached task's id is not shown:
+   * it may be another account's.
+   */
+  function answerFromCache(res: Response, url: string, plan: ReturnType<typeof planScrapeV2>, cached: CachedPage) {
+    const part: ScrapePart = cached.taskType === 'page_snapshot' ? 'render' : 'fetch';
+    const safety = cached.result.safety as ScanResult | undefined;
+    const parts: ScrapeParts = { page: pageOf(part, cached.result), taskIds: [], scans: safety ? [{ name: PART_NAMES[part], safety }] : [] };
+    res.set(costHeaders({ charged_points: '0', held_points: '0' }));
+    const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
+    res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'hit', cachedAt: cached.cachedAt, pointsCharged: '0', pointsHeld: '0' } } });
   }
 
   const scrapeV1 = async (req: Request, res: Response) => {

@@ -97,8 +97,18 @@ function assertFetchableOptions(options: Record<string, unknown> | null | undefi
   }
 }
 
+type CacheSettings = { maxAge?: number | null; storeInCache?: boolean | null };
+
+/** The page cache's options as a job keeps them (docs/crawl.md, "Page cache"). */
+function cacheSettings(options: CacheSettings | null | undefined): Pick<ScrapeSettings, 'maxAge' | 'storeInCache'> {
+  return {
+    ...(options?.maxAge !== undefined && options.maxAge !== null ? { maxAge: options.maxAge } : {}),
+    ...(options?.storeInCache === false ? { storeInCache: false } : {}),
+  };
+}
+
 /** v2 scrape options (a crawl's scrapeOptions, a batch scrape's body) as a job's page settings. */
-function scrapeSettingsV2(options: { formats?: unknown[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } | null | undefined, loc: (string | number)[]): ScrapeSettings {
+function scrapeSettingsV2(options: { formats?: unknown[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } & CacheSettings | null | undefined, loc: (string | number)[]): ScrapeSettings {
   assertFetchableOptions(options as Record<string, unknown> | null | undefined);
   const problems = selectorProblems({ includeTags: options?.includeTags, excludeTags: options?.excludeTags }, loc);
   if (problems.length > 0) throw new RequestValidationError(problems);
@@ -109,10 +119,11 @@ function scrapeSettingsV2(options: { formats?: unknown[] | null; onlyMainContent
     ...(options?.includeTags ? { includeTags: options.includeTags } : {}),
     ...(options?.excludeTags ? { excludeTags: options.excludeTags } : {}),
     ...(timeoutSecondsOf(options?.timeout) ? { timeoutSeconds: timeoutSecondsOf(options?.timeout) } : {}),
+    ...cacheSettings(options),
   };
 }
 
-function scrapeSettingsV1(options: { formats?: string[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } | null | undefined, loc: (string | number)[]): ScrapeSettings {
+function scrapeSettingsV1(options: { formats?: string[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } & CacheSettings | null | undefined, loc: (string | number)[]): ScrapeSettings {
   assertFetchableOptions(options as Record<string, unknown> | null | undefined);
   const problems = selectorProblems({ includeTags: options?.includeTags, excludeTags: options?.excludeTags }, loc);
   if (problems.length > 0) throw new RequestValidationError(problems);
@@ -123,6 +134,7 @@ function scrapeSettingsV1(options: { formats?: string[] | null; onlyMainContent?
     ...(options?.includeTags ? { includeTags: options.includeTags } : {}),
     ...(options?.excludeTags ? { excludeTags: options.excludeTags } : {}),
     ...(timeoutSecondsOf(options?.timeout) ? { timeoutSeconds: timeoutSecondsOf(options?.timeout) } : {}),
+    ...cacheSettings(options),
   };
 }
 
