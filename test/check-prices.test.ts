@@ -222,3 +222,36 @@ describe('probation, with a ceiling of 5', () => {
     expect(await auditLedger(stack.db)).toEqual(LEDGER_EXACT);
   });
 });
+
+describe('probation at the market price (docs/trust.md, "Checks that cannot be drained")', () => {
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: '0' });
+  const platformAvailable = async () => Number((await getBalance(stack.db, PLATFORM_ACCOUNT_ID))!.available_points);
+
+  test('sybils priced at the ceiling are sent no probation check and drain nothing; priced at a default task\'s hold each costs at most that; a newcomer after them is still checked', async () => {
+    const before = await platformAvailable();
+    const sybils = [];
+    for (let i = 0; i < 3; i++) sybils.push(await startSolver({ taskTypes: ['proxy_fetch'], price: '100', behaviour: honestFetch }));
+    // An honest newcomer at 1, connected after them: checked at once, paid its own price.
+    const honest = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await waitFor(async () => (await trustOf(honest.solverId)).reputation[0]?.client_work === true, 60_000);
+    expect(await canaryCharges(honest.solverId)).toEqual(['1']);
+    for (const sybil of sybils) {
+      expect(await canaryTasks(sybil.solverId)).toEqual(new Set());
+      expect((await trustOf(sybil.solverId)).reputation[0]).toMatchObject({ on_probation: true, client_work: false });
+    }
+    // The platform paid the newcomer's price, and got its 10 % fee back.
+    expect(before - (await platformAvailable())).toBeCloseTo(0.9, 9);
+
+    // Priced at what a client's default web task holds (10), each sybil is checked, and costs that once.
+    for (const sybil of sybils) await reprice(sybil, '10');
+    for (const sybil of sybils) await waitFor(async () => (await trustOf(sybil.solverId)).reputation[0]?.on_probation === false, 60_000);
+    for (const sybil of sybils) expect(await canaryCharges(sybil.solverId)).toEqual(['10']);
+    expect(before - (await platformAvailable())).toBeCloseTo(0.9 + 3 * 9, 9);
+
+    // Checking goes on for whoever comes next.
+    const next = await startSolver({ taskTypes: ['proxy_fetch'], price: '2', behaviour: honestFetch });
+    await waitFor(async () => (await trustOf(next.solverId)).reputation[0]?.client_work === true, 60_000);
+    expect(await canaryCharges(next.solverId)).toEqual(['2']);
+    expect(await auditLedger(stack.db)).toEqual(LEDGER_EXACT);
+  });
+});

@@ -62,8 +62,11 @@ export async function createCanaryTask(db: DatabasePool, policy: TrustPolicy, ca
         ON CONFLICT DO NOTHING
         RETURNING task_id
       ), drawn AS (
-        UPDATE solver_reputation SET since_canary = 0, canary_due_after = ${canaryDueAfter(policy)}
-        WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} AND EXISTS (SELECT 1 FROM claimed)
+        -- A new solver's first canary makes its row: the count to the next one is drawn here too, or
+        -- its first verdict would leave none and make it due again at once.
+        INSERT INTO solver_reputation AS r (solver_id, task_type, since_canary, canary_due_after)
+        SELECT ${canary.solverId}, ${canary.taskType}, 0, ${canaryDueAfter(policy)} WHERE EXISTS (SELECT 1 FROM claimed)
+        ON CONFLICT (solver_id, task_type) DO UPDATE SET since_canary = 0, canary_due_after = EXCLUDED.canary_due_after
       )`;
     const outcome = await createPlatformTask(tx, policy, canary, 'canary', claim);
     // An overdraft failed the statement: the transaction is rolled back, nothing of the canary kept.

@@ -77,7 +77,8 @@ function dueNow(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: Retu
   return sql.fragment`NOT ${quarantined(s)}
     AND NOT EXISTS (SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NULL)
     AND NOT ${backingOff(s, t)}
-    AND COALESCE((SELECT r.canary_passes < ${probationCanaries}::int OR r.since_canary >= r.canary_due_after ${recovering}
+    -- No row yet: due when probation is on. A row with no count drawn (canaries by count off): not by count.
+    AND COALESCE((SELECT COALESCE(r.canary_passes < ${probationCanaries}::int OR r.since_canary >= r.canary_due_after ${recovering}, false)
                   FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${probationCanaries}::int > 0)`;
 }
 
