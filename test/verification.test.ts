@@ -382,6 +382,40 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
+  test('searches are compared on what the client was shown: made-up results first and the real ones after are proven wrong and refunded; an honest solver listing more than `count` is not', async () => {
+    const real = (query: string) => [1, 2, 3, 4, 5].map((i) => ({ title: `${query} ${i}`, url: `https://docs.example.org/${encodeURIComponent(query)}/${i}`, snippet: 'A result.' }));
+    const madeUp = (query: string) => [1, 2, 3, 4, 5].map((i) => ({ title: `${query} ${i}`, url: `https://ads.example.net/${encodeURIComponent(query)}/${i}`, snippet: 'An advert.' }));
+    const answers = (results: (query: string) => unknown[]): Script => (frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result: { results: results(String(frame.payload.query)) } });
+    };
+    const client = await registerAccount(stack.url, '100');
+    const search = async (query: string, solver: FakeSolver) => {
+      const searched = await api(stack.url, 'POST', '/v1/search', { body: { query, count: 5 }, headers: client.auth });
+      expect(searched.status).toBe(200);
+      const taskId = String(searched.headers.get('x-task-id'));
+      return { taskId, shown: searched.json.results.map((hit: { url: string }) => hit.url), run: await concluded(taskId), solverId: solver.solverId };
+    };
+    const verifier = await startSolver({ taskTypes: ['web_search'], price: '1', behaviour: answers(real) });
+    await markVerifier(verifier);
+    // The cheat shows its `count` made-up results and lists the real ones after them.
+    const cheat = await startSolver({ taskTypes: ['web_search'], price: '0.5', behaviour: answers((query) => [...madeUp(query), ...real(query)]) });
+    const cheated = await search('lighthouse keeper', cheat);
+    expect(cheated.shown.every((url: string) => url.startsWith('https://ads.example.net/'))).toBe(true);
+    expect(cheated.run).toMatchObject({ status: 'refuted', by_verifier: true, first_solver_id: cheat.solverId, wrong_solver_id: cheat.solverId });
+    expect(await stack.db.oneFirst(sql.type(z.object({ similarity: z.number() }))`SELECT similarity FROM redundant_runs WHERE task_id = ${cheated.taskId}`)).toBe(0);
+    expect(await verificationOf(cheated.taskId, client.auth)).toBe('refunded');
+    await cheat.close();
+    await cheat.offline(stack.url);
+    // An honest solver on a deeper index: its first five are the verifier's, then more.
+    const honest = await startSolver({ taskTypes: ['web_search'], price: '0.5', behaviour: answers((query) => [...real(query), ...madeUp(query)]) });
+    const listed = await search('ferry timetable', honest);
+    expect(listed.run).toMatchObject({ status: 'agreed', first_solver_id: honest.solverId, wrong_solver_id: null });
+    expect(await verificationOf(listed.taskId, client.auth)).toBe('verified');
+    expect((await trustOf(honest.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
   test('screenshots: an interlaced PNG is read and agrees; a verifier\'s image it cannot read proves nothing; a client\'s image no decoder reads is proven wrong', async () => {
     const shade = (x: number, y: number) => (y < 200 && x < 600 ? 20 : 250);
     const plain = encodeGrayPng(1280, 800, shade).toString('base64');

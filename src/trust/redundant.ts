@@ -208,6 +208,7 @@ const ResultsRow = z.object({
   second_result: z.record(z.unknown()).nullable(),
   run_status: z.string().nullable(),
   second_is_verifier: z.boolean(),
+  payload: z.record(z.unknown()),
 });
 
 /** A verdict and the `task.refunded` deliveries it wrote, whose first attempt is the caller's to make once it returns. */
@@ -258,7 +259,7 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
-             c.result AS first_result, s.result AS second_result, s.status AS run_status,
+             c.result AS first_result, s.result AS second_result, s.status AS run_status, c.payload,
              r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
       WHERE r.task_id = ${clientTaskId}
@@ -273,7 +274,7 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
       return { status: 'unanswered', webhooks: [] };
     }
     const [first, second] = resolved as [Record<string, unknown>, Record<string, unknown>];
-    const comparison = compareResults(run.task_type, first, second);
+    const comparison = compareResults(run.task_type, first, second, run.payload);
     const disagreed = disagrees(comparison);
     // A verifier's disagreement is not proof yet: the page may have changed between fetches, so the
     // verifier's third run (a stability check) decides (judgeThirdRun).
@@ -382,6 +383,7 @@ const ThirdResultsRow = z.object({
   third_result: z.record(z.unknown()).nullable(),
   third_status: z.string().nullable(),
   evidence: z.record(z.unknown()),
+  payload: z.record(z.unknown()),
 });
 
 /**
@@ -398,7 +400,7 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ThirdResultsRow)`
       SELECT r.task_type, r.by_verifier, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
-             x.result AS third_result, x.status AS third_status, r.evidence
+             x.result AS third_result, x.status AS third_status, r.evidence, c.payload
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
       WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
       ${lock}`);
@@ -414,8 +416,8 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
     }
     const [first, second, third] = resolved as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
     if (run.by_verifier) return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
-    const withFirst = compareResults(run.task_type, first, third);
-    const withSecond = compareResults(run.task_type, second, third);
+    const withFirst = compareResults(run.task_type, first, third, run.payload);
+    const withSecond = compareResults(run.task_type, second, third, run.payload);
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
     const agreesSecond = withSecond.similarity !== null && !disagrees(withSecond);
     const status: RedundantRunState = agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';
@@ -453,9 +455,9 @@ async function judgeStabilityIn(
   [first, second, third]: [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>],
 ): Promise<RunVerdict> {
   const taskType = run.task_type as WebTaskType;
-  const checks = compareResults(taskType, second, third);
+  const checks = compareResults(taskType, second, third, run.payload);
   const stable = checks.similarity !== null && !disagrees(checks);
-  const again = compareResults(taskType, first, third);
+  const again = compareResults(taskType, first, third, run.payload);
   const refuted = stable && again.similarity !== null && disagrees(again);
   const status: RedundantRunState = refuted ? 'refuted' : 'incomparable';
   const evidence = {
