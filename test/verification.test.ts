@@ -41,10 +41,24 @@ const changingPage = () => {
   return `<!doctype html><html><head><title>Edition ${changingServed}</title></head><body><main><p>${text}</p></main></body></html>`;
 };
 
+// A page under /once/ serves its first request one text and every later request another: the solver
+// that serves the client gets the first, the verifier's two fetches the second.
+const onceServed = new Set<string>();
+const oncePage = (path: string) => {
+  const first = !onceServed.has(path);
+  onceServed.add(path);
+  return first
+    ? pageAt(path)
+    : `<!doctype html><html><head><title>Moved</title></head><body><main><h1>Closed for the season</h1>
+<p>The orchard cafe and its velvet armchairs are closed until spring; granite benches remain by the meadow gate.</p>
+<p>Thunder storms flooded the saddle path, and the falcon display moved to the quartz quarry behind the biscuit works.</p></main></body></html>`;
+};
+
 beforeAll(async () => {
-  site = http.createServer((req, res) =>
-    res.writeHead(200, { 'content-type': 'text/html' }).end(req.url?.startsWith('/changing/') ? changingPage() : pageAt(req.url ?? '/')),
-  );
+  site = http.createServer((req, res) => {
+    const path = req.url ?? '/';
+    res.writeHead(200, { 'content-type': 'text/html' }).end(path.startsWith('/changing/') ? changingPage() : path.startsWith('/once/') ? oncePage(path) : pageAt(path));
+  });
   await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
   siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
 });
@@ -151,19 +165,21 @@ describe('every client task verified, escrow on, no probation', () => {
     const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
     const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fetchesSuspectsOnly });
-    const client = await registerAccount(stack.url, '100');
+    // Three clients: proofs from one client's tasks count once a day ("Verified client tasks").
+    const clients = [await registerAccount(stack.url, '100'), await registerAccount(stack.url, '100'), await registerAccount(stack.url, '100')];
+    const client = clients[0]!;
     const served: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const task = await clientFetch(client, `/refuted/${i}`);
+      const task = await clientFetch(clients[i]!, `/refuted/${i}`);
       expect(task?.solverId).toBe(cheat.solverId);
       served.push(task!.taskId);
       const run = await concluded(task!.taskId);
       expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: verifier.solverId, wrong_solver_id: cheat.solverId });
       expect(run.evidence).toMatchObject({ by_verifier: true, first: { solver_id: cheat.solverId, excerpt: '# Hello' }, second: { solver_id: verifier.solverId } });
-      expect(await verificationOf(task!.taskId, client.auth)).toBe('refunded');
+      expect(await verificationOf(task!.taskId, clients[i]!.auth)).toBe('refunded');
     }
     // Every charge came back: the cheat's pay and the platform's fee.
-    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
+    for (const each of clients) expect(await getBalance(stack.db, each.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
     const trust = await trustOf(cheat.solverId);
     expect(trust.quarantined).toBe(true);
     expect(trust.quarantines[0]).toMatchObject({ reason: 'verification_failed', task_type: 'proxy_fetch' });
@@ -216,11 +232,12 @@ describe('every client task verified, escrow on, no probation', () => {
     try {
       expect(bundled.taskTypes).toContain('screenshot');
       await markVerifier({ solverId: bundled.solverId } as FakeSolver);
-      const client = await registerAccount(stack.url, '100');
       const similarityOf = (taskId: string) => stack.db.oneFirst(sql.type(z.object({ similarity: z.number() }))`SELECT similarity FROM redundant_runs WHERE task_id = ${taskId}`);
       const shots = async (cheat: FakeSolver, name: string) => {
         const runs = [];
         for (const page of ['first', 'second']) {
+          // A client per page: proofs from one client's tasks count once a day.
+          const client = await registerAccount(stack.url, '100');
           const task = (await clientFetch(client, `/shots/${name}/${page}`, '/v1/screenshot'))!;
           expect(task.solverId).toBe(cheat.solverId);
           const run = await concluded(task.taskId);
@@ -338,6 +355,42 @@ describe('every client task verified, escrow on, no probation', () => {
     const trust = await trustOf(newcomer.solverId);
     expect(trust.quarantined).toBe(false);
     expect(trust.reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('pages that change after their first request, served by an honest newcomer: the verifier\'s two fetches agree with each other and not with the newcomer, yet one client\'s proofs count once a day: one refund, one failure, no quarantine', async () => {
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const newcomer = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
+    const client = await registerAccount(stack.url, '100');
+    const served: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const task = (await clientFetch(client, `/once/${i}`))!;
+      expect(task.solverId).toBe(newcomer.solverId);
+      served.push(task.taskId);
+      // One at a time, as a client reading its own site would: each proof judged before the next fetch.
+      await concluded(task.taskId);
+    }
+    const runs = await runsOf(served);
+    // The page is stable to the verifier (its two fetches agree), so each run proves the newcomer wrong.
+    for (const run of runs) {
+      expect(run).toMatchObject({ status: 'refuted', by_verifier: true, wrong_solver_id: newcomer.solverId, third_solver_id: verifier.solverId });
+      expect(run.evidence).toMatchObject({ stability: { stable: true } });
+    }
+    const counted = runs.filter((run) => !run.evidence!.correlated_with);
+    const verifications = await Promise.all(served.map((taskId) => verificationOf(taskId, client.auth)));
+    console.log(`pages changed after their first request: ${runs.length} runs refuted, ${counted.length} counted; verifications ${JSON.stringify(verifications)}`);
+    // The first counts: one failure observation and one refund. The other six are correlated with it: disputed, their pay held.
+    expect(counted.map((run) => run.task_id)).toEqual([served[0]]);
+    for (const run of runs.filter((each) => each.evidence!.correlated_with)) expect(run.evidence!.correlated_with).toBe(served[0]);
+    expect(verifications).toEqual(['refunded', ...Array(6).fill('disputed')]);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '3' });
+    const trust = await trustOf(newcomer.solverId);
+    expect(trust.quarantined).toBe(false);
+    expect(trust.reputation[0]).toMatchObject({ verified_failures: 1 });
+    const held = await stack.db.oneFirst(sql.type(z.object({ held: z.number() }))`
+      SELECT count(*)::int AS held FROM holds WHERE account_id = ${newcomer.solverId} AND status = 'open' AND hold_id = ANY(${sql.array(served.slice(1).map((taskId) => `held:${taskId}`), 'text')})`);
+    expect(held).toBe(6);
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
@@ -487,30 +540,46 @@ describe('the default sampling: probation and escrow', () => {
     return solver;
   }
 
-  /** Client fetches, `concurrency` at a time, until `done` or `limit` are sent; the tasks served. */
-  async function sendUntil(client: { auth: Record<string, string> }, prefix: string, limit: number, done: () => Promise<boolean>, concurrency = 2) {
-    const served: { taskId: string; solverId: string }[] = [];
+  type Client = Awaited<ReturnType<typeof registerAccount>>;
+  /**
+   * `count` client accounts with `points` each: a cheat serving several clients, as a real one does
+   * (proofs from one client's tasks count once a day, "Verified client tasks").
+   */
+  const registerClients = async (count: number, points: string) => Promise.all(Array.from({ length: count }, () => registerAccount(stack.url, points)));
+
+  /** Client fetches, `concurrency` at a time and the clients in turn, until `done` or `limit` are sent; the tasks served, with their client. */
+  async function sendUntil(clients: Client[], prefix: string, limit: number, done: () => Promise<boolean>, concurrency = 2) {
+    const served: { taskId: string; solverId: string; client: Client }[] = [];
     let sent = 0;
     while (sent < limit && !(await done())) {
-      const batch = await Promise.all(Array.from({ length: Math.min(concurrency, limit - sent) }, () => clientFetch(client, `${prefix}/${sent++}`)));
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(concurrency, limit - sent) }, async () => {
+          const client = clients[sent % clients.length]!;
+          const task = await clientFetch(client, `${prefix}/${sent++}`);
+          return task && { ...task, client };
+        }),
+      );
       for (const task of batch) if (task) served.push(task);
     }
     return served;
   }
+  /** The `verification` of each task served, asked with its client's key. */
+  const verificationsOf = (served: { taskId: string; client: Client }[]) => Promise.all(served.map((task) => verificationOf(task.taskId, task.client.auth)));
 
   test('a cheat that fetches honestly whatever it suspects is a check is quarantined by verified client tasks; the honest solver beside it is not; its clients are refunded and the newcomers were verified at the high rate', async () => {
     const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
     const honest = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
     const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fetchesSuspectsOnly });
-    const client = await registerAccount(stack.url, '1000');
-    const served = await sendUntil(client, '/suspects', 300, async () => (await trustOf(cheat.solverId)).quarantined);
-    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const clients = await registerClients(10, '100');
+    const served = await sendUntil(clients, '/suspects', 300, async () => (await trustOf(cheat.solverId)).quarantined);
+    const cheatServed = served.filter((task) => task.solverId === cheat.solverId);
+    const byCheat = cheatServed.map((task) => task.taskId);
     const byHonest = served.filter((task) => task.solverId === honest.solverId).map((task) => task.taskId);
     expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
     expect(byCheat.length).toBeLessThanOrEqual(100);
     // Keep the honest solver working beside the verifier after the cheat is gone.
-    byHonest.push(...(await sendUntil(client, '/honest', 60, async () => false)).filter((task) => task.solverId === honest.solverId).map((task) => task.taskId));
+    byHonest.push(...(await sendUntil(clients, '/honest', 60, async () => false)).filter((task) => task.solverId === honest.solverId).map((task) => task.taskId));
     await canariesSettled(stack.db, honest.solverId);
     expect((await trustOf(honest.solverId)).quarantined).toBe(false);
     expect((await trustOf(verifier.solverId)).quarantined).toBe(false);
@@ -523,11 +592,13 @@ describe('the default sampling: probation and escrow', () => {
     expect(cheatRuns.every((run) => run.status === 'refuted' && run.second_solver_id === verifier.solverId)).toBe(true);
     expect(honestRuns.every((run) => run.status === 'agreed')).toBe(true);
 
-    // Proven wrong: refunded at once; the rest of what the cheat served is frozen, and refunded when confirmed.
-    for (const run of cheatRuns) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    // Proven wrong: refunded at once (a second proof from one client's tasks is disputed, its pay held);
+    // the rest of what the cheat served is frozen, and refunded when confirmed.
+    const clientOf = (taskId: string) => cheatServed.find((task) => task.taskId === taskId)!.client;
+    for (const run of cheatRuns) expect(await verificationOf(run.task_id, clientOf(run.task_id).auth)).toBe(run.evidence!.correlated_with ? 'disputed' : 'refunded');
     const confirmed = await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: {}, headers: admin });
     expect(confirmed.status).toBe(200);
-    for (const taskId of byCheat) expect(await verificationOf(taskId, client.auth)).toBe('refunded');
+    expect(await verificationsOf(cheatServed)).toEqual(cheatServed.map(() => 'refunded'));
     console.log(
       `suspects-only cheat: ${byCheat.length} client tasks before quarantine, ${cheatRuns.length} verified (all proven wrong); ` +
         `honest newcomer: ${honestRuns.length} of ${byHonest.length} verified, all agreed`,
@@ -541,8 +612,8 @@ describe('the default sampling: probation and escrow', () => {
     const veteran = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
     // Its record, as 1,000 verified passes would have left it.
     await stack.db.query(sql.unsafe`UPDATE solver_reputation SET verified_passes = 1000 WHERE solver_id = ${veteran.solverId} AND task_type = 'proxy_fetch'`);
-    const client = await registerAccount(stack.url, '1000');
-    const served = (await sendUntil(client, '/veteran', 300, async () => false, 4)).filter((task) => task.solverId === veteran.solverId).map((task) => task.taskId);
+    const clients = await registerClients(1, '1000');
+    const served = (await sendUntil(clients, '/veteran', 300, async () => false, 4)).filter((task) => task.solverId === veteran.solverId).map((task) => task.taskId);
     expect(served.length).toBeGreaterThan(250);
     const runs = await runsOf(served);
     console.log(`veteran: ${runs.length} of ${served.length} client tasks verified`);
@@ -556,8 +627,9 @@ describe('the default sampling: probation and escrow', () => {
       await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: honestFetch }),
     ];
     const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: fabricatesOneIn(10, stack.url) });
-    const client = await registerAccount(stack.url, '3000');
-    const served = await sendUntil(client, '/tenth-majority', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const clients = await registerClients(50, '60');
+    const served = await sendUntil(clients, '/tenth-majority', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const clientOf = (taskId: string) => served.find((task) => task.taskId === taskId)!.client;
     const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
     const runs = await runsOf(served.map((task) => task.taskId));
     const statuses = runs.reduce<Record<string, number>>((counts, run) => ({ ...counts, [run.status]: (counts[run.status] ?? 0) + 1 }), {});
@@ -568,7 +640,7 @@ describe('the default sampling: probation and escrow', () => {
     );
     expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
     expect(byCheat.length).toBeLessThanOrEqual(1000);
-    for (const run of proven.filter((run) => run.status === 'refuted')) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    for (const run of proven.filter((run) => run.status === 'refuted')) expect(await verificationOf(run.task_id, clientOf(run.task_id).auth)).toBe(run.evidence!.correlated_with ? 'disputed' : 'refunded');
     expect(runs.every((run) => run.wrong_solver_id === null || run.wrong_solver_id === cheat.solverId)).toBe(true);
     for (const solver of honest) expect((await trustOf(solver.solverId)).quarantined).toBe(false);
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
@@ -578,9 +650,11 @@ describe('the default sampling: probation and escrow', () => {
     const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
     const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.4', maxConcurrent: 4, behaviour: fabricatesOneIn(10, stack.url) });
-    const client = await registerAccount(stack.url, '2000');
-    const served = await sendUntil(client, '/tenth', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
-    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const clients = await registerClients(50, '40');
+    const served = await sendUntil(clients, '/tenth', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const cheatServed = served.filter((task) => task.solverId === cheat.solverId);
+    const byCheat = cheatServed.map((task) => task.taskId);
+    const clientOf = (taskId: string) => cheatServed.find((task) => task.taskId === taskId)!.client;
     const runs = await runsOf(byCheat);
     const statuses = runs.reduce<Record<string, number>>((counts, run) => ({ ...counts, [run.status]: (counts[run.status] ?? 0) + 1 }), {});
     console.log(`one-in-ten cheat: ${served.length} client tasks, ${byCheat.length} served by the cheat, runs ${JSON.stringify(statuses)}, record ${JSON.stringify((await trustOf(cheat.solverId)).reputation[0])}`);
@@ -588,7 +662,8 @@ describe('the default sampling: probation and escrow', () => {
     expect(byCheat.length).toBeLessThanOrEqual(1000);
     const refuted = runs.filter((run) => run.status === 'refuted');
     expect(refuted.length).toBeGreaterThanOrEqual(3);
-    for (const run of refuted) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    // A second proof from one client's tasks within the day does not count: disputed, its pay held.
+    for (const run of refuted) expect(await verificationOf(run.task_id, clientOf(run.task_id).auth)).toBe(run.evidence!.correlated_with ? 'disputed' : 'refunded');
     expect(runs.filter((run) => run.status === 'agreed').length + refuted.length).toBe(runs.length);
     console.log(`one-in-ten cheat: ${byCheat.length} client tasks before quarantine, ${Math.floor(byCheat.length / 10)} made up, ${runs.length} verified, ${refuted.length} proven wrong and refunded`);
     // The checks its honest pages passed vest nothing while no sequential test has accepted it (one
@@ -597,7 +672,7 @@ describe('the default sampling: probation and escrow', () => {
     const accepts = await stack.db.oneFirst(sql.type(z.object({ sprt_accepts: z.number() }))`
       SELECT sprt_accepts FROM solver_reputation WHERE solver_id = ${cheat.solverId} AND task_type = 'proxy_fetch'`);
     expect((await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: {}, headers: admin })).status).toBe(200);
-    const refunded = (await Promise.all(byCheat.map((taskId) => verificationOf(taskId, client.auth)))).filter((verification) => verification === 'refunded').length;
+    const refunded = (await verificationsOf(cheatServed)).filter((verification) => verification === 'refunded').length;
     console.log(`one-in-ten cheat confirmed: ${refunded} of ${byCheat.length} client tasks refunded, sequential tests accepted ${accepts}`);
     if (accepts === 0) expect(refunded).toBe(byCheat.length);
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);

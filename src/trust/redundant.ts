@@ -6,7 +6,7 @@ import { eligibleSolvers } from '../db/matching';
 import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import { createRunTask } from '../db/platform-tasks';
 import type { Db } from '../db/pool';
-import { refundTask } from '../db/verification';
+import { countedProofFromAccountIn, refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import { isVerifier, recordRedundantRunStep, type TrustPolicy } from '../db/reputation';
@@ -310,10 +310,43 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
 }
 
 /**
- * A client task's result proven wrong: a verified failure of its solver (which may quarantine it), and
- * the task refunded at once from its solver's held pay (`refundTask`).
+ * How long a proof against a solver on one client account's tasks keeps the next ones from that
+ * account from counting. The account owns the pages its tasks fetch, and a page that serves its first
+ * request one text and every later request another (the verifier's two fetches agree with each other,
+ * not with what the solver got) proves an honest solver wrong as surely as a made-up page does: no fetch
+ * tells the two apart. So proofs that all come from one account are one piece of evidence: one a day
+ * counts (a failure observation and a refund); the others leave their task `disputed`, its pay held in
+ * escrow. A day is the escrow period (EARNINGS_VESTING_SECONDS' default): a proof that did not count
+ * is still refunded when a quarantine the solver's other clients or canaries bring is confirmed.
  */
-async function proveWrongIn(tx: DatabaseTransactionConnection, policy: TrustPolicy, proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown> }) {
+export const SAME_ACCOUNT_PROOF_WINDOW_SECONDS = 24 * 3600;
+
+/**
+ * Whether a proof against `wrongSolverId` on this client task counts: not when a proof against it on a
+ * task of the same client account counted within SAME_ACCOUNT_PROOF_WINDOW_SECONDS. Returns the
+ * evidence to record: with `correlated_with` (that earlier task) when it does not count.
+ */
+async function proofCountsIn<Evidence extends object>(
+  tx: DatabaseTransactionConnection,
+  clientTaskId: string,
+  wrongSolverId: string,
+  evidence: Evidence,
+): Promise<{ counts: boolean; evidence: Evidence & { correlated_with?: string } }> {
+  const earlier = await countedProofFromAccountIn(tx, { solverId: wrongSolverId, clientTaskId, windowSeconds: SAME_ACCOUNT_PROOF_WINDOW_SECONDS });
+  return earlier === null ? { counts: true, evidence } : { counts: false, evidence: { ...evidence, correlated_with: earlier } };
+}
+
+/**
+ * A client task's result proven wrong: a verified failure of its solver (which may quarantine it), and
+ * the task refunded at once from its solver's held pay (`refundTask`). A proof that does not count
+ * (proofCountsIn) does neither: the task stays `disputed`.
+ */
+async function proveWrongIn(
+  tx: DatabaseTransactionConnection,
+  policy: TrustPolicy,
+  proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown>; counts: boolean },
+) {
+  if (!proof.counts) return [];
   await recordVerifiedOutcomeIn(tx, policy, { solverId: proof.wrongSolverId, taskType: proof.taskType, failed: true, evidence: proof.evidence });
   return (await refundTask(tx, proof.clientTaskId)).webhooks;
 }
@@ -421,11 +454,12 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
     const agreesSecond = withSecond.similarity !== null && !disagrees(withSecond);
     const status: RedundantRunState = agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';
-    const evidence = {
+    const wrong = status === 'upheld' ? run.second_solver_id : status === 'refuted' ? run.first_solver_id : null;
+    const judged = {
       ...run.evidence,
       third: { ...side(run.third_solver_id, withFirst.second), similarity_to_first: withFirst.similarity, similarity_to_second: withSecond.similarity },
     };
-    const wrong = status === 'upheld' ? run.second_solver_id : status === 'refuted' ? run.first_solver_id : null;
+    const { counts, evidence } = wrong ? await proofCountsIn(tx, clientTaskId, wrong, judged) : { counts: false, evidence: judged };
     await tx.query(sql.unsafe`
       UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
         wrong_solver_id = ${wrong}, concluded_at = now()
@@ -435,10 +469,10 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
     const right = status === 'upheld' ? run.first_solver_id : run.second_solver_id;
     await recordVerifiedOutcomeIn(tx, policy, { solverId: right, taskType: run.task_type, failed: false, evidence });
     if (status === 'upheld') {
-      await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
+      if (counts) await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
       return { status, webhooks: [] };
     }
-    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
   });
 }
 
@@ -460,17 +494,18 @@ async function judgeStabilityIn(
   const again = compareResults(taskType, first, third, run.payload);
   const refuted = stable && again.similarity !== null && disagrees(again);
   const status: RedundantRunState = refuted ? 'refuted' : 'incomparable';
-  const evidence = {
+  const judged = {
     ...run.evidence,
     third: { ...side(run.third_solver_id, again.second), similarity_to_first: again.similarity, similarity_to_second: checks.similarity },
     stability: { stable, checks_similarity: checks.similarity, ...(checks.incomparable ? { incomparable: checks.incomparable } : {}), ...(again.incomparable ? { incomparable: again.incomparable } : {}) },
   };
+  const { counts, evidence } = refuted ? await proofCountsIn(tx, clientTaskId, run.first_solver_id, judged) : { counts: false, evidence: judged };
   await tx.query(sql.unsafe`
     UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
       wrong_solver_id = ${refuted ? run.first_solver_id : null}, concluded_at = now()
     WHERE task_id = ${clientTaskId}`);
   if (!refuted) return { status, webhooks: [] };
-  return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+  return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
 }
 
 const RedundantRunRow = z.object({
