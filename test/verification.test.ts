@@ -521,6 +521,95 @@ describe('every client task verified, escrow on, no probation', () => {
     for (const solver of [first, cheat]) expect((await trustOf(solver.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
+
+  describe('location', () => {
+    /** Capabilities of a proxy_fetch solver that declares `country`. */
+    const fetchingFrom = (country: string, price: string) => [
+      { task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'fake', model_name: 'fake', marginal_cost: 0, min_price_points: price, max_concurrent: 8, country },
+    ];
+    /** A Firecrawl scrape with a location that names no country (Firecrawl's default, the US); its fetch task. */
+    async function scrapeFromDefaultCountry(client: { account_id: string; auth: Record<string, string> }, path: string) {
+      const scraped = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: `${siteUrl}${path}`, location: {} } });
+      expect({ status: scraped.status, error: scraped.json?.error }).toEqual({ status: 200, error: undefined });
+      return stack.db.one(sql.type(z.object({ task_id: z.string(), solver_id: z.string(), country: z.string().nullable() }))`
+        SELECT task_id, solver_id, country FROM tasks WHERE account_id = ${client.account_id} AND task_type = 'proxy_fetch' ORDER BY created_at DESC LIMIT 1`);
+    }
+    const runCountry = (taskId: string | null) => stack.db.oneFirst(sql.type(z.object({ country: z.string().nullable() }))`SELECT country FROM tasks WHERE task_id = ${taskId}`);
+
+    test('a fabricator alone in its country is checked by a verifier of another: disputed and its pay held while no other solver of its country can decide, proven wrong and refunded once one can', async () => {
+      // The verifier declares no country; the cheat alone declares the US.
+      const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+      await markVerifier(verifier);
+      const cheat = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: fabricatedFetch });
+      const client = await registerAccount(stack.url, '100');
+      const alone = await scrapeFromDefaultCountry(client, '/location/alone');
+      expect(alone).toMatchObject({ solver_id: cheat.solverId, country: 'US' });
+      const disputed = await concluded(alone.task_id);
+      expect(disputed).toMatchObject({ status: 'disagreed', by_verifier: true, second_solver_id: verifier.solverId, third_solver_id: null, wrong_solver_id: null });
+      expect(disputed.evidence).toMatchObject({ cross_country: true, third: { reason: expect.any(String) } });
+      expect(await runCountry(disputed.run_task_id)).toBeNull();
+      expect(await verificationOf(alone.task_id, client.auth)).toBe('disputed');
+      expect((await trustOf(cheat.solverId)).reputation[0]).toMatchObject({ verified_failures: 0 });
+      expect(await stack.db.exists(sql.unsafe`SELECT 1 FROM holds WHERE hold_id = ${`held:${alone.task_id}`} AND status = 'open'`)).toBe(true);
+      await cheat.close();
+      await cheat.offline(stack.url);
+
+      // Another solver of its country comes online once the cheat has the client's task: it decides.
+      const cheatGate = held(fabricatedFetch);
+      const second = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: cheatGate.behaviour });
+      const scraping = scrapeFromDefaultCountry(client, '/location/decided');
+      await waitFor(() => second.received[0], 30_000);
+      const honest = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: honestFetch });
+      cheatGate.open();
+      const decided = await scraping;
+      expect(decided.solver_id).toBe(second.solverId);
+      const run = await concluded(decided.task_id);
+      expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: verifier.solverId, third_solver_id: honest.solverId, wrong_solver_id: second.solverId });
+      expect(await runCountry(run.third_run_task_id)).toBe('US');
+      expect(await verificationOf(decided.task_id, client.auth)).toBe('refunded');
+      expect((await trustOf(second.solverId)).reputation[0]).toMatchObject({ verified_failures: 1 });
+      expect((await trustOf(honest.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+      expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+    });
+
+    test('a verifier of another country that sees another page proves nothing against an honest solver: disputed with no failure, or upheld by a solver of its country', async () => {
+      // The verifier's country is served another page (here: one it makes up).
+      const verifier = await startSolver({ capabilities: fetchingFrom('DE', '1'), behaviour: fabricatedFetch });
+      await markVerifier(verifier);
+      const honest = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: honestFetch });
+      const client = await registerAccount(stack.url, '100');
+      const alone = await scrapeFromDefaultCountry(client, '/location/honest-alone');
+      expect(alone.solver_id).toBe(honest.solverId);
+      expect(await concluded(alone.task_id)).toMatchObject({ status: 'disagreed', second_solver_id: verifier.solverId, wrong_solver_id: null });
+      expect(await verificationOf(alone.task_id, client.auth)).toBe('disputed');
+      // A second honest solver of the US breaks the tie: the client's result stands, nobody is wrong.
+      const partner = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: honestFetch });
+      const tied = await scrapeFromDefaultCountry(client, '/location/honest-pair');
+      const run = await concluded(tied.task_id);
+      expect(run).toMatchObject({ status: 'upheld', second_solver_id: verifier.solverId, wrong_solver_id: null });
+      expect([tied.solver_id, run.third_solver_id].sort()).toEqual([honest.solverId, partner.solverId].sort());
+      expect(await verificationOf(tied.task_id, client.auth)).toBe('verified');
+      for (const solver of [honest, partner]) expect((await trustOf(solver.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+      expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '1' });
+      expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+    });
+
+    test('with a verifier of the task\'s country online, the run goes to it and a fabricator is proven wrong as anywhere', async () => {
+      const elsewhere = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+      await markVerifier(elsewhere);
+      const local = await startSolver({ capabilities: fetchingFrom('US', '1'), behaviour: honestFetch });
+      await markVerifier(local);
+      const cheat = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: fabricatedFetch });
+      const client = await registerAccount(stack.url, '100');
+      const task = await scrapeFromDefaultCountry(client, '/location/local');
+      expect(task.solver_id).toBe(cheat.solverId);
+      const run = await concluded(task.task_id);
+      expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: local.solverId, third_solver_id: local.solverId, wrong_solver_id: cheat.solverId });
+      expect(run.evidence!.cross_country).toBeUndefined();
+      expect(await runCountry(run.run_task_id)).toBe('US');
+      expect(await verificationOf(task.task_id, client.auth)).toBe('refunded');
+    });
+  });
 });
 
 describe('the default sampling: probation and escrow', () => {
@@ -665,7 +754,7 @@ describe('the default sampling: probation and escrow', () => {
     // A second proof from one client's tasks within the day does not count: disputed, its pay held.
     for (const run of refuted) expect(await verificationOf(run.task_id, clientOf(run.task_id).auth)).toBe(run.evidence!.correlated_with ? 'disputed' : 'refunded');
     expect(runs.filter((run) => run.status === 'agreed').length + refuted.length).toBe(runs.length);
-    console.log(`one-in-ten cheat: ${byCheat.length} client tasks before quarantine, ${Math.floor(byCheat.length / 10)} made up, ${runs.length} verified, ${refuted.length} proven wrong and refunded`);
+    console.log(`one-in-ten cheat: ${byCheat.length} client tasks before quarantine, ${Math.floor(byCheat.length / 10)} made up, ${runs.length} verified, ${refuted.length} proven wrong, ${refuted.filter((run) => !run.evidence!.correlated_with).length} of them counted and refunded at once`);
     // The checks its honest pages passed vest nothing while no sequential test has accepted it (one
     // rarely does, about 0.9^49): confirming the quarantine refunds every task it served.
     await vestEarnings(stack.db, stack.config.trust);

@@ -127,8 +127,11 @@ const ClientTask = z.object({
 });
 const CLIENT_TASK_COLUMNS = sql.fragment`t.payload, t.timeout_seconds, t.country`;
 
-/** The run task of a client task, with the platform's hold for `maxPricePoints`. */
-const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: z.infer<typeof ClientTask>, maxPricePoints: string) => ({
+/**
+ * The run task of a client task, with the platform's hold for `maxPricePoints`; of the client task's
+ * country, unless `anyCountry` (a verifier of another country: crossCountry).
+ */
+const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: z.infer<typeof ClientTask>, maxPricePoints: string, anyCountry = false) => ({
   clientTaskId: input.clientTaskId,
   taskId: input.runTaskId,
   workflowId: input.workflowId,
@@ -136,8 +139,17 @@ const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: s
   payload: client.payload,
   timeoutSeconds: client.timeout_seconds,
   maxPricePoints,
-  ...(client.country ? { country: client.country } : {}),
+  ...(client.country && !anyCountry ? { country: client.country } : {}),
 });
+
+/**
+ * Whether a run's second result came from a verifier of another country than its client task asks for
+ * (`r` the run, its client task's country set, its second run's not): with no verifier of that country
+ * online, the run goes to a verifier of any (runnersFor). Pages differ by country, so its disagreement
+ * proves nothing: it is settled like two other solvers' disagreement, by a third run of that country.
+ */
+const crossCountry = (r: ReturnType<typeof sql.fragment>) => sql.fragment`(
+  (SELECT country FROM tasks WHERE task_id = ${r}.task_id) IS NOT NULL AND (SELECT country FROM tasks WHERE task_id = ${r}.run_task_id) IS NULL)`;
 
 const RunRow = ClientTask.extend({
   run_task_id: z.string().nullable(),
@@ -150,18 +162,20 @@ const RunRow = ClientTask.extend({
 
 /**
  * Who may run a client task again: with a verifier online that may take the type (trusted, free or
- * not), verifiers only (`byVerifier`, matched with `verifiersOnly`); otherwise any solver but the one
- * that served it.
+ * not) and declares the task's country when it asks for one, verifiers only (`byVerifier`, matched with
+ * `verifiersOnly`); for a task that asks for a country no verifier declares, a verifier of any country
+ * when one is online (`anyCountry`: its run task asks for none), so a solver alone in its country is
+ * still checked; otherwise any solver but the one that served it (of the task's country).
  */
 async function runnersFor(db: Runner, policy: TrustPolicy, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
   const excludedSolverIds = [run.firstSolverId];
-  const online =
-    byVerifier ??
-    (await db.oneFirst(sql.type(z.object({ online: z.boolean() }))`
-      SELECT EXISTS (
-        SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})` })}
-      ) AS online`));
-  return { byVerifier: online, excludedSolverIds };
+  if (byVerifier !== undefined) return { byVerifier, excludedSolverIds, anyCountry: false };
+  const country = sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})`;
+  const found = await db.one(sql.type(z.object({ online: z.boolean(), elsewhere: z.boolean() }))`
+    SELECT EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country })}) AS online,
+           ${country} IS NOT NULL AND EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: null })}) AS elsewhere`);
+  const anyCountry = !found.online && found.elsewhere;
+  return { byVerifier: found.online || anyCountry, excludedSolverIds, anyCountry };
 }
 
 /**
@@ -183,12 +197,13 @@ export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, in
   if (run.status !== 'pending') return { created: false, reason: 'judged' };
   const first = { clientTaskId: input.clientTaskId, taskType: run.task_type, firstSolverId: run.first_solver_id };
   if (run.run_task_id) {
-    const runners = await runnersFor(db, policy, first, run.by_verifier);
-    return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.run_max_price_points ?? run.client_price_points, firstSolverId: run.first_solver_id, ...runners };
+    const { byVerifier, excludedSolverIds } = await runnersFor(db, policy, first, run.by_verifier);
+    return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.run_max_price_points ?? run.client_price_points, firstSolverId: run.first_solver_id, byVerifier, excludedSolverIds };
   }
-  const runners = await runnersFor(db, policy, first);
+  const { anyCountry, byVerifier, excludedSolverIds } = await runnersFor(db, policy, first);
+  const runners = { byVerifier, excludedSolverIds };
   const maxPricePoints = runners.byVerifier ? policy.checkPriceCeilingPoints : run.client_price_points;
-  const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'second', byVerifier: runners.byVerifier });
+  const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints, anyCountry), run: 'second', byVerifier: runners.byVerifier });
   if (outcome === 'platform_balance') {
     await endRedundantRun(db, input.clientTaskId, 'skipped', 'platform_balance');
     return { created: false, reason: 'platform_balance' };
@@ -209,6 +224,7 @@ const ResultsRow = z.object({
   run_status: z.string().nullable(),
   second_is_verifier: z.boolean(),
   payload: z.record(z.unknown()),
+  cross_country: z.boolean(),
 });
 
 /** A verdict and the `task.refunded` deliveries it wrote, whose first attempt is the caller's to make once it returns. */
@@ -260,7 +276,8 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
     runner.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
              c.result AS first_result, s.result AS second_result, s.status AS run_status, c.payload,
-             r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier
+             r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier,
+             ${crossCountry(sql.fragment`r`)} AS cross_country
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
       WHERE r.task_id = ${clientTaskId}
       ${lock}`);
@@ -283,6 +300,7 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
       client_task_id: clientTaskId,
       run_task_id: run.run_task_id,
       by_verifier: run.second_is_verifier,
+      ...(run.cross_country ? { cross_country: true } : {}),
       first: side(run.first_solver_id, comparison.first),
       second: side(run.second_solver_id, comparison.second),
       ...(comparison.incomparable ? { incomparable: comparison.incomparable } : {}),
@@ -354,6 +372,7 @@ async function proveWrongIn(
 const ThirdRow = ClientTask.extend({
   status: z.string(),
   by_verifier: z.boolean(),
+  cross_country: z.boolean(),
   concluded: z.boolean(),
   first_solver_id: z.string(),
   second_solver_id: z.string().nullable(),
@@ -365,23 +384,27 @@ const ThirdRow = ClientTask.extend({
  * Creates the platform's task that decides a disputed run, and its hold, like the second run's. After a
  * verifier's disagreement: the verifier's stability check, for verifiers only (the same verifier may
  * take it), capped at CHECK_PRICE_CEILING_POINTS, the client's solver left out. After two other solvers'
- * disagreement: a tie-break, capped at what the client was charged, any solver but the two. Idempotent
+ * disagreement, or a verifier's of another country than the task asks for (crossCountry): a tie-break,
+ * capped at what the client was charged, any solver but the two (of the task's country). Idempotent
  * like createRedundantRunTask. A run concluded already gets none.
  */
 export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(ThirdRow)`
-    SELECT r.status, r.by_verifier, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
+    SELECT r.status, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
            trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
   if (!run) return { created: false, reason: 'not_found' };
   if (run.status !== 'disagreed' || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
-  const maxPricePoints = run.by_verifier ? policy.checkPriceCeilingPoints : run.client_price_points;
+  // A verifier's stability check; or, after two other solvers' disagreement or a verifier's of another
+  // country, a tie-break by any solver of the task's country but the two.
+  const stability = run.by_verifier && !run.cross_country;
+  const maxPricePoints = stability ? policy.checkPriceCeilingPoints : run.client_price_points;
   const created = (runTaskId: string): RedundantRunCreated => ({
     created: true,
     runTaskId,
     maxPricePoints,
     firstSolverId: run.first_solver_id,
-    ...(run.by_verifier ? { excludedSolverIds: [run.first_solver_id], byVerifier: true } : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
+    ...(stability ? { excludedSolverIds: [run.first_solver_id], byVerifier: true } : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
   const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'third' });
@@ -396,18 +419,20 @@ export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input:
 /**
  * Concludes a disputed run without a third verdict (no third solver, its attempt failed, nothing to pay
  * it with): the client task stays `disputed`, and neither solver takes a failure. A verifier's run whose
- * stability check gave no result is `incomparable` instead: its one disagreement proves nothing.
+ * stability check gave no result is `incomparable` instead: its one disagreement proves nothing. (A
+ * verifier of another country's run stays `disputed`, like two other solvers'.)
  */
 export async function concludeDispute(db: Runner, clientTaskId: string, reason: string): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE redundant_runs SET concluded_at = now(), evidence = evidence || ${sql.jsonb({ third: { reason } })},
-      status = CASE WHEN by_verifier THEN 'incomparable' ELSE status END
+      status = CASE WHEN by_verifier AND NOT ${crossCountry(sql.fragment`redundant_runs`)} THEN 'incomparable' ELSE status END
     WHERE task_id = ${clientTaskId} AND status = 'disagreed' AND concluded_at IS NULL`);
 }
 
 const ThirdResultsRow = z.object({
   task_type: z.string(),
   by_verifier: z.boolean(),
+  cross_country: z.boolean(),
   first_solver_id: z.string(),
   second_solver_id: z.string(),
   third_solver_id: z.string().nullable(),
@@ -424,15 +449,16 @@ const ThirdResultsRow = z.object({
  * verifier's stability check: its two results must agree with each other (the page is stable) and the
  * client's must disagree with the second too; then the client's result is proven wrong (`refuted`,
  * refunded at once). A page whose two checks differ, or a client's result that agrees with the second
- * check, is `incomparable`: no failure, no refund. After two other solvers' disagreement, the one of the
- * two that disagrees with the third, while the other agrees, is the odd one out and proven wrong
- * (`upheld`: the second; `refuted`: the client's, refunded at once). Otherwise (the third agrees with
+ * check, is `incomparable`: no failure, no refund. After two other solvers' disagreement (or a verifier's
+ * of another country), the one of the two that disagrees with the third, while the other agrees, is the
+ * odd one out and proven wrong (`upheld`: the second, but never a verifier of another country, which saw
+ * another page; `refuted`: the client's, refunded at once). Otherwise (the third agrees with
  * both or neither, or cannot be compared) the dispute concludes with no failure on either side.
  */
 export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ThirdResultsRow)`
-      SELECT r.task_type, r.by_verifier, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
+      SELECT r.task_type, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
              x.result AS third_result, x.status AS third_status, r.evidence, c.payload
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
       WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
@@ -448,13 +474,14 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
       return { status: 'disagreed', webhooks: [] };
     }
     const [first, second, third] = resolved as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
-    if (run.by_verifier) return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
+    if (run.by_verifier && !run.cross_country) return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
     const withFirst = compareResults(run.task_type, first, third, run.payload);
     const withSecond = compareResults(run.task_type, second, third, run.payload);
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
     const agreesSecond = withSecond.similarity !== null && !disagrees(withSecond);
     const status: RedundantRunState = agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';
-    const wrong = status === 'upheld' ? run.second_solver_id : status === 'refuted' ? run.first_solver_id : null;
+    // A verifier of another country outvoted saw another country's page: not wrong, nobody's failure.
+    const wrong = status === 'upheld' ? (run.cross_country ? null : run.second_solver_id) : status === 'refuted' ? run.first_solver_id : null;
     const judged = {
       ...run.evidence,
       third: { ...side(run.third_solver_id, withFirst.second), similarity_to_first: withFirst.similarity, similarity_to_second: withSecond.similarity },
@@ -469,7 +496,7 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
     const right = status === 'upheld' ? run.first_solver_id : run.second_solver_id;
     await recordVerifiedOutcomeIn(tx, policy, { solverId: right, taskType: run.task_type, failed: false, evidence });
     if (status === 'upheld') {
-      if (counts) await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
+      if (counts && wrong) await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
       return { status, webhooks: [] };
     }
     return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
