@@ -41,10 +41,24 @@ const changingPage = () => {
   return `<!doctype html><html><head><title>Edition ${changingServed}</title></head><body><main><p>${text}</p></main></body></html>`;
 };
 
+// A page under /once/ serves its first request one text and every later request another: the solver
+// that serves the client gets the first, the verifier's two fetches the second.
+const onceServed = new Set<string>();
+const oncePage = (path: string) => {
+  const first = !onceServed.has(path);
+  onceServed.add(path);
+  return first
+    ? pageAt(path)
+    : `<!doctype html><html><head><title>Moved</title></head><body><main><h1>Closed for the season</h1>
+<p>The orchard cafe and its velvet armchairs are closed until spring; granite benches remain by the meadow gate.</p>
+<p>Thunder storms flooded the saddle path, and the falcon display moved to the quartz quarry behind the biscuit works.</p></main></body></html>`;
+};
+
 beforeAll(async () => {
-  site = http.createServer((req, res) =>
-    res.writeHead(200, { 'content-type': 'text/html' }).end(req.url?.startsWith('/changing/') ? changingPage() : pageAt(req.url ?? '/')),
-  );
+  site = http.createServer((req, res) => {
+    const path = req.url ?? '/';
+    res.writeHead(200, { 'content-type': 'text/html' }).end(path.startsWith('/changing/') ? changingPage() : path.startsWith('/once/') ? oncePage(path) : pageAt(path));
+  });
   await new Promise<void>((resolve) => site.listen(0, '127.0.0.1', resolve));
   siteUrl = `http://127.0.0.1:${(site.address() as AddressInfo).port}`;
 });
@@ -151,19 +165,21 @@ describe('every client task verified, escrow on, no probation', () => {
     const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
     const cheat = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fetchesSuspectsOnly });
-    const client = await registerAccount(stack.url, '100');
+    // Three clients: proofs from one client's tasks count once a day ("Verified client tasks").
+    const clients = [await registerAccount(stack.url, '100'), await registerAccount(stack.url, '100'), await registerAccount(stack.url, '100')];
+    const client = clients[0]!;
     const served: string[] = [];
     for (let i = 0; i < 3; i++) {
-      const task = await clientFetch(client, `/refuted/${i}`);
+      const task = await clientFetch(clients[i]!, `/refuted/${i}`);
       expect(task?.solverId).toBe(cheat.solverId);
       served.push(task!.taskId);
       const run = await concluded(task!.taskId);
       expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: verifier.solverId, wrong_solver_id: cheat.solverId });
       expect(run.evidence).toMatchObject({ by_verifier: true, first: { solver_id: cheat.solverId, excerpt: '# Hello' }, second: { solver_id: verifier.solverId } });
-      expect(await verificationOf(task!.taskId, client.auth)).toBe('refunded');
+      expect(await verificationOf(task!.taskId, clients[i]!.auth)).toBe('refunded');
     }
     // Every charge came back: the cheat's pay and the platform's fee.
-    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
+    for (const each of clients) expect(await getBalance(stack.db, each.account_id)).toMatchObject({ available_points: '100', held_points: '0', lifetime_spent_points: '0' });
     const trust = await trustOf(cheat.solverId);
     expect(trust.quarantined).toBe(true);
     expect(trust.quarantines[0]).toMatchObject({ reason: 'verification_failed', task_type: 'proxy_fetch' });
@@ -216,11 +232,12 @@ describe('every client task verified, escrow on, no probation', () => {
     try {
       expect(bundled.taskTypes).toContain('screenshot');
       await markVerifier({ solverId: bundled.solverId } as FakeSolver);
-      const client = await registerAccount(stack.url, '100');
       const similarityOf = (taskId: string) => stack.db.oneFirst(sql.type(z.object({ similarity: z.number() }))`SELECT similarity FROM redundant_runs WHERE task_id = ${taskId}`);
       const shots = async (cheat: FakeSolver, name: string) => {
         const runs = [];
         for (const page of ['first', 'second']) {
+          // A client per page: proofs from one client's tasks count once a day.
+          const client = await registerAccount(stack.url, '100');
           const task = (await clientFetch(client, `/shots/${name}/${page}`, '/v1/screenshot'))!;
           expect(task.solverId).toBe(cheat.solverId);
           const run = await concluded(task.taskId);
@@ -341,6 +358,42 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
+  test('pages that change after their first request, served by an honest newcomer: the verifier\'s two fetches agree with each other and not with the newcomer, yet one client\'s proofs count once a day: one refund, one failure, no quarantine', async () => {
+    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+    await markVerifier(verifier);
+    const newcomer = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
+    const client = await registerAccount(stack.url, '100');
+    const served: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const task = (await clientFetch(client, `/once/${i}`))!;
+      expect(task.solverId).toBe(newcomer.solverId);
+      served.push(task.taskId);
+      // One at a time, as a client reading its own site would: each proof judged before the next fetch.
+      await concluded(task.taskId);
+    }
+    const runs = await runsOf(served);
+    // The page is stable to the verifier (its two fetches agree), so each run proves the newcomer wrong.
+    for (const run of runs) {
+      expect(run).toMatchObject({ status: 'refuted', by_verifier: true, wrong_solver_id: newcomer.solverId, third_solver_id: verifier.solverId });
+      expect(run.evidence).toMatchObject({ stability: { stable: true } });
+    }
+    const counted = runs.filter((run) => !run.evidence!.correlated_with);
+    const verifications = await Promise.all(served.map((taskId) => verificationOf(taskId, client.auth)));
+    console.log(`pages changed after their first request: ${runs.length} runs refuted, ${counted.length} counted; verifications ${JSON.stringify(verifications)}`);
+    // The first counts: one failure observation and one refund. The other six are correlated with it: disputed, their pay held.
+    expect(counted.map((run) => run.task_id)).toEqual([served[0]]);
+    for (const run of runs.filter((each) => each.evidence!.correlated_with)) expect(run.evidence!.correlated_with).toBe(served[0]);
+    expect(verifications).toEqual(['refunded', ...Array(6).fill('disputed')]);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '3' });
+    const trust = await trustOf(newcomer.solverId);
+    expect(trust.quarantined).toBe(false);
+    expect(trust.reputation[0]).toMatchObject({ verified_failures: 1 });
+    const held = await stack.db.oneFirst(sql.type(z.object({ held: z.number() }))`
+      SELECT count(*)::int AS held FROM holds WHERE account_id = ${newcomer.solverId} AND status = 'open' AND hold_id = ANY(${sql.array(served.slice(1).map((taskId) => `held:${taskId}`), 'text')})`);
+    expect(held).toBe(6);
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
   test('a verifier whose search finds nothing proves nothing: the honest solver\'s results stand; a solver that answers nothing where the verifier finds results is proven wrong', async () => {
     const hits = (query: string) => [1, 2, 3].map((i) => ({ title: `${query} ${i}`, url: `https://docs.example.org/${encodeURIComponent(query)}/${i}`, snippet: 'A result.' }));
     const answers = (results: (query: string) => unknown[]): Script => (frame, self) => {
@@ -379,6 +432,40 @@ describe('every client task verified, escrow on, no probation', () => {
     const run = await concluded(cheated);
     expect(run).toMatchObject({ status: 'refuted', first_solver_id: empty.solverId, wrong_solver_id: empty.solverId, second_solver_id: finder.solverId });
     expect(await verificationOf(cheated, client.auth)).toBe('refunded');
+    expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+  });
+
+  test('searches are compared on what the client was shown: made-up results first and the real ones after are proven wrong and refunded; an honest solver listing more than `count` is not', async () => {
+    const real = (query: string) => [1, 2, 3, 4, 5].map((i) => ({ title: `${query} ${i}`, url: `https://docs.example.org/${encodeURIComponent(query)}/${i}`, snippet: 'A result.' }));
+    const madeUp = (query: string) => [1, 2, 3, 4, 5].map((i) => ({ title: `${query} ${i}`, url: `https://ads.example.net/${encodeURIComponent(query)}/${i}`, snippet: 'An advert.' }));
+    const answers = (results: (query: string) => unknown[]): Script => (frame, self) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      self.send({ type: 'result', attempt_id: frame.attempt_id, result: { results: results(String(frame.payload.query)) } });
+    };
+    const client = await registerAccount(stack.url, '100');
+    const search = async (query: string, solver: FakeSolver) => {
+      const searched = await api(stack.url, 'POST', '/v1/search', { body: { query, count: 5 }, headers: client.auth });
+      expect(searched.status).toBe(200);
+      const taskId = String(searched.headers.get('x-task-id'));
+      return { taskId, shown: searched.json.results.map((hit: { url: string }) => hit.url), run: await concluded(taskId), solverId: solver.solverId };
+    };
+    const verifier = await startSolver({ taskTypes: ['web_search'], price: '1', behaviour: answers(real) });
+    await markVerifier(verifier);
+    // The cheat shows its `count` made-up results and lists the real ones after them.
+    const cheat = await startSolver({ taskTypes: ['web_search'], price: '0.5', behaviour: answers((query) => [...madeUp(query), ...real(query)]) });
+    const cheated = await search('lighthouse keeper', cheat);
+    expect(cheated.shown.every((url: string) => url.startsWith('https://ads.example.net/'))).toBe(true);
+    expect(cheated.run).toMatchObject({ status: 'refuted', by_verifier: true, first_solver_id: cheat.solverId, wrong_solver_id: cheat.solverId });
+    expect(await stack.db.oneFirst(sql.type(z.object({ similarity: z.number() }))`SELECT similarity FROM redundant_runs WHERE task_id = ${cheated.taskId}`)).toBe(0);
+    expect(await verificationOf(cheated.taskId, client.auth)).toBe('refunded');
+    await cheat.close();
+    await cheat.offline(stack.url);
+    // An honest solver on a deeper index: its first five are the verifier's, then more.
+    const honest = await startSolver({ taskTypes: ['web_search'], price: '0.5', behaviour: answers((query) => [...real(query), ...madeUp(query)]) });
+    const listed = await search('ferry timetable', honest);
+    expect(listed.run).toMatchObject({ status: 'agreed', first_solver_id: honest.solverId, wrong_solver_id: null });
+    expect(await verificationOf(listed.taskId, client.auth)).toBe('verified');
+    expect((await trustOf(honest.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
@@ -434,6 +521,95 @@ describe('every client task verified, escrow on, no probation', () => {
     for (const solver of [first, cheat]) expect((await trustOf(solver.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
+
+  describe('location', () => {
+    /** Capabilities of a proxy_fetch solver that declares `country`. */
+    const fetchingFrom = (country: string, price: string) => [
+      { task_type: 'proxy_fetch', tier: 'standard', billing_type: 'per_request', fulfillment_path: 'http', provider_name: 'fake', model_name: 'fake', marginal_cost: 0, min_price_points: price, max_concurrent: 8, country },
+    ];
+    /** A Firecrawl scrape with a location that names no country (Firecrawl's default, the US); its fetch task. */
+    async function scrapeFromDefaultCountry(client: { account_id: string; auth: Record<string, string> }, path: string) {
+      const scraped = await api(stack.url, 'POST', '/v2/scrape', { headers: client.auth, body: { url: `${siteUrl}${path}`, location: {} } });
+      expect({ status: scraped.status, error: scraped.json?.error }).toEqual({ status: 200, error: undefined });
+      return stack.db.one(sql.type(z.object({ task_id: z.string(), solver_id: z.string(), country: z.string().nullable() }))`
+        SELECT task_id, solver_id, country FROM tasks WHERE account_id = ${client.account_id} AND task_type = 'proxy_fetch' ORDER BY created_at DESC LIMIT 1`);
+    }
+    const runCountry = (taskId: string | null) => stack.db.oneFirst(sql.type(z.object({ country: z.string().nullable() }))`SELECT country FROM tasks WHERE task_id = ${taskId}`);
+
+    test('a fabricator alone in its country is checked by a verifier of another: disputed and its pay held while no other solver of its country can decide, proven wrong and refunded once one can', async () => {
+      // The verifier declares no country; the cheat alone declares the US.
+      const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+      await markVerifier(verifier);
+      const cheat = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: fabricatedFetch });
+      const client = await registerAccount(stack.url, '100');
+      const alone = await scrapeFromDefaultCountry(client, '/location/alone');
+      expect(alone).toMatchObject({ solver_id: cheat.solverId, country: 'US' });
+      const disputed = await concluded(alone.task_id);
+      expect(disputed).toMatchObject({ status: 'disagreed', by_verifier: true, second_solver_id: verifier.solverId, third_solver_id: null, wrong_solver_id: null });
+      expect(disputed.evidence).toMatchObject({ cross_country: true, third: { reason: expect.any(String) } });
+      expect(await runCountry(disputed.run_task_id)).toBeNull();
+      expect(await verificationOf(alone.task_id, client.auth)).toBe('disputed');
+      expect((await trustOf(cheat.solverId)).reputation[0]).toMatchObject({ verified_failures: 0 });
+      expect(await stack.db.exists(sql.unsafe`SELECT 1 FROM holds WHERE hold_id = ${`held:${alone.task_id}`} AND status = 'open'`)).toBe(true);
+      await cheat.close();
+      await cheat.offline(stack.url);
+
+      // Another solver of its country comes online once the cheat has the client's task: it decides.
+      const cheatGate = held(fabricatedFetch);
+      const second = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: cheatGate.behaviour });
+      const scraping = scrapeFromDefaultCountry(client, '/location/decided');
+      await waitFor(() => second.received[0], 30_000);
+      const honest = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: honestFetch });
+      cheatGate.open();
+      const decided = await scraping;
+      expect(decided.solver_id).toBe(second.solverId);
+      const run = await concluded(decided.task_id);
+      expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: verifier.solverId, third_solver_id: honest.solverId, wrong_solver_id: second.solverId });
+      expect(await runCountry(run.third_run_task_id)).toBe('US');
+      expect(await verificationOf(decided.task_id, client.auth)).toBe('refunded');
+      expect((await trustOf(second.solverId)).reputation[0]).toMatchObject({ verified_failures: 1 });
+      expect((await trustOf(honest.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+      expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+    });
+
+    test('a verifier of another country that sees another page proves nothing against an honest solver: disputed with no failure, or upheld by a solver of its country', async () => {
+      // The verifier's country is served another page (here: one it makes up).
+      const verifier = await startSolver({ capabilities: fetchingFrom('DE', '1'), behaviour: fabricatedFetch });
+      await markVerifier(verifier);
+      const honest = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: honestFetch });
+      const client = await registerAccount(stack.url, '100');
+      const alone = await scrapeFromDefaultCountry(client, '/location/honest-alone');
+      expect(alone.solver_id).toBe(honest.solverId);
+      expect(await concluded(alone.task_id)).toMatchObject({ status: 'disagreed', second_solver_id: verifier.solverId, wrong_solver_id: null });
+      expect(await verificationOf(alone.task_id, client.auth)).toBe('disputed');
+      // A second honest solver of the US breaks the tie: the client's result stands, nobody is wrong.
+      const partner = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: honestFetch });
+      const tied = await scrapeFromDefaultCountry(client, '/location/honest-pair');
+      const run = await concluded(tied.task_id);
+      expect(run).toMatchObject({ status: 'upheld', second_solver_id: verifier.solverId, wrong_solver_id: null });
+      expect([tied.solver_id, run.third_solver_id].sort()).toEqual([honest.solverId, partner.solverId].sort());
+      expect(await verificationOf(tied.task_id, client.auth)).toBe('verified');
+      for (const solver of [honest, partner]) expect((await trustOf(solver.solverId)).reputation[0]).toMatchObject({ verified_failures: 0, failures: 0 });
+      expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: '1' });
+      expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
+    });
+
+    test('with a verifier of the task\'s country online, the run goes to it and a fabricator is proven wrong as anywhere', async () => {
+      const elsewhere = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
+      await markVerifier(elsewhere);
+      const local = await startSolver({ capabilities: fetchingFrom('US', '1'), behaviour: honestFetch });
+      await markVerifier(local);
+      const cheat = await startSolver({ capabilities: fetchingFrom('US', '0.5'), behaviour: fabricatedFetch });
+      const client = await registerAccount(stack.url, '100');
+      const task = await scrapeFromDefaultCountry(client, '/location/local');
+      expect(task.solver_id).toBe(cheat.solverId);
+      const run = await concluded(task.task_id);
+      expect(run).toMatchObject({ status: 'refuted', by_verifier: true, second_solver_id: local.solverId, third_solver_id: local.solverId, wrong_solver_id: cheat.solverId });
+      expect(run.evidence!.cross_country).toBeUndefined();
+      expect(await runCountry(run.run_task_id)).toBe('US');
+      expect(await verificationOf(task.task_id, client.auth)).toBe('refunded');
+    });
+  });
 });
 
 describe('the default sampling: probation and escrow', () => {
@@ -453,30 +629,46 @@ describe('the default sampling: probation and escrow', () => {
     return solver;
   }
 
-  /** Client fetches, `concurrency` at a time, until `done` or `limit` are sent; the tasks served. */
-  async function sendUntil(client: { auth: Record<string, string> }, prefix: string, limit: number, done: () => Promise<boolean>, concurrency = 2) {
-    const served: { taskId: string; solverId: string }[] = [];
+  type Client = Awaited<ReturnType<typeof registerAccount>>;
+  /**
+   * `count` client accounts with `points` each: a cheat serving several clients, as a real one does
+   * (proofs from one client's tasks count once a day, "Verified client tasks").
+   */
+  const registerClients = async (count: number, points: string) => Promise.all(Array.from({ length: count }, () => registerAccount(stack.url, points)));
+
+  /** Client fetches, `concurrency` at a time and the clients in turn, until `done` or `limit` are sent; the tasks served, with their client. */
+  async function sendUntil(clients: Client[], prefix: string, limit: number, done: () => Promise<boolean>, concurrency = 2) {
+    const served: { taskId: string; solverId: string; client: Client }[] = [];
     let sent = 0;
     while (sent < limit && !(await done())) {
-      const batch = await Promise.all(Array.from({ length: Math.min(concurrency, limit - sent) }, () => clientFetch(client, `${prefix}/${sent++}`)));
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(concurrency, limit - sent) }, async () => {
+          const client = clients[sent % clients.length]!;
+          const task = await clientFetch(client, `${prefix}/${sent++}`);
+          return task && { ...task, client };
+        }),
+      );
       for (const task of batch) if (task) served.push(task);
     }
     return served;
   }
+  /** The `verification` of each task served, asked with its client's key. */
+  const verificationsOf = (served: { taskId: string; client: Client }[]) => Promise.all(served.map((task) => verificationOf(task.taskId, task.client.auth)));
 
   test('a cheat that fetches honestly whatever it suspects is a check is quarantined by verified client tasks; the honest solver beside it is not; its clients are refunded and the newcomers were verified at the high rate', async () => {
     const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
     const honest = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
     const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: fetchesSuspectsOnly });
-    const client = await registerAccount(stack.url, '1000');
-    const served = await sendUntil(client, '/suspects', 300, async () => (await trustOf(cheat.solverId)).quarantined);
-    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const clients = await registerClients(10, '100');
+    const served = await sendUntil(clients, '/suspects', 300, async () => (await trustOf(cheat.solverId)).quarantined);
+    const cheatServed = served.filter((task) => task.solverId === cheat.solverId);
+    const byCheat = cheatServed.map((task) => task.taskId);
     const byHonest = served.filter((task) => task.solverId === honest.solverId).map((task) => task.taskId);
     expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
     expect(byCheat.length).toBeLessThanOrEqual(100);
     // Keep the honest solver working beside the verifier after the cheat is gone.
-    byHonest.push(...(await sendUntil(client, '/honest', 60, async () => false)).filter((task) => task.solverId === honest.solverId).map((task) => task.taskId));
+    byHonest.push(...(await sendUntil(clients, '/honest', 60, async () => false)).filter((task) => task.solverId === honest.solverId).map((task) => task.taskId));
     await canariesSettled(stack.db, honest.solverId);
     expect((await trustOf(honest.solverId)).quarantined).toBe(false);
     expect((await trustOf(verifier.solverId)).quarantined).toBe(false);
@@ -489,11 +681,13 @@ describe('the default sampling: probation and escrow', () => {
     expect(cheatRuns.every((run) => run.status === 'refuted' && run.second_solver_id === verifier.solverId)).toBe(true);
     expect(honestRuns.every((run) => run.status === 'agreed')).toBe(true);
 
-    // Proven wrong: refunded at once; the rest of what the cheat served is frozen, and refunded when confirmed.
-    for (const run of cheatRuns) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    // Proven wrong: refunded at once (a second proof from one client's tasks is disputed, its pay held);
+    // the rest of what the cheat served is frozen, and refunded when confirmed.
+    const clientOf = (taskId: string) => cheatServed.find((task) => task.taskId === taskId)!.client;
+    for (const run of cheatRuns) expect(await verificationOf(run.task_id, clientOf(run.task_id).auth)).toBe(run.evidence!.correlated_with ? 'disputed' : 'refunded');
     const confirmed = await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: {}, headers: admin });
     expect(confirmed.status).toBe(200);
-    for (const taskId of byCheat) expect(await verificationOf(taskId, client.auth)).toBe('refunded');
+    expect(await verificationsOf(cheatServed)).toEqual(cheatServed.map(() => 'refunded'));
     console.log(
       `suspects-only cheat: ${byCheat.length} client tasks before quarantine, ${cheatRuns.length} verified (all proven wrong); ` +
         `honest newcomer: ${honestRuns.length} of ${byHonest.length} verified, all agreed`,
@@ -507,8 +701,8 @@ describe('the default sampling: probation and escrow', () => {
     const veteran = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
     // Its record, as 1,000 verified passes would have left it.
     await stack.db.query(sql.unsafe`UPDATE solver_reputation SET verified_passes = 1000 WHERE solver_id = ${veteran.solverId} AND task_type = 'proxy_fetch'`);
-    const client = await registerAccount(stack.url, '1000');
-    const served = (await sendUntil(client, '/veteran', 300, async () => false, 4)).filter((task) => task.solverId === veteran.solverId).map((task) => task.taskId);
+    const clients = await registerClients(1, '1000');
+    const served = (await sendUntil(clients, '/veteran', 300, async () => false, 4)).filter((task) => task.solverId === veteran.solverId).map((task) => task.taskId);
     expect(served.length).toBeGreaterThan(250);
     const runs = await runsOf(served);
     console.log(`veteran: ${runs.length} of ${served.length} client tasks verified`);
@@ -522,8 +716,9 @@ describe('the default sampling: probation and escrow', () => {
       await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: honestFetch }),
     ];
     const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', maxConcurrent: 2, behaviour: fabricatesOneIn(10, stack.url) });
-    const client = await registerAccount(stack.url, '3000');
-    const served = await sendUntil(client, '/tenth-majority', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const clients = await registerClients(50, '60');
+    const served = await sendUntil(clients, '/tenth-majority', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const clientOf = (taskId: string) => served.find((task) => task.taskId === taskId)!.client;
     const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
     const runs = await runsOf(served.map((task) => task.taskId));
     const statuses = runs.reduce<Record<string, number>>((counts, run) => ({ ...counts, [run.status]: (counts[run.status] ?? 0) + 1 }), {});
@@ -534,7 +729,7 @@ describe('the default sampling: probation and escrow', () => {
     );
     expect((await trustOf(cheat.solverId)).quarantined).toBe(true);
     expect(byCheat.length).toBeLessThanOrEqual(1000);
-    for (const run of proven.filter((run) => run.status === 'refuted')) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    for (const run of proven.filter((run) => run.status === 'refuted')) expect(await verificationOf(run.task_id, clientOf(run.task_id).auth)).toBe(run.evidence!.correlated_with ? 'disputed' : 'refunded');
     expect(runs.every((run) => run.wrong_solver_id === null || run.wrong_solver_id === cheat.solverId)).toBe(true);
     for (const solver of honest) expect((await trustOf(solver.solverId)).quarantined).toBe(false);
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
@@ -544,9 +739,11 @@ describe('the default sampling: probation and escrow', () => {
     const verifier = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
     const cheat = await onProbationPassed({ taskTypes: ['proxy_fetch'], price: '0.4', maxConcurrent: 4, behaviour: fabricatesOneIn(10, stack.url) });
-    const client = await registerAccount(stack.url, '2000');
-    const served = await sendUntil(client, '/tenth', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
-    const byCheat = served.filter((task) => task.solverId === cheat.solverId).map((task) => task.taskId);
+    const clients = await registerClients(50, '40');
+    const served = await sendUntil(clients, '/tenth', 1000, async () => (await trustOf(cheat.solverId)).quarantined, 4);
+    const cheatServed = served.filter((task) => task.solverId === cheat.solverId);
+    const byCheat = cheatServed.map((task) => task.taskId);
+    const clientOf = (taskId: string) => cheatServed.find((task) => task.taskId === taskId)!.client;
     const runs = await runsOf(byCheat);
     const statuses = runs.reduce<Record<string, number>>((counts, run) => ({ ...counts, [run.status]: (counts[run.status] ?? 0) + 1 }), {});
     console.log(`one-in-ten cheat: ${served.length} client tasks, ${byCheat.length} served by the cheat, runs ${JSON.stringify(statuses)}, record ${JSON.stringify((await trustOf(cheat.solverId)).reputation[0])}`);
@@ -554,16 +751,17 @@ describe('the default sampling: probation and escrow', () => {
     expect(byCheat.length).toBeLessThanOrEqual(1000);
     const refuted = runs.filter((run) => run.status === 'refuted');
     expect(refuted.length).toBeGreaterThanOrEqual(3);
-    for (const run of refuted) expect(await verificationOf(run.task_id, client.auth)).toBe('refunded');
+    // A second proof from one client's tasks within the day does not count: disputed, its pay held.
+    for (const run of refuted) expect(await verificationOf(run.task_id, clientOf(run.task_id).auth)).toBe(run.evidence!.correlated_with ? 'disputed' : 'refunded');
     expect(runs.filter((run) => run.status === 'agreed').length + refuted.length).toBe(runs.length);
-    console.log(`one-in-ten cheat: ${byCheat.length} client tasks before quarantine, ${Math.floor(byCheat.length / 10)} made up, ${runs.length} verified, ${refuted.length} proven wrong and refunded`);
+    console.log(`one-in-ten cheat: ${byCheat.length} client tasks before quarantine, ${Math.floor(byCheat.length / 10)} made up, ${runs.length} verified, ${refuted.length} proven wrong, ${refuted.filter((run) => !run.evidence!.correlated_with).length} of them counted and refunded at once`);
     // The checks its honest pages passed vest nothing while no sequential test has accepted it (one
     // rarely does, about 0.9^49): confirming the quarantine refunds every task it served.
     await vestEarnings(stack.db, stack.config.trust);
     const accepts = await stack.db.oneFirst(sql.type(z.object({ sprt_accepts: z.number() }))`
       SELECT sprt_accepts FROM solver_reputation WHERE solver_id = ${cheat.solverId} AND task_type = 'proxy_fetch'`);
     expect((await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: {}, headers: admin })).status).toBe(200);
-    const refunded = (await Promise.all(byCheat.map((taskId) => verificationOf(taskId, client.auth)))).filter((verification) => verification === 'refunded').length;
+    const refunded = (await verificationsOf(cheatServed)).filter((verification) => verification === 'refunded').length;
     console.log(`one-in-ten cheat confirmed: ${refunded} of ${byCheat.length} client tasks refunded, sequential tests accepted ${accepts}`);
     if (accepts === 0) expect(refunded).toBe(byCheat.length);
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);

@@ -35,10 +35,13 @@ const PASSED_CHECKS = sql.fragment`
   UNION ALL SELECT first_solver_id, judged_at FROM redundant_runs WHERE status = 'agreed'
   UNION ALL SELECT second_solver_id, judged_at FROM redundant_runs WHERE status = 'agreed'`;
 
-/** Checks a solver failed (canaries failed, runs that proved its result wrong) with when each was judged. */
+/**
+ * Checks a solver failed (canaries failed, runs that proved its result wrong and counted: not those
+ * marked `correlated_with`, docs/trust.md "Verified client tasks") with when each was judged.
+ */
 const FAILED_CHECKS = sql.fragment`
   SELECT solver_id, judged_at FROM canaries WHERE verdict = 'failed'
-  UNION ALL SELECT wrong_solver_id, concluded_at FROM redundant_runs WHERE wrong_solver_id IS NOT NULL`;
+  UNION ALL SELECT wrong_solver_id, concluded_at FROM redundant_runs WHERE wrong_solver_id IS NOT NULL AND NOT (COALESCE(evidence, '{}'::jsonb) ? 'correlated_with')`;
 
 /** The task id of earnings hold `h`. */
 const heldTaskId = (h: string) => sql.fragment`substr(${sql.identifier([h, 'hold_id'])}, ${heldEarningsId('').length + 1})`;

@@ -1,4 +1,5 @@
 import { sql, type DatabaseTransactionConnection } from 'slonik';
+import { z } from 'zod';
 import { heldEarningsId, refundFromEarnings, type RefundMovement } from './ledger';
 import { refundedDeliveryIn, type DueDelivery } from './webhooks';
 
@@ -29,4 +30,23 @@ export function verificationColumn(taskId: ReturnType<typeof sql.fragment>) {
       WHEN EXISTS (SELECT 1 FROM redundant_runs r WHERE r.task_id = ${taskId} AND r.status IN ('agreed', 'upheld')) THEN 'verified'
       ELSE 'unchecked'
     END AS verification`;
+}
+
+/**
+ * The latest counted proof against `solverId` on a task of the same client account as `clientTaskId`,
+ * concluded within `windowSeconds` (a run whose `wrong_solver_id` is the solver and whose evidence has
+ * no `correlated_with`, the mark of a proof that did not count), or null. Takes a transaction-level
+ * advisory lock per (solver, account) first, so two proofs judged at once see each other: one counts.
+ */
+export async function countedProofFromAccountIn(
+  tx: DatabaseTransactionConnection,
+  proof: { solverId: string; clientTaskId: string; windowSeconds: number },
+): Promise<string | null> {
+  const account = sql.fragment`(SELECT account_id FROM tasks WHERE task_id = ${proof.clientTaskId})`;
+  await tx.query(sql.unsafe`SELECT pg_advisory_xact_lock(hashtextextended('proof:' || ${proof.solverId} || ':' || ${account}, 0))`);
+  return tx.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`
+    SELECT r.task_id FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id
+    WHERE r.wrong_solver_id = ${proof.solverId} AND r.task_id <> ${proof.clientTaskId} AND t.account_id = ${account}
+      AND r.concluded_at > now() - make_interval(secs => ${proof.windowSeconds}) AND NOT (COALESCE(r.evidence, '{}'::jsonb) ? 'correlated_with')
+    ORDER BY r.concluded_at DESC LIMIT 1`);
 }

@@ -369,7 +369,7 @@ function judgePageText(token: string, taskType: string, page: string, text: stri
 function judgeSearch(expected: z.infer<typeof SearchExpectation>, result: Record<string, unknown>) {
   // The solver's result is the one checked, the oracle's the check (never empty: a query it answers with
   // nothing is drawn again), so an empty answer from the solver fails.
-  const comparison = compareResults(SEARCH_TASK_TYPE, result, { results: expected.results });
+  const comparison = compareResults(SEARCH_TASK_TYPE, result, { results: expected.results }, { count: expected.count });
   const passed = comparison.similarity !== null && !disagrees(comparison);
   return {
     passed,

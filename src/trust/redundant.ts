@@ -6,7 +6,7 @@ import { eligibleSolvers } from '../db/matching';
 import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import { createRunTask } from '../db/platform-tasks';
 import type { Db } from '../db/pool';
-import { refundTask } from '../db/verification';
+import { countedProofFromAccountIn, refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import { isVerifier, recordRedundantRunStep, type TrustPolicy } from '../db/reputation';
@@ -127,8 +127,11 @@ const ClientTask = z.object({
 });
 const CLIENT_TASK_COLUMNS = sql.fragment`t.payload, t.timeout_seconds, t.country`;
 
-/** The run task of a client task, with the platform's hold for `maxPricePoints`. */
-const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: z.infer<typeof ClientTask>, maxPricePoints: string) => ({
+/**
+ * The run task of a client task, with the platform's hold for `maxPricePoints`; of the client task's
+ * country, unless `anyCountry` (a verifier of another country: crossCountry).
+ */
+const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: z.infer<typeof ClientTask>, maxPricePoints: string, anyCountry = false) => ({
   clientTaskId: input.clientTaskId,
   taskId: input.runTaskId,
   workflowId: input.workflowId,
@@ -136,8 +139,17 @@ const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: s
   payload: client.payload,
   timeoutSeconds: client.timeout_seconds,
   maxPricePoints,
-  ...(client.country ? { country: client.country } : {}),
+  ...(client.country && !anyCountry ? { country: client.country } : {}),
 });
+
+/**
+ * Whether a run's second result came from a verifier of another country than its client task asks for
+ * (`r` the run, its client task's country set, its second run's not): with no verifier of that country
+ * online, the run goes to a verifier of any (runnersFor). Pages differ by country, so its disagreement
+ * proves nothing: it is settled like two other solvers' disagreement, by a third run of that country.
+ */
+const crossCountry = (r: ReturnType<typeof sql.fragment>) => sql.fragment`(
+  (SELECT country FROM tasks WHERE task_id = ${r}.task_id) IS NOT NULL AND (SELECT country FROM tasks WHERE task_id = ${r}.run_task_id) IS NULL)`;
 
 const RunRow = ClientTask.extend({
   run_task_id: z.string().nullable(),
@@ -150,18 +162,20 @@ const RunRow = ClientTask.extend({
 
 /**
  * Who may run a client task again: with a verifier online that may take the type (trusted, free or
- * not), verifiers only (`byVerifier`, matched with `verifiersOnly`); otherwise any solver but the one
- * that served it.
+ * not) and declares the task's country when it asks for one, verifiers only (`byVerifier`, matched with
+ * `verifiersOnly`); for a task that asks for a country no verifier declares, a verifier of any country
+ * when one is online (`anyCountry`: its run task asks for none), so a solver alone in its country is
+ * still checked; otherwise any solver but the one that served it (of the task's country).
  */
 async function runnersFor(db: Runner, policy: TrustPolicy, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
   const excludedSolverIds = [run.firstSolverId];
-  const online =
-    byVerifier ??
-    (await db.oneFirst(sql.type(z.object({ online: z.boolean() }))`
-      SELECT EXISTS (
-        SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})` })}
-      ) AS online`));
-  return { byVerifier: online, excludedSolverIds };
+  if (byVerifier !== undefined) return { byVerifier, excludedSolverIds, anyCountry: false };
+  const country = sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})`;
+  const found = await db.one(sql.type(z.object({ online: z.boolean(), elsewhere: z.boolean() }))`
+    SELECT EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country })}) AS online,
+           ${country} IS NOT NULL AND EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: null })}) AS elsewhere`);
+  const anyCountry = !found.online && found.elsewhere;
+  return { byVerifier: found.online || anyCountry, excludedSolverIds, anyCountry };
 }
 
 /**
@@ -183,12 +197,13 @@ export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, in
   if (run.status !== 'pending') return { created: false, reason: 'judged' };
   const first = { clientTaskId: input.clientTaskId, taskType: run.task_type, firstSolverId: run.first_solver_id };
   if (run.run_task_id) {
-    const runners = await runnersFor(db, policy, first, run.by_verifier);
-    return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.run_max_price_points ?? run.client_price_points, firstSolverId: run.first_solver_id, ...runners };
+    const { byVerifier, excludedSolverIds } = await runnersFor(db, policy, first, run.by_verifier);
+    return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.run_max_price_points ?? run.client_price_points, firstSolverId: run.first_solver_id, byVerifier, excludedSolverIds };
   }
-  const runners = await runnersFor(db, policy, first);
+  const { anyCountry, byVerifier, excludedSolverIds } = await runnersFor(db, policy, first);
+  const runners = { byVerifier, excludedSolverIds };
   const maxPricePoints = runners.byVerifier ? policy.checkPriceCeilingPoints : run.client_price_points;
-  const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'second', byVerifier: runners.byVerifier });
+  const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints, anyCountry), run: 'second', byVerifier: runners.byVerifier });
   if (outcome === 'platform_balance') {
     await endRedundantRun(db, input.clientTaskId, 'skipped', 'platform_balance');
     return { created: false, reason: 'platform_balance' };
@@ -208,6 +223,8 @@ const ResultsRow = z.object({
   second_result: z.record(z.unknown()).nullable(),
   run_status: z.string().nullable(),
   second_is_verifier: z.boolean(),
+  payload: z.record(z.unknown()),
+  cross_country: z.boolean(),
 });
 
 /** A verdict and the `task.refunded` deliveries it wrote, whose first attempt is the caller's to make once it returns. */
@@ -258,8 +275,9 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
-             c.result AS first_result, s.result AS second_result, s.status AS run_status,
-             r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier
+             c.result AS first_result, s.result AS second_result, s.status AS run_status, c.payload,
+             r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier,
+             ${crossCountry(sql.fragment`r`)} AS cross_country
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
       WHERE r.task_id = ${clientTaskId}
       ${lock}`);
@@ -273,7 +291,7 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
       return { status: 'unanswered', webhooks: [] };
     }
     const [first, second] = resolved as [Record<string, unknown>, Record<string, unknown>];
-    const comparison = compareResults(run.task_type, first, second);
+    const comparison = compareResults(run.task_type, first, second, run.payload);
     const disagreed = disagrees(comparison);
     // A verifier's disagreement is not proof yet: the page may have changed between fetches, so the
     // verifier's third run (a stability check) decides (judgeThirdRun).
@@ -282,6 +300,7 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
       client_task_id: clientTaskId,
       run_task_id: run.run_task_id,
       by_verifier: run.second_is_verifier,
+      ...(run.cross_country ? { cross_country: true } : {}),
       first: side(run.first_solver_id, comparison.first),
       second: side(run.second_solver_id, comparison.second),
       ...(comparison.incomparable ? { incomparable: comparison.incomparable } : {}),
@@ -309,10 +328,43 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
 }
 
 /**
- * A client task's result proven wrong: a verified failure of its solver (which may quarantine it), and
- * the task refunded at once from its solver's held pay (`refundTask`).
+ * How long a proof against a solver on one client account's tasks keeps the next ones from that
+ * account from counting. The account owns the pages its tasks fetch, and a page that serves its first
+ * request one text and every later request another (the verifier's two fetches agree with each other,
+ * not with what the solver got) proves an honest solver wrong as surely as a made-up page does: no fetch
+ * tells the two apart. So proofs that all come from one account are one piece of evidence: one a day
+ * counts (a failure observation and a refund); the others leave their task `disputed`, its pay held in
+ * escrow. A day is the escrow period (EARNINGS_VESTING_SECONDS' default): a proof that did not count
+ * is still refunded when a quarantine the solver's other clients or canaries bring is confirmed.
  */
-async function proveWrongIn(tx: DatabaseTransactionConnection, policy: TrustPolicy, proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown> }) {
+export const SAME_ACCOUNT_PROOF_WINDOW_SECONDS = 24 * 3600;
+
+/**
+ * Whether a proof against `wrongSolverId` on this client task counts: not when a proof against it on a
+ * task of the same client account counted within SAME_ACCOUNT_PROOF_WINDOW_SECONDS. Returns the
+ * evidence to record: with `correlated_with` (that earlier task) when it does not count.
+ */
+async function proofCountsIn<Evidence extends object>(
+  tx: DatabaseTransactionConnection,
+  clientTaskId: string,
+  wrongSolverId: string,
+  evidence: Evidence,
+): Promise<{ counts: boolean; evidence: Evidence & { correlated_with?: string } }> {
+  const earlier = await countedProofFromAccountIn(tx, { solverId: wrongSolverId, clientTaskId, windowSeconds: SAME_ACCOUNT_PROOF_WINDOW_SECONDS });
+  return earlier === null ? { counts: true, evidence } : { counts: false, evidence: { ...evidence, correlated_with: earlier } };
+}
+
+/**
+ * A client task's result proven wrong: a verified failure of its solver (which may quarantine it), and
+ * the task refunded at once from its solver's held pay (`refundTask`). A proof that does not count
+ * (proofCountsIn) does neither: the task stays `disputed`.
+ */
+async function proveWrongIn(
+  tx: DatabaseTransactionConnection,
+  policy: TrustPolicy,
+  proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown>; counts: boolean },
+) {
+  if (!proof.counts) return [];
   await recordVerifiedOutcomeIn(tx, policy, { solverId: proof.wrongSolverId, taskType: proof.taskType, failed: true, evidence: proof.evidence });
   return (await refundTask(tx, proof.clientTaskId)).webhooks;
 }
@@ -320,6 +372,7 @@ async function proveWrongIn(tx: DatabaseTransactionConnection, policy: TrustPoli
 const ThirdRow = ClientTask.extend({
   status: z.string(),
   by_verifier: z.boolean(),
+  cross_country: z.boolean(),
   concluded: z.boolean(),
   first_solver_id: z.string(),
   second_solver_id: z.string().nullable(),
@@ -331,23 +384,27 @@ const ThirdRow = ClientTask.extend({
  * Creates the platform's task that decides a disputed run, and its hold, like the second run's. After a
  * verifier's disagreement: the verifier's stability check, for verifiers only (the same verifier may
  * take it), capped at CHECK_PRICE_CEILING_POINTS, the client's solver left out. After two other solvers'
- * disagreement: a tie-break, capped at what the client was charged, any solver but the two. Idempotent
+ * disagreement, or a verifier's of another country than the task asks for (crossCountry): a tie-break,
+ * capped at what the client was charged, any solver but the two (of the task's country). Idempotent
  * like createRedundantRunTask. A run concluded already gets none.
  */
 export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
   const run = await db.maybeOne(sql.type(ThirdRow)`
-    SELECT r.status, r.by_verifier, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
+    SELECT r.status, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
            trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
   if (!run) return { created: false, reason: 'not_found' };
   if (run.status !== 'disagreed' || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
-  const maxPricePoints = run.by_verifier ? policy.checkPriceCeilingPoints : run.client_price_points;
+  // A verifier's stability check; or, after two other solvers' disagreement or a verifier's of another
+  // country, a tie-break by any solver of the task's country but the two.
+  const stability = run.by_verifier && !run.cross_country;
+  const maxPricePoints = stability ? policy.checkPriceCeilingPoints : run.client_price_points;
   const created = (runTaskId: string): RedundantRunCreated => ({
     created: true,
     runTaskId,
     maxPricePoints,
     firstSolverId: run.first_solver_id,
-    ...(run.by_verifier ? { excludedSolverIds: [run.first_solver_id], byVerifier: true } : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
+    ...(stability ? { excludedSolverIds: [run.first_solver_id], byVerifier: true } : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
   const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'third' });
@@ -362,18 +419,20 @@ export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input:
 /**
  * Concludes a disputed run without a third verdict (no third solver, its attempt failed, nothing to pay
  * it with): the client task stays `disputed`, and neither solver takes a failure. A verifier's run whose
- * stability check gave no result is `incomparable` instead: its one disagreement proves nothing.
+ * stability check gave no result is `incomparable` instead: its one disagreement proves nothing. (A
+ * verifier of another country's run stays `disputed`, like two other solvers'.)
  */
 export async function concludeDispute(db: Runner, clientTaskId: string, reason: string): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE redundant_runs SET concluded_at = now(), evidence = evidence || ${sql.jsonb({ third: { reason } })},
-      status = CASE WHEN by_verifier THEN 'incomparable' ELSE status END
+      status = CASE WHEN by_verifier AND NOT ${crossCountry(sql.fragment`redundant_runs`)} THEN 'incomparable' ELSE status END
     WHERE task_id = ${clientTaskId} AND status = 'disagreed' AND concluded_at IS NULL`);
 }
 
 const ThirdResultsRow = z.object({
   task_type: z.string(),
   by_verifier: z.boolean(),
+  cross_country: z.boolean(),
   first_solver_id: z.string(),
   second_solver_id: z.string(),
   third_solver_id: z.string().nullable(),
@@ -382,6 +441,7 @@ const ThirdResultsRow = z.object({
   third_result: z.record(z.unknown()).nullable(),
   third_status: z.string().nullable(),
   evidence: z.record(z.unknown()),
+  payload: z.record(z.unknown()),
 });
 
 /**
@@ -389,16 +449,17 @@ const ThirdResultsRow = z.object({
  * verifier's stability check: its two results must agree with each other (the page is stable) and the
  * client's must disagree with the second too; then the client's result is proven wrong (`refuted`,
  * refunded at once). A page whose two checks differ, or a client's result that agrees with the second
- * check, is `incomparable`: no failure, no refund. After two other solvers' disagreement, the one of the
- * two that disagrees with the third, while the other agrees, is the odd one out and proven wrong
- * (`upheld`: the second; `refuted`: the client's, refunded at once). Otherwise (the third agrees with
+ * check, is `incomparable`: no failure, no refund. After two other solvers' disagreement (or a verifier's
+ * of another country), the one of the two that disagrees with the third, while the other agrees, is the
+ * odd one out and proven wrong (`upheld`: the second, but never a verifier of another country, which saw
+ * another page; `refuted`: the client's, refunded at once). Otherwise (the third agrees with
  * both or neither, or cannot be compared) the dispute concludes with no failure on either side.
  */
 export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
   const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
     runner.maybeOne(sql.type(ThirdResultsRow)`
-      SELECT r.task_type, r.by_verifier, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
-             x.result AS third_result, x.status AS third_status, r.evidence
+      SELECT r.task_type, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
+             x.result AS third_result, x.status AS third_status, r.evidence, c.payload
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
       WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
       ${lock}`);
@@ -413,17 +474,19 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
       return { status: 'disagreed', webhooks: [] };
     }
     const [first, second, third] = resolved as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
-    if (run.by_verifier) return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
-    const withFirst = compareResults(run.task_type, first, third);
-    const withSecond = compareResults(run.task_type, second, third);
+    if (run.by_verifier && !run.cross_country) return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
+    const withFirst = compareResults(run.task_type, first, third, run.payload);
+    const withSecond = compareResults(run.task_type, second, third, run.payload);
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
     const agreesSecond = withSecond.similarity !== null && !disagrees(withSecond);
     const status: RedundantRunState = agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';
-    const evidence = {
+    // A verifier of another country outvoted saw another country's page: not wrong, nobody's failure.
+    const wrong = status === 'upheld' ? (run.cross_country ? null : run.second_solver_id) : status === 'refuted' ? run.first_solver_id : null;
+    const judged = {
       ...run.evidence,
       third: { ...side(run.third_solver_id, withFirst.second), similarity_to_first: withFirst.similarity, similarity_to_second: withSecond.similarity },
     };
-    const wrong = status === 'upheld' ? run.second_solver_id : status === 'refuted' ? run.first_solver_id : null;
+    const { counts, evidence } = wrong ? await proofCountsIn(tx, clientTaskId, wrong, judged) : { counts: false, evidence: judged };
     await tx.query(sql.unsafe`
       UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
         wrong_solver_id = ${wrong}, concluded_at = now()
@@ -433,10 +496,10 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
     const right = status === 'upheld' ? run.first_solver_id : run.second_solver_id;
     await recordVerifiedOutcomeIn(tx, policy, { solverId: right, taskType: run.task_type, failed: false, evidence });
     if (status === 'upheld') {
-      await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
+      if (counts && wrong) await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
       return { status, webhooks: [] };
     }
-    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
   });
 }
 
@@ -453,22 +516,23 @@ async function judgeStabilityIn(
   [first, second, third]: [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>],
 ): Promise<RunVerdict> {
   const taskType = run.task_type as WebTaskType;
-  const checks = compareResults(taskType, second, third);
+  const checks = compareResults(taskType, second, third, run.payload);
   const stable = checks.similarity !== null && !disagrees(checks);
-  const again = compareResults(taskType, first, third);
+  const again = compareResults(taskType, first, third, run.payload);
   const refuted = stable && again.similarity !== null && disagrees(again);
   const status: RedundantRunState = refuted ? 'refuted' : 'incomparable';
-  const evidence = {
+  const judged = {
     ...run.evidence,
     third: { ...side(run.third_solver_id, again.second), similarity_to_first: again.similarity, similarity_to_second: checks.similarity },
     stability: { stable, checks_similarity: checks.similarity, ...(checks.incomparable ? { incomparable: checks.incomparable } : {}), ...(again.incomparable ? { incomparable: again.incomparable } : {}) },
   };
+  const { counts, evidence } = refuted ? await proofCountsIn(tx, clientTaskId, run.first_solver_id, judged) : { counts: false, evidence: judged };
   await tx.query(sql.unsafe`
     UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
       wrong_solver_id = ${refuted ? run.first_solver_id : null}, concluded_at = now()
     WHERE task_id = ${clientTaskId}`);
   if (!refuted) return { status, webhooks: [] };
-  return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence }) };
+  return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
 }
 
 const RedundantRunRow = z.object({

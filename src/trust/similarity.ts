@@ -14,7 +14,7 @@ export const SIMILARITY_MEASURES = Object.freeze({
   proxy_fetch: { measure: 'text_shingles', threshold: 0.3 },
   /** The mean of the text's shingle Jaccard and the structure's (line kinds and depths, as multisets); 0 across formats. */
   page_snapshot: { measure: 'snapshot_text_and_structure', threshold: 0.4 },
-  /** Shared normalised result URLs over the longer list's count. */
+  /** Shared normalised result URLs among the first `count` of each list (what a client is shown), over the longer list's count. */
   web_search: { measure: 'result_url_overlap', threshold: 0.2 },
   /**
    * The lower of two scales: 1 − Hamming distance / 64 of the 8 × 8 average hashes, and the weighted
@@ -44,14 +44,24 @@ export interface Comparison {
 const EXCERPT_CHARS = 500;
 const SHINGLE_WORDS = 3;
 
+/** A web_search payload's `count` when it names none (SearchBody's default). */
+export const DEFAULT_SEARCH_COUNT = 5;
+
+/** The number of results a client is shown of a web_search task with this payload: its `count`. */
+export const searchCount = (payload: Record<string, unknown> | undefined) =>
+  typeof payload?.count === 'number' && Number.isInteger(payload.count) && payload.count > 0 ? payload.count : DEFAULT_SEARCH_COUNT;
+
 /**
  * Compares two results of a web task type: `first` the result checked (a client's, a canary's), `second`
  * the check's (a verifier's or another solver's run of the same task, an oracle's). Not symmetric: a
  * check that found nothing (`second` empty) while the checked result holds something proves nothing
  * (incomparable), while a checked result that is empty where the check found something disagrees.
+ * `payload` is the task's: a search is compared on what its client is shown, the first `count` results
+ * of each side in their order, so results listed after them (which the client never sees) do not count.
  */
-export function compareResults(taskType: WebTaskType, first: Record<string, unknown>, second: Record<string, unknown>): Comparison {
+export function compareResults(taskType: WebTaskType, first: Record<string, unknown>, second: Record<string, unknown>, payload?: Record<string, unknown>): Comparison {
   const { measure, threshold } = SIMILARITY_MEASURES[taskType];
+  if (taskType === 'web_search') [first, second] = [shownOf(first, searchCount(payload)), shownOf(second, searchCount(payload))];
   const compared = COMPARE[taskType](first, second);
   if (compared.similarity !== null && isEmptyResult(taskType, second) && !isEmptyResult(taskType, first)) {
     return { measure, threshold, ...compared, similarity: null, incomparable: 'check_empty' };
@@ -66,6 +76,9 @@ export function isEmptyResult(taskType: WebTaskType, result: Record<string, unkn
   if (taskType === 'web_search') return resultUrls(result.results).size === 0;
   return false;
 }
+
+/** A search result cut to the first `count` entries of its list, in order: what its client is shown. */
+const shownOf = (result: Record<string, unknown>, count: number) => (Array.isArray(result.results) ? { ...result, results: result.results.slice(0, count) } : result);
 
 type Compared = Omit<Comparison, 'measure' | 'threshold'>;
 

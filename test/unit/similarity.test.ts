@@ -70,11 +70,24 @@ describe('search results', () => {
   test('two engines sharing a few of ten agree; a fixed list does not', () => {
     const honest = Array.from({ length: 10 }, (_, i) => `https://site${i}.org/page`);
     const other = [...honest.slice(0, 3), ...Array.from({ length: 7 }, (_, i) => `https://elsewhere${i}.net/`)];
-    expect(compareResults('web_search', list(honest), list(other)).similarity).toBe(0.3);
-    expect(disagrees(compareResults('web_search', list(honest), list(other)))).toBe(false);
+    const ten = { query: 'q', count: 10 };
+    expect(compareResults('web_search', list(honest), list(other), ten).similarity).toBe(0.3);
+    expect(disagrees(compareResults('web_search', list(honest), list(other), ten))).toBe(false);
     const fixed = list(Array.from({ length: 10 }, (_, i) => `https://example.com/${i}`));
-    expect(disagrees(compareResults('web_search', list(honest), fixed))).toBe(true);
+    expect(disagrees(compareResults('web_search', list(honest), fixed, ten))).toBe(true);
     expect(compareResults('web_search', list([]), list([])).similarity).toBe(1);
+  });
+  test('only what the client is shown is compared: the first `count` of each list, in order (5 when the payload names none)', () => {
+    const real = Array.from({ length: 5 }, (_, i) => `https://real${i}.org/`);
+    const madeUp = Array.from({ length: 5 }, (_, i) => `https://made-up${i}.example/`);
+    // Made-up results first, the real ones after them: the client sees only the made-up ones.
+    expect(compareResults('web_search', list([...madeUp, ...real]), list(real), { query: 'q', count: 5 })).toMatchObject({ similarity: 0 });
+    expect(compareResults('web_search', list([...madeUp, ...real]), list(real)).similarity).toBe(0);
+    // The whole list would have agreed (5 of 10).
+    expect(compareResults('web_search', list([...madeUp, ...real]), list(real), { count: 10 }).similarity).toBe(0.5);
+    // Extra results after the first `count` are not held against an honest solver.
+    expect(compareResults('web_search', list([...real, ...madeUp]), list(real), { count: 5 }).similarity).toBe(1);
+    expect(compareResults('web_search', list([...real.slice(0, 3), ...madeUp]), list(real), { count: 3 }).similarity).toBe(1);
   });
   test('a check that finds nothing cannot answer; a checked result with nothing, where the check found results, disagrees', () => {
     const found = list(['https://a.org/1', 'https://b.org/2']);
