@@ -59,6 +59,8 @@ const SCRAPE_V1_ERRORS: ErrorType[] = SCRAPE_ERRORS.filter((type) => type !== 'u
 const SEARCH_ERRORS: ErrorType[] = ['unsupported_format', ...IDEMPOTENT_RUN];
 const SCRAPE_KEY = idempotent('answers with the first scrape\'s tasks', true);
 const SEARCH_KEY = idempotent('answers with the first search\'s task', true);
+/** The scrape formats answered by a strong-tier chat on the page (src/compat/extraction.ts). */
+const LLM_FORMATS = ['json', 'summary'] as const;
 /** What every Firecrawl route shares. */
 export const FIRECRAWL_ROUTE = { tag: 'compatibility', auth: 'bearer', firecrawl: true } as const;
 
@@ -80,7 +82,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const actions = parseActions(body.actions, body.waitFor ?? 0);
     // An extraction reads the page's markdown: the page is scraped as for markdown, which data holds only when asked for.
     const asked = body.formats && body.formats.length > 0 ? body.formats : extractions.length > 0 ? [] : ['markdown'];
-    const plan = planScrapeV2({ ...body, formats: extractions.length > 0 ? [...asked, 'markdown'] : asked }, actions);
+    const plan = planScrapeV2({ ...body, formats: extractions.length > 0 ? [...asked, 'markdown'] : asked }, actions, LLM_FORMATS);
     const shownFormats = extractions.length > 0 && !asked.some((format) => (typeof format === 'string' ? format : format.type) === 'markdown') ? plan.formats.filter((format) => format !== 'markdown') : plan.formats;
     const url = withScheme(body.url);
     const timeoutSeconds = timeoutSecondsOf(body.timeout);
