@@ -207,6 +207,20 @@ describe('around the chat', () => {
     expect((await getBalance(stack.db, client.account_id))!.available_points).toBe('1000');
   });
 
+  test('an account that cannot hold the page and the completion is refused before any work: 402 insufficient_balance naming the points, nothing held', async () => {
+    const web = await solvers({ behaviour: pageSolver, price: '2' });
+    const chat = await solvers({ behaviour: reader(0), capabilities: strongChat() });
+    // The page's hold (the default web task price, 10) fits; with the cheapest completion's estimate (1 + 2 × 4096 / 1000) it does not.
+    const client = await registerAccount(stack.url, '15');
+    const answer = await scrape(client.auth, { url: freshUrl(), formats: [{ type: 'json', schema: SCHEMA }] });
+    expect([answer.status, answer.json.code, answer.json.required_points]).toEqual([402, 'insufficient_balance', '19.192']);
+    expect(web.received).toHaveLength(0);
+    expect(chat.received).toHaveLength(0);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '15', held_points: '0' });
+    // A markdown scrape needs only the page.
+    expect((await scrape(client.auth, { url: freshUrl(), formats: ['markdown'] })).status).toBe(200);
+  });
+
   test('the page cache keeps the page, not the answer: a repeat takes the page from the cache (free) and asks a solver again', async () => {
     const web = await solvers({ behaviour: pageSolver, price: '2' });
     const chat = await solvers({ behaviour: reader(0), capabilities: strongChat() });

@@ -5,12 +5,12 @@ import { planScrapeV2, renderPayload, unsupportedFormat, unsupportedResultScrape
 import { isValidSelector } from '../../compat/page-html';
 import { renderReason } from '../../compat/render-policy';
 import { assertScrapeOptions } from '../../compat/scrape-options';
-import { EXTRACTION_ATTEMPTS, extractionFailed, extractionRequest, jsonExtraction, judgeAnswer, repairRequest, type Extraction } from '../../compat/extraction';
+import { EXTRACTION_ATTEMPTS, EXTRACTION_MAX_TOKENS, extractionFailed, extractionRequest, jsonExtraction, judgeAnswer, repairRequest, type Extraction } from '../../compat/extraction';
 import { completeChat, noStrongSolver } from '../chat-tasks';
 import { ApiError } from '../../errors';
 import { maxAgeOf, scrapeCacheKey, type CachedPage } from '../../compat/page-cache';
 import type { ScanResult } from '../../safety/scanner';
-import type { WebTaskType } from '../../schemas/domain';
+import { CHAT_TASK_TYPE, type WebTaskType } from '../../schemas/domain';
 import {
   FirecrawlSearchBody,
   ScrapeBody,
@@ -21,7 +21,7 @@ import {
   type ScrapeV2Request,
 } from '../../schemas/requests';
 import { idempotencyOf } from '../idempotency';
-import { costHeaders, idempotencyKeyReused, noSolverError, runWebTask, safetyOf } from '../web-tasks';
+import { costHeaders, idempotencyKeyReused, insufficientBalance, noSolverError, runWebTask, safetyOf } from '../web-tasks';
 import type { ErrorType } from '../../errors';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
@@ -120,6 +120,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
       ...(separateScreenshot ? (['screenshot'] as const) : []),
     ]);
     for (const taskType of needed) if (!(await online(taskType))) throw await noSolverError(deps.tasks, taskType, country);
+    await assertCanHoldAll(res, extractions, needed.size);
 
     const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>): Promise<TaskOutcome> =>
       runWebTask(deps, {
@@ -201,6 +202,26 @@ export function compatRoutes(deps: AppDeps): Route[] {
     await answerWithExtractions(res, { url, plan: { ...plan, formats: shownFormats }, parts, pageCost: cost, cacheState: 'miss', extractions });
   }
 
+  /**
+   * Before any task of a scrape with extractions: the account can hold its page's tasks (each at the
+   * default web task hold) and one completion per extraction at the lowest estimate an online strong-tier
+   * solver asks for it (its completion budget; the page's prompt is not known yet, so this is a floor).
+   * One that cannot is 402 insufficient_balance with nothing held, rather than a page charged and then no
+   * completion for want of points.
+   */
+  async function assertCanHoldAll(res: Response, extractions: Extraction[], pageTasks: number) {
+    if (extractions.length === 0) return;
+    const { required, enough } = await deps.solvers.canHoldEstimates({
+      accountId: accountOf(res).account_id,
+      fixed: { count: pageTasks, points: deps.config.defaultWebTaskPricePoints },
+      count: extractions.length,
+      taskType: CHAT_TASK_TYPE,
+      strongModels: deps.strongModels(),
+      figures: { promptTokens: null, completionTokens: EXTRACTION_MAX_TOKENS, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null },
+    });
+    if (required !== null && !enough) throw insufficientBalance(required);
+  }
+
   /** A document's markdown, as the markdown format gives it: what an extraction reads. */
   const markdownFor = (url: string, plan: ReturnType<typeof planScrapeV2>, parts: ScrapeParts) =>
     String(scrapeDocument({ url, formats: ['markdown'], onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts }).markdown ?? '');
@@ -280,6 +301,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const parts: ScrapeParts = { page: pageOf(part, cached.result), taskIds: [], scans: safety ? [{ name: PART_NAMES[part], safety }] : [] };
     // The cache keeps pages only: a cached page's json and summary are asked of a solver again.
     if (extractions.length > 0) {
+      await assertCanHoldAll(res, extractions, 0);
       await answerWithExtractions(res, { url, plan, parts, pageCost: { charged_points: '0', held_points: '0' }, cacheState: 'hit', cachedAt: cached.cachedAt, extractions });
       return;
     }
