@@ -241,6 +241,26 @@ describe('around the chat', () => {
     expect(plain.json.data.json).toBeUndefined();
   });
 
+  test('a client that goes away while the completion runs cancels it: its solver is told to stop, its hold released', async () => {
+    await solvers({ behaviour: pageSolver, price: '2' });
+    const chat = await solvers({ behaviour: (frame, self) => self.send({ type: 'accept', attempt_id: frame.attempt_id }), capabilities: strongChat() });
+    const client = await registerAccount(stack.url, '1000');
+    const gone = new AbortController();
+    const request = fetch(`${stack.url}/v2/scrape`, {
+      method: 'POST',
+      headers: { ...client.auth, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: freshUrl(), formats: ['summary'] }),
+      signal: gone.signal,
+    }).catch(() => null);
+    await waitFor(() => chat.received.length === 1);
+    gone.abort();
+    await request;
+    await waitFor(() => chat.cancels.length === 1);
+    await waitFor(async () => (await getBalance(stack.db, client.account_id))!.held_points === '0');
+    await waitFor(async () => (await auditLedger(stack.db)).openHoldsOnFinishedTasks === 0);
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
   test('an Idempotency-Key is refused with these formats, naming it, before any work', async () => {
     const web = await solvers({ behaviour: pageSolver, price: '2' });
     await solvers({ behaviour: reader(0), capabilities: strongChat() });

@@ -58,6 +58,7 @@ export async function completeChat(
   const completionId = chatWorkflowId(taskId);
   const assembler = new MessageAssembler();
   const listener = relayListener(deps, completionId, (delta) => assembler.add(delta));
+  let stopCancel = () => undefined as void;
   try {
     const created = await deps.tasks.create({
       taskId,
@@ -82,12 +83,18 @@ export async function completeChat(
     });
     const task = createdTask(created, { noSolver: noStrongSolver, taskType: CHAT_TASK_TYPE });
     input.onCreated?.(task.task_id);
+    // A client that goes away cancels the completion and stops its solver, as a chat client's does.
+    const cancel = () => void deps.tasks.clientGone(task.task_id, completionId).catch(() => undefined);
+    if (input.clientGone?.aborted) cancel();
+    else input.clientGone?.addEventListener('abort', cancel, { once: true });
+    stopCancel = () => input.clientGone?.removeEventListener('abort', cancel);
     const verdict = await deps.tasks.waitForResult(task).catch(() => null);
     if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await deps.taskViews.getTaskRecord(task.task_id))?.error ?? undefined;
     const end = verdict?.status === 'completed' ? await withTimeout(listener.ended, END_GRACE_MS) : null;
     if (!end) throw verdict?.status === 'completed' ? new ApiError('solver_failed', 'The completion stream was interrupted.') : failureError('chat', task, verdict);
     return { taskId: task.task_id, content: assembler.message().content ?? '', usage: normalizeUsage(end.usage) };
   } finally {
+    stopCancel();
     listener.stop();
   }
 }

@@ -239,8 +239,12 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const { url, plan, parts, extractions } = input;
     const markdown = markdownFor(url, plan, parts);
     const account = accountOf(res);
+    // A client that goes away before the answer is sent cancels the completions still running.
     const clientGone = new AbortController();
-    res.on('close', () => clientGone.abort());
+    const gone = () => {
+      if (!res.writableEnded) clientGone.abort();
+    };
+    res.on('close', gone);
     const chatTaskIds: string[] = [];
     const tokens = { prompt_tokens: 0, completion_tokens: 0 };
     const runOne = async (extraction: Extraction) => {
