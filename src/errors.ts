@@ -49,6 +49,7 @@ export const ERROR_STATUS = {
   internal_error: 500,
   invalid_domain_policy: 500,
   solver_failed: 502,
+  extraction_failed: 502,
   no_solver_available: 503,
   solver_checks_unfunded: 503,
   service_unavailable: 503,

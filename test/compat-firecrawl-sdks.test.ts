@@ -105,17 +105,17 @@ describe('JavaScript SDK 4.x (Firecrawl, v2 API)', () => {
   test('an unsupported format is refused in Firecrawl\'s error shape, naming it, and nothing is charged', async () => {
     const firecrawl = new Firecrawl({ apiKey: client.api_key, apiUrl: base() });
     const before = await getBalance(stack.db, client.account_id);
-    await expect(firecrawl.scrape(`${site.baseUrl}/article.html`, { formats: ['markdown', 'summary'] })).rejects.toMatchObject({
+    await expect(firecrawl.scrape(`${site.baseUrl}/article.html`, { formats: ['markdown', 'branding'] })).rejects.toMatchObject({
       status: 400,
       code: 'unsupported_format',
-      message: expect.stringContaining('"summary"'),
+      message: expect.stringContaining('"branding"'),
     });
-    const json = await api(stack.url, 'POST', '/v1/compat/scraper/v2/scrape', {
+    const tracking = await api(stack.url, 'POST', '/v1/compat/scraper/v2/scrape', {
       headers: client.auth,
-      body: { url: `${site.baseUrl}/article.html`, formats: ['markdown', { type: 'json', prompt: 'the title' }] },
+      body: { url: `${site.baseUrl}/article.html`, formats: ['markdown', { type: 'changeTracking', modes: ['git-diff'] }] },
     });
-    expect(json.status).toBe(400);
-    expect(json.json).toEqual({ success: false, code: 'unsupported_format', format: 'json', error: expect.stringContaining('"json" format is not supported') });
+    expect(tracking.status).toBe(400);
+    expect(tracking.json).toEqual({ success: false, code: 'unsupported_format', format: 'changeTracking', error: expect.stringContaining('"changeTracking" format is not supported') });
     const news = await api(stack.url, 'POST', '/v1/compat/scraper/v2/search', { headers: client.auth, body: { query: 'lighthouse', sources: ['web', { type: 'news' }] } });
     expect(news.status).toBe(400);
     expect(news.json).toMatchObject({ success: false, code: 'unsupported_format', format: 'news' });
@@ -180,8 +180,8 @@ describe.each(FIRECRAWL_PY_MAJORS)('Python SDK firecrawl-py %i.x', (major) => {
   });
 
   test('an unsupported format is reported by the SDK with its name', async () => {
-    const outcome = await call({ call: 'scrape', url: `${site.baseUrl}/article.html`, options: { formats: ['markdown', major >= 4 ? 'summary' : 'extract'] } });
+    const outcome = await call({ call: 'scrape', url: `${site.baseUrl}/article.html`, options: { formats: ['markdown', major >= 4 ? 'branding' : 'changeTracking'] } });
     expect(outcome.raised).toBeDefined();
-    expect(outcome.message).toContain(major >= 4 ? 'summary' : 'extract');
+    expect(outcome.message).toContain(major >= 4 ? 'branding' : 'changeTracking');
   });
 });

@@ -212,7 +212,7 @@ describe('refusals', () => {
       expect([option, answer.status, answer.json.code, answer.json.option]).toEqual([option, 400, 'unsupported_option', option]);
       expect(answer.json.error).toContain(`"${option}"`);
     }
-    for (const [option, value] of [['jsonOptions', { prompt: 'x' }], ['agent', { model: 'FIRE-1' }], ['location', { languages: ['en-US'] }]] as const) {
+    for (const [option, value] of [['changeTrackingOptions', { modes: ['git-diff'] }], ['agent', { model: 'FIRE-1' }], ['location', { languages: ['en-US'] }]] as const) {
       const v1 = await api(stack.url, 'POST', '/v1/compat/scraper/v1/scrape', { headers: client.auth, body: { url, [option]: value } });
       expect([option, v1.status, v1.json.option]).toEqual([option, 400, option]);
     }

@@ -212,14 +212,14 @@ describe('Firecrawl v1 scrape compatibility', () => {
 
   test('validation errors keep the contract\'s 422 detail list and add Firecrawl\'s success/error', async () => {
     const client = await registerAccount(stack.url, '100');
-    const response = await api(stack.url, 'POST', '/v1/compat/scraper/scrape', { headers: client.auth, body: { formats: ['markdown', 'json'], timeout: 0 } });
+    const response = await api(stack.url, 'POST', '/v1/compat/scraper/scrape', { headers: client.auth, body: { formats: ['markdown', 'changeTracking'], timeout: 0 } });
     expect(response.status).toBe(422);
     expect(response.json).toEqual({
       success: false,
       error: expect.stringContaining('Bad Request'),
       detail: [
         expect.objectContaining({ type: 'missing', loc: ['body', 'url'] }),
-        expect.objectContaining({ type: 'literal_error', loc: ['body', 'formats', 1], input: 'json' }),
+        expect.objectContaining({ type: 'literal_error', loc: ['body', 'formats', 1], input: 'changeTracking' }),
         expect.objectContaining({ type: 'greater_than', loc: ['body', 'timeout'] }),
       ],
     });

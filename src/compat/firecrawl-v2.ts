@@ -33,8 +33,8 @@ const typeOf = (format: string | { type: string }) => (typeof format === 'string
 const listed = (names: readonly string[]) => `${names.slice(0, -1).join(', ')} and ${names[names.length - 1]}`;
 
 /** The refusal of a format (or search source) this service does not produce, naming it. */
-export function unsupportedFormat(format: string, what = 'format'): ApiError {
-  const served = what === 'format' ? listed(SCRAPE_V2_FORMATS) : 'web';
+export function unsupportedFormat(format: string, what = 'format', alsoServed: readonly string[] = []): ApiError {
+  const served = what === 'format' ? listed([...SCRAPE_V2_FORMATS, ...alsoServed]) : 'web';
   return new ApiError('unsupported_format', `The "${format}" ${what} is not supported by this service; it serves ${served}.`, { format });
 }
 
@@ -49,8 +49,11 @@ export function unsupportedResultScrape(format: string): ApiError {
 
 const CONTENT_FORMATS: readonly ScrapeV2Format[] = ['markdown', 'html', 'rawHtml', 'links'];
 
-/** The tasks a scrape needs; throws `unsupported_format` for a format this service does not produce. */
-export function planScrapeV2(body: ScrapeV2Request, actions: PageActionStep[] = []): ScrapeV2Plan {
+/**
+ * The tasks a scrape needs; throws `unsupported_format` for a format this service does not produce
+ * (its message naming `alsoServed` too: the formats the caller serves itself, a scrape's json and summary).
+ */
+export function planScrapeV2(body: ScrapeV2Request, actions: PageActionStep[] = [], alsoServed: readonly string[] = []): ScrapeV2Plan {
   const requested = body.formats && body.formats.length > 0 ? body.formats : ['markdown'];
   const formats = new Set<ScrapeV2Format>();
   const waitMs = body.waitFor ?? 0;
@@ -58,7 +61,7 @@ export function planScrapeV2(body: ScrapeV2Request, actions: PageActionStep[] = 
   let screenshot: ScrapeV2Plan['screenshot'] = null;
   for (const format of requested) {
     const type = typeOf(format);
-    if (!(SCRAPE_V2_FORMATS as readonly string[]).includes(type)) throw unsupportedFormat(type);
+    if (!(SCRAPE_V2_FORMATS as readonly string[]).includes(type)) throw unsupportedFormat(type, 'format', alsoServed);
     formats.add(type as ScrapeV2Format);
     if (type === 'screenshot') {
       // The route has validated a screenshot object's fields; quality applies to JPEG only and our images are PNG.

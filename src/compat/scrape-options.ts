@@ -23,7 +23,7 @@ const truthy = (value: unknown) => given(value) && value !== false;
 
 export const SCRAPE_OPTIONS: Readonly<Record<string, OptionRule>> = Object.freeze({
   url: { versions: BOTH, verdict: 'served', why: 'the page; without a scheme, http:// is assumed' },
-  formats: { versions: BOTH, verdict: 'served', why: 'markdown, html, rawHtml, links, screenshot; others are 400 unsupported_format' },
+  formats: { versions: BOTH, verdict: 'served', why: 'markdown, html, rawHtml, links, screenshot; json (v1 json and extract) and summary by a strong-tier chat on the page\'s markdown, billed with the page; others are 400 unsupported_format' },
   onlyMainContent: { versions: BOTH, verdict: 'served', why: 'strips page chrome from html and markdown' },
   includeTags: { versions: BOTH, verdict: 'served', why: 'CSS selectors kept in html and markdown' },
   excludeTags: { versions: BOTH, verdict: 'served', why: 'CSS selectors removed from html and markdown' },
@@ -63,8 +63,8 @@ export const SCRAPE_OPTIONS: Readonly<Record<string, OptionRule>> = Object.freez
   profile: { versions: ['v2'], verdict: 'refused', why: 'every task runs in a fresh browser context; no profile is kept' },
   domainTools: { versions: ['v2'], verdict: 'accepted', why: 'tools are not listed: false is what is served, true is refused', refuses: truthy },
   zeroDataRetention: { versions: BOTH, verdict: 'accepted', why: 'tasks (payload and result) are kept (results for RESULT_RETENTION_SECONDS) and their pages cached: false is what is served, true is refused', refuses: truthy },
-  jsonOptions: { versions: ['v1'], verdict: 'refused', why: 'LLM extraction is not served (the json format is refused too)' },
-  extract: { versions: ['v1'], verdict: 'refused', why: 'LLM extraction is not served (the extract format is refused too)' },
+  jsonOptions: { versions: ['v1'], verdict: 'served', why: 'the json format\'s schema, prompt and systemPrompt: a strong-tier chat fills data.json from the page, validated against the schema' },
+  extract: { versions: ['v1'], verdict: 'served', why: 'the extract format\'s schema, prompt and systemPrompt: a strong-tier chat fills data.extract from the page, validated against the schema' },
   changeTrackingOptions: { versions: ['v1'], verdict: 'refused', why: 'change tracking is not served' },
   agent: { versions: ['v1'], verdict: 'refused', why: 'the FIRE-1 agent is not served' },
 });

@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { SolverCapabilityInput } from '../schemas/requests';
-import { eligibleSolvers, handOnSlots, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff } from './matching';
+import { eligibleSolvers, estimatedPrice, figuresOf, handOnSlots, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff, type RequestFigures } from './matching';
 import type { Db } from './pool';
 import { announceCanaryDueIn, isCanaryTaskType, type TrustPolicy } from './reputation';
 
@@ -150,6 +150,26 @@ export async function countOnlineSolvers(
 ): Promise<number> {
   return db.oneFirst(sql.type(z.object({ count: z.number() }))`
     SELECT count(DISTINCT c.solver_id)::int AS count ${eligibleSolvers(taskType, { ...options, policy })}`);
+}
+
+/**
+ * Whether the account can hold `fixed.count` tasks of `fixed.points` each plus `count` tasks of the type, each at the lowest estimate
+ * an online solver asks for a request of these figures (docs/queue.md, "What a chat pays"): a route that
+ * runs several tasks one after another checks, before the first, that it cannot fail for want of points
+ * at a later one. `required` is what that takes (null: no solver of the type is online).
+ */
+export async function canHoldEstimates(
+  db: Db,
+  policy: TrustPolicy,
+  input: { accountId: string; fixed: { count: number; points: string }; count: number; taskType: string; strongModels?: string[]; figures: RequestFigures },
+): Promise<{ required: string | null; enough: boolean }> {
+  return db.one(sql.type(z.object({ required: z.string().nullable(), enough: z.boolean() }))`
+    WITH cheapest AS (
+      SELECT min(${estimatedPrice('c', figuresOf(input.figures))}) AS price ${eligibleSolvers(input.taskType, { strongModels: input.strongModels, policy })}
+    ), need AS (SELECT ${input.fixed.count}::int * ${input.fixed.points}::numeric + ${input.count}::int * price AS points FROM cheapest)
+    SELECT trim_scale(need.points)::text AS required,
+           COALESCE((SELECT available >= need.points FROM balances WHERE account_id = ${input.accountId}), false) AS enough
+    FROM need`);
 }
 
 const StatsRow = z.object({

@@ -266,6 +266,18 @@ export const SCRAPE_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'screensh
 /** Firecrawl v2 scrape formats this service serves; any other (json, summary, …) is refused naming it. */
 export const SCRAPE_V2_FORMATS = ['markdown', 'html', 'rawHtml', 'links', 'screenshot'] as const;
 
+/** v1 scrape formats: the page's, and the LLM formats json and extract (a strong-tier chat on the page, src/compat/extraction.ts). */
+export const SCRAPE_V1_FORMATS = [...SCRAPE_FORMATS, 'json', 'extract'] as const;
+
+// A json format's options (v2's format object, v1's jsonOptions and extract), as the OpenAPI document shows them.
+const ExtractionOptions = z
+  .object({
+    schema: z.record(z.any()).nullable().optional().openapi({ description: 'A JSON Schema the answer must match (data.json)' }),
+    prompt: z.string().nullable().optional(),
+    systemPrompt: z.string().nullable().optional(),
+  })
+  .passthrough();
+
 // v2 formats are names or objects ({"type":"screenshot","fullPage":true,"viewport":{…}}); which of them
 // this service serves is decided by the route, so that an unserved one is named in Firecrawl's error body.
 const ScrapeV2Format = z.union([z.string().min(1), z.object({ type: z.string().min(1) }).passthrough()]);
@@ -309,7 +321,13 @@ const ScrapeOptions = {
 const ScrapeOptionsV2 = { formats: z.array(ScrapeV2Format).nullable().optional(), ...ScrapeOptions };
 
 export const ScrapeBody = z
-  .object({ url: z.string().min(1), formats: z.array(z.enum(SCRAPE_FORMATS)).optional(), ...ScrapeOptions })
+  .object({
+    url: z.string().min(1),
+    formats: z.array(z.enum(SCRAPE_V1_FORMATS)).optional(),
+    jsonOptions: ExtractionOptions.nullable().optional().openapi({ description: 'The json format\'s schema and prompt: a strong-tier chat fills data.json from the page' }),
+    extract: ExtractionOptions.nullable().optional().openapi({ description: 'The extract format\'s schema and prompt: a strong-tier chat fills data.extract from the page' }),
+    ...ScrapeOptions,
+  })
   .passthrough()
   .openapi('ScrapeRequest');
 
@@ -324,7 +342,18 @@ export const ScreenshotFormatV2 = z
   .passthrough();
 
 export const ScrapeV2Body = z
-  .object({ url: z.string().min(1), formats: z.array(ScrapeV2Format).nullable().optional(), ...ScrapeOptions })
+  .object({
+    url: z.string().min(1),
+    formats: z
+      .array(ScrapeV2Format)
+      .nullable()
+      .optional()
+      .openapi({
+        description:
+          'markdown, html, rawHtml, links, screenshot (or {type: "screenshot", fullPage, viewport}); {type: "json", schema, prompt}: a strong-tier chat fills data.json from the page\'s markdown, validated against the schema; "summary": data.summary. Both are billed with the page (metadata.costParts)',
+      }),
+    ...ScrapeOptions,
+  })
   .passthrough()
   .openapi('ScrapeV2Request');
 

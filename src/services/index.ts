@@ -13,7 +13,7 @@ import { onlineSolvers, recentAttemptsOf, taskAttempts } from '../db/market-view
 import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
 import { countKeyedRequest, resetRateLimit, simulateRateLimit } from '../db/rate-limits';
-import { listCapabilities, replaceCapabilities, solverStats } from '../db/solvers';
+import { canHoldEstimates, listCapabilities, replaceCapabilities, solverStats } from '../db/solvers';
 import { queueStatus, statusCounts } from '../db/status';
 import { checkFunding } from '../db/check-funding';
 import { findTasks, listTasks } from '../db/task-listing';
@@ -75,6 +75,8 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
     taskViews: bindDb(db, { listTasks, findTasks, getTaskRow, getTaskRecord, taskAttempts, deliveryLog, idempotencyKeyReused }),
     solvers: {
       ...bindDb(db, { listCapabilities, solverStats, recentAttemptsOf, onlineSolvers }),
+      /** Whether the account can hold fixed points plus tasks at the lowest estimate an online solver asks (src/db/solvers.ts). */
+      canHoldEstimates: (input: Parameters<typeof canHoldEstimates>[2]) => canHoldEstimates(db, config.trust, input),
       /** Replaces a solver's capabilities; the slots they freed for waiting tasks are told. */
       async replaceCapabilities(...args: Parameters<typeof replaceCapabilities> extends [Db, TrustPolicy, ...infer A] ? A : never) {
         return engine.afterCommit(await replaceCapabilities(db, config.trust, ...args)).capabilities;

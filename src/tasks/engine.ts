@@ -355,6 +355,11 @@ export class TaskEngine {
     return (await this.deps.store.countOnlineSolvers(taskType, { country })) > 0;
   }
 
+  /** True when a strong-tier chat solver serving one of `strongModels` is online (a scrape's json and summary formats need one). */
+  async chatSolverOnline(strongModels: string[]): Promise<boolean> {
+    return (await this.deps.store.countOnlineSolvers(CHAT_TASK_TYPE, { strongModels })) > 0;
+  }
+
   /** Why no eligible solver of the type is online: none at all, or some wait for checks the platform account cannot pay. */
   async whyNoSolver(taskType: string, options: { strongModels?: string[]; country?: string } = {}): Promise<{ kind: 'no_solver_online' } | { kind: 'checks_unfunded'; solvers: number }> {
     const solvers = await this.deps.store.solversAwaitingUnfundedChecks(taskType, options);

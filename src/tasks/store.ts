@@ -46,7 +46,7 @@ export interface TaskStore {
   saveSubscription(input: { taskId: string; accountId: string; url: string; events: readonly WebhookEvent[] }): Promise<void>;
   dropSubscription(taskId: string): Promise<void>;
   accountExists(accountId: string): Promise<boolean>;
-  countOnlineSolvers(taskType: string, options: { country?: string }): Promise<number>;
+  countOnlineSolvers(taskType: string, options: { country?: string; strongModels?: string[] }): Promise<number>;
   /** Solvers online for the type that wait on probation for a check the platform account cannot pay now. */
   solversAwaitingUnfundedChecks(taskType: string, options: { strongModels?: string[]; country?: string }): Promise<number>;
   /** Deletes the artifacts written for a result the task did not take. */

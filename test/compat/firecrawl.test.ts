@@ -120,7 +120,9 @@ describe('Firecrawl options, actions and the render policy', () => {
     expect(refusal(() => assertScrapeOptions({ url: 'x', fooBar: 1 }, 'v2'))).toMatchObject({ type: 'unsupported_option', extra: { option: 'fooBar' }, message: expect.stringContaining('Unrecognized key') });
     // An option of the other version is unknown to this one.
     expect(refusal(() => assertScrapeOptions({ url: 'x', jsonOptions: {} }, 'v2'))).toMatchObject({ extra: { option: 'jsonOptions' } });
-    expect(refusal(() => assertScrapeOptions({ url: 'x', jsonOptions: {} }, 'v1'))).toMatchObject({ extra: { option: 'jsonOptions' }, message: expect.stringContaining('not supported') });
+    expect(refusal(() => assertScrapeOptions({ url: 'x', changeTrackingOptions: {} }, 'v1'))).toMatchObject({ extra: { option: 'changeTrackingOptions' }, message: expect.stringContaining('not supported') });
+    // v1's extraction options are served (the json and extract formats).
+    expect(() => assertScrapeOptions({ url: 'x', jsonOptions: { prompt: 'p' }, extract: { prompt: 'p' } }, 'v1')).not.toThrow();
     expect(Object.keys(SCRAPE_OPTIONS)).toEqual(expect.arrayContaining(['actions', 'location', 'parsers', 'maxAge', 'blockAds', 'removeBase64Images', 'skipTlsVerification']));
   });
 

@@ -1,7 +1,5 @@
-import crypto from 'node:crypto';
 import type { ErrorRequestHandler, Request, Response } from 'express';
 import { chunk, completionBody, MessageAssembler, normalizeUsage, openAiErrorBody, usageChunk, type CompletionMeta } from '../../chat/openai-format';
-import type { RelayEvent } from '../../chat/relay';
 import { completionBudget } from '../../chat/request-estimate';
 import { estimatePromptTokens } from '../../chat/usage';
 import { scanChatMessages } from '../../safety/scanner';
@@ -13,12 +11,10 @@ import type { ErrorType } from '../../errors';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';
+import { END_GRACE_MS, newChatTaskId, noStrongSolver, relayListener, withTimeout } from '../chat-tasks';
 import { costHeaders, createdTask, failureError } from '../web-tasks';
 
 export const TRUST_MODES = ['standard', 'strict'] as const;
-
-// After the solver's final result, its last deltas may still be in flight on the relay.
-const END_GRACE_MS = 10_000;
 
 function trustModeOf(req: Request): (typeof TRUST_MODES)[number] {
   const raw = req.header('x-service-trust-mode');
@@ -30,23 +26,7 @@ function trustModeOf(req: Request): (typeof TRUST_MODES)[number] {
   return mode as (typeof TRUST_MODES)[number];
 }
 
-/** Receives one completion's relay events; resolves `ended` when the solver's final result has been relayed. */
-function relayListener(deps: AppDeps, completionId: string, onDelta: (delta: Record<string, unknown>) => void) {
-  let resolveEnd!: (event: Extract<RelayEvent, { type: 'end' }>) => void;
-  const ended = new Promise<Extract<RelayEvent, { type: 'end' }>>((resolve) => {
-    resolveEnd = resolve;
-  });
-  const stop = deps.relay.listen(completionId, (event) => {
-    if (event.type === 'chunk') onDelta(event.delta);
-    else if (event.type === 'end') resolveEnd(event);
-  });
-  return { ended, stop };
-}
-
 const decimalOrNull = (value: string | number | null | undefined) => (value === null || value === undefined ? null : String(value));
-
-const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T | null> =>
-  Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms).unref())]);
 
 const CHAT_ERRORS: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'solver_checks_unfunded', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
 
@@ -71,7 +51,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
     const maxPrice = body.provider?.max_price;
     const { stream, stream_options: streamOptions, ...rest } = body as ChatCompletionRequest & { stream_options?: { include_usage?: boolean } };
     const payload = { ...rest, model: PUBLIC_MODEL_ID };
-    const taskId = `chat_${crypto.randomBytes(12).toString('hex')}`;
+    const taskId = newChatTaskId();
     const meta: CompletionMeta = { id: chatWorkflowId(taskId), created: Math.floor(Date.now() / 1000), model: PUBLIC_MODEL_ID };
     const includeUsage = Boolean(streamOptions?.include_usage);
 
@@ -140,7 +120,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
         routingSort: body.provider?.sort ?? undefined,
       });
       const task = createdTask(created, {
-        noSolver: () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.'),
+        noSolver: noStrongSolver,
         taskType: CHAT_TASK_TYPE,
       });
       started = true;

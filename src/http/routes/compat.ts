@@ -5,9 +5,12 @@ import { planScrapeV2, renderPayload, unsupportedFormat, unsupportedResultScrape
 import { isValidSelector } from '../../compat/page-html';
 import { renderReason } from '../../compat/render-policy';
 import { assertScrapeOptions } from '../../compat/scrape-options';
+import { EXTRACTION_ATTEMPTS, EXTRACTION_MAX_TOKENS, extractionFailed, extractionRequest, jsonExtraction, judgeAnswer, repairRequest, type Extraction } from '../../compat/extraction';
+import { completeChat, noStrongSolver } from '../chat-tasks';
+import { ApiError } from '../../errors';
 import { maxAgeOf, scrapeCacheKey, type CachedPage } from '../../compat/page-cache';
 import type { ScanResult } from '../../safety/scanner';
-import type { WebTaskType } from '../../schemas/domain';
+import { CHAT_TASK_TYPE, type WebTaskType } from '../../schemas/domain';
 import {
   FirecrawlSearchBody,
   ScrapeBody,
@@ -18,7 +21,7 @@ import {
   type ScrapeV2Request,
 } from '../../schemas/requests';
 import { idempotencyOf } from '../idempotency';
-import { costHeaders, idempotencyKeyReused, noSolverError, runWebTask, safetyOf } from '../web-tasks';
+import { costHeaders, idempotencyKeyReused, insufficientBalance, noSolverError, runWebTask, safetyOf } from '../web-tasks';
 import type { ErrorType } from '../../errors';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
@@ -50,12 +53,14 @@ const SEARCH_RESULTS_MAX = 10;
 const FIRECRAWL_SEARCH_DEFAULT_LIMIT = 5;
 
 /** A scrape: a format, option or action this service does not serve is refused before anything is held. */
-const SCRAPE_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN];
+const SCRAPE_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN, 'no_strong_solver_available', 'extraction_failed'];
 /** v1 names its formats in the request schema: an unserved one is a 422 there. */
 const SCRAPE_V1_ERRORS: ErrorType[] = SCRAPE_ERRORS.filter((type) => type !== 'unsupported_format');
 const SEARCH_ERRORS: ErrorType[] = ['unsupported_format', ...IDEMPOTENT_RUN];
 const SCRAPE_KEY = idempotent('answers with the first scrape\'s tasks', true);
 const SEARCH_KEY = idempotent('answers with the first search\'s task', true);
+/** The scrape formats answered by a strong-tier chat on the page (src/compat/extraction.ts). */
+const LLM_FORMATS = ['json', 'summary'] as const;
 /** What every Firecrawl route shares. */
 export const FIRECRAWL_ROUTE = { tag: 'compatibility', auth: 'bearer', firecrawl: true } as const;
 
@@ -72,10 +77,13 @@ export function compatRoutes(deps: AppDeps): Route[] {
    * A scrape as Firecrawl does it: the page fetched, and rendered in a browser when it needs it (or
    * always, for waitFor and actions); its screenshot; one answer whose headers say what its tasks cost.
    */
-  async function scrape(req: Request, res: Response, version: 'v1' | 'v2', body: ScrapeV2Request) {
+  async function scrape(req: Request, res: Response, version: 'v1' | 'v2', body: ScrapeV2Request, extractions: Extraction[] = []) {
     assertScrapeOptions(body as Record<string, unknown>, version);
     const actions = parseActions(body.actions, body.waitFor ?? 0);
-    const plan = planScrapeV2(body, actions);
+    // An extraction reads the page's markdown: the page is scraped as for markdown, which data holds only when asked for.
+    const asked = body.formats && body.formats.length > 0 ? body.formats : extractions.length > 0 ? [] : ['markdown'];
+    const plan = planScrapeV2({ ...body, formats: extractions.length > 0 ? [...asked, 'markdown'] : asked }, actions, LLM_FORMATS);
+    const shownFormats = extractions.length > 0 && !asked.some((format) => (typeof format === 'string' ? format : format.type) === 'markdown') ? plan.formats.filter((format) => format !== 'markdown') : plan.formats;
     const url = withScheme(body.url);
     const timeoutSeconds = timeoutSecondsOf(body.timeout);
     const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
@@ -93,19 +101,26 @@ export function compatRoutes(deps: AppDeps): Route[] {
       throw idempotencyKeyReused();
     }
     await assertAllowedTarget(deps.domainPolicy, url, ['body', 'url']);
+    if (extractions.length > 0) {
+      // A completion's text reaches only the request that created it (over the relay), so a repeat with the
+      // same key could not be answered with it: json and summary are served without an idempotency key.
+      if (idempotency) throw new ApiError('unsupported_option', 'The json and summary formats are not served with an Idempotency-Key (or X-Idempotency-Key): send the scrape without one.', { option: 'Idempotency-Key' });
+      if (!(await deps.tasks.chatSolverOnline(deps.strongModels()))) throw noStrongSolver();
+    }
     // The page cache (docs/crawl.md, "Page cache"): a request with an idempotency key is answered by its
     // own tasks, so it is looked up only without one.
     const cacheKey = scrapeCacheKey(url, plan, country, accountOf(res).account_id);
     const cache = body as { maxAge?: number | null; storeInCache?: boolean | null };
     if (cacheKey && !idempotency) {
       const cached = await deps.pageCache.find(cacheKey, maxAgeOf(cache.maxAge, deps.config.pageCacheDefaultMaxAgeMs));
-      if (cached) return answerFromCache(res, url, plan, cached);
+      if (cached) return answerFromCache(res, url, { ...plan, formats: shownFormats }, cached, extractions);
     }
     const needed = new Set<WebTaskType>([
       ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
       ...(separateScreenshot ? (['screenshot'] as const) : []),
     ]);
     for (const taskType of needed) if (!(await online(taskType))) throw await noSolverError(deps.tasks, taskType, country);
+    await assertCanHoldAll(res, extractions, needed.size);
 
     const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>): Promise<TaskOutcome> =>
       runWebTask(deps, {
@@ -146,7 +161,6 @@ export function compatRoutes(deps: AppDeps): Route[] {
 
     const taskIds = outcomes.map(({ outcome }) => outcome.taskId);
     const cost = await deps.ledger.costOfTasks(taskIds);
-    res.set(costHeaders(cost));
     const byPart = (part: ScrapePart) => outcomes.find((entry) => entry.part === part)?.outcome.result;
     const rendered = byPart('render');
     const fetched = byPart('fetch');
@@ -179,8 +193,105 @@ export function compatRoutes(deps: AppDeps): Route[] {
       scans: outcomes.flatMap(({ part, outcome }) => (outcome.result.safety ? [{ name: PART_NAMES[part], safety: outcome.result.safety as ScanResult }] : [])),
       ...(warning ? { warning } : {}),
     };
-    const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
-    res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'miss', pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
+    if (extractions.length === 0) {
+      res.set(costHeaders(cost));
+      const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
+      res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'miss', pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
+      return;
+    }
+    await answerWithExtractions(res, { url, plan: { ...plan, formats: shownFormats }, parts, pageCost: cost, cacheState: 'miss', extractions });
+  }
+
+  /**
+   * Before any task of a scrape with extractions: the account can hold its page's tasks (each at the
+   * default web task hold) and one completion per extraction at the lowest estimate an online strong-tier
+   * solver asks for it (its completion budget; the page's prompt is not known yet, so this is a floor).
+   * One that cannot is 402 insufficient_balance with nothing held, rather than a page charged and then no
+   * completion for want of points.
+   */
+  async function assertCanHoldAll(res: Response, extractions: Extraction[], pageTasks: number) {
+    if (extractions.length === 0) return;
+    const { required, enough } = await deps.solvers.canHoldEstimates({
+      accountId: accountOf(res).account_id,
+      fixed: { count: pageTasks, points: deps.config.defaultWebTaskPricePoints },
+      count: extractions.length,
+      taskType: CHAT_TASK_TYPE,
+      strongModels: deps.strongModels(),
+      figures: { promptTokens: null, completionTokens: EXTRACTION_MAX_TOKENS, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null },
+    });
+    if (required !== null && !enough) throw insufficientBalance(required);
+  }
+
+  /** A document's markdown, as the markdown format gives it: what an extraction reads. */
+  const markdownFor = (url: string, plan: ReturnType<typeof planScrapeV2>, parts: ScrapeParts) =>
+    String(scrapeDocument({ url, formats: ['markdown'], onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts }).markdown ?? '');
+
+  /**
+   * Runs each extraction (json, summary) as a chat completion of a strong-tier solver on the page's
+   * markdown; an answer that is not valid gets one repair (a second completion told what is wrong).
+   * The page and every completion are the request's tasks and its one bill (docs/crawl.md, "Extraction
+   * and summary").
+   */
+  async function answerWithExtractions(
+    res: Response,
+    input: { url: string; plan: ReturnType<typeof planScrapeV2>; parts: ScrapeParts; pageCost: { charged_points: string; held_points: string }; cacheState: 'hit' | 'miss'; cachedAt?: string; extractions: Extraction[] },
+  ) {
+    const { url, plan, parts, extractions } = input;
+    const markdown = markdownFor(url, plan, parts);
+    const account = accountOf(res);
+    // A client that goes away before the answer is sent cancels the completions still running.
+    const clientGone = new AbortController();
+    const gone = () => {
+      if (!res.writableEnded) clientGone.abort();
+    };
+    res.on('close', gone);
+    const chatTaskIds: string[] = [];
+    const tokens = { prompt_tokens: 0, completion_tokens: 0 };
+    const runOne = async (extraction: Extraction) => {
+      let request = extractionRequest(extraction, markdown, url);
+      let problems: string[] = [];
+      for (let attempt = 1; attempt <= EXTRACTION_ATTEMPTS; attempt += 1) {
+        const answer = await completeChat(deps, { accountId: account.account_id, keyId: account.key_id, payload: request, clientGone: clientGone.signal, onCreated: (taskId) => chatTaskIds.push(taskId) });
+        tokens.prompt_tokens += answer.usage.prompt_tokens;
+        tokens.completion_tokens += answer.usage.completion_tokens;
+        const judged = judgeAnswer(extraction, answer.content);
+        if (judged.ok) return { extraction, value: judged.value };
+        problems = judged.problems;
+        request = repairRequest(extractionRequest(extraction, markdown, url), answer.content, problems);
+      }
+      return { extraction, problems };
+    };
+    const settled = await Promise.allSettled(extractions.map(runOne));
+    const chatCost = await deps.ledger.costOfTasks(chatTaskIds);
+    const taskIds = [...parts.taskIds, ...chatTaskIds];
+    const cost = await deps.ledger.costOfTasks(taskIds);
+    const crashed = settled.find((outcome) => outcome.status === 'rejected');
+    if (crashed) throw withCost((crashed as PromiseRejectedResult).reason, cost);
+    const outcomes = settled.map((outcome) => (outcome as PromiseFulfilledResult<Awaited<ReturnType<typeof runOne>>>).value);
+    const failed = outcomes.find((outcome) => 'problems' in outcome);
+    if (failed && 'problems' in failed) throw withCost(extractionFailed(failed.extraction, failed.problems!, taskIds), cost);
+    const values: Record<string, unknown> = {};
+    for (const outcome of outcomes) if ('value' in outcome) values[outcome.extraction.kind === 'summary' ? 'summary' : outcome.extraction.field] = outcome.value;
+    res.set(costHeaders(cost));
+    const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts: { ...parts, taskIds } });
+    const costParts = {
+      page: { taskIds: parts.taskIds, pointsCharged: input.pageCost.charged_points },
+      completions: { taskIds: chatTaskIds, pointsCharged: chatCost.charged_points, promptTokens: tokens.prompt_tokens, completionTokens: tokens.completion_tokens },
+    };
+    res.json({
+      success: true,
+      data: {
+        ...data,
+        ...values,
+        metadata: { ...data.metadata, scrapeId: data.metadata.scrapeId ?? chatTaskIds[0], cacheState: input.cacheState, ...(input.cachedAt ? { cachedAt: input.cachedAt } : {}), pointsCharged: cost.charged_points, pointsHeld: cost.held_points, costParts },
+      },
+    });
+  }
+
+  /** An error of a scrape whose tasks have run: its headers say what they cost, as a success's do. */
+  function withCost(error: unknown, cost: { charged_points: string; held_points: string | null }): unknown {
+    if (!(error instanceof ApiError)) return error;
+    return new ApiError(error.type, error.message, { ...error.extra, points_charged: cost.charged_points }, { ...error.headers, ...costHeaders(cost) });
   }
 
   /**
@@ -188,10 +299,16 @@ export function compatRoutes(deps: AppDeps): Route[] {
    * one, free, with no task of its own (docs/crawl.md, "Page cache"). The cached task's id is not shown:
    * it may be another account's.
    */
-  function answerFromCache(res: Response, url: string, plan: ReturnType<typeof planScrapeV2>, cached: CachedPage) {
+  async function answerFromCache(res: Response, url: string, plan: ReturnType<typeof planScrapeV2>, cached: CachedPage, extractions: Extraction[]) {
     const part: ScrapePart = cached.taskType === 'page_snapshot' ? 'render' : 'fetch';
     const safety = cached.result.safety as ScanResult | undefined;
     const parts: ScrapeParts = { page: pageOf(part, cached.result), taskIds: [], scans: safety ? [{ name: PART_NAMES[part], safety }] : [] };
+    // The cache keeps pages only: a cached page's json and summary are asked of a solver again.
+    if (extractions.length > 0) {
+      await assertCanHoldAll(res, extractions, 0);
+      await answerWithExtractions(res, { url, plan, parts, pageCost: { charged_points: '0', held_points: '0' }, cacheState: 'hit', cachedAt: cached.cachedAt, extractions });
+      return;
+    }
     res.set(costHeaders({ charged_points: '0', held_points: '0' }));
     const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
     res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'hit', cachedAt: cached.cachedAt, pointsCharged: '0', pointsHeld: '0' } } });
@@ -205,8 +322,15 @@ export function compatRoutes(deps: AppDeps): Route[] {
         { type: 'value_error', loc: ['body', 'formats'], msg: 'Value error, ask for either "screenshot" or "screenshot@fullPage", not both', input: body.formats },
       ]);
     }
-    const v2Formats = formats.map((format) => (format === 'screenshot@fullPage' ? { type: 'screenshot', fullPage: true } : format));
-    await scrape(req, res, 'v1', { ...body, formats: v2Formats } as ScrapeV2Request);
+    // v1's LLM formats: json (its options in jsonOptions) and extract (in extract), answered under their names.
+    const extractions: Extraction[] = [];
+    const options = body as { jsonOptions?: Record<string, unknown> | null; extract?: Record<string, unknown> | null };
+    if (formats.includes('json')) extractions.push(jsonExtraction(options.jsonOptions ?? {}, 'json', 'jsonOptions'));
+    if (formats.includes('extract')) extractions.push(jsonExtraction(options.extract ?? {}, 'extract', 'extract'));
+    const pageFormats = formats.filter((format) => format !== 'json' && format !== 'extract');
+    const v2Formats = pageFormats.map((format) => (format === 'screenshot@fullPage' ? { type: 'screenshot', fullPage: true } : format));
+    const { jsonOptions: _json, extract: _extract, ...rest } = body as ScrapeRequest & typeof options;
+    await scrape(req, res, 'v1', { ...rest, formats: v2Formats } as ScrapeV2Request, extractions);
   };
 
   const scrapeV2 = async (req: Request, res: Response) => {
@@ -228,7 +352,16 @@ export function compatRoutes(deps: AppDeps): Route[] {
       });
     }
     if (problems.length > 0) throw new RequestValidationError(problems);
-    await scrape(req, res, 'v2', body);
+    // The LLM formats: {type: "json", schema, prompt} and "summary" (or {type: "summary"}).
+    const extractions: Extraction[] = [];
+    const pageFormats = (body.formats ?? []).filter((format, index) => {
+      const type = typeof format === 'string' ? format : format.type;
+      if (type === 'json') extractions.push(jsonExtraction(typeof format === 'string' ? {} : (format as Record<string, unknown>), 'json', `formats.${index}`));
+      else if (type === 'summary') extractions.push({ kind: 'summary' });
+      else return true;
+      return false;
+    });
+    await scrape(req, res, 'v2', { ...body, formats: body.formats ? pageFormats : body.formats }, extractions);
   };
 
   /** One web_search task for a Firecrawl search; its hits, at most `limit`, and the warning when capped. */
