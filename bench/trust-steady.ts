@@ -8,6 +8,7 @@ import { auditLedger } from '../src/db/ledger';
 import type { Db } from '../src/db/pool';
 import { verificationRate } from '../src/trust/sprt';
 import { honestFetch } from '../test/support/cheats';
+import { seededRandom } from '../test/support/seeded-random';
 import { call, register, request, SimSolver } from './lib/sim';
 import { waitUntil } from './lib/stats';
 
@@ -59,20 +60,8 @@ const ADS = [
   'Home insurance that answers the phone. Get a quote in two minutes.',
 ];
 
-/** A deterministic pseudo-random sequence from a seed (mulberry32). */
-function draw(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function phrase(seed: number, words: number) {
-  const next = draw(seed);
+  const next = seededRandom(seed);
   const text = Array.from({ length: words }, () => WORDS[Math.floor(next() * WORDS.length)]).join(' ');
   return text[0].toUpperCase() + text.slice(1);
 }

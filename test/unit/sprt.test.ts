@@ -1,4 +1,5 @@
 import { SPRT, sprtStep, sprtThresholds, SUBTLE_SPRT, SUSPICION_FRACTION, SUSPICION_OUTCOMES, verificationRate, VERIFICATION_RATE_HALVING, type SprtDecision } from '../../src/trust/sprt';
+import { seededRandom } from '../support/seeded-random';
 
 /** The sequential test on verified outcomes and the verification rate (docs/trust.md, "Verified client tasks"). */
 
@@ -142,25 +143,13 @@ test('an honest solver is never quarantined at the measured rate, and rarely at 
   expect(p0.quarantined).toBeLessThan(0.005);
 }, 120_000);
 
-/** A seeded generator (mulberry32), so that the figures below are the same on every run. */
-function seeded(seed: number) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 /**
  * A solver at the floor (its verified passes long past the start rate) that is proven wrong on a share
  * `wrong` of its verified tasks, run through the real rate and both tests: the client tasks until its
  * quarantine (null: none within `max`), and the share of its tasks verified.
  */
 function atTheFloor(wrong: number, max: number, seed: number, floor = 0.02) {
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   let llr = 0;
   let subtle = 0;
   let sinceFailure: number | null = null;
