@@ -154,7 +154,7 @@ describe('usage the service counts', () => {
     await expectLedgerExact();
   });
 
-  test('reasoning: streamed reasoning is billed, hidden reasoning is not and, declared, is no evidence', async () => {
+  test('reasoning: streamed reasoning is billed and delivered in the JSON answer too; hidden reasoning is not billed and, declared, is no evidence', async () => {
     const thought = 'Two plus two is four, so the answer is four. '.repeat(20);
     const thoughtTokens = textTokens(thought);
     let streamReasoning = true;
@@ -167,9 +167,14 @@ describe('usage the service counts', () => {
       capabilities: strongChat({ min: '0.5', marginal: '2' }),
     });
     const client = await registerAccount(stack.url, '500');
-    expect((await ask(client.api_key)).usage?.completion_tokens).toBe(thoughtTokens + 2);
+    const reasoned = await ask(client.api_key);
+    expect(reasoned.usage?.completion_tokens).toBe(thoughtTokens + 2);
+    // Billed, so delivered: the JSON answer carries it as DeepSeek's API does, which the openai SDK passes on.
+    expect((reasoned.choices[0]!.message as { reasoning_content?: string }).reasoning_content).toBe(thought);
     streamReasoning = false;
-    expect((await ask(client.api_key)).usage?.completion_tokens).toBe(boundOf(textTokens('Four.')));
+    const hidden = await ask(client.api_key);
+    expect(hidden.usage?.completion_tokens).toBe(boundOf(textTokens('Four.')));
+    expect(hidden.choices[0]!.message).not.toHaveProperty('reasoning_content');
     expect((await trustOf(solver.solverId)).usage_inflations).toEqual([]);
     await expectLedgerExact();
   });

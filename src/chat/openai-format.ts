@@ -49,6 +49,8 @@ export class MessageAssembler {
   private content = '';
   private sawContent = false;
   private refusal: string | null = null;
+  // Streamed reasoning is counted and billed as delivered text, so a JSON answer delivers it too.
+  private reasoning: string | null = null;
   private readonly toolCalls = new Map<number, ToolCall>();
 
   add(delta: Record<string, any>) {
@@ -57,6 +59,7 @@ export class MessageAssembler {
       this.sawContent = true;
     }
     if (typeof delta.refusal === 'string') this.refusal = (this.refusal ?? '') + delta.refusal;
+    for (const field of ['reasoning_content', 'reasoning'] as const) if (typeof delta[field] === 'string') this.reasoning = (this.reasoning ?? '') + delta[field];
     if (Array.isArray(delta.tool_calls)) {
       for (const part of delta.tool_calls) {
         const index = Number(part.index ?? 0);
@@ -78,6 +81,8 @@ export class MessageAssembler {
       role: 'assistant' as const,
       content: this.sawContent || toolCalls.length === 0 ? this.content : null,
       refusal: this.refusal,
+      // DeepSeek's field for a reply's reasoning, which OpenAI-compatible clients read as an extra one.
+      ...(this.reasoning !== null ? { reasoning_content: this.reasoning } : {}),
       ...(toolCalls.length ? { tool_calls: toolCalls } : {}),
     };
   }
