@@ -1,6 +1,5 @@
 import net from 'node:net';
 import path from 'node:path';
-import { Writable } from 'node:stream';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config';
 import { createDb, type Db } from '../../src/db/pool';
@@ -76,17 +75,7 @@ export function testConfig(overrides: Record<string, string> = {}): Config {
   });
 }
 
-/** A logger whose output the test can read (to prove what is and is not logged). */
-export function capturingLogger(level = 'info') {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, callback) {
-      lines.push(chunk.toString());
-      callback();
-    },
-  });
-  return { logger: pino({ level }, stream), lines };
-}
+export { capturingLogger } from './capturing-logger';
 
 export interface TestStack {
   api: ApiNode[];

@@ -1,18 +1,5 @@
-import { Writable } from 'node:stream';
-import pino from 'pino';
 import { Readiness, workerCheck, workersCheck } from '../../src/services/readiness';
-
-/** A logger whose lines the test reads. */
-function capturingLogger(level: string) {
-  const lines: string[] = [];
-  const stream = new Writable({
-    write(chunk, _encoding, callback) {
-      lines.push(chunk.toString());
-      callback();
-    },
-  });
-  return { logger: pino({ level }, stream), lines };
-}
+import { capturingLogger } from '../support/capturing-logger';
 
 /** GET /ready's report (src/services/readiness.ts): bounded checks, one in flight per part, changes logged once. */
 describe('readiness', () => {
