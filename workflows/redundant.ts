@@ -5,6 +5,9 @@ import { slotHandedSignal, TaskStatusAttribute, type RedundantRunWorkflowInput, 
 import { db } from './bookkeeping';
 import { dispatchSingleAttempt } from './single-attempt';
 
+/** Workflows started before a disagreement could send a third run end at the disagreement. */
+const THIRD_RUN_PATCH = 'third-run';
+
 /** The task an attempt id belongs to (attempt ids are `<task id>.a<n>`). */
 const taskOfAttempt = (attemptId: string) => attemptId.replace(/\.a\d+$/, '');
 
@@ -83,7 +86,7 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
   }
   // The dispatch activity stored the second result and settled it from the platform's hold.
   const status = await db.judgeRedundantRun({ clientTaskId: input.clientTaskId });
-  if (status !== 'disagreed' || !patched('third-run')) return finish({ clientTaskId: input.clientTaskId, status: status === 'pending' ? 'unanswered' : status });
+  if (status !== 'disagreed' || !patched(THIRD_RUN_PATCH)) return finish({ clientTaskId: input.clientTaskId, status: status === 'pending' ? 'unanswered' : status });
 
   // Two solvers that are not verifiers disagreed: a third breaks the tie.
   const third = await db.createThirdRunTask({ clientTaskId: input.clientTaskId, runTaskId: `task_${uuid4().replace(/-/g, '').slice(0, 24)}`, workflowId });

@@ -42,6 +42,9 @@ describe('recorded workflow histories replay on the current code', () => {
     const source = fs.readdirSync(path.dirname(WORKFLOWS_PATH)).map((file) => fs.readFileSync(path.join(path.dirname(WORKFLOWS_PATH), file), 'utf8')).join('\n');
     const markers = [...source.matchAll(/const (\w+_PATCH) = '([^']+)'/g)].map((match) => match[2]);
     expect(markers.length).toBeGreaterThan(0);
+    // Every patched() call names one of those constants, so none escapes this check.
+    const calls = [...source.matchAll(/\bpatched\(([^)]*)\)/g)].map((match) => match[1]!.trim());
+    expect(calls.filter((argument) => !/^[A-Z_]+_PATCH$/.test(argument))).toEqual([]);
     const scenariosOf = (marker: string, present: boolean) =>
       new Set(files.filter((file) => patchesIn(read(file)).includes(marker) === present).map((file) => file.split('--')[1]));
     for (const marker of markers) {
