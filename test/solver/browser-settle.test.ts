@@ -1,29 +1,15 @@
-import { BrowserPool, openPage } from '../../src/solver/browser/browser-pool';
+import { openPage } from '../../src/solver/browser/browser-pool';
 import { SETTLE_MAX_MS, SETTLE_QUIET_MS, SETTLE_RESERVE_MS } from '../../src/solver/browser/settle';
-import { createPageSnapshotHandler } from '../../src/solver/handlers/page-snapshot';
 import { createScreenshotHandler } from '../../src/solver/handlers/screenshot';
 import { ScreenshotResult, SnapshotResult } from '../../src/schemas/frames';
-import { startFixtureServer, type FixtureServer } from './helpers/fixture-server';
+import { sharedBrowser } from './helpers/browser';
 
 /** Rendered pages are taken once they settle: text written after `load` is in them, and pages that never settle are bounded. */
 
-const policy = { allowPrivateNetworks: true };
-const pool = new BrowserPool({ executablePath: '/usr/bin/chromium', pages: 2, policy, timeoutMs: 20_000 });
-const snapshot = createPageSnapshotHandler({ pool, policy, timeoutMs: 20_000, maxBytes: 200 * 1024 });
-const screenshot = createScreenshotHandler({ pool, policy, timeoutMs: 20_000 });
-const signal = () => new AbortController().signal;
+const browser = sharedBrowser();
+const { policy, pool, snapshot, screenshot, signal } = browser;
 // What a task costs besides its settle wait on this shared 2-core machine (context, navigation, capture), with room.
 const OVERHEAD_MS = 2_500;
-let server: FixtureServer;
-
-beforeAll(async () => {
-  server = await startFixtureServer();
-  await pool.start();
-});
-afterAll(async () => {
-  await pool.close();
-  await server.close();
-});
 
 async function timed<T>(run: () => Promise<T>): Promise<{ value: T; ms: number }> {
   const started = Date.now();
@@ -51,7 +37,7 @@ describe('a page a script fills after load', () => {
   test('the settle wait outlasts the script: the page is quiet for a whole window after it wrote', async () => {
     const settled = await pool.withPage({ width: 800, height: 600 }, signal(), async (page) => {
       const loadedAt = Date.now();
-      const opened = await openPage(page, `${server.baseUrl}/late-fill.html`, policy, 20_000, { settleBy: Date.now() + 20_000 });
+      const opened = await openPage(page, `${browser.server.baseUrl}/late-fill.html`, policy, 20_000, { settleBy: Date.now() + 20_000 });
       return { opened, html: await page.content(), ms: Date.now() - loadedAt };
     });
     expect(settled.html).toContain('<h2>Filled after load</h2>');
@@ -61,7 +47,7 @@ describe('a page a script fills after load', () => {
   });
 
   test('page_snapshot has the text in every mode, with no wait_ms', async () => {
-    const url = `${server.baseUrl}/late-fill.html`;
+    const url = `${browser.server.baseUrl}/late-fill.html`;
     const html = SnapshotResult.parse(await snapshot({ url, mode: 'html' }, { signal: signal() }));
     expect(html.snapshot).toContain('<h2>Filled after load</h2>');
     const markdown = await snapshot({ url }, { signal: signal() });
@@ -72,7 +58,7 @@ describe('a page a script fills after load', () => {
   });
 
   test('the screenshot shows what the script drew after load', async () => {
-    const result = ScreenshotResult.parse(await screenshot({ url: `${server.baseUrl}/late-paint.html`, viewport: { width: 400, height: 300 } }, { signal: signal() }));
+    const result = ScreenshotResult.parse(await screenshot({ url: `${browser.server.baseUrl}/late-paint.html`, viewport: { width: 400, height: 300 } }, { signal: signal() }));
     // The block the script inserts is red; the page at load is white.
     const [red, green, blue] = await pixel(result.image_base64, 200, 150);
     expect(red).toBeGreaterThan(200);
@@ -81,7 +67,7 @@ describe('a page a script fills after load', () => {
   });
 
   test('data a script asks for after load is waited for while its request is in flight', async () => {
-    const result = await snapshot({ url: `${server.baseUrl}/data-fill.html` }, { signal: signal() });
+    const result = await snapshot({ url: `${browser.server.baseUrl}/data-fill.html` }, { signal: signal() });
     expect(result.snapshot).toContain('Data that arrived late');
   });
 });
@@ -89,7 +75,7 @@ describe('a page a script fills after load', () => {
 describe('bounds', () => {
   test('a static page costs at most one quiet window', async () => {
     const { value } = await timed(() =>
-      pool.withPage({ width: 800, height: 600 }, signal(), (page) => openPage(page, `${server.baseUrl}/article.html`, policy, 20_000, { settleBy: Date.now() + 20_000 })),
+      pool.withPage({ width: 800, height: 600 }, signal(), (page) => openPage(page, `${browser.server.baseUrl}/article.html`, policy, 20_000, { settleBy: Date.now() + 20_000 })),
     );
     // The quiet window runs from the page's last request, which ended about when `load` fired.
     expect(value.settle!.settled).toBe(true);
@@ -99,7 +85,7 @@ describe('bounds', () => {
   test('a page without scripts is taken at load; an event handler attribute is a script', async () => {
     const open = (path: string) =>
       pool.withPage({ width: 800, height: 600 }, signal(), async (page) => {
-        const opened = await openPage(page, `${server.baseUrl}${path}`, policy, 20_000, { settleBy: Date.now() + 20_000 });
+        const opened = await openPage(page, `${browser.server.baseUrl}${path}`, policy, 20_000, { settleBy: Date.now() + 20_000 });
         return { ...opened.settle!, html: await page.content() };
       });
     const plain = await open('/tall.html');
@@ -114,14 +100,14 @@ describe('bounds', () => {
     ['a clock that ticks every 100 ms', '/clock.html', 'Tick'],
     ['a request that is never answered', '/long-poll.html', 'Waiting for news.'],
   ])('a page that never settles (%s) is taken at the cap', async (_name, path, text) => {
-    const { value, ms } = await timed(() => snapshot({ url: `${server.baseUrl}${path}` }, { signal: signal() }));
+    const { value, ms } = await timed(() => snapshot({ url: `${browser.server.baseUrl}${path}` }, { signal: signal() }));
     expect(value.snapshot).toContain(text);
     expect(ms).toBeGreaterThanOrEqual(SETTLE_MAX_MS - 50);
     expect(ms).toBeLessThan(SETTLE_MAX_MS + OVERHEAD_MS);
   });
 
   test('the settle wait ends before the attempt deadline, leaving the wait asked for and the capture their time', async () => {
-    const url = `${server.baseUrl}/clock.html`;
+    const url = `${browser.server.baseUrl}/clock.html`;
     // A deadline 2.5 s away leaves 1.5 s for loading and settling; a 500 ms wait_ms leaves 1 s.
     const { value, ms } = await timed(() => snapshot({ url, wait_ms: 500 }, { signal: signal(), deadline: Date.now() + 2_500 }));
     expect(value.snapshot).toContain('Tick');
@@ -136,7 +122,7 @@ describe('bounds', () => {
   test('an aborted attempt does not sit out the settle wait', async () => {
     const controller = new AbortController();
     const started = Date.now();
-    const pending = snapshot({ url: `${server.baseUrl}/clock.html` }, { signal: controller.signal });
+    const pending = snapshot({ url: `${browser.server.baseUrl}/clock.html` }, { signal: controller.signal });
     setTimeout(() => controller.abort(new Error('stop')), 1_000);
     await expect(pending).rejects.toBeDefined();
     expect(Date.now() - started).toBeLessThan(SETTLE_MAX_MS);
