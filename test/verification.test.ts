@@ -332,17 +332,24 @@ describe('every client task verified, escrow on, no probation', () => {
     expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
   });
 
-  test('pages that change on every request, served by an honest newcomer: the verifier\'s two fetches differ, so each run is incomparable: no refund, no failure, no quarantine', async () => {
+  /** A verifier at 1 and an honest newcomer at 0.5; one client's seven fetches under `path`, each served by the newcomer. */
+  async function newcomerServesSeven(path: string, afterEach: (taskId: string) => Promise<unknown> = async () => undefined) {
     const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
     await markVerifier(verifier);
     const newcomer = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
     const client = await registerAccount(stack.url, '100');
     const served: string[] = [];
     for (let i = 0; i < 7; i++) {
-      const task = (await clientFetch(client, `/changing/${i}`))!;
+      const task = (await clientFetch(client, `${path}/${i}`))!;
       expect(task.solverId).toBe(newcomer.solverId);
       served.push(task.taskId);
+      await afterEach(task.taskId);
     }
+    return { verifier, newcomer, client, served };
+  }
+
+  test('pages that change on every request, served by an honest newcomer: the verifier\'s two fetches differ, so each run is incomparable: no refund, no failure, no quarantine', async () => {
+    const { verifier, newcomer, client, served } = await newcomerServesSeven('/changing');
     for (const run of await runsOf(served)) {
       // The verifier fetched twice (the stability check) and its two fetches disagreed: the page is not stable.
       expect(run).toMatchObject({ status: 'incomparable', by_verifier: true, second_solver_id: verifier.solverId, third_solver_id: verifier.solverId, wrong_solver_id: null });
@@ -359,18 +366,8 @@ describe('every client task verified, escrow on, no probation', () => {
   });
 
   test('pages that change after their first request, served by an honest newcomer: the verifier\'s two fetches agree with each other and not with the newcomer, yet one client\'s proofs count once a day: one refund, one failure, no quarantine', async () => {
-    const verifier = await startSolver({ taskTypes: ['proxy_fetch'], price: '1', behaviour: honestFetch });
-    await markVerifier(verifier);
-    const newcomer = await startSolver({ taskTypes: ['proxy_fetch'], price: '0.5', behaviour: honestFetch });
-    const client = await registerAccount(stack.url, '100');
-    const served: string[] = [];
-    for (let i = 0; i < 7; i++) {
-      const task = (await clientFetch(client, `/once/${i}`))!;
-      expect(task.solverId).toBe(newcomer.solverId);
-      served.push(task.taskId);
-      // One at a time, as a client reading its own site would: each proof judged before the next fetch.
-      await concluded(task.taskId);
-    }
+    // One at a time, as a client reading its own site would: each proof judged before the next fetch.
+    const { verifier, newcomer, client, served } = await newcomerServesSeven('/once', concluded);
     const runs = await runsOf(served);
     // The page is stable to the verifier (its two fetches agree), so each run proves the newcomer wrong.
     for (const run of runs) {
