@@ -271,6 +271,55 @@ describe('around the chat', () => {
   });
 });
 
+describe('maxPricePoints', () => {
+  // The cheapest completion's floor: 1 + 2 × 4096 / 1000 points (strongChat's offer, the completion budget).
+  const FLOOR = 9.192;
+
+  test('bounds the page and the completion together: each task\'s maximum is its share, the bill at most the limit', async () => {
+    await solvers({ behaviour: pageSolver, price: '2' });
+    await solvers({ behaviour: reader(0), capabilities: strongChat() });
+    const client = await registerAccount(stack.url, '1000');
+    const answer = await scrape(client.auth, { url: freshUrl(), formats: [{ type: 'json', schema: SCHEMA }], maxPricePoints: '30' });
+    expect(answer.status).toBe(200);
+    expect(answer.json.data.json).toEqual({ title: 'Widget Deluxe', price: 42, inStock: true });
+    const { page, completions } = answer.json.data.metadata.costParts;
+    // The page's share is the limit less the completion's floor; the completion's is what the page left.
+    expect((await task(client.auth, page.taskIds[0])).max_price_points).toBe(String(30 - FLOOR));
+    // A matched chat's maximum is its offer's estimate (1 + 2 × its prompt's tokens / 1000 + 2 × 4096 / 1000), within the 28 left.
+    expect(Number((await task(client.auth, completions.taskIds[0])).max_price_points)).toBeLessThanOrEqual(28);
+    expect(Number(answer.json.data.metadata.pointsCharged)).toBeLessThanOrEqual(30);
+    await expectOneBill(answer, client.auth);
+    // 11.3 leaves the page its price (2.108 ≥ 2) and the completion 9.3, below its estimate with the page in its prompt.
+    const tight = await scrape(client.auth, { url: freshUrl(), formats: [{ type: 'json', schema: SCHEMA }], maxPricePoints: '11.3' });
+    expect([tight.status, tight.json.code, tight.json.param, tight.json.points_charged]).toEqual([422, 'no_solver_within_price', 'maxPricePoints', '2']);
+  });
+
+  test('a limit below the completion\'s floor, or leaving the page less than its price, is 422 no_solver_within_price before any work', async () => {
+    const web = await solvers({ behaviour: pageSolver, price: '2' });
+    const chat = await solvers({ behaviour: reader(0), capabilities: strongChat() });
+    const client = await registerAccount(stack.url, '1000');
+    for (const limit of ['5', '10']) {
+      const answer = await scrape(client.auth, { url: freshUrl(), formats: ['summary'], maxPricePoints: limit });
+      expect([answer.status, answer.json.success, answer.json.code, answer.json.param]).toEqual([422, false, 'no_solver_within_price', 'maxPricePoints']);
+    }
+    expect(web.received).toHaveLength(0);
+    expect(chat.received).toHaveLength(0);
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '1000', held_points: '0' });
+  });
+
+  test('without extractions it bounds the page\'s tasks; v1 takes it too; a negative limit is 422', async () => {
+    const web = await solvers({ behaviour: pageSolver, price: '2' });
+    const client = await registerAccount(stack.url, '1000');
+    const below = await scrape(client.auth, { url: freshUrl(), formats: ['markdown'], maxPricePoints: 1 });
+    expect([below.status, below.json.code, below.json.param]).toEqual([422, 'no_solver_within_price', 'maxPricePoints']);
+    expect(web.received).toHaveLength(0);
+    const v1 = await api(stack.url, 'POST', '/v1/compat/scraper/v1/scrape', { headers: client.auth, body: { url: freshUrl(), formats: ['markdown'], maxPricePoints: '2' } });
+    expect(v1.status).toBe(200);
+    expect((await task(client.auth, v1.json.data.metadata.taskIds[0])).max_price_points).toBe('2');
+    expect((await scrape(client.auth, { url: freshUrl(), maxPricePoints: '-1' })).status).toBe(422);
+  });
+});
+
 describe('Firecrawl SDKs', () => {
   test('JS 4.x: json fills the schema, summary returns a summary', async () => {
     await solvers({ behaviour: pageSolver, price: '2' });

@@ -32,6 +32,7 @@ export const SCRAPE_OPTIONS: Readonly<Record<string, OptionRule>> = Object.freez
   mobile: { versions: BOTH, verdict: 'served', why: 'a rendered page and its screenshot use a phone viewport (390×844)' },
   actions: { versions: BOTH, verdict: 'served', why: 'run in order in the rendered page; results in data.actions' },
   removeBase64Images: { versions: BOTH, verdict: 'served', why: 'default true: base64 images in markdown become <Base64-Image-Removed>' },
+  maxPricePoints: { versions: BOTH, verdict: 'served', why: 'this service\'s own option: the most the scrape may charge, page tasks and json and summary completions together' },
   origin: { versions: BOTH, verdict: 'accepted', why: 'a label of the calling program (SDKs send it); it changes nothing in the answer' },
   integration: { versions: BOTH, verdict: 'accepted', why: 'a label of the calling integration; it changes nothing in the answer' },
   maxAge: { versions: BOTH, verdict: 'served', why: 'milliseconds (default 172800000, two days): a page fetched less long ago is answered from the page cache, free, with metadata.cacheState "hit" and cachedAt; 0 fetches fresh. Screenshots and actions are always fresh' },

@@ -216,6 +216,18 @@ export async function costOfTasks(db: Runner, taskIds: readonly string[]): Promi
              WHERE idempotency_key = ANY(SELECT ${kindValue('capture')} || ':' || id FROM unnest(${sql.array(taskIds, 'text')}) id)), 0))::text AS charged_points`);
 }
 
+/**
+ * What the given tasks have cost and may still cost: their charges, and what their open holds may yet
+ * capture (a limit spread over several tasks counts a task that has not settled at its whole hold).
+ */
+export async function committedToTasks(db: Runner, taskIds: readonly string[]): Promise<string> {
+  return db.oneFirst(sql.type(z.object({ points: z.string() }))`
+    SELECT trim_scale(
+             COALESCE((SELECT sum(remaining) FROM holds WHERE hold_id = ANY(${sql.array(taskIds, 'text')}) AND status = ${HOLD_OPEN}), 0)
+           + COALESCE((SELECT sum(amount) FROM ledger_entries
+               WHERE idempotency_key = ANY(SELECT ${kindValue('capture')} || ':' || id FROM unnest(${sql.array(taskIds, 'text')}) id)), 0))::text AS points`);
+}
+
 /** Gives a whole open hold back (its task ended without a result) and closes it. */
 export async function release(db: Runner, input: { holdId: string }): Promise<LedgerResult & { released: string }> {
   return inTransaction(db, async (tx) => {

@@ -52,7 +52,15 @@ export interface CompletedChat {
  */
 export async function completeChat(
   deps: AppDeps,
-  input: { accountId: string; keyId?: string; payload: Record<string, unknown>; clientGone?: AbortSignal; onCreated?: (taskId: string) => void },
+  input: {
+    accountId: string;
+    keyId?: string;
+    payload: Record<string, unknown>;
+    /** The chat's maximum (default: the service's chat maximum): no offer whose estimate is above it serves it. */
+    maxPricePoints?: string;
+    clientGone?: AbortSignal;
+    onCreated?: (taskId: string) => void;
+  },
 ): Promise<CompletedChat> {
   const taskId = newChatTaskId();
   const completionId = chatWorkflowId(taskId);
@@ -66,6 +74,7 @@ export async function completeChat(
       keyId: input.keyId,
       taskType: CHAT_TASK_TYPE,
       payload: input.payload,
+      maxPricePoints: input.maxPricePoints,
       timeoutSeconds: deps.config.chatTimeoutSeconds,
       chat: {
         strongModels: deps.strongModels(),

@@ -320,12 +320,20 @@ const ScrapeOptions = {
 /** A v2 scrape's options without its URL: the scrape options of crawls and batch scrapes. */
 const ScrapeOptionsV2 = { formats: z.array(ScrapeV2Format).nullable().optional(), ...ScrapeOptions };
 
+/** This service's own scrape option (no Firecrawl option sets a price): the request's total limit. */
+const ScrapeMaxPrice = NonNegativeNumeric.nullable()
+  .optional()
+  .openapi({
+    description: 'This service\'s own option: the most the scrape may charge, its page\'s tasks and its json and summary completions together (docs/decisions.md, "json and summary", Bound). Default: each task\'s default maximum',
+  });
+
 export const ScrapeBody = z
   .object({
     url: z.string().min(1),
     formats: z.array(z.enum(SCRAPE_V1_FORMATS)).optional(),
     jsonOptions: ExtractionOptions.nullable().optional().openapi({ description: 'The json format\'s schema and prompt: a strong-tier chat fills data.json from the page' }),
     extract: ExtractionOptions.nullable().optional().openapi({ description: 'The extract format\'s schema and prompt: a strong-tier chat fills data.extract from the page' }),
+    maxPricePoints: ScrapeMaxPrice,
     ...ScrapeOptions,
   })
   .passthrough()
@@ -352,6 +360,7 @@ export const ScrapeV2Body = z
         description:
           'markdown, html, rawHtml, links, screenshot (or {type: "screenshot", fullPage, viewport}); {type: "json", schema, prompt}: a strong-tier chat fills data.json from the page\'s markdown, validated against the schema; "summary": data.summary. Both are billed with the page (metadata.costParts)',
       }),
+    maxPricePoints: ScrapeMaxPrice,
     ...ScrapeOptions,
   })
   .passthrough()

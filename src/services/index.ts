@@ -8,7 +8,7 @@ import { cancelTasks } from '../crawl/runner';
 import { countAddressRequest } from '../db/address-limits';
 import { createAccount, createApiKey, findAccount, listApiKeys, revokeApiKey, updateApiKey, updateSettings } from '../db/accounts';
 import { activeCrawls, crawlByIdempotencyKey, crawlCost, crawlCounts, crawlDocuments, crawlErrors, createCrawl, finishCrawl, getCrawl, runningPageTasks } from '../db/crawls';
-import { costOfTasks, deposit, getBalance, ledgerHistory, ledgerSummary, taskLedger } from '../db/ledger';
+import { committedToTasks, costOfTasks, deposit, getBalance, ledgerHistory, ledgerSummary, taskLedger } from '../db/ledger';
 import { onlineSolvers, recentAttemptsOf, taskAttempts } from '../db/market-view';
 import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
@@ -70,7 +70,7 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
       /** A solver's pay not vested yet (the process's trust policy says how long pay vests). */
       earningsOf: (accountId: string) => earningsOf(db, config.trust, accountId),
     },
-    ledger: bindDb(db, { getBalance, deposit, costOfTasks, ledgerHistory, ledgerSummary, taskLedger }),
+    ledger: bindDb(db, { getBalance, deposit, costOfTasks, committedToTasks, ledgerHistory, ledgerSummary, taskLedger }),
     /** Reads of tasks beside the engine's: lists, the console's views, webhook logs. */
     taskViews: bindDb(db, { listTasks, findTasks, getTaskRow, getTaskRecord, taskAttempts, deliveryLog, idempotencyKeyReused }),
     solvers: {

@@ -9,6 +9,9 @@ import { EXTRACTION_ATTEMPTS, EXTRACTION_MAX_TOKENS, extractionFailed, extractio
 import { completeChat, noStrongSolver } from '../chat-tasks';
 import { ApiError } from '../../errors';
 import { maxAgeOf, scrapeCacheKey, type CachedPage } from '../../compat/page-cache';
+import { pointsBelow, pointsLeft, scrapePriceLimit, scrapeWithinPrice, type ScrapePriceLimit } from '../../compat/price-limit';
+import { decimalText } from '../../schemas/common';
+import { NO_FIGURES } from '../../db/matching';
 import type { ScanResult } from '../../safety/scanner';
 import { CHAT_TASK_TYPE, type WebTaskType } from '../../schemas/domain';
 import {
@@ -53,7 +56,17 @@ const SEARCH_RESULTS_MAX = 10;
 const FIRECRAWL_SEARCH_DEFAULT_LIMIT = 5;
 
 /** A scrape: a format, option or action this service does not serve is refused before anything is held. */
-const SCRAPE_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'invalid_action', 'location_unavailable', 'domain_blocked', ...IDEMPOTENT_RUN, 'no_strong_solver_available', 'extraction_failed'];
+const SCRAPE_ERRORS: ErrorType[] = [
+  'unsupported_format',
+  'unsupported_option',
+  'invalid_action',
+  'location_unavailable',
+  'domain_blocked',
+  ...IDEMPOTENT_RUN,
+  'no_strong_solver_available',
+  'no_solver_within_price',
+  'extraction_failed',
+];
 /** v1 names its formats in the request schema: an unserved one is a 422 there. */
 const SCRAPE_V1_ERRORS: ErrorType[] = SCRAPE_ERRORS.filter((type) => type !== 'unsupported_format');
 const SEARCH_ERRORS: ErrorType[] = ['unsupported_format', ...IDEMPOTENT_RUN];
@@ -85,6 +98,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const plan = planScrapeV2({ ...body, formats: extractions.length > 0 ? [...asked, 'markdown'] : asked }, actions, LLM_FORMATS);
     const shownFormats = extractions.length > 0 && !asked.some((format) => (typeof format === 'string' ? format : format.type) === 'markdown') ? plan.formats.filter((format) => format !== 'markdown') : plan.formats;
     const url = withScheme(body.url);
+    const limit = body.maxPricePoints === undefined || body.maxPricePoints === null ? null : decimalText(body.maxPricePoints);
     const timeoutSeconds = timeoutSecondsOf(body.timeout);
     const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
     // Each task of the scrape gets its own key derived from the request's (Firecrawl SDKs send X-Idempotency-Key).
@@ -113,21 +127,24 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const cache = body as { maxAge?: number | null; storeInCache?: boolean | null };
     if (cacheKey && !idempotency) {
       const cached = await deps.pageCache.find(cacheKey, maxAgeOf(cache.maxAge, deps.config.pageCacheDefaultMaxAgeMs));
-      if (cached) return answerFromCache(res, url, { ...plan, formats: shownFormats }, cached, extractions);
+      if (cached) return answerFromCache(res, url, { ...plan, formats: shownFormats }, cached, { extractions, limit });
     }
     const needed = new Set<WebTaskType>([
       ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
       ...(separateScreenshot ? (['screenshot'] as const) : []),
     ]);
     for (const taskType of needed) if (!(await online(taskType))) throw await noSolverError(deps.tasks, taskType, country);
-    await assertCanHoldAll(res, extractions, needed.size);
+    const prices = await planPrices(res, { extractions, pageTasks: needed.size, limit });
+    // A page task beyond its share would wait for a solver that may never come: refused before any work.
+    for (const taskType of needed) if (prices && !(await withinShare(res, taskType, prices.pageShare))) throw scrapeWithinPrice(taskType);
 
-    const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>): Promise<TaskOutcome> =>
+    const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>, maxPricePoints = prices?.pageShare): Promise<TaskOutcome> =>
       runWebTask(deps, {
         accountId: accountOf(res).account_id,
         keyId: accountOf(res).key_id,
         taskType,
         payload,
+        maxPricePoints,
         timeoutSeconds,
         idempotency: partKey(part),
         urlLoc: ['body', 'url'],
@@ -150,7 +167,12 @@ export function compatRoutes(deps: AppDeps): Route[] {
         warning = `The page needs rendering (${reason}) and no browser solver${country ? ` fetching from ${country}` : ''} is online: its content is what a fetch sees.`;
         return;
       }
-      outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(String(fetched.result.final_url ?? url), plan)) });
+      const renderLimit = prices ? prices.afterFetch(await costOf([fetched.taskId])) : undefined;
+      if (renderLimit && !(await withinShare(res, 'page_snapshot', renderLimit))) {
+        warning = `The page needs rendering (${reason}) and no browser solver is within what maxPricePoints leaves after the fetch: its content is what a fetch sees.`;
+        return;
+      }
+      outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(String(fetched.result.final_url ?? url), plan), renderLimit) });
     };
     const shot = async (): Promise<void> => {
       if (separateScreenshot) outcomes.push({ part: 'screenshot', outcome: await run('screenshot', 'screenshot', { url, ...plan.screenshot }) });
@@ -199,27 +221,42 @@ export function compatRoutes(deps: AppDeps): Route[] {
       res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'miss', pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
       return;
     }
-    await answerWithExtractions(res, { url, plan: { ...plan, formats: shownFormats }, parts, pageCost: cost, cacheState: 'miss', extractions });
+    await answerWithExtractions(res, { url, plan: { ...plan, formats: shownFormats }, parts, pageCost: cost, cacheState: 'miss', extractions, prices });
   }
 
+  /** Some online solver of the type asks at most `share` (its price); none online is the task's own refusal. */
+  async function withinShare(res: Response, taskType: WebTaskType, share: string) {
+    const { required } = await deps.solvers.canHoldEstimates({ accountId: accountOf(res).account_id, fixed: { count: 0, points: '0' }, count: 1, taskType, figures: NO_FIGURES });
+    return required === null || !pointsBelow(share, required);
+  }
+
+  /** What a price limit has spent on tasks: their charges and their open holds. */
+  const costOf = (taskIds: string[]) => deps.ledger.committedToTasks(taskIds);
+
   /**
-   * Before any task of a scrape with extractions: the account can hold its page's tasks (each at the
-   * default web task hold) and one completion per extraction at the lowest estimate an online strong-tier
-   * solver asks for it (its completion budget; the page's prompt is not known yet, so this is a floor).
-   * One that cannot is 402 insufficient_balance with nothing held, rather than a page charged and then no
-   * completion for want of points.
+   * Before any task of a scrape: its tasks' maximum prices under its maxPricePoints, if it has one, and
+   * for a scrape with extractions, that the account can hold its page's tasks (each at its maximum) and
+   * one completion per extraction at the lowest estimate an online strong-tier solver asks for it (its
+   * completion budget; the page's prompt is not known yet, so this is a floor). One that cannot is 402
+   * insufficient_balance with nothing held, rather than a page charged and then no completion for want
+   * of points; a limit below the completions' floor is 422 no_solver_within_price, as early.
    */
-  async function assertCanHoldAll(res: Response, extractions: Extraction[], pageTasks: number) {
-    if (extractions.length === 0) return;
-    const { required, enough } = await deps.solvers.canHoldEstimates({
-      accountId: accountOf(res).account_id,
-      fixed: { count: pageTasks, points: deps.config.defaultWebTaskPricePoints },
-      count: extractions.length,
-      taskType: CHAT_TASK_TYPE,
-      strongModels: deps.strongModels(),
-      figures: { promptTokens: null, completionTokens: EXTRACTION_MAX_TOKENS, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null },
-    });
+  async function planPrices(res: Response, input: { extractions: Extraction[]; pageTasks: number; limit: string | null }): Promise<ScrapePriceLimit | null> {
+    const { extractions, pageTasks, limit } = input;
+    if (extractions.length === 0) return limit ? scrapePriceLimit(limit, { pageTasks, extractions: 0, completionFloor: null }) : null;
+    const holds = (fixed: { count: number; points: string }, count: number) =>
+      deps.solvers.canHoldEstimates({
+        accountId: accountOf(res).account_id,
+        fixed,
+        count,
+        taskType: CHAT_TASK_TYPE,
+        strongModels: deps.strongModels(),
+        figures: { promptTokens: null, completionTokens: EXTRACTION_MAX_TOKENS, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null },
+      });
+    const prices = limit ? scrapePriceLimit(limit, { pageTasks, extractions: extractions.length, completionFloor: (await holds({ count: 0, points: '0' }, 1)).required }) : null;
+    const { required, enough } = await holds({ count: pageTasks, points: prices?.pageShare ?? deps.config.defaultWebTaskPricePoints }, extractions.length);
     if (required !== null && !enough) throw insufficientBalance(required);
+    return prices;
   }
 
   /** A document's markdown, as the markdown format gives it: what an extraction reads. */
@@ -234,9 +271,20 @@ export function compatRoutes(deps: AppDeps): Route[] {
    */
   async function answerWithExtractions(
     res: Response,
-    input: { url: string; plan: ReturnType<typeof planScrapeV2>; parts: ScrapeParts; pageCost: { charged_points: string; held_points: string }; cacheState: 'hit' | 'miss'; cachedAt?: string; extractions: Extraction[] },
+    input: {
+      url: string;
+      plan: ReturnType<typeof planScrapeV2>;
+      parts: ScrapeParts;
+      pageCost: { charged_points: string; held_points: string | null };
+      cacheState: 'hit' | 'miss';
+      cachedAt?: string;
+      extractions: Extraction[];
+      prices: ScrapePriceLimit | null;
+    },
   ) {
     const { url, plan, parts, extractions } = input;
+    // Each extraction's share of what the page left of the limit; its repair takes what its first attempt did not.
+    const share = input.prices?.extractionShare(await costOf(parts.taskIds));
     const markdown = markdownFor(url, plan, parts);
     const account = accountOf(res);
     // A client that goes away before the answer is sent cancels the completions still running.
@@ -250,8 +298,21 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const runOne = async (extraction: Extraction) => {
       let request = extractionRequest(extraction, markdown, url);
       let problems: string[] = [];
+      const own: string[] = [];
       for (let attempt = 1; attempt <= EXTRACTION_ATTEMPTS; attempt += 1) {
-        const answer = await completeChat(deps, { accountId: account.account_id, keyId: account.key_id, payload: request, clientGone: clientGone.signal, onCreated: (taskId) => chatTaskIds.push(taskId) });
+        const maxPricePoints = share === undefined ? undefined : pointsLeft(share, await costOf(own));
+        const onCreated = (taskId: string) => {
+          chatTaskIds.push(taskId);
+          own.push(taskId);
+        };
+        const answer = await completeChat(deps, { accountId: account.account_id, keyId: account.key_id, payload: request, maxPricePoints, clientGone: clientGone.signal, onCreated }).catch(
+          (error: unknown) => {
+            // A repair the limit cannot pay leaves the first answer's problems to report.
+            if (attempt > 1 && error instanceof ApiError && error.type === 'no_solver_within_price') return null;
+            throw error instanceof ApiError && error.type === 'no_solver_within_price' ? scrapeWithinPrice(`the ${extraction.kind} completion`) : error;
+          },
+        );
+        if (!answer) return { extraction, problems: [...problems, 'no repair within maxPricePoints'] };
         tokens.prompt_tokens += answer.usage.prompt_tokens;
         tokens.completion_tokens += answer.usage.completion_tokens;
         const judged = judgeAnswer(extraction, answer.content);
@@ -299,14 +360,15 @@ export function compatRoutes(deps: AppDeps): Route[] {
    * one, free, with no task of its own (docs/crawl.md, "Page cache"). The cached task's id is not shown:
    * it may be another account's.
    */
-  async function answerFromCache(res: Response, url: string, plan: ReturnType<typeof planScrapeV2>, cached: CachedPage, extractions: Extraction[]) {
+  async function answerFromCache(res: Response, url: string, plan: ReturnType<typeof planScrapeV2>, cached: CachedPage, asked: { extractions: Extraction[]; limit: string | null }) {
+    const { extractions } = asked;
     const part: ScrapePart = cached.taskType === 'page_snapshot' ? 'render' : 'fetch';
     const safety = cached.result.safety as ScanResult | undefined;
     const parts: ScrapeParts = { page: pageOf(part, cached.result), taskIds: [], scans: safety ? [{ name: PART_NAMES[part], safety }] : [] };
     // The cache keeps pages only: a cached page's json and summary are asked of a solver again.
     if (extractions.length > 0) {
-      await assertCanHoldAll(res, extractions, 0);
-      await answerWithExtractions(res, { url, plan, parts, pageCost: { charged_points: '0', held_points: '0' }, cacheState: 'hit', cachedAt: cached.cachedAt, extractions });
+      const prices = await planPrices(res, { extractions, pageTasks: 0, limit: asked.limit });
+      await answerWithExtractions(res, { url, plan, parts, pageCost: { charged_points: '0', held_points: '0' }, cacheState: 'hit', cachedAt: cached.cachedAt, extractions, prices });
       return;
     }
     res.set(costHeaders({ charged_points: '0', held_points: '0' }));
