@@ -1,4 +1,5 @@
-import { canaryHold, createCanary, markCanaryUnanswered, type CanaryCreated, type CanaryTaskType } from '../src/trust/canaries';
+import { markCanaryUnanswered } from '../src/db/canaries';
+import { canaryHold, createCanary, type CanaryCreated, type CanaryTaskType } from '../src/trust/canaries';
 import { createSearchOracle } from '../src/trust/search-oracle';
 import type { ActivityDeps } from './deps';
 

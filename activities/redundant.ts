@@ -1,13 +1,6 @@
-import {
-  concludeDispute,
-  createRedundantRunTask,
-  createThirdRunTask,
-  endRedundantRun,
-  judgeRedundantRun,
-  judgeThirdRun,
-  type RedundantRunCreated,
-  type RedundantRunState,
-} from '../src/trust/redundant';
+import type { RedundantRunState } from '../src/contract/lifecycle';
+import { concludeDispute, endRedundantRun } from '../src/db/redundant';
+import { createRedundantRunTask, createThirdRunTask, judgeRedundantRun, judgeThirdRun, type RedundantRunCreated } from '../src/trust/redundant';
 import type { ActivityDeps } from './deps';
 
 /** A redundant run's bookkeeping in PostgreSQL (docs/trust.md), run as local activities by its workflow. */

@@ -190,3 +190,109 @@ export function importCycles(imports: Import[]): string[][] {
   for (const file of next.keys()) if (!index.has(file)) connect(file);
   return cycles;
 }
+
+/**
+ * Code confined to one place (docs/decisions.md, "Code layers"): each rule names the folder or file
+ * that alone may hold it. `sql`: SQL, which src/db alone writes and runs (slonik's `sql` tag, slonik's
+ * `sql` imported as a value, a database driver imported as a value). `environment`: the process's
+ * environment, which src/config.ts alone reads (`process.env` however it is reached).
+ */
+export const CONFINED = {
+  sql: { owner: 'src/db', what: 'SQL outside src/db' },
+  environment: { owner: 'src/config.ts', what: 'process.env outside src/config.ts' },
+} as const;
+export type ConfinedRule = keyof typeof CONFINED;
+
+export interface Confinement {
+  rule: ConfinedRule;
+  file: string;
+  /** 1-based. */
+  line: number;
+  /** The code found, on one line. */
+  code: string;
+}
+
+/** slonik's packages, whose `sql` (or its factory) writes SQL; a type (CommonQueryMethods) writes none. */
+const SQL_PACKAGES = /^(slonik|@slonik\/.+)$/;
+const SQL_TAG_NAMES = ['sql', 'createSqlTag'];
+/** Database drivers: a value imported from one runs SQL. */
+const DRIVER_PACKAGES = /^(pg|pg-.+|postgres)$/;
+const PROCESS_MODULES = ['process', 'node:process'];
+
+const owns = (owner: string, file: string) => file === owner || file.startsWith(`${owner}/`);
+
+/** The identifier a tag or property chain starts from (`sql` of `sql.type(Row)`), if any. */
+function rootIdentifier(node: ts.Node): ts.Identifier | undefined {
+  let current = node;
+  for (;;) {
+    if (ts.isIdentifier(current)) return current;
+    if (ts.isPropertyAccessExpression(current) || ts.isElementAccessExpression(current) || ts.isCallExpression(current) || ts.isNonNullExpression(current) || ts.isParenthesizedExpression(current)) {
+      current = current.expression;
+    } else return undefined;
+  }
+}
+
+/** `process`, or `<anything>.process` (globalThis.process). */
+const isProcess = (node: ts.Expression) =>
+  (ts.isIdentifier(node) && node.text === 'process') || (ts.isPropertyAccessExpression(node) && node.name.text === 'process');
+
+/** The confined code in one file's text (every rule, whoever owns it; confinedCode() leaves out the owners). */
+export function confinedCodeIn(file: string, text: string): Confinement[] {
+  const source = ts.createSourceFile(file, text, ts.ScriptTarget.Latest, true);
+  const found: Confinement[] = [];
+  const add = (rule: ConfinedRule, node: ts.Node) => {
+    const line = source.getLineAndCharacterOfPosition(node.getStart(source)).line + 1;
+    found.push({ rule, file, line, code: node.getText(source).replace(/\s+/g, ' ').slice(0, 120) });
+  };
+  const importedValues = (clause: ts.ImportClause | undefined): string[] | 'all' => {
+    if (!clause || clause.isTypeOnly) return [];
+    if (clause.name) return 'all';
+    const bindings = clause.namedBindings;
+    if (!bindings) return [];
+    if (ts.isNamespaceImport(bindings)) return 'all';
+    return bindings.elements.filter((element) => !element.isTypeOnly).map((element) => (element.propertyName ?? element.name).text);
+  };
+  const moduleImport = (node: ts.Node, specifier: string, values: string[] | 'all') => {
+    if (SQL_PACKAGES.test(specifier) && (values === 'all' || values.some((name) => SQL_TAG_NAMES.includes(name)))) add('sql', node);
+    if (DRIVER_PACKAGES.test(specifier) && (values === 'all' || values.length > 0)) add('sql', node);
+    if (PROCESS_MODULES.includes(specifier) && values !== 'all' && values.includes('env')) add('environment', node);
+  };
+  const visit = (node: ts.Node) => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteral(node.moduleSpecifier)) {
+      moduleImport(node, node.moduleSpecifier.text, importedValues(node.importClause));
+    } else if (ts.isImportEqualsDeclaration(node) && !node.isTypeOnly && ts.isExternalModuleReference(node.moduleReference) && ts.isStringLiteral(node.moduleReference.expression)) {
+      moduleImport(node, node.moduleReference.expression.text, 'all');
+    } else if (
+      ts.isCallExpression(node) &&
+      (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === 'require')) &&
+      node.arguments[0] &&
+      ts.isStringLiteralLike(node.arguments[0])
+    ) {
+      moduleImport(node, node.arguments[0].text, 'all');
+    } else if (ts.isTaggedTemplateExpression(node)) {
+      if (rootIdentifier(node.tag)?.text === 'sql') add('sql', node.tag);
+    } else if (ts.isPropertyAccessExpression(node) && node.name.text === 'env' && isProcess(node.expression)) {
+      add('environment', node);
+    } else if (ts.isElementAccessExpression(node) && isProcess(node.expression) && ts.isStringLiteralLike(node.argumentExpression) && node.argumentExpression.text === 'env') {
+      add('environment', node);
+    } else if (ts.isVariableDeclaration(node) && node.initializer && isProcess(node.initializer) && ts.isObjectBindingPattern(node.name)) {
+      const env = node.name.elements.find((element) => {
+        const key = element.propertyName ?? element.name;
+        return (ts.isIdentifier(key) || ts.isStringLiteralLike(key)) && key.text === 'env';
+      });
+      if (env) add('environment', node);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return found;
+}
+
+/** SQL outside src/db and process.env outside src/config.ts (CONFINED), in src/, workflows/ and activities/. */
+export function confinedCode(): Confinement[] {
+  return SOURCE_ROOTS.flatMap(sourceFiles).flatMap((file) =>
+    confinedCodeIn(file, fs.readFileSync(path.join(ROOT, file), 'utf8')).filter((found) => !owns(CONFINED[found.rule].owner, file)),
+  );
+}
+
+export const confinementKey = (found: Confinement) => `${found.file}:${found.line}: ${CONFINED[found.rule].what}: ${found.code}`;

@@ -283,7 +283,13 @@ export const DEFAULT_TEMPORAL_UI_PORT = 8233;
 // keeps sending bad targets is limited, not the solvers (docs/trust.md, "Target failures").
 const TARGET_FAILED_TASKS_PER_MINUTE = 10;
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env) {
+/**
+ * The environment this process was started with, for what takes its own settings from it: the solver
+ * program (parseSolverConfig, src/solver/config.ts) and the programs of the embedded PostgreSQL.
+ */
+export const processEnvironment = (): NodeJS.ProcessEnv => process.env;
+
+export function loadConfig(env: NodeJS.ProcessEnv = processEnvironment()) {
   dotenv.config({ quiet: true } as dotenv.DotenvConfigOptions);
   const parsed = EnvSchema.safeParse(env);
   if (!parsed.success) {

@@ -1,12 +1,11 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { HOLD_STATES, LEDGER_ENTRY_KINDS } from '../src/contract/ledger';
-import { ATTEMPT_OUTCOMES, CANARY_VERDICTS, DELIVERY_STATES, TARGET_FAILURE_VERDICTS, TASK_PURPOSES, TASK_STATES } from '../src/contract/lifecycle';
+import { ATTEMPT_OUTCOMES, CANARY_VERDICTS, DELIVERY_STATES, REDUNDANT_RUN_STATES, TARGET_FAILURE_VERDICTS, TASK_PURPOSES, TASK_STATES } from '../src/contract/lifecycle';
 import { ACCOUNT_KINDS } from '../src/db/accounts';
 import { CRAWL_KINDS, CRAWL_STATES, PAGE_STATES } from '../src/db/crawls';
 import { createDb, type Db } from '../src/db/pool';
 import { BILLING_TYPES, CAPABILITY_TASK_TYPES, FULFILLMENT_PATHS, ROUTING_SORTS, SPEND_LIMIT_PERIODS, TIERS } from '../src/schemas/domain';
-import { REDUNDANT_RUN_STATES } from '../src/trust/redundant';
 import { testEndpoints } from './support/stack';
 
 let db: Db;

@@ -9,7 +9,7 @@ import { canariesSettled, canaryCounts } from './support/trust';
 import { ADMIN_KEY, api, freePort, registerAccount, startTestStack, type TestStack } from './support/stack';
 import { BrowserPool } from '../src/solver/browser/browser-pool';
 import { createScreenshotHandler } from '../src/solver/handlers/screenshot';
-import { dueCanaries } from '../src/trust/canaries';
+import { dueCanaries } from '../src/db/canaries';
 
 /**
  * Trust (docs/trust.md): canaries catch a solver that makes pages up, quarantine it before it gets any

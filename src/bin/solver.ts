@@ -1,12 +1,13 @@
+import { processEnvironment } from '../config';
 import { createLogger } from '../logger';
-import { SOLVER_USAGE, SolverConfigError, loadSolverConfig } from '../solver/config';
+import { parseSolverConfig, SOLVER_USAGE, SolverConfigError } from '../solver/config';
 import { startSolverAgent } from '../solver/agent';
 
 /** The reference solver as a standalone program: `npm run solver -- --url ... --api-key ...`. */
 async function main(): Promise<void> {
   let config;
   try {
-    config = loadSolverConfig();
+    config = parseSolverConfig(process.argv.slice(2), processEnvironment());
   } catch (error) {
     if (error instanceof SolverConfigError) {
       process.stderr.write(`${error.message}\n\n${SOLVER_USAGE}\n`);

@@ -54,6 +54,14 @@ export const CANARY_VERDICTS = ['passed', 'failed', 'unanswered'] as const;
 export type CanaryVerdict = (typeof CANARY_VERDICTS)[number];
 
 /**
+ * The states of a redundant run (docs/trust.md, "Redundant runs"): waiting for its second result;
+ * judged (`refuted`: the client's result proven wrong, `upheld`: the second run was the odd one out);
+ * or ended without a verdict.
+ */
+export const REDUNDANT_RUN_STATES = Object.freeze(['pending', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped', 'refuted', 'upheld'] as const);
+export type RedundantRunState = (typeof REDUNDANT_RUN_STATES)[number];
+
+/**
  * What a task is for: a client's own; a canary testing one solver; a verification run of a client's
  * task (a redundant run, docs/trust.md "Verified client tasks"). Platform tasks (the last two) run as
  * the task workflow with one attempt, matched as their purpose says.

@@ -52,3 +52,18 @@ export async function migrate(databaseUrl: string, dir = MIGRATIONS_DIR): Promis
     await client.end();
   }
 }
+
+/**
+ * Creates the database `name` unless the server already has it, connected as `connection` says (to a
+ * database that exists: `postgres`). A fresh embedded cluster has only its default databases.
+ */
+export async function ensureDatabase(connection: { host: string; port: number; user: string; password: string; database: string }, name: string): Promise<void> {
+  const client = new pg.Client(connection);
+  await client.connect();
+  try {
+    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (found.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(name)}`);
+  } finally {
+    await client.end();
+  }
+}

@@ -1,5 +1,6 @@
 import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import type { TaskPurpose } from '../contract/lifecycle';
+import { canaryStillDue } from './canaries';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
 import { canaryDueAfter, type TrustPolicy } from './reputation';
 import { createTaskWithHold } from './tasks/create';
@@ -8,7 +9,7 @@ import { createTaskWithHold } from './tasks/create';
  * The platform's own tasks (docs/trust.md): canaries and verification runs, created by the one task
  * insert (createTaskWithHold) with their hold on the platform account, together with the row that
  * claims them (a canary; a run's task id), only while they are still due. Their workflow creates them,
- * so they are marked started. Trust decides what is due; these return what happened.
+ * so they are marked started. Trust decides when to create them; these return what happened.
  */
 
 type Runner = CommonQueryMethods;
@@ -41,15 +42,15 @@ export interface NewCanaryTask extends PlatformTask {
   token: string;
   audit: Record<string, unknown> | null;
   page: string | null;
-  /** Whether the solver is still due this canary (trust's rule, on `solverId` and `taskType`). */
-  due: Fragment;
+  /** Canaries of the type the solver was sent before this one, as it was found due (canaryStillDue). */
+  sent: number;
 }
 
 /**
- * Creates a canary, its task and the platform's hold in one statement while `due` holds, and draws the
- * count of attempts before the solver's next canary of the type. The solver's reputation row is locked
- * first, in the order every settlement of its tasks takes it and the platform's balance row: no
- * deadlock between them.
+ * Creates a canary, its task and the platform's hold in one statement while the solver is still due it
+ * (canaryStillDue), and draws the count of attempts before the solver's next canary of the type. The
+ * solver's reputation row is locked first, in the order every settlement of its tasks takes it and the
+ * platform's balance row: no deadlock between them.
  */
 export async function createCanaryTask(db: DatabasePool, policy: TrustPolicy, canary: NewCanaryTask): Promise<PlatformTaskOutcome> {
   const created = db.transaction(async (tx) => {
@@ -57,7 +58,7 @@ export async function createCanaryTask(db: DatabasePool, policy: TrustPolicy, ca
     const claim = sql.fragment`claimed AS (
         INSERT INTO canaries (task_id, canary_id, solver_id, task_type, token, audit, page)
         SELECT ${canary.taskId}, ${canary.canaryId}, ${canary.solverId}, ${canary.taskType}, ${canary.token}, ${canary.audit ? sql.jsonb(canary.audit as never) : null}::jsonb, ${canary.page}::text
-        WHERE ${canary.due}
+        WHERE ${canaryStillDue(policy, canary)}
         -- Two starts of one canary at once: the open canary's unique index lets one through.
         ON CONFLICT DO NOTHING
         RETURNING task_id

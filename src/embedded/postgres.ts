@@ -3,7 +3,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
+import { ensureDatabase } from '../db/migrate';
 import type { Logger } from '../logger';
 import { pickPort } from './ports';
 import { spawnServer } from './server-process';
@@ -22,8 +22,10 @@ const READY = 'database system is ready to accept connections';
  * a second start finds the data again. The port is chosen per start; TCP only (no shared socket dir).
  * We run the binaries ourselves rather than through the package's class: it stops its servers, and then
  * exits the process, on the first SIGINT or SIGTERM, before our API and workers have stopped using them.
+ * `env` is the environment its programs run with (the caller's own: processEnvironment(), src/config.ts),
+ * with LC_MESSAGES=C so that they speak the English we read (READY).
  */
-export async function startEmbeddedPostgres(dir: string, logger: Logger): Promise<EmbeddedPostgresHandle> {
+export async function startEmbeddedPostgres(dir: string, logger: Logger, env: NodeJS.ProcessEnv): Promise<EmbeddedPostgresHandle> {
   fs.mkdirSync(dir, { recursive: true });
   const clusterDir = path.join(dir, 'cluster');
   const passwordFile = path.join(dir, 'password');
@@ -35,7 +37,7 @@ export async function startEmbeddedPostgres(dir: string, logger: Logger): Promis
   if ('uid' in runAs) assertReachableByPostgresUser(dir);
   if (!fs.existsSync(path.join(clusterDir, 'PG_VERSION'))) {
     logger.info({ dir: clusterDir }, 'initialising embedded PostgreSQL cluster');
-    await initialiseCluster(binaries.initdb, clusterDir, password, runAs);
+    await initialiseCluster(binaries.initdb, clusterDir, password, runAs, env);
   } else if ('uid' in runAs) {
     // A cluster made by an earlier run is owned by the postgres user; keep it that way.
     fs.chmodSync(clusterDir, 0o700);
@@ -46,7 +48,7 @@ export async function startEmbeddedPostgres(dir: string, logger: Logger): Promis
     binaries.postgres,
     ['-D', clusterDir, '-p', String(port), '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
     // SIGINT is PostgreSQL's fast shutdown: clients are disconnected, the data is checkpointed.
-    { stopSignal: 'SIGINT', spawn: { ...runAs, env: { ...process.env, LC_MESSAGES: 'C' } } },
+    { stopSignal: 'SIGINT', spawn: { ...runAs, env: { ...env, LC_MESSAGES: 'C' } } },
   );
   server.child.stderr?.on('data', (chunk: Buffer) => logger.debug({ component: 'postgres' }, chunk.toString().trim()));
   try {
@@ -63,7 +65,7 @@ export async function startEmbeddedPostgres(dir: string, logger: Logger): Promis
         throw new Error(`PostgreSQL did not start (${error.message}):\n${server.output()}`);
       }),
     ]);
-    await ensureDatabase(new pg.Client({ host: '127.0.0.1', port, user: USER, password, database: 'postgres' }));
+    await ensureDatabase({ host: '127.0.0.1', port, user: USER, password, database: 'postgres' }, DATABASE_NAME);
   } catch (error) {
     await server.stop();
     throw error;
@@ -97,7 +99,7 @@ function postgresSystemUser(): { uid: number; gid: number } {
   }
 }
 
-async function initialiseCluster(initdb: string, clusterDir: string, password: string, runAs: { uid?: number; gid?: number }) {
+async function initialiseCluster(initdb: string, clusterDir: string, password: string, runAs: { uid?: number; gid?: number }, env: NodeJS.ProcessEnv) {
   fs.mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
   if (runAs.uid !== undefined) fs.chownSync(clusterDir, runAs.uid, runAs.gid!);
   // initdb reads the superuser's password from a file; it must be readable by the user initdb runs as.
@@ -108,7 +110,7 @@ async function initialiseCluster(initdb: string, clusterDir: string, password: s
     await new Promise<void>((resolve, reject) => {
       const child = spawn(initdb, [`--pgdata=${clusterDir}`, '--auth=password', `--username=${USER}`, `--pwfile=${pwfile}`, '--lc-messages=C'], {
         ...runAs,
-        env: { ...process.env, LC_MESSAGES: 'C' },
+        env: { ...env, LC_MESSAGES: 'C' },
         stdio: ['ignore', 'ignore', 'pipe'],
       });
       let errors = '';
@@ -131,16 +133,6 @@ function assertReachableByPostgresUser(dir: string) {
       );
     }
     if (path.dirname(current) === current) return;
-  }
-}
-
-async function ensureDatabase(client: pg.Client) {
-  await client.connect();
-  try {
-    const found = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE_NAME]);
-    if (found.rowCount === 0) await client.query(`CREATE DATABASE ${client.escapeIdentifier(DATABASE_NAME)}`);
-  } finally {
-    await client.end();
   }
 }
 

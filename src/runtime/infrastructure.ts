@@ -1,6 +1,6 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import type { Config } from '../config';
+import { processEnvironment, type Config } from '../config';
 import { startEmbeddedPostgres } from '../embedded/postgres';
 import { resolveTemporalCli, startEmbeddedTemporal } from '../embedded/temporal';
 import type { Logger } from '../logger';
@@ -20,7 +20,7 @@ export async function startInfrastructure(config: Config, logger: Logger): Promi
   try {
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
-      const postgres = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), logger.child({ component: 'postgres' }));
+      const postgres = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), logger.child({ component: 'postgres' }), processEnvironment());
       stops.push(postgres.stop);
       databaseUrl = postgres.url;
     }

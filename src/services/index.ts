@@ -1,5 +1,4 @@
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
-import { sql } from 'slonik';
 import type { ArtifactStore } from '../artifacts/store';
 import { PageCache } from '../compat/page-cache';
 import type { Config } from '../config';
@@ -14,7 +13,7 @@ import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
 import { countKeyedRequest, resetRateLimit, simulateRateLimit } from '../db/rate-limits';
 import { canHoldEstimates, listCapabilities, replaceCapabilities, solverStats } from '../db/solvers';
-import { queueStatus, statusCounts } from '../db/status';
+import { pingDatabase, queueStatus, statusCounts } from '../db/status';
 import { checkFunding } from '../db/check-funding';
 import { findTasks, listTasks } from '../db/task-listing';
 import { getTaskRecord, getTaskRow } from '../db/tasks/records';
@@ -25,7 +24,7 @@ import { crawlSummary } from '../tasks/workflow-summary';
 import { canaryPageAt } from '../trust/canaries';
 import { earningsOf } from '../trust/escrow';
 import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../db/quarantines';
-import { disagreementsOf } from '../trust/redundant';
+import { disagreementsOf } from '../db/redundant';
 import { usageInflationsOf } from '../db/usage-inflations';
 import { setVerifier, verifierSince } from '../db/verifiers';
 import { bindDb } from './bind';
@@ -102,7 +101,7 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
       ...bindDb(db, { statusCounts, queueStatus }),
       /** Whether the platform account can pay the checks that take solvers off probation, and who waits for one. */
       checkFunding: () => checkFunding(db, config.trust),
-      database: () => reachable(db.oneFirst(sql.unsafe`SELECT 1`)),
+      database: () => reachable(pingDatabase(db)),
       temporal: () => reachable(temporal.workflowService.getSystemInfo({})),
     },
     crawls: {

@@ -5,9 +5,9 @@ import { CAPABILITY_TASK_TYPES, MAX_CONCURRENT_LIMIT, type CapabilityTaskType } 
 import { LOG_FORMATS, logFormatOf } from '../logger';
 
 /**
- * The solver program's single configuration point. `parseSolverConfig(argv, env)` is pure so that the
- * HTTP stack can build a config for its in-process solver; `loadSolverConfig()` reads the real process.
- * Command-line options win over environment variables.
+ * The solver program's single configuration point. `parseSolverConfig(argv, env)` is pure: the solver
+ * program passes its command line and its environment (processEnvironment(), src/config.ts), the stack
+ * builds the config of its in-process solver. Command-line options win over environment variables.
  */
 
 export const SEARCH_BACKENDS = ['searxng', 'brave', 'local'] as const;
@@ -300,11 +300,6 @@ export function parseSolverConfig(argv: readonly string[], env: Environment): So
     logLevel: e.LOG_LEVEL ?? 'info',
     logFormat: logFormatOf(e.LOG_FORMAT),
   });
-}
-
-/** The solver program's configuration from its own command line and environment. */
-export function loadSolverConfig(): SolverConfig | null {
-  return parseSolverConfig(process.argv.slice(2), process.env);
 }
 
 function parseCli(argv: readonly string[]) {

@@ -1,28 +1,23 @@
 import crypto from 'node:crypto';
-import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
+import type { CommonQueryMethods, DatabasePool } from 'slonik';
 import { z } from 'zod';
-import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
+import {
+  canaryAtPage,
+  canaryPageTaken,
+  failedAmongLastCanaries,
+  lockOpenCanaryIn,
+  recentCanaryHosts,
+  recordCanaryVerdictIn,
+  solverNodeBaseUrl,
+  storedTaskId,
+} from '../db/canaries';
 import { createCanaryTask } from '../db/platform-tasks';
-import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
 import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
 import { tokenFromPng } from './pixels';
-import {
-  activeCanaryTypesSql,
-  announceCanaryDue,
-  belowThreshold,
-  type CanaryTaskType,
-  CANARY_PASS_WEIGHT,
-  CANARY_TASK_TYPES,
-  checkPriceSql,
-  onProbationSql,
-  quarantined,
-  RECOVERY_CANARY_SECONDS,
-  recoveryCanaries,
-  type TrustPolicy,
-} from '../db/reputation';
+import type { CanaryTaskType, TrustPolicy } from '../db/reputation';
 import type { SearchOracle } from './search-oracle';
 import { compareResults, disagrees, SIMILARITY_MEASURES, textSimilarity } from './similarity';
 import type { CanaryOrigin } from '../config';
@@ -36,7 +31,8 @@ import { canaryPage, canaryPageText } from './canary-pages';
  * the redundant runs' measure), a screenshot when its pixels show the seed's grid. For chat, the
  * canary is an audit prompt (src/trust/chat-audit.ts) whose answer is known; for web_search, a fresh query whose answer the search oracle gave (src/trust/search-oracle.ts)
  * and the result is compared with by the redundant runs' measure. The verdict is given in the
- * transaction that stores the result and settles it.
+ * transaction that stores the result and settles it. The statements, and the rule of when a solver is
+ * due a canary: src/db/canaries.ts.
  */
 
 type Runner = CommonQueryMethods;
@@ -62,91 +58,10 @@ export const canaryHold = (config: { trust: { checkPriceCeilingPoints: string } 
 export const canaryWorkflowId = (solverId: string, taskType: string, sent: number) => `canary-${solverId}-${taskType}-${sent + 1}`;
 export const canarySearchTaskType = (taskType: string) => `canary_${taskType}`;
 
-/**
- * Whether solver `s` (a SQL expression) is due a canary of task type `t` now, on the evidence: not
- * quarantined, no canary of that type open, and either on probation (fewer passed canaries than
- * TRUST_PROBATION_CANARIES), past its randomly drawn count of attempts since the last one, or below
- * the score threshold with no canary of the type for RECOVERY_CANARY_SECONDS (a recovery canary).
- */
-function dueNow(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
-  const { probationCanaries } = policy;
-  const recovering = recoveryCanaries(policy)
-    ? sql.fragment`OR (${belowThreshold(policy, 'r')} AND NOT EXISTS (
-        SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.created_at > now() - make_interval(secs => ${RECOVERY_CANARY_SECONDS})))`
-    : sql.fragment``;
-  return sql.fragment`NOT ${quarantined(s)}
-    AND NOT EXISTS (SELECT 1 FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NULL)
-    AND NOT ${backingOff(s, t)}
-    -- No row yet: due when probation is on. A row with no count drawn (canaries by count off): not by count.
-    AND COALESCE((SELECT COALESCE(r.canary_passes < ${probationCanaries}::int OR r.since_canary >= r.canary_due_after ${recovering}, false)
-                  FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${probationCanaries}::int > 0)`;
-}
-
-/**
- * After an unanswered canary, the next of its type waits: CANARY_RETRY_SECONDS, doubled by each
- * unanswered canary in a row since the last judged one, RECOVERY_CANARY_SECONDS at most. A solver that
- * cannot answer canaries (its resolver does not know the canary names, its upstream is down) is not sent
- * one after another: each unanswered one would otherwise make the next due at once.
- */
-export const CANARY_RETRY_SECONDS = 30;
-
-/** Whether solver `s` waits out the backoff after its last canary of type `t`, unanswered. */
-function backingOff(s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
-  return sql.fragment`EXISTS (
-    SELECT 1 FROM (
-      SELECT k.verdict, k.judged_at FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NOT NULL ORDER BY k.judged_at DESC LIMIT 1
-    ) last
-    WHERE last.verdict = 'unanswered' AND last.judged_at > now() - make_interval(secs => LEAST(${RECOVERY_CANARY_SECONDS}::int, ${CANARY_RETRY_SECONDS}::int * 2 ^ LEAST(10, (
-      SELECT count(*) - 1 FROM canaries u
-      WHERE u.solver_id = ${s} AND u.task_type = ${t} AND u.verdict = 'unanswered'
-        AND u.judged_at > COALESCE((SELECT max(j.judged_at) FROM canaries j WHERE j.solver_id = ${s} AND j.task_type = ${t} AND j.verdict IN ('passed', 'failed')), '-infinity')))))
-  )`;
-}
-
-/** The canaries of a task type a solver was sent so far (the number in its next canary's workflow id). */
-const canariesSent = (s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) =>
-  sql.fragment`(SELECT count(*)::int FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t})`;
-
-export interface DueCanary {
-  solverId: string;
-  taskType: CanaryTaskType;
-  /** Canaries of that type the solver was sent before this one. */
-  sent: number;
-  /** Whether it is a probation check: held at probationCheckPrice, and started only beyond the reserve. */
-  probation: boolean;
-  /** What it holds of the platform account, and the most it pays (checkPriceSql). */
-  hold: string;
-}
-
-/** Solvers (all, or one) online and due a canary of a task type (dueNow). */
-export async function dueCanaries(db: Runner, policy: TrustPolicy, options: { solverId?: string; limit?: number } = {}): Promise<readonly DueCanary[]> {
-  const [s, t] = [sql.fragment`c.solver_id`, sql.fragment`c.task_type`];
-  return db.any(sql.type(z.object({ solverId: z.string(), taskType: z.enum(CANARY_TASK_TYPES), sent: z.number(), probation: z.boolean(), hold: z.string() }))`
-    SELECT c.solver_id AS "solverId", c.task_type AS "taskType", ${canariesSent(s, t)} AS sent,
-           ${onProbationSql(policy, s, t)} AS probation, trim_scale(${checkPriceSql(policy, s, t)})::text AS hold
-    FROM (
-      SELECT DISTINCT c.solver_id, c.task_type
-      FROM solver_capabilities c
-      JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
-      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
-      WHERE c.task_type = ANY(${activeCanaryTypesSql(policy)})
-        -- Chat goes to strong-tier capabilities only: those are audited.
-        AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')
-        AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
-        -- An offer above what its check pays is no check's to pay (it gets no client work either):
-        -- the ceiling, or on probation what a client's default task holds (probationCheckPrice).
-        AND c.min_price_points <= ${checkPriceSql(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
-        AND (${options.solverId ?? null}::text IS NULL OR c.solver_id = ${options.solverId ?? null})
-    ) c
-    WHERE ${dueNow(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
-    LIMIT ${options.limit ?? 100}`);
-}
-
 /** The canary page at a host name and path (its HTML), or null when there is none. */
 export async function canaryPageAt(db: Runner, hostname: string, path: string): Promise<string | null> {
   const host = hostname.toLowerCase();
-  const canary = await db.maybeOne(sql.type(z.object({ token: z.string(), task_type: z.string() }))`
-    SELECT token, task_type FROM canaries WHERE page = ${`${host}${path}`}`);
+  const canary = await canaryAtPage(db, `${host}${path}`);
   return canary ? canaryPage(canary.token, canary.task_type, host).html : null;
 }
 
@@ -192,9 +107,7 @@ async function canaryTask(
   }
   const origin = await pageOrigin(db, canary);
   if (!origin) return 'no_page_address';
-  const earlierHosts = await db.anyFirst(sql.type(z.object({ host: z.string() }))`
-    SELECT DISTINCT split_part(page, '/', 1) AS host FROM (
-      SELECT page FROM canaries WHERE solver_id = ${canary.solverId} AND page IS NOT NULL ORDER BY created_at DESC LIMIT ${EARLIER_HOSTS}) p`);
+  const earlierHosts = await recentCanaryHosts(db, canary.solverId, EARLIER_HOSTS);
   const host = drawCanaryHost(origin, earlierHosts);
   // A page is at a path of its own on its host: a seed whose page is taken (rare) is drawn again.
   let token: string;
@@ -202,7 +115,7 @@ async function canaryTask(
   do {
     token = crypto.randomBytes(16).toString('hex');
     path = canaryPage(token, canary.taskType, host).path;
-  } while (await db.exists(sql.unsafe`SELECT 1 FROM canaries WHERE page = ${`${host}${path}`}`));
+  } while (await canaryPageTaken(db, `${host}${path}`));
   const payload = PAYLOAD_SCHEMAS[canary.taskType].parse({ url: `${canaryUrlBase(origin, host)}${path}` }) as Record<string, unknown>;
   return { payload, token, audit: null, page: `${host}${path}` };
 }
@@ -215,8 +128,7 @@ async function pageOrigin(db: Runner, canary: NewCanary): Promise<CanaryOrigin |
   const { configured, local } = canary.canaryHosts;
   if (configured.length > 0) return configured[crypto.randomInt(configured.length)]!;
   if (!local) return null;
-  const base = await db.maybeOneFirst(sql.type(z.object({ base_url: z.string().nullable() }))`
-    SELECT n.base_url FROM solver_connections sc JOIN api_nodes n ON n.node_id = sc.node_id WHERE sc.solver_id = ${canary.solverId} LIMIT 1`);
+  const base = await solverNodeBaseUrl(db, canary.solverId);
   if (!base) return null;
   const url = new URL(base);
   return { scheme: 'http', host: LOCAL_CANARY_DOMAIN, port: url.port ? Number(url.port) : null };
@@ -234,12 +146,10 @@ export type CanaryCreated = { created: true; taskId: string } | { created: false
  * alone. Idempotent by task id.
  */
 export async function createCanary(db: DatabasePool, policy: TrustPolicy, canary: NewCanary): Promise<CanaryCreated> {
-  const existing = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
+  const existing = await storedTaskId(db, canary.taskId);
   if (existing) return { created: true, taskId: canary.taskId };
   const task = await canaryTask(db, canary);
   if (typeof task === 'string') return { created: false, reason: task };
-  const solver = sql.fragment`${canary.solverId}::text`;
-  const taskType = sql.fragment`${canary.taskType}::text`;
   const outcome = await createCanaryTask(db, policy, {
     taskId: canary.taskId,
     taskType: canary.taskType,
@@ -252,13 +162,13 @@ export async function createCanary(db: DatabasePool, policy: TrustPolicy, canary
     token: task.token,
     audit: task.audit,
     page: task.page ?? null,
-    due: sql.fragment`${dueNow(policy, solver, taskType)} AND ${canariesSent(solver, taskType)} = ${canary.sent}`,
+    sent: canary.sent,
   });
   if (outcome === 'platform_balance') return { created: false, reason: 'platform_balance' };
   if (outcome === 'not_claimed') {
     // An earlier try of this call whose statement committed after it was given up on (a slow commit
     // on a busy database) made the solver look not due: that canary is this one.
-    const committed = await db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${canary.taskId}`);
+    const committed = await storedTaskId(db, canary.taskId);
     return committed ? { created: true, taskId: committed } : { created: false, reason: 'not_due' };
   }
   return { created: true, taskId: canary.taskId };
@@ -294,8 +204,7 @@ function resultText(taskType: string, result: Record<string, unknown>): string {
  * when the task is no canary.
  */
 export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<Exclude<CanaryVerdict, 'unanswered'> | null> {
-  const canary = await tx.maybeOne(sql.type(z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown(), page: z.string().nullable() }))`
-    SELECT canary_id, task_type, token, audit, page FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
+  const canary = await lockOpenCanaryIn(tx, taskId);
   if (!canary) return null;
   const expected = canary.audit === null || canary.task_type !== CHAT_TASK_TYPE ? null : ChatAuditExpectation.parse(canary.audit);
   const judged = expected ? judgeChatAudit(expected, result) : null;
@@ -306,7 +215,7 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
   const verdict: CanaryVerdict = passed ? 'passed' : 'failed';
   // One failure quarantines (web); a chat audit, this many among the solver's last `window` judged ones.
   const [needed, window] = judged ? [CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW] : [1, 1];
-  const failedInWindow = passed ? 0 : 1 + (window > 1 ? await failedAmongLast(tx, solverId, canary.task_type, taskId, window - 1) : 0);
+  const failedInWindow = passed ? 0 : 1 + (window > 1 ? await failedAmongLastCanaries(tx, solverId, canary.task_type, taskId, window - 1) : 0);
   const quarantine = failedInWindow >= needed;
   const evidence = {
     canary_task_id: taskId,
@@ -318,29 +227,16 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
     ...(searched ? { search: searched.evidence } : {}),
     ...(paged ? { page: paged.evidence } : {}),
   };
-  const weight = CANARY_PASS_WEIGHT;
-  await tx.query(sql.unsafe`
-    WITH judged AS (
-      UPDATE canaries SET verdict = ${verdict}, judged_at = now(),
-        audit = CASE WHEN audit IS NULL THEN NULL ELSE audit || jsonb_build_object('problems', ${sql.jsonb(judged?.problems ?? searched?.problems ?? [])}::jsonb) END
-      WHERE task_id = ${taskId}
-    ), counted AS (
-      INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, canary_passes, canary_failures)
-      VALUES (${solverId}, ${canary.task_type}, ${passed ? weight : 0}, ${passed ? 0 : weight}, ${passed ? 1 : 0}, ${passed ? 0 : 1})
-      ON CONFLICT (solver_id, task_type) DO UPDATE SET
-        successes = r.successes + EXCLUDED.successes, failures = r.failures + EXCLUDED.failures,
-        canary_passes = r.canary_passes + EXCLUDED.canary_passes, canary_failures = r.canary_failures + EXCLUDED.canary_failures,
-        -- A failure that does not quarantine is checked again at once.
-        canary_due_after = CASE WHEN ${!passed && !quarantine} THEN r.since_canary ELSE r.canary_due_after END
-    ), quarantined AS (
-      INSERT INTO solver_quarantines (solver_id, task_type, reason, evidence)
-      SELECT ${solverId}, ${canary.task_type}, ${judged ? 'chat_audit_failed' : 'canary_failed'}, ${sql.jsonb(evidence as never)}
-      WHERE ${quarantine}
-      ON CONFLICT DO NOTHING
-    )
-    -- A canary that closes without quarantine (a pass, or a chat audit failed once) leaves the solver
-    -- possibly due the next one (probation, attempts meanwhile, or the failed audit's recheck at once).
-    SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)} WHERE ${!quarantine}`);
+  await recordCanaryVerdictIn(tx, {
+    taskId,
+    solverId,
+    taskType: canary.task_type,
+    passed,
+    quarantine,
+    problems: judged?.problems ?? searched?.problems ?? [],
+    reason: judged ? 'chat_audit_failed' : 'canary_failed',
+    evidence,
+  });
   return verdict;
 }
 
@@ -376,31 +272,4 @@ function judgeSearch(expected: z.infer<typeof SearchExpectation>, result: Record
     problems: passed ? [] : [`result_url_overlap ${comparison.similarity} is below ${comparison.threshold}`],
     evidence: { oracle: expected.oracle, query: expected.query, measure: comparison.measure, similarity: comparison.similarity, threshold: comparison.threshold, oracle_urls: comparison.second.urls, returned_urls: comparison.first.urls },
   };
-}
-
-/**
- * Failed verdicts among the solver's last `count` judged canaries of a task type, this one left out;
- * those judged before an admin last cleared a quarantine of the solver no longer count.
- */
-async function failedAmongLast(tx: Runner, solverId: string, taskType: string, taskId: string, count: number): Promise<number> {
-  return tx.oneFirst(sql.type(z.object({ failed: z.number() }))`
-    SELECT count(*) FILTER (WHERE verdict = 'failed')::int AS failed FROM (
-      SELECT verdict FROM canaries
-      WHERE solver_id = ${solverId} AND task_type = ${taskType} AND task_id <> ${taskId} AND verdict IN ('passed', 'failed')
-        AND judged_at > COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')
-      ORDER BY judged_at DESC LIMIT ${count}::int) w`);
-}
-
-/**
- * A canary whose task ended without a result: no verdict on the solver's honesty (its attempt counted
- * as a failure, unless it could not resolve a canary name: "Target failures"). The next is due after a
- * backoff (backingOff); announced, for the workers to see when.
- */
-export async function markCanaryUnanswered(db: Runner, taskId: string): Promise<void> {
-  await db.query(sql.unsafe`
-    WITH marked AS (
-      UPDATE canaries SET verdict = ${'unanswered' satisfies CanaryVerdict}, judged_at = now() WHERE task_id = ${taskId} AND verdict IS NULL
-      RETURNING solver_id
-    )
-    SELECT ${announceCanaryDue(sql.fragment`solver_id`)} FROM marked`);
 }

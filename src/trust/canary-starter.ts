@@ -8,7 +8,8 @@ import type { Logger } from '../logger';
 import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
 import { canarySummary } from '../tasks/workflow-summary';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
-import { canarySearchTaskType, canaryWorkflowId, dueCanaries, type DueCanary } from './canaries';
+import { dueCanaries, type DueCanary } from '../db/canaries';
+import { canarySearchTaskType, canaryWorkflowId } from './canaries';
 import { CANARY_DUE_CHANNEL, probationReservePoints } from '../db/reputation';
 
 /**

@@ -7,15 +7,8 @@ import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
 import { verificationSummary } from '../tasks/workflow-summary';
-import {
-  markRedundantRunStarted,
-  REDUNDANT_RUN_DRAWN_CHANNEL,
-  redundantSearchTaskType,
-  redundantWorkflowId,
-  skipUnstartedRedundantRuns,
-  unstartedRedundantRuns,
-  type UnstartedRedundantRun,
-} from './redundant';
+import { markRedundantRunStarted, REDUNDANT_RUN_DRAWN_CHANNEL, skipUnstartedRedundantRuns, unstartedRedundantRuns, type UnstartedRedundantRun } from '../db/redundant';
+import { redundantSearchTaskType, redundantWorkflowId } from './redundant';
 
 /**
  * Starts the workflow of each redundant run sampled as its client task settled (docs/trust.md). The

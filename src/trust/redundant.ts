@@ -1,15 +1,29 @@
-import { sql, type CommonQueryMethods, type DatabaseTransactionConnection } from 'slonik';
+import type { CommonQueryMethods, DatabaseTransactionConnection } from 'slonik';
 import { resolveArtifacts } from '../artifacts/results';
 import type { ArtifactStore } from '../artifacts/store';
-import { z } from 'zod';
-import { eligibleSolvers } from '../db/matching';
+import type { RedundantRunState } from '../contract/lifecycle';
 import { PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import { createRunTask } from '../db/platform-tasks';
 import type { Db } from '../db/pool';
+import {
+  concludeDispute,
+  disputedRunOf,
+  drawRedundantRunIn,
+  endRedundantRun,
+  recordSecondVerdictIn,
+  recordThirdVerdictIn,
+  redundantRunOf,
+  redundantRunResults,
+  thirdRunResults,
+  verifiersOnline,
+  type ClientTask,
+  type RedundantRunResults,
+  type ThirdRunResults,
+} from '../db/redundant';
 import { countedProofFromAccountIn, refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
 import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
-import { isVerifier, recordRedundantRunStep, type TrustPolicy } from '../db/reputation';
+import type { TrustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
 import { highestVerificationRate, verificationRate } from './sprt';
 import { verificationRecordOf } from '../db/verifiers';
@@ -20,27 +34,15 @@ import { recordVerifiedOutcomeIn } from './verifiers';
  * web task is run again, after the client has its answer, for the platform's account, by a verifier
  * when one is online for the type, else by another solver, and the results are compared
  * (src/trust/similarity.ts). A verifier's disagreement proves the client's result wrong; two other
- * solvers' disagreement sends a third run, and the odd one out is proven wrong.
+ * solvers' disagreement sends a third run, and the odd one out is proven wrong. The statements:
+ * src/db/redundant.ts.
  */
 
 type Runner = CommonQueryMethods;
 
-/**
- * The states of a redundant run: waiting for its second result; judged (`refuted`: the client's result
- * proven wrong, `upheld`: the second run was the odd one out); or ended without a verdict.
- */
-export const REDUNDANT_RUN_STATES = Object.freeze(['pending', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped', 'refuted', 'upheld'] as const);
-export type RedundantRunState = (typeof REDUNDANT_RUN_STATES)[number];
-
 export { redundantSearchTaskType, redundantWorkflowId } from '../contract/workflows';
 
 const isWebTaskType = (taskType: string): taskType is WebTaskType => (WEB_TASK_TYPES as readonly string[]).includes(taskType);
-
-/**
- * NOTIFY channel on which a sampled run is announced as the transaction that drew it commits: every
- * worker listens, and starts its workflow (src/trust/redundant-starter.ts).
- */
-export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
 
 /**
  * In the transaction that settles a client's web task with its solver's result: draws whether it is
@@ -65,48 +67,7 @@ export async function sampleRedundantRunIn(
     const record = await verificationRecordOf(tx, task.solverId, task.taskType);
     if (draw >= verificationRate(record.verified_passes, start, floor, record.verified_since_failure)) return false;
   }
-  const drawn = await tx.query(sql.unsafe`
-    WITH drawn AS (
-      INSERT INTO redundant_runs (task_id, task_type, first_solver_id)
-      SELECT ${task.taskId}, ${task.taskType}, ${task.solverId} WHERE NOT ${isVerifier(sql.fragment`${task.solverId}::text`)}
-      ON CONFLICT DO NOTHING
-      RETURNING task_id
-    )
-    SELECT pg_notify(${REDUNDANT_RUN_DRAWN_CHANNEL}, json_build_object('task_id', task_id)::text) FROM drawn`);
-  return drawn.rowCount > 0;
-}
-
-const UnstartedRow = z.object({ task_id: z.string(), task_type: z.string(), first_solver_id: z.string(), timeout_seconds: z.number() });
-export type UnstartedRedundantRun = z.infer<typeof UnstartedRow>;
-
-/** Sampled runs whose workflow has not been started, oldest first (or the one of this client task). */
-export async function unstartedRedundantRuns(db: Runner, options: { taskId?: string; limit?: number } = {}): Promise<readonly UnstartedRedundantRun[]> {
-  return db.any(sql.type(UnstartedRow)`
-    SELECT r.task_id, r.task_type, r.first_solver_id, t.timeout_seconds
-    FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id
-    WHERE r.workflow_started_at IS NULL AND (${options.taskId ?? null}::text IS NULL OR r.task_id = ${options.taskId ?? null})
-    ORDER BY r.created_at LIMIT ${options.limit ?? 200}`);
-}
-
-export async function markRedundantRunStarted(db: Runner, clientTaskId: string): Promise<void> {
-  await db.query(sql.unsafe`UPDATE redundant_runs SET workflow_started_at = now() WHERE task_id = ${clientTaskId} AND workflow_started_at IS NULL`);
-}
-
-/** Ends a run without a verdict: no second result came (`unanswered`), or none was asked for (`skipped`). */
-export async function endRedundantRun(db: Runner, clientTaskId: string, status: 'unanswered' | 'skipped', reason: string): Promise<void> {
-  await db.query(sql.unsafe`
-    UPDATE redundant_runs SET status = ${status}, evidence = ${sql.jsonb({ reason })}, judged_at = now(), concluded_at = now(),
-      workflow_started_at = COALESCE(workflow_started_at, now())
-    WHERE task_id = ${clientTaskId} AND status = 'pending'`);
-}
-
-/** Skips these sampled runs not started yet (the platform cannot pay for them): no workflow is started for them. */
-export async function skipUnstartedRedundantRuns(db: Runner, clientTaskIds: readonly string[], reason: string): Promise<number> {
-  const skipped = await db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
-    UPDATE redundant_runs SET status = 'skipped', evidence = ${sql.jsonb({ reason })}, judged_at = now(), concluded_at = now(), workflow_started_at = now()
-    WHERE task_id = ANY(${sql.array([...clientTaskIds], 'text')}) AND workflow_started_at IS NULL AND status = 'pending'
-    RETURNING task_id`);
-  return skipped.length;
+  return drawRedundantRunIn(tx, task);
 }
 
 /**
@@ -118,20 +79,11 @@ export type RedundantRunCreated =
   | { created: true; runTaskId: string; maxPricePoints: string; firstSolverId: string; excludedSolverIds?: string[]; byVerifier?: boolean }
   | { created: false; reason: 'not_found' | 'judged' | 'platform_balance' };
 
-/** What a run's task copies of the client's task: its type, payload as stored, timeout and the country it must be fetched from. */
-const ClientTask = z.object({
-  task_type: z.string(),
-  payload: z.record(z.unknown()),
-  timeout_seconds: z.number(),
-  country: z.string().nullable(),
-});
-const CLIENT_TASK_COLUMNS = sql.fragment`t.payload, t.timeout_seconds, t.country`;
-
 /**
  * The run task of a client task, with the platform's hold for `maxPricePoints`; of the client task's
- * country, unless `anyCountry` (a verifier of another country: crossCountry).
+ * country, unless `anyCountry` (a verifier of another country: crossCountry, src/db/redundant.ts).
  */
-const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: z.infer<typeof ClientTask>, maxPricePoints: string, anyCountry = false) => ({
+const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: ClientTask, maxPricePoints: string, anyCountry = false) => ({
   clientTaskId: input.clientTaskId,
   taskId: input.runTaskId,
   workflowId: input.workflowId,
@@ -140,24 +92,6 @@ const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: s
   timeoutSeconds: client.timeout_seconds,
   maxPricePoints,
   ...(client.country && !anyCountry ? { country: client.country } : {}),
-});
-
-/**
- * Whether a run's second result came from a verifier of another country than its client task asks for
- * (`r` the run, its client task's country set, its second run's not): with no verifier of that country
- * online, the run goes to a verifier of any (runnersFor). Pages differ by country, so its disagreement
- * proves nothing: it is settled like two other solvers' disagreement, by a third run of that country.
- */
-const crossCountry = (r: ReturnType<typeof sql.fragment>) => sql.fragment`(
-  (SELECT country FROM tasks WHERE task_id = ${r}.task_id) IS NOT NULL AND (SELECT country FROM tasks WHERE task_id = ${r}.run_task_id) IS NULL)`;
-
-const RunRow = ClientTask.extend({
-  run_task_id: z.string().nullable(),
-  status: z.string(),
-  first_solver_id: z.string(),
-  by_verifier: z.boolean(),
-  client_price_points: z.string(),
-  run_max_price_points: z.string().nullable(),
 });
 
 /**
@@ -170,10 +104,7 @@ const RunRow = ClientTask.extend({
 async function runnersFor(db: Runner, policy: TrustPolicy, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
   const excludedSolverIds = [run.firstSolverId];
   if (byVerifier !== undefined) return { byVerifier, excludedSolverIds, anyCountry: false };
-  const country = sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})`;
-  const found = await db.one(sql.type(z.object({ online: z.boolean(), elsewhere: z.boolean() }))`
-    SELECT EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country })}) AS online,
-           ${country} IS NOT NULL AND EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: null })}) AS elsewhere`);
+  const found = await verifiersOnline(db, policy, { clientTaskId: run.clientTaskId, taskType: run.taskType, excludedSolverIds });
   const anyCountry = !found.online && found.elsewhere;
   return { byVerifier: found.online || anyCountry, excludedSolverIds, anyCountry };
 }
@@ -188,10 +119,7 @@ async function runnersFor(db: Runner, policy: TrustPolicy, run: { clientTaskId: 
  * second call finds the task the first created.
  */
 export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
-  const run = await db.maybeOne(sql.type(RunRow)`
-    SELECT r.run_task_id, r.status, r.task_type, r.first_solver_id, r.by_verifier, trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points, ${CLIENT_TASK_COLUMNS},
-           (SELECT trim_scale(rt.max_price_points)::text FROM tasks rt WHERE rt.task_id = r.run_task_id) AS run_max_price_points
-    FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
+  const run = await redundantRunOf(db, input.clientTaskId);
   if (!run) return { created: false, reason: 'not_found' };
   // Ended already: nothing is sent again, whoever asks.
   if (run.status !== 'pending') return { created: false, reason: 'judged' };
@@ -213,20 +141,6 @@ export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, in
   return { created: true, runTaskId: input.runTaskId, maxPricePoints, firstSolverId: run.first_solver_id, ...runners };
 }
 
-const ResultsRow = z.object({
-  task_type: z.string(),
-  status: z.string(),
-  first_solver_id: z.string(),
-  second_solver_id: z.string().nullable(),
-  run_task_id: z.string().nullable(),
-  first_result: z.record(z.unknown()).nullable(),
-  second_result: z.record(z.unknown()).nullable(),
-  run_status: z.string().nullable(),
-  second_is_verifier: z.boolean(),
-  payload: z.record(z.unknown()),
-  cross_country: z.boolean(),
-});
-
 /** A verdict and the `task.refunded` deliveries it wrote, whose first attempt is the caller's to make once it returns. */
 export interface RunVerdict {
   status: RedundantRunState;
@@ -243,15 +157,15 @@ const side = (solverId: string | null, excerpt: Comparison['first']) => ({ solve
  */
 async function judgeResolved<Row>(
   db: Db,
-  read: (runner: Runner, lock: ReturnType<typeof sql.fragment>) => Promise<Row | null>,
+  read: (runner: Runner, locked: boolean) => Promise<Row | null>,
   resolve: (row: Row) => Promise<Record<string, unknown>[]> | null,
   judge: (tx: DatabaseTransactionConnection, row: Row | null, resolved: Record<string, unknown>[] | null) => Promise<RunVerdict>,
 ): Promise<RunVerdict> {
   for (;;) {
-    const before = await read(db, sql.fragment``);
+    const before = await read(db, false);
     const resolved = before ? await resolve(before) : null;
     const verdict = await db.transaction(async (tx) => {
-      const row = await read(tx, sql.fragment`FOR UPDATE OF r`);
+      const row = await read(tx, true);
       return JSON.stringify(row) === JSON.stringify(before) ? judge(tx, row, resolved) : null;
     });
     if (verdict) return verdict;
@@ -259,7 +173,7 @@ async function judgeResolved<Row>(
 }
 
 /** Whether a second run has what a comparison needs: its task completed with a result, and both results. */
-const secondComparable = (run: z.infer<typeof ResultsRow>) =>
+const secondComparable = (run: RedundantRunResults) =>
   run.status === 'pending' && run.run_status === 'completed' && !!run.first_result && !!run.second_result && !!run.second_solver_id && isWebTaskType(run.task_type);
 
 /**
@@ -272,16 +186,8 @@ const secondComparable = (run: z.infer<typeof ResultsRow>) =>
  * judgeThirdRun), another solver's, for a majority. Once: a run already judged is left as it is.
  */
 export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
-  const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
-    runner.maybeOne(sql.type(ResultsRow)`
-      SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
-             c.result AS first_result, s.result AS second_result, s.status AS run_status, c.payload,
-             r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier,
-             ${crossCountry(sql.fragment`r`)} AS cross_country
-      FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
-      WHERE r.task_id = ${clientTaskId}
-      ${lock}`);
-  const resolve = (run: z.infer<typeof ResultsRow>) =>
+  const read = (runner: Runner, locked: boolean) => redundantRunResults(runner, clientTaskId, locked);
+  const resolve = (run: RedundantRunResults) =>
     secondComparable(run) ? Promise.all([resolveArtifacts(artifacts, run.first_result!), resolveArtifacts(artifacts, run.second_result!)]) : null;
   return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'skipped', webhooks: [] };
@@ -305,19 +211,16 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
       second: side(run.second_solver_id, comparison.second),
       ...(comparison.incomparable ? { incomparable: comparison.incomparable } : {}),
     };
-    await tx.query(sql.unsafe`
-      WITH judged AS (
-        UPDATE redundant_runs SET status = ${status}, second_solver_id = ${run.second_solver_id}, measure = ${comparison.measure},
-          similarity = ${comparison.similarity}, threshold = ${comparison.threshold}, evidence = ${sql.jsonb(evidence)}, judged_at = now(),
-          concluded_at = CASE WHEN ${status === 'disagreed'} THEN NULL ELSE now() END
-        WHERE task_id = ${clientTaskId} AND status = 'pending'
-        RETURNING task_id
-      ), pair AS (
-        SELECT solver_id, ${run.task_type}::text AS task_type
-        FROM unnest(${sql.array([run.first_solver_id, run.second_solver_id], 'text')}) AS solver_id
-        WHERE EXISTS (SELECT 1 FROM judged) AND ${status !== 'incomparable'}
-      ), ${recordRedundantRunStep(disagreed)}
-      SELECT 1`);
+    await recordSecondVerdictIn(tx, {
+      clientTaskId,
+      status,
+      taskType: run.task_type,
+      firstSolverId: run.first_solver_id,
+      secondSolverId: run.second_solver_id,
+      comparison,
+      evidence,
+      disagreed,
+    });
     if (status === 'agreed') {
       for (const solverId of [run.first_solver_id, run.second_solver_id]) {
         await recordVerifiedOutcomeIn(tx, policy, { solverId, taskType: run.task_type, failed: false, evidence });
@@ -369,30 +272,16 @@ async function proveWrongIn(
   return (await refundTask(tx, proof.clientTaskId)).webhooks;
 }
 
-const ThirdRow = ClientTask.extend({
-  status: z.string(),
-  by_verifier: z.boolean(),
-  cross_country: z.boolean(),
-  concluded: z.boolean(),
-  first_solver_id: z.string(),
-  second_solver_id: z.string().nullable(),
-  third_run_task_id: z.string().nullable(),
-  client_price_points: z.string(),
-});
-
 /**
  * Creates the platform's task that decides a disputed run, and its hold, like the second run's. After a
  * verifier's disagreement: the verifier's stability check, for verifiers only (the same verifier may
  * take it), capped at CHECK_PRICE_CEILING_POINTS, the client's solver left out. After two other solvers'
- * disagreement, or a verifier's of another country than the task asks for (crossCountry): a tie-break,
+ * disagreement, or a verifier's of another country than the task asks for (crossCountry, src/db/redundant.ts): a tie-break,
  * capped at what the client was charged, any solver but the two (of the task's country). Idempotent
  * like createRedundantRunTask. A run concluded already gets none.
  */
 export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
-  const run = await db.maybeOne(sql.type(ThirdRow)`
-    SELECT r.status, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
-           trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
-    FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${input.clientTaskId}`);
+  const run = await disputedRunOf(db, input.clientTaskId);
   if (!run) return { created: false, reason: 'not_found' };
   if (run.status !== 'disagreed' || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
   // A verifier's stability check; or, after two other solvers' disagreement or a verifier's of another
@@ -417,34 +306,6 @@ export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input:
 }
 
 /**
- * Concludes a disputed run without a third verdict (no third solver, its attempt failed, nothing to pay
- * it with): the client task stays `disputed`, and neither solver takes a failure. A verifier's run whose
- * stability check gave no result is `incomparable` instead: its one disagreement proves nothing. (A
- * verifier of another country's run stays `disputed`, like two other solvers'.)
- */
-export async function concludeDispute(db: Runner, clientTaskId: string, reason: string): Promise<void> {
-  await db.query(sql.unsafe`
-    UPDATE redundant_runs SET concluded_at = now(), evidence = evidence || ${sql.jsonb({ third: { reason } })},
-      status = CASE WHEN by_verifier AND NOT ${crossCountry(sql.fragment`redundant_runs`)} THEN 'incomparable' ELSE status END
-    WHERE task_id = ${clientTaskId} AND status = 'disagreed' AND concluded_at IS NULL`);
-}
-
-const ThirdResultsRow = z.object({
-  task_type: z.string(),
-  by_verifier: z.boolean(),
-  cross_country: z.boolean(),
-  first_solver_id: z.string(),
-  second_solver_id: z.string(),
-  third_solver_id: z.string().nullable(),
-  first_result: z.record(z.unknown()).nullable(),
-  second_result: z.record(z.unknown()).nullable(),
-  third_result: z.record(z.unknown()).nullable(),
-  third_status: z.string().nullable(),
-  evidence: z.record(z.unknown()),
-  payload: z.record(z.unknown()),
-});
-
-/**
  * Judges a disputed run by its third result. After a verifier's disagreement, the third is the
  * verifier's stability check: its two results must agree with each other (the page is stable) and the
  * client's must disagree with the second too; then the client's result is proven wrong (`refuted`,
@@ -456,16 +317,10 @@ const ThirdResultsRow = z.object({
  * both or neither, or cannot be compared) the dispute concludes with no failure on either side.
  */
 export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
-  const read = (runner: Runner, lock: ReturnType<typeof sql.fragment>) =>
-    runner.maybeOne(sql.type(ThirdResultsRow)`
-      SELECT r.task_type, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
-             x.result AS third_result, x.status AS third_status, r.evidence, c.payload
-      FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
-      WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
-      ${lock}`);
-  const thirdComparable = (run: z.infer<typeof ThirdResultsRow>) =>
+  const read = (runner: Runner, locked: boolean) => thirdRunResults(runner, clientTaskId, locked);
+  const thirdComparable = (run: ThirdRunResults) =>
     run.third_status === 'completed' && !!run.first_result && !!run.second_result && !!run.third_result && !!run.third_solver_id && isWebTaskType(run.task_type);
-  const resolve = (run: z.infer<typeof ThirdResultsRow>) =>
+  const resolve = (run: ThirdRunResults) =>
     thirdComparable(run) ? Promise.all([run.first_result!, run.second_result!, run.third_result!].map((result) => resolveArtifacts(artifacts, result))) : null;
   return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'disagreed', webhooks: [] };
@@ -487,10 +342,7 @@ export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: Arti
       third: { ...side(run.third_solver_id, withFirst.second), similarity_to_first: withFirst.similarity, similarity_to_second: withSecond.similarity },
     };
     const { counts, evidence } = wrong ? await proofCountsIn(tx, clientTaskId, wrong, judged) : { counts: false, evidence: judged };
-    await tx.query(sql.unsafe`
-      UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
-        wrong_solver_id = ${wrong}, concluded_at = now()
-      WHERE task_id = ${clientTaskId}`);
+    await recordThirdVerdictIn(tx, { clientTaskId, status, thirdSolverId: run.third_solver_id, evidence, wrongSolverId: wrong });
     if (status === 'disagreed') return { status, webhooks: [] };
     // The majority's other side passed the check.
     const right = status === 'upheld' ? run.first_solver_id : run.second_solver_id;
@@ -512,7 +364,7 @@ async function judgeStabilityIn(
   tx: DatabaseTransactionConnection,
   policy: TrustPolicy,
   clientTaskId: string,
-  run: z.infer<typeof ThirdResultsRow>,
+  run: ThirdRunResults,
   [first, second, third]: [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>],
 ): Promise<RunVerdict> {
   const taskType = run.task_type as WebTaskType;
@@ -527,39 +379,7 @@ async function judgeStabilityIn(
     stability: { stable, checks_similarity: checks.similarity, ...(checks.incomparable ? { incomparable: checks.incomparable } : {}), ...(again.incomparable ? { incomparable: again.incomparable } : {}) },
   };
   const { counts, evidence } = refuted ? await proofCountsIn(tx, clientTaskId, run.first_solver_id, judged) : { counts: false, evidence: judged };
-  await tx.query(sql.unsafe`
-    UPDATE redundant_runs SET status = ${status}, third_solver_id = ${run.third_solver_id}, evidence = ${sql.jsonb(evidence)},
-      wrong_solver_id = ${refuted ? run.first_solver_id : null}, concluded_at = now()
-    WHERE task_id = ${clientTaskId}`);
+  await recordThirdVerdictIn(tx, { clientTaskId, status, thirdSolverId: run.third_solver_id, evidence, wrongSolverId: refuted ? run.first_solver_id : null });
   if (!refuted) return { status, webhooks: [] };
   return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
-}
-
-const RedundantRunRow = z.object({
-  task_id: z.string(),
-  task_type: z.string(),
-  status: z.string(),
-  first_solver_id: z.string(),
-  second_solver_id: z.string().nullable(),
-  third_solver_id: z.string().nullable(),
-  wrong_solver_id: z.string().nullable(),
-  measure: z.string().nullable(),
-  similarity: z.number().nullable(),
-  threshold: z.number().nullable(),
-  evidence: z.record(z.unknown()).nullable(),
-  judged_at: z.string().nullable(),
-});
-export type RedundantRunRecord = z.infer<typeof RedundantRunRow>;
-
-/** A solver's disagreements, on either side, and the runs that proved it wrong, newest first: what an admin reads (GET /v1/admin/solvers/{id}/trust). */
-export async function disagreementsOf(db: Runner, solverId: string, limit = 50): Promise<readonly RedundantRunRecord[]> {
-  return db.any(sql.type(RedundantRunRow)`
-    SELECT task_id, task_type, status, first_solver_id, second_solver_id, third_solver_id, wrong_solver_id, measure, similarity, threshold, evidence,
-           to_char(judged_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS judged_at
-    FROM (
-      SELECT * FROM redundant_runs WHERE first_solver_id = ${solverId} AND status = 'disagreed'
-      UNION SELECT * FROM redundant_runs WHERE second_solver_id = ${solverId} AND status = 'disagreed'
-      UNION SELECT * FROM redundant_runs WHERE wrong_solver_id = ${solverId}
-    ) r
-    ORDER BY created_at DESC LIMIT ${limit}`);
 }

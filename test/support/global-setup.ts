@@ -18,7 +18,7 @@ export default async function globalSetup() {
   fs.chmodSync(dir, 0o755);
   const logger = createLogger('warn', 'test-setup');
   const config = loadConfig();
-  const postgres = await startEmbeddedPostgres(path.join(dir, 'postgres'), logger);
+  const postgres = await startEmbeddedPostgres(path.join(dir, 'postgres'), logger, process.env);
   const temporal = await startEmbeddedTemporal({
     cli: resolveTemporalCli(config.rootDir, config.temporalCli),
     dir: path.join(dir, 'temporal'),

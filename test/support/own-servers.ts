@@ -15,7 +15,7 @@ async function main() {
   if (!dir) throw new Error('usage: own-servers.ts <dir>');
   const config = loadConfig();
   const logger = createLogger('warn', 'own-servers');
-  const postgres = await startEmbeddedPostgres(path.join(dir, 'postgres'), logger);
+  const postgres = await startEmbeddedPostgres(path.join(dir, 'postgres'), logger, process.env);
   const temporal = await startEmbeddedTemporal({ cli: resolveTemporalCli(config.rootDir, config.temporalCli), dir: path.join(dir, 'temporal'), namespace: config.temporalNamespace, logger, ui: false });
   process.stdout.write(`${JSON.stringify({ databaseUrl: postgres.url, temporalAddress: temporal.address })}\n`);
   process.once('SIGTERM', () => {

@@ -7,7 +7,7 @@ import { startEmbeddedPostgres } from '../../src/embedded/postgres';
  * Usage: node --import tsx test/support/postgres-process.ts <dir>
  */
 async function main() {
-  const postgres = await startEmbeddedPostgres(process.argv[2], pino({ level: 'warn' }));
+  const postgres = await startEmbeddedPostgres(process.argv[2], pino({ level: 'warn' }), process.env);
   process.stdout.write(`${JSON.stringify({ url: postgres.url })}\n`);
   process.once('SIGTERM', () => {
     postgres.stop().finally(() => process.exit(0));

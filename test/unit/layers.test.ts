@@ -1,6 +1,19 @@
 import fs from 'node:fs';
 import path from 'node:path';
-import { handleImports, importCycles, importKey, LAYERS, layerOf, packageImports, projectImports, taskWritesOutsideEngine, upwardImports } from '../../scripts/layers';
+import {
+  confinedCode,
+  confinedCodeIn,
+  confinementKey,
+  handleImports,
+  importCycles,
+  importKey,
+  LAYERS,
+  layerOf,
+  packageImports,
+  projectImports,
+  taskWritesOutsideEngine,
+  upwardImports,
+} from '../../scripts/layers';
 
 /** The layering of docs/decisions.md ("Layers"), checked on every import of src/, workflows/ and activities/. */
 const imports = projectImports();
@@ -41,4 +54,49 @@ test('only the task engine makes the effects due after a commit: slot hand-offs 
     (fs.readdirSync(root, { recursive: true }) as string[]).filter((file) => file.endsWith('.ts')).map((file) => path.posix.join(root, file.split(path.sep).join('/'))),
   );
   expect(files.filter((file) => !allowed(file) && effect.test(fs.readFileSync(file, 'utf8')))).toEqual([]);
+});
+
+test('SQL is only in src/db, and process.env only in src/config.ts', () => {
+  expect(confinedCode().map(confinementKey)).toEqual([]);
+});
+
+test('the confinement check finds SQL and environment reads in every form they take', () => {
+  const source = [
+    "import { sql } from 'slonik';",
+    "import type { CommonQueryMethods } from 'slonik';",
+    "import { type DatabasePool, sql as tag } from 'slonik';",
+    "import * as slonik from 'slonik';",
+    "import { createSqlTag } from '@slonik/sql-tag';",
+    "import pg from 'pg';",
+    "import type { Client } from 'pg';",
+    "import { env } from 'node:process';",
+    "const pool = require('pg');",
+    'await db.query(sql.unsafe`SELECT 1`);',
+    'await db.one(sql.type(Row)`SELECT 2`);',
+    'const where = sql.fragment`a = ${1}`;',
+    'const bare = sql`SELECT 3`;',
+    'const url = process.env.DATABASE_URL;',
+    "const port = process['env'].PORT;",
+    'const { env: environment } = process;',
+    'const all = globalThis.process.env;',
+    'const own = { env: 1 }.env;',
+    'const text = `sql.unsafe and process.env in a string`;',
+  ].join('\n');
+  expect(confinedCodeIn('src/example.ts', source).map(({ rule, line }) => `${line} ${rule}`)).toEqual([
+    '1 sql',
+    '3 sql',
+    '4 sql',
+    '5 sql',
+    '6 sql',
+    '8 environment',
+    '9 sql',
+    '10 sql',
+    '11 sql',
+    '12 sql',
+    '13 sql',
+    '14 environment',
+    '15 environment',
+    '16 environment',
+    '17 environment',
+  ]);
 });
