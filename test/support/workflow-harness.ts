@@ -18,8 +18,9 @@ import { nodeTaskQueue, type CanaryWorkflowInput, type RedundantRunWorkflowInput
 /**
  * The task workflow on the real Temporal dev server with its activities replaced by scripts: each test
  * says what matching, the node's dispatch and the client's node answer, and reads back what the
- * workflow asked of them. (The SDK's time-skipping test server is a separate download this machine
- * cannot make, so deadlines here are real, and kept to a second or two.)
+ * workflow asked of them. On the dev server deadlines are real, and kept to a second or two; on the
+ * time-skipping test server (test/support/time-skipping.ts, whose client a test passes in) they pass
+ * as fast as the workflow reaches them.
  */
 
 export interface Script {
@@ -123,13 +124,15 @@ export class WorkflowHarness {
     private readonly workers: Worker[],
     private readonly taskQueue: string,
     private readonly nodeQueue: string,
+    private readonly ownsClient: boolean,
   ) {}
 
-  static async start(temporalAddress: string, bundle: WorkflowBundleWithSourceMap | { codePath: string }): Promise<WorkflowHarness> {
+  /** `client`: the one to start workflows with (closed by its owner), instead of one of its own. */
+  static async start(temporalAddress: string, bundle: WorkflowBundleWithSourceMap | { codePath: string }, options: { client?: Client } = {}): Promise<WorkflowHarness> {
     const logger = pino({ level: 'warn' });
     installTemporalRuntime(logger);
     const connection = await NativeConnection.connect({ address: temporalAddress });
-    const client = await createTemporalClient(temporalAddress, 'default');
+    const client = options.client ?? (await createTemporalClient(temporalAddress, 'default'));
     // The harness is created before the workers, whose activities call into it.
     const holder: { harness?: WorkflowHarness } = {};
     const me = () => holder.harness!;
@@ -182,7 +185,7 @@ export class WorkflowHarness {
         },
       },
     });
-    const harness = new WorkflowHarness(connection, client, [workflows, node], taskQueue, nodeQueue);
+    const harness = new WorkflowHarness(connection, client, [workflows, node], taskQueue, nodeQueue, !options.client);
     holder.harness = harness;
     harness.running = [workflows.run(), node.run()];
     return harness;
@@ -229,7 +232,7 @@ export class WorkflowHarness {
   async close(): Promise<void> {
     for (const worker of this.workers) if (worker.getState() === 'RUNNING') worker.shutdown();
     await Promise.allSettled(this.running);
-    await this.client.connection.close();
+    if (this.ownsClient) await this.client.connection.close();
     await this.connection.close();
   }
 }
