@@ -2,6 +2,7 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { Client, Connection, WorkflowClient, type WorkflowResultOptions } from '@temporalio/client';
+import type { Workflow, WorkflowResultType } from '@temporalio/common';
 import { InternalConnectionOptionsSymbol, type ConnectionOptions, type InternalConnectionOptions } from '@temporalio/client/lib/connection';
 import { msToTs, tsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
@@ -35,7 +36,7 @@ export interface TimeSkippingServer {
  * only while a result is awaited: the test server starts with time skipping locked, and this unlocks it.
  */
 class TimeSkippingWorkflowClient extends WorkflowClient {
-  override async result<T>(workflowId: string, runId?: string, opts?: WorkflowResultOptions): Promise<T> {
+  override async result<T extends Workflow>(workflowId: string, runId?: string, opts?: WorkflowResultOptions): Promise<WorkflowResultType<T>> {
     const testService = (this.connection as Connection).testService!;
     await testService.unlockTimeSkipping({});
     try {
