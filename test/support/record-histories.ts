@@ -1,6 +1,7 @@
 /**
- * Records the workflow histories that test/workflows/replay.test.ts replays: the task workflow of a given
- * version of the code, run through scripted scenarios on an embedded Temporal dev server.
+ * Records the workflow histories that test/workflows/replay.test.ts replays: the task, crawl and webhook
+ * delivery workflows of a given version of the code, run through scripted scenarios on an embedded
+ * Temporal dev server.
  *
  *   node --import tsx test/support/record-histories.ts <label> [<checkout> [<scenario>...]]
  *
@@ -21,6 +22,7 @@ import { resolveTemporalCli, startEmbeddedTemporal } from '../../src/embedded/te
 import { createLogger } from '../../src/logger';
 import { solverReportedFailure } from '../../src/contract/lifecycle';
 import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, thirdRunWorkflowId } from '../../src/contract/workflows';
+import { SLICES_PER_RUN } from '../../workflows/crawl';
 import { canaryInput, taskInput, untilCancelled, verificationInput, WorkflowHarness } from './workflow-harness';
 
 export const HISTORIES_DIR = path.resolve(__dirname, '../fixtures/histories');
@@ -204,6 +206,57 @@ export const SCENARIOS: Record<string, Scenario> = {
         return { ok: true, chunks: 1, status: 'completed' };
       },
       fence: () => 0,
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // A crawl: discovery, then slices until one says the job is done.
+  'crawl-done': async (harness, taskId) => {
+    const handle = await harness.startJob('crawlWorkflow', { crawlId: taskId }, { crawlSlice: (slice) => ({ done: slice === 2 }) });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // A crawl longer than a run's slices continues as new (this run's history), without discovery again.
+  'crawl-continued': async (harness, taskId) => {
+    const handle = await harness.startJob('crawlWorkflow', { crawlId: taskId }, { crawlSlice: (slice) => ({ done: slice > SLICES_PER_RUN }) });
+    await handle.result();
+    return harness.client.workflow.getHandle(handle.workflowId, handle.firstExecutionRunId).fetchHistory();
+  },
+  'crawl-seeded': async (harness, taskId) => {
+    const handle = await harness.startJob('crawlWorkflow', { crawlId: taskId, seeded: true }, {});
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // A delivery whose first attempt its sender made: it waits out that attempt's backoff, is retried once
+  // by Temporal, and is delivered.
+  'webhook-delivered': async (harness, taskId) => {
+    const input = { deliveryId: taskId, retryForSeconds: 60, attemptTimeoutMs: 1000, attemptsMade: 1 };
+    const handle = await harness.startJob('webhookDeliveryWorkflow', input, {
+      deliver: (attempt) => {
+        if (attempt === 1) throw new Error('502 from the receiver');
+        return 'delivered';
+      },
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // A receiver that refuses the delivery: no retry, the delivery recorded as failed. (No `attemptsMade`:
+  // as deliveries started before their first attempt was made directly.)
+  'webhook-refused': async (harness, taskId) => {
+    const handle = await harness.startJob('webhookDeliveryWorkflow', { deliveryId: taskId, retryForSeconds: 60, attemptTimeoutMs: 1000 }, {
+      deliver: () => {
+        throw ApplicationFailure.nonRetryable('refused by the target', 'webhook_target_refused');
+      },
+    });
+    await handle.result();
+    return handle.fetchHistory();
+  },
+  // A receiver that keeps failing until the delivery's time is up (its schedule-to-close timeout).
+  'webhook-out-of-time': async (harness, taskId) => {
+    const handle = await harness.startJob('webhookDeliveryWorkflow', { deliveryId: taskId, retryForSeconds: 1, attemptTimeoutMs: 1000 }, {
+      deliver: () => {
+        throw new Error('502 from the receiver');
+      },
     });
     await handle.result();
     return handle.fetchHistory();

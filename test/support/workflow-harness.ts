@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import { Context } from '@temporalio/activity';
-import type { Client, WorkflowHandle } from '@temporalio/client';
+import type { Client, WorkflowHandle, WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { NativeConnection, Worker, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { temporal } from '@temporalio/proto';
 import pino from 'pino';
@@ -13,13 +13,22 @@ import type { RedundantRunCreated } from '../../src/trust/redundant';
 import type { Assignment, AttemptReport, RedundantRunState, TargetFailureVerdict, TaskFailure, TaskState } from '../../src/contract/lifecycle';
 import { createTemporalClient } from '../../src/temporal/connection';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
-import { nodeTaskQueue, type CanaryWorkflowInput, type RedundantRunWorkflowInput, type TaskWorkflowInput, type TaskWorkflowResult } from '../../src/contract/workflows';
+import {
+  nodeTaskQueue,
+  type CanaryWorkflowInput,
+  type CrawlWorkflowInput,
+  type RedundantRunWorkflowInput,
+  type TaskWorkflowInput,
+  type TaskWorkflowResult,
+  type WebhookDeliveryInput,
+} from '../../src/contract/workflows';
 
 /**
  * The task workflow on the real Temporal dev server with its activities replaced by scripts: each test
  * says what matching, the node's dispatch and the client's node answer, and reads back what the
- * workflow asked of them. (The SDK's time-skipping test server is a separate download this machine
- * cannot make, so deadlines here are real, and kept to a second or two.)
+ * workflow asked of them. On the dev server deadlines are real, and kept to a second or two; on the
+ * time-skipping test server (test/support/time-skipping.ts, whose client a test passes in) they pass
+ * as fast as the workflow reaches them.
  */
 
 export interface Script {
@@ -37,6 +46,10 @@ export interface Script {
   createRun?(input: { clientTaskId: string; runTaskId: string }, run: 'second' | 'third'): RedundantRunCreated;
   /** The verdict on a verification run's result (`agreed` by default). */
   verdict?(run: 'second' | 'third'): RedundantRunState;
+  /** A crawl's slice, the `slice`th of the job (done at the first by default). */
+  crawlSlice?(slice: number): { done: boolean };
+  /** One attempt of a webhook delivery, the `attempt`th (delivered by default). Throwing fails it. */
+  deliver?(attempt: number): 'delivered' | 'already_finished';
 }
 
 export interface Calls {
@@ -51,6 +64,8 @@ export interface Calls {
   unanswered: string[];
   /** What the verification activities were asked, in order (`<activity> <client task id>`). */
   verification: string[];
+  /** What the crawl and webhook activities were asked, in order (`<activity> <crawl or delivery id>`). */
+  jobs: string[];
 }
 
 const NODE_ID = 'node-under-test';
@@ -114,7 +129,7 @@ function verificationStubs(me: () => WorkflowHarness) {
 
 /** Runs workflows of one bundle on their own task queues (one per harness), against stub activities. */
 export class WorkflowHarness {
-  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [], canaries: [], unanswered: [], verification: [] };
+  readonly calls: Calls = { reserved: [], dispatched: [], closed: [], finished: [], completedByAdmin: [], fenced: [], canaries: [], unanswered: [], verification: [], jobs: [] };
   script: Script = {};
   private running: Promise<void>[] = [];
   private constructor(
@@ -123,13 +138,15 @@ export class WorkflowHarness {
     private readonly workers: Worker[],
     private readonly taskQueue: string,
     private readonly nodeQueue: string,
+    private readonly ownsClient: boolean,
   ) {}
 
-  static async start(temporalAddress: string, bundle: WorkflowBundleWithSourceMap | { codePath: string }): Promise<WorkflowHarness> {
+  /** `client`: the one to start workflows with (closed by its owner), instead of one of its own. */
+  static async start(temporalAddress: string, bundle: WorkflowBundleWithSourceMap | { codePath: string }, options: { client?: Client } = {}): Promise<WorkflowHarness> {
     const logger = pino({ level: 'warn' });
     installTemporalRuntime(logger);
     const connection = await NativeConnection.connect({ address: temporalAddress });
-    const client = await createTemporalClient(temporalAddress, 'default');
+    const client = options.client ?? (await createTemporalClient(temporalAddress, 'default'));
     // The harness is created before the workers, whose activities call into it.
     const holder: { harness?: WorkflowHarness } = {};
     const me = () => holder.harness!;
@@ -164,6 +181,22 @@ export class WorkflowHarness {
           me().calls.unanswered.push(input.taskId);
         },
         ...verificationStubs(me),
+        async seedCrawl(input: { crawlId: string }) {
+          me().calls.jobs.push(`seedCrawl ${input.crawlId}`);
+        },
+        async runCrawlSlice(input: { crawlId: string; budget: number }) {
+          const calls = me().calls.jobs;
+          calls.push(`runCrawlSlice ${input.crawlId}`);
+          return me().script.crawlSlice?.(calls.filter((call) => call.startsWith('runCrawlSlice')).length) ?? { done: true };
+        },
+        async deliverWebhook(input: { deliveryId: string }) {
+          const calls = me().calls.jobs;
+          calls.push(`deliverWebhook ${input.deliveryId}`);
+          return me().script.deliver?.(calls.filter((call) => call.startsWith('deliverWebhook')).length) ?? 'delivered';
+        },
+        async failWebhookDelivery(input: { deliveryId: string }) {
+          me().calls.jobs.push(`failWebhookDelivery ${input.deliveryId}`);
+        },
       },
     });
     const node = await Worker.create({
@@ -182,7 +215,7 @@ export class WorkflowHarness {
         },
       },
     });
-    const harness = new WorkflowHarness(connection, client, [workflows, node], taskQueue, nodeQueue);
+    const harness = new WorkflowHarness(connection, client, [workflows, node], taskQueue, nodeQueue, !options.client);
     holder.harness = harness;
     harness.running = [workflows.run(), node.run()];
     return harness;
@@ -209,7 +242,14 @@ export class WorkflowHarness {
     return this.startAny(workflow, 'taskId' in input ? input.taskId : input.clientTaskId, input, script);
   }
 
-  private async startAny(workflow: string, id: string, input: object, script: Script): Promise<WorkflowHandle> {
+  /** Starts a crawl or a webhook delivery. */
+  async startJob(workflow: 'crawlWorkflow', input: CrawlWorkflowInput, script: Script): Promise<WorkflowHandleWithFirstExecutionRunId>;
+  async startJob(workflow: 'webhookDeliveryWorkflow', input: WebhookDeliveryInput, script: Script): Promise<WorkflowHandleWithFirstExecutionRunId>;
+  async startJob(workflow: string, input: CrawlWorkflowInput | WebhookDeliveryInput, script: Script): Promise<WorkflowHandleWithFirstExecutionRunId> {
+    return this.startAny(workflow, 'crawlId' in input ? input.crawlId : input.deliveryId, input, script);
+  }
+
+  private async startAny(workflow: string, id: string, input: object, script: Script): Promise<WorkflowHandleWithFirstExecutionRunId> {
     this.script = script;
     for (const list of Object.values(this.calls)) list.length = 0;
     return this.client.workflow.start(workflow, { taskQueue: this.taskQueue, workflowId: `${id}-${crypto.randomBytes(3).toString('hex')}`, args: [input] });
@@ -229,7 +269,7 @@ export class WorkflowHarness {
   async close(): Promise<void> {
     for (const worker of this.workers) if (worker.getState() === 'RUNNING') worker.shutdown();
     await Promise.allSettled(this.running);
-    await this.client.connection.close();
+    if (this.ownsClient) await this.client.connection.close();
     await this.connection.close();
   }
 }
