@@ -12,14 +12,14 @@ export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: 'foundation', paths: ['src/errors.ts', 'src/logger.ts', 'src/config.ts', 'src/schemas', 'src/types', 'src/safety'] },
   // Code without state of its own that the service and the bundled solver share: target rules, HTML,
   // search, signing, the counters the layers above record into, the artifact store's client.
-  { name: 'libraries', paths: ['src/policy', 'src/solver', 'src/metrics', 'src/webhooks/signature.ts', 'src/artifacts'] },
+  { name: 'libraries', paths: ['src/policy', 'src/solver', 'src/metrics', 'src/signing', 'src/artifacts'] },
   { name: 'db', paths: ['src/db'] },
   {
     name: 'services',
-    paths: ['src/tasks', 'src/services', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/policy/guard.ts', 'src/metrics/scrape.ts'],
+    paths: ['src/tasks', 'src/services', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/guard'],
   },
   { name: 'orchestration', paths: ['workflows', 'activities'] },
-  { name: 'interface', paths: ['src/http', 'src/dispatch/ws-server.ts', 'src/metrics/http.ts'] },
+  { name: 'interface', paths: ['src/http'] },
   { name: 'runtime', paths: ['src/runtime', 'src/embedded', 'src/bin'] },
 ];
 

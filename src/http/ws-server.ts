@@ -3,11 +3,11 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
 import type { Db } from '../db/pool';
 import { ApiError } from '../errors';
-import type { AddressLimits } from '../http/address-limits';
-import { authenticate } from '../http/auth';
+import type { AddressLimits } from './address-limits';
+import { authenticate } from './auth';
 import type { Logger } from '../logger';
-import type { SolverHub } from './hub';
-import type { KeyRevocations } from './key-revocations';
+import type { SolverHub } from '../dispatch/hub';
+import type { KeyRevocations } from '../dispatch/key-revocations';
 
 export const SOLVER_SOCKET_PATH = '/v1/solver/connect';
 
