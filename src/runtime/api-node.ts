@@ -172,7 +172,7 @@ export async function startApiNode(options: {
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
-  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }), logger });
+  attachSolverSockets(server, { findAccountByApiKey: services.accounts.findAccountByApiKey, hub, revocations, addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }), logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? config.port, config.host, () => resolve());
