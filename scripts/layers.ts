@@ -3,24 +3,30 @@ import path from 'node:path';
 import ts from 'typescript';
 
 /**
- * The layers of the service's code, lowest first (docs/decisions.md, "Layers"). A module may import
- * its own layer and those below; an import of a higher layer is an upward import. Each entry is a
- * folder or file relative to the project root; the longest matching entry names a module's layer.
+ * The layers of the service's code, lowest first (docs/decisions.md, "Code layers"). A module may import
+ * its own layer and those below; an import of a higher layer is an upward import. Each entry is a whole
+ * folder (`src/<name>`, `workflows`, `activities`) or a file directly in `src/`, never a part of a
+ * folder, so that a folder's name says its layer. Within a layer the entries are listed lowest first too:
+ * the list is the folder order, and a folder imports only itself and the folders listed before it.
  */
 export const LAYERS: readonly { name: string; paths: readonly string[] }[] = [
   { name: 'contract', paths: ['src/contract'] },
   { name: 'foundation', paths: ['src/errors.ts', 'src/logger.ts', 'src/config.ts', 'src/schemas', 'src/types', 'src/safety'] },
   // Code without state of its own that the service and the bundled solver share: target rules, HTML,
-  // search, signing, the counters the layers above record into, the artifact store's client.
-  { name: 'libraries', paths: ['src/policy', 'src/solver', 'src/metrics', 'src/webhooks/signature.ts', 'src/artifacts'] },
+  // search, the counters the layers above record into, webhook signing, the artifact store's client.
+  { name: 'libraries', paths: ['src/policy', 'src/solver', 'src/metrics', 'src/signing', 'src/artifacts'] },
   { name: 'db', paths: ['src/db'] },
+  // Temporal clients and the domain guard stand alone; chat relay, Firecrawl mapping and the solver hub
+  // sit under trust, trust under the task engine, the engine under webhooks and crawls, and the services
+  // the routes are given over them all.
   {
     name: 'services',
-    paths: ['src/tasks', 'src/services', 'src/trust', 'src/webhooks', 'src/chat', 'src/dispatch', 'src/crawl', 'src/compat', 'src/temporal', 'src/policy/guard.ts', 'src/metrics/scrape.ts'],
+    paths: ['src/temporal', 'src/guard', 'src/chat', 'src/compat', 'src/dispatch', 'src/trust', 'src/tasks', 'src/webhooks', 'src/crawl', 'src/services'],
   },
-  { name: 'orchestration', paths: ['workflows', 'activities'] },
-  { name: 'interface', paths: ['src/http', 'src/dispatch/ws-server.ts', 'src/metrics/http.ts'] },
-  { name: 'runtime', paths: ['src/runtime', 'src/embedded', 'src/bin'] },
+  // Workflows import activities by type only.
+  { name: 'orchestration', paths: ['activities', 'workflows'] },
+  { name: 'interface', paths: ['src/http'] },
+  { name: 'runtime', paths: ['src/embedded', 'src/runtime', 'src/bin'] },
 ];
 
 /** The contract imports nothing of the project: workflow code and every layer read it. */
@@ -189,6 +195,72 @@ export function importCycles(imports: Import[]): string[][] {
   };
   for (const file of next.keys()) if (!index.has(file)) connect(file);
   return cycles;
+}
+
+/**
+ * The folder of a file in the folder order: `src/<name>` for a file in a folder of src/ (at any depth:
+ * src/db/tasks/x.ts is in src/db), a file directly in src/ as itself, otherwise its top folder.
+ */
+export function folderOf(file: string): string {
+  const parts = file.split('/');
+  return parts[0] === 'src' ? parts.slice(0, 2).join('/') : parts[0];
+}
+
+/** The entries of LAYERS that are a part of a folder rather than a whole one. */
+export function partialLayerEntries(): string[] {
+  return LAYERS.flatMap((layer) => layer.paths).filter((entry) => folderOf(entry) !== entry);
+}
+
+/** An import between two folders, with the file imports that make it. */
+export interface FolderImport {
+  from: string;
+  to: string;
+  /** Every file import behind it imports types only. */
+  typeOnly: boolean;
+  files: Import[];
+}
+
+/** The imports between folders (folderOf), each with the file imports behind it; type-only imports count. */
+export function folderImports(imports: Import[]): FolderImport[] {
+  const found = new Map<string, FolderImport>();
+  for (const edge of imports) {
+    const [from, to] = [folderOf(edge.from), folderOf(edge.to)];
+    if (from === to) continue;
+    const key = `${from} -> ${to}`;
+    const folderEdge = found.get(key) ?? { from, to, typeOnly: true, files: [] };
+    folderEdge.typeOnly &&= edge.typeOnly;
+    folderEdge.files.push(edge);
+    found.set(key, folderEdge);
+  }
+  return [...found.values()];
+}
+
+/** The folder-level import cycles, each as the folders around it (importCycles over folderImports). */
+export const folderCycles = (imports: Import[]): string[][] => importCycles(folderImports(imports));
+
+/** A folder's place in the folder order (LAYERS, lowest first); a folder no entry names comes last. */
+export function folderRank(folder: string): number {
+  const rank = LAYERS.flatMap((layer) => layer.paths).indexOf(folder);
+  return rank < 0 ? Number.MAX_SAFE_INTEGER : rank;
+}
+
+/** Imports of a folder listed after the importer in LAYERS: against the folder order. */
+export const foldersImportedOutOfOrder = (imports: Import[]): FolderImport[] =>
+  folderImports(imports).filter((edge) => folderRank(edge.to) > folderRank(edge.from));
+
+/** A folder import as one line, naming the file imports behind it (the first three, and how many more). */
+export function folderImportKey(edge: FolderImport): string {
+  const shown = edge.files.slice(0, 3).map((file) => `${importKey(file)}${file.typeOnly ? ' (type)' : ''}`);
+  const more = edge.files.length > shown.length ? `; ${edge.files.length - shown.length} more` : '';
+  return `${edge.from} -> ${edge.to}: ${shown.join('; ')}${more}`;
+}
+
+/** The folder imports inside each folder cycle, as folderImportKey lines: what to cut to end it. */
+export function folderCycleImports(imports: Import[]): string[] {
+  const folderEdges = folderImports(imports);
+  return folderCycles(imports).flatMap((cycle) =>
+    folderEdges.filter((edge) => cycle.includes(edge.from) && cycle.includes(edge.to)).map(folderImportKey),
+  );
 }
 
 /**

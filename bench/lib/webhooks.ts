@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { verifySignature } from '../../src/webhooks/signature';
+import { verifySignature } from '../../src/signing/webhook-signature';
 
 /**
  * The benchmark's webhook receiver (`--webhooks`), on 127.0.0.1 in the benchmark's process: it accepts

@@ -34,7 +34,7 @@ import { getTaskRow, type TaskRow } from '../db/tasks/records';
 import { sendPageAttempt } from '../dispatch/page-requests';
 import type { Logger } from '../logger';
 import type { ScanResult } from '../safety/scanner';
-import type { DomainGuard } from '../policy/guard';
+import type { DomainGuard } from '../guard/domain-guard';
 import { guardedFetch, SOLVER_USER_AGENT } from '../solver/guarded-fetch';
 import type { TaskFinishedWatch } from '../tasks/finished';
 import { isTerminalState, type Assignment } from '../contract/lifecycle';

@@ -18,7 +18,7 @@ export { PLATFORM_ACCOUNT_ID } from '../contract/ledger';
 
 /**
  * NOTIFY channel on which a deposit to the platform account is announced as it commits: the workers
- * start the checks that were due while the account could not pay them (src/trust/canary-starter.ts).
+ * start the checks that were due while the account could not pay them (src/tasks/canary-starter.ts).
  */
 export const PLATFORM_FUNDED_CHANNEL = 'platform_funded';
 

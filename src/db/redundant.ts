@@ -15,7 +15,7 @@ type Fragment = ReturnType<typeof sql.fragment>;
 
 /**
  * NOTIFY channel on which a sampled run is announced as the transaction that drew it commits: every
- * worker listens, and starts its workflow (src/trust/redundant-starter.ts).
+ * worker listens, and starts its workflow (src/tasks/redundant-starter.ts).
  */
 export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
 

@@ -116,7 +116,7 @@ export function canaryDueAfter(policy: TrustPolicy) {
 
 /**
  * NOTIFY channel on which a solver that may now be due a canary is announced, when the transaction
- * that made it due commits: every worker listens, and starts the canary (src/trust/canary-starter.ts).
+ * that made it due commits: every worker listens, and starts the canary (src/tasks/canary-starter.ts).
  */
 export const CANARY_DUE_CHANNEL = 'canary_due';
 /** The pg_notify call that announces solver `solverId` (a SQL expression) on CANARY_DUE_CHANNEL. */

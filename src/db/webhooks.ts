@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { DELIVERY_STATES, REFUNDED_EVENT, WEBHOOK_EVENTS, type DeliveryState, type TerminalState, type WebhookEvent } from '../contract/lifecycle';
 import { isCrawlEventType, type CrawlEvent, type CrawlEventType } from '../contract/crawl-events';
-import { newSecret } from '../webhooks/signature';
+import { newSecret } from '../signing/webhook-signature';
 import type { Db } from './pool';
 
 /**

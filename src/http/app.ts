@@ -3,7 +3,7 @@ import express, { type Express, type RequestHandler, type Router } from 'express
 import swaggerUiDist from 'swagger-ui-dist';
 import { AddressLimits } from './address-limits';
 import type { AppDeps } from './deps';
-import { httpMetrics, metricsRoutes, requireMetricsAccess } from '../metrics/http';
+import { httpMetrics, metricsRoutes, requireMetricsAccess } from './metrics';
 import { errorHandler, jsonBody, notFound, requestContext } from './middleware';
 import { openApiDocument } from './openapi';
 import { installRateLimit } from './rate-limit';

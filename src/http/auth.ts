@@ -1,6 +1,6 @@
 import crypto from 'node:crypto';
 import type { Request, RequestHandler } from 'express';
-import { findAccountByApiKey, type Account } from '../db/accounts';
+import type { Account } from '../db/accounts';
 import { ApiError } from '../errors';
 import { addressLimitsOf, admitRequest } from './rate-limit';
 
@@ -23,8 +23,8 @@ function apiKeyOf(authorization: string | undefined): string {
 const unknownApiKey = () => new ApiError('invalid_api_key', 'This API key is unknown or revoked.');
 
 /** Resolves `Authorization: Bearer <api_key>` to an account, or throws the 401 that says what is wrong. */
-export async function authenticate(db: Parameters<typeof findAccountByApiKey>[0], authorization: string | undefined): Promise<Account> {
-  const account = await findAccountByApiKey(db, apiKeyOf(authorization));
+export async function authenticate(findAccountByApiKey: (apiKey: string) => Promise<Account | null>, authorization: string | undefined): Promise<Account> {
+  const account = await findAccountByApiKey(apiKeyOf(authorization));
   if (!account) throw unknownApiKey();
   return account;
 }

@@ -5,7 +5,7 @@ import type { Logger } from '../logger';
 import type { MarketEvents } from '../services/market-events';
 import type { Services } from '../services';
 import type { Readiness } from '../services/readiness';
-import type { DomainGuard } from '../policy/guard';
+import type { DomainGuard } from '../guard/domain-guard';
 import type { TaskEngine } from '../tasks/engine';
 import type { WebhookResender } from '../webhooks/sender';
 

@@ -77,7 +77,7 @@ const COST_HEADERS: Record<string, Header> = {
 
 /** The headers of one answer of a route: the request id always, the rate-limit ones once authenticated. */
 function headersOf(route: Route, status: number): Record<string, Header> {
-  // The upgrade is answered on the socket, outside the app (src/dispatch/ws-server.ts); only a plain GET reaches it.
+  // The upgrade is answered on the socket, outside the app (src/http/ws-server.ts); only a plain GET reaches it.
   if (route.success === 'websocket') return status === 404 ? { 'X-Request-Id': requestIdHeader } : status === 429 ? { ...rateLimitHeaders(true), 'Retry-After': retryAfterHeader } : {};
   const headers: Record<string, Header> = { 'X-Request-Id': requestIdHeader };
   // 401 is before the count; 413, 415, a body that does not decode (a 400) and malformed JSON (a 422) are refused before authentication.

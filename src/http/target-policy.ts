@@ -1,5 +1,5 @@
 import { ApiError } from '../errors';
-import type { DomainGuard } from '../policy/guard';
+import type { DomainGuard } from '../guard/domain-guard';
 import { RequestValidationError } from './validation';
 
 /**

@@ -4,7 +4,7 @@ import type { TaskRecord } from '../db/tasks/records';
 import { withArtifacts } from '../tasks/records';
 import type { WebhookEvent } from '../db/webhooks';
 import { ApiError } from '../errors';
-import type { DomainGuard } from '../policy/guard';
+import type { DomainGuard } from '../guard/domain-guard';
 import type { ScanResult } from '../safety/scanner';
 import type { RoutingSort, WebTaskType } from '../schemas/domain';
 import { clientFailure, type TaskState } from '../contract/lifecycle';

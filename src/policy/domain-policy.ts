@@ -4,7 +4,7 @@ import { refusalReason } from './special-addresses';
 
 /**
  * The domain policy: which target hosts web tasks may reach. Pure rule matching, no I/O; the guard
- * (guard.ts) adds file loading, DNS and reloads around it.
+ * (src/guard/domain-guard.ts) adds file loading, DNS and reloads around it.
  *
  * Patterns: `example.com` matches that host only; `*.example.com` matches every subdomain of it at any
  * depth (not example.com itself); `*` matches every host. The most specific matching pattern decides

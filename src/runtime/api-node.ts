@@ -17,7 +17,7 @@ import { AttemptStops } from '../dispatch/attempt-stops';
 import { EarlyAttempts } from '../dispatch/early-attempts';
 import { KeyRevocations } from '../dispatch/key-revocations';
 import { SolverHub } from '../dispatch/hub';
-import { attachSolverSockets } from '../dispatch/ws-server';
+import { attachSolverSockets } from '../http/ws-server';
 import { AddressLimits } from '../http/address-limits';
 import { createArtifactStore } from '../artifacts/store';
 import { createApp } from '../http/app';
@@ -27,8 +27,8 @@ import { createServices } from '../services';
 import { postgresCheck, Readiness, temporalCheck, workerCheck, workersCheck } from '../services/readiness';
 import type { AppDeps } from '../http/deps';
 import type { Logger } from '../logger';
-import { addMetricsSource } from '../metrics/scrape';
-import { DomainGuard } from '../policy/guard';
+import { addMetricsSource } from '../services/metrics-scrape';
+import { DomainGuard } from '../guard/domain-guard';
 import { TaskFinishedWatch } from '../tasks/finished';
 import { RecentPayloads } from '../tasks/recent-payloads';
 import { TaskEngine } from '../tasks/engine';
@@ -172,7 +172,7 @@ export async function startApiNode(options: {
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
-  attachSolverSockets(server, { db, hub, revocations, addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }), logger });
+  attachSolverSockets(server, { findAccountByApiKey: services.accounts.findAccountByApiKey, hub, revocations, addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }), logger });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? config.port, config.host, () => resolve());

@@ -6,8 +6,8 @@ import { pruneAddressCounters } from '../db/address-limits';
 import { createArtifactStore } from '../artifacts/store';
 import { createDb } from '../db/pool';
 import type { Logger } from '../logger';
-import { startMetricsListener, type MetricsListener } from '../metrics/http';
-import { addMetricsSource } from '../metrics/scrape';
+import { startMetricsListener, type MetricsListener } from '../http/metrics';
+import { addMetricsSource } from '../services/metrics-scrape';
 import { postgresCheck, Readiness, temporalCheck, workerCheck } from '../services/readiness';
 import { SlotHandoffs } from '../tasks/handoffs';
 import { NotifyBus } from '../db/notify';
@@ -18,13 +18,13 @@ import { purgeExpired, RETENTION_SWEEP_EVERY_MS } from '../tasks/retention';
 import { vestEarnings, vestingSweepMs } from '../trust/escrow';
 import { WebhookDeliveries } from '../webhooks/sender';
 import { CrawlRunner } from '../crawl/runner';
-import { DomainGuard } from '../policy/guard';
+import { DomainGuard } from '../guard/domain-guard';
 import { TaskFinishedWatch } from '../tasks/finished';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
-import { listenForDueCanaries, startDueCanaries } from '../trust/canary-starter';
-import { RedundantRunStarter } from '../trust/redundant-starter';
+import { listenForDueCanaries, startDueCanaries } from '../tasks/canary-starter';
+import { RedundantRunStarter } from '../tasks/redundant-starter';
 
 export interface WorkerNode {
   /** GET /metrics of this worker, when WORKER_METRICS_PORT is set. */

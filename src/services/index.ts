@@ -5,7 +5,7 @@ import type { Config } from '../config';
 import { crawlWorkflowId, type CrawlWorkflowInput } from '../contract/workflows';
 import { cancelTasks } from '../crawl/runner';
 import { countAddressRequest } from '../db/address-limits';
-import { createAccount, createApiKey, findAccount, listApiKeys, revokeApiKey, updateApiKey, updateSettings } from '../db/accounts';
+import { createAccount, createApiKey, findAccount, findAccountByApiKey, listApiKeys, revokeApiKey, updateApiKey, updateSettings } from '../db/accounts';
 import { activeCrawls, crawlByIdempotencyKey, crawlCost, crawlCounts, crawlDocuments, crawlErrors, createCrawl, finishCrawl, getCrawl, runningPageTasks } from '../db/crawls';
 import { committedToTasks, costOfTasks, deposit, getBalance, ledgerHistory, ledgerSummary, taskLedger } from '../db/ledger';
 import { onlineSolvers, recentAttemptsOf, taskAttempts } from '../db/market-view';
@@ -55,6 +55,7 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
       ...bindDb(db, {
         createAccount,
         findAccount,
+        findAccountByApiKey,
         updateSettings,
         createApiKey,
         updateApiKey,

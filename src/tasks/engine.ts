@@ -47,9 +47,8 @@ import {
   type TaskWorkflowResult,
 } from '../contract/workflows';
 import type { TaskFinishedWatch } from './finished';
-import type { HandoffSender } from './handoffs';
+import type { HandoffSender, WebhookSender } from './handoffs';
 import type { RecentPayloads } from './recent-payloads';
-import type { WebhookSender } from '../webhooks/sender';
 import { taskSummary } from './workflow-summary';
 
 export interface CreateTaskInput {

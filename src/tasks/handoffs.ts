@@ -2,6 +2,7 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { forgetHandoff, forgetOrphanHandoffs, handedAttemptOrphaned, unsentHandoffs, type Handoff } from '../db/matching';
 import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
+import type { DueDelivery } from '../db/webhooks';
 import { closeAttempt } from '../db/tasks/attempts';
 import type { Logger } from '../logger';
 import { slotHandedSignal } from '../contract/workflows';
@@ -10,6 +11,12 @@ import { slotHandedSignal } from '../contract/workflows';
 export interface HandoffSender {
   /** Sends in the background; never throws (an unsent handoff stays in the outbox for the sweep). */
   deliver(handoffs: Handoff[] | undefined): void;
+}
+
+/** Makes the first attempt of the deliveries a finishing transaction wrote, after its commit. */
+export interface WebhookSender {
+  /** Sends in the background; never throws (a delivery not sent stays in the outbox for the sweep). */
+  send(deliveries: DueDelivery[] | undefined): void;
 }
 
 /** What sends a handed slot's task at once, on the API node holding the solver's socket (EarlyAttempts). */

@@ -8,7 +8,7 @@ import { recordAttempt, webhookSecret, type DeliveryToSend } from '../db/webhook
 import { recordWebhookAttempt, type WebhookAttemptPath } from '../metrics/metrics';
 import { SolverError } from '../solver/errors';
 import { hostOf, parseTargetUrl, pinnedLookup, resolveAllowedAddresses } from '../solver/net-guard';
-import { signatureOf } from './signature';
+import { signatureOf } from '../signing/webhook-signature';
 
 /** How one attempt ended: accepted (2xx), failed (retried later) or refused (the target is not allowed: the delivery has failed). */
 export type AttemptOutcome = { result: 'delivered' } | { result: 'failed' | 'refused'; error: string };

@@ -7,14 +7,9 @@ import type { Logger } from '../logger';
 import { recordWebhookWorkflowStarted } from '../metrics/metrics';
 import { Semaphore } from '../solver/semaphore';
 import type { WebhookDeliveryInput } from '../contract/workflows';
+import type { WebhookSender } from '../tasks/handoffs';
 import { webhookSummary } from '../tasks/workflow-summary';
 import { attemptDelivery } from './attempt';
-
-/** Makes the first attempt of the deliveries a finishing transaction wrote, after its commit. */
-export interface WebhookSender {
-  /** Sends in the background; never throws (a delivery not sent stays in the outbox for the sweep). */
-  send(deliveries: DueDelivery[] | undefined): void;
-}
 
 /** Sends a failed delivery again, on a client's request. */
 export interface WebhookResender {

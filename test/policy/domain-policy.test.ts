@@ -3,7 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import pino from 'pino';
 import { DomainPolicyFile, evaluateHostRules, evaluateTarget, matchStrength, type DomainPolicy } from '../../src/policy/domain-policy';
-import { DomainGuard, type Resolver } from '../../src/policy/guard';
+import { DomainGuard, type Resolver } from '../../src/guard/domain-guard';
 import { readDomainPolicy } from '../../src/policy/loader';
 import { assertAllowedTarget } from '../../src/http/target-policy';
 

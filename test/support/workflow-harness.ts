@@ -74,12 +74,12 @@ export function taskInput(taskId: string, overrides: Partial<TaskWorkflowInput> 
   return { taskId, taskType: 'proxy_fetch', maxPricePoints: '10', timeoutSeconds: 30, maxAttempts: 3, attemptTimeoutSeconds: 30, acceptTimeoutMs: 1000, ...overrides };
 }
 
-/** A canary of solver `solver-checked`, as its starter starts the task workflow (src/trust/canary-starter.ts). */
+/** A canary of solver `solver-checked`, as its starter starts the task workflow (src/tasks/canary-starter.ts). */
 export function canaryInput(taskId: string, overrides: Partial<TaskWorkflowInput> = {}): TaskWorkflowInput {
   return taskInput(taskId, { maxAttempts: 1, platform: { purpose: 'canary', solverId: 'solver-checked', sent: 0 }, ...overrides });
 }
 
-/** A verification run of client task `<taskId>_client`, as its starter starts the task workflow (src/trust/redundant-starter.ts). */
+/** A verification run of client task `<taskId>_client`, as its starter starts the task workflow (src/tasks/redundant-starter.ts). */
 export function verificationInput(taskId: string, run: 'second' | 'third' = 'second'): TaskWorkflowInput {
   return taskInput(taskId, { maxAttempts: 1, platform: { purpose: 'verification', clientTaskId: `${taskId}_client`, run } });
 }

@@ -4,12 +4,17 @@ import {
   confinedCode,
   confinedCodeIn,
   confinementKey,
+  folderCycleImports,
+  folderCycles,
+  folderImportKey,
+  foldersImportedOutOfOrder,
   handleImports,
   importCycles,
   importKey,
   LAYERS,
   layerOf,
   packageImports,
+  partialLayerEntries,
   projectImports,
   taskWritesOutsideEngine,
   upwardImports,
@@ -25,6 +30,32 @@ test('every source file belongs to a layer', () => {
 
 test('no import cycle', () => {
   expect(importCycles(imports)).toEqual([]);
+});
+
+test('every layer entry is a whole folder of src/, workflows/ or activities/, or a file directly in src/', () => {
+  expect(partialLayerEntries()).toEqual([]);
+});
+
+test('no folder-level import cycle: the folders import each other one way, types included', () => {
+  // On failure, the folder imports inside each cycle with the file imports behind them.
+  expect(folderCycleImports(imports)).toEqual([]);
+});
+
+test('each folder imports only folders listed before it in LAYERS, lowest first', () => {
+  expect(foldersImportedOutOfOrder(imports).map(folderImportKey)).toEqual([]);
+});
+
+test('the folder-level checks find a cycle that no single file closes, and name its imports', () => {
+  const edge = (from: string, to: string, typeOnly = false) => ({ from, to, typeOnly });
+  const found = [
+    edge('src/tasks/a.ts', 'src/webhooks/b.ts', true),
+    edge('src/webhooks/c.ts', 'src/tasks/d.ts'),
+    edge('src/db/tasks/e.ts', 'src/contract/f.ts'),
+    edge('src/config.ts', 'src/logger.ts'),
+  ];
+  expect(folderCycles(found)).toEqual([['src/tasks', 'src/webhooks']]);
+  expect(folderCycleImports(found)).toEqual(['src/tasks -> src/webhooks: src/tasks/a.ts -> src/webhooks/b.ts (type)', 'src/webhooks -> src/tasks: src/webhooks/c.ts -> src/tasks/d.ts']);
+  expect(foldersImportedOutOfOrder(found).map((folderEdge) => `${folderEdge.from} -> ${folderEdge.to}`)).toEqual(['src/tasks -> src/webhooks']);
 });
 
 test('no import from a lower layer up to a higher one', () => {

@@ -2,7 +2,7 @@ import { billingTypesOf, CAPABILITY_TASK_TYPES, CHAT_TASK_TYPE, SOLVER_PROTOCOL_
 import { solverJsonSchemas } from '../../schemas/json-schema';
 import type { z } from '../../schemas/zod';
 import { SolverMarket } from '../../schemas/solver-market';
-import { MAX_FRAME_BYTES } from '../../dispatch/ws-server';
+import { MAX_FRAME_BYTES } from '../ws-server';
 import { checksSent, isCanaryTaskType } from '../../db/reputation';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';

@@ -90,7 +90,7 @@ export function solverRoutes(deps: AppDeps): Route[] {
     res.json({ data: await deps.solvers.recentAttemptsOf(accountOf(res).account_id) });
   } }));
 
-  // Declared for the document: the upgrade is answered on the socket, outside the app (src/dispatch/ws-server.ts).
+  // Declared for the document: the upgrade is answered on the socket, outside the app (src/http/ws-server.ts).
   routes.push(route({ method: 'get', path: '/v1/solver/connect', summary: 'WebSocket upgrade for solver protocol v1 (see docs/solver-protocol.md); a request without the upgrade is 404', tag: 'solver', auth: 'bearer', errors: ['not_found'], success: 'websocket' }));
   return routes;
 }

@@ -1,13 +1,13 @@
 import type http from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer } from 'ws';
-import type { Db } from '../db/pool';
+import type { Account } from '../db/accounts';
 import { ApiError } from '../errors';
-import type { AddressLimits } from '../http/address-limits';
-import { authenticate } from '../http/auth';
+import type { AddressLimits } from './address-limits';
+import { authenticate } from './auth';
 import type { Logger } from '../logger';
-import type { SolverHub } from './hub';
-import type { KeyRevocations } from './key-revocations';
+import type { SolverHub } from '../dispatch/hub';
+import type { KeyRevocations } from '../dispatch/key-revocations';
 
 export const SOLVER_SOCKET_PATH = '/v1/solver/connect';
 
@@ -26,7 +26,7 @@ function refuse(socket: Duplex, status: number, body: object, headers: Record<st
 }
 
 /** Accepts solver WebSockets on the HTTP server, authenticating the api_key before the upgrade. */
-export function attachSolverSockets(server: http.Server, deps: { db: Db; hub: SolverHub; revocations: KeyRevocations; addresses: AddressLimits; logger: Logger }) {
+export function attachSolverSockets(server: http.Server, deps: { findAccountByApiKey: (apiKey: string) => Promise<Account | null>; hub: SolverHub; revocations: KeyRevocations; addresses: AddressLimits; logger: Logger }) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   server.on('upgrade', (request, socket, head) => {
     const path = (request.url ?? '').split('?')[0];
@@ -37,7 +37,7 @@ export function attachSolverSockets(server: http.Server, deps: { db: Db; hub: So
     // Every attempt counts against its address before the key is read, so a flood costs one statement each.
     deps.addresses
       .admit(request, 'solver_connect')
-      .then(() => authenticate(deps.db, request.headers.authorization))
+      .then(() => authenticate(deps.findAccountByApiKey, request.headers.authorization))
       .then((account) => {
         const keyId = account.key_id!;
         wss.handleUpgrade(request, socket, head, (ws) => {

@@ -1,8 +1,8 @@
 import dns from 'node:dns';
 import type { NotifyBus } from '../db/notify';
 import type { Logger } from '../logger';
-import { evaluateAddress, evaluateTarget, type DomainPolicy, type Verdict } from './domain-policy';
-import { readDomainPolicy } from './loader';
+import { evaluateAddress, evaluateTarget, type DomainPolicy, type Verdict } from '../policy/domain-policy';
+import { readDomainPolicy } from '../policy/loader';
 
 /** Every API node listens here; the node that handles the admin reload publishes. */
 export const DOMAIN_POLICY_CHANNEL = 'domain_policy_reload';

@@ -5,11 +5,11 @@ import { getBalance, PLATFORM_ACCOUNT_ID, PLATFORM_FUNDED_CHANNEL } from '../db/
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
-import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
-import { canarySummary } from '../tasks/workflow-summary';
+import { launchTaskWorkflow, newTaskId } from './engine';
+import { canarySummary } from './workflow-summary';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { dueCanaries, type DueCanary } from '../db/canaries';
-import { canarySearchTaskType, canaryWorkflowId } from './canaries';
+import { canarySearchTaskType, canaryWorkflowId } from '../trust/canaries';
 import { CANARY_DUE_CHANNEL, probationReservePoints } from '../db/reputation';
 
 /**

@@ -5,9 +5,9 @@ import type { Request, RequestHandler } from 'express';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
 import type { Readiness } from '../services/readiness';
-import { httpDuration, httpRequests } from './metrics';
-import { metricsText } from './scrape';
-import { route, type Route } from '../http/route';
+import { httpDuration, httpRequests } from '../metrics/metrics';
+import { metricsText } from '../services/metrics-scrape';
+import { route, type Route } from './route';
 
 /**
  * /metrics over HTTP: the request figures every API route contributes, the access check (the metrics

@@ -5,10 +5,10 @@ import { getBalance, PLATFORM_ACCOUNT_ID } from '../db/ledger';
 import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
-import { launchTaskWorkflow, newTaskId } from '../tasks/engine';
-import { verificationSummary } from '../tasks/workflow-summary';
+import { launchTaskWorkflow, newTaskId } from './engine';
+import { verificationSummary } from './workflow-summary';
 import { markRedundantRunStarted, REDUNDANT_RUN_DRAWN_CHANNEL, skipUnstartedRedundantRuns, unstartedRedundantRuns, type UnstartedRedundantRun } from '../db/redundant';
-import { redundantSearchTaskType, redundantWorkflowId } from './redundant';
+import { redundantSearchTaskType, redundantWorkflowId } from '../trust/redundant';
 
 /**
  * Starts the workflow of each redundant run sampled as its client task settled (docs/trust.md). The

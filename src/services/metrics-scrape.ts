@@ -4,7 +4,7 @@ import { checkFunding } from '../db/check-funding';
 import { queueFigures, workShareFigures } from '../db/metrics';
 import type { TrustPolicy } from '../db/reputation';
 import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
-import { PREFIX, registry } from './metrics';
+import { PREFIX, registry } from '../metrics/metrics';
 
 /**
  * The figures read when /metrics is scraped, from this process's database and solver sockets: apart
