@@ -7,7 +7,7 @@ import { NODE_LIVENESS_SECONDS } from '../db/matching';
 import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
-import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
+import { AUDIT_HISTORY, AUDIT_SPRT, auditTest, buildChatAudit, ChatAuditExpectation, judgeChatAudit, shapeOf, type ChatShape } from './chat-audit';
 import { tokenFromPng } from './pixels';
 import {
   activeCanaryTypesSql,
@@ -168,6 +168,29 @@ export interface NewCanary {
 /** What a web_search canary expects (kept in the canary's `audit` column): the oracle's result URLs for its query. */
 const SearchExpectation = z.object({ kind: z.literal('search'), oracle: z.string(), query: z.string(), count: z.number(), results: z.array(z.object({ title: z.string(), url: z.string() })) });
 
+/** Recent client chats an audit's shape is drawn from (the newest, so that it follows what clients send now). */
+const SHAPE_SAMPLE = 200;
+
+/**
+ * The shape of one of the latest client chats, drawn at random (null when there is none): its
+ * sampling parameters, system prompt, earlier exchanges, tools or response format, never its contents
+ * (shapeOf reads the stored payload without its messages' or tools' text).
+ */
+async function recentClientChatShape(db: Runner): Promise<ChatShape | null> {
+  const row = await db.maybeOne(sql.type(z.object({ params: z.record(z.unknown()), roles: z.array(z.string()).nullable(), tools: z.number() }))`
+    SELECT t.payload - 'messages' - 'tools' AS params,
+           (SELECT array_agg(m ->> 'role') FROM jsonb_array_elements(t.payload -> 'messages') m) AS roles,
+           CASE WHEN jsonb_typeof(t.payload -> 'tools') = 'array' THEN jsonb_array_length(t.payload -> 'tools') ELSE 0 END AS tools
+    FROM (
+      SELECT task_id FROM tasks
+      WHERE task_type = ${CHAT_TASK_TYPE} AND account_id <> ${PLATFORM_ACCOUNT_ID}
+      ORDER BY created_at DESC LIMIT ${SHAPE_SAMPLE}
+    ) recent JOIN tasks t USING (task_id)
+    ORDER BY random() LIMIT 1`);
+  if (!row) return null;
+  return shapeOf({ ...row.params, messages: (row.roles ?? []).map((role) => ({ role })), tools: Array.from({ length: row.tools }, () => ({})) });
+}
+
 /**
  * The task a canary sends, per task type, and what its result must show: for the page types the page's
  * address in the payload a client's request becomes (its defaults filled in the same way), the seed
@@ -181,7 +204,7 @@ async function canaryTask(
   { payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | z.infer<typeof SearchExpectation> | null; page?: string } | 'no_page_address' | 'no_oracle_answer'
 > {
   if (canary.taskType === CHAT_TASK_TYPE) {
-    const built = buildChatAudit();
+    const built = buildChatAudit({ shape: (await recentClientChatShape(db)) ?? undefined });
     return { payload: built.payload, token: built.token, audit: built.expected };
   }
   if (canary.taskType === SEARCH_TASK_TYPE) {
@@ -288,9 +311,10 @@ function resultText(taskType: string, result: Record<string, unknown>): string {
 /**
  * Judges a canary's result, in the transaction that stores it: a pass counts CANARY_PASS_WEIGHT
  * successes and one passed canary; a failure counts as many failures and one failed canary, and
- * quarantines the solver with the evidence: at once for the web types, and for a chat audit when it
- * is the CHAT_AUDIT_QUARANTINE_FAILURES-th failed one among its last CHAT_AUDIT_WINDOW (a model may
- * slip once); a chat audit failed without quarantine makes the next one due at once. Returns null
+ * quarantines the solver with the evidence: at once for the web types, and for a chat audit when the
+ * sequential test over its judged audits (AUDIT_SPRT: a model below EXPECTED_AUDIT_PASS_RATE) reaches
+ * its threshold (a model may slip); a chat audit failed without quarantine makes the next one due at
+ * once. Returns null
  * when the task is no canary.
  */
 export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<Exclude<CanaryVerdict, 'unanswered'> | null> {
@@ -304,17 +328,18 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
   const paged = canary.page !== null && canary.task_type !== 'screenshot' ? judgePageText(canary.token, canary.task_type, canary.page, text) : null;
   const passed = judged ? judged.passed : searched ? searched.passed : paged ? paged.passed : text.includes(canary.token);
   const verdict: CanaryVerdict = passed ? 'passed' : 'failed';
-  // One failure quarantines (web); a chat audit, this many among the solver's last `window` judged ones.
-  const [needed, window] = judged ? [CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW] : [1, 1];
-  const failedInWindow = passed ? 0 : 1 + (window > 1 ? await failedAmongLast(tx, solverId, canary.task_type, taskId, window - 1) : 0);
-  const quarantine = failedInWindow >= needed;
+  // One failure quarantines (web); a chat audit, the sequential test over the solver's judged audits.
+  const test = judged ? auditTest([...(await earlierAudits(tx, solverId, canary.task_type, taskId)), passed]) : null;
+  const quarantine = test ? test.decision === 'quarantine' : !passed;
   const evidence = {
     canary_task_id: taskId,
     task_type: canary.task_type,
     expected_token: canary.token,
     // What came back, cut short: enough for an admin to see what the solver made up.
     returned_excerpt: judged ? judged.returned : text.slice(0, 500),
-    ...(judged && expected ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: failedInWindow, of_last: window } : {}),
+    ...(judged && expected && test
+      ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: test.failed, judged_audits: test.judged, llr: test.llr, threshold: test.threshold, expected_pass_rate: 1 - AUDIT_SPRT.p0 }
+      : {}),
     ...(searched ? { search: searched.evidence } : {}),
     ...(paged ? { page: paged.evidence } : {}),
   };
@@ -379,16 +404,18 @@ function judgeSearch(expected: z.infer<typeof SearchExpectation>, result: Record
 }
 
 /**
- * Failed verdicts among the solver's last `count` judged canaries of a task type, this one left out;
- * those judged before an admin last cleared a quarantine of the solver no longer count.
+ * A solver's judged audits of a task type, oldest first, this one left out: its last AUDIT_HISTORY
+ * since an admin last cleared a quarantine of the solver (those before no longer count).
  */
-async function failedAmongLast(tx: Runner, solverId: string, taskType: string, taskId: string, count: number): Promise<number> {
-  return tx.oneFirst(sql.type(z.object({ failed: z.number() }))`
-    SELECT count(*) FILTER (WHERE verdict = 'failed')::int AS failed FROM (
-      SELECT verdict FROM canaries
+async function earlierAudits(tx: Runner, solverId: string, taskType: string, taskId: string): Promise<boolean[]> {
+  const verdicts = await tx.anyFirst(sql.type(z.object({ passed: z.boolean() }))`
+    SELECT passed FROM (
+      SELECT verdict = 'passed' AS passed, judged_at FROM canaries
       WHERE solver_id = ${solverId} AND task_type = ${taskType} AND task_id <> ${taskId} AND verdict IN ('passed', 'failed')
         AND judged_at > COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')
-      ORDER BY judged_at DESC LIMIT ${count}::int) w`);
+      ORDER BY judged_at DESC LIMIT ${AUDIT_HISTORY}::int) w
+    ORDER BY judged_at`);
+  return [...verdicts];
 }
 
 /**
