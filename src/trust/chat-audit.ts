@@ -165,12 +165,12 @@ const SHARED_VALUES = new Set(['temperature', 'top_p', 'max_tokens', 'max_comple
 
 /**
  * A value of the same form as `value`, with nothing of it that could single its client out: flags,
- * short lower-case words (an enum such as "auto" or "low") and decimals (a price) as they are, another
- * integer of as many digits, any other string as random hex of its length (an end user's id, a stop
- * sequence), arrays and objects element by element.
+ * strings of up to 8 characters (a stop sequence), lower-case words (an enum such as "auto") and
+ * decimals (a price) as they are, another integer of as many digits (a seed), any other string as
+ * random hex of its length (an end user's id), arrays and objects element by element.
  */
 export function copyShape(value: unknown): unknown {
-  if (typeof value === 'string') return /^([a-z_]{1,20}|\d+\.\d+)$/.test(value) ? value : crypto.randomBytes(Math.ceil(value.length / 2)).toString('hex').slice(0, value.length);
+  if (typeof value === 'string') return value.length <= 8 || /^([a-z_]{1,20}|\d+\.\d+)$/.test(value) ? value : crypto.randomBytes(Math.ceil(value.length / 2)).toString('hex').slice(0, value.length);
   if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) >= 10) {
     const digits = String(Math.abs(value)).length;
     return Math.sign(value) * crypto.randomInt(10 ** (digits - 1), Math.min(10 ** digits, 2 ** 48));

@@ -18,6 +18,7 @@ import {
 import { bankedScript } from '../support/banked-script';
 import { honestAnswer, idealAnswer } from '../support/chat-answers';
 import { clientChatBody } from '../support/client-chats';
+import { classifierAccuracy, features } from '../support/shape-classifier';
 
 /** The result the judge reads: the solver's result with the streamed deltas assembled (activities/dispatch.ts). */
 function resultOf(deltas: Record<string, unknown>[], usage: Record<string, unknown>) {
@@ -175,39 +176,6 @@ describe('the sequential test on audits', () => {
   });
 });
 
-/** What a solver sees of a chat's payload, less its text: every field's value but the messages' and tools' contents. */
-function features(payload: Record<string, unknown>): Record<string, string> {
-  const messages = payload.messages as { role: string }[];
-  const tools = (payload.tools ?? []) as unknown[];
-  const choice = payload.tool_choice;
-  const others = Object.entries(payload).filter(([key]) => !['messages', 'tools', 'tool_choice', 'response_format'].includes(key));
-  return {
-    keys: Object.keys(payload).sort().join(','),
-    roles: messages.map((message) => message.role).join(','),
-    tools: String(tools.length),
-    tool_choice: choice === undefined ? 'absent' : typeof choice === 'string' ? choice : 'function',
-    response_format: String((payload.response_format as { type?: string } | undefined)?.type ?? 'none'),
-    ...Object.fromEntries(others.map(([key, value]) => [key, typeof value === 'string' && !/^[a-z0-9_./-]{1,24}$/.test(value) ? `string:${value.length}` : JSON.stringify(value)])),
-  };
-}
-
-/** A naive Bayes classifier over categorical features, trained on one half, scored on the other: its accuracy. */
-function classifierAccuracy(audits: Record<string, string>[], clients: Record<string, string>[]): number {
-  const labelled = [...audits.map((x) => ({ x, audit: true })), ...clients.map((x) => ({ x, audit: false }))].sort(() => crypto.randomInt(3) - 1);
-  const train = labelled.filter((_, i) => i % 2 === 0);
-  const test = labelled.filter((_, i) => i % 2 === 1);
-  const names = [...new Set(labelled.flatMap(({ x }) => Object.keys(x)))];
-  const counts = (audit: boolean) => {
-    const rows = train.filter((row) => row.audit === audit);
-    return { n: rows.length, by: new Map(names.map((name) => [name, rows.reduce((map, row) => map.set(row.x[name] ?? '∅', (map.get(row.x[name] ?? '∅') ?? 0) + 1), new Map<string, number>())])) };
-  };
-  const [a, c] = [counts(true), counts(false)];
-  const logLikelihood = (model: typeof a, x: Record<string, string>) =>
-    Math.log(model.n) + names.reduce((sum, name) => sum + Math.log(((model.by.get(name)!.get(x[name] ?? '∅') ?? 0) + 1) / (model.n + 2)), 0);
-  const right = test.filter(({ x, audit }) => (logLikelihood(a, x) > logLikelihood(c, x)) === audit).length;
-  return right / test.length;
-}
-
 describe('audits on the wire', () => {
   test('an audit copies a client chat\'s shape: its roles, sampling fields, tools and response format, never its contents', () => {
     const body = {
@@ -234,13 +202,14 @@ describe('audits on the wire', () => {
 
   test('a classifier given every field a solver sees but the text does no better than chance between audits and client chats', () => {
     const N = 400;
-    // The client chats a solver sees; audits copy the shape of one of the latest of them (src/trust/canaries.ts).
-    const clients = Array.from({ length: N }, () => chatTaskPayload(ChatCompletionBody.parse(clientChatBody())));
-    const auditFeatures = Array.from({ length: N }, (_, i) => features(buildChatAudit({ shape: shapeOf(clients[Math.max(0, i - crypto.randomInt(200))]!) }).payload));
+    // The client chats a solver sees; an audit sent after the (200 + i)th copies the shape of one of the
+    // latest 200 (src/trust/canaries.ts).
+    const clients = Array.from({ length: N + 200 }, () => chatTaskPayload(ChatCompletionBody.parse(clientChatBody())));
+    const auditFeatures = Array.from({ length: N }, (_, i) => features(buildChatAudit({ shape: shapeOf(clients[200 + i - crypto.randomInt(200)]!) }).payload));
     const clientFeatures = clients.map(features);
     const accuracy = classifierAccuracy(auditFeatures, clientFeatures);
-    // Chance is 0.5; three standard deviations of a 400-sample score is 0.075.
-    expect(accuracy).toBeLessThan(0.575);
+    // Chance is 0.5; three standard deviations of a score on 200 audits and 300 client chats are about 0.07.
+    expect(accuracy).toBeLessThan(0.57);
     // The same classifier tells audits of the parsable bank's shape (temperature 0 always, no max_tokens) apart.
     const oldShape = auditFeatures.map((x) => ({ ...Object.fromEntries(Object.entries(x).filter(([key]) => !['max_tokens', 'max_completion_tokens', 'top_p', 'user', 'seed', 'stop'].includes(key))), temperature: '0' }));
     expect(classifierAccuracy(oldShape, clientFeatures)).toBeGreaterThan(0.75);
