@@ -259,12 +259,13 @@ export function plantedFact(rng: Rng, targetChars: number): PlantedFact {
   return { context: dated.join('\n'), question: attribute.ask.replace('{who}', target), answer };
 }
 
+/** Things of five kinds, none of which reads as another kind (no kiwi: a fruit and a bird). */
 const CATEGORIES = {
-  fruit: ['apple', 'pear', 'plum', 'apricot', 'mango', 'cherry', 'lemon', 'peach', 'melon', 'fig', 'kiwi', 'lime', 'grape', 'banana'],
+  fruit: ['apple', 'pear', 'plum', 'apricot', 'mango', 'cherry', 'lemon', 'peach', 'melon', 'fig', 'papaya', 'nectarine', 'grape', 'banana'],
   animal: ['badger', 'otter', 'heron', 'beaver', 'ferret', 'goat', 'lizard', 'salmon', 'owl', 'rabbit', 'hedgehog', 'falcon', 'donkey', 'moth'],
-  tool: ['hammer', 'chisel', 'wrench', 'saw', 'drill', 'pliers', 'trowel', 'spanner', 'file', 'mallet', 'screwdriver', 'rake', 'axe', 'level'],
+  tool: ['hammer', 'chisel', 'wrench', 'saw', 'drill', 'pliers', 'trowel', 'spanner', 'crowbar', 'mallet', 'screwdriver', 'rake', 'axe', 'sander'],
   instrument: ['violin', 'cello', 'trumpet', 'flute', 'harp', 'oboe', 'banjo', 'tuba', 'piano', 'clarinet', 'drum', 'ukulele', 'bassoon', 'accordion'],
-  vegetable: ['carrot', 'leek', 'onion', 'turnip', 'cabbage', 'radish', 'parsnip', 'spinach', 'celery', 'potato', 'beetroot', 'kale', 'pepper', 'courgette'],
+  vegetable: ['carrot', 'leek', 'onion', 'turnip', 'cabbage', 'radish', 'parsnip', 'spinach', 'celery', 'potato', 'beetroot', 'kale', 'artichoke', 'courgette'],
 } as const;
 type Category = keyof typeof CATEGORIES;
 const PLURAL: Record<Category, string> = { fruit: 'fruits', animal: 'animals', tool: 'tools', instrument: 'musical instruments', vegetable: 'vegetables' };

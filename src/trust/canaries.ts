@@ -314,8 +314,7 @@ function resultText(taskType: string, result: Record<string, unknown>): string {
  * quarantines the solver with the evidence: at once for the web types, and for a chat audit when the
  * sequential test over its judged audits (AUDIT_SPRT: a model below EXPECTED_AUDIT_PASS_RATE) reaches
  * its threshold (a model may slip); a chat audit failed without quarantine makes the next one due at
- * once. Returns null
- * when the task is no canary.
+ * once. Returns null when the task is no canary.
  */
 export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<Exclude<CanaryVerdict, 'unanswered'> | null> {
   const canary = await tx.maybeOne(sql.type(z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown(), page: z.string().nullable() }))`
