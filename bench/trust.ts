@@ -101,8 +101,8 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
       ['proxy_fetch', honestFetch],
       ['web_search', search],
       ['web_search', search],
-      ['chat_completion', honestChat],
-      ['chat_completion', honestChat],
+      ['chat_completion', honestChat(db)],
+      ['chat_completion', honestChat(db)],
     ] as const) {
       honestIds.push(await start(taskType, HONEST_PRICE, HONEST_SLOTS, script));
     }

@@ -1,8 +1,10 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW } from '../src/trust/chat-audit';
-import { honestAnswer } from './support/chat-answers';
+import { auditTest, EXPECTED_AUDIT_PASS_RATE } from '../src/trust/chat-audit';
+import { modelAnswer } from './support/chat-answers';
+import { clientChatBody } from './support/client-chats';
+import { classifierAccuracy, features } from './support/shape-classifier';
 import { FakeSolver, strongChat, suiteSolvers, talker, waitFor, type TaskFrame } from './support/fake-solver';
 import { parsePrometheusText, sampleValue } from './support/prometheus-text';
 import { canariesSettled, canaryCounts } from './support/trust';
@@ -10,8 +12,9 @@ import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from 
 
 /**
  * Chat audits (docs/trust.md, "Chat audits"): a strong-tier chat solver that answers audit prompts
- * wrongly is quarantined by its second failed audit and gets no client chat after; an honest one passes
- * every audit over many chats; the platform account alone pays for audits.
+ * wrongly is quarantined by the sequential test after a few failed audits and gets no client chat after;
+ * an honest one passes every audit over many chats, and its audits reach it as client chats do; the
+ * platform account alone pays for audits.
  */
 
 let stack: TestStack;
@@ -32,10 +35,17 @@ function stackWith(env: Record<string, string>) {
   return suiteSolvers(() => stack.url);
 }
 
-/** A strong-tier solver whose model answers what it is asked (test/support/chat-answers.ts). */
-function honest(frame: TaskFrame, self: FakeSolver) {
+/** Failed audits in a row from a fresh start that quarantine (AUDIT_SPRT). */
+const FAILURES = Array.from({ length: 20 }, (_, i) => i + 1).find((n) => auditTest(Array(n).fill(false)).decision === 'quarantine')!;
+
+/** When each task's frame reached the solver (ms), by task id. */
+const receivedAt = new Map<string, number>();
+
+/** A strong-tier solver whose model answers what it is asked, audits included (test/support/chat-answers.ts). */
+async function honest(frame: TaskFrame, self: FakeSolver) {
+  receivedAt.set(frame.task_id, Date.now());
+  const answer = await modelAnswer(stack.db, frame.task_id, frame.payload);
   self.send({ type: 'accept', attempt_id: frame.attempt_id });
-  const answer = honestAnswer(frame.payload);
   answer.deltas.forEach((delta) => self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta }));
   const finishReason = answer.deltas[0]?.tool_calls ? 'tool_calls' : 'stop';
   self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: finishReason, usage: answer.usage, model: 'gpt-4o' } });
@@ -66,21 +76,22 @@ const auditTaskIds = async (solverId: string) =>
 describe('with probation', () => {
   const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '1', CANARY_EVERY_TASKS: '3' });
 
-  test(`a solver that answers audits wrongly is quarantined by its ${CHAT_AUDIT_QUARANTINE_FAILURES}nd audit, before any client chat, and gets none after`, async () => {
+  test(`a solver that answers audits wrongly is quarantined by its ${FAILURES}th audit, before any client chat, and gets none after`, async () => {
     const cheat = await startSolver({ behaviour: parrot, capabilities: strongChat() });
     const trust = await waitFor(async () => {
       const found = await trustOf(cheat.solverId);
       return found.quarantined ? found : null;
     }, 60_000);
-    // On probation: the two audits were the only tasks it was ever sent; the first failure sent the second at once.
-    expect(cheat.received).toHaveLength(CHAT_AUDIT_QUARANTINE_FAILURES);
+    // On probation: the audits were the only tasks it was ever sent; each failure sent the next at once.
+    expect(cheat.received).toHaveLength(FAILURES);
     expect(cheat.received.every((frame) => frame.task_type === 'chat_completion' && frame.payload.model === 'service/strong')).toBe(true);
     const [quarantine] = trust.quarantines;
     expect(quarantine).toMatchObject({ reason: 'chat_audit_failed', task_type: 'chat_completion', cleared_at: null });
-    expect(quarantine.evidence).toMatchObject({ failed_audits: CHAT_AUDIT_QUARANTINE_FAILURES, of_last: CHAT_AUDIT_WINDOW, usage: { prompt_tokens: 12 } });
+    expect(quarantine.evidence).toMatchObject({ failed_audits: FAILURES, judged_audits: FAILURES, expected_pass_rate: EXPECTED_AUDIT_PASS_RATE, usage: { prompt_tokens: 12 } });
+    expect(quarantine.evidence.llr).toBeGreaterThanOrEqual(quarantine.evidence.threshold);
     expect(quarantine.evidence.returned_excerpt).toBe('I am a helpful model');
     expect(quarantine.evidence.problems.length).toBeGreaterThan(0);
-    expect(chatOf(trust)).toMatchObject({ canary_failures: 2, canary_passes: 0, client_work: false });
+    expect(chatOf(trust)).toMatchObject({ canary_failures: FAILURES, canary_passes: 0, client_work: false });
     // The quarantining audit's payout is held (1 + 2 × 17 / 1000, less the 10 % fee); the first one's was settled before.
     expect(trust).toMatchObject({ held_points: '0.9306', held_tasks: 1 });
 
@@ -89,7 +100,7 @@ describe('with probation', () => {
     const refused = await chat(client.auth);
     expect(refused.status).not.toBe(200);
     expect(refused.json.error.type).toBe('no_strong_solver_available');
-    expect(cheat.received).toHaveLength(CHAT_AUDIT_QUARANTINE_FAILURES);
+    expect(cheat.received).toHaveLength(FAILURES);
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
   });
 
@@ -118,14 +129,26 @@ describe('with probation', () => {
       SELECT audit ->> 'kind' AS kind, audit -> 'problems' AS problems, verdict FROM canaries WHERE solver_id = ${solver.solverId}`);
     expect(judged.every((row) => row.verdict === 'passed' && row.problems.length === 0)).toBe(true);
 
-    // On the wire an audit is a client's chat: the same frame fields and, but for the offered tools, the same payload fields.
-    const auditFrame = solver.received.find((frame) => audits.has(frame.task_id) && !frame.payload.tools)!;
-    const clientFrame = solver.received.find((frame) => !audits.has(frame.task_id))!;
-    // (Unless every audit drawn was a tool call: about (1/3)^7.)
-    if (auditFrame) {
-      expect(Object.keys(auditFrame).sort()).toEqual(Object.keys(clientFrame).sort());
-      expect(Object.keys(auditFrame.payload).sort()).toEqual(Object.keys(clientFrame.payload).sort());
-    }
+    // On the wire an audit is a client's chat: the same frame fields, id form, attempt, deadline and
+    // payload fields (the audits copy these clients' shape: one user message at temperature 0).
+    // (Its probation audit came before any client chat: it has a shape of its own, defaultShape.)
+    const firstClient = solver.received.findIndex((frame) => !audits.has(frame.task_id));
+    const frames = solver.received.slice(firstClient).map((frame) => ({ frame, audit: audits.has(frame.task_id) }));
+    const form = ({ frame }: (typeof frames)[number]) => ({
+      fields: Object.keys(frame).sort().join(','),
+      id: frame.task_id.replace(/_[0-9a-f]+$/, (hex) => `_${'x'.repeat(hex.length - 1)}`),
+      attempt: frame.attempt_id.slice(frame.task_id.length),
+      payload: Object.keys(frame.payload).sort().join(','),
+      roles: (frame.payload.messages as { role: string }[]).map((message) => message.role).join(','),
+      temperature: frame.payload.temperature,
+    });
+    const auditForms = new Set(frames.filter((entry) => entry.audit).map((entry) => JSON.stringify(form(entry))));
+    const clientForms = new Set(frames.filter((entry) => !entry.audit).map((entry) => JSON.stringify(form(entry))));
+    expect([...auditForms]).toEqual([...clientForms]);
+    expect(JSON.parse([...auditForms][0]!)).toMatchObject({ id: `chat_${'x'.repeat(24)}`, attempt: '.a1' });
+    // Deadlines: the chat's, from the moment the frame was sent, for both (within the test's clock and the send).
+    const left = (entry: (typeof frames)[number]) => (Date.parse(entry.frame.deadline) - receivedAt.get(entry.frame.task_id)!) / 1000;
+    for (const entry of frames) expect(Math.abs(left(entry) - stack.config.chatTimeoutSeconds)).toBeLessThan(5);
 
     // Audits are held and paid from the platform account only; the client paid for its own chats only.
     const payers = await stack.db.anyFirst(sql.type(z.object({ account_id: z.string() }))`
@@ -149,7 +172,7 @@ describe('without probation', () => {
   const EVERY = 3;
   const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '0', CANARY_EVERY_TASKS: String(EVERY) });
 
-  test(`a solver that answers audits wrongly serves at most ${2 * EVERY - 1} client chats before its ${CHAT_AUDIT_QUARANTINE_FAILURES}nd failed audit quarantines it, and none after`, async () => {
+  test(`a solver that answers audits wrongly serves at most ${2 * EVERY - 1} client chats before its ${FAILURES}th failed audit quarantines it, and none after`, async () => {
     const cheat = await startSolver({ behaviour: parrot, capabilities: strongChat() });
     const client = await registerAccount(stack.url, '500');
     let served = 0;
@@ -165,8 +188,8 @@ describe('without probation', () => {
     }
     const trust = await trustOf(cheat.solverId);
     expect(trust.quarantined).toBe(true);
-    expect(chatOf(trust)).toMatchObject({ canary_failures: CHAT_AUDIT_QUARANTINE_FAILURES });
-    expect(cheat.received).toHaveLength(served + CHAT_AUDIT_QUARANTINE_FAILURES);
+    expect(chatOf(trust)).toMatchObject({ canary_failures: FAILURES });
+    expect(cheat.received).toHaveLength(served + FAILURES);
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
   });
 
@@ -178,7 +201,7 @@ describe('without probation', () => {
       capabilities: strongChat().map((capability) => ({ ...capability, max_concurrent: 1 })),
       behaviour: async (frame, self) => {
         if (isClient(frame)) await new Promise<void>((resolve) => held.set(frame.task_id, resolve));
-        honest(frame, self);
+        await honest(frame, self);
       },
     });
     try {
@@ -236,5 +259,39 @@ describe('without probation', () => {
       // A failed step must not leave the solver holding chats, nor their requests open past the stack.
       held.forEach((release) => release());
     }
+  });
+});
+
+describe('on the wire', () => {
+  const startSolver = stackWith({ TRUST_PROBATION_CANARIES: '0', CANARY_EVERY_TASKS: '2' });
+
+  test('audits and client chats of many shapes reach a solver alike: frame fields, id form, attempt, deadline and payload fields tell them apart no better than chance', async () => {
+    const solver = await startSolver({ behaviour: honest, capabilities: strongChat() });
+    const client = await registerAccount(stack.url, '5000');
+    const CHATS = 80;
+    for (let i = 0; i < CHATS; i++) {
+      // As the OpenAI SDKs' callers send them: streamed or not, with tools, a response format, sampling fields at times.
+      const answered = await api(stack.url, 'POST', '/v1/chat/completions', { body: clientChatBody(), headers: client.auth });
+      expect(answered.status).toBe(200);
+      await auditsSettled(solver.solverId);
+    }
+    const audits = await auditTaskIds(solver.solverId);
+    expect(audits.size).toBeGreaterThan(CHATS / 4);
+    const frameFeatures = (frame: TaskFrame) => ({
+      ...features(frame.payload),
+      fields: Object.keys(frame).sort().join(','),
+      id: frame.task_id.replace(/_[0-9a-f]+$/, (hex) => `_${'x'.repeat(hex.length - 1)}`),
+      attempt: frame.attempt_id.slice(frame.task_id.length),
+      // Seconds left to the deadline as the frame arrived, to the second.
+      deadline: String(Math.round((Date.parse(frame.deadline) - receivedAt.get(frame.task_id)!) / 1000)),
+    });
+    const auditFrames = solver.received.filter((frame) => audits.has(frame.task_id)).map(frameFeatures);
+    const clientFrames = solver.received.filter((frame) => !audits.has(frame.task_id)).map(frameFeatures);
+    for (const key of ['fields', 'id', 'attempt'] as const) expect(new Set(auditFrames.map((x) => x[key]))).toEqual(new Set(clientFrames.map((x) => x[key])));
+    for (const x of [...auditFrames, ...clientFrames]) expect(Math.abs(Number(x.deadline) - stack.config.chatTimeoutSeconds)).toBeLessThanOrEqual(2);
+    // Chance is 0.5; with some thirty audits scored on half of them, three standard deviations are about 0.25.
+    expect(classifierAccuracy(auditFrames, clientFrames)).toBeLessThan(0.75);
+    expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+    expect((await trustOf(solver.solverId)).quarantined).toBe(false);
   });
 });

@@ -7,7 +7,7 @@ import { chromium } from 'playwright-core';
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { honestAnswer } from './support/chat-answers';
+import { modelAnswer } from './support/chat-answers';
 import { honestFetch } from './support/cheats';
 import { strongChat, suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { ADMIN_KEY, api, capturingLogger, registerAccount, startTestStack, type TestStack } from './support/stack';
@@ -48,10 +48,10 @@ afterAll(async () => {
 const startSolver = suiteSolvers(() => stack.url);
 
 /** Answers chat as a model would (audits included) and fetches pages as they are (canary pages included). */
-function honest(frame: TaskFrame, self: FakeSolver) {
+async function honest(frame: TaskFrame, self: FakeSolver) {
   if (frame.task_type !== 'chat_completion') return honestFetch(frame as never, self);
+  const answer = await modelAnswer(stack.db, frame.task_id, frame.payload);
   self.send({ type: 'accept', attempt_id: frame.attempt_id });
-  const answer = honestAnswer(frame.payload);
   answer.deltas.forEach((delta) => self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta }));
   self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: answer.deltas[0]?.tool_calls ? 'tool_calls' : 'stop', usage: answer.usage, model: 'gpt-4o' } });
 }

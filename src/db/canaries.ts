@@ -156,16 +156,35 @@ export async function lockOpenCanaryIn(tx: Runner, taskId: string): Promise<Open
 }
 
 /**
- * Failed verdicts among the solver's last `count` judged canaries of a task type, this one left out;
- * those judged before an admin last cleared a quarantine of the solver no longer count.
+ * A solver's judged audits (or canaries) of a task type, oldest first, this one left out: its last
+ * `count` since an admin last cleared a quarantine of the solver (those before no longer count).
  */
-export async function failedAmongLastCanaries(tx: Runner, solverId: string, taskType: string, taskId: string, count: number): Promise<number> {
-  return tx.oneFirst(sql.type(z.object({ failed: z.number() }))`
-    SELECT count(*) FILTER (WHERE verdict = 'failed')::int AS failed FROM (
-      SELECT verdict FROM canaries
+export async function judgedAuditsSinceClear(tx: Runner, solverId: string, taskType: string, taskId: string, count: number): Promise<boolean[]> {
+  const verdicts = await tx.anyFirst(sql.type(z.object({ passed: z.boolean() }))`
+    SELECT passed FROM (
+      SELECT verdict = 'passed' AS passed, judged_at FROM canaries
       WHERE solver_id = ${solverId} AND task_type = ${taskType} AND task_id <> ${taskId} AND verdict IN ('passed', 'failed')
         AND judged_at > COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')
-      ORDER BY judged_at DESC LIMIT ${count}::int) w`);
+      ORDER BY judged_at DESC LIMIT ${count}::int) w
+    ORDER BY judged_at`);
+  return [...verdicts];
+}
+
+/**
+ * One of the latest `sample` client chats, drawn at random, without its contents: its payload less
+ * its messages and tools, its messages' roles and its tools' count (null when there is none).
+ */
+export async function recentClientChatShapes(db: Runner, sample: number) {
+  return db.maybeOne(sql.type(z.object({ params: z.record(z.unknown()), roles: z.array(z.string()).nullable(), tools: z.number() }))`
+    SELECT t.payload - 'messages' - 'tools' AS params,
+           (SELECT array_agg(m ->> 'role') FROM jsonb_array_elements(t.payload -> 'messages') m) AS roles,
+           CASE WHEN jsonb_typeof(t.payload -> 'tools') = 'array' THEN jsonb_array_length(t.payload -> 'tools') ELSE 0 END AS tools
+    FROM (
+      SELECT task_id FROM tasks
+      WHERE task_type = ${CHAT_TASK_TYPE} AND account_id <> ${PLATFORM_ACCOUNT_ID}
+      ORDER BY created_at DESC LIMIT ${sample}::int
+    ) recent JOIN tasks t USING (task_id)
+    ORDER BY random() LIMIT 1`);
 }
 
 /**

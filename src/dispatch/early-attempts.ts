@@ -134,8 +134,8 @@ export class EarlyAttempts {
     const chat = task.taskType === CHAT_TASK_TYPE && task.canaryFor === undefined;
     // A completion's id is its workflow's; its client's stream is known here only if this node serves it.
     if (chat && !this.deps.relay.serves(handoff.workflowId)) return false;
-    // As the workflow bounds it: a chat attempt by its completion's deadline, a web attempt or a canary by ATTEMPT_TIMEOUT_SECONDS too.
-    const deadlineMs = chat ? task.deadlineMs : Math.min(task.deadlineMs, Date.now() + this.deps.attemptTimeoutMs);
+    // As the workflow bounds it: a chat attempt (a client's or an audit) by the task's deadline, a web attempt or a page canary by ATTEMPT_TIMEOUT_SECONDS too.
+    const deadlineMs = task.taskType === CHAT_TASK_TYPE ? task.deadlineMs : Math.min(task.deadlineMs, Date.now() + this.deps.attemptTimeoutMs);
     return this.start({
       ...handoff.assignment,
       taskId: handoff.taskId,

@@ -64,17 +64,19 @@ function warnUnfunded(deps: CanaryStartDeps, count: number, available: number): 
 
 /** Starts the task workflow of a due canary: one attempt, its solver only; the workflow creates the canary and its task. */
 async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent, hold }: DueCanary): Promise<void> {
-  const taskId = newTaskId();
+  // A chat audit is a client's chat on the wire: a chat_ id, the chat's deadline for the task and its attempt.
+  const chat = taskType === CHAT_TASK_TYPE;
+  const taskId = newTaskId(chat ? 'chat' : 'task');
   const input: TaskWorkflowInput = {
     taskId,
     taskType,
     maxPricePoints: hold,
-    timeoutSeconds: deps.config.defaultTaskTimeoutSeconds,
+    timeoutSeconds: chat ? deps.config.chatTimeoutSeconds : deps.config.defaultTaskTimeoutSeconds,
     maxAttempts: 1,
-    attemptTimeoutSeconds: deps.config.attemptTimeoutSeconds,
+    attemptTimeoutSeconds: chat ? deps.config.chatTimeoutSeconds : deps.config.attemptTimeoutSeconds,
     acceptTimeoutMs: deps.config.acceptTimeoutMs,
     // A chat audit goes to the solver's strong-tier capability, matched by the allowlist like a client's strong chat.
-    ...(taskType === CHAT_TASK_TYPE ? { strongModels: readStrongModels(deps.config) } : {}),
+    ...(chat ? { strongModels: readStrongModels(deps.config) } : {}),
     platform: { purpose: 'canary', solverId, sent },
   };
   const workflowId = canaryWorkflowId(solverId, taskType, sent);

@@ -4,7 +4,8 @@ import { z } from 'zod';
 import {
   canaryAtPage,
   canaryPageTaken,
-  failedAmongLastCanaries,
+  judgedAuditsSinceClear,
+  recentClientChatShapes,
   lockOpenCanaryIn,
   recentCanaryHosts,
   recordCanaryVerdictIn,
@@ -15,7 +16,7 @@ import { createCanaryTask } from '../db/platform-tasks';
 import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
-import { buildChatAudit, CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW, ChatAuditExpectation, judgeChatAudit } from './chat-audit';
+import { AUDIT_HISTORY, AUDIT_SPRT, auditTest, buildChatAudit, ChatAuditExpectation, judgeChatAudit, shapeOf, type ChatShape } from './chat-audit';
 import { tokenFromPng } from './pixels';
 import type { CanaryTaskType, TrustPolicy } from '../db/reputation';
 import type { SearchOracle } from './search-oracle';
@@ -83,6 +84,20 @@ export interface NewCanary {
 /** What a web_search canary expects (kept in the canary's `audit` column): the oracle's result URLs for its query. */
 const SearchExpectation = z.object({ kind: z.literal('search'), oracle: z.string(), query: z.string(), count: z.number(), results: z.array(z.object({ title: z.string(), url: z.string() })) });
 
+/** Recent client chats an audit's shape is drawn from (the newest, so that it follows what clients send now). */
+const SHAPE_SAMPLE = 200;
+
+/**
+ * The shape of one of the latest client chats, drawn at random (null when there is none): its
+ * sampling parameters, system prompt, earlier exchanges, tools or response format, never its contents
+ * (shapeOf reads the stored payload without its messages' or tools' text).
+ */
+async function recentClientChatShape(db: Runner): Promise<ChatShape | null> {
+  const row = await recentClientChatShapes(db, SHAPE_SAMPLE);
+  if (!row) return null;
+  return shapeOf({ ...row.params, messages: (row.roles ?? []).map((role) => ({ role })), tools: Array.from({ length: row.tools }, () => ({})) });
+}
+
 /**
  * The task a canary sends, per task type, and what its result must show: for the page types the page's
  * address in the payload a client's request becomes (its defaults filled in the same way), the seed
@@ -96,7 +111,7 @@ async function canaryTask(
   { payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | z.infer<typeof SearchExpectation> | null; page?: string } | 'no_page_address' | 'no_oracle_answer'
 > {
   if (canary.taskType === CHAT_TASK_TYPE) {
-    const built = buildChatAudit();
+    const built = buildChatAudit({ shape: (await recentClientChatShape(db)) ?? undefined });
     return { payload: built.payload, token: built.token, audit: built.expected };
   }
   if (canary.taskType === SEARCH_TASK_TYPE) {
@@ -198,10 +213,10 @@ function resultText(taskType: string, result: Record<string, unknown>): string {
 /**
  * Judges a canary's result, in the transaction that stores it: a pass counts CANARY_PASS_WEIGHT
  * successes and one passed canary; a failure counts as many failures and one failed canary, and
- * quarantines the solver with the evidence: at once for the web types, and for a chat audit when it
- * is the CHAT_AUDIT_QUARANTINE_FAILURES-th failed one among its last CHAT_AUDIT_WINDOW (a model may
- * slip once); a chat audit failed without quarantine makes the next one due at once. Returns null
- * when the task is no canary.
+ * quarantines the solver with the evidence: at once for the web types, and for a chat audit when the
+ * sequential test over its judged audits (AUDIT_SPRT: a model below EXPECTED_AUDIT_PASS_RATE) reaches
+ * its threshold (a model may slip); a chat audit failed without quarantine makes the next one due at
+ * once. Returns null when the task is no canary.
  */
 export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<Exclude<CanaryVerdict, 'unanswered'> | null> {
   const canary = await lockOpenCanaryIn(tx, taskId);
@@ -213,17 +228,18 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
   const paged = canary.page !== null && canary.task_type !== 'screenshot' ? judgePageText(canary.token, canary.task_type, canary.page, text) : null;
   const passed = judged ? judged.passed : searched ? searched.passed : paged ? paged.passed : text.includes(canary.token);
   const verdict: CanaryVerdict = passed ? 'passed' : 'failed';
-  // One failure quarantines (web); a chat audit, this many among the solver's last `window` judged ones.
-  const [needed, window] = judged ? [CHAT_AUDIT_QUARANTINE_FAILURES, CHAT_AUDIT_WINDOW] : [1, 1];
-  const failedInWindow = passed ? 0 : 1 + (window > 1 ? await failedAmongLastCanaries(tx, solverId, canary.task_type, taskId, window - 1) : 0);
-  const quarantine = failedInWindow >= needed;
+  // One failure quarantines (web); a chat audit, the sequential test over the solver's judged audits.
+  const test = judged ? auditTest([...(await judgedAuditsSinceClear(tx, solverId, canary.task_type, taskId, AUDIT_HISTORY)), passed]) : null;
+  const quarantine = test ? test.decision === 'quarantine' : !passed;
   const evidence = {
     canary_task_id: taskId,
     task_type: canary.task_type,
     expected_token: canary.token,
     // What came back, cut short: enough for an admin to see what the solver made up.
     returned_excerpt: judged ? judged.returned : text.slice(0, 500),
-    ...(judged && expected ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: failedInWindow, of_last: window } : {}),
+    ...(judged && expected && test
+      ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: test.failed, judged_audits: test.judged, llr: test.llr, threshold: test.threshold, expected_pass_rate: 1 - AUDIT_SPRT.p0 }
+      : {}),
     ...(searched ? { search: searched.evidence } : {}),
     ...(paged ? { page: paged.evidence } : {}),
   };

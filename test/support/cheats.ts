@@ -4,7 +4,8 @@ import https from 'node:https';
 import type { TaskMessage } from '../../src/schemas/frames';
 import type { SolverFrameInput } from './fake-solver';
 import { encodeGrayPng } from '../../src/trust/png';
-import { honestAnswer } from './chat-answers';
+import { modelAnswer } from './chat-answers';
+import type { Db } from '../../src/db/pool';
 
 /**
  * Scripted solver behaviours, honest and cheating, shared by the trust tests and the benchmark's trust
@@ -224,11 +225,16 @@ function streamChat(frame: TaskMessage, self: FrameSink, deltas: Record<string, 
   self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage } });
 }
 
-/** A strong-tier chat solver that answers as a capable model would (test/support/chat-answers.ts). */
-export const honestChat: Script = (frame, self) => {
-  const answer = honestAnswer(frame.payload as Record<string, unknown>);
-  streamChat(frame, self, answer.deltas, answer.usage);
-};
+/** A strong-tier chat solver that answers as a capable model would, audits included (modelAnswer reads an audit's answer from `db`). */
+export const honestChat =
+  (db: Db): Script =>
+  async (frame, self) => {
+    const answer = await modelAnswer(db, frame.task_id, frame.payload as Record<string, unknown>);
+    const toolCall = answer.deltas.some((delta) => 'tool_calls' in delta);
+    self.send({ type: 'accept', attempt_id: frame.attempt_id });
+    for (const delta of answer.deltas) self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta });
+    self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: toolCall ? 'tool_calls' : 'stop', usage: answer.usage } });
+  };
 
 /** Claims a strong model but answers everything with the same sentence, as no model that reads the prompt would. */
 export const wrongChat: Script = (frame, self) =>

@@ -159,19 +159,18 @@ describe('EarlyAttempts', () => {
   test('a chat audit handed its solver slot here goes at once, with no client stream: its deltas are assembled for the activity', async () => {
     const { early, running } = setup();
     const audit = handoff(
-      { taskId: 'task_5', workflowId: 'canary-solver-here-chat_completion-1', attemptNumber: 1, assignment: { ...handoff().assignment, attemptId: 'task_5.a1' } },
-      { taskType: 'chat_completion', payload: { messages: [{ role: 'user', content: 'Compute 2 * 3.' }] }, canaryFor: 'solver-here' },
+      { taskId: 'chat_5', workflowId: 'canary-solver-here-chat_completion-1', attemptNumber: 1, assignment: { ...handoff().assignment, attemptId: 'chat_5.a1' } },
+      { taskType: 'chat_completion', payload: { messages: [{ role: 'user', content: 'Compute 2 * 3.' }] }, canaryFor: 'solver-here', deadlineMs: Date.now() + 300_000 },
     );
-    const before = Date.now();
     expect(early.startHanded(audit)).toBe(true);
-    const { request } = running.get('task_5.a1')!;
-    // Bounded like the canary workflow bounds its attempt (ATTEMPT_TIMEOUT_SECONDS), not by a completion's deadline.
-    expect(request.deadline.getTime() - before).toBeLessThan(61_000);
+    const { request } = running.get('chat_5.a1')!;
+    // Bounded as a client's chat is, by the task's deadline (the canary workflow bounds its attempt so too).
+    expect(request.deadline.getTime()).toBe(audit.task!.deadlineMs);
     request.onChunk!({ content: '6' });
-    const adopted = early.adopt('task_5.a1', new AbortController().signal)!;
+    const adopted = early.adopt('chat_5.a1', new AbortController().signal)!;
     expect(adopted.deltas).toBeUndefined();
     request.onChunk!({ content: '.' });
-    running.get('task_5.a1')!.resolve({ finish_reason: 'stop' });
+    running.get('chat_5.a1')!.resolve({ finish_reason: 'stop' });
     await expect(adopted.result).resolves.toEqual({ finish_reason: 'stop' });
     expect(adopted.assembled!.message()).toMatchObject({ role: 'assistant', content: '6.' });
   });

@@ -11,6 +11,7 @@ import type { ErrorType } from '../../errors';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';
+import { chatTaskPayload } from '../../chat/task-payload';
 import { END_GRACE_MS, newChatTaskId, noStrongSolver, relayListener, withTimeout } from '../chat-tasks';
 import { costHeaders, createdTask, failureError } from '../web-tasks';
 
@@ -49,8 +50,8 @@ export function chatRoutes(deps: AppDeps): Route[] {
     }
     const strongModels = deps.strongModels();
     const maxPrice = body.provider?.max_price;
-    const { stream, stream_options: streamOptions, ...rest } = body as ChatCompletionRequest & { stream_options?: { include_usage?: boolean } };
-    const payload = { ...rest, model: PUBLIC_MODEL_ID };
+    const { stream, stream_options: streamOptions } = body as ChatCompletionRequest & { stream_options?: { include_usage?: boolean } };
+    const payload = chatTaskPayload(body);
     const taskId = newChatTaskId();
     const meta: CompletionMeta = { id: chatWorkflowId(taskId), created: Math.floor(Date.now() / 1000), model: PUBLIC_MODEL_ID };
     const includeUsage = Boolean(streamOptions?.include_usage);
