@@ -415,6 +415,8 @@ export class TaskEngine {
    * report cannot be taken for a failure and the task handed to another solver.
    */
   async clientGone(taskId: string, workflowId: string): Promise<void> {
+    // An attempt sent early and not yet taken over stopped with the client: what it delivered is kept first.
+    await this.deps.earlyAttempts?.delivered(taskId);
     await this.deps.temporal.workflow
       .getHandle(workflowId)
       .cancel()

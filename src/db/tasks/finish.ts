@@ -284,8 +284,9 @@ export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: stri
     SELECT status, task_type, key_spend_period IS NOT NULL AS key_limited FROM tasks WHERE task_id = ${taskId} FOR UPDATE`);
   finishing.type = taskType;
   if (isTerminalState(status)) return { applied: false, status };
-  // Recorded by the attempt as it stopped, before this ending (the workflow waits for it): only the
-  // latest attempt can have delivered to a client that is still there to end the task.
+  // Kept by the attempt as it stopped, before this ending (the workflow waits for it; a client's going
+  // away waits for an attempt sent early). Only the latest attempt's: no later attempt follows one that
+  // gave the client content.
   const delivered = TASK_ERRORS[failure.error.type].billsDelivered
     ? await tx.maybeOne(sql.type(DeliveredRow)`
         SELECT ta.attempt_id, ta.solver_id, t.account_id, t.max_price_points::text AS max_price_points, t.key_spend_period IS NOT NULL AS key_limited,
@@ -296,9 +297,8 @@ export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: stri
             total: sql.fragment`(ta.delivered_usage->>'total_tokens')::numeric`,
           })}::text AS price,
           ta.delivered_usage AS usage
-        FROM tasks t JOIN task_attempts ta ON ta.task_id = t.task_id
-        WHERE t.task_id = ${taskId} AND ta.delivered_usage IS NOT NULL
-        ORDER BY ta.attempt_number DESC LIMIT 1`)
+        FROM tasks t CROSS JOIN LATERAL (SELECT * FROM task_attempts a WHERE a.task_id = t.task_id ORDER BY a.attempt_number DESC LIMIT 1) ta
+        WHERE t.task_id = ${taskId} AND ta.delivered_usage IS NOT NULL`)
     : null;
   const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
     SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
