@@ -266,6 +266,8 @@ describe('usage the service counts', () => {
         if (got.length === deltas.length) break;
       }
       stream.controller.abort();
+      // The reasoning it pays for reached it, as the SDK passes it on.
+      expect((got[0].choices[0].delta as { reasoning_content?: string }).reasoning_content).toBe('Two and two make four.');
       await waitFor(() => solver.cancels.length === 1);
       const task = await ended(client.api_key, solver.received[0].task_id);
       const charged = deliveredPrice(solver.received[0], ['Two and two make four.', 'The answer']);
@@ -364,6 +366,34 @@ describe('usage the service counts', () => {
       expect(task).toMatchObject({ status: 'completed', held_points: estimate.dear, hold_status: 'settled' });
       expect(Number(task.charged_points)).toBeLessThanOrEqual(Number(task.held_points));
       expect((await getBalance(stack.db, client.account_id))?.held_points).toBe('0');
+      await expectLedgerExact();
+    });
+  
+
+    test('under a key with a spend limit, which counts the first hold only, a chat that waits holds its maximum', async () => {
+      const held: { frame: TaskFrame; self: FakeSolver }[] = [];
+      await startSolver({
+        behaviour: (frame, self) => {
+          self.send({ type: 'accept', attempt_id: frame.attempt_id });
+          held.push({ frame, self });
+        },
+        capabilities: strongChat({ min: '0.5', marginal: '1' }).map((capability) => ({ ...capability, max_concurrent: 1 })),
+      });
+      const client = await registerAccount(stack.url, '500');
+      const capped = (await api(stack.url, 'POST', '/v1/account/keys', { headers: client.auth, body: { name: 'capped', spend_limit: { points: '300', period: 'total' } } })).json.api_key;
+      const body = { model: 'strong', messages: [{ role: 'user' as const, content: QUESTION }], max_tokens: 100 };
+      const answers = [openai(client.api_key).chat.completions.create(body)];
+      await waitFor(() => held.length === 1);
+      answers.push(openai(capped).chat.completions.create(body));
+      let waiting = '';
+      await waitFor(async () => (waiting = (await stack.db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM task_queue q JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id}`)) ?? '') !== '');
+      expect(await taskOf(client.api_key, waiting)).toMatchObject({ status: 'queued', held_points: '100' });
+      held[0].self.send({ type: 'result', attempt_id: held[0].frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 0 } } });
+      await waitFor(() => held.length === 2);
+      held[1].self.send({ type: 'chunk', attempt_id: held[1].frame.attempt_id, delta: { content: 'Four.' } });
+      held[1].self.send({ type: 'result', attempt_id: held[1].frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } } });
+      await Promise.all(answers);
+      expect(await taskOf(client.api_key, waiting)).toMatchObject({ status: 'completed', held_points: '100', charged_points: price(0.5, 1, 2) });
       await expectLedgerExact();
     });
   });
