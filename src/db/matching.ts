@@ -557,7 +557,6 @@ export async function handOnSlotsIn(tx: Runner, policy: TrustPolicy, taskTypes: 
 
 interface Pass {
   policy: TrustPolicy;
-  taskTypes: string[];
   types: ReturnType<typeof sql.array>;
   /** Canaries are served first: handing a slot takes no slot a canary waits for, so one pass over them suffices. */
   canaries: boolean;
@@ -571,7 +570,7 @@ async function startPass(db: Runner, policy: TrustPolicy, taskTypes: string[], o
       SELECT EXISTS (SELECT 1 FROM task_queue WHERE task_type = ANY(${types})) AS waiting`);
     if (!waiting) return null;
   }
-  return { policy, taskTypes, types, canaries: taskTypes.some((type) => isCanaryTaskType(policy, type)) };
+  return { policy, types, canaries: taskTypes.some((type) => isCanaryTaskType(policy, type)) };
 }
 
 /** The next handoff of a pass; null when no waiting task fits a free slot; `deferred` (no `raise`) as HandedOn says. */
