@@ -3,7 +3,7 @@ import { storeArtifacts } from '../src/artifacts/results';
 import { getTaskRow } from '../src/db/tasks/records';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
 import { MessageAssembler } from '../src/chat/openai-format';
-import { countedChunks, DeliveredTokens, meterUsage } from '../src/chat/usage';
+import { countedChunks, DeliveredTokens, deliveredUsage, meterUsage } from '../src/chat/usage';
 import { AttemptFailure } from '../src/dispatch/attempt';
 import { CHAT_TASK_TYPE, type CapabilityTaskType } from '../src/schemas/domain';
 import { attemptFailed, UNKNOWN_CHUNKS, type AttemptReport } from '../src/contract/lifecycle';
@@ -125,6 +125,9 @@ export async function runDispatch(
     return { ok: true, chunks: chunks(), status: completed.kind === 'completed' ? 'completed' : completed.status };
   } catch (error) {
     if (error instanceof AttemptFailure) {
+      // Stopped while it ran: what it delivered is kept before the workflow hears of it, so that an
+      // ending by the task's client bills it (src/db/tasks/finish.ts, failTaskIn).
+      if (error.failure.outcome === 'cancelled' && delivered) await keepDelivered(engine, logger, input, delivered);
       if (error.failure.outcome === 'cancelled' && cancelled.aborted) throw cancelled.reason ?? error;
       return { ...error.failure, chunks: chunks() };
     }
@@ -132,4 +135,11 @@ export async function runDispatch(
   } finally {
     forgetStop();
   }
+}
+
+async function keepDelivered(engine: NodeActivityDeps['engine'], logger: NodeActivityDeps['logger'], input: DispatchInput, delivered: DeliveredTokens): Promise<void> {
+  const usage = deliveredUsage(await delivered.counted());
+  if (!usage) return;
+  // Not kept, it is not billed: the client then pays nothing for it, as before the answer began.
+  await engine.recordDelivered(input.attemptId, usage).catch((error) => logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId }, 'delivered usage not kept'));
 }

@@ -105,7 +105,7 @@ describe('API keys', () => {
     expect((await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: task })).status).toBe(200);
 
     // A released hold is given back to the key: one more task fits.
-    await finishTask(stack.db, stack.config.trust, admitted[0].json.task_id, { failure: taskFailure('task_cancelled', 'Cancelled by the test.') });
+    await finishTask(stack.db, stack.config.trust, admitted[0].json.task_id, { failure: taskFailure('task_cancelled', 'Cancelled by the test.'), feePercent: '0' });
     let listed = (await api(stack.url, 'GET', '/v1/account/keys', { headers: client.auth })).json.data.find((key: { key_id: string }) => key.key_id === created.json.key_id);
     expect(listed.spend_limit).toEqual({ points: '10.5', period: 'total', spent_points: '9' });
     const again = await Promise.all(Array.from({ length: 5 }, () => api(stack.url, 'POST', '/v1/tasks', { headers: capped, body: task })));

@@ -1,10 +1,12 @@
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import OpenAI from 'openai';
-import { boundOf, promptTokens, textTokens } from '../src/chat/usage';
+import { sql } from 'slonik';
+import { z } from 'zod';
+import { boundOf, estimatePromptTokens, promptTokens, textTokens } from '../src/chat/usage';
 import { auditLedger, getBalance } from '../src/db/ledger';
 import { replaceCapabilities } from '../src/db/solvers';
 import type { SolverCapabilityInput } from '../src/schemas/requests';
-import { FakeSolver, SAMPLE_RESULTS, strongChat, suiteSolvers, type TaskFrame } from './support/fake-solver';
+import { FakeSolver, SAMPLE_RESULTS, strongChat, suiteSolvers, waitFor, type TaskFrame } from './support/fake-solver';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
@@ -233,5 +235,166 @@ describe('usage the service counts', () => {
     expect(fetched.status).toBe(200);
     expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe('0.1');
     await expectLedgerExact();
+  });
+
+  describe('what a chat its client ends is billed (docs/queue.md, "What a chat pays")', () => {
+    /** A solver that streams `deltas` and then works on, its report never sent: it answers only a stop. */
+    const streamsThenWorks = (deltas: Record<string, unknown>[], sent: () => void = () => undefined) => (frame: TaskFrame, self: FakeSolver) => {
+      self.send({ type: 'accept', attempt_id: frame.attempt_id });
+      for (const delta of deltas) self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta });
+      sent();
+    };
+    const taskOf = async (apiKey: string, taskId: string) => (await api(stack.url, 'GET', `/v1/tasks/${taskId}`, { headers: { Authorization: `Bearer ${apiKey}` } })).json;
+    const ended = async (apiKey: string, taskId: string) => {
+      let task: Record<string, any> = {};
+      await waitFor(async () => ['failed', 'cancelled', 'completed'].includes((task = await taskOf(apiKey, taskId)).status), 15_000);
+      return task;
+    };
+    /** What the service counts of a stopped attempt: its prompt and the text of the deltas it relayed (reasoning and answer apart). */
+    const deliveredPrice = (frame: TaskFrame, texts: string[], min = 0.5, marginal = 2) =>
+      price(min, marginal, texts.reduce((sum, text) => sum + textTokens(text), promptTokens(frame.payload)));
+    const earned = async (solverId: string) => (await getBalance(stack.db, solverId))?.lifetime_earned_points;
+
+    test('a stream the client aborts after three chunks: the client pays for the prompt and what it got (reasoning included), the solver earns it', async () => {
+      const deltas = [{ reasoning_content: 'Two and two make four.' }, ...words(FOUR_WORDS.slice(0, 2))];
+      const solver = await startSolver({ behaviour: streamsThenWorks(deltas), capabilities: strongChat({ min: '0.5', marginal: '2' }) });
+      const client = await registerAccount(stack.url, '500');
+      const stream = await openai(client.api_key).chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: QUESTION }], stream: true });
+      const got: OpenAI.Chat.Completions.ChatCompletionChunk[] = [];
+      for await (const part of stream) {
+        got.push(part);
+        if (got.length === deltas.length) break;
+      }
+      stream.controller.abort();
+      // The reasoning it pays for reached it, as the SDK passes it on.
+      expect((got[0].choices[0].delta as { reasoning_content?: string }).reasoning_content).toBe('Two and two make four.');
+      await waitFor(() => solver.cancels.length === 1);
+      const task = await ended(client.api_key, solver.received[0].task_id);
+      const charged = deliveredPrice(solver.received[0], ['Two and two make four.', 'The answer']);
+      expect(task).toMatchObject({ status: 'failed', error: { type: 'client_cancelled' }, hold_status: 'settled', charged_points: charged, solver_id: solver.solverId });
+      expect(Number(charged)).toBeGreaterThan(0.5);
+      expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe(charged);
+      // Paid as a completed chat's solver is, less the platform's 10 %.
+      expect(await earned(solver.solverId)).toBe(String(Number((Number(charged) * 0.9).toFixed(9))));
+      await expectLedgerExact();
+    });
+
+    test('a JSON client that disconnects once the answer has streamed upstream, before the solver reports: billed for the whole answer', async () => {
+      let streamed!: () => void;
+      const answered = new Promise<void>((resolve) => (streamed = resolve));
+      const solver = await startSolver({ behaviour: streamsThenWorks(words(FOUR_WORDS), () => streamed()), capabilities: strongChat({ min: '0.5', marginal: '2' }) });
+      const client = await registerAccount(stack.url, '500');
+      const controller = new AbortController();
+      const request = openai(client.api_key).chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: QUESTION }] }, { signal: controller.signal });
+      await answered;
+      // The deltas are on their way to the client's node, which assembles the JSON answer.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      controller.abort();
+      await expect(request).rejects.toThrow();
+      const task = await ended(client.api_key, solver.received[0].task_id);
+      const charged = deliveredPrice(solver.received[0], [FOUR_WORDS.join('')]);
+      expect(task).toMatchObject({ status: 'failed', error: { type: 'client_cancelled' }, hold_status: 'settled', charged_points: charged });
+      expect(await earned(solver.solverId)).toBe(String(Number((Number(charged) * 0.9).toFixed(9))));
+      await expectLedgerExact();
+    });
+
+    test('a chat cancelled by its client (POST /v1/tasks/{id}/cancel) after content ends cancelled, charged for what was delivered; before content, nothing', async () => {
+      let deltas = words(FOUR_WORDS.slice(0, 1));
+      let streamed!: () => void;
+      let answered = new Promise<void>((resolve) => (streamed = resolve));
+      const solver = await startSolver({ behaviour: (frame, self) => streamsThenWorks(deltas, () => streamed())(frame, self), capabilities: strongChat({ min: '0.5', marginal: '2' }) });
+      const client = await registerAccount(stack.url, '500');
+      const cancelAfterContent = async (attempt: number) => {
+        const request = openai(client.api_key).chat.completions.create({ model: 'strong', messages: [{ role: 'user', content: QUESTION }] });
+        request.catch(() => undefined);
+        await answered;
+        await new Promise((resolve) => setTimeout(resolve, 300));
+        const taskId = solver.received[attempt].task_id;
+        const cancelled = await api(stack.url, 'POST', `/v1/tasks/${taskId}/cancel`, { headers: client.auth });
+        expect(cancelled.status).toBe(200);
+        const error = await request.catch((thrown) => thrown);
+        expect(error).toBeInstanceOf(OpenAI.APIError);
+        return cancelled.json;
+      };
+      const first = await cancelAfterContent(0);
+      const charged = deliveredPrice(solver.received[0], [FOUR_WORDS[0]]);
+      expect(first).toMatchObject({ status: 'cancelled', error: { type: 'task_cancelled' }, hold_status: 'settled', charged_points: charged });
+      expect(await earned(solver.solverId)).toBe(String(Number((Number(charged) * 0.9).toFixed(9))));
+
+      deltas = [];
+      answered = new Promise<void>((resolve) => (streamed = resolve));
+      const second = await cancelAfterContent(1);
+      expect(second).toMatchObject({ status: 'cancelled', hold_status: 'released', charged_points: '0' });
+      expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe(charged);
+      await expectLedgerExact();
+    });
+
+    test('a chat that waits holds the estimate of the cheapest offer it may go to, raised when a dearer offer\'s slot is handed to it', async () => {
+      const oneSlot = (min: string, marginal: string) => strongChat({ min, marginal }).map((capability) => ({ ...capability, max_concurrent: 1 }));
+      const held: { frame: TaskFrame; self: FakeSolver }[] = [];
+      const keep = (frame: TaskFrame, self: FakeSolver) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        held.push({ frame, self });
+      };
+      const finish = ({ frame, self }: { frame: TaskFrame; self: FakeSolver }) => reporter(words(FOUR_WORDS), () => ({ prompt_tokens: 10, completion_tokens: 5 }))(frame, self);
+      const cheap = await startSolver({ behaviour: keep, capabilities: oneSlot('0.5', '1') });
+      const dear = await startSolver({ behaviour: keep, capabilities: oneSlot('1', '2') });
+      const client = await registerAccount(stack.url, '500');
+      const body = { model: 'strong', messages: [{ role: 'user' as const, content: QUESTION }], max_tokens: 100 };
+      const tokens = estimatePromptTokens(body) + 100;
+      const estimate = { cheap: price(0.5, 1, tokens), dear: price(1, 2, tokens) };
+      const sdk = openai(client.api_key);
+      const answers = [sdk.chat.completions.create(body), sdk.chat.completions.create(body)];
+      await waitFor(() => held.length === 2);
+      expect(cheap.received).toHaveLength(1);
+      expect(dear.received).toHaveLength(1);
+      // Both offers busy: the third waits, holding the cheaper estimate, not the chat's maximum (100).
+      answers.push(sdk.chat.completions.create(body));
+      let waiting = '';
+      await waitFor(async () => (waiting = (await stack.db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM task_queue q JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id}`)) ?? '') !== '');
+      expect(await taskOf(client.api_key, waiting)).toMatchObject({ status: 'queued', held_points: estimate.cheap });
+      expect((await getBalance(stack.db, client.account_id))?.held_points).toBe(String(Number((Number(estimate.cheap) * 2 + Number(estimate.dear)).toFixed(9))));
+      // The dearer solver's slot frees first: the waiting chat takes it, its hold raised to that offer's estimate.
+      finish(held.find(({ self }) => self === dear)!);
+      await waitFor(() => held.length === 3);
+      expect(held[2].self).toBe(dear);
+      expect(await taskOf(client.api_key, waiting)).toMatchObject({ status: 'assigned', held_points: estimate.dear, estimated_price_points: estimate.dear });
+      finish(held[2]);
+      finish(held.find(({ self }) => self === cheap)!);
+      await Promise.all(answers);
+      const task = await taskOf(client.api_key, waiting);
+      expect(task).toMatchObject({ status: 'completed', held_points: estimate.dear, hold_status: 'settled' });
+      expect(Number(task.charged_points)).toBeLessThanOrEqual(Number(task.held_points));
+      expect((await getBalance(stack.db, client.account_id))?.held_points).toBe('0');
+      await expectLedgerExact();
+    });
+  
+
+    test('under a key with a spend limit, which counts the first hold only, a chat that waits holds its maximum', async () => {
+      const held: { frame: TaskFrame; self: FakeSolver }[] = [];
+      await startSolver({
+        behaviour: (frame, self) => {
+          self.send({ type: 'accept', attempt_id: frame.attempt_id });
+          held.push({ frame, self });
+        },
+        capabilities: strongChat({ min: '0.5', marginal: '1' }).map((capability) => ({ ...capability, max_concurrent: 1 })),
+      });
+      const client = await registerAccount(stack.url, '500');
+      const capped = (await api(stack.url, 'POST', '/v1/account/keys', { headers: client.auth, body: { name: 'capped', spend_limit: { points: '300', period: 'total' } } })).json.api_key;
+      const body = { model: 'strong', messages: [{ role: 'user' as const, content: QUESTION }], max_tokens: 100 };
+      const answers = [openai(client.api_key).chat.completions.create(body)];
+      await waitFor(() => held.length === 1);
+      answers.push(openai(capped).chat.completions.create(body));
+      let waiting = '';
+      await waitFor(async () => (waiting = (await stack.db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM task_queue q JOIN tasks t USING (task_id) WHERE t.account_id = ${client.account_id}`)) ?? '') !== '');
+      expect(await taskOf(client.api_key, waiting)).toMatchObject({ status: 'queued', held_points: '100' });
+      held[0].self.send({ type: 'result', attempt_id: held[0].frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 0 } } });
+      await waitFor(() => held.length === 2);
+      held[1].self.send({ type: 'chunk', attempt_id: held[1].frame.attempt_id, delta: { content: 'Four.' } });
+      held[1].self.send({ type: 'result', attempt_id: held[1].frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 1, completion_tokens: 1 } } });
+      await Promise.all(answers);
+      expect(await taskOf(client.api_key, waiting)).toMatchObject({ status: 'completed', held_points: '100', charged_points: price(0.5, 1, 2) });
+      await expectLedgerExact();
+    });
   });
 });

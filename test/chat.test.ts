@@ -4,6 +4,7 @@ import OpenAI from 'openai';
 import pg from 'pg';
 import pino from 'pino';
 import { sql } from 'slonik';
+import { promptTokens, textTokens } from '../src/chat/usage';
 import { getBalance } from '../src/db/ledger';
 import { createDb, type Db } from '../src/db/pool';
 import { startApiNode, type ApiNode } from '../src/runtime/api-node';
@@ -20,6 +21,9 @@ const startStream = (baseUrl: string, client: { auth: Record<string, string> }, 
     body: JSON.stringify({ model: 'service/strong', messages: [{ role: 'user', content: 'hi' }], stream: true }),
     signal,
   });
+
+/** What a client that goes away pays for "thinking" from an offer at 1 + 2 per 1,000 tokens: the prompt and that delta, as counted (docs/queue.md, "What a chat pays"). */
+const thinkingPrice = (frame: { payload: Record<string, unknown> }) => String(Number((1 + (2 * (promptTokens(frame.payload) + textTokens('thinking'))) / 1000).toFixed(9)));
 
 /**
  * Opens a stream and leaves it 2.5 s after its first bytes: past the attempt activity's first heartbeat
@@ -253,7 +257,7 @@ describe('chat completions', () => {
     expect(text).toContain('"late"');
   });
 
-  test('the client disconnecting cancels the workflow, tells the solver to stop, and releases the hold', async () => {
+  test('the client disconnecting cancels the workflow, tells the solver to stop, and pays for what it was sent', async () => {
     const worker = await solver((frame, self) => {
       self.send({ type: 'accept', attempt_id: frame.attempt_id });
       self.send({ type: 'chunk', attempt_id: frame.attempt_id, delta: { content: 'thinking' } });
@@ -272,7 +276,7 @@ describe('chat completions', () => {
     await waitFor(() => worker.cancels.length === 1);
     expect(worker.cancels[0].attempt_id).toBe(worker.received[0].attempt_id);
     await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
-    expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('500');
+    expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe(thinkingPrice(worker.received[0]));
   });
 
   test("a client going away mid-stream stops the solver at once, not at the attempt's next heartbeat to Temporal", async () => {
@@ -369,7 +373,7 @@ describe('chat across API nodes', () => {
     await worker.close();
   });
 
-  test('a client on node B going away mid-stream stops the solver on node A at once', async () => {
+  test('a client on node B going away mid-stream stops the solver on node A at once, and pays for what it was sent', async () => {
     const worker = await FakeSolver.start(stack.api[0].url, {
       behaviour: (frame, self) => {
         self.send({ type: 'accept', attempt_id: frame.attempt_id });
@@ -383,7 +387,7 @@ describe('chat across API nodes', () => {
       await waitFor(() => worker.cancels.length === 1, 4000);
       expect(worker.cancels[0].attempt_id).toBe(worker.received[0].attempt_id);
       await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
-      expect((await getBalance(stack.db, client.account_id))?.available_points).toBe('500');
+      expect((await getBalance(stack.db, client.account_id))?.lifetime_spent_points).toBe(thinkingPrice(worker.received[0]));
     } finally {
       await worker.close();
     }
@@ -463,7 +467,7 @@ describe('chat before its workflow runs', () => {
     await worker.close();
   });
 
-  test('a client going away before the workflow runs stops the solver at once; the workflow then releases the hold', async () => {
+  test('a client going away before the workflow runs stops the solver at once; the workflow then settles what it was sent', async () => {
     const worker = await FakeSolver.start(stack.url, {
       behaviour: (frame, self) => {
         self.send({ type: 'accept', attempt_id: frame.attempt_id });
@@ -482,7 +486,8 @@ describe('chat before its workflow runs', () => {
     expect((await getBalance(stack.db, client.account_id))?.held_points).not.toBe('0');
     await startWorkflows();
     await waitFor(async () => (await getBalance(stack.db, client.account_id))?.held_points === '0');
-    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '500', lifetime_spent_points: '0' });
+    // Kept as the attempt sent early stopped, before the workflow was cancelled.
+    expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: thinkingPrice(worker.received[0]) });
     expect(worker.received).toHaveLength(1);
     await worker.close();
   });

@@ -1,4 +1,5 @@
 import {
+  ActivityCancellationType,
   ActivityFailure,
   CancellationScope,
   condition,
@@ -69,13 +70,16 @@ const MAX_UNCOUNTED_PLATFORM_FAULTS = 5;
  * judged by its step after (workflows/platform.ts).
  */
 export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult | SkippedTaskResult> {
+  const running: RunningAttempt = {};
   try {
-    return await runTask(input);
+    return await runTask(input, running);
   } catch (error) {
     if (!isCancellation(error)) throw error;
     // Cancelled (a chat client went away): the attempt scope is cancelled with us, which tells the
-    // solver to stop; the hold is released whatever happens next.
+    // solver to stop. A chat's attempt is waited for: it keeps what it delivered, which the ending bills
+    // (docs/queue.md, "What a chat pays"); with nothing delivered the hold is released.
     await CancellationScope.nonCancellable(async () => {
+      await running.ended;
       await db.finishTaskWithoutResult({ taskId: input.taskId, ...taskFailure('client_cancelled', 'The client went away before the result.') });
       if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: 'The workflow was cancelled.' });
     });
@@ -88,7 +92,16 @@ export async function chatCompletionWorkflow(input: TaskWorkflowInput): Promise<
   return taskWorkflow(input);
 }
 
-async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | SkippedTaskResult> {
+/** A chat attempt's dispatch, while it runs: a cancelled workflow waits for it to end before it ends the task. */
+interface RunningAttempt {
+  ended?: Promise<unknown>;
+}
+
+// Workflows started before a stopped chat attempt was billed for what it delivered end the task without
+// waiting for the attempt on replay.
+const BILL_DELIVERED_PATCH = 'bill-delivered-on-cancel';
+
+async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promise<TaskWorkflowResult | SkippedTaskResult> {
   // A platform task is created by its workflow, only while it is still due: a late start creates nothing.
   let match: PlatformMatch = {};
   if (input.platform) {
@@ -224,7 +237,7 @@ async function runTask(input: TaskWorkflowInput): Promise<TaskWorkflowResult | S
     const outcome =
       matchedWithTask && input.firstAttemptReport
         ? input.firstAttemptReport
-        : await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), interrupted, startedEarly);
+        : await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), interrupted, startedEarly, running);
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
       // The dispatch activity stored the result and settled the task.
@@ -295,8 +308,12 @@ async function runAttempt(
   timeoutMs: number,
   superseded: () => boolean,
   startedEarly: boolean,
+  running: RunningAttempt,
 ): Promise<AttemptReport | 'superseded'> {
+  // A chat's attempt, cancelled, is waited for until it has stopped and kept what it delivered.
+  const waitsForEnd = input.stream !== undefined && patched(BILL_DELIVERED_PATCH);
   const node = proxyActivities<NodeActivities>({
+    ...(waitsForEnd ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } : {}),
     taskQueue: nodeTaskQueue(assignment.nodeId),
     // A node that died stops polling its queue: give up and reassign. Long enough for a live node
     // under a burst of starts to pick the attempt up.
@@ -341,6 +358,7 @@ async function runAttempt(
       }
     }
   })();
+  if (waitsForEnd) running.ended = dispatched;
   const winner = await Promise.race([dispatched, condition(superseded).then(() => 'superseded' as const)]);
   if (winner === 'superseded') {
     scope.cancel();

@@ -223,6 +223,17 @@ function lastWhitespace(text: string): number {
   return -1;
 }
 
+/**
+ * What an attempt stopped while it ran (its client cancelled or went away) is billed for, when its deltas
+ * delivered anything: the prompt and the completion as the service counted them (the solver's final
+ * report never came; each count is within its bound), as OpenAI bills a stream its client closed. Null
+ * when nothing was delivered: nothing is charged.
+ */
+export function deliveredUsage(counted: CountedUsage): BilledUsage | null {
+  if (counted.completion_tokens === 0) return null;
+  return { prompt_tokens: counted.prompt_tokens, completion_tokens: counted.completion_tokens, total_tokens: counted.prompt_tokens + counted.completion_tokens };
+}
+
 /** An attempt's usage: what its solver reported, what was counted, the bound, and what is billed. */
 export interface MeteredUsage {
   reported: { prompt_tokens: number | null; completion_tokens: number | null; total_tokens: number | null; reasoning_tokens: number | null };

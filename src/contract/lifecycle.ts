@@ -219,21 +219,24 @@ export type CancelReason = keyof typeof CANCEL_REASONS;
 // ---------------------------------------------------------------------------------------------------
 
 /**
- * The error types of a task that ended without a result: the state each leaves the task in, and the
- * API error type its client gets when it waits for the verdict (POST /v1/fetch and the like, chat).
+ * The error types of a task that ended without a result: the state each leaves the task in, the API
+ * error type its client gets when it waits for the verdict (POST /v1/fetch and the like, chat), and
+ * whether what a chat's attempt delivered before it stopped is billed (`billsDelivered`: the client
+ * ended it, after the solver paid its upstream for the text the client received; docs/queue.md, "What
+ * a chat pays"). Otherwise its hold is released whole.
  */
 export const TASK_ERRORS = {
   /** The task's deadline passed. */
-  task_timeout: { state: 'timed_out', apiError: 'task_timeout' },
+  task_timeout: { state: 'timed_out', apiError: 'task_timeout', billsDelivered: false },
   /** Every attempt failed, no untried solver is left, or a solver said the task cannot succeed. */
-  solver_failed: { state: 'failed', apiError: 'solver_failed' },
+  solver_failed: { state: 'failed', apiError: 'solver_failed', billsDelivered: false },
   /** The client of a chat completion went away before the result. */
-  client_cancelled: { state: 'failed', apiError: 'solver_failed' },
+  client_cancelled: { state: 'failed', apiError: 'solver_failed', billsDelivered: true },
   /** Its workflow could not be started. */
-  service_unavailable: { state: 'failed', apiError: 'service_unavailable' },
+  service_unavailable: { state: 'failed', apiError: 'service_unavailable', billsDelivered: false },
   /** Its client cancelled it. */
-  task_cancelled: { state: 'cancelled', apiError: 'task_cancelled' },
-} as const satisfies Record<string, { state: TerminalState; apiError: string }>;
+  task_cancelled: { state: 'cancelled', apiError: 'task_cancelled', billsDelivered: true },
+} as const satisfies Record<string, { state: TerminalState; apiError: string; billsDelivered: boolean }>;
 
 export type TaskErrorType = keyof typeof TASK_ERRORS;
 export type UnfinishedState = (typeof TASK_ERRORS)[TaskErrorType]['state'];

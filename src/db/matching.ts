@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
+import { HOLD_OPEN, isOverdraft, raiseHoldSteps } from './ledger';
 import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted, type TrustPolicy } from './reputation';
 
 /**
@@ -94,9 +95,23 @@ export function eligibleSolvers(
       })}`;
 }
 
+/**
+ * The most an offer's estimate may be for a later attempt of a chat, task row `t`: a chat goes to a dearer
+ * offer than its hold (max_price_points) by raising the hold, up to its maximum price and what the account
+ * has available; not under a key's spend limit, which counted the first hold only.
+ */
+export const chatCeiling = (t: string) => {
+  const col = (name: string) => sql.identifier([t, name]);
+  return sql.fragment`CASE WHEN ${col('price_cap_points')} IS NULL OR ${col('key_spend_period')} IS NOT NULL THEN ${col('max_price_points')}
+    ELSE LEAST(${col('price_cap_points')}, ${col('max_price_points')} + COALESCE((SELECT b.available FROM balances b WHERE b.account_id = ${col('account_id')}), 0)) END`;
+};
+
+/** The most an offer's estimate may be for waiting task `q` (a `task_queue` row): a chat's ceiling (chatCeiling), else its row's maximum. */
+const waitingCeiling = sql.fragment`COALESCE((SELECT ${chatCeiling('qt')} FROM tasks qt WHERE qt.task_id = q.task_id AND qt.price_cap_points IS NOT NULL), q.max_price_points)`;
+
 /** Whether capability `c` may serve the waiting task `q` (a `task_queue` row): its type, its price limits, and eligibleFor. */
 const fitsWaiting = (policy: TrustPolicy) => sql.fragment`
-  q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), sql.fragment`q.max_price_points`)}
+  q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), waitingCeiling)}
   AND ${eligibleFor({
     excluded: sql.fragment`q.excluded_solver_ids`,
     verifiersOnly: sql.fragment`q.verifiers_only`,
@@ -487,39 +502,91 @@ const WaitingRow = z.object({
   country: z.string().nullable(),
   payload: z.record(z.any()),
   deadline_ms: z.number(),
+  /** A chat: its hold is raised when the slot handed to it is dearer (chatCeiling). */
+  chat: z.boolean(),
 });
 
 /**
+ * What handing slots on in a caller's transaction did: the handoffs, and whether it stopped at a waiting
+ * chat that only a dearer slot than its hold fits (`deferred`): its hold is raised by handOnSlots once the
+ * caller has committed, since a raise locks the chat's account's balance row, which a transaction that
+ * settles or holds other accounts' points must not take out of their order.
+ */
+export interface HandedOn {
+  handoffs: Handoff[];
+  deferred: boolean;
+}
+
+/**
  * Hands free slots to the waiting tasks of these types, waiting canaries first (each its solver's
- * slot), then oldest first, each the best slot it fits, until no waiting task fits a free slot. Run in
- * the transaction that frees or adds slots, and once more after a commit that freed a slot or queued a
- * task without a handoff: a task queued concurrently with that freeing could not see the slot, nor the
- * freeing see the task, until both had committed.
+ * slot), then oldest first, each the best slot it fits, until no waiting task fits a free slot. Run
+ * after a commit that freed a slot or queued a task without a handoff: a task queued concurrently with
+ * that freeing could not see the slot, nor the freeing see the task, until both had committed. Each
+ * handoff is its own transaction, so none holds two accounts' balance rows (a waiting chat's hold is
+ * raised as its dearer slot is handed); one whose raise finds the points gone meanwhile stops the pass.
  * `knownWaiting` skips the first look at the queue (the caller just queued a task).
  */
-export async function handOnSlots(db: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean; inTransaction?: boolean } = {}): Promise<Handoff[]> {
-  if (taskTypes.length === 0) return [];
+export async function handOnSlots(db: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean } = {}): Promise<Handoff[]> {
+  const pass = await startPass(db, policy, taskTypes, options);
+  if (!pass) return [];
+  const handed: Handoff[] = [];
+  for (;;) {
+    const next = await db.transaction((tx) => nextHandoff(tx, pass, true)).catch((error) => {
+      if (isOverdraft(error)) return null;
+      throw error;
+    });
+    if (!next || next === 'deferred') return recordHandoffsCommitted(handed);
+    handed.push(next);
+  }
+}
+
+/**
+ * The same in the caller's transaction, which frees or adds slots; a waiting chat that needs its hold
+ * raised for the slot it fits stops it (`deferred`: the caller runs handOnSlots after its commit).
+ */
+export async function handOnSlotsIn(tx: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean } = {}): Promise<HandedOn> {
+  const pass = await startPass(tx, policy, taskTypes, options);
+  const handoffs: Handoff[] = [];
+  if (!pass) return { handoffs, deferred: false };
+  for (;;) {
+    const next = await nextHandoff(tx, pass, false);
+    if (!next || next === 'deferred') return { handoffs, deferred: next === 'deferred' };
+    handoffs.push(next);
+  }
+}
+
+interface Pass {
+  policy: TrustPolicy;
+  types: ReturnType<typeof sql.array>;
+  /** Canaries are served first: handing a slot takes no slot a canary waits for, so one pass over them suffices. */
+  canaries: boolean;
+}
+
+async function startPass(db: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean }): Promise<Pass | null> {
+  if (taskTypes.length === 0) return null;
   const types = sql.array([...new Set(taskTypes)], 'text');
   if (!options.knownWaiting) {
     const waiting = await db.oneFirst(sql.type(z.object({ waiting: z.boolean() }))`
       SELECT EXISTS (SELECT 1 FROM task_queue WHERE task_type = ANY(${types})) AS waiting`);
-    if (!waiting) return [];
+    if (!waiting) return null;
   }
-  const run = async (tx: Runner) => {
-    const handed: Handoff[] = [];
-    // Canaries first: handing a slot takes no slot a canary waits for, so one pass over them suffices.
-    let canaries = taskTypes.some((type) => isCanaryTaskType(policy, type));
-    for (;;) {
-      // The oldest waiting task that some free slot fits; its task row is locked with it, so that a
-      // concurrent ending of that task (which locks the task row, then removes it from the queue) waits
-      // for this handoff, or is skipped here, and neither waits for the other.
-      const head = await tx.maybeOne(sql.type(WaitingRow)`
+  return { policy, types, canaries: taskTypes.some((type) => isCanaryTaskType(policy, type)) };
+}
+
+/** The next handoff of a pass; null when no waiting task fits a free slot; `deferred` (no `raise`) as HandedOn says. */
+async function nextHandoff(tx: Runner, pass: Pass, raise: boolean): Promise<Handoff | 'deferred' | null> {
+  const { policy, types } = pass;
+  for (;;) {
+    // The oldest waiting task that some free slot fits; its task row is locked with it, so that a
+    // concurrent ending of that task (which locks the task row, then removes it from the queue) waits
+    // for this handoff, or is skipped here, and neither waits for the other.
+    const head = await tx.maybeOne(sql.type(WaitingRow)`
         SELECT q.task_id, q.task_type, q.attempt_number, trim_scale(q.max_price_points)::text AS max_price_points, q.strong_models,
                q.excluded_solver_ids, q.verifiers_only, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.country, t.payload,
                q.estimate_prompt_tokens, q.estimate_completion_tokens, q.max_price_prompt::text, q.max_price_completion::text, q.max_price_request::text,
-               (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms
+               (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms, t.price_cap_points IS NOT NULL AS chat
         FROM task_queue q JOIN tasks t ON t.task_id = q.task_id
-        WHERE q.task_type = ANY(${types}) ${canaries ? sql.fragment`AND q.canary_for IS NOT NULL` : sql.fragment``}
+        WHERE q.task_type = ANY(${types}) ${pass.canaries ? sql.fragment`AND q.canary_for IS NOT NULL` : sql.fragment``}
           AND EXISTS (
             SELECT 1 FROM solver_capabilities c
             JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
@@ -530,25 +597,30 @@ export async function handOnSlots(db: Runner, policy: TrustPolicy, taskTypes: st
         ORDER BY q.arrival, q.task_id
         LIMIT 1
         FOR UPDATE OF q, t SKIP LOCKED`);
-      const handoff = head ? await handSlotTo(tx, policy, head) : null;
-      if (!handoff) {
-        // No canary (left) that a free slot fits: the others in their order.
-        if (canaries) {
-          canaries = false;
-          continue;
-        }
-        // No waiting task fits a free slot (or its fitting slots were all being taken meanwhile).
-        return handed;
-      }
-      handed.push(handoff);
+    const handoff = head ? await handSlotTo(tx, policy, head, raise) : null;
+    if (handoff) return handoff;
+    // Only a dearer slot than its hold fits it: handed once its hold can be raised.
+    if (head?.chat && !raise) return 'deferred';
+    // No canary (left) that a free slot fits: the others in their order.
+    if (pass.canaries) {
+      pass.canaries = false;
+      continue;
     }
-  };
-  return options.inTransaction ? run(db) : recordHandoffsCommitted(await db.transaction(run));
+    // No waiting task fits a free slot (or its fitting slots were all being taken meanwhile).
+    return null;
+  }
 }
 
-/** Reserves the best free slot for a waiting task, takes it off the queue and records the handoff. */
-async function handSlotTo(tx: Runner, policy: TrustPolicy, head: z.infer<typeof WaitingRow>): Promise<Handoff | null> {
+/**
+ * Reserves the best free slot for a waiting task, takes it off the queue and records the handoff. A chat
+ * takes an offer within its ceiling (chatCeiling), its hold raised to that offer's estimate in the same
+ * statement (`raise`), or, without `raise`, an offer within its hold.
+ */
+async function handSlotTo(tx: Runner, policy: TrustPolicy, head: z.infer<typeof WaitingRow>, raise: boolean): Promise<Handoff | null> {
   const attemptId = attemptIdFor(head.task_id, head.attempt_number);
+  const task = sql.fragment`(SELECT * FROM tasks WHERE task_id = ${head.task_id})`;
+  const ceiling = head.chat ? (raise ? sql.fragment`(SELECT ${chatCeiling('qt')} FROM ${task} qt)` : sql.fragment`(SELECT max_price_points FROM ${task} qt)`) : undefined;
+  const raising = head.chat && raise;
   const row = await tx.maybeOne(sql.type(CandidateRow.extend({ reassigned: z.boolean() }))`
     WITH ${reservationSteps({
       policy,
@@ -573,8 +645,15 @@ async function handSlotTo(tx: Runner, policy: TrustPolicy, head: z.infer<typeof 
         maxPriceRequest: head.max_price_request,
       }),
       country: head.country,
-    })}, assigned AS (
-      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now()
+      ...(ceiling ? { ceiling } : {}),
+    })}, ${raising
+      ? raiseHoldSteps(sql.fragment`
+          SELECT h.hold_id, h.account_id, r.estimated_price_points - h.amount AS extra, ${attemptId}::text AS raise_id
+          FROM reserved r JOIN holds h ON h.hold_id = ${head.task_id} AND h.status = ${HOLD_OPEN}
+          WHERE r.estimated_price_points > h.amount`)
+      : sql.fragment`raise AS (SELECT NULL::numeric AS extra WHERE false)`}, assigned AS (
+      UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now(),
+        max_price_points = max_price_points + COALESCE((SELECT extra FROM raise), 0)
       FROM reserved r WHERE task_id = ${head.task_id} AND status = ANY(${ACTIVE})
     ), dequeued AS (
       DELETE FROM task_queue WHERE task_id = ${head.task_id} AND EXISTS (SELECT 1 FROM reserved)

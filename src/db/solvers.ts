@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { SolverCapabilityInput } from '../schemas/requests';
-import { eligibleSolvers, estimatedPrice, figuresOf, handOnSlots, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff, type RequestFigures } from './matching';
+import { eligibleSolvers, estimatedPrice, figuresOf, handOnSlots, handOnSlotsIn, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff, type RequestFigures } from './matching';
 import type { Db } from './pool';
 import { announceCanaryDueIn, isCanaryTaskType, type TrustPolicy } from './reputation';
 
@@ -73,11 +73,14 @@ export async function replaceCapabilities(
     }
     await tx.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
     if (capabilities.some((c) => isCanaryTaskType(policy, c.task_type))) await announceCanaryDueIn(policy, tx, solverId);
-    const handoffs = await handOnSlots(tx, policy, capabilities.map((c) => c.task_type), { inTransaction: true });
-    return { capabilities: await listCapabilities(tx as unknown as Db, solverId), handoffs };
+    const handed = await handOnSlotsIn(tx, policy, capabilities.map((c) => c.task_type));
+    return { capabilities: await listCapabilities(tx as unknown as Db, solverId), ...handed };
   });
-  recordHandoffsCommitted(replaced.handoffs);
-  return replaced;
+  const { deferred, ...rest } = replaced;
+  recordHandoffsCommitted(rest.handoffs);
+  // A waiting chat whose hold is to be raised for one of the new slots is handed it now (matching.ts, HandedOn).
+  if (deferred) rest.handoffs = [...rest.handoffs, ...(await handOnSlots(db, policy, capabilities.map((c) => c.task_type)))];
+  return rest;
 }
 
 export async function listCapabilities(db: Db, solverId: string): Promise<CapabilityRecord[]> {
@@ -117,7 +120,7 @@ export async function pruneDeadNodes(db: Db): Promise<void> {
  * slots go to waiting tasks they fit, in the same transaction; a solver online again may be due a canary.
  */
 export async function registerConnection(db: Db, policy: TrustPolicy, input: { solverId: string; connectionId: string; nodeId: string }): Promise<Handoff[]> {
-  const handoffs = await db.transaction(async (tx) => {
+  const handed = await db.transaction(async (tx) => {
     const types = await tx.anyFirst(sql.type(z.object({ task_type: z.string() }))`
       WITH connected AS (
         INSERT INTO solver_connections (solver_id, connection_id, node_id) VALUES (${input.solverId}, ${input.connectionId}, ${input.nodeId})
@@ -127,9 +130,11 @@ export async function registerConnection(db: Db, policy: TrustPolicy, input: { s
       )
       SELECT DISTINCT task_type FROM solver_capabilities WHERE solver_id = ${input.solverId}`);
     if (types.some((type) => isCanaryTaskType(policy, type))) await announceCanaryDueIn(policy, tx, input.solverId);
-    return handOnSlots(tx, policy, [...types], { inTransaction: true });
+    return { types, ...(await handOnSlotsIn(tx, policy, [...types])) };
   });
-  return recordHandoffsCommitted(handoffs);
+  recordHandoffsCommitted(handed.handoffs);
+  // A waiting chat whose hold is to be raised for one of its slots is handed it now (matching.ts, HandedOn).
+  return handed.deferred ? [...handed.handoffs, ...(await handOnSlots(db, policy, [...handed.types]))] : handed.handoffs;
 }
 
 /** The connection takes no new attempt (the solver sent `drain`); a newer connection is left as it is. */

@@ -1,11 +1,11 @@
 import { DeltaForwarder } from '../chat/delta-forwarder';
 import { MessageAssembler } from '../chat/openai-format';
 import type { ChatRelay } from '../chat/relay';
-import { countedChunks, DeliveredTokens } from '../chat/usage';
+import { countedChunks, DeliveredTokens, deliveredUsage } from '../chat/usage';
 import type { Handoff } from '../db/matching';
 import type { Logger } from '../logger';
 import { recordEarlyAttempt } from '../metrics/metrics';
-import { CHAT_TASK_TYPE, type CapabilityTaskType } from '../schemas/domain';
+import { CHAT_TASK_TYPE, type BilledUsage, type CapabilityTaskType } from '../schemas/domain';
 import type { AttemptStops } from './attempt-stops';
 import type { SolverHub } from './hub';
 
@@ -45,6 +45,7 @@ export interface EarlyAttempt {
 }
 
 interface Entry extends EarlyAttempt {
+  taskId: string;
   controller: AbortController;
   occasion: EarlyOccasion;
   forget(): void;
@@ -59,6 +60,8 @@ export interface EarlyAttemptsDeps {
   acceptTimeoutMs: number;
   /** A web task's attempt deadline (a chat's is its completion's). */
   attemptTimeoutMs: number;
+  /** Keeps what a chat attempt abandoned here had delivered (TaskEngine.recordDelivered). */
+  keepDelivered?(attemptId: string, usage: BilledUsage): Promise<void>;
 }
 
 /**
@@ -74,6 +77,8 @@ export interface EarlyAttemptsDeps {
  */
 export class EarlyAttempts {
   private readonly entries = new Map<string, Entry>();
+  /** By task: what abandoned chat attempts had delivered, being kept. */
+  private readonly keeping = new Map<string, Promise<void>>();
 
   constructor(private readonly deps: EarlyAttemptsDeps) {}
 
@@ -107,6 +112,7 @@ export class EarlyAttempts {
     const expiry = setTimeout(abandon, Math.max(0, request.deadline.getTime() - Date.now()));
     expiry.unref();
     this.entries.set(request.attemptId, {
+      taskId: request.taskId,
       result,
       deltas,
       assembled,
@@ -161,12 +167,35 @@ export class EarlyAttempts {
     return { result: entry.result, deltas: entry.deltas, assembled: entry.assembled, delivered: entry.delivered };
   }
 
-  /** Cancels an attempt no activity has taken over: its client went away, or its workflow gave it up or is gone. */
+  /**
+   * Cancels an attempt no activity has taken over: its client went away, or its workflow gave it up or is
+   * gone. What a chat attempt had delivered is kept, which an ending by its client bills (`delivered`).
+   */
   abandon(attemptId: string): void {
     const entry = this.take(attemptId);
     if (!entry) return;
     recordEarlyAttempt(entry.occasion, 'abandoned');
     entry.controller.abort();
+    if (entry.delivered && this.deps.keepDelivered) this.keep(entry.taskId, attemptId, entry.delivered);
+  }
+
+  /**
+   * Resolves once what the task's attempts abandoned here had delivered is kept: its client's going away
+   * ends the task after that (TaskEngine.clientGone), so the ending finds it.
+   */
+  async delivered(taskId: string): Promise<void> {
+    await this.keeping.get(taskId);
+  }
+
+  private keep(taskId: string, attemptId: string, delivered: DeliveredTokens): void {
+    const kept = (async () => {
+      const usage = deliveredUsage(await delivered.counted());
+      if (usage) await this.deps.keepDelivered!(attemptId, usage);
+    })().catch((error) => this.deps.logger.error({ err: error, task_id: taskId, attempt_id: attemptId }, 'delivered usage not kept'));
+    this.keeping.set(taskId, kept);
+    void kept.finally(() => {
+      if (this.keeping.get(taskId) === kept) this.keeping.delete(taskId);
+    });
   }
 
   /** Attempts started here and not yet taken over or abandoned. */

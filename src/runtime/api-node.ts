@@ -119,6 +119,8 @@ export async function startApiNode(options: {
     stops,
     acceptTimeoutMs: config.acceptTimeoutMs,
     attemptTimeoutMs: config.attemptTimeoutSeconds * 1000,
+    // Called only once an attempt is abandoned, after the engine below is built.
+    keepDelivered: (attemptId, usage) => engine.recordDelivered(attemptId, usage),
   });
   handoffs.sendEarlyWith(earlyAttempts);
   const finished = await TaskFinishedWatch.start(bus);

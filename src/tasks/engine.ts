@@ -20,7 +20,7 @@ import type { EarlyAttempts } from '../dispatch/early-attempts';
 import type { MeteredUsage } from '../chat/usage';
 import type { Logger } from '../logger';
 import { recordTaskCreated } from '../metrics/metrics';
-import { CHAT_TASK_TYPE, type RoutingSort, type WebTaskType } from '../schemas/domain';
+import { CHAT_TASK_TYPE, type BilledUsage, type RoutingSort, type WebTaskType } from '../schemas/domain';
 import {
   claimsTargetFailure,
   isTerminalState,
@@ -414,6 +414,8 @@ export class TaskEngine {
    * report cannot be taken for a failure and the task handed to another solver.
    */
   async clientGone(taskId: string, workflowId: string): Promise<void> {
+    // An attempt sent early and not yet taken over stopped with the client: what it delivered is kept first.
+    await this.deps.earlyAttempts?.delivered(taskId);
     await this.deps.temporal.workflow
       .getHandle(workflowId)
       .cancel()
@@ -503,9 +505,18 @@ export class TaskEngine {
     return { closed, targetVerdict };
   }
 
-  /** Ends the task without a result (its hold released); `applied` false when it had ended already. */
+  /**
+   * Ends the task without a result: its hold released, or, when its client ended it after its chat
+   * attempt delivered content, settled at what was delivered (TASK_ERRORS' `billsDelivered`); `applied`
+   * false when it had ended already.
+   */
   async fail(taskId: string, failure: TaskFailure): Promise<Ended> {
-    return this.afterCommit(await this.deps.store.failTask(taskId, { status: failure.status, error: failure.error }));
+    return this.afterCommit(await this.deps.store.failTask(taskId, { status: failure.status, error: failure.error }, this.deps.config.platformFeePercent));
+  }
+
+  /** A chat attempt stopped while it ran delivered this (before its task ends: an ending by its client bills it). */
+  recordDelivered(attemptId: string, usage: BilledUsage): Promise<void> {
+    return this.deps.store.recordDeliveredUsage(attemptId, usage);
   }
 
   /**

@@ -37,23 +37,36 @@ export type Completion =
   | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage; stored?: StoredParts }
   | Extract<StoredCompletion, { kind: 'admin' }>;
 
-/** How a task ends: with a result (settled at its price), or without one (its hold released). */
-export type TaskEnding = { completion: Completion; feePercent: string } | { failure: TaskFailure };
+/**
+ * How a task ends: with a result (settled at its price), or without one (its hold released, or settled at
+ * what a chat delivered before its client ended it: src/db/tasks/finish.ts, failTaskIn).
+ */
+export type TaskEnding = { completion: Completion; feePercent: string } | { failure: TaskFailure; feePercent: string };
 
 /**
  * Finishes a task once, whoever ends it (its solver's result, an admin, its workflow's verdict, a start
  * that failed): the task row moves to its terminal state and its hold is settled or released, in one
  * transaction that first locks the task row, so concurrent endings of one task take turns.
  */
-export function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: { failure: TaskFailure }): Promise<Finished>;
+export function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: { failure: TaskFailure; feePercent: string }): Promise<Finished>;
 export function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
 export async function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
   const finishing = startFinishing(policy);
   const outcome = await db.transaction((tx): Promise<FinishOutcome> => {
-    if ('failure' in ending) return failTaskIn(tx, taskId, ending.failure, finishing);
+    if ('failure' in ending) return failIn(tx, taskId, ending, finishing);
     return completeIn(tx, taskId, ending, finishing);
   });
   return afterFinishing(db, outcome, finishing);
+}
+
+async function failIn(tx: DatabaseTransactionConnection, taskId: string, { failure, feePercent }: { failure: TaskFailure; feePercent: string }, finishing: Finishing): Promise<Finished> {
+  const { delivered, ...finished } = await failTaskIn(tx, taskId, failure, finishing);
+  // Ended by its client after its chat delivered content: paid as a completed chat's solver is paid.
+  if (delivered) {
+    const settled = await settleCompletedIn(tx, delivered, feePercent);
+    if (settled.applied) await reactToSettlement(tx, finishing.policy, delivered, { verdict: null, metered: undefined, solverEarned: settled.solverEarned });
+  }
+  return finished;
 }
 
 async function completeIn(tx: DatabaseTransactionConnection, taskId: string, { completion, feePercent }: { completion: Completion; feePercent: string }, finishing: Finishing): Promise<FinishOutcome> {

@@ -1,5 +1,6 @@
 import type { ArtifactStore } from '../artifacts/store';
 import type { TargetFailureType, TargetFailureVerdict, TaskFailure } from '../contract/lifecycle';
+import type { BilledUsage } from '../schemas/domain';
 import { findAccount } from '../db/accounts';
 import type { Handoff, ReserveAttemptInput } from '../db/matching';
 import type { Db } from '../db/pool';
@@ -7,7 +8,7 @@ import type { TrustPolicy } from '../db/reputation';
 import { solversAwaitingUnfundedChecks } from '../db/check-funding';
 import { countOnlineSolvers } from '../db/solvers';
 import type { TargetClaim } from '../db/target-claims';
-import { closeAttempt, markAttemptAccepted, reserveAttempt, type AttemptEnd, type Reservation } from '../db/tasks/attempts';
+import { closeAttempt, markAttemptAccepted, recordDeliveredUsage, reserveAttempt, type AttemptEnd, type Reservation } from '../db/tasks/attempts';
 import { createTaskWithHold, findUnstartedTasks, markWorkflowStarted, type CreateTaskOutcome, type NewTask } from '../db/tasks/create';
 import type { Finished, FinishOutcome } from '../db/tasks/finish';
 import { getTaskRecord, type TaskRecord, type TaskRow } from '../db/tasks/records';
@@ -34,10 +35,15 @@ export interface TaskStore {
   readTaskRecord(taskId: string, accountId?: string): Promise<TaskRecord | null>;
   /** Ends the task with a result, settled at its price; not when it had ended or the attempt was closed. */
   completeTask(taskId: string, ending: { completion: Completion; feePercent: string }): Promise<FinishOutcome>;
-  /** Ends the task without a result, its hold released; `applied` false when it had ended. */
-  failTask(taskId: string, failure: TaskFailure): Promise<Finished>;
+  /**
+   * Ends the task without a result, its hold released, or, when its client ended it after a chat attempt
+   * delivered content, settled at what was delivered; `applied` false when it had ended.
+   */
+  failTask(taskId: string, failure: TaskFailure, feePercent: string): Promise<Finished>;
   reserveAttempt(input: ReserveAttemptInput): Promise<Reservation>;
   markAttemptAccepted(attemptId: string): Promise<void>;
+  /** What a chat attempt stopped while it ran had delivered, which an ending by its client bills. */
+  recordDeliveredUsage(attemptId: string, usage: BilledUsage): Promise<void>;
   /** Ends an attempt once and hands its slot on. */
   closeAttempt(input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }>;
   /** The service's own view of an attempt's claim that its target failed; null when it has none. */
@@ -63,9 +69,10 @@ export function pgTaskStore(deps: { db: Db; trust: TrustPolicy; artifacts: Artif
     taskRecord: (taskId, accountId) => getTaskRecord(db, taskId, accountId),
     readTaskRecord: (taskId, accountId) => readTaskRecord(deps, taskId, accountId),
     completeTask: (taskId, ending) => finishTask(db, trust, taskId, ending),
-    failTask: (taskId, failure) => finishTask(db, trust, taskId, { failure }),
+    failTask: (taskId, failure, feePercent) => finishTask(db, trust, taskId, { failure, feePercent }),
     reserveAttempt: (input) => reserveAttempt(db, trust, input),
     markAttemptAccepted: (attemptId) => markAttemptAccepted(db, attemptId),
+    recordDeliveredUsage: (attemptId, usage) => recordDeliveredUsage(db, attemptId, usage),
     closeAttempt: (input) => closeAttempt(db, trust, input),
     examineTargetClaim: (attemptId, errorType) => examineTargetClaim(db, attemptId, errorType),
     saveSubscription: (input) => saveSubscription(db, input),

@@ -177,6 +177,10 @@ export class MemoryTaskStore implements TaskStore {
     return { applied: true, status: 'completed', ...this.afterFinish(task, freed) };
   }
 
+  async recordDeliveredUsage(): Promise<void> {
+    this.calls.push('recordDeliveredUsage');
+  }
+
   async failTask(taskId: string, failure: TaskFailure): Promise<Finished> {
     this.calls.push('failTask');
     const task = this.tasks.get(taskId)!;

@@ -261,6 +261,19 @@ export const SCENARIOS: Record<string, Scenario> = {
     await handle.result();
     return handle.fetchHistory();
   },
+  // The `bill-delivered-on-cancel` marker: a chat's client goes away while its attempt runs; the workflow
+  // waits for the attempt to stop (and keep what it delivered) before it ends the task.
+  'chat-client-gone': async (harness, taskId) => {
+    const stream = { clientNodeId: harness.nodeId, completionId: `chatcmpl-${taskId}` };
+    const handle = await harness.start('chatCompletionWorkflow', taskInput(taskId, { taskType: 'chat_completion', stream }), {
+      reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+      dispatch: untilCancelled(),
+    });
+    await harness.dispatched();
+    await handle.cancel();
+    await handle.result().catch(() => undefined);
+    return handle.fetchHistory();
+  },
 };
 
 async function main() {

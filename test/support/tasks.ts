@@ -16,4 +16,4 @@ export async function createTask(db: Db, task: NewTask, policy: TrustPolicy = DE
 
 /** Ends a task without a result, as its workflow would. */
 export const failTask = (db: Db, taskId: string, type: TaskErrorType = 'solver_failed', message = 'test', policy: TrustPolicy = DEFAULT_TRUST_POLICY) =>
-  finishTask(db, policy, taskId, { failure: taskFailure(type, message) });
+  finishTask(db, policy, taskId, { failure: taskFailure(type, message), feePercent: '0' });

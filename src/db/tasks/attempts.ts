@@ -12,6 +12,7 @@ import {
   type TargetFailureVerdict,
   type TerminalState,
 } from '../../contract/lifecycle';
+import type { BilledUsage } from '../../schemas/domain';
 import { HOLD_OPEN, raiseHoldSteps } from '../ledger';
 import {
   ACTIVE,
@@ -19,11 +20,13 @@ import {
   BEHIND_CLIENT_TASKS,
   CANDIDATE_COLUMNS,
   CandidateRow,
+  chatCeiling,
   eligibleSolvers,
   figuresFrom,
   figuresIn,
   FIGURE_COLUMNS,
   handOnSlots,
+  handOnSlotsIn,
   QUEUE_COLUMNS,
   queueValues,
   REASSIGNED,
@@ -54,17 +57,6 @@ export type Reservation =
   | { assignment: null; untriedOnline: number; finishedAs: TerminalState | null; queued?: boolean; handoffs?: Handoff[] };
 
 /**
- * The most an offer's estimate may be for a later attempt of task row `t`: a chat falls back to a dearer
- * offer than its hold (max_price_points) by raising the hold, up to its maximum price and what the
- * account has available; not under a key's spend limit, which counted the first hold only.
- */
-const fallbackCeiling = (t: string) => {
-  const col = (name: string) => sql.identifier([t, name]);
-  return sql.fragment`CASE WHEN ${col('price_cap_points')} IS NULL OR ${col('key_spend_period')} IS NOT NULL THEN ${col('max_price_points')}
-    ELSE LEAST(${col('price_cap_points')}, ${col('max_price_points')} + COALESCE((SELECT b.available FROM balances b WHERE b.account_id = ${col('account_id')}), 0)) END`;
-};
-
-/**
  * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots, or (none free
  * that no earlier waiting task fits) queues the task in the same statement; its slot is then handed to
  * it (matching.ts, handOnSlots) and its workflow told. Eligible: online on a live node, offers the task
@@ -77,7 +69,7 @@ export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: Res
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
-  const ceiling = sql.fragment`COALESCE((SELECT ${fallbackCeiling('t')} FROM task t WHERE t.price_cap_points IS NOT NULL), ${input.maxPricePoints}::numeric)`;
+  const ceiling = sql.fragment`COALESCE((SELECT ${chatCeiling('t')} FROM task t WHERE t.price_cap_points IS NOT NULL), ${input.maxPricePoints}::numeric)`;
   // One statement, so one round trip and atomic without a transaction.
   const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reassigned: z.boolean() }))`
     WITH existing AS (
@@ -141,7 +133,7 @@ export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: Res
     ? sql.fragment`AND c.min_price_points <= ${input.maxPricePoints}::numeric`
     : sql.fragment`AND NOT EXISTS (
         SELECT 1 FROM tasks t WHERE t.task_id = ${input.taskId} AND t.estimate_prompt_tokens IS NOT NULL
-          AND NOT ${withinLimits('c', figuresIn('t'), fallbackCeiling('t'))})`;
+          AND NOT ${withinLimits('c', figuresIn('t'), chatCeiling('t'))})`;
   const { count, status } = await db.one(sql.type(z.object({ count: z.number(), status: z.string().nullable() }))`
     SELECT (SELECT count(DISTINCT c.solver_id)::int ${eligible} ${priceFits}) AS count, (SELECT status FROM tasks WHERE task_id = ${input.taskId}) AS status`);
   const finishedAs = status && isTerminalState(status) ? status : null;
@@ -152,6 +144,14 @@ export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: Res
     ...(row.queued || row.waiting ? { queued: true } : {}),
     ...(handoffs.length > 0 ? { handoffs } : {}),
   };
+}
+
+/**
+ * Keeps what a chat attempt stopped while it ran had delivered (its billed usage), once it has stopped and
+ * before its task ends: an ending by the task's client bills it (src/db/tasks/finish.ts, failTaskIn).
+ */
+export async function recordDeliveredUsage(db: Runner, attemptId: string, usage: BilledUsage): Promise<void> {
+  await db.query(sql.unsafe`UPDATE task_attempts SET delivered_usage = ${sql.jsonb({ ...usage })} WHERE attempt_id = ${attemptId}`);
 }
 
 export async function markAttemptAccepted(db: Runner, attemptId: string): Promise<void> {
@@ -214,23 +214,26 @@ type Closing = z.infer<typeof ClosingRow>;
 export async function handOnFreed(tx: Runner, policy: TrustPolicy, closings: { closed: boolean; taskType: string | null; waiting: boolean }[]): Promise<FreedSlots> {
   const freed = closings.flatMap((c) => (c.closed && c.taskType ? [c.taskType] : []));
   const waiting = closings.flatMap((c) => (c.closed && c.waiting && c.taskType ? [c.taskType] : []));
-  const handoffs = waiting.length > 0 ? await handOnSlots(tx, policy, waiting, { knownWaiting: true, inTransaction: true }) : [];
-  return { freed, handoffs };
+  const handed = waiting.length > 0 ? await handOnSlotsIn(tx, policy, waiting, { knownWaiting: true }) : { handoffs: [], deferred: false };
+  return { freed, ...handed };
 }
 
 export interface FreedSlots {
   /** Task types of the slots freed. */
   freed: string[];
   handoffs: Handoff[];
+  /** Stopped at a waiting chat whose hold is to be raised for its slot (matching.ts, HandedOn). */
+  deferred?: boolean;
 }
 
 /**
  * After the commit that freed slots without handing any: a task queued meanwhile could not see them
- * while they were being freed (matching.ts, handOnSlots).
+ * while they were being freed (matching.ts, handOnSlots); and after one that stopped at a waiting chat
+ * whose hold is to be raised, which is handed its slot now.
  */
-export async function afterCommit(db: Runner, policy: TrustPolicy, { freed, handoffs }: FreedSlots): Promise<Handoff[]> {
-  if (freed.length === 0 || handoffs.length > 0) return recordHandoffsCommitted(handoffs);
-  return handOnSlots(db, policy, freed);
+export async function afterCommit(db: Runner, policy: TrustPolicy, { freed, handoffs, deferred }: FreedSlots): Promise<Handoff[]> {
+  if (freed.length === 0 || (handoffs.length > 0 && !deferred)) return recordHandoffsCommitted(handoffs);
+  return [...recordHandoffsCommitted(handoffs), ...(await handOnSlots(db, policy, freed))];
 }
 
 /** How an attempt ended. */

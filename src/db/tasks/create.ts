@@ -11,6 +11,7 @@ import {
   CandidateRow,
   clientWaiting,
   eligibleSolvers,
+  estimatedPrice,
   figuresOf,
   FIGURE_COLUMNS,
   handOnSlots,
@@ -150,10 +151,15 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
   };
   const maxQueued = task.admission?.maxQueued ?? null;
   const figures = figuresOf(task.figures);
-  // With figures, the hold (and the task's max_price_points) is the estimate of the offer matched now,
-  // the maximum when none is yet; a later attempt on a dearer offer raises it (reserveAttempt).
+  // With figures, the hold (and the task's max_price_points) is the estimate of the offer matched now, or,
+  // when the chat waits, the lowest estimate of the eligible offers within its limits: a later attempt or a
+  // slot handed to it on a dearer offer raises it (reserveAttempt, handOnSlots). Under a key's spend
+  // limit, which counts the first hold only, a waiting chat holds its maximum, as any offer may serve it.
+  const waitingHold = task.keyId
+    ? sql.fragment`CASE WHEN EXISTS (SELECT 1 FROM spend_key) THEN NULL ELSE (SELECT cheapest FROM online) END`
+    : sql.fragment`(SELECT cheapest FROM online)`;
   const held = task.figures
-    ? sql.fragment`(SELECT LEAST(${task.maxPricePoints}::numeric, COALESCE((SELECT estimated_price_points FROM reserved), ${task.maxPricePoints}::numeric)))`
+    ? sql.fragment`(SELECT LEAST(${task.maxPricePoints}::numeric, COALESCE((SELECT estimated_price_points FROM reserved), ${waitingHold}, ${task.maxPricePoints}::numeric)))`
     : sql.fragment`${task.maxPricePoints}::numeric`;
   // With figures, being online counts only within the request's limits (a refusal names the limit).
   const online = task.figures
@@ -165,7 +171,9 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
   const row = await db
     .one(sql.type(CreatedRow)`
       WITH ${task.claim ? sql.fragment`${task.claim},` : sql.fragment``} ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
-        SELECT ${online} AS n, count(DISTINCT c.solver_id)::int AS any_price ${eligible}
+        SELECT ${online} AS n, count(DISTINCT c.solver_id)::int AS any_price,
+               ${task.figures ? sql.fragment`min(${estimatedPrice('c', figures)}) FILTER (WHERE ${withinLimits('c', figures, sql.fragment`${task.maxPricePoints}::numeric`)})` : sql.fragment`NULL::numeric`} AS cheapest
+        ${eligible}
       ), admission AS (
         -- Asked only when no slot was free: how many wait, how many tasks per second the online
         -- solvers finish (each slot at its capability's measured latency), and whether to refuse.
@@ -245,9 +253,13 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
   // Queued: a slot freed while this statement ran could not see it (docs/queue.md, "Who hands a slot on").
   const handoffs = await handOnSlots(db, policy, [task.taskType], { knownWaiting: true });
   const own = handoffs.find((handoff) => handoff.taskId === task.taskId);
+  // A chat handed a dearer slot than it holds had its hold raised with it.
+  const heldNow = own && task.figures
+    ? await db.oneFirst(sql.type(z.object({ max_price_points: z.string() }))`SELECT trim_scale(max_price_points)::text AS max_price_points FROM tasks WHERE task_id = ${task.taskId}`)
+    : created.max_price_points;
   return {
     kind: 'created',
-    task: own ? { ...created, status: 'assigned', solver_id: own.assignment.solverId } : created,
+    task: own ? { ...created, status: 'assigned', solver_id: own.assignment.solverId, max_price_points: heldNow } : created,
     firstAssignment: own?.assignment ?? null,
     handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)),
   };

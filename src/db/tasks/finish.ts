@@ -3,7 +3,7 @@ import { z } from 'zod';
 import { recordTaskFinished } from '../../metrics/metrics';
 import { TOKEN_BILLED_TASK_TYPES, WEB_TASK_TYPES, type BilledUsage } from '../../schemas/domain';
 import { withSafetyVerdict } from '../../safety/results';
-import { isTerminalState, type ActiveState, type TaskFailure, type TerminalState } from '../../contract/lifecycle';
+import { isTerminalState, TASK_ERRORS, type ActiveState, type TaskFailure, type TerminalState } from '../../contract/lifecycle';
 import { returnKeySpend } from '../key-spend';
 import { cappedCharge, PLATFORM_ACCOUNT_ID, release, settle } from '../ledger';
 import { attemptIdFor, type Handoff } from '../matching';
@@ -20,6 +20,7 @@ import { TaskStateColumn } from './records';
  */
 
 type Runner = CommonQueryMethods;
+type Fragment = ReturnType<typeof sql.fragment>;
 
 /** NOTIFY channel on which a task's terminal state is announced when its transaction commits. */
 export const TASK_FINISHED_CHANNEL = 'task_finished';
@@ -109,6 +110,7 @@ async function closeAndHandOn(tx: Runner, policy: TrustPolicy, attempts: Attempt
   const handed = await handOnFreed(tx, policy, closings);
   freed.freed.push(...handed.freed);
   freed.handoffs.push(...handed.handoffs);
+  if (handed.deferred) freed.deferred = true;
   return closings.map((closing) => closing.closed);
 }
 
@@ -142,6 +144,21 @@ export type Completing =
   | { kind: 'attempt_closed'; status: ActiveState };
 
 /**
+ * What attempt `ta` of task `t` charges for its billed tokens (expressions): per_request the matched
+ * price; per_token (chat only) min_price_points + prompt rate × prompt tokens / 1000 + completion rate ×
+ * completion tokens / 1000 (an attempt from before the rates: marginal_cost × total tokens / 1000), which
+ * settle caps at the hold. A per_token offer of another task type (refused at registration) is charged
+ * its min_price_points. Exact NUMERIC arithmetic.
+ */
+function attemptPrice(tokens: { prompt: Fragment; completion: Fragment; total: Fragment }) {
+  return sql.fragment`(CASE WHEN ta.billing_type = 'per_token' AND t.task_type = ANY(${sql.array([...TOKEN_BILLED_TASK_TYPES], 'text')})
+        THEN ta.price_points + CASE WHEN ta.prompt_cost IS NULL THEN ta.marginal_cost * ${tokens.total} / 1000
+          ELSE (ta.prompt_cost * ${tokens.prompt} + ta.completion_cost * ${tokens.completion}) / 1000 END
+        ELSE ta.price_points
+      END)`;
+}
+
+/**
  * In the task engine's finishing transaction: locks the task row, prices the result, closes its attempt
  * (or an admin's completion closes the open ones), scans a web result and finishes the row with it.
  * Settlement (settleCompletedIn) and the trust reactions follow in the same transaction.
@@ -153,12 +170,8 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
   const chargedPrompt = Math.min(billed.prompt_tokens, billed.total_tokens);
   const charged = { prompt: chargedPrompt, completion: Math.min(billed.completion_tokens, billed.total_tokens - chargedPrompt) };
   // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
-  // per_request: the matched price; per_token (chat only): min_price_points + prompt rate × billed
-  // prompt_tokens / 1000 + completion rate × billed completion_tokens / 1000 (an attempt from before the
-  // rates: marginal_cost × billed total_tokens / 1000), which settle caps at the hold. Billed is the
-  // smaller of the solver's report and the bound of what the service counted; a chat not metered bills
-  // no tokens. A per_token offer of another task type (refused at registration) is charged its
-  // min_price_points. Exact NUMERIC arithmetic.
+  // Billed is the smaller of the solver's report and the bound of what the service counted; a chat not
+  // metered bills no tokens.
   const task = await tx.one(sql.type(
     z.object({
       status: TaskStateColumn,
@@ -175,11 +188,7 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
     SELECT t.status, t.account_id, t.max_price_points::text AS max_price_points, t.task_type, a.prompt_safety_scan, ta.solver_id,
       t.key_spend_period IS NOT NULL AS key_limited,
       ta.solver_id IS NOT NULL AND ${quarantined(sql.fragment`ta.solver_id`)} AS quarantined,
-      CASE WHEN ta.billing_type = 'per_token' AND t.task_type = ANY(${sql.array([...TOKEN_BILLED_TASK_TYPES], 'text')})
-        THEN ta.price_points + CASE WHEN ta.prompt_cost IS NULL THEN ta.marginal_cost * ${billed.total_tokens}::numeric / 1000
-          ELSE (ta.prompt_cost * ${charged.prompt}::numeric + ta.completion_cost * ${charged.completion}::numeric) / 1000 END
-        ELSE ta.price_points
-      END::text AS price
+      ${attemptPrice({ prompt: sql.fragment`${charged.prompt}::numeric`, completion: sql.fragment`${charged.completion}::numeric`, total: sql.fragment`${billed.total_tokens}::numeric` })}::text AS price
     FROM tasks t JOIN accounts a USING (account_id)
       LEFT JOIN task_attempts ta ON ta.task_id = t.task_id AND ta.attempt_id = ${completion.kind === 'attempt' ? completion.attemptId : null}
     WHERE t.task_id = ${taskId} FOR UPDATE OF t`);
@@ -250,15 +259,77 @@ export async function settleCompletedIn(tx: DatabaseTransactionConnection, compl
   return { applied: settled.applied, charged: settled.charged, solverEarned: settled.solverEarned };
 }
 
-/** In the task engine's finishing transaction: ends a task without a result (failed or timed out) and releases its whole hold. */
-export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, finishing: Finishing): Promise<Finished> {
+const DeliveredRow = z.object({
+  attempt_id: z.string(),
+  solver_id: z.string(),
+  account_id: z.string(),
+  max_price_points: z.string(),
+  key_limited: z.boolean(),
+  quarantined: z.boolean(),
+  after_failed_attempt: z.boolean(),
+  price: z.string(),
+  usage: z.object({ prompt_tokens: z.number(), completion_tokens: z.number(), total_tokens: z.number() }),
+});
+
+/**
+ * In the task engine's finishing transaction: ends a task without a result (failed, timed out or
+ * cancelled). Its hold is released whole, unless its client ended it (TASK_ERRORS' `billsDelivered`)
+ * after its chat attempt delivered content: then the task keeps its state and error, and is settled as a
+ * completed chat is, at the price of what was delivered (`delivered`: the facts that settlement and the
+ * trust reactions read, src/tasks/finish.ts). This is the one place where an ending without a result
+ * decides what it costs.
+ */
+export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, finishing: Finishing): Promise<Finished & { delivered?: Completed }> {
   const { status, task_type: taskType, key_limited: keyLimited } = await tx.one(sql.type(z.object({ status: TaskStateColumn, task_type: z.string(), key_limited: z.boolean() }))`
     SELECT status, task_type, key_spend_period IS NOT NULL AS key_limited FROM tasks WHERE task_id = ${taskId} FOR UPDATE`);
   finishing.type = taskType;
   if (isTerminalState(status)) return { applied: false, status };
+  // Kept by the attempt as it stopped, before this ending (the workflow waits for it; a client's going
+  // away waits for an attempt sent early). Only the latest attempt's: no later attempt follows one that
+  // gave the client content.
+  const delivered = TASK_ERRORS[failure.error.type].billsDelivered
+    ? await tx.maybeOne(sql.type(DeliveredRow)`
+        SELECT ta.attempt_id, ta.solver_id, t.account_id, t.max_price_points::text AS max_price_points, t.key_spend_period IS NOT NULL AS key_limited,
+          ${quarantined(sql.fragment`ta.solver_id`)} AS quarantined, ta.attempt_number > 1 AS after_failed_attempt,
+          ${attemptPrice({
+            prompt: sql.fragment`(ta.delivered_usage->>'prompt_tokens')::numeric`,
+            completion: sql.fragment`(ta.delivered_usage->>'completion_tokens')::numeric`,
+            total: sql.fragment`(ta.delivered_usage->>'total_tokens')::numeric`,
+          })}::text AS price,
+          ta.delivered_usage AS usage
+        FROM tasks t CROSS JOIN LATERAL (SELECT * FROM task_attempts a WHERE a.task_id = t.task_id ORDER BY a.attempt_number DESC LIMIT 1) ta
+        WHERE t.task_id = ${taskId} AND ta.delivered_usage IS NOT NULL`)
+    : null;
   const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
     SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
   await closeAndHandOn(tx, finishing.policy, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
+  if (delivered) {
+    // Finished first, as a completion is: the balance rows are locked for the settlement and the commit only.
+    finishing.webhooks = await finishRow(
+      tx,
+      taskId,
+      failure.status,
+      sql.fragment`error = ${sql.jsonb(failure.error)}, result = ${sql.jsonb({ usage: delivered.usage })},
+        price_points = (SELECT ${cappedCharge(delivered.price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${delivered.solver_id}`,
+    );
+    return {
+      applied: true,
+      status: failure.status,
+      delivered: {
+        taskId,
+        taskType,
+        accountId: delivered.account_id,
+        solverId: delivered.solver_id,
+        price: delivered.price,
+        maxPricePoints: delivered.max_price_points,
+        keyLimited: delivered.key_limited,
+        platform: delivered.account_id === PLATFORM_ACCOUNT_ID,
+        quarantined: delivered.quarantined,
+        attemptId: delivered.attempt_id,
+        afterFailedAttempt: delivered.after_failed_attempt,
+      },
+    };
+  }
   // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
   finishing.webhooks = await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
   const released = await release(tx, { holdId: taskId });

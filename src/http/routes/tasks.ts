@@ -109,7 +109,7 @@ export function taskRoutes(deps: AppDeps): Route[] {
     res.json({ delivery_id: deliveryIdOf(taskId, event), task_id: taskId, event, status: 'pending', attempts: resent.attempts });
   } }));
 
-  routes.push(route({ method: 'post', path: '/v1/tasks/{task_id}/cancel', summary: 'Cancel a queued or running task: its solver is stopped, its hold released, its state cancelled (idempotent)', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.TaskRecord, errors: ['task_not_found', 'task_already_finished'], handler: async (req, res) => {
+  routes.push(route({ method: 'post', path: '/v1/tasks/{task_id}/cancel', summary: 'Cancel a queued or running task: its solver is stopped, its hold released (a chat is charged for the content it had delivered), its state cancelled (idempotent)', tag: 'tasks', auth: 'bearer', params: TaskIdParams, response: responses.TaskRecord, errors: ['task_not_found', 'task_already_finished'], handler: async (req, res) => {
     const taskId = req.params.task_id as string;
     const cancelled = await deps.tasks.cancel(taskId, accountOf(res).account_id);
     switch (cancelled.kind) {
