@@ -1,7 +1,8 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { auditLedger, balanceFromEntries, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
-import { auditTest, EXPECTED_AUDIT_PASS_RATE } from '../src/trust/chat-audit';
+import { SolverTrust } from '../src/schemas/responses';
+import { auditTest, EXPECTED_AUDIT_PASS_RATE, nearQuarantine } from '../src/trust/chat-audit';
 import { modelAnswer } from './support/chat-answers';
 import { clientChatBody } from './support/client-chats';
 import { classifierAccuracy, features } from './support/shape-classifier';
@@ -159,6 +160,48 @@ describe('with probation', () => {
     expect(await getBalance(stack.db, client.account_id)).toMatchObject({ lifetime_spent_points: clientSpent, held_points: '0' });
     expect(await balanceFromEntries(stack.db, PLATFORM_ACCOUNT_ID)).toEqual(await getBalance(stack.db, PLATFORM_ACCOUNT_ID));
     expect(await auditLedger(stack.db)).toEqual({ accountsOff: 0, openHoldsOnFinishedTasks: 0, doubleMovements: 0 });
+  });
+
+  test('the trust view and the metrics show a solver\'s audits per model: passed, failed, pass rate and where the sequential test stands, since its last clearing too', async () => {
+    // Four failed audits (each sends the next at once), then a pass that ends its probation: no more audits.
+    const MODEL = 'claude-opus-4-1';
+    let audits = 0;
+    const slipping = await startSolver({ behaviour: (frame: TaskFrame, self: FakeSolver) => (++audits <= 4 ? parrot : honest)(frame, self), capabilities: strongChat({ model: MODEL }) });
+    const trust = await waitFor(async () => {
+      const found = await trustOf(slipping.solverId);
+      return found.chat_audits[0]?.passed === 1 ? found : null;
+    }, 60_000);
+    const expected = auditTest([false, false, false, false, true]);
+    expect(expected).toMatchObject({ decision: 'continue', judged: 5, failed: 4 });
+    expect(nearQuarantine(expected)).toBe(true);
+    expect(trust.quarantined).toBe(false);
+    // The answer is the one the OpenAPI document declares.
+    expect(SolverTrust.safeParse(trust).error).toBeUndefined();
+    expect(trust.chat_audits).toEqual([{ model: MODEL, passed: 1, failed: 4, pass_rate: 0.2, passed_since_clear: 1, failed_since_clear: 4, pass_rate_since_clear: 0.2 }]);
+    expect(trust.chat_audit_test).toEqual({ ...expected, near_quarantine: true, expected_pass_rate: EXPECTED_AUDIT_PASS_RATE });
+    // An account never audited has no audits and no test.
+    expect(await trustOf((await registerAccount(stack.url)).account_id)).toMatchObject({ chat_audits: [], chat_audit_test: null });
+
+    const metrics = async () => {
+      const response = await fetch(`${stack.url}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_KEY}` } });
+      return parsePrometheusText(await response.text());
+    };
+    const before = await metrics();
+    expect(sampleValue(before, 'marketplace_chat_audits_judged', { model: MODEL, verdict: 'passed' })).toBe(1);
+    expect(sampleValue(before, 'marketplace_chat_audits_judged', { model: MODEL, verdict: 'failed' })).toBe(4);
+    expect(sampleValue(before, 'marketplace_chat_audit_solvers_near_quarantine', { model: MODEL })).toBe(1);
+    expect(before.types.get('marketplace_chat_audit_solvers_near_quarantine')).toBe('gauge');
+
+    // An admin's clearing (of a quarantine opened and cleared, written as clearQuarantine leaves it) starts the count again.
+    await stack.db.query(sql.unsafe`
+      INSERT INTO solver_quarantines (solver_id, task_type, reason, evidence, cleared_at, cleared_note)
+      VALUES (${slipping.solverId}, 'chat_completion', 'chat_audit_failed', '{}'::jsonb, now(), 'a slip')`);
+    const cleared = await trustOf(slipping.solverId);
+    expect(cleared.chat_audits).toEqual([{ model: MODEL, passed: 1, failed: 4, pass_rate: 0.2, passed_since_clear: 0, failed_since_clear: 0, pass_rate_since_clear: null }]);
+    expect(cleared.chat_audit_test).toMatchObject({ decision: 'continue', llr: 0, judged: 0, failed: 0, near_quarantine: false });
+    const after = await metrics();
+    expect(sampleValue(after, 'marketplace_chat_audits_judged', { model: MODEL, verdict: 'failed' })).toBe(4);
+    expect(sampleValue(after, 'marketplace_chat_audit_solvers_near_quarantine', { model: MODEL })).toBe(0);
   });
 
   test('a standard-tier chat capability is not audited', async () => {

@@ -9,6 +9,7 @@ import { sql } from 'slonik';
 import { auditLedger, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
 import { finishDelivery } from '../src/db/webhooks';
 import { createTemporalClient } from '../src/temporal/connection';
+import { auditTest } from '../src/trust/chat-audit';
 import { suiteSolvers, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
 import { ADMIN_KEY, api, registerAccount, startTestStack, testEndpoints, type TestStack } from './support/stack';
 
@@ -194,10 +195,28 @@ describe('operators', () => {
       VALUES (${second.solverId}, 'proxy_fetch', 'canary_failed',
               ${sql.jsonb({ canary_task_id: 'task_canary_x', task_type: 'proxy_fetch', expected_token: 'cnry-7f3a9c', returned_excerpt: 'Welcome to a page the solver made up' })})`);
 
+    // Chat audits it answered with gpt-5, judged as judgeCanaryIn records them: passed, failed, passed.
+    for (const [i, verdict] of ['passed', 'failed', 'passed'].entries()) {
+      const auditId = `chat_console${i}`;
+      await stack.db.query(sql.unsafe`
+        INSERT INTO tasks (task_id, account_id, task_type, status, payload, max_price_points, timeout_seconds, workflow_id, workflow_started_at, purpose)
+        VALUES (${auditId}, ${PLATFORM_ACCOUNT_ID}, 'chat_completion', 'completed', '{}'::jsonb, 100, 60, ${auditId}, now(), 'canary')`);
+      await stack.db.query(sql.unsafe`
+        INSERT INTO task_attempts (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, outcome, ended_at)
+        VALUES (${`${auditId}.a1`}, ${auditId}, 1, ${second.solverId}, 'chat_completion', 'gpt-5', 'node-x', 1, 'completed', now())`);
+      await stack.db.query(sql.unsafe`
+        INSERT INTO canaries (task_id, canary_id, solver_id, task_type, token, verdict, judged_at, audit)
+        VALUES (${auditId}, ${auditId}, ${second.solverId}, 'chat_completion', '42', ${verdict}, now() - make_interval(secs => ${10 - i}), '{}'::jsonb)`);
+    }
+
     const page = await openConsole('operator', ADMIN_KEY);
     await page.getByRole('link', { name: 'Trust' }).click();
     await page.getByRole('link', { name: second.solverId }).click();
     await page.getByText('Quarantined', { exact: true }).waitFor();
+    const audits = page.locator('table', { has: page.locator('caption', { hasText: 'Chat audits per model' }) }).locator('tbody tr');
+    await expect(audits.allInnerTexts()).resolves.toEqual([expect.stringMatching(/gpt-5\s+2\/1\s+66\.7 %\s+2\/1\s+66\.7 %/)]);
+    const expectedTest = auditTest([true, false, true]);
+    await expect(page.locator('#audit-test').textContent()).resolves.toBe(`Sequential test: continue, ratio ${expectedTest.llr} of ${expectedTest.threshold} to quarantine, over 3 audits (1 failed); expected pass rate 90.0 %.`);
     const panes = page.locator('.evidence .pair').first().locator('.pane');
     await expect(panes.nth(0).textContent()).resolves.toContain('cnry-7f3a9c');
     await expect(panes.nth(1).textContent()).resolves.toContain('a page the solver made up');
@@ -214,6 +233,8 @@ describe('operators', () => {
     await page.getByLabel('Note (kept with the quarantine)').fill('checked by hand');
     await page.getByRole('button', { name: /Clear the quarantine/ }).click();
     await page.getByText('Not quarantined').waitFor();
+    // Cleared: its audits count again from none.
+    await expect(audits.allInnerTexts()).resolves.toEqual([expect.stringMatching(/gpt-5\s+2\/1\s+66\.7 %\s+0\/0\s+—/)]);
     const trust = await api(stack.url, 'GET', `/v1/admin/solvers/${second.solverId}/trust`, { headers: admin });
     expect(trust.json.quarantined).toBe(false);
     expect(trust.json.quarantines[0].cleared_note).toBe('checked by hand');

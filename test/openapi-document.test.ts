@@ -54,6 +54,10 @@ describe('the OpenAPI document tells every answer', () => {
     expect(statuses('/v1/admin/tasks', 'get')).toEqual(['200', '401', '403', '422', '429']);
     expect(statuses('/v1/admin/tasks/{task_id}', 'get')).toEqual(['200', '401', '403', '404', '422', '429']);
     expect(statuses('/v1/admin/solvers', 'get')).toEqual(['200', '401', '403', '429']);
+    // A solver's trust view, field by field: its chat audits per model and the sequential test on them.
+    expect(response('/v1/admin/solvers/{solver_id}/trust', 'get', '200').content['application/json'].schema.$ref).toBe('#/components/schemas/SolverTrust');
+    expect(Object.keys(doc.components.schemas.SolverTrust.properties)).toEqual(expect.arrayContaining(['reputation', 'chat_audits', 'chat_audit_test']));
+    expect(doc.components.schemas.SolverTrust.properties.chat_audit_test.properties.decision.enum).toEqual(['continue', 'accept', 'quarantine']);
     expect(statuses('/v1/admin/events', 'get')).toEqual(['200', '401', '403', '429']);
     expect(Object.keys(response('/v1/admin/events', 'get', '200').content).sort()).toEqual(['application/json', 'text/event-stream']);
     expect(statuses('/v1/solver/attempts', 'get')).toEqual(['200', '401', '429']);

@@ -298,6 +298,24 @@ async function disagreement(run) {
   return h('article', { class: 'evidence' }, header, tasksLine, body, third);
 }
 
+/** Passed over judged, as a percentage; a dash when none was judged. */
+const rate = (value) => (value === null ? '—' : `${(value * 100).toFixed(1)} %`);
+
+/** A solver's chat audits per model, and where the sequential test on them stands (docs/trust.md, "Chat audits"). */
+function chatAudits(trust) {
+  const test = trust.chat_audit_test;
+  return [
+    table([
+      ['Model', (r) => r.model], ['Passed/failed', (r) => `${r.passed}/${r.failed}`], ['Pass rate', (r) => rate(r.pass_rate)],
+      ['Since the last clearing', (r) => `${r.passed_since_clear}/${r.failed_since_clear}`], ['Pass rate since', (r) => rate(r.pass_rate_since_clear)],
+    ], trust.chat_audits, { caption: 'Chat audits per model', empty: 'No chat audit judged.' }),
+    test
+      ? h('p', { id: 'audit-test' }, `Sequential test: ${test.decision}, ratio ${test.llr} of ${test.threshold} to quarantine, over ${test.judged} audits (${test.failed} failed); expected pass rate ${rate(test.expected_pass_rate)}.`,
+          test.near_quarantine ? h('strong', { class: 'status failed' }, ' Near quarantine.') : null)
+      : null,
+  ];
+}
+
 async function solverTrust(main, [solverId], _params, done = null) {
   const trust = await get(`/v1/admin/solvers/${encodeURIComponent(solverId)}/trust`);
   const note = h('input', { name: 'note', maxlength: 2000 });
@@ -342,6 +360,7 @@ async function solverTrust(main, [solverId], _params, done = null) {
         ['Verified passed/wrong', (r) => `${r.verified_passes}/${r.verified_failures}`],
         ['Client work', (r) => (r.client_work ? 'yes' : 'no') + (r.on_probation ? ' (probation)' : '')],
       ], trust.reputation, { caption: 'Reputation per task type', empty: 'No reputation yet.' })),
+    section('Chat audits', chatAudits(trust)),
     section('Quarantines', trust.quarantines.length ? trust.quarantines.map(quarantineEvidence) : h('p', { class: 'empty' }, 'None.')),
     section('Disagreements and results proven wrong', runs.length ? runs : h('p', { class: 'empty' }, 'None.')));
 }

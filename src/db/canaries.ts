@@ -155,19 +155,86 @@ export async function lockOpenCanaryIn(tx: Runner, taskId: string): Promise<Open
     SELECT canary_id, task_type, token, audit, page FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
 }
 
+/** The moment a solver's audits start counting again: its last cleared quarantine's clearing. */
+const lastClearOf = (solverId: Fragment) => sql.fragment`COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')`;
+
 /**
- * A solver's judged audits (or canaries) of a task type, oldest first, this one left out: its last
- * `count` since an admin last cleared a quarantine of the solver (those before no longer count).
+ * A solver's judged audits (or canaries) of a task type, oldest first, `taskId` left out (null: none):
+ * its last `count` since an admin last cleared a quarantine of the solver (those before no longer count).
  */
-export async function judgedAuditsSinceClear(tx: Runner, solverId: string, taskType: string, taskId: string, count: number): Promise<boolean[]> {
+export async function judgedAuditsSinceClear(tx: Runner, solverId: string, taskType: string, taskId: string | null, count: number): Promise<boolean[]> {
   const verdicts = await tx.anyFirst(sql.type(z.object({ passed: z.boolean() }))`
     SELECT passed FROM (
       SELECT verdict = 'passed' AS passed, judged_at FROM canaries
-      WHERE solver_id = ${solverId} AND task_type = ${taskType} AND task_id <> ${taskId} AND verdict IN ('passed', 'failed')
-        AND judged_at > COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')
+      WHERE solver_id = ${solverId} AND task_type = ${taskType} AND (${taskId}::text IS NULL OR task_id <> ${taskId}) AND verdict IN ('passed', 'failed')
+        AND judged_at > ${lastClearOf(sql.fragment`${solverId}`)}
       ORDER BY judged_at DESC LIMIT ${count}::int) w
     ORDER BY judged_at`);
   return [...verdicts];
+}
+
+/**
+ * The model that answered an audit: the model name of the capability its one attempt was matched to
+ * (a strong-tier one: audits are reserved with the strong-tier allowlist), as it was at the time.
+ */
+const AUDIT_MODEL = sql.fragment`(SELECT a.model_name FROM task_attempts a WHERE a.task_id = c.task_id ORDER BY a.attempt_number DESC LIMIT 1)`;
+
+const ChatAuditCountRow = z.object({ model: z.string(), passed: z.number(), failed: z.number(), passed_since_clear: z.number(), failed_since_clear: z.number() });
+export type ChatAuditCounts = z.infer<typeof ChatAuditCountRow>;
+
+/**
+ * A solver's judged chat audits per model that answered them: passed and failed, all told and since an
+ * admin last cleared a quarantine of the solver (what its sequential test reads), model names in order.
+ */
+export async function chatAuditCounts(db: Runner, solverId: string): Promise<readonly ChatAuditCounts[]> {
+  return db.any(sql.type(ChatAuditCountRow)`
+    WITH judged AS (
+      SELECT ${AUDIT_MODEL} AS model, c.verdict, c.judged_at > ${lastClearOf(sql.fragment`${solverId}`)} AS since_clear
+      FROM canaries c
+      WHERE c.solver_id = ${solverId} AND c.task_type = ${CHAT_TASK_TYPE} AND c.verdict IN ('passed', 'failed')
+    )
+    SELECT COALESCE(model, '') AS model,
+           count(*) FILTER (WHERE verdict = 'passed')::int AS passed, count(*) FILTER (WHERE verdict = 'failed')::int AS failed,
+           count(*) FILTER (WHERE verdict = 'passed' AND since_clear)::int AS passed_since_clear,
+           count(*) FILTER (WHERE verdict = 'failed' AND since_clear)::int AS failed_since_clear
+    FROM judged GROUP BY model ORDER BY model`);
+}
+
+/** Chat audits judged in the last `withinSeconds`, per model that answered them and verdict. */
+export async function recentChatAuditVerdicts(db: Runner, withinSeconds: number) {
+  const rows = await db.any(sql.type(z.object({ model: z.string(), verdict: z.enum(['passed', 'failed']), audits: z.number() }))`
+    SELECT COALESCE(${AUDIT_MODEL}, '') AS model, c.verdict, count(*)::int AS audits
+    FROM canaries c
+    WHERE c.task_type = ${CHAT_TASK_TYPE} AND c.verdict IN ('passed', 'failed') AND c.judged_at > now() - make_interval(secs => ${withinSeconds})
+    GROUP BY 1, 2 ORDER BY 1, 2`);
+  return [...rows];
+}
+
+/**
+ * For each solver out of quarantine with a chat audit judged in the last `withinSeconds`: the verdicts
+ * its sequential test reads (as judgedAuditsSinceClear: its last `count` since its last cleared
+ * quarantine, oldest first) and the model that answered its latest audit.
+ */
+export async function recentChatAuditHistories(db: Runner, withinSeconds: number, count: number) {
+  const rows = await db.any(sql.type(z.object({ model: z.string(), verdicts: z.array(z.boolean()) }))`
+    WITH audited AS (
+      SELECT DISTINCT c.solver_id FROM canaries c
+      WHERE c.task_type = ${CHAT_TASK_TYPE} AND c.verdict IN ('passed', 'failed') AND c.judged_at > now() - make_interval(secs => ${withinSeconds})
+        AND NOT EXISTS (SELECT 1 FROM solver_quarantines q WHERE q.solver_id = c.solver_id AND q.cleared_at IS NULL)
+    )
+    SELECT COALESCE(h.model, '') AS model, h.verdicts
+    FROM audited s
+    CROSS JOIN LATERAL (
+      SELECT (array_agg(w.model ORDER BY w.judged_at DESC))[1] AS model, array_agg(w.passed ORDER BY w.judged_at) AS verdicts
+      FROM (
+        SELECT ${AUDIT_MODEL} AS model, c.verdict = 'passed' AS passed, c.judged_at FROM canaries c
+        WHERE c.solver_id = s.solver_id AND c.task_type = ${CHAT_TASK_TYPE} AND c.verdict IN ('passed', 'failed')
+          AND c.judged_at > ${lastClearOf(sql.fragment`s.solver_id`)}
+        ORDER BY c.judged_at DESC LIMIT ${count}::int
+      ) w
+    ) h
+    WHERE h.verdicts IS NOT NULL`);
+  return [...rows];
 }
 
 /**

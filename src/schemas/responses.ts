@@ -205,3 +205,61 @@ export const Readiness = z
     node_id: z.string().optional().openapi({ description: 'The API node that answered' }),
   })
   .openapi('Readiness');
+
+const Evidence = z.record(z.any());
+
+/** GET /v1/admin/solvers/{solver_id}/trust: one solver's record (docs/trust.md). */
+export const SolverTrust = z
+  .object({
+    solver_id: z.string(),
+    quarantined: z.boolean(),
+    verifier: z.boolean().openapi({ description: 'It re-runs sampled client tasks of other solvers (docs/trust.md, "Verified client tasks")' }),
+    held_points: Amount.openapi({ description: 'Its pay held until it vests (docs/trust.md, "Escrow and refunds")' }),
+    held_tasks: z.number().int().openapi({ description: 'How many tasks that pay belongs to' }),
+    reputation: z.array(
+      z.object({
+        task_type: z.string(),
+        score: z.number(),
+        successes: z.number().openapi({ description: 'Decayed to now' }),
+        failures: z.number().openapi({ description: 'Decayed to now' }),
+        latency_ms: z.number().nullable(),
+        canary_passes: z.number().int(),
+        canary_failures: z.number().int(),
+        redundant_runs: z.number().int(),
+        disagreements: z.number().int(),
+        verified_passes: z.number().int(),
+        verified_failures: z.number().int(),
+        client_work: z.boolean().openapi({ description: 'Whether matching offers it client tasks of the type' }),
+        on_probation: z.boolean(),
+      }),
+    ),
+    quarantines: z.array(Evidence).openapi({ description: 'Open and cleared, newest first, each with its reason and evidence' }),
+    disagreements: z.array(Evidence).openapi({ description: 'Redundant runs it disagreed in, and runs that proved it wrong, newest first' }),
+    usage_inflations: z.array(Evidence).openapi({ description: 'Its chats whose reported usage was above the bound of what the service counted, newest first' }),
+    chat_audits: z
+      .array(
+        z.object({
+          model: z.string().openapi({ description: 'The model name of the strong-tier capability whose attempt answered the audits' }),
+          passed: z.number().int(),
+          failed: z.number().int(),
+          pass_rate: z.number().nullable().openapi({ description: 'passed / (passed + failed); null when none was judged' }),
+          passed_since_clear: z.number().int().openapi({ description: 'Since an admin last cleared a quarantine of the solver: what the sequential test reads' }),
+          failed_since_clear: z.number().int(),
+          pass_rate_since_clear: z.number().nullable(),
+        }),
+      )
+      .openapi({ description: 'Its judged chat audits per model that answered them (unanswered audits are not judged), by model name' }),
+    chat_audit_test: z
+      .object({
+        decision: z.enum(['continue', 'accept', 'quarantine']).openapi({ description: 'What its last judged audit decided: continue, accept (a test ended and another started) or quarantine' }),
+        llr: z.number().openapi({ description: 'The log-likelihood ratio now (0 after an accept)' }),
+        threshold: z.number().openapi({ description: 'The ratio at which it quarantines' }),
+        judged: z.number().int().openapi({ description: 'Judged audits it read: the last 200 since the last cleared quarantine' }),
+        failed: z.number().int(),
+        near_quarantine: z.boolean().openapi({ description: 'The ratio is at or above half the threshold' }),
+        expected_pass_rate: z.number(),
+      })
+      .nullable()
+      .openapi({ description: 'The sequential test on its chat audits, one per solver whatever model answered (the judge\'s); null when never audited' }),
+  })
+  .openapi('SolverTrust', { description: 'A solver\'s reputation, quarantines, held earnings, disagreements, usage reports and chat audits (docs/trust.md)' });

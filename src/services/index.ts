@@ -21,7 +21,7 @@ import { idempotencyKeyReused } from '../db/tasks/create';
 import { accountWebhook, deleteAccountWebhook, deliveryLog, rotateWebhookSecret, setAccountWebhook, webhookSecret } from '../db/webhooks';
 import type { TaskEngine } from '../tasks/engine';
 import { crawlSummary } from '../tasks/workflow-summary';
-import { canaryPageAt } from '../trust/canaries';
+import { canaryPageAt, chatAuditsOf } from '../trust/canaries';
 import { earningsOf } from '../trust/escrow';
 import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../db/quarantines';
 import { disagreementsOf } from '../db/redundant';
@@ -83,7 +83,7 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
       },
     },
     trust: {
-      ...bindDb(db, { listQuarantines, disagreementsOf, usageInflationsOf, setVerifier, verifierSince, canaryPageAt }),
+      ...bindDb(db, { listQuarantines, disagreementsOf, usageInflationsOf, setVerifier, verifierSince, canaryPageAt, chatAuditsOf }),
       reputationOf: (solverId: string) => reputationOf(db, config.trust, solverId),
       clearQuarantine: (solverId: string, note: string | null) => clearQuarantine(db, config.trust, solverId, note),
       /** What matching and the solver itself see of a solver's trust: its quarantines, reputation and held pay. */

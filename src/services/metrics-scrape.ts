@@ -4,6 +4,7 @@ import { checkFunding } from '../db/check-funding';
 import { queueFigures, workShareFigures } from '../db/metrics';
 import type { TrustPolicy } from '../db/reputation';
 import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
+import { chatAuditFigures } from '../trust/canaries';
 import { PREFIX, registry } from '../metrics/metrics';
 
 /**
@@ -98,18 +99,43 @@ const solversAwaitingChecks = new Gauge({
   registers: [registry],
 });
 
+/**
+ * The chat audit gauges look at the last day: enough audits per model for a pass rate to say
+ * something, and one index range read per scrape (canaries_chat_judged_idx).
+ */
+export const CHAT_AUDIT_WINDOW_SECONDS = 24 * 3600;
+
+const chatAuditsJudged = new Gauge({
+  name: `${PREFIX}chat_audits_judged`,
+  help: 'Chat audits judged in the last 24 hours, by the model that answered them and verdict (passed, failed); read from PostgreSQL, the same on every node (use max)',
+  labelNames: ['model', 'verdict'] as const,
+  registers: [registry],
+});
+
+const chatAuditNearQuarantine = new Gauge({
+  name: `${PREFIX}chat_audit_solvers_near_quarantine`,
+  help: 'Solvers out of quarantine audited in the last 24 hours whose sequential test on chat audits stands at or above half its quarantine threshold, by the model of their latest audit; read from PostgreSQL, the same on every node (use max)',
+  labelNames: ['model'] as const,
+  registers: [registry],
+});
+
 const scrapeErrors = new Counter({
   name: `${PREFIX}metrics_database_errors_total`,
   help: 'Scrapes whose queue figures could not be read from PostgreSQL (the gauges then keep their last values)',
   registers: [registry],
 });
 
-/** Reads the queue, work-share and check-funding figures once per scrape (three cheap statements), before the registry renders. */
+/** Reads the queue, work-share, check-funding and chat audit figures once per scrape (five cheap statements), before the registry renders. */
 async function refreshQueueFigures(): Promise<void> {
   const [db, trust] = (sources.dbs.entries().next().value as [Db, TrustPolicy | undefined] | undefined) ?? [];
   if (!db) return;
   try {
-    const [figures, shares, funding] = await Promise.all([queueFigures(db), workShareFigures(db), trust ? checkFunding(db, trust) : null]);
+    const [figures, shares, funding, audits] = await Promise.all([queueFigures(db), workShareFigures(db), trust ? checkFunding(db, trust) : null, chatAuditFigures(db, CHAT_AUDIT_WINDOW_SECONDS)]);
+    // Models whose audits left the window drop out rather than stay at their last value.
+    chatAuditsJudged.reset();
+    for (const row of audits.verdicts) chatAuditsJudged.labels(row.model, row.verdict).set(row.audits);
+    chatAuditNearQuarantine.reset();
+    for (const row of audits.nearQuarantine) chatAuditNearQuarantine.labels(row.model).set(row.solvers);
     if (funding) {
       platformAvailable.set(Number(funding.available_points));
       checksUnfunded.set(funding.checks_unfunded ? 1 : 0);

@@ -4,7 +4,10 @@ import { z } from 'zod';
 import {
   canaryAtPage,
   canaryPageTaken,
+  chatAuditCounts,
   judgedAuditsSinceClear,
+  recentChatAuditHistories,
+  recentChatAuditVerdicts,
   recentClientChatShapes,
   lockOpenCanaryIn,
   recentCanaryHosts,
@@ -16,7 +19,8 @@ import { createCanaryTask } from '../db/platform-tasks';
 import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
-import { AUDIT_HISTORY, AUDIT_SPRT, auditTest, buildChatAudit, ChatAuditExpectation, judgeChatAudit, shapeOf, type ChatShape } from './chat-audit';
+import type { SolverTrust } from '../schemas/responses';
+import { AUDIT_HISTORY, AUDIT_SPRT, auditTest, buildChatAudit, ChatAuditExpectation, EXPECTED_AUDIT_PASS_RATE, judgeChatAudit, nearQuarantine, shapeOf, type ChatShape } from './chat-audit';
 import { tokenFromPng } from './pixels';
 import type { CanaryTaskType, TrustPolicy } from '../db/reputation';
 import type { SearchOracle } from './search-oracle';
@@ -254,6 +258,42 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
     evidence,
   });
   return verdict;
+}
+
+/** Passed over judged, to 4 places; null when none was judged. */
+const passRate = (passed: number, failed: number) => (passed + failed > 0 ? Number((passed / (passed + failed)).toFixed(4)) : null);
+
+/**
+ * What an admin reads of a solver's chat audits (docs/trust.md, "Chat audits", where to see them): per
+ * model that answered them, the audits passed and failed and the pass rate, all told and since its last
+ * cleared quarantine; and its sequential test where the judge's next verdict would find it (the same
+ * history: one test per solver, whatever model answered; null when it was never audited).
+ */
+export async function chatAuditsOf(db: Runner, solverId: string) {
+  const [counts, history] = await Promise.all([chatAuditCounts(db, solverId), judgedAuditsSinceClear(db, solverId, CHAT_TASK_TYPE, null, AUDIT_HISTORY)]);
+  const test = auditTest(history);
+  // Typed as the route's answer declares it, so that the decisions sprtStep gives and the documented ones cannot drift.
+  const audits: Pick<z.infer<typeof SolverTrust>, 'chat_audits' | 'chat_audit_test'> = {
+    chat_audits: counts.map((row) => ({
+      ...row,
+      pass_rate: passRate(row.passed, row.failed),
+      pass_rate_since_clear: passRate(row.passed_since_clear, row.failed_since_clear),
+    })),
+    chat_audit_test: counts.length > 0 ? { ...test, near_quarantine: nearQuarantine(test), expected_pass_rate: EXPECTED_AUDIT_PASS_RATE } : null,
+  };
+  return audits;
+}
+
+/**
+ * Chat audits' figures over the last `withinSeconds`, for the metrics: audits judged per model and
+ * verdict, and per model (of its latest audit) the solvers out of quarantine audited then whose
+ * sequential test stands near quarantine (nearQuarantine).
+ */
+export async function chatAuditFigures(db: Runner, withinSeconds: number) {
+  const [verdicts, histories] = await Promise.all([recentChatAuditVerdicts(db, withinSeconds), recentChatAuditHistories(db, withinSeconds, AUDIT_HISTORY)]);
+  const near = new Map<string, number>();
+  for (const { model, verdicts: history } of histories) near.set(model, (near.get(model) ?? 0) + (nearQuarantine(auditTest(history)) ? 1 : 0));
+  return { verdicts, nearQuarantine: [...near].map(([model, solvers]) => ({ model, solvers })) };
 }
 
 /**

@@ -58,6 +58,17 @@ export function auditTest(verdicts: readonly boolean[]) {
   };
 }
 
+/**
+ * A solver's test stands near quarantine at or above this share of its threshold (three failures in a
+ * row from a fresh start, or four with a pass): a model at EXPECTED_AUDIT_PASS_RATE stands there after
+ * 0.15 % of its audits, one passing 70 % after 24 %, one passing half after 44 % (simulated), so a count
+ * of such solvers (the metrics) points at substitutes before the test has decided.
+ */
+export const NEAR_QUARANTINE_SHARE = 0.5;
+
+/** Whether a test (auditTest) stands near its quarantine threshold without having reached it. */
+export const nearQuarantine = (test: ReturnType<typeof auditTest>) => test.decision !== 'quarantine' && test.llr >= test.threshold * NEAR_QUARANTINE_SHARE;
+
 /** Judged audits a verdict looks back on (since the solver's last cleared quarantine): the test resets long before. */
 export const AUDIT_HISTORY = 200;
 

@@ -7,6 +7,7 @@ import { route, type Route } from '../route';
 import { parseOrThrow } from '../validation';
 import { idempotencyKeyReused } from '../web-tasks';
 import { AdminTasksQuery } from '../../schemas/queries';
+import { SolverTrust } from '../../schemas/responses';
 import { TaskIdParams } from '../../schemas/requests';
 import { taskListFilter, taskListPage } from '../pagination';
 import type { MarketEvent } from '../../services/market-events';
@@ -52,14 +53,15 @@ export function adminRoutes(deps: AppDeps): Route[] {
     res.json({ quarantines: await deps.trust.listQuarantines() });
   } }));
 
-  routes.push(route({ method: 'get', path: '/v1/admin/solvers/{solver_id}/trust', summary: 'One solver\'s reputation per task type (with its verified passes and failures), whether it is a verifier, quarantines, held earnings, redundant-run disagreements and verifications that proved it wrong, and inflated chat usage reports (`usage_inflations`), with their evidence', tag: 'admin', auth: 'admin', params: SolverIdParams, errors: ['account_not_found'], handler: async (req, res) => {
+  routes.push(route({ method: 'get', path: '/v1/admin/solvers/{solver_id}/trust', summary: 'One solver\'s reputation per task type (with its verified passes and failures), whether it is a verifier, quarantines, held earnings, redundant-run disagreements and verifications that proved it wrong, and inflated chat usage reports (`usage_inflations`), with their evidence, and its chat audits per model with the sequential test on them (`chat_audits`, `chat_audit_test`)', tag: 'admin', auth: 'admin', params: SolverIdParams, response: SolverTrust, errors: ['account_not_found'], handler: async (req, res) => {
     const solverId = String(req.params.solver_id);
     if (!(await deps.accounts.findAccount(solverId))) throw new ApiError('account_not_found', `No account "${solverId}".`);
-    const [{ quarantines, reputation, held }, disagreements, usageInflations, verifierMarkedAt] = await Promise.all([
+    const [{ quarantines, reputation, held }, disagreements, usageInflations, verifierMarkedAt, audits] = await Promise.all([
       deps.trust.standing(solverId),
       deps.trust.disagreementsOf(solverId),
       deps.trust.usageInflationsOf(solverId),
       deps.trust.verifierSince(solverId),
+      deps.trust.chatAuditsOf(solverId),
     ]);
     res.json({
       solver_id: solverId,
@@ -70,6 +72,7 @@ export function adminRoutes(deps: AppDeps): Route[] {
       quarantines,
       disagreements,
       usage_inflations: usageInflations,
+      ...audits,
     });
   } }));
 
