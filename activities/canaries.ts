@@ -15,10 +15,18 @@ export function createCanaryActivities({ db, config }: ActivityDeps) {
       sent: number;
       workflowId: string;
       timeoutSeconds: number;
-      /** Its hold, as its starter found it (a probation check's is lower); workflows started before it was passed hold the ceiling. */
+      /**
+       * Its hold, as its starter found it (a probation check's is lower); workflows started before it was passed
+       * hold the ceiling.
+       */
       pricePoints?: string;
     }): Promise<CanaryCreated> {
-      return createCanary(db, config.trust, { ...input, canaryHosts: config.canaryHosts, pricePoints: input.pricePoints ?? canaryHold(config), searchOracle });
+      return createCanary(db, config.trust, {
+        ...input,
+        canaryHosts: config.canaryHosts,
+        pricePoints: input.pricePoints ?? canaryHold(config),
+        searchOracle,
+      });
     },
     async markCanaryUnanswered(input: { taskId: string }): Promise<void> {
       await markCanaryUnanswered(db, input.taskId);

@@ -6,7 +6,10 @@ export interface FenceInput {
 }
 
 /** Runs on the API node serving a chat client's HTTP request (its own task queue). */
-export function createChatStreamActivities({ relay, earlyAttempts }: Pick<NodeActivityDeps, 'relay' | 'earlyAttempts'>) {
+export function createChatStreamActivities({
+  relay,
+  earlyAttempts,
+}: Pick<NodeActivityDeps, 'relay' | 'earlyAttempts'>) {
   return {
     /**
      * Shuts out an attempt whose node stopped answering and reports how many deltas the client has

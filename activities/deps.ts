@@ -29,6 +29,9 @@ export interface NodeActivityDeps extends ActivityDeps {
   stops: AttemptStops;
   /** Payloads of tasks this node just created (its first attempts need not read them back). */
   payloads?: RecentPayloads;
-  /** Attempts this node sent before their workflow asked (src/dispatch/early-attempts.ts), for their activities to take over. */
+  /**
+   * Attempts this node sent before their workflow asked (src/dispatch/early-attempts.ts), for their activities
+   * to take over.
+   */
   earlyAttempts?: EarlyAttempts;
 }

@@ -75,7 +75,11 @@ export async function runDispatch(
   const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
   // A chat task with no client to stream to (a chat audit, docs/trust.md): the deltas are assembled
   // into the stored result, which the audit's judge reads (an attempt sent early assembles its own).
-  const assembled = early ? early.assembled : !stream && input.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
+  const assembled = early
+    ? early.assembled
+    : !stream && input.taskType === CHAT_TASK_TYPE
+      ? new MessageAssembler()
+      : undefined;
   const chunks = () => deltas?.chunks ?? 0;
   // Chat: what its deltas delivered is counted, to bound the usage it is billed for (src/chat/usage.ts).
   let delivered = early?.delivered;
@@ -105,13 +109,27 @@ export async function runDispatch(
     // nothing is charged for a result whose bytes are not kept.
     let stored: Awaited<ReturnType<typeof storeArtifacts>>;
     try {
-      stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: input.attemptId, taskType: input.taskType, result });
+      stored = await storeArtifacts(artifacts, {
+        taskId: input.taskId,
+        scope: input.attemptId,
+        taskType: input.taskType,
+        result,
+      });
     } catch (error) {
-      logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId, store: artifacts.location }, 'artifact store write failed');
+      logger.error(
+        { err: error, task_id: input.taskId, attempt_id: input.attemptId, store: artifacts.location },
+        'artifact store write failed',
+      );
       return attemptFailed('artifact_store_failed', 'The result could not be written to the artifact store.', chunks());
     }
     // A result the task did not take (finished or reassigned meanwhile) leaves nothing in the store.
-    const completed = await engine.completeAttempt({ taskId: input.taskId, attemptId: input.attemptId, result, ...(usage ? { usage } : {}), stored });
+    const completed = await engine.completeAttempt({
+      taskId: input.taskId,
+      attemptId: input.attemptId,
+      result,
+      ...(usage ? { usage } : {}),
+      stored,
+    });
     if (completed.kind === 'attempt_closed') {
       return attemptFailed('attempt_closed', 'The attempt ended before its result arrived.', chunks());
     }
@@ -119,7 +137,13 @@ export async function runDispatch(
       await deltas?.flushed();
       // The client is shown the usage it was billed for.
       const billed = usage ? { ...usage.billed } : null;
-      await relay.forward(stream.clientNodeId, stream.completionId, { type: 'end', attempt: input.attemptId, chunks: chunks(), finish_reason: (result.finish_reason as string | null) ?? null, usage: billed });
+      await relay.forward(stream.clientNodeId, stream.completionId, {
+        type: 'end',
+        attempt: input.attemptId,
+        chunks: chunks(),
+        finish_reason: (result.finish_reason as string | null) ?? null,
+        usage: billed,
+      });
     }
     // Not applied: the task had finished already (an admin, its deadline), and that is its state.
     return { ok: true, chunks: chunks(), status: completed.kind === 'completed' ? 'completed' : completed.status };
@@ -137,9 +161,18 @@ export async function runDispatch(
   }
 }
 
-async function keepDelivered(engine: NodeActivityDeps['engine'], logger: NodeActivityDeps['logger'], input: DispatchInput, delivered: DeliveredTokens): Promise<void> {
+async function keepDelivered(
+  engine: NodeActivityDeps['engine'],
+  logger: NodeActivityDeps['logger'],
+  input: DispatchInput,
+  delivered: DeliveredTokens,
+): Promise<void> {
   const usage = deliveredUsage(await delivered.counted());
   if (!usage) return;
   // Not kept, it is not billed: the client then pays nothing for it, as before the answer began.
-  await engine.recordDelivered(input.attemptId, usage).catch((error) => logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId }, 'delivered usage not kept'));
+  await engine
+    .recordDelivered(input.attemptId, usage)
+    .catch((error) =>
+      logger.error({ err: error, task_id: input.taskId, attempt_id: input.attemptId }, 'delivered usage not kept'),
+    );
 }

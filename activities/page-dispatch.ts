@@ -21,7 +21,10 @@ export class PageAttempts {
   constructor(private readonly deps: NodeActivityDeps & { temporal: Client; bus: NotifyBus; nodeId: string }) {}
 
   async start(): Promise<void> {
-    await this.deps.bus.subscribe(pageAttemptChannel(this.deps.nodeId), (payload) => void this.run(payload as PageAttemptRequest));
+    await this.deps.bus.subscribe(
+      pageAttemptChannel(this.deps.nodeId),
+      (payload) => void this.run(payload as PageAttemptRequest),
+    );
   }
 
   private async run(request: PageAttemptRequest): Promise<void> {
@@ -46,7 +49,10 @@ export class PageAttempts {
       if (!task || isTerminalState(task.status)) return;
       await this.deps.engine.start(task, { firstAssignment: request.assignment, firstAttemptReport: report });
     } catch (error) {
-      logger.warn({ err: error, task_id: request.taskId }, 'page attempt not run to its end; the stranded-task sweep starts its workflow');
+      logger.warn(
+        { err: error, task_id: request.taskId },
+        'page attempt not run to its end; the stranded-task sweep starts its workflow',
+      );
     }
   }
 }

@@ -25,7 +25,11 @@ export function createTaskActivities({ engine }: ActivityDeps) {
     },
 
     /** An admin's completion (a solver's result is stored by its dispatch activity). */
-    async completeTask(input: { taskId: string; taskType: string; completion: Extract<Completion, { kind: 'admin' }> }) {
+    async completeTask(input: {
+      taskId: string;
+      taskType: string;
+      completion: Extract<Completion, { kind: 'admin' }>;
+    }) {
       return engine.settleAdminCompletion(input);
     },
 

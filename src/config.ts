@@ -22,18 +22,30 @@ export interface CanaryOrigin {
   port: number | null;
 }
 
-const ENTRY = /^(?:(https?):\/\/)?((?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?::(\d{1,5}))?\/?$/i;
+const ENTRY =
+  /^(?:(https?):\/\/)?((?:\*\.)?(?:[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?\.)*[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?)(?::(\d{1,5}))?\/?$/i;
 
 /** Parses CANARY_HOSTS (comma-separated); a string names the entry it cannot read. */
 export function parseCanaryHosts(value: string): CanaryOrigin[] | string {
   const origins: CanaryOrigin[] = [];
-  for (const raw of value.split(',').map((entry) => entry.trim()).filter(Boolean)) {
+  for (const raw of value
+    .split(',')
+    .map((entry) => entry.trim())
+    .filter(Boolean)) {
     const match = ENTRY.exec(raw);
     const port = match?.[3] === undefined ? null : Number(match[3]);
-    if (!match || (port !== null && (port < 1 || port > 65535)) || match[2]!.split('.').filter((label) => label !== '*').length < 2) {
+    if (
+      !match ||
+      (port !== null && (port < 1 || port > 65535)) ||
+      match[2]!.split('.').filter((label) => label !== '*').length < 2
+    ) {
       return `"${raw}" is not [http(s)://]host[:port] with a host of at least two labels, or *.domain`;
     }
-    origins.push({ scheme: (match[1]?.toLowerCase() ?? 'https') as 'http' | 'https', host: match[2]!.toLowerCase(), port });
+    origins.push({
+      scheme: (match[1]?.toLowerCase() ?? 'https') as 'http' | 'https',
+      host: match[2]!.toLowerCase(),
+      port,
+    });
   }
   return origins;
 }
@@ -73,7 +85,10 @@ const nonNegativeInt = (name: string, fallback: number) =>
       if (value === undefined || value === '') return fallback;
       const parsed = Number(value);
       if (!Number.isInteger(parsed) || parsed < 0) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a non-negative integer, got "${value}"` });
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: `${name} must be a non-negative integer, got "${value}"`,
+        });
         return z.NEVER;
       }
       return parsed;
@@ -100,7 +115,10 @@ const decimalString = (name: string, fallback: string) =>
     .transform((value, ctx) => {
       if (value === undefined || value === '') return fallback;
       if (!/^\d+(\.\d+)?$/.test(value.trim())) {
-        ctx.addIssue({ code: z.ZodIssueCode.custom, message: `${name} must be a non-negative decimal, got "${value}"` });
+        ctx.addIssue({
+          code: z.ZodIssueCode.custom,
+          message: `${name} must be a non-negative decimal, got "${value}"`,
+        });
         return z.NEVER;
       }
       return value.trim();
@@ -119,7 +137,10 @@ const trustedProxyList = z
   .optional()
   .transform((value, ctx) => {
     const ranges: string[] = [];
-    for (const entry of (value ?? '').split(',').map((part) => part.trim()).filter(Boolean)) {
+    for (const entry of (value ?? '')
+      .split(',')
+      .map((part) => part.trim())
+      .filter(Boolean)) {
       const preset = TRUST_PROXY_PRESETS[entry.toLowerCase()];
       if (preset) {
         ranges.push(...preset);
@@ -128,7 +149,14 @@ const trustedProxyList = z
       const [address, prefix, ...rest] = entry.split('/');
       const family = net.isIP(address ?? '');
       const bits = prefix === undefined ? (family === 6 ? 128 : 32) : Number(prefix);
-      if (family === 0 || rest.length > 0 || (prefix !== undefined && !/^\d+$/.test(prefix)) || !Number.isInteger(bits) || bits < 0 || bits > (family === 6 ? 128 : 32)) {
+      if (
+        family === 0 ||
+        rest.length > 0 ||
+        (prefix !== undefined && !/^\d+$/.test(prefix)) ||
+        !Number.isInteger(bits) ||
+        bits < 0 ||
+        bits > (family === 6 ? 128 : 32)
+      ) {
         ctx.addIssue({
           code: z.ZodIssueCode.custom,
           message: `TRUST_PROXY must list addresses, CIDR ranges or ${Object.keys(TRUST_PROXY_PRESETS).join(', ')}, separated by commas; "${entry}" is none of these`,
@@ -202,7 +230,9 @@ const EnvSchema = z.object({
   SOLVER_CHAT_MAX_CONCURRENT: optionalString,
   BROWSER_PAGES: optionalString,
   LOG_LEVEL: optionalString,
-  LOG_FORMAT: optionalString.pipe(z.enum(LOG_FORMATS, { errorMap: () => ({ message: 'LOG_FORMAT must be json or pretty' }) }).optional()),
+  LOG_FORMAT: optionalString.pipe(
+    z.enum(LOG_FORMATS, { errorMap: () => ({ message: 'LOG_FORMAT must be json or pretty' }) }).optional(),
+  ),
   BODY_LIMIT_BYTES: positiveInt('BODY_LIMIT_BYTES', 1024 * 1024),
   PLATFORM_FEE_PERCENT: decimalString('PLATFORM_FEE_PERCENT', '10'),
   DEFAULT_WEB_TASK_PRICE_POINTS: decimalString('DEFAULT_WEB_TASK_PRICE_POINTS', '10'),
@@ -241,7 +271,10 @@ const EnvSchema = z.object({
       if (trimmed === '' || trimmed.toLowerCase() === 'off') return undefined;
       if (trimmed.toLowerCase() === 'bundled') return { kind: 'bundled' as const };
       if (/^https?:\/\/[^/]/i.test(trimmed)) return { kind: 'searxng' as const, url: trimmed.replace(/\/+$/, '') };
-      ctx.addIssue({ code: z.ZodIssueCode.custom, message: `CANARY_SEARCH_ORACLE must be "bundled", a SearXNG instance's http(s) URL, or unset, got "${value}"` });
+      ctx.addIssue({
+        code: z.ZodIssueCode.custom,
+        message: `CANARY_SEARCH_ORACLE must be "bundled", a SearXNG instance's http(s) URL, or unset, got "${value}"`,
+      });
       return z.NEVER;
     }),
   REDUNDANT_RUN_SWEEP_SECONDS: positiveInt('REDUNDANT_RUN_SWEEP_SECONDS', 300),
@@ -260,7 +293,9 @@ const EnvSchema = z.object({
     .string()
     .optional()
     .refine((value) => value === undefined || value.trim() === '', {
-      message: 'PUBLIC_BASE_URL is no longer read: canary pages are served under CANARY_HOSTS (docs/trust.md, "Canary pages")',
+      message:
+        'PUBLIC_BASE_URL is no longer read: canary pages are served under CANARY_HOSTS ' +
+        '(docs/trust.md, "Canary pages")',
     }),
   RESULT_RETENTION_SECONDS: positiveInt('RESULT_RETENTION_SECONDS', 30 * 86400),
   // Firecrawl's default maxAge: two days.
@@ -306,12 +341,21 @@ export function loadConfig(env: NodeJS.ProcessEnv = processEnvironment()) {
   // Canary pages go where the operator says; without that, on a machine whose solvers may fetch
   // loopback, under names of localhost; otherwise nowhere (no page canaries are sent).
   if (!e.ARTIFACT_S3_BUCKET && (e.ARTIFACT_S3_ENDPOINT || e.ARTIFACT_S3_ACCESS_KEY_ID)) {
-    throw new Error('Invalid configuration:\n  ARTIFACT_S3_BUCKET: must be set with ARTIFACT_S3_ENDPOINT or ARTIFACT_S3_ACCESS_KEY_ID (the bucket artifacts go to)');
+    throw new Error(
+      'Invalid configuration:\n  ARTIFACT_S3_BUCKET: must be set with ARTIFACT_S3_ENDPOINT or ' +
+        'ARTIFACT_S3_ACCESS_KEY_ID (the bucket artifacts go to)',
+    );
   }
   if (Boolean(e.ARTIFACT_S3_ACCESS_KEY_ID) !== Boolean(e.ARTIFACT_S3_SECRET_ACCESS_KEY)) {
-    throw new Error('Invalid configuration:\n  ARTIFACT_S3_SECRET_ACCESS_KEY: ARTIFACT_S3_ACCESS_KEY_ID and ARTIFACT_S3_SECRET_ACCESS_KEY are set together');
+    throw new Error(
+      'Invalid configuration:\n  ARTIFACT_S3_SECRET_ACCESS_KEY: ARTIFACT_S3_ACCESS_KEY_ID and ' +
+        'ARTIFACT_S3_SECRET_ACCESS_KEY are set together',
+    );
   }
-  const canaryHosts: { configured: CanaryOrigin[]; local: boolean } = { configured: e.CANARY_HOSTS, local: e.CANARY_HOSTS.length === 0 && e.ALLOW_PRIVATE_NETWORKS };
+  const canaryHosts: { configured: CanaryOrigin[]; local: boolean } = {
+    configured: e.CANARY_HOSTS,
+    local: e.CANARY_HOSTS.length === 0 && e.ALLOW_PRIVATE_NETWORKS,
+  };
   return {
     rootDir: root,
     port: e.PORT,
@@ -338,7 +382,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = processEnvironment()) {
     localSolverBackends: {
       chatUpstreamUrl: e.CHAT_UPSTREAM_URL,
       chatUpstreamApiKey: e.CHAT_UPSTREAM_API_KEY,
-      chatModels: (e.CHAT_MODELS ?? '').split(',').map((model) => model.trim()).filter(Boolean),
+      chatModels: (e.CHAT_MODELS ?? '')
+        .split(',')
+        .map((model) => model.trim())
+        .filter(Boolean),
       searchIndexDir: e.SEARCH_INDEX_DIR === undefined ? undefined : path.resolve(e.SEARCH_INDEX_DIR),
       searxngUrl: e.SEARXNG_URL,
       braveApiKey: e.BRAVE_API_KEY,
@@ -374,25 +421,38 @@ export function loadConfig(env: NodeJS.ProcessEnv = processEnvironment()) {
     webhookRetryForSeconds: e.WEBHOOK_RETRY_FOR_SECONDS,
     webhookTimeoutMs: e.WEBHOOK_TIMEOUT_MS,
     trust: {
-      minScore: e.TRUST_MIN_SCORE, probationCanaries: e.TRUST_PROBATION_CANARIES, halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600, canaryEveryTasks: e.CANARY_EVERY_TASKS,
-      redundantRunFraction: e.REDUNDANT_RUN_FRACTION, verificationStartFraction: e.VERIFICATION_START_FRACTION, searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
+      minScore: e.TRUST_MIN_SCORE,
+      probationCanaries: e.TRUST_PROBATION_CANARIES,
+      halfLifeSeconds: e.TRUST_HALF_LIFE_HOURS * 3600,
+      canaryEveryTasks: e.CANARY_EVERY_TASKS,
+      redundantRunFraction: e.REDUNDANT_RUN_FRACTION,
+      verificationStartFraction: e.VERIFICATION_START_FRACTION,
+      searchCanaries: e.CANARY_SEARCH_ORACLE !== undefined,
       checkPriceCeilingPoints: e.CHECK_PRICE_CEILING_POINTS,
       defaultHoldPoints: { web: e.DEFAULT_WEB_TASK_PRICE_POINTS, chat: e.DEFAULT_CHAT_PRICE_POINTS },
       pageCanaries: canaryHosts.configured.length > 0 || e.ALLOW_PRIVATE_NETWORKS,
       targetFailureRequestCost: Math.ceil(e.RATE_LIMIT_PER_MINUTE / TARGET_FAILED_TASKS_PER_MINUTE),
-      vestingSeconds: e.EARNINGS_VESTING_SECONDS, vestingChecks: e.EARNINGS_VESTING_CHECKS,
+      vestingSeconds: e.EARNINGS_VESTING_SECONDS,
+      vestingChecks: e.EARNINGS_VESTING_CHECKS,
     },
     // What web_search canaries compare solvers' results with (docs/trust.md, "Search canaries"): the
     // bundled solver's own index (SEARCH_INDEX_DIR, or the shipped pages) or a SearXNG instance.
     canarySearchOracle:
       e.CANARY_SEARCH_ORACLE === undefined
         ? undefined
-        : { ...e.CANARY_SEARCH_ORACLE, indexDir: e.SEARCH_INDEX_DIR === undefined ? path.join(root, 'config/search-index') : path.resolve(e.SEARCH_INDEX_DIR) },
+        : {
+            ...e.CANARY_SEARCH_ORACLE,
+            indexDir:
+              e.SEARCH_INDEX_DIR === undefined
+                ? path.join(root, 'config/search-index')
+                : path.resolve(e.SEARCH_INDEX_DIR),
+          },
     canarySweepSeconds: e.CANARY_SWEEP_SECONDS,
     redundantRunSweepSeconds: e.REDUNDANT_RUN_SWEEP_SECONDS,
     canaryHosts,
     resultRetentionSeconds: e.RESULT_RETENTION_SECONDS,
-    // The maxAge of a scrape or crawl that gives none (docs/crawl.md, "Page cache"); 0 answers only those that ask with one from the cache.
+    // The maxAge of a scrape or crawl that gives none (docs/crawl.md, "Page cache"); 0 answers only those that
+    // ask with one from the cache.
     pageCacheDefaultMaxAgeMs: e.PAGE_CACHE_DEFAULT_MAX_AGE_SECONDS * 1000,
     // Unset: artifacts are files under DATA_DIR/artifacts (src/artifacts/store.ts).
     artifactS3: e.ARTIFACT_S3_BUCKET
@@ -401,7 +461,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = processEnvironment()) {
           endpoint: e.ARTIFACT_S3_ENDPOINT,
           region: e.ARTIFACT_S3_REGION ?? 'us-east-1',
           ...(e.ARTIFACT_S3_ACCESS_KEY_ID && e.ARTIFACT_S3_SECRET_ACCESS_KEY
-            ? { credentials: { accessKeyId: e.ARTIFACT_S3_ACCESS_KEY_ID, secretAccessKey: e.ARTIFACT_S3_SECRET_ACCESS_KEY } }
+            ? {
+                credentials: {
+                  accessKeyId: e.ARTIFACT_S3_ACCESS_KEY_ID,
+                  secretAccessKey: e.ARTIFACT_S3_SECRET_ACCESS_KEY,
+                },
+              }
             : {}),
         }
       : undefined,
@@ -412,7 +477,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = processEnvironment()) {
 
 /** Strong-tier model allowlist: STRONG_MODELS wins over the shipped file. */
 export function readStrongModels(config: Config): string[] {
-  const source = config.strongModelsOverride ?? (fs.existsSync(config.strongModelsFile) ? fs.readFileSync(config.strongModelsFile, 'utf8') : '');
+  const source =
+    config.strongModelsOverride ??
+    (fs.existsSync(config.strongModelsFile) ? fs.readFileSync(config.strongModelsFile, 'utf8') : '');
   return source
     .split(/[,\n]/)
     .map((line) => line.replace(/#.*$/, '').trim())

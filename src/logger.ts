@@ -5,7 +5,8 @@ export const LOG_FORMATS = ['json', 'pretty'] as const;
 export type LogFormat = (typeof LOG_FORMATS)[number];
 
 /** LOG_FORMAT when set; otherwise readable lines on a terminal and JSON everywhere else (files, pipes, collectors). */
-export const logFormatOf = (configured: LogFormat | undefined, isTTY = Boolean(process.stdout.isTTY)): LogFormat => configured ?? (isTTY ? 'pretty' : 'json');
+export const logFormatOf = (configured: LogFormat | undefined, isTTY = Boolean(process.stdout.isTTY)): LogFormat =>
+  configured ?? (isTTY ? 'pretty' : 'json');
 
 /** Logs as JSON or readable lines. Credentials are redacted wherever they appear in a logged object. */
 export function createLogger(level = 'info', name = 'marketplace', format: LogFormat = 'json') {
@@ -30,7 +31,16 @@ export function createLogger(level = 'info', name = 'marketplace', format: LogFo
   };
   if (format === 'json') return pino(options);
   // In this thread and synchronous, so the last lines before an exit (a start-up error) are printed.
-  return pino(options, pretty({ sync: true, colorize: Boolean(process.stdout.isTTY), translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname', singleLine: true }));
+  return pino(
+    options,
+    pretty({
+      sync: true,
+      colorize: Boolean(process.stdout.isTTY),
+      translateTime: 'SYS:HH:MM:ss.l',
+      ignore: 'pid,hostname',
+      singleLine: true,
+    }),
+  );
 }
 
 export type Logger = pino.Logger;

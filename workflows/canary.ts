@@ -1,7 +1,12 @@
 import { condition, setHandler, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { CanaryTaskType } from '../src/contract/canaries';
 import { taskFailure, type Assignment } from '../src/contract/lifecycle';
-import { slotHandedSignal, TaskStatusAttribute, type CanaryWorkflowInput, type CanaryWorkflowResult } from '../src/contract/workflows';
+import {
+  slotHandedSignal,
+  TaskStatusAttribute,
+  type CanaryWorkflowInput,
+  type CanaryWorkflowResult,
+} from '../src/contract/workflows';
 import { db } from './bookkeeping';
 import { dispatchSingleAttempt } from './single-attempt';
 
@@ -32,7 +37,10 @@ export async function canaryWorkflow(input: CanaryWorkflowInput): Promise<Canary
   }
   const deadline = Date.now() + input.timeoutSeconds * 1000;
   const end = async (message: string): Promise<CanaryWorkflowResult> => {
-    const outcome = await db.finishTaskWithoutResult({ taskId: input.taskId, ...taskFailure('solver_failed', message) });
+    const outcome = await db.finishTaskWithoutResult({
+      taskId: input.taskId,
+      ...taskFailure('solver_failed', message),
+    });
     await db.markCanaryUnanswered({ taskId: input.taskId });
     upsertSearchAttributes([{ key: TaskStatusAttribute, value: outcome.status }]);
     return { taskId: input.taskId, status: outcome.status };
@@ -59,7 +67,11 @@ export async function canaryWorkflow(input: CanaryWorkflowInput): Promise<Canary
     }
     assignment = handed!;
   }
-  const report = await dispatchSingleAttempt({ ...input, taskType: input.taskType as CanaryTaskType }, assignment, deadline);
+  const report = await dispatchSingleAttempt(
+    { ...input, taskType: input.taskType as CanaryTaskType },
+    assignment,
+    deadline,
+  );
   if (report.ok) {
     upsertSearchAttributes([{ key: TaskStatusAttribute, value: report.status }]);
     return { taskId: input.taskId, status: report.status };

@@ -65,9 +65,18 @@ export function noneOnline(platform: PlatformTask, match: PlatformMatch): string
  * marked unanswered (no verdict on its solver's honesty); a second run ends its verification without a
  * verdict, and a third concludes the dispute with none.
  */
-export async function afterNoResult(taskId: string, platform: PlatformTask, why: { reason: string; skipped?: boolean }): Promise<void> {
+export async function afterNoResult(
+  taskId: string,
+  platform: PlatformTask,
+  why: { reason: string; skipped?: boolean },
+): Promise<void> {
   if (platform.purpose === 'canary') await db.markCanaryUnanswered({ taskId });
-  else if (platform.run === 'second') await db.endRedundantRun({ clientTaskId: platform.clientTaskId, status: why.skipped ? 'skipped' : 'unanswered', reason: why.reason });
+  else if (platform.run === 'second')
+    await db.endRedundantRun({
+      clientTaskId: platform.clientTaskId,
+      status: why.skipped ? 'skipped' : 'unanswered',
+      reason: why.reason,
+    });
   else await db.concludeDispute({ clientTaskId: platform.clientTaskId, reason: why.reason });
 }
 

@@ -1,7 +1,12 @@
 import { condition, patched, setHandler, upsertSearchAttributes, uuid4, workflowInfo } from '@temporalio/workflow';
 import type { CapabilityTaskType } from '../src/schemas/domain';
 import { taskFailure, type Assignment } from '../src/contract/lifecycle';
-import { slotHandedSignal, TaskStatusAttribute, type RedundantRunWorkflowInput, type RedundantRunWorkflowResult } from '../src/contract/workflows';
+import {
+  slotHandedSignal,
+  TaskStatusAttribute,
+  type RedundantRunWorkflowInput,
+  type RedundantRunWorkflowResult,
+} from '../src/contract/workflows';
 import { db } from './bookkeeping';
 import { dispatchSingleAttempt } from './single-attempt';
 
@@ -34,10 +39,16 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
     if (attemptNumber === 1 && !handed.has(taskId)) handed.set(taskId, assignment);
   });
 
-  /** Runs one platform task once on a slot of a solver not excluded (a verifier, `verifiersOnly`): true when it completed, or why not. */
-  const runOnce = async (
-    run: { taskId: string; maxPricePoints: string; excludedSolverIds: string[]; verifiersOnly?: boolean },
-  ): Promise<{ ok: true } | { ok: false; status: 'unanswered' | 'skipped'; message: string }> => {
+  /**
+   * Runs one platform task once on a slot of a solver not excluded (a verifier, `verifiersOnly`): true when it
+   * completed, or why not.
+   */
+  const runOnce = async (run: {
+    taskId: string;
+    maxPricePoints: string;
+    excludedSolverIds: string[];
+    verifiersOnly?: boolean;
+  }): Promise<{ ok: true } | { ok: false; status: 'unanswered' | 'skipped'; message: string }> => {
     const deadline = Date.now() + input.timeoutSeconds * 1000;
     const fail = async (status: 'unanswered' | 'skipped', message: string) => {
       await db.finishTaskWithoutResult({ taskId: run.taskId, ...taskFailure('solver_failed', message) });
@@ -56,7 +67,11 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
     if (reservation.assignment) assignment = reservation.assignment;
     else {
       if (reservation.finishedAs) return fail('unanswered', `The run's task ended ${reservation.finishedAs}.`);
-      if (reservation.untriedOnline === 0) return fail('skipped', `No other trusted ${run.verifiersOnly ? 'verifier' : 'solver'} within the price cap is online.`);
+      if (reservation.untriedOnline === 0)
+        return fail(
+          'skipped',
+          `No other trusted ${run.verifiersOnly ? 'verifier' : 'solver'} within the price cap is ` + `online.`,
+        );
       // Queued behind every client task: whoever frees or adds a slot that no waiting client task fits
       // hands it over; only the deadline bounds the wait.
       const remaining = deadline - Date.now();
@@ -65,14 +80,22 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
       }
       assignment = handed.get(run.taskId)!;
     }
-    const report = await dispatchSingleAttempt({ ...input, taskId: run.taskId, taskType: input.taskType as CapabilityTaskType }, assignment, deadline);
+    const report = await dispatchSingleAttempt(
+      { ...input, taskId: run.taskId, taskType: input.taskType as CapabilityTaskType },
+      assignment,
+      deadline,
+    );
     if (report.ok) return { ok: true };
     await db.closeAttempt({ attemptId: assignment.attemptId, outcome: report.outcome, error: report.error });
     return fail('unanswered', `The attempt failed: ${report.error.message}`);
   };
 
   const workflowId = workflowInfo().workflowId;
-  const created = await db.createRedundantRunTask({ clientTaskId: input.clientTaskId, runTaskId: input.runTaskId, workflowId });
+  const created = await db.createRedundantRunTask({
+    clientTaskId: input.clientTaskId,
+    runTaskId: input.runTaskId,
+    workflowId,
+  });
   if (!created.created) return finish({ clientTaskId: input.clientTaskId, status: 'skipped', reason: created.reason });
   const second = await runOnce({
     taskId: created.runTaskId,
@@ -86,12 +109,21 @@ export async function redundantRunWorkflow(input: RedundantRunWorkflowInput): Pr
   }
   // The dispatch activity stored the second result and settled it from the platform's hold.
   const status = await db.judgeRedundantRun({ clientTaskId: input.clientTaskId });
-  if (status !== 'disagreed' || !patched(THIRD_RUN_PATCH)) return finish({ clientTaskId: input.clientTaskId, status: status === 'pending' ? 'unanswered' : status });
+  if (status !== 'disagreed' || !patched(THIRD_RUN_PATCH))
+    return finish({ clientTaskId: input.clientTaskId, status: status === 'pending' ? 'unanswered' : status });
 
   // Two solvers that are not verifiers disagreed: a third breaks the tie.
-  const third = await db.createThirdRunTask({ clientTaskId: input.clientTaskId, runTaskId: `task_${uuid4().replace(/-/g, '').slice(0, 24)}`, workflowId });
+  const third = await db.createThirdRunTask({
+    clientTaskId: input.clientTaskId,
+    runTaskId: `task_${uuid4().replace(/-/g, '').slice(0, 24)}`,
+    workflowId,
+  });
   if (!third.created) return finish({ clientTaskId: input.clientTaskId, status: 'disagreed', reason: third.reason });
-  const tieBreak = await runOnce({ taskId: third.runTaskId, maxPricePoints: third.maxPricePoints, excludedSolverIds: third.excludedSolverIds ?? [] });
+  const tieBreak = await runOnce({
+    taskId: third.runTaskId,
+    maxPricePoints: third.maxPricePoints,
+    excludedSolverIds: third.excludedSolverIds ?? [],
+  });
   if (!tieBreak.ok) {
     await db.concludeDispute({ clientTaskId: input.clientTaskId, reason: tieBreak.message });
     return finish({ clientTaskId: input.clientTaskId, status: 'disagreed', reason: tieBreak.message });

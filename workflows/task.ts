@@ -80,7 +80,10 @@ export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkfl
     // (docs/queue.md, "What a chat pays"); with nothing delivered the hold is released.
     await CancellationScope.nonCancellable(async () => {
       await running.ended;
-      await db.finishTaskWithoutResult({ taskId: input.taskId, ...taskFailure('client_cancelled', 'The client went away before the result.') });
+      await db.finishTaskWithoutResult({
+        taskId: input.taskId,
+        ...taskFailure('client_cancelled', 'The client went away before the result.'),
+      });
       if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: 'The workflow was cancelled.' });
     });
     throw error;
@@ -88,7 +91,9 @@ export async function taskWorkflow(input: TaskWorkflowInput): Promise<TaskWorkfl
 }
 
 /** Chat completions run the same orchestration, restricted to strong-tier solvers, with a delta stream. */
-export async function chatCompletionWorkflow(input: TaskWorkflowInput): Promise<TaskWorkflowResult | SkippedTaskResult> {
+export async function chatCompletionWorkflow(
+  input: TaskWorkflowInput,
+): Promise<TaskWorkflowResult | SkippedTaskResult> {
   return taskWorkflow(input);
 }
 
@@ -101,7 +106,10 @@ interface RunningAttempt {
 // waiting for the attempt on replay.
 const BILL_DELIVERED_PATCH = 'bill-delivered-on-cancel';
 
-async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promise<TaskWorkflowResult | SkippedTaskResult> {
+async function runTask(
+  input: TaskWorkflowInput,
+  running: RunningAttempt,
+): Promise<TaskWorkflowResult | SkippedTaskResult> {
   // A platform task is created by its workflow, only while it is still due: a late start creates nothing.
   let match: PlatformMatch = {};
   if (input.platform) {
@@ -152,7 +160,12 @@ async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promi
   // A claim that the target failed, held against its solver, gets one other solver's opinion, from a slot free now.
   let secondOpinion: 'none' | 'asking' | 'asked' = 'none';
 
-  const end = async (type: TaskErrorType, message: string, solverErrorType?: string, skipped = false): Promise<TaskWorkflowResult> => {
+  const end = async (
+    type: TaskErrorType,
+    message: string,
+    solverErrorType?: string,
+    skipped = false,
+  ): Promise<TaskWorkflowResult> => {
     const failure = taskFailure(type, message, solverErrorType);
     const outcome = await db.finishTaskWithoutResult({ taskId: input.taskId, ...failure });
     if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: message, skipped });
@@ -160,7 +173,11 @@ async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promi
     return { taskId: input.taskId, status: outcome.status, error: outcome.applied ? failure.error : undefined };
   };
   const completeByAdmin = async (completion: AdminCompletion): Promise<TaskWorkflowResult> => {
-    const outcome = await db.completeTask({ taskId: input.taskId, taskType: input.taskType, completion: { kind: 'admin', solverId: completion.solverId, result: completion.result } });
+    const outcome = await db.completeTask({
+      taskId: input.taskId,
+      taskType: input.taskType,
+      completion: { kind: 'admin', solverId: completion.solverId, result: completion.result },
+    });
     setStatus(outcome.status);
     log.info('task completed by an admin', { taskId: input.taskId, solverId: completion.solverId });
     return { taskId: input.taskId, status: outcome.status };
@@ -171,43 +188,62 @@ async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promi
     if (cancelled) return end('task_cancelled', 'Cancelled by its client.');
     const remaining = deadline - Date.now();
     if (remaining <= 0) {
-      return end('task_timeout', attemptNumber === 0 ? 'No solver took the task before its deadline.' : 'The task did not finish before its deadline.');
+      return end(
+        'task_timeout',
+        attemptNumber === 0
+          ? 'No solver took the task before its deadline.'
+          : 'The task did not finish before its deadline.',
+      );
     }
     if (failedAttempts() >= input.maxAttempts) {
-      return end('solver_failed', `All ${failedAttempts()} attempts failed${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`, lastFailure && solverErrorTypeOf(lastFailure));
+      return end(
+        'solver_failed',
+        `All ${failedAttempts()} attempts failed${lastFailure ? `; last: ${lastFailure.error.message}` : '.'}`,
+        lastFailure && solverErrorTypeOf(lastFailure),
+      );
     }
     // Attempt 1 may have been matched with the task itself; otherwise (and for the sweep's restarts, which
     // find that same reservation again) a local activity matches.
     const matchedWithTask = attemptNumber === 0 && input.firstAssignment !== undefined;
     // Workflows that polled (no marker) had any such signal ignored, and keep asking matching on replay.
-    const handedSlot = handed.has(attemptNumber + 1) && patched(SLOT_BY_SIGNAL_PATCH) ? handed.get(attemptNumber + 1) : undefined;
+    const handedSlot =
+      handed.has(attemptNumber + 1) && patched(SLOT_BY_SIGNAL_PATCH) ? handed.get(attemptNumber + 1) : undefined;
     const reservation =
       matchedWithTask && input.firstAssignment
         ? { assignment: input.firstAssignment }
         : handedSlot
           ? { assignment: handedSlot.assignment }
           : await db.reserveAttempt({
-            taskId: input.taskId,
-            attemptNumber: attemptNumber + 1,
-            taskType: input.taskType,
-            maxPricePoints: match.maxPricePoints ?? input.maxPricePoints,
-            excludedSolverIds: match.excludedSolverIds ? [...match.excludedSolverIds, ...excluded] : excluded,
-            lastResortSolverIds: lastResort,
-            strongModels: input.strongModels,
-            ...(input.platform ? { canaryFor: match.canaryFor, verifiersOnly: match.verifiersOnly, behindClientTasks: match.behindClientTasks } : {}),
-          });
+              taskId: input.taskId,
+              attemptNumber: attemptNumber + 1,
+              taskType: input.taskType,
+              maxPricePoints: match.maxPricePoints ?? input.maxPricePoints,
+              excludedSolverIds: match.excludedSolverIds ? [...match.excludedSolverIds, ...excluded] : excluded,
+              lastResortSolverIds: lastResort,
+              strongModels: input.strongModels,
+              ...(input.platform
+                ? {
+                    canaryFor: match.canaryFor,
+                    verifiersOnly: match.verifiersOnly,
+                    behindClientTasks: match.behindClientTasks,
+                  }
+                : {}),
+            });
     if (!reservation.assignment) {
       if (reservation.finishedAs) {
         // Finished meanwhile, e.g. an attempt completed and settled whose report to us was lost with its node.
         if (input.platform && reservation.finishedAs === 'completed') await afterResult(input, input.platform);
-        else if (input.platform) await afterNoResult(input.taskId, input.platform, { reason: `The task ended ${reservation.finishedAs}.` });
+        else if (input.platform)
+          await afterNoResult(input.taskId, input.platform, { reason: `The task ended ${reservation.finishedAs}.` });
         setStatus(reservation.finishedAs);
         return { taskId: input.taskId, status: reservation.finishedAs };
       }
       // No other solver free now to give its opinion: the target's failure ends the task, as it said.
-      if (secondOpinion === 'asking') return end('solver_failed', lastFailure!.error.message, solverErrorTypeOf(lastFailure!));
+      if (secondOpinion === 'asking')
+        return end('solver_failed', lastFailure!.error.message, solverErrorTypeOf(lastFailure!));
       // A platform task is for solvers online now: with none, it ends at once.
-      if (input.platform && reservation.untriedOnline === 0) return end('solver_failed', noneOnline(input.platform, match), undefined, true);
+      if (input.platform && reservation.untriedOnline === 0)
+        return end('solver_failed', noneOnline(input.platform, match), undefined, true);
       // After attempts lost to platform faults only, it waits like a new task: their solvers come back
       // (reconnect to a live node) and are handed the task as their slots free.
       if (failedAttempts() > 0 && reservation.untriedOnline === 0) {
@@ -237,7 +273,14 @@ async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promi
     const outcome =
       matchedWithTask && input.firstAttemptReport
         ? input.firstAttemptReport
-        : await runAttempt(input, assignment, Math.min(input.attemptTimeoutSeconds * 1000, remaining), interrupted, startedEarly, running);
+        : await runAttempt(
+            input,
+            assignment,
+            Math.min(input.attemptTimeoutSeconds * 1000, remaining),
+            interrupted,
+            startedEarly,
+            running,
+          );
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
       // The dispatch activity stored the result and settled the task.
@@ -245,7 +288,11 @@ async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promi
       setStatus(outcome.status);
       return { taskId: input.taskId, status: outcome.status };
     }
-    const closing: unknown = await db.closeAttempt({ attemptId: assignment.attemptId, outcome: outcome.outcome, error: outcome.error });
+    const closing: unknown = await db.closeAttempt({
+      attemptId: assignment.attemptId,
+      outcome: outcome.outcome,
+      error: outcome.error,
+    });
     if (outcome.outcome === 'error' && !outcome.retryable) {
       // The solver says the task itself cannot succeed (e.g. a refused target): no point trying others,
       // unless it says the target failed and nothing corroborated it (docs/trust.md, "Target failures"):
@@ -259,11 +306,25 @@ async function runTask(input: TaskWorkflowInput, running: RunningAttempt): Promi
     }
     if (input.stream && (await deltasGiven(input.stream, assignment.attemptId, outcome.chunks)) !== 0) {
       // The client already holds part of this solver's answer; another solver cannot continue it.
-      return end('solver_failed', `The solver failed after streaming began: ${outcome.error.message}`, solverErrorTypeOf(outcome));
+      return end(
+        'solver_failed',
+        `The solver failed after streaming began: ${outcome.error.message}`,
+        solverErrorTypeOf(outcome),
+      );
     }
     // A client task's attempt lost to a platform fault is nobody's: it leaves the attempt limit as it was.
-    if (isPlatformFault(outcome) && !input.platform && platformFaults < MAX_UNCOUNTED_PLATFORM_FAULTS && patched(PLATFORM_FAULT_PATCH)) platformFaults += 1;
-    log.info('attempt failed; reassigning', { taskId: input.taskId, solverId: assignment.solverId, outcome: outcome.outcome });
+    if (
+      isPlatformFault(outcome) &&
+      !input.platform &&
+      platformFaults < MAX_UNCOUNTED_PLATFORM_FAULTS &&
+      patched(PLATFORM_FAULT_PATCH)
+    )
+      platformFaults += 1;
+    log.info('attempt failed; reassigning', {
+      taskId: input.taskId,
+      solverId: assignment.solverId,
+      outcome: outcome.outcome,
+    });
     if (solverAfter(outcome) === 'last_resort') lastResort.push(assignment.solverId);
     else excluded.push(assignment.solverId);
     lastFailure = outcome;
@@ -282,7 +343,11 @@ const FENCE_LOST_ATTEMPT_PATCH = 'fence-lost-chat-attempt';
  * node (or never run) cannot (-1), so the client's node shuts it out and answers: if it gave the client
  * nothing, another solver can still answer from the start. No answer from that node counts as some.
  */
-async function deltasGiven(stream: NonNullable<TaskWorkflowInput['stream']>, attemptId: string, reported: number): Promise<number> {
+async function deltasGiven(
+  stream: NonNullable<TaskWorkflowInput['stream']>,
+  attemptId: string,
+  reported: number,
+): Promise<number> {
   if (reported !== UNKNOWN_CHUNKS || !patched(FENCE_LOST_ATTEMPT_PATCH)) return reported;
   const clientNode = proxyActivities<NodeActivities>({
     taskQueue: nodeTaskQueue(stream.clientNodeId),
@@ -353,7 +418,9 @@ async function runAttempt(
         // nothing, unless it went out early without it; otherwise how many deltas reached the client is
         // unknown here (-1).
         const neverStarted = timedOut && (error.cause as TimeoutFailure).timeoutType === 'SCHEDULE_TO_START';
-        const message = String((error as Error & { cause?: Error })?.cause?.message ?? (error as Error)?.message ?? error);
+        const message = String(
+          (error as Error & { cause?: Error })?.cause?.message ?? (error as Error)?.message ?? error,
+        );
         return attemptFailed('node_unavailable', message, neverStarted && !startedEarly ? 0 : UNKNOWN_CHUNKS);
       }
     }

@@ -8,7 +8,8 @@ const BACKOFF_COEFFICIENT = 2;
 const MAX_RETRY_INTERVAL_MS = 10 * 60 * 1000;
 
 /** The wait before the attempt that follows `attempts` failed ones. */
-const retryIntervalMs = (attempts: number) => Math.min(FIRST_RETRY_MS * BACKOFF_COEFFICIENT ** Math.max(attempts - 1, 0), MAX_RETRY_INTERVAL_MS);
+const retryIntervalMs = (attempts: number) =>
+  Math.min(FIRST_RETRY_MS * BACKOFF_COEFFICIENT ** Math.max(attempts - 1, 0), MAX_RETRY_INTERVAL_MS);
 
 /**
  * One webhook delivery (one task, one event) whose first attempt failed, or whose sender died: attempts
@@ -16,7 +17,9 @@ const retryIntervalMs = (attempts: number) => Math.min(FIRST_RETRY_MS * BACKOFF_
  * (`webhook-<task id>-<event>`), so a delivery outlives every node and its attempts are visible in the
  * Temporal UI. A delivery accepted at its first attempt has none (src/webhooks/sender.ts).
  */
-export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Promise<'delivered' | 'already_finished' | 'failed'> {
+export async function webhookDeliveryWorkflow(
+  input: WebhookDeliveryInput,
+): Promise<'delivered' | 'already_finished' | 'failed'> {
   const made = input.attemptsMade ?? 0;
   // The attempts made before the start used up the first steps of the backoff.
   const waitMs = made > 0 ? retryIntervalMs(made) : 0;
@@ -32,7 +35,10 @@ export async function webhookDeliveryWorkflow(input: WebhookDeliveryInput): Prom
       nonRetryableErrorTypes: ['webhook_target_refused'],
     },
   });
-  const record = proxyActivities<Activities>({ startToCloseTimeout: '10 seconds', retry: { maximumInterval: '10 seconds' } });
+  const record = proxyActivities<Activities>({
+    startToCloseTimeout: '10 seconds',
+    retry: { maximumInterval: '10 seconds' },
+  });
   if (waitMs > 0) await sleep(waitMs);
   try {
     return await send.deliverWebhook({ deliveryId: input.deliveryId });

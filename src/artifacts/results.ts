@@ -52,11 +52,17 @@ export const isArtifactReference = (value: unknown): value is { [REFERENCE]: Art
 const bytesOf = (text: string, encoding: Encoding) => Buffer.from(text, encoding === 'base64' ? 'base64' : 'utf8');
 
 /** Visits the values at a field's path (array elements for `*`), with their names (`actions.screenshots.2`). */
-function visit(value: unknown, path: readonly string[], name: string[], found: (holder: Record<string, unknown> | unknown[], key: string | number, name: string) => void): void {
+function visit(
+  value: unknown,
+  path: readonly string[],
+  name: string[],
+  found: (holder: Record<string, unknown> | unknown[], key: string | number, name: string) => void,
+): void {
   if (typeof value !== 'object' || value === null) return;
   const [head, ...rest] = path;
   if (head === undefined) return;
-  const keys: Array<string | number> = head === '*' ? (Array.isArray(value) ? value.map((_, index) => index) : []) : Array.isArray(value) ? [] : [head];
+  const keys: Array<string | number> =
+    head === '*' ? (Array.isArray(value) ? value.map((_, index) => index) : []) : Array.isArray(value) ? [] : [head];
   for (const key of keys) {
     const child = (value as Record<string | number, unknown>)[key];
     if (rest.length === 0) found(value as Record<string, unknown>, key, [...name, String(key)].join('.'));
@@ -69,7 +75,8 @@ const copyOf = <T>(value: T): T => structuredClone(value);
 
 /**
  * Writes the large parts of a result to the store under `tasks/<taskId>/<scope>/<field>` and returns the
- * top-level fields that changed, with references in place of those parts, and the keys written. A write that fails throws: the caller
+ * top-level fields that changed, with references in place of those parts, and the keys written. A write that
+ * fails throws: the caller
  * fails the attempt, and nothing that says completed lacks its bytes.
  */
 export async function storeArtifacts(
@@ -94,7 +101,9 @@ export async function storeArtifacts(
       changed.add(field.path[0]!);
       writes.push(
         store.put(storeKey, bytes, field.contentType(input.result)).then((artifact) => {
-          (holder as Record<string | number, unknown>)[key] = { [REFERENCE]: { ...artifact, encoding: field.encoding } };
+          (holder as Record<string | number, unknown>)[key] = {
+            [REFERENCE]: { ...artifact, encoding: field.encoding },
+          };
         }),
       );
     });
@@ -127,7 +136,9 @@ export async function resolveArtifacts<T>(store: ArtifactStore, result: T): Prom
     }
     if (Array.isArray(value)) return Promise.all(value.map(expand));
     if (typeof value === 'object' && value !== null) {
-      const entries = await Promise.all(Object.entries(value).map(async ([key, item]) => [key, await expand(item)] as const));
+      const entries = await Promise.all(
+        Object.entries(value).map(async ([key, item]) => [key, await expand(item)] as const),
+      );
       return Object.fromEntries(entries);
     }
     return value;
@@ -140,15 +151,25 @@ export async function resolveArtifacts<T>(store: ArtifactStore, result: T): Prom
  * `actions.screenshots.0`): from the store, or decoded from the row when it was kept there. Null when the
  * result has no such part.
  */
-export async function artifactOf(store: ArtifactStore, taskType: string, result: Record<string, unknown>, name: string): Promise<{ bytes: Buffer; contentType: string; sha256?: string } | null> {
+export async function artifactOf(
+  store: ArtifactStore,
+  taskType: string,
+  result: Record<string, unknown>,
+  name: string,
+): Promise<{ bytes: Buffer; contentType: string; sha256?: string } | null> {
   for (const field of ARTIFACT_FIELDS[taskType] ?? []) {
-    let found: { bytes: Buffer; contentType: string; sha256?: string } | Promise<{ bytes: Buffer; contentType: string; sha256?: string }> | null = null;
+    let found:
+      | { bytes: Buffer; contentType: string; sha256?: string }
+      | Promise<{ bytes: Buffer; contentType: string; sha256?: string }>
+      | null = null;
     visit(result, field.path, [], (holder, key, fieldName) => {
       if (fieldName !== name) return;
       const value = (holder as Record<string | number, unknown>)[key];
       if (isArtifactReference(value)) {
         const artifact = value[REFERENCE];
-        found = store.get(artifact.key).then((bytes) => ({ bytes, contentType: artifact.content_type, sha256: artifact.sha256 }));
+        found = store
+          .get(artifact.key)
+          .then((bytes) => ({ bytes, contentType: artifact.content_type, sha256: artifact.sha256 }));
       } else if (typeof value === 'string') {
         found = { bytes: bytesOf(value, field.encoding), contentType: field.contentType(result) };
       }

@@ -37,7 +37,8 @@ export const sha256Of = (bytes: Buffer) => createHash('sha256').update(bytes).di
 /** Keys are made of task and attempt ids and field names; anything else could leave the directory. */
 const SAFE_KEY = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
 function checkedKey(key: string): string {
-  if (!SAFE_KEY.test(key) || key.split('/').some((part) => part === '..' || part === '.')) throw new Error(`invalid artifact key "${key}"`);
+  if (!SAFE_KEY.test(key) || key.split('/').some((part) => part === '..' || part === '.'))
+    throw new Error(`invalid artifact key "${key}"`);
   return key;
 }
 
@@ -125,17 +126,26 @@ export class S3ArtifactStore implements ArtifactStore {
     const sha256 = sha256Of(bytes);
     // The server checks the body against its digest, so a stored object is the bytes the row describes.
     await this.client.send(
-      new PutObjectCommand({ Bucket: this.settings.bucket, Key: checkedKey(key), Body: bytes, ContentType: contentType, ChecksumSHA256: Buffer.from(sha256, 'hex').toString('base64') }),
+      new PutObjectCommand({
+        Bucket: this.settings.bucket,
+        Key: checkedKey(key),
+        Body: bytes,
+        ContentType: contentType,
+        ChecksumSHA256: Buffer.from(sha256, 'hex').toString('base64'),
+      }),
     );
     return { key, size: bytes.length, sha256, content_type: contentType };
   }
 
   async get(key: string): Promise<Buffer> {
     try {
-      const object = await this.client.send(new GetObjectCommand({ Bucket: this.settings.bucket, Key: checkedKey(key) }));
+      const object = await this.client.send(
+        new GetObjectCommand({ Bucket: this.settings.bucket, Key: checkedKey(key) }),
+      );
       return Buffer.from(await object.Body!.transformToByteArray());
     } catch (error) {
-      if (error instanceof NoSuchKey || (error as { name?: string }).name === 'NoSuchKey') throw new ArtifactMissingError(key);
+      if (error instanceof NoSuchKey || (error as { name?: string }).name === 'NoSuchKey')
+        throw new ArtifactMissingError(key);
       throw error;
     }
   }
@@ -143,9 +153,14 @@ export class S3ArtifactStore implements ArtifactStore {
   async delete(keys: readonly string[]): Promise<void> {
     for (let start = 0; start < keys.length; start += S3_DELETE_BATCH) {
       const batch = keys.slice(start, start + S3_DELETE_BATCH).map((key) => ({ Key: checkedKey(key) }));
-      const answer = await this.client.send(new DeleteObjectsCommand({ Bucket: this.settings.bucket, Delete: { Objects: batch, Quiet: true } }));
+      const answer = await this.client.send(
+        new DeleteObjectsCommand({ Bucket: this.settings.bucket, Delete: { Objects: batch, Quiet: true } }),
+      );
       const failed = answer.Errors?.filter((error) => error.Code !== 'NoSuchKey') ?? [];
-      if (failed.length > 0) throw new Error(`the store did not delete ${failed.length} artifact(s): ${failed[0]!.Code} ${failed[0]!.Message ?? ''}`);
+      if (failed.length > 0)
+        throw new Error(
+          `the store did not delete ${failed.length} artifact(s): ${failed[0]!.Code} ${failed[0]!.Message ?? ''}`,
+        );
     }
   }
 
@@ -156,5 +171,7 @@ export class S3ArtifactStore implements ArtifactStore {
 
 /** The store the configuration names: an S3 bucket when ARTIFACT_S3_BUCKET is set, else DATA_DIR/artifacts. */
 export function createArtifactStore(config: { dataDir: string; artifactS3?: S3Settings }): ArtifactStore {
-  return config.artifactS3 ? new S3ArtifactStore(config.artifactS3) : new DirectoryArtifactStore(path.join(config.dataDir, 'artifacts'));
+  return config.artifactS3
+    ? new S3ArtifactStore(config.artifactS3)
+    : new DirectoryArtifactStore(path.join(config.dataDir, 'artifacts'));
 }

@@ -4,7 +4,11 @@ import type { Logger } from '../logger';
  * Runs `stop` once on SIGINT/SIGTERM (and any other `signals`). npm relays the signal the terminal already
  * sent, so a repeat within a few seconds is the same request; a later one forces the exit.
  */
-export function onShutdown(logger: Logger, stop: () => Promise<void>, signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM']) {
+export function onShutdown(
+  logger: Logger,
+  stop: () => Promise<void>,
+  signals: NodeJS.Signals[] = ['SIGINT', 'SIGTERM'],
+) {
   let stopping = 0;
   const handler = (signal: NodeJS.Signals) => {
     if (stopping && Date.now() - stopping < 3000) return;

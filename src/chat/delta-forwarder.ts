@@ -26,7 +26,9 @@ export class DeltaForwarder {
     const event = { type: 'chunk' as const, attempt: this.attemptId, seq: this.count++, delta };
     if (relay.isLocal(clientNodeId)) {
       // Same node: handed over synchronously, so the order is the call order.
-      relay.forward(clientNodeId, completionId, event).catch((error) => logger.warn({ err: error, attempt_id: this.attemptId }, 'chat delta not delivered'));
+      relay
+        .forward(clientNodeId, completionId, event)
+        .catch((error) => logger.warn({ err: error, attempt_id: this.attemptId }, 'chat delta not delivered'));
       return;
     }
     this.relayed = this.relayed

@@ -22,7 +22,12 @@ export function normalizeUsage(raw: Record<string, unknown> | null | undefined):
   return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: total };
 }
 
-export function chunk(meta: CompletionMeta, delta: Record<string, unknown>, finishReason: string | null = null, includeUsage = false) {
+export function chunk(
+  meta: CompletionMeta,
+  delta: Record<string, unknown>,
+  finishReason: string | null = null,
+  includeUsage = false,
+) {
   return {
     id: meta.id,
     object: 'chat.completion.chunk',
@@ -35,7 +40,15 @@ export function chunk(meta: CompletionMeta, delta: Record<string, unknown>, fini
 }
 
 export function usageChunk(meta: CompletionMeta, usage: Usage) {
-  return { id: meta.id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, system_fingerprint: null, choices: [], usage };
+  return {
+    id: meta.id,
+    object: 'chat.completion.chunk',
+    created: meta.created,
+    model: meta.model,
+    system_fingerprint: null,
+    choices: [],
+    usage,
+  };
 }
 
 interface ToolCall {
@@ -59,7 +72,8 @@ export class MessageAssembler {
       this.sawContent = true;
     }
     if (typeof delta.refusal === 'string') this.refusal = (this.refusal ?? '') + delta.refusal;
-    for (const field of ['reasoning_content', 'reasoning'] as const) if (typeof delta[field] === 'string') this.reasoning = (this.reasoning ?? '') + delta[field];
+    for (const field of ['reasoning_content', 'reasoning'] as const)
+      if (typeof delta[field] === 'string') this.reasoning = (this.reasoning ?? '') + delta[field];
     if (Array.isArray(delta.tool_calls)) {
       for (const part of delta.tool_calls) {
         const index = Number(part.index ?? 0);
@@ -88,7 +102,12 @@ export class MessageAssembler {
   }
 }
 
-export function completionBody(meta: CompletionMeta, message: ReturnType<MessageAssembler['message']>, finishReason: string | null, usage: Usage) {
+export function completionBody(
+  meta: CompletionMeta,
+  message: ReturnType<MessageAssembler['message']>,
+  finishReason: string | null,
+  usage: Usage,
+) {
   return {
     id: meta.id,
     object: 'chat.completion',
@@ -136,7 +155,12 @@ export function openAiErrorBody(body: unknown): unknown {
     const more = detail.length > 1 ? ` (and ${detail.length - 1} more; see detail)` : '';
     return {
       ...body,
-      error: { message: `${param ? `${param}: ` : ''}${first.msg}${more}`, type: OPENAI_VALIDATION_ERROR_TYPE, param, code: first.type },
+      error: {
+        message: `${param ? `${param}: ` : ''}${first.msg}${more}`,
+        type: OPENAI_VALIDATION_ERROR_TYPE,
+        param,
+        code: first.type,
+      },
     };
   }
   return body;

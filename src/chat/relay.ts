@@ -12,7 +12,13 @@ import { observeChatFirstToken, observeChatRelay } from '../metrics/metrics';
 /** Every event names the attempt that sent it, so that a fenced attempt's late events can be dropped. */
 export type RelayEvent =
   | { type: 'chunk'; attempt: string; seq: number; delta: Record<string, unknown> }
-  | { type: 'end'; attempt: string; chunks: number; finish_reason: string | null; usage: Record<string, unknown> | null };
+  | {
+      type: 'end';
+      attempt: string;
+      chunks: number;
+      finish_reason: string | null;
+      usage: Record<string, unknown> | null;
+    };
 
 interface Envelope {
   completionId: string;
@@ -40,9 +46,7 @@ interface Listener {
 export class ChatRelay {
   private readonly listeners = new Map<string, Listener>();
 
-  constructor(
-    private readonly deps: { bus: NotifyBus; nodeId: string; logger: Logger },
-  ) {}
+  constructor(private readonly deps: { bus: NotifyBus; nodeId: string; logger: Logger }) {}
 
   async start(): Promise<void> {
     await this.deps.bus.subscribe(relayChannel(this.deps.nodeId), (payload) => {
@@ -90,7 +94,11 @@ export class ChatRelay {
       return;
     }
     for (const part of splitForNotify(event)) {
-      await this.deps.bus.publish(relayChannel(targetNodeId), { completionId, event: part, sentAt: Date.now() } satisfies Envelope);
+      await this.deps.bus.publish(relayChannel(targetNodeId), {
+        completionId,
+        event: part,
+        sentAt: Date.now(),
+      } satisfies Envelope);
     }
   }
 
@@ -114,7 +122,12 @@ function splitForNotify(event: RelayEvent): RelayEvent[] {
   const pieces: RelayEvent[] = [];
   const size = Math.floor(MAX_NOTIFY_BYTES / 4);
   for (let offset = 0; offset < content.length; offset += size) {
-    pieces.push({ type: 'chunk', attempt: event.attempt, seq: event.seq, delta: { ...(offset === 0 ? rest : {}), content: content.slice(offset, offset + size) } });
+    pieces.push({
+      type: 'chunk',
+      attempt: event.attempt,
+      seq: event.seq,
+      delta: { ...(offset === 0 ? rest : {}), content: content.slice(offset, offset + size) },
+    });
   }
   return pieces;
 }

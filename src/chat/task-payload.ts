@@ -8,6 +8,10 @@ import type { ChatCompletionRequest } from '../schemas/requests';
  * audit's payload is built as a client's is.
  */
 export function chatTaskPayload(body: ChatCompletionRequest & Record<string, unknown>): Record<string, unknown> {
-  const { stream: _stream, stream_options: _streamOptions, ...rest } = body as ChatCompletionRequest & { stream_options?: unknown };
+  const {
+    stream: _stream,
+    stream_options: _streamOptions,
+    ...rest
+  } = body as ChatCompletionRequest & { stream_options?: unknown };
   return { ...rest, model: PUBLIC_MODEL_ID };
 }

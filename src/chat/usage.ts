@@ -18,7 +18,10 @@ export const USAGE_TOLERANCE = { factor: 1.5, slack: 32 } as const;
 /** Framing of each prompt message (role and delimiters), as OpenAI counts it, and of the reply's start. */
 const MESSAGE_TOKENS = 4;
 const REPLY_TOKENS = 3;
-/** An image, audio or file part, not counted: the largest image the strong models take is about 1,600 tokens (Claude). */
+/**
+ * An image, audio or file part, not counted: the largest image the strong models take is about 1,600 tokens
+ * (Claude).
+ */
 const NON_TEXT_PART_TOKENS = 2000;
 /** A prompt with tools: providers add a tool-use system prompt of their own (Anthropic documents 313–346 tokens). */
 const TOOL_USE_TOKENS = 400;
@@ -41,7 +44,8 @@ export function textTokens(text: string): number {
 
 export const boundOf = (counted: number): number => Math.ceil(counted * USAGE_TOLERANCE.factor) + USAGE_TOLERANCE.slack;
 
-const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === 'object' && value !== null && !Array.isArray(value);
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === 'object' && value !== null && !Array.isArray(value);
 
 /** What a chat task's prompt is counted from: its texts, and the tokens allowed for without counting. */
 function promptParts(payload: Record<string, unknown>): { texts: string[]; allowed: number } {
@@ -98,7 +102,10 @@ export function estimatePromptTokens(payload: Record<string, unknown>): number {
   return Math.max(1, tokens + (skipped > 0 && counted > 0 ? Math.ceil((skipped * tokens) / counted) : 0));
 }
 
-/** The tokens of the prompt a chat task sends its solver: messages (text parts counted, others allowed for), tools, response format. */
+/**
+ * The tokens of the prompt a chat task sends its solver: messages (text parts counted, others allowed for),
+ * tools, response format.
+ */
 export function promptTokens(payload: Record<string, unknown>): number {
   const { texts, allowed } = promptParts(payload);
   return texts.reduce((sum, text) => sum + textTokens(text), allowed);
@@ -115,7 +122,10 @@ async function promptTokensYielding(payload: Record<string, unknown>): Promise<n
   return tokens;
 }
 
-/** The tokens of `text`, counted in pieces of at most YIELD_CHARS cut at whitespace, the event loop served between them. */
+/**
+ * The tokens of `text`, counted in pieces of at most YIELD_CHARS cut at whitespace, the event loop served
+ * between them.
+ */
 async function tokensYielding(text: string): Promise<number> {
   let tokens = 0;
   let rest = text;
@@ -199,7 +209,11 @@ export class DeliveredTokens {
     await this.counting;
     const answer = this.tokens.answer + (await tokensYielding(this.pending.answer));
     const reasoning = this.tokens.reasoning + (await tokensYielding(this.pending.reasoning));
-    return { prompt_tokens: await promptTokensYielding(this.payload), completion_tokens: answer + reasoning, reasoning_tokens: reasoning };
+    return {
+      prompt_tokens: await promptTokensYielding(this.payload),
+      completion_tokens: answer + reasoning,
+      reasoning_tokens: reasoning,
+    };
   }
 }
 
@@ -231,12 +245,21 @@ function lastWhitespace(text: string): number {
  */
 export function deliveredUsage(counted: CountedUsage): BilledUsage | null {
   if (counted.completion_tokens === 0) return null;
-  return { prompt_tokens: counted.prompt_tokens, completion_tokens: counted.completion_tokens, total_tokens: counted.prompt_tokens + counted.completion_tokens };
+  return {
+    prompt_tokens: counted.prompt_tokens,
+    completion_tokens: counted.completion_tokens,
+    total_tokens: counted.prompt_tokens + counted.completion_tokens,
+  };
 }
 
 /** An attempt's usage: what its solver reported, what was counted, the bound, and what is billed. */
 export interface MeteredUsage {
-  reported: { prompt_tokens: number | null; completion_tokens: number | null; total_tokens: number | null; reasoning_tokens: number | null };
+  reported: {
+    prompt_tokens: number | null;
+    completion_tokens: number | null;
+    total_tokens: number | null;
+    reasoning_tokens: number | null;
+  };
   counted: CountedUsage;
   bound: { prompt_tokens: number; completion_tokens: number };
   billed: BilledUsage;
@@ -263,7 +286,10 @@ export function meterUsage(report: unknown, counted: CountedUsage): MeteredUsage
     total_tokens: tokenCount(raw.total_tokens),
     reasoning_tokens: tokenCount(details.reasoning_tokens),
   };
-  const bound = { prompt_tokens: boundOf(counted.prompt_tokens), completion_tokens: boundOf(counted.completion_tokens) };
+  const bound = {
+    prompt_tokens: boundOf(counted.prompt_tokens),
+    completion_tokens: boundOf(counted.completion_tokens),
+  };
   // Declared reasoning that was not streamed was hidden: not billed, and not a claim about what was delivered.
   const hidden = counted.reasoning_tokens === 0 ? (reported.reasoning_tokens ?? 0) : 0;
   const prompt = reported.prompt_tokens ?? 0;
@@ -272,5 +298,11 @@ export function meterUsage(report: unknown, counted: CountedUsage): MeteredUsage
   const billedPrompt = Math.min(prompt, bound.prompt_tokens);
   const billedCompletion = Math.min(completion, bound.completion_tokens);
   const total = Math.min(reported.total_tokens ?? Number.POSITIVE_INFINITY, billedPrompt + billedCompletion);
-  return { reported, counted, bound, billed: { prompt_tokens: billedPrompt, completion_tokens: billedCompletion, total_tokens: total }, inflated };
+  return {
+    reported,
+    counted,
+    bound,
+    billed: { prompt_tokens: billedPrompt, completion_tokens: billedCompletion, total_tokens: total },
+    inflated,
+  };
 }

@@ -20,7 +20,10 @@ export interface JsonExtraction {
 
 export type Extraction = JsonExtraction | { kind: 'summary' };
 
-/** The page's markdown given to the model is cut here (about 25 000 tokens): a page's main content fits, its longest tail does not. */
+/**
+ * The page's markdown given to the model is cut here (about 25 000 tokens): a page's main content fits, its
+ * longest tail does not.
+ */
 export const EXTRACTION_PAGE_CHARS = 100_000;
 /** The completion budget of an extraction or a summary: a filled schema or a summary fits in far less. */
 export const EXTRACTION_MAX_TOKENS = 4096;
@@ -30,32 +33,52 @@ export const EXTRACTION_ATTEMPTS = 2;
 const ajv = new Ajv({ allErrors: true, strict: false });
 
 /** Validation errors as one line each, as the repair request and the error message name them. */
-const describe = (errors: ErrorObject[] | null | undefined) => (errors ?? []).map((error) => `${error.instancePath || '(root)'} ${error.message ?? 'is invalid'}`).slice(0, 20);
+const describe = (errors: ErrorObject[] | null | undefined) =>
+  (errors ?? []).map((error) => `${error.instancePath || '(root)'} ${error.message ?? 'is invalid'}`).slice(0, 20);
 
 function optionalString(value: unknown, option: string): string | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'string') throw new ApiError('unsupported_option', `The "${option}" must be a string.`, { option });
+  if (typeof value !== 'string')
+    throw new ApiError('unsupported_option', `The "${option}" must be a string.`, { option });
   return value;
 }
 
-/** The json format's options (`{schema, prompt, systemPrompt}`), checked: a schema that does not compile is refused before any work. */
-export function jsonExtraction(options: Record<string, unknown>, field: JsonExtraction['field'], option: string): JsonExtraction {
+/**
+ * The json format's options (`{schema, prompt, systemPrompt}`), checked: a schema that does not compile is
+ * refused before any work.
+ */
+export function jsonExtraction(
+  options: Record<string, unknown>,
+  field: JsonExtraction['field'],
+  option: string,
+): JsonExtraction {
   const schema = options.schema;
   if (schema !== undefined && schema !== null && (typeof schema !== 'object' || Array.isArray(schema))) {
     throw new ApiError('unsupported_option', `The "${option}.schema" must be a JSON Schema object.`, { option });
   }
   const prompt = optionalString(options.prompt, `${option}.prompt`);
   const systemPrompt = optionalString(options.systemPrompt, `${option}.systemPrompt`);
-  if (!schema && !prompt) throw new ApiError('unsupported_option', `The json format needs a "schema" or a "prompt" (${option}).`, { option });
+  if (!schema && !prompt)
+    throw new ApiError('unsupported_option', `The json format needs a "schema" or a "prompt" (${option}).`, { option });
   if (schema) compiled(schema as Record<string, unknown>, option);
-  return { kind: 'json', field, ...(schema ? { schema: schema as Record<string, unknown> } : {}), ...(prompt ? { prompt } : {}), ...(systemPrompt ? { systemPrompt } : {}) };
+  return {
+    kind: 'json',
+    field,
+    ...(schema ? { schema: schema as Record<string, unknown> } : {}),
+    ...(prompt ? { prompt } : {}),
+    ...(systemPrompt ? { systemPrompt } : {}),
+  };
 }
 
 function compiled(schema: Record<string, unknown>, option = 'schema'): ValidateFunction {
   try {
     return ajv.compile(schema);
   } catch (error) {
-    throw new ApiError('unsupported_option', `The "${option}.schema" is not a valid JSON Schema: ${(error as Error).message}`, { option });
+    throw new ApiError(
+      'unsupported_option',
+      `The "${option}.schema" is not a valid JSON Schema: ${(error as Error).message}`,
+      { option },
+    );
   }
 }
 
@@ -73,15 +96,27 @@ export function extractionRequest(extraction: Extraction, markdown: string, url:
       model: PUBLIC_MODEL_ID,
       max_tokens: EXTRACTION_MAX_TOKENS,
       messages: [
-        { role: 'system', content: 'You summarise web pages. Answer with a concise summary of the page (a few sentences) in the page\'s language, and nothing else.' },
+        {
+          role: 'system',
+          content:
+            'You summarise web pages. Answer with a concise summary of the page (a few sentences) in ' +
+            "the page's language, and nothing else.",
+        },
         { role: 'user', content: `${pageMessage(markdown, url)}\n\nSummarise this page.` },
       ] satisfies ChatMessage[],
     };
   }
-  const system = extraction.systemPrompt ?? 'You extract structured data from web pages. Answer with one JSON value only, taken from the page; use null where the page does not say.';
+  const system =
+    extraction.systemPrompt ??
+    'You extract structured data from web pages. Answer with one JSON value only, taken from ' +
+      'the page; use null where the page does not say.';
   const task = [
-    extraction.prompt ? `Instructions: ${extraction.prompt}` : 'Extract the data the JSON Schema describes from this page.',
-    extraction.schema ? `Answer with JSON matching this JSON Schema:\n${JSON.stringify(extraction.schema)}` : 'Answer with a JSON object.',
+    extraction.prompt
+      ? `Instructions: ${extraction.prompt}`
+      : 'Extract the data the JSON Schema describes from this page.',
+    extraction.schema
+      ? `Answer with JSON matching this JSON Schema:\n${JSON.stringify(extraction.schema)}`
+      : 'Answer with a JSON object.',
   ].join('\n\n');
   return {
     model: PUBLIC_MODEL_ID,
@@ -97,14 +132,21 @@ export function extractionRequest(extraction: Extraction, markdown: string, url:
 }
 
 /** The repair request: the first request, the invalid answer, and what is wrong with it. */
-export function repairRequest(first: Record<string, unknown>, answer: string, problems: string[]): Record<string, unknown> {
+export function repairRequest(
+  first: Record<string, unknown>,
+  answer: string,
+  problems: string[],
+): Record<string, unknown> {
   const messages = first.messages as ChatMessage[];
   return {
     ...first,
     messages: [
       ...messages,
       { role: 'assistant', content: answer },
-      { role: 'user', content: `That answer is not valid:\n${problems.map((problem) => `- ${problem}`).join('\n')}\n\nAnswer again with the corrected JSON only.` },
+      {
+        role: 'user',
+        content: `That answer is not valid:\n${problems.map((problem) => `- ${problem}`).join('\n')}\n\nAnswer again with the corrected JSON only.`,
+      },
     ] satisfies ChatMessage[],
   };
 }
@@ -120,7 +162,10 @@ function parseJson(text: string): { ok: true; value: unknown } | { ok: false } {
 }
 
 /** The extraction's value from a model's answer, or what is wrong with it. */
-export function judgeAnswer(extraction: Extraction, answer: string): { ok: true; value: unknown } | { ok: false; problems: string[] } {
+export function judgeAnswer(
+  extraction: Extraction,
+  answer: string,
+): { ok: true; value: unknown } | { ok: false; problems: string[] } {
   if (extraction.kind === 'summary') {
     const summary = answer.trim();
     return summary ? { ok: true, value: summary } : { ok: false, problems: ['the summary is empty'] };
@@ -128,18 +173,25 @@ export function judgeAnswer(extraction: Extraction, answer: string): { ok: true;
   const parsed = parseJson(answer);
   if (!parsed.ok) return { ok: false, problems: ['the answer is not JSON'] };
   if (!extraction.schema) {
-    return parsed.value !== null && typeof parsed.value === 'object' ? { ok: true, value: parsed.value } : { ok: false, problems: ['the answer is not a JSON object'] };
+    return parsed.value !== null && typeof parsed.value === 'object'
+      ? { ok: true, value: parsed.value }
+      : { ok: false, problems: ['the answer is not a JSON object'] };
   }
   const validate = compiled(extraction.schema);
-  return validate(parsed.value) ? { ok: true, value: parsed.value } : { ok: false, problems: describe(validate.errors) };
+  return validate(parsed.value)
+    ? { ok: true, value: parsed.value }
+    : { ok: false, problems: describe(validate.errors) };
 }
 
 /** 502 extraction_failed: neither the answer nor its repair was valid; the page and the chats delivered are charged. */
 export function extractionFailed(extraction: Extraction, problems: string[], taskIds: string[]): ApiError {
-  const what = extraction.kind === 'summary' ? 'a summary' : extraction.schema ? 'JSON matching the schema' : 'a JSON object';
+  const what =
+    extraction.kind === 'summary' ? 'a summary' : extraction.schema ? 'JSON matching the schema' : 'a JSON object';
   return new ApiError(
     'extraction_failed',
-    `The strong-tier solvers did not answer with ${what} after ${EXTRACTION_ATTEMPTS} attempts (${problems.join('; ')}). The page and the completions delivered are charged; retry, or simplify the schema.`,
+    `The strong-tier solvers did not answer with ${what} after ${EXTRACTION_ATTEMPTS} attempts ` +
+      `(${problems.join('; ')}). The page and the completions delivered are charged; retry, or ` +
+      `simplify the schema.`,
     { problems, task_ids: taskIds },
   );
 }

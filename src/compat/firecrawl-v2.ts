@@ -35,14 +35,19 @@ const listed = (names: readonly string[]) => `${names.slice(0, -1).join(', ')} a
 /** The refusal of a format (or search source) this service does not produce, naming it. */
 export function unsupportedFormat(format: string, what = 'format', alsoServed: readonly string[] = []): ApiError {
   const served = what === 'format' ? listed([...SCRAPE_V2_FORMATS, ...alsoServed]) : 'web';
-  return new ApiError('unsupported_format', `The "${format}" ${what} is not supported by this service; it serves ${served}.`, { format });
+  return new ApiError(
+    'unsupported_format',
+    `The "${format}" ${what} is not supported by this service; it serves ${served}.`,
+    { format },
+  );
 }
 
 /** Search results come as links only: scraping them (`scrapeOptions.formats`) is one scrape per result URL. */
 export function unsupportedResultScrape(format: string): ApiError {
   return new ApiError(
     'unsupported_format',
-    `Scraping search results (scrapeOptions.formats "${format}") is not supported by this service; scrape the result URLs with /v2/scrape.`,
+    `Scraping search results (scrapeOptions.formats "${format}") is not supported by this ` +
+      `service; scrape the result URLs with /v2/scrape.`,
     { format },
   );
 }
@@ -53,7 +58,11 @@ const CONTENT_FORMATS: readonly ScrapeV2Format[] = ['markdown', 'html', 'rawHtml
  * The tasks a scrape needs; throws `unsupported_format` for a format this service does not produce
  * (its message naming `alsoServed` too: the formats the caller serves itself, a scrape's json and summary).
  */
-export function planScrapeV2(body: ScrapeV2Request, actions: PageActionStep[] = [], alsoServed: readonly string[] = []): ScrapeV2Plan {
+export function planScrapeV2(
+  body: ScrapeV2Request,
+  actions: PageActionStep[] = [],
+  alsoServed: readonly string[] = [],
+): ScrapeV2Plan {
   const requested = body.formats && body.formats.length > 0 ? body.formats : ['markdown'];
   const formats = new Set<ScrapeV2Format>();
   const waitMs = body.waitFor ?? 0;
@@ -65,9 +74,16 @@ export function planScrapeV2(body: ScrapeV2Request, actions: PageActionStep[] = 
     formats.add(type as ScrapeV2Format);
     if (type === 'screenshot') {
       // The route has validated a screenshot object's fields; quality applies to JPEG only and our images are PNG.
-      const options = typeof format === 'string' ? {} : (format as { fullPage?: boolean | null; viewport?: { width: number; height: number } | null });
+      const options =
+        typeof format === 'string'
+          ? {}
+          : (format as { fullPage?: boolean | null; viewport?: { width: number; height: number } | null });
       const viewport = options.viewport ?? mobileViewport;
-      screenshot = { full_page: options.fullPage === true, ...(viewport ? { viewport } : {}), ...(waitMs ? { wait_ms: waitMs } : {}) };
+      screenshot = {
+        full_page: options.fullPage === true,
+        ...(viewport ? { viewport } : {}),
+        ...(waitMs ? { wait_ms: waitMs } : {}),
+      };
     }
   }
   return {
@@ -84,11 +100,23 @@ export function planScrapeV2(body: ScrapeV2Request, actions: PageActionStep[] = 
   };
 }
 
-/** The page_snapshot payload that renders the page; with actions, a wanted screenshot is its last one, taken after the others. */
+/**
+ * The page_snapshot payload that renders the page; with actions, a wanted screenshot is its last one, taken
+ * after the others.
+ */
 export function renderPayload(url: string, plan: ScrapeV2Plan): Record<string, unknown> {
-  const screenshotAction = plan.screenshot && plan.actions.length > 0
-    ? [{ type: 'screenshot' as const, fullPage: plan.screenshot.full_page, ...(plan.screenshot.viewport && plan.screenshot.viewport !== plan.viewport ? { viewport: plan.screenshot.viewport } : {}) }]
-    : [];
+  const screenshotAction =
+    plan.screenshot && plan.actions.length > 0
+      ? [
+          {
+            type: 'screenshot' as const,
+            fullPage: plan.screenshot.full_page,
+            ...(plan.screenshot.viewport && plan.screenshot.viewport !== plan.viewport
+              ? { viewport: plan.screenshot.viewport }
+              : {}),
+          },
+        ]
+      : [];
   const actions = [...plan.actions, ...screenshotAction];
   return {
     url,

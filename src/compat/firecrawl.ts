@@ -21,7 +21,8 @@ export function withScheme(url: string): string {
 }
 
 /** Firecrawl's `timeout` is milliseconds; our tasks count whole seconds. */
-export const timeoutSecondsOf = (timeoutMs: number | null | undefined) => (timeoutMs ? Math.max(1, Math.ceil(timeoutMs / 1000)) : undefined);
+export const timeoutSecondsOf = (timeoutMs: number | null | undefined) =>
+  timeoutMs ? Math.max(1, Math.ceil(timeoutMs / 1000)) : undefined;
 
 /** The page a scrape's content comes from: a fetch's raw HTML (or text), or a rendered page's HTML. */
 export interface ScrapedPage {
@@ -51,7 +52,10 @@ function mergedSafety(scans: ScrapeParts['scans']): { safety: ScanResult } | Rec
     safety: mergeScans(
       scans.map(({ name, safety }) => ({
         flagged: safety.flagged,
-        findings: safety.findings.map((finding) => ({ ...finding, location: `${name}.${finding.location ?? ''}`.replace(/\.$/, '') })),
+        findings: safety.findings.map((finding) => ({
+          ...finding,
+          location: `${name}.${finding.location ?? ''}`.replace(/\.$/, ''),
+        })),
       })),
     ),
   };
@@ -64,15 +68,31 @@ const BASE64_IMAGE = /\(data:image\/[^;)]+;base64,[^)]*\)/g;
  * The main content as the solver's fetch converts it, from the page's parsed HTML (which it changes);
  * filtered or whole-page markdown from the cleaned HTML.
  */
-function markdownOf(page: ScrapedPage, parsed: LinkedomDocument | null, pageUrl: string, onlyMainContent: boolean, tags: TagFilter): string {
+function markdownOf(
+  page: ScrapedPage,
+  parsed: LinkedomDocument | null,
+  pageUrl: string,
+  onlyMainContent: boolean,
+  tags: TagFilter,
+): string {
   if (page.kind === 'text') return page.content;
   if (!page.content || !parsed) return '';
   const filtered = Boolean(tags.include?.length || tags.exclude?.length);
   if (onlyMainContent && !filtered) return documentToMarkdown(parsed, page.content, pageUrl).markdown;
-  return htmlToMarkdown(cleanHtml(page.content, pageUrl, onlyMainContent, tags), pageUrl, { mainContentOnly: false, titleHeading: false }).markdown;
+  return htmlToMarkdown(cleanHtml(page.content, pageUrl, onlyMainContent, tags), pageUrl, {
+    mainContentOnly: false,
+    titleHeading: false,
+  }).markdown;
 }
 
-type ScrapeInput = { url: string; formats: readonly string[]; onlyMainContent: boolean; tags?: TagFilter; removeBase64Images?: boolean; parts: ScrapeParts };
+type ScrapeInput = {
+  url: string;
+  formats: readonly string[];
+  onlyMainContent: boolean;
+  tags?: TagFilter;
+  removeBase64Images?: boolean;
+  parts: ScrapeParts;
+};
 
 /** Firecrawl's `data` document: only the requested formats, plus `metadata` (and `actions` when some ran). */
 export function scrapeDocument(input: ScrapeInput) {
@@ -130,16 +150,27 @@ export const FIRECRAWL_STATUS: Record<number, number> = { 502: 500, 504: 408 };
  * errors keep 422 and their `detail` list (the API contract), with `success` and `error` added.
  */
 export function firecrawlFailure(status: number, body: unknown): { status: number; body: unknown } {
-  const ours = body as { detail?: Array<{ type: string; loc: (string | number)[]; msg: string; input?: unknown }>; error?: { type: string; message: string } } | undefined;
+  const ours = body as
+    | {
+        detail?: Array<{ type: string; loc: (string | number)[]; msg: string; input?: unknown }>;
+        error?: { type: string; message: string };
+      }
+    | undefined;
   if (ours?.detail) {
     // A refused value is named (the `json` format, say); a missing field's input is its parent, left out.
-    const given = (item: { type: string; input?: unknown }) => (item.type !== 'missing' && ['string', 'number', 'boolean'].includes(typeof item.input) ? ` (got ${JSON.stringify(item.input)})` : '');
+    const given = (item: { type: string; input?: unknown }) =>
+      item.type !== 'missing' && ['string', 'number', 'boolean'].includes(typeof item.input)
+        ? ` (got ${JSON.stringify(item.input)})`
+        : '';
     const summary = ours.detail.map((item) => `${item.loc.join('.')}: ${item.msg}${given(item)}`).join('; ');
     return { status, body: { success: false, error: `Bad Request: ${summary}`, detail: ours.detail } };
   }
   if (ours?.error) {
     const { type, message, ...extra } = ours.error;
-    return { status: FIRECRAWL_STATUS[status] ?? status, body: { success: false, error: message, code: type, ...extra } };
+    return {
+      status: FIRECRAWL_STATUS[status] ?? status,
+      body: { success: false, error: message, code: type, ...extra },
+    };
   }
   return { status, body };
 }

@@ -72,7 +72,12 @@ export class PageCache {
     const row = await this.lookups.add({ ...key, maxAgeMs });
     if (!row) return null;
     try {
-      return { taskId: row.task_id, taskType: row.task_type, cachedAt: row.cached_at, result: await resolveArtifacts(this.deps.artifacts, row.result) };
+      return {
+        taskId: row.task_id,
+        taskType: row.task_type,
+        cachedAt: row.cached_at,
+        result: await resolveArtifacts(this.deps.artifacts, row.result),
+      };
     } catch (error) {
       // Purged between the two reads: as if it was not cached.
       if (error instanceof ArtifactMissingError) return null;
@@ -93,7 +98,12 @@ export class PageCache {
  * or rendered after a wait; the viewport; the country it is fetched from); a location or credentials in
  * the URL make it the account's own.
  */
-export function scrapeCacheKey(url: string, plan: Pick<ScrapeV2Plan, 'content' | 'screenshot' | 'actions' | 'render' | 'waitMs' | 'viewport'>, country: string | undefined, accountId: string): PageCacheKey | null {
+export function scrapeCacheKey(
+  url: string,
+  plan: Pick<ScrapeV2Plan, 'content' | 'screenshot' | 'actions' | 'render' | 'waitMs' | 'viewport'>,
+  country: string | undefined,
+  accountId: string,
+): PageCacheKey | null {
   if (!plan.content || plan.screenshot || plan.actions.length > 0) return null;
   const variant = [
     plan.render === 'always' ? `render:wait=${plan.waitMs}` : 'auto',

@@ -10,7 +10,9 @@ type PageDocument = ReturnType<typeof parseDocument>['document'];
 // Never content in any view of the page.
 const NEVER_CONTENT = 'script, style, noscript, template, link, meta, base';
 // Page chrome around the main content; removed when onlyMainContent is on (Firecrawl's default).
-const NOT_MAIN_CONTENT = 'header, nav, footer, aside, [role="navigation"], [role="banner"], [role="contentinfo"], [role="complementary"], [aria-hidden="true"]';
+const NOT_MAIN_CONTENT =
+  'header, nav, footer, aside, [role="navigation"], [role="banner"], [role="contentinfo"], ' +
+  '[role="complementary"], [aria-hidden="true"]';
 const URL_ATTRIBUTES: Array<[string, string]> = [
   ['a[href]', 'href'],
   ['area[href]', 'href'],
@@ -60,7 +62,8 @@ export function cleanHtml(rawHtml: string, pageUrl: string, onlyMainContent: boo
   const base = baseUrlOf(document, pageUrl);
   for (const element of document.querySelectorAll(NEVER_CONTENT)) element.remove();
   if (onlyMainContent) for (const element of document.querySelectorAll(NOT_MAIN_CONTENT)) element.remove();
-  for (const selector of tags.exclude ?? []) for (const element of document.querySelectorAll(selector)) element.remove();
+  for (const selector of tags.exclude ?? [])
+    for (const element of document.querySelectorAll(selector)) element.remove();
   if (tags.include?.length && document.body) {
     const kept = [...document.body.querySelectorAll(tags.include.join(', '))];
     // An element inside another kept one is already part of it.
@@ -109,7 +112,10 @@ const META_FIELDS: Record<string, string> = {
 };
 
 /** An attribute by case-insensitive name (the parser keeps names as written: NAME, Content...). */
-function attribute(element: { attributes: ArrayLike<{ name: string; value: string }> }, name: string): string | undefined {
+function attribute(
+  element: { attributes: ArrayLike<{ name: string; value: string }> },
+  name: string,
+): string | undefined {
   for (const attr of Array.from(element.attributes)) if (attr.name.toLowerCase() === name) return attr.value;
   return undefined;
 }

@@ -1,7 +1,8 @@
 import { ApiError } from '../errors';
 
 /**
- * A scrape's `maxPricePoints` (docs/decisions.md, "json and summary", Bound): the most the request may charge, its page's
+ * A scrape's `maxPricePoints` (docs/decisions.md, "json and summary", Bound): the most the request may charge,
+ * its page's
  * tasks and its completions together. The page's tasks come first, each limited to an equal share of the
  * limit less the completions' floor; then each extraction's completions share what the page left, its
  * repair taking what its first attempt did not. Every task's charge is at most its maximum price, so the
@@ -75,7 +76,10 @@ export interface ScrapePriceLimit {
  * The limits of a scrape of `pageTasks` concurrent page tasks and `extractions` completions whose cheapest
  * estimate each is `completionFloor` (null: no strong-tier offer priced yet, so none is set aside).
  */
-export function scrapePriceLimit(limit: string, input: { pageTasks: number; extractions: number; completionFloor: string | null }): ScrapePriceLimit {
+export function scrapePriceLimit(
+  limit: string,
+  input: { pageTasks: number; extractions: number; completionFloor: string | null },
+): ScrapePriceLimit {
   const floor = input.completionFloor ?? '0';
   const reserved = Array.from({ length: input.extractions }, () => floor);
   if (pointsBelow(limit, pointsSum(...reserved))) throw belowCompletionFloor(limit, floor, input.extractions);
@@ -91,12 +95,18 @@ export function scrapePriceLimit(limit: string, input: { pageTasks: number; extr
 function belowCompletionFloor(limit: string, floor: string, extractions: number): ApiError {
   return new ApiError(
     'no_solver_within_price',
-    `maxPricePoints (${limit}) is below the cheapest completion online for ${extractions === 1 ? 'the extraction' : `each of the ${extractions} extractions`} (${floor} points each), before the page's price; raise it.`,
+    `maxPricePoints (${limit}) is below the cheapest completion online for ${extractions === 1 ? 'the extraction' : `each of the ${extractions} extractions`} ` +
+      `(${floor} points each), before the page's price; raise it.`,
     { param: 'maxPricePoints' },
   );
 }
 
 /** 422 no_solver_within_price: no solver online serves `what` within its share of the scrape's maxPricePoints. */
 export function scrapeWithinPrice(what: string): ApiError {
-  return new ApiError('no_solver_within_price', `No solver online serves ${what} within its share of maxPricePoints (docs/decisions.md, "json and summary", Bound); raise it.`, { param: 'maxPricePoints' });
+  return new ApiError(
+    'no_solver_within_price',
+    `No solver online serves ${what} within its share of maxPricePoints (docs/decisions.md, ` +
+      `"json and summary", Bound); raise it.`,
+    { param: 'maxPricePoints' },
+  );
 }

@@ -10,7 +10,8 @@ import { parseDocument } from '../solver/html/markdown';
 export const RENDER_TEXT_CHARS = 200;
 // The mount points of single-page application frameworks (React, Vue, Next, Nuxt, Gatsby, Angular, Svelte).
 const APP_ROOTS = '#root, #app, #__next, #__nuxt, #___gatsby, #svelte, [data-reactroot], [ng-app], app-root';
-const NOSCRIPT_HINT = /\b(enable|requires?|turn on|needs?)\b[^.]{0,40}\bjavascript\b|\bjavascript\b[^.]{0,40}\b(required|disabled|needed)\b/i;
+const NOSCRIPT_HINT =
+  /\b(enable|requires?|turn on|needs?)\b[^.]{0,40}\bjavascript\b|\bjavascript\b[^.]{0,40}\b(required|disabled|needed)\b/i;
 
 /** Why the fetched page needs rendering, or null when its HTML is its content. */
 export function renderReason(rawHtml: string): string | null {

@@ -5,6 +5,12 @@
  * oracle's answer (src/trust/search-oracle.ts), sent only when one is configured (activeCanaryTypes in
  * src/db/reputation.ts). Here, in the leaf layer, because the canary workflows name them.
  */
-export const CANARY_TASK_TYPES = ['proxy_fetch', 'page_snapshot', 'screenshot', 'chat_completion', 'web_search'] as const;
+export const CANARY_TASK_TYPES = [
+  'proxy_fetch',
+  'page_snapshot',
+  'screenshot',
+  'chat_completion',
+  'web_search',
+] as const;
 
 export type CanaryTaskType = (typeof CANARY_TASK_TYPES)[number];

@@ -11,7 +11,8 @@ export type CrawlEvent = (typeof CRAWL_EVENTS)[number];
 export type CrawlEventType = `${CrawlKind}.${CrawlEvent}`;
 
 const EVENT_TYPE = new RegExp(`^(crawl|batch_scrape)\\.(${CRAWL_EVENTS.join('|')})$`);
-export const isCrawlEventType = (value: unknown): value is CrawlEventType => typeof value === 'string' && EVENT_TYPE.test(value);
+export const isCrawlEventType = (value: unknown): value is CrawlEventType =>
+  typeof value === 'string' && EVENT_TYPE.test(value);
 
 /** A job's webhook as it is stored with the job. */
 export interface CrawlWebhook {

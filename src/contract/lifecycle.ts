@@ -27,15 +27,19 @@ export type TaskState = keyof typeof TASK_TRANSITIONS;
 export const TASK_STATES = Object.keys(TASK_TRANSITIONS) as TaskState[];
 
 /** A state with no way out: the task has its verdict and its hold is settled or released. */
-export type TerminalState = { [S in TaskState]: (typeof TASK_TRANSITIONS)[S] extends readonly [] ? S : never }[TaskState];
+export type TerminalState = {
+  [S in TaskState]: (typeof TASK_TRANSITIONS)[S] extends readonly [] ? S : never;
+}[TaskState];
 export type ActiveState = Exclude<TaskState, TerminalState>;
 
 export const TERMINAL_STATES = TASK_STATES.filter((state) => TASK_TRANSITIONS[state].length === 0) as TerminalState[];
 export const ACTIVE_STATES = TASK_STATES.filter((state) => TASK_TRANSITIONS[state].length > 0) as ActiveState[];
 
-export const isTerminalState = (state: string): state is TerminalState => (TERMINAL_STATES as readonly string[]).includes(state);
+export const isTerminalState = (state: string): state is TerminalState =>
+  (TERMINAL_STATES as readonly string[]).includes(state);
 
-export const canTransition = (from: TaskState, to: TaskState): boolean => (TASK_TRANSITIONS[from] as readonly TaskState[]).includes(to);
+export const canTransition = (from: TaskState, to: TaskState): boolean =>
+  (TASK_TRANSITIONS[from] as readonly TaskState[]).includes(to);
 
 /** What a webhook can be told about: a task's terminal states, and its refund (`task.refunded`). */
 export const REFUNDED_EVENT = 'refunded';
@@ -58,7 +62,16 @@ export type CanaryVerdict = (typeof CANARY_VERDICTS)[number];
  * judged (`refuted`: the client's result proven wrong, `upheld`: the second run was the odd one out);
  * or ended without a verdict.
  */
-export const REDUNDANT_RUN_STATES = Object.freeze(['pending', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped', 'refuted', 'upheld'] as const);
+export const REDUNDANT_RUN_STATES = Object.freeze([
+  'pending',
+  'agreed',
+  'disagreed',
+  'incomparable',
+  'unanswered',
+  'skipped',
+  'refuted',
+  'upheld',
+] as const);
 export type RedundantRunState = (typeof REDUNDANT_RUN_STATES)[number];
 
 /**
@@ -115,7 +128,8 @@ export type EndedAttemptOutcome = Exclude<AttemptOutcome, 'pending'>;
 export const ATTEMPT_OUTCOMES = Object.keys(ATTEMPT_OUTCOME_TABLE) as AttemptOutcome[];
 
 /** Whether an ended attempt counts as one of its solver's attempts in its record (all but a platform fault's). */
-export const isSolverAttempt = (outcome: EndedAttemptOutcome): boolean => !('solverAttempt' in ATTEMPT_OUTCOME_TABLE[outcome]);
+export const isSolverAttempt = (outcome: EndedAttemptOutcome): boolean =>
+  !('solverAttempt' in ATTEMPT_OUTCOME_TABLE[outcome]);
 
 /** An attempt the platform lost (outcome `lost`): it counts against nobody (docs/decisions.md, "Platform faults"). */
 export const isPlatformFault = (failure: { outcome: string }): boolean => failure.outcome === 'lost';
@@ -154,7 +168,10 @@ export const ATTEMPT_ERRORS = {
    * doing, so not held against its reputation, and it may have the task again when no other solver fits.
    */
   artifact_store_failed: { outcome: 'cancelled', retryable: true, solverAfter: 'last_resort' },
-} as const satisfies Record<string, { outcome: EndedAttemptOutcome; retryable: boolean; solverAfter: 'excluded' | 'last_resort' }>;
+} as const satisfies Record<
+  string,
+  { outcome: EndedAttemptOutcome; retryable: boolean; solverAfter: 'excluded' | 'last_resort' }
+>;
 
 export type AttemptErrorType = keyof typeof ATTEMPT_ERRORS;
 
@@ -197,7 +214,9 @@ export function attemptFailed(type: AttemptErrorType, message: string, chunks: n
  */
 export function solverAfter(failure: AttemptFailed): 'excluded' | 'last_resort' {
   const type = failure.error.type;
-  return failure.outcome !== 'error' && type in ATTEMPT_ERRORS ? ATTEMPT_ERRORS[type as AttemptErrorType].solverAfter : 'excluded';
+  return failure.outcome !== 'error' && type in ATTEMPT_ERRORS
+    ? ATTEMPT_ERRORS[type as AttemptErrorType].solverAfter
+    : 'excluded';
 }
 
 /** A failure the solver reported in an `error` frame (its own error type). */
@@ -252,30 +271,47 @@ export interface TaskFailure {
 }
 
 export function taskFailure(type: TaskErrorType, message: string, solverErrorType?: string): TaskFailure {
-  return { status: TASK_ERRORS[type].state, error: { type, message, ...(solverErrorType ? { solver_error_type: solverErrorType } : {}) } };
+  return {
+    status: TASK_ERRORS[type].state,
+    error: { type, message, ...(solverErrorType ? { solver_error_type: solverErrorType } : {}) },
+  };
 }
 
 /** The solver's own error type of a failed attempt, when the solver reported the failure. */
-export const solverErrorTypeOf = (failure: AttemptFailed): string | undefined => (failure.outcome === 'error' ? failure.error.type : undefined);
+export const solverErrorTypeOf = (failure: AttemptFailed): string | undefined =>
+  failure.outcome === 'error' ? failure.error.type : undefined;
 
 /**
  * The solver error types that say the target failed, not the solver: its host does not resolve, it
  * refused the connection or the TLS handshake, or its page answered an HTTP error. Only a claim: it is
  * held against the solver unless corroborated (docs/trust.md, "Target failures").
  */
-export const TARGET_FAILURE_TYPES = Object.freeze(['host_not_found', 'connection_refused', 'tls_error', 'http_error'] as const);
+export const TARGET_FAILURE_TYPES = Object.freeze([
+  'host_not_found',
+  'connection_refused',
+  'tls_error',
+  'http_error',
+] as const);
 /**
  * The solver error types the client's own request causes: a selector the page does not have, a body that
  * is binary or above the size limit, a target that stalls or a deadline set too short. Judged as target
  * failures are (a claim, corroborated before it is not held against the solver), per URL and type rather
  * than per origin (docs/trust.md, "Target failures").
  */
-export const REQUEST_FAILURE_TYPES = Object.freeze(['selector_not_found', 'unsupported_content', 'response_too_large', 'timeout', 'deadline_exceeded'] as const);
+export const REQUEST_FAILURE_TYPES = Object.freeze([
+  'selector_not_found',
+  'unsupported_content',
+  'response_too_large',
+  'timeout',
+  'deadline_exceeded',
+] as const);
 /** Every error type that claims the failure is not the solver's: the target's, or the request's. */
 export const CLAIMED_FAILURE_TYPES = Object.freeze([...TARGET_FAILURE_TYPES, ...REQUEST_FAILURE_TYPES] as const);
 export type TargetFailureType = (typeof CLAIMED_FAILURE_TYPES)[number];
-export const isTargetFailureType = (type: string): type is TargetFailureType => (CLAIMED_FAILURE_TYPES as readonly string[]).includes(type);
-export const isRequestFailureType = (type: string): boolean => (REQUEST_FAILURE_TYPES as readonly string[]).includes(type);
+export const isTargetFailureType = (type: string): type is TargetFailureType =>
+  (CLAIMED_FAILURE_TYPES as readonly string[]).includes(type);
+export const isRequestFailureType = (type: string): boolean =>
+  (REQUEST_FAILURE_TYPES as readonly string[]).includes(type);
 /** Whether a failed attempt is its solver's claim that the target failed. */
 export const claimsTargetFailure = (failure: { outcome: string; error?: ErrorBody }): boolean =>
   failure.outcome === 'error' && failure.error !== undefined && isTargetFailureType(failure.error.type);
@@ -309,15 +345,23 @@ export function clientFailure(
   if (!verdict || !isTerminalState(verdict.status) || verdict.status === 'timed_out') {
     return {
       type: 'task_timeout',
-      message: kind === 'chat' ? 'The completion did not finish in time.' : `The task did not finish in ${task.timeout_seconds} s; poll GET /v1/tasks/${task.task_id}.`,
+      message:
+        kind === 'chat'
+          ? 'The completion did not finish in time.'
+          : `The task did not finish in ${task.timeout_seconds} s; poll GET /v1/tasks/${task.task_id}.`,
     };
   }
   const type = verdict.error?.type;
-  const known = type !== undefined && type in TASK_ERRORS ? TASK_ERRORS[type as TaskErrorType] : TASK_ERRORS.solver_failed;
+  const known =
+    type !== undefined && type in TASK_ERRORS ? TASK_ERRORS[type as TaskErrorType] : TASK_ERRORS.solver_failed;
   const reason = verdict.error?.message ?? 'unknown error';
   const solverErrorType = verdict.error?.solver_error_type;
   const what = verdict.status === 'cancelled' ? 'The task was cancelled' : 'The task failed';
-  return { type: known.apiError, message: kind === 'chat' ? reason : `${what}: ${reason}`, ...(solverErrorType ? { solverErrorType } : {}) };
+  return {
+    type: known.apiError,
+    message: kind === 'chat' ? reason : `${what}: ${reason}`,
+    ...(solverErrorType ? { solverErrorType } : {}),
+  };
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -84,11 +84,17 @@ export interface VerificationTask {
 }
 export type PlatformTask = CanaryTask | VerificationTask;
 
-/** The workflow ids of a client task's verification runs, the second and the third, and their TaskType search attribute value. */
+/**
+ * The workflow ids of a client task's verification runs, the second and the third, and their TaskType search
+ * attribute value.
+ */
 export const redundantWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}`;
 export const thirdRunWorkflowId = (clientTaskId: string) => `redundant-${clientTaskId}-third`;
 export const redundantSearchTaskType = (taskType: string) => `redundant_${taskType}`;
-/** The Temporal UI's line for a verification run (`second` or `third`) of a client task (src/tasks/workflow-summary.ts has the others). */
+/**
+ * The Temporal UI's line for a verification run (`second` or `third`) of a client task
+ * (src/tasks/workflow-summary.ts has the others).
+ */
 export const verificationSummary = (taskType: string, clientTaskId: string, run: 'second' | 'third' = 'second') =>
   `${taskType} verification run${run === 'third' ? ' (third)' : ''} · platform · of ${clientTaskId}`;
 
@@ -155,7 +161,10 @@ export interface CanaryWorkflowInput {
 
 export interface CanaryWorkflowResult {
   taskId: string;
-  /** `skipped`: no canary was created (no longer due, e.g. another start sent it; no page address; or the platform cannot pay). */
+  /**
+   * `skipped`: no canary was created (no longer due, e.g. another start sent it; no page address; or the
+   * platform cannot pay).
+   */
   status: TerminalState | 'skipped';
   reason?: string;
 }

@@ -41,12 +41,19 @@ export function parseRobots(text: string, userAgent: string): RobotsRules {
   }
   const named = groups.filter((group) => group.agents.some((name) => name !== '*' && agent.includes(name)));
   const chosen = named.length > 0 ? named : groups.filter((group) => group.agents.includes('*'));
-  return { allow: chosen.flatMap((group) => group.allow), disallow: chosen.flatMap((group) => group.disallow), sitemaps };
+  return {
+    allow: chosen.flatMap((group) => group.allow),
+    disallow: chosen.flatMap((group) => group.disallow),
+    sitemaps,
+  };
 }
 
 function ruleMatches(rule: string, path: string): boolean {
   const anchored = rule.endsWith('$');
-  const body = (anchored ? rule.slice(0, -1) : rule).split('*').map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&')).join('.*');
+  const body = (anchored ? rule.slice(0, -1) : rule)
+    .split('*')
+    .map((part) => part.replace(/[.+?^${}()|[\]\\]/g, '\\$&'))
+    .join('.*');
   return new RegExp(`^${body}${anchored ? '$' : ''}`).test(path);
 }
 
@@ -54,6 +61,7 @@ function ruleMatches(rule: string, path: string): boolean {
 export function robotsAllow(rules: RobotsRules, url: string): boolean {
   const parsed = new URL(url);
   const path = `${parsed.pathname}${parsed.search}`;
-  const longest = (rules_: string[]) => Math.max(-1, ...rules_.filter((rule) => ruleMatches(rule, path)).map((rule) => rule.length));
+  const longest = (rules_: string[]) =>
+    Math.max(-1, ...rules_.filter((rule) => ruleMatches(rule, path)).map((rule) => rule.length));
   return longest(rules.allow) >= longest(rules.disallow);
 }

@@ -110,7 +110,10 @@ export interface CrawlRunnerDeps {
   bus: NotifyBus;
   domainPolicy: DomainGuard;
   finished: TaskFinishedWatch;
-  /** Starts and cancels the pages' tasks, and makes the effects due after each commit (the crawl's and pages' webhooks too). */
+  /**
+   * Starts and cancels the pages' tasks, and makes the effects due after each commit (the crawl's and pages'
+   * webhooks too).
+   */
   engine: TaskEngine;
   artifacts: ArtifactStore;
 }
@@ -132,7 +135,10 @@ export async function cancelTasks(deps: { engine: TaskEngine }, taskIds: readonl
 }
 
 /** A document (robots.txt, a sitemap) fetched by the service; null when there is none to read. */
-export async function fetchDiscoveryDocument(deps: Pick<CrawlRunnerDeps, 'config' | 'domainPolicy' | 'logger'>, url: string): Promise<string | null> {
+export async function fetchDiscoveryDocument(
+  deps: Pick<CrawlRunnerDeps, 'config' | 'domainPolicy' | 'logger'>,
+  url: string,
+): Promise<string | null> {
   if (!(await deps.domainPolicy.check(url)).allowed) return null;
   try {
     const response = await guardedFetch(url, {
@@ -148,7 +154,11 @@ export async function fetchDiscoveryDocument(deps: Pick<CrawlRunnerDeps, 'config
 }
 
 /** The URLs of the site's sitemaps: those robots.txt names, else /sitemap.xml; sitemap indexes followed. */
-export async function sitemapUrls(deps: Pick<CrawlRunnerDeps, 'config' | 'domainPolicy' | 'logger'>, start: string, named: readonly string[]): Promise<string[]> {
+export async function sitemapUrls(
+  deps: Pick<CrawlRunnerDeps, 'config' | 'domainPolicy' | 'logger'>,
+  start: string,
+  named: readonly string[],
+): Promise<string[]> {
   const queue = named.length > 0 ? [...named] : [new URL('/sitemap.xml', start).href];
   const seen = new Set<string>();
   const urls: string[] = [];
@@ -221,7 +231,9 @@ export class CrawlRunner {
     const options = crawl.options as CrawlOptions;
     if (options._robots) return;
     const start = crawl.url!;
-    const robotsText = options.ignoreRobotsTxt ? null : await fetchDiscoveryDocument(this.deps, new URL('/robots.txt', start).href);
+    const robotsText = options.ignoreRobotsTxt
+      ? null
+      : await fetchDiscoveryDocument(this.deps, new URL('/robots.txt', start).href);
     const robots = robotsText ? parseRobots(robotsText, CRAWLER_USER_AGENT) : NO_RULES;
     const candidates: NewPage[] = [{ url: start, depth: 0 }];
     if (options.sitemap !== 'skip') {
@@ -238,7 +250,14 @@ export class CrawlRunner {
    * domain policy. With a slice's `discovery`, URLs it judged already are skipped, and once the job is
    * full only robots.txt's refusals are looked for (the job's list of them is complete either way).
    */
-  private async admissible(crawl: CrawlRow, scope: CrawlScope, robots: RobotsRules, candidates: NewPage[], startIncluded = false, discovery?: Discovery) {
+  private async admissible(
+    crawl: CrawlRow,
+    scope: CrawlScope,
+    robots: RobotsRules,
+    candidates: NewPage[],
+    startIncluded = false,
+    discovery?: Discovery,
+  ) {
     const byUrl = new Map<string, number>();
     for (const [index, candidate] of candidates.entries()) {
       const url = normaliseUrl(candidate.url, scope.ignoreQueryParameters);
@@ -247,7 +266,9 @@ export class CrawlRunner {
       if (!(startIncluded && index === 0) && outOfScope(scope, url)) continue;
       byUrl.set(url, candidate.depth);
     }
-    const known = discovery?.full ? new Set<string>() : await knownUrls(this.deps.db, crawl.crawl_id, [...byUrl.keys()]);
+    const known = discovery?.full
+      ? new Set<string>()
+      : await knownUrls(this.deps.db, crawl.crawl_id, [...byUrl.keys()]);
     const pages: NewPage[] = [];
     const blocked: string[] = [];
     for (const [url, depth] of byUrl) {
@@ -276,7 +297,12 @@ export class CrawlRunner {
    * task again returns the task the lost run created. A cancel stops new pages at once and waits for the
    * running ones' tasks, which it has cancelled, to end.
    */
-  async runSlice(crawlId: string, budget: number, heartbeat: () => void, stop: AbortSignal): Promise<{ done: boolean }> {
+  async runSlice(
+    crawlId: string,
+    budget: number,
+    heartbeat: () => void,
+    stop: AbortSignal,
+  ): Promise<{ done: boolean }> {
     const { db } = this.deps;
     const crawl = await getCrawl(db, crawlId);
     if (!crawl) return { done: true };
@@ -289,7 +315,9 @@ export class CrawlRunner {
           if (now && now.status !== 'scraping' && state === 'scraping') {
             state = now.status;
             // The cancel route stopped the tasks it saw; tasks created since are stopped here.
-            void runningPageTasks(db, crawlId).then((ids) => cancelTasks(this.deps, ids)).catch(() => undefined);
+            void runningPageTasks(db, crawlId)
+              .then((ids) => cancelTasks(this.deps, ids))
+              .catch(() => undefined);
           }
         })
         .catch(() => undefined);
@@ -304,7 +332,8 @@ export class CrawlRunner {
       for (;;) {
         while (state === 'scraping' && !failure && !stop.aborted && inFlight.size < concurrency && started < budget) {
           // A claim takes as many pages as the crawl may run at once: one statement for many pages.
-          if (queue.length === 0) queue.push(...(await claimPages(db, crawlId, Math.min(concurrency, budget - started))));
+          if (queue.length === 0)
+            queue.push(...(await claimPages(db, crawlId, Math.min(concurrency, budget - started))));
           const page = queue.shift();
           if (!page) break;
           started += 1;
@@ -324,7 +353,11 @@ export class CrawlRunner {
       clearInterval(watch);
       // Claimed but not started (the slice stopped first): pending again, or cancelled with the job. Left
       // running (the database unreachable), the next slice takes them up.
-      await releasePages(db, crawlId, queue.map((page) => page.page_id)).catch(() => undefined);
+      await releasePages(
+        db,
+        crawlId,
+        queue.map((page) => page.page_id),
+      ).catch(() => undefined);
     }
     if (stop.aborted) throw stop.reason ?? new Error('crawl slice cancelled');
     if (failure) {
@@ -342,14 +375,30 @@ export class CrawlRunner {
   }
 
   /** One page: its task (created, or found again), its verdict, its document and the links it adds. */
-  private async crawlPage(crawl: CrawlRow, options: CrawlOptions, claimed: PageRow, state: () => string, discovery: Discovery): Promise<void> {
+  private async crawlPage(
+    crawl: CrawlRow,
+    options: CrawlOptions,
+    claimed: PageRow,
+    state: () => string,
+    discovery: Discovery,
+  ): Promise<void> {
     // A crawl's page is a public page fetched with nothing of the client's: shared. One taken up again
     // with its task named is that task's.
     const cacheKey: PageCacheKey = { url: cacheUrl(claimed.url), variant: FETCHED_VARIANT, scope: SHARED_SCOPE };
     if (claimed.task_id === null) {
-      const cached = await this.pageCache.find(cacheKey, maxAgeOf(options.scrape.maxAge, this.deps.config.pageCacheDefaultMaxAgeMs));
+      const cached = await this.pageCache.find(
+        cacheKey,
+        maxAgeOf(options.scrape.maxAge, this.deps.config.pageCacheDefaultMaxAgeMs),
+      );
       if (cached) {
-        await this.pageDone(crawl, options, claimed, cached.result, { taskIds: [], pointsCharged: '0', cache: { cacheState: 'hit', cachedAt: cached.cachedAt } }, discovery);
+        await this.pageDone(
+          crawl,
+          options,
+          claimed,
+          cached.result,
+          { taskIds: [], pointsCharged: '0', cache: { cacheState: 'hit', cachedAt: cached.cachedAt } },
+          discovery,
+        );
         return;
       }
     }
@@ -375,15 +424,27 @@ export class CrawlRunner {
       const cancelled = task?.status === 'cancelled';
       await this.finishPage(page.page_id, {
         status: cancelled ? 'cancelled' : 'failed',
-        error: { code: error.type ?? task?.status ?? 'task_failed', message: error.message ?? `The page's task ended ${task?.status ?? 'missing'}.` },
+        error: {
+          code: error.type ?? task?.status ?? 'task_failed',
+          message: error.message ?? `The page's task ended ${task?.status ?? 'missing'}.`,
+        },
       });
       return;
     }
     // The page is done either way: a cache write that fails costs only a later hit.
     if (options.scrape.storeInCache !== false) {
-      await this.pageCache.keep(cacheKey, taskId).catch((error: unknown) => this.deps.logger.warn({ err: error, task_id: taskId }, 'page not cached'));
+      await this.pageCache
+        .keep(cacheKey, taskId)
+        .catch((error: unknown) => this.deps.logger.warn({ err: error, task_id: taskId }, 'page not cached'));
     }
-    await this.pageDone(crawl, options, page, task.result, { taskIds: [taskId], pointsCharged: task.charged_points, cache: { cacheState: 'miss' } }, discovery);
+    await this.pageDone(
+      crawl,
+      options,
+      page,
+      task.result,
+      { taskIds: [taskId], pointsCharged: task.charged_points, cache: { cacheState: 'miss' } },
+      discovery,
+    );
   }
 
   /** A page fetched (by its task, or before, from the page cache): its document, and the links it adds. */
@@ -396,54 +457,100 @@ export class CrawlRunner {
     discovery: Discovery,
   ): Promise<void> {
     const { db } = this.deps;
-    const result = fetched as { final_url?: string; content?: string; content_type?: string; status_code?: number; title?: string | null; safety?: ScanResult };
+    const result = fetched as {
+      final_url?: string;
+      content?: string;
+      content_type?: string;
+      status_code?: number;
+      title?: string | null;
+      safety?: ScanResult;
+    };
     const deeper = options.maxDiscoveryDepth === null || page.depth < options.maxDiscoveryDepth;
     const follows = crawl.kind === 'crawl' && options.sitemap !== 'only' && deeper && result.content_type === 'html';
-    const { document, links } = scrapePage({
-      url: page.url,
-      formats: options.scrape.formats,
-      onlyMainContent: options.scrape.onlyMainContent,
-      tags: { include: options.scrape.includeTags, exclude: options.scrape.excludeTags },
-      parts: {
-        page: { content: result.content ?? '', kind: result.content_type === 'html' ? 'html' : 'text', finalUrl: result.final_url ?? page.url, statusCode: result.status_code ?? null, title: result.title ?? null },
-        taskIds: source.taskIds,
-        scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
+    const { document, links } = scrapePage(
+      {
+        url: page.url,
+        formats: options.scrape.formats,
+        onlyMainContent: options.scrape.onlyMainContent,
+        tags: { include: options.scrape.includeTags, exclude: options.scrape.excludeTags },
+        parts: {
+          page: {
+            content: result.content ?? '',
+            kind: result.content_type === 'html' ? 'html' : 'text',
+            finalUrl: result.final_url ?? page.url,
+            statusCode: result.status_code ?? null,
+            title: result.title ?? null,
+          },
+          taskIds: source.taskIds,
+          scans: result.safety ? [{ name: 'rawHtml', safety: result.safety }] : [],
+        },
       },
-    }, follows);
+      follows,
+    );
     // Its links are added before the page ends: a slice lost in between takes the page up again (its task
     // found again) and adds them again, where adding them after would lose them with the slice.
     if (follows) {
       const candidates = links.map((url) => ({ url, depth: page.depth + 1 }));
-      const { pages, blocked } = await this.admissible(crawl, scopeOf(crawl, options), options._robots ?? NO_RULES, candidates, false, discovery);
+      const { pages, blocked } = await this.admissible(
+        crawl,
+        scopeOf(crawl, options),
+        options._robots ?? NO_RULES,
+        candidates,
+        false,
+        discovery,
+      );
       const { added, full } = await addPages(db, crawl.crawl_id, pages, options.limit);
       for (const url of added) discovery.judged.add(url);
       if (full) discovery.full = true;
       await addRobotsBlocked(db, crawl.crawl_id, blocked);
     }
-    await this.finishPage(page.page_id, { status: 'completed', document: { ...document, metadata: { ...document.metadata, ...source.cache, pointsCharged: source.pointsCharged } } });
+    await this.finishPage(page.page_id, {
+      status: 'completed',
+      document: {
+        ...document,
+        metadata: { ...document.metadata, ...source.cache, pointsCharged: source.pointsCharged },
+      },
+    });
   }
 
-  /** Creates the page's task (or finds the one created before), and names it on the page; null when the page ended instead. */
+  /**
+   * Creates the page's task (or finds the one created before), and names it on the page; null when the page
+   * ended instead.
+   */
   private async pageTask(crawl: CrawlRow, options: CrawlOptions, page: PageRow): Promise<string | null> {
     const { db, config } = this.deps;
     for (;;) {
       const taskId = newTaskId();
-      const outcome = await this.deps.engine.createWithFirstAttempt({
-        taskId,
-        accountId: crawl.account_id,
-        keyId: crawl.key_id ?? undefined,
-        taskType: 'proxy_fetch',
-        payload: { url: page.url, raw_html: true, ...(options.scrape.timeoutSeconds ? { timeout: options.scrape.timeoutSeconds } : {}) },
-        maxPricePoints: config.defaultWebTaskPricePoints,
-        timeoutSeconds: options.scrape.timeoutSeconds ?? config.defaultTaskTimeoutSeconds,
-        workflowId: taskWorkflowId(taskId),
-        // The page's first task keeps the key it always had; a later one is numbered.
-        // A page's key is the service's own, sent only while its job runs: not looked for past its window first.
-        idempotency: { key: `crawl:${crawl.crawl_id}:${page.page_id}${page.task_attempts > 0 ? `:${page.task_attempts}` : ''}`, fingerprint: crawl.crawl_id, expiry: 'purge' },
-        admission: { maxQueued: config.queueLimitPerTaskType },
-        // Matched as it is created, so that its first attempt can go out without a workflow.
-        match: {},
-      }, { stored: (task) => this.pageTasks.add({ pageId: page.page_id, taskId: task.task_id }), sendFirst: (task, assignment) => this.sendFirstAttempt(task, assignment) });
+      const outcome = await this.deps.engine.createWithFirstAttempt(
+        {
+          taskId,
+          accountId: crawl.account_id,
+          keyId: crawl.key_id ?? undefined,
+          taskType: 'proxy_fetch',
+          payload: {
+            url: page.url,
+            raw_html: true,
+            ...(options.scrape.timeoutSeconds ? { timeout: options.scrape.timeoutSeconds } : {}),
+          },
+          maxPricePoints: config.defaultWebTaskPricePoints,
+          timeoutSeconds: options.scrape.timeoutSeconds ?? config.defaultTaskTimeoutSeconds,
+          workflowId: taskWorkflowId(taskId),
+          // The page's first task keeps the key it always had; a later one is numbered.
+          // A page's key is the service's own, sent only while its job runs: not looked for past its window first.
+          idempotency: {
+            key: `crawl:${crawl.crawl_id}:${page.page_id}${page.task_attempts > 0 ? `:${page.task_attempts}` : ''}`,
+            fingerprint: crawl.crawl_id,
+            expiry: 'purge',
+          },
+          admission: { maxQueued: config.queueLimitPerTaskType },
+          // Matched as it is created, so that its first attempt can go out without a workflow.
+          match: {},
+        },
+        {
+          stored: (task) => this.pageTasks.add({ pageId: page.page_id, taskId: task.task_id }),
+          sendFirst: (task, assignment) => this.sendFirstAttempt(task, assignment),
+        },
+      );
       switch (outcome.kind) {
         case 'existing':
           await this.pageTasks.add({ pageId: page.page_id, taskId: outcome.task.task_id });
@@ -458,12 +565,16 @@ export class CrawlRunner {
           const message =
             outcome.kind === 'insufficient_balance'
               ? `The account cannot hold ${outcome.requiredPoints} points for the next page; the crawl stopped.`
-              : `The API key's spend limit does not leave ${outcome.requiredPoints} points for the next page; the crawl stopped.`;
+              : `The API key's spend limit does not leave ${outcome.requiredPoints} points for the next ` +
+                `page; the crawl stopped.`;
           await this.finishPage(page.page_id, { status: 'cancelled', error: { code: outcome.kind, message } });
           throw new CrawlStopped(message);
         }
         default:
-          await this.finishPage(page.page_id, { status: 'failed', error: { code: outcome.kind, message: `The page's task was not created (${outcome.kind}).` } });
+          await this.finishPage(page.page_id, {
+            status: 'failed',
+            error: { code: outcome.kind, message: `The page's task was not created (${outcome.kind}).` },
+          });
           return null;
       }
     }

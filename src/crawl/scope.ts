@@ -45,7 +45,10 @@ function basePath(start: URL): string {
 }
 
 /** Why a (normalised) URL is not followed, or null when it is. */
-export function outOfScope(scope: CrawlScope, candidate: string): 'external' | 'path' | 'excluded' | 'not_included' | null {
+export function outOfScope(
+  scope: CrawlScope,
+  candidate: string,
+): 'external' | 'path' | 'excluded' | 'not_included' | null {
   const start = new URL(scope.start);
   const url = new URL(candidate);
   const sameHost = siteHost(url.hostname) === siteHost(start.hostname);
@@ -57,7 +60,8 @@ export function outOfScope(scope: CrawlScope, candidate: string): 'external' | '
   }
   const subject = scope.regexOnFullURL ? url.href : url.pathname;
   if (scope.excludePaths.some((pattern) => new RegExp(pattern).test(subject))) return 'excluded';
-  if (scope.includePaths.length > 0 && !scope.includePaths.some((pattern) => new RegExp(pattern).test(subject))) return 'not_included';
+  if (scope.includePaths.length > 0 && !scope.includePaths.some((pattern) => new RegExp(pattern).test(subject)))
+    return 'not_included';
   return null;
 }
 

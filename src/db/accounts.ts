@@ -57,7 +57,10 @@ export const touchKey = (apiKey: string) => sql.fragment`
   WHERE key_hash = ${sql.binary(hashApiKey(apiKey))} AND revoked_at IS NULL
     AND (last_used_at IS NULL OR last_used_at < now() - make_interval(secs => ${KEY_LAST_USED_PRECISION_SECONDS}))`;
 
-/** The account of a live (unrevoked) API key, as a row source: authentication reads it, alone or with the request count. */
+/**
+ * The account of a live (unrevoked) API key, as a row source: authentication reads it, alone or with the request
+ * count.
+ */
 export const accountOfKey = (apiKey: string) => sql.fragment`
   SELECT a.account_id, a.kind, a.prompt_safety_scan, a.created_at, k.key_id, k.restricted AS key_restricted
   FROM api_keys k JOIN accounts a USING (account_id)
@@ -72,14 +75,20 @@ export async function findAccount(db: Db, accountId: string): Promise<Account | 
     SELECT account_id, kind, prompt_safety_scan, created_at FROM accounts WHERE account_id = ${accountId}`);
 }
 
-export async function updateSettings(db: Db, accountId: string, settings: { prompt_safety_scan: boolean }): Promise<Account> {
+export async function updateSettings(
+  db: Db,
+  accountId: string,
+  settings: { prompt_safety_scan: boolean },
+): Promise<Account> {
   return db.one(sql.type(AccountRow)`
     UPDATE accounts SET prompt_safety_scan = ${settings.prompt_safety_scan} WHERE account_id = ${accountId}
     RETURNING account_id, kind, prompt_safety_scan, created_at`);
 }
 
 export async function countAccounts(db: Db): Promise<number> {
-  return db.oneFirst(sql.type(z.object({ count: z.number() }))`SELECT count(*)::int AS count FROM accounts WHERE kind = 'user'`);
+  return db.oneFirst(
+    sql.type(z.object({ count: z.number() }))`SELECT count(*)::int AS count FROM accounts WHERE kind = 'user'`,
+  );
 }
 
 export const ApiKeyRow = z.object({
@@ -90,7 +99,9 @@ export const ApiKeyRow = z.object({
   last_used_at: z.string().nullable(),
   revoked_at: z.string().nullable(),
   restricted: z.boolean(),
-  spend_limit: z.object({ points: z.string(), period: z.enum(SPEND_LIMIT_PERIODS), spent_points: z.string() }).nullable(),
+  spend_limit: z
+    .object({ points: z.string(), period: z.enum(SPEND_LIMIT_PERIODS), spent_points: z.string() })
+    .nullable(),
 });
 export type ApiKeyInfo = z.infer<typeof ApiKeyRow>;
 
@@ -99,7 +110,10 @@ export interface SpendLimit {
   period: SpendLimitPeriod;
 }
 
-/** The period a key's spend counts in now (`period` a spend_limit_period column): the UTC day, or -infinity for a limit in total. */
+/**
+ * The period a key's spend counts in now (`period` a spend_limit_period column): the UTC day, or -infinity for a
+ * limit in total.
+ */
 export const spendPeriodNow = (period: ReturnType<typeof sql.fragment>) =>
   sql.fragment`(CASE ${period} WHEN ${'day' satisfies SpendLimitPeriod}::text THEN (now() AT TIME ZONE 'UTC')::date ELSE '-infinity'::date END)`;
 
@@ -131,7 +145,12 @@ export async function createApiKey(
  * Renames a key or sets its spend limit (null removes it); null when the account has no such key. A
  * lower limit applies to the next task; what the key's tasks already hold stays held.
  */
-export async function updateApiKey(db: Db, accountId: string, keyId: string, update: { name?: string; spendLimit?: SpendLimit | null }): Promise<ApiKeyInfo | null> {
+export async function updateApiKey(
+  db: Db,
+  accountId: string,
+  keyId: string,
+  update: { name?: string; spendLimit?: SpendLimit | null },
+): Promise<ApiKeyInfo | null> {
   const setLimit = update.spendLimit !== undefined;
   return db.maybeOne(sql.type(ApiKeyRow)`
     UPDATE api_keys SET name = COALESCE(${update.name ?? null}, name),
@@ -176,17 +195,25 @@ export type RevokeOutcome =
  * Revokes one of the account's keys. The account row is locked first, so two revocations of an
  * account's last two keys take turns and the second sees that only one is left.
  */
-export async function revokeApiKey(db: Db, accountId: string, keyId: string, options: { allowLast: boolean }): Promise<RevokeOutcome> {
+export async function revokeApiKey(
+  db: Db,
+  accountId: string,
+  keyId: string,
+  options: { allowLast: boolean },
+): Promise<RevokeOutcome> {
   return db.transaction(async (tx) => {
     await tx.query(sql.unsafe`SELECT 1 FROM accounts WHERE account_id = ${accountId} FOR UPDATE`);
-    const key = await tx.maybeOne(sql.type(ApiKeyRow)`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = ${accountId} AND key_id = ${keyId}`);
+    const key = await tx.maybeOne(
+      sql.type(ApiKeyRow)`SELECT ${KEY_COLUMNS} FROM api_keys WHERE account_id = ${accountId} AND key_id = ${keyId}`,
+    );
     if (!key) return { kind: 'not_found' };
     if (key.revoked_at) return { kind: 'revoked', key };
     const live = await tx.one(sql.type(z.object({ keys: z.number(), unrestricted: z.number() }))`
       SELECT count(*)::int AS keys, (count(*) FILTER (WHERE NOT restricted))::int AS unrestricted
       FROM api_keys WHERE account_id = ${accountId} AND revoked_at IS NULL`);
     const lastUnrestricted = !key.restricted && live.unrestricted <= 1;
-    if ((live.keys <= 1 || lastUnrestricted) && !options.allowLast) return { kind: 'last_key', key, lastUnrestricted: live.keys > 1 };
+    if ((live.keys <= 1 || lastUnrestricted) && !options.allowLast)
+      return { kind: 'last_key', key, lastUnrestricted: live.keys > 1 };
     const revoked = await tx.one(sql.type(ApiKeyRow)`
       UPDATE api_keys SET revoked_at = now() WHERE key_id = ${keyId} RETURNING ${KEY_COLUMNS}`);
     // Delivered when the revocation commits, and only if it does.

@@ -25,7 +25,12 @@ const CounterRow = z.object({ window_count: z.number(), reset_at: z.number(), no
  * Counts one request of `address` (an IPv4 or IPv6 address; IPv6 is counted by its /64) in `scope` and
  * says whether it is over `limit`. One atomic upsert: concurrent requests on any node count exactly once.
  */
-export async function countAddressRequest(db: Db, scope: AddressLimitScope, address: string, limit: number): Promise<RateLimitState> {
+export async function countAddressRequest(
+  db: Db,
+  scope: AddressLimitScope,
+  address: string,
+  limit: number,
+): Promise<RateLimitState> {
   const window = ADDRESS_LIMIT_WINDOWS[scope];
   const row = await db.one(sql.type(CounterRow)`
     WITH async_commit AS (
@@ -56,5 +61,7 @@ export async function countAddressRequest(db: Db, scope: AddressLimitScope, addr
 
 /** Deletes the counters of windows that ended long ago (the workers' sweep). */
 export async function pruneAddressCounters(db: Db): Promise<void> {
-  await db.query(sql.unsafe`DELETE FROM address_rate_limits WHERE window_start < now() - make_interval(secs => ${STALE_AFTER_SECONDS})`);
+  await db.query(
+    sql.unsafe`DELETE FROM address_rate_limits WHERE window_start < now() - make_interval(secs => ${STALE_AFTER_SECONDS})`,
+  );
 }

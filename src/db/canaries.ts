@@ -62,15 +62,18 @@ function backingOff(s: Fragment, t: Fragment) {
     SELECT 1 FROM (
       SELECT k.verdict, k.judged_at FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t} AND k.verdict IS NOT NULL ORDER BY k.judged_at DESC LIMIT 1
     ) last
-    WHERE last.verdict = 'unanswered' AND last.judged_at > now() - make_interval(secs => LEAST(${RECOVERY_CANARY_SECONDS}::int, ${CANARY_RETRY_SECONDS}::int * 2 ^ LEAST(10, (
+    WHERE last.verdict = 'unanswered' AND last.judged_at > now() - make_interval(secs =>
+      LEAST(${RECOVERY_CANARY_SECONDS}::int, ${CANARY_RETRY_SECONDS}::int * 2 ^ LEAST(10, (
       SELECT count(*) - 1 FROM canaries u
       WHERE u.solver_id = ${s} AND u.task_type = ${t} AND u.verdict = 'unanswered'
-        AND u.judged_at > COALESCE((SELECT max(j.judged_at) FROM canaries j WHERE j.solver_id = ${s} AND j.task_type = ${t} AND j.verdict IN ('passed', 'failed')), '-infinity')))))
+        AND u.judged_at > COALESCE((SELECT max(j.judged_at) FROM canaries j WHERE j.solver_id =
+          ${s} AND j.task_type = ${t} AND j.verdict IN ('passed', 'failed')), '-infinity')))))
   )`;
 }
 
 /** The canaries of a task type a solver was sent so far (the number in its next canary's workflow id). */
-const canariesSent = (s: Fragment, t: Fragment) => sql.fragment`(SELECT count(*)::int FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t})`;
+const canariesSent = (s: Fragment, t: Fragment) =>
+  sql.fragment`(SELECT count(*)::int FROM canaries k WHERE k.solver_id = ${s} AND k.task_type = ${t})`;
 
 /**
  * Whether the solver is still due its canary of the type (dueNow) and was sent no other canary of the
@@ -94,9 +97,21 @@ export interface DueCanary {
 }
 
 /** Solvers (all, or one) online and due a canary of a task type (dueNow). */
-export async function dueCanaries(db: Runner, policy: TrustPolicy, options: { solverId?: string; limit?: number } = {}): Promise<readonly DueCanary[]> {
+export async function dueCanaries(
+  db: Runner,
+  policy: TrustPolicy,
+  options: { solverId?: string; limit?: number } = {},
+): Promise<readonly DueCanary[]> {
   const [s, t] = [sql.fragment`c.solver_id`, sql.fragment`c.task_type`];
-  return db.any(sql.type(z.object({ solverId: z.string(), taskType: z.enum(CANARY_TASK_TYPES), sent: z.number(), probation: z.boolean(), hold: z.string() }))`
+  return db.any(sql.type(
+    z.object({
+      solverId: z.string(),
+      taskType: z.enum(CANARY_TASK_TYPES),
+      sent: z.number(),
+      probation: z.boolean(),
+      hold: z.string(),
+    }),
+  )`
     SELECT c.solver_id AS "solverId", c.task_type AS "taskType", ${canariesSent(s, t)} AS sent,
            ${onProbationSql(policy, s, t)} AS probation, trim_scale(${checkPriceSql(policy, s, t)})::text AS hold
     FROM (
@@ -143,26 +158,44 @@ export async function solverNodeBaseUrl(db: Runner, solverId: string): Promise<s
 
 /** The task's id when a task of that id is stored, else null. */
 export async function storedTaskId(db: Runner, taskId: string): Promise<string | null> {
-  return db.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${taskId}`);
+  return db.maybeOneFirst(
+    sql.type(z.object({ task_id: z.string() }))`SELECT task_id FROM tasks WHERE task_id = ${taskId}`,
+  );
 }
 
-const OpenCanaryRow = z.object({ canary_id: z.string(), task_type: z.string(), token: z.string(), audit: z.unknown(), page: z.string().nullable() });
+const OpenCanaryRow = z.object({
+  canary_id: z.string(),
+  task_type: z.string(),
+  token: z.string(),
+  audit: z.unknown(),
+  page: z.string().nullable(),
+});
 export type OpenCanary = z.infer<typeof OpenCanaryRow>;
 
-/** The task's canary while it has no verdict, its row locked for the caller's transaction; null when the task is no open canary. */
+/**
+ * The task's canary while it has no verdict, its row locked for the caller's transaction; null when the task is
+ * no open canary.
+ */
 export async function lockOpenCanaryIn(tx: Runner, taskId: string): Promise<OpenCanary | null> {
   return tx.maybeOne(sql.type(OpenCanaryRow)`
     SELECT canary_id, task_type, token, audit, page FROM canaries WHERE task_id = ${taskId} AND verdict IS NULL FOR UPDATE`);
 }
 
 /** The moment a solver's audits start counting again: its last cleared quarantine's clearing. */
-const lastClearOf = (solverId: Fragment) => sql.fragment`COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')`;
+const lastClearOf = (solverId: Fragment) =>
+  sql.fragment`COALESCE((SELECT max(cleared_at) FROM solver_quarantines WHERE solver_id = ${solverId}), '-infinity')`;
 
 /**
  * A solver's judged audits (or canaries) of a task type, oldest first, `taskId` left out (null: none):
  * its last `count` since an admin last cleared a quarantine of the solver (those before no longer count).
  */
-export async function judgedAuditsSinceClear(tx: Runner, solverId: string, taskType: string, taskId: string | null, count: number): Promise<boolean[]> {
+export async function judgedAuditsSinceClear(
+  tx: Runner,
+  solverId: string,
+  taskType: string,
+  taskId: string | null,
+  count: number,
+): Promise<boolean[]> {
   const verdicts = await tx.anyFirst(sql.type(z.object({ passed: z.boolean() }))`
     SELECT passed FROM (
       SELECT verdict = 'passed' AS passed, judged_at FROM canaries
@@ -179,7 +212,13 @@ export async function judgedAuditsSinceClear(tx: Runner, solverId: string, taskT
  */
 const AUDIT_MODEL = sql.fragment`(SELECT a.model_name FROM task_attempts a WHERE a.task_id = c.task_id ORDER BY a.attempt_number DESC LIMIT 1)`;
 
-const ChatAuditCountRow = z.object({ model: z.string(), passed: z.number(), failed: z.number(), passed_since_clear: z.number(), failed_since_clear: z.number() });
+const ChatAuditCountRow = z.object({
+  model: z.string(),
+  passed: z.number(),
+  failed: z.number(),
+  passed_since_clear: z.number(),
+  failed_since_clear: z.number(),
+});
 export type ChatAuditCounts = z.infer<typeof ChatAuditCountRow>;
 
 /**
@@ -202,7 +241,9 @@ export async function chatAuditCounts(db: Runner, solverId: string): Promise<rea
 
 /** Chat audits judged in the last `withinSeconds`, per model that answered them and verdict. */
 export async function recentChatAuditVerdicts(db: Runner, withinSeconds: number) {
-  const rows = await db.any(sql.type(z.object({ model: z.string(), verdict: z.enum(['passed', 'failed']), audits: z.number() }))`
+  const rows = await db.any(sql.type(
+    z.object({ model: z.string(), verdict: z.enum(['passed', 'failed']), audits: z.number() }),
+  )`
     SELECT COALESCE(${AUDIT_MODEL}, '') AS model, c.verdict, count(*)::int AS audits
     FROM canaries c
     WHERE c.task_type = ${CHAT_TASK_TYPE} AND c.verdict IN ('passed', 'failed') AND c.judged_at > now() - make_interval(secs => ${withinSeconds})
@@ -242,7 +283,9 @@ export async function recentChatAuditHistories(db: Runner, withinSeconds: number
  * its messages and tools, its messages' roles and its tools' count (null when there is none).
  */
 export async function recentClientChatShapes(db: Runner, sample: number) {
-  return db.maybeOne(sql.type(z.object({ params: z.record(z.unknown()), roles: z.array(z.string()).nullable(), tools: z.number() }))`
+  return db.maybeOne(sql.type(
+    z.object({ params: z.record(z.unknown()), roles: z.array(z.string()).nullable(), tools: z.number() }),
+  )`
     SELECT t.payload - 'messages' - 'tools' AS params,
            (SELECT array_agg(m ->> 'role') FROM jsonb_array_elements(t.payload -> 'messages') m) AS roles,
            CASE WHEN jsonb_typeof(t.payload -> 'tools') = 'array' THEN jsonb_array_length(t.payload -> 'tools') ELSE 0 END AS tools
@@ -262,7 +305,16 @@ export async function recentClientChatShapes(db: Runner, sample: number) {
  */
 export async function recordCanaryVerdictIn(
   tx: Runner,
-  verdict: { taskId: string; solverId: string; taskType: string; passed: boolean; quarantine: boolean; problems: unknown[]; reason: 'chat_audit_failed' | 'canary_failed'; evidence: Record<string, unknown> },
+  verdict: {
+    taskId: string;
+    solverId: string;
+    taskType: string;
+    passed: boolean;
+    quarantine: boolean;
+    problems: unknown[];
+    reason: 'chat_audit_failed' | 'canary_failed';
+    evidence: Record<string, unknown>;
+  },
 ): Promise<void> {
   const { taskId, solverId, passed, quarantine } = verdict;
   const weight = CANARY_PASS_WEIGHT;

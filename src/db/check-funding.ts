@@ -3,7 +3,15 @@ import { z } from 'zod';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
 import { NODE_LIVENESS_SECONDS } from './matching';
-import { activeCanaryTypes, activeCanaryTypesSql, checkPriceSql, probationCheckPrice, probationReservePoints, quarantined, type TrustPolicy } from './reputation';
+import {
+  activeCanaryTypes,
+  activeCanaryTypesSql,
+  checkPriceSql,
+  probationCheckPrice,
+  probationReservePoints,
+  quarantined,
+  type TrustPolicy,
+} from './reputation';
 
 /**
  * Whether the platform account can pay the checks (docs/trust.md, "Who pays the checks"): a canary
@@ -25,7 +33,12 @@ export const checksSent = (policy: TrustPolicy) => policy.probationCanaries > 0 
  * run one after the other.
  */
 export function recommendedPlatformPoints(policy: TrustPolicy): string {
-  return String(activeCanaryTypes(policy).reduce((sum, type) => sum + Number(probationCheckPrice(policy, type)), Number(probationReservePoints(policy))));
+  return String(
+    activeCanaryTypes(policy).reduce(
+      (sum, type) => sum + Number(probationCheckPrice(policy, type)),
+      Number(probationReservePoints(policy)),
+    ),
+  );
 }
 
 /**
@@ -34,7 +47,10 @@ export function recommendedPlatformPoints(policy: TrustPolicy): string {
  */
 export function probationCheckNeed(policy: TrustPolicy): string {
   const holds = activeCanaryTypes(policy).map((type) => Number(probationCheckPrice(policy, type)));
-  return String(Number(probationReservePoints(policy)) + (holds.length ? Math.min(...holds) : Number(policy.checkPriceCeilingPoints)));
+  return String(
+    Number(probationReservePoints(policy)) +
+      (holds.length ? Math.min(...holds) : Number(policy.checkPriceCeilingPoints)),
+  );
 }
 
 /**
@@ -54,7 +70,8 @@ function awaitingCheck(policy: TrustPolicy) {
       AND c.solver_id <> ${PLATFORM_ACCOUNT_ID}
       AND c.min_price_points <= ${checkPriceSql(policy, sql.fragment`c.solver_id`, sql.fragment`c.task_type`)}
       AND NOT ${quarantined(sql.fragment`c.solver_id`)}
-      AND COALESCE((SELECT r.canary_passes < ${policy.probationCanaries}::int FROM solver_reputation r WHERE r.solver_id = c.solver_id AND r.task_type = c.task_type), true)
+      AND COALESCE((SELECT r.canary_passes <
+        ${policy.probationCanaries}::int FROM solver_reputation r WHERE r.solver_id = c.solver_id AND r.task_type = c.task_type), true)
       AND NOT EXISTS (SELECT 1 FROM canaries k WHERE k.solver_id = c.solver_id AND k.task_type = c.task_type AND k.verdict IS NULL)`;
 }
 
@@ -113,7 +130,10 @@ export async function solversAwaitingUnfundedChecks(
   options: { strongModels?: string[]; country?: string | null } = {},
 ): Promise<number> {
   if (policy.probationCanaries === 0) return 0;
-  const strongModels = options.strongModels === undefined ? sql.fragment`NULL::text[]` : sql.fragment`${sql.array(options.strongModels, 'text')}`;
+  const strongModels =
+    options.strongModels === undefined
+      ? sql.fragment`NULL::text[]`
+      : sql.fragment`${sql.array(options.strongModels, 'text')}`;
   const country = options.country ?? null;
   return db.oneFirst(sql.type(z.object({ count: z.number() }))`
     SELECT count(DISTINCT c.solver_id)::int AS count ${awaitingCheck(policy)}

@@ -20,7 +20,8 @@ export type PageState = (typeof PAGE_STATES)[number];
 
 type Runner = CommonQueryMethods;
 
-const iso = (column: string) => sql.fragment`to_char(${sql.identifier([column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+const iso = (column: string) =>
+  sql.fragment`to_char(${sql.identifier([column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 export const CrawlRow = z.object({
   crawl_id: z.string(),
@@ -40,7 +41,8 @@ export const CrawlRow = z.object({
 });
 export type CrawlRow = z.infer<typeof CrawlRow>;
 
-const CRAWL_COLUMNS = sql.fragment`crawl_id, account_id, key_id, kind, url, options, status, error, robots_blocked, workflow_id, ${iso('created_at')} AS created_at, ${iso('expires_at')} AS expires_at, ${iso('documents_expired_at')} AS documents_expired_at`;
+const CRAWL_COLUMNS = sql.fragment`crawl_id, account_id, key_id, kind, url, options, status, error, robots_blocked, workflow_id,
+  ${iso('created_at')} AS created_at, ${iso('expires_at')} AS expires_at, ${iso('documents_expired_at')} AS documents_expired_at`;
 
 export interface NewPage {
   url: string;
@@ -53,9 +55,13 @@ export interface NewPage {
  * the commit. `subject` names what the event is about (the page's task, or the job), so an event written
  * again (a page finished twice by a retried slice cannot be, but a job's end may be) is one delivery.
  */
-async function jobEventIn(tx: Runner, input: { crawlId: string; subject: string; event: CrawlEvent; data?: Array<Record<string, unknown>>; error?: string }): Promise<DueDelivery[]> {
+async function jobEventIn(
+  tx: Runner,
+  input: { crawlId: string; subject: string; event: CrawlEvent; data?: Array<Record<string, unknown>>; error?: string },
+): Promise<DueDelivery[]> {
   const type = sql.fragment`c.kind || '.' || ${input.event}::text`;
-  return [...(await tx.any(sql.type(DueRow)`
+  return [
+    ...(await tx.any(sql.type(DueRow)`
     INSERT INTO webhook_deliveries (delivery_id, task_id, event, crawl_id, payload)
     -- The form of deliveryIdOf.
     SELECT 'whd_' || ${input.subject} || '_' || ${type}, ${input.subject}, ${type}, c.crawl_id,
@@ -64,13 +70,24 @@ async function jobEventIn(tx: Runner, input: { crawlId: string; subject: string;
              || ${sql.jsonb((input.error ? { error: input.error } : {}) as never)}::jsonb
     FROM crawls c WHERE c.crawl_id = ${input.crawlId} AND c.webhook->'events' ? ${input.event}
     ON CONFLICT (task_id, event) DO NOTHING
-    RETURNING task_id, event`))];
+    RETURNING task_id, event`)),
+  ];
 }
 
-export type CreateCrawlOutcome = { kind: 'created'; webhooks: DueDelivery[] } | { kind: 'existing'; crawl: CrawlRow } | { kind: 'idempotency_key_reused' };
+export type CreateCrawlOutcome =
+  | { kind: 'created'; webhooks: DueDelivery[] }
+  | { kind: 'existing'; crawl: CrawlRow }
+  | { kind: 'idempotency_key_reused' };
 
-/** The job an Idempotency-Key started, when it is the account's: the answer to the same request, or a refusal for another. */
-export async function crawlByIdempotencyKey(db: Runner, accountId: string, idempotency: Idempotency): Promise<Exclude<CreateCrawlOutcome, { kind: 'created' }> | null> {
+/**
+ * The job an Idempotency-Key started, when it is the account's: the answer to the same request, or a refusal for
+ * another.
+ */
+export async function crawlByIdempotencyKey(
+  db: Runner,
+  accountId: string,
+  idempotency: Idempotency,
+): Promise<Exclude<CreateCrawlOutcome, { kind: 'created' }> | null> {
   const row = await db.maybeOne(sql.type(CrawlRow.extend({ request_fingerprint: z.string().nullable() }))`
     SELECT ${CRAWL_COLUMNS}, request_fingerprint FROM crawls WHERE account_id = ${accountId} AND idempotency_key = ${idempotency.key}`);
   if (!row) return null;
@@ -121,8 +138,10 @@ export async function getCrawl(db: Runner, crawlId: string, accountId?: string):
 
 /** The account's crawls still running, oldest first. */
 export async function activeCrawls(db: Runner, accountId: string, kind: CrawlKind): Promise<CrawlRow[]> {
-  return [...(await db.any(sql.type(CrawlRow)`
-    SELECT ${CRAWL_COLUMNS} FROM crawls WHERE account_id = ${accountId} AND status = 'scraping' AND kind = ${kind} ORDER BY created_at`))];
+  return [
+    ...(await db.any(sql.type(CrawlRow)`
+    SELECT ${CRAWL_COLUMNS} FROM crawls WHERE account_id = ${accountId} AND status = 'scraping' AND kind = ${kind} ORDER BY created_at`)),
+  ];
 }
 
 /**
@@ -130,7 +149,12 @@ export async function activeCrawls(db: Runner, accountId: string, kind: CrawlKin
  * whether the job has no room left. The unique (crawl_id, url) makes a URL found twice one page, however
  * often it is offered.
  */
-export async function addPages(db: Db | DatabaseTransactionConnection, crawlId: string, pages: NewPage[], limit: number): Promise<{ added: string[]; full: boolean }> {
+export async function addPages(
+  db: Db | DatabaseTransactionConnection,
+  crawlId: string,
+  pages: NewPage[],
+  limit: number,
+): Promise<{ added: string[]; full: boolean }> {
   if (pages.length === 0) return { added: [], full: false };
   // The job's row is locked so that pages added at once by concurrent pages of a slice count each other.
   return db.transaction(async (tx) => {
@@ -140,7 +164,13 @@ export async function addPages(db: Db | DatabaseTransactionConnection, crawlId: 
     const added = await tx.anyFirst(sql.type(z.object({ url: z.string() }))`
       INSERT INTO crawl_pages (crawl_id, url, depth)
       SELECT ${crawlId}, url, depth
-      FROM unnest(${sql.array(pages.map((page) => page.url), 'text')}::text[], ${sql.array(pages.map((page) => page.depth), 'int4')}::int[]) WITH ORDINALITY AS p(url, depth, n)
+      FROM unnest(${sql.array(
+        pages.map((page) => page.url),
+        'text',
+      )}::text[], ${sql.array(
+        pages.map((page) => page.depth),
+        'int4',
+      )}::int[]) WITH ORDINALITY AS p(url, depth, n)
       WHERE n <= ${room}
       ORDER BY n
       ON CONFLICT (crawl_id, url) DO NOTHING
@@ -150,7 +180,9 @@ export async function addPages(db: Db | DatabaseTransactionConnection, crawlId: 
 }
 
 export async function pageCount(db: Runner, crawlId: string): Promise<number> {
-  return db.oneFirst(sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM crawl_pages WHERE crawl_id = ${crawlId}`);
+  return db.oneFirst(
+    sql.type(z.object({ n: z.number() }))`SELECT count(*)::int AS n FROM crawl_pages WHERE crawl_id = ${crawlId}`,
+  );
 }
 
 /** Whether a page with this URL is in the job already (so it need not be judged again). */
@@ -161,25 +193,35 @@ export async function knownUrls(db: Runner, crawlId: string, urls: string[]): Pr
   return new Set(rows);
 }
 
-export const PageRow = z.object({ page_id: z.coerce.number(), url: z.string(), depth: z.number(), task_id: z.string().nullable(), task_attempts: z.number() });
+export const PageRow = z.object({
+  page_id: z.coerce.number(),
+  url: z.string(),
+  depth: z.number(),
+  task_id: z.string().nullable(),
+  task_attempts: z.number(),
+});
 export type PageRow = z.infer<typeof PageRow>;
 
 /** Pages claimed by an earlier run of the activity that ended before finishing them (a lost worker). */
 export async function runningPages(db: Runner, crawlId: string): Promise<PageRow[]> {
-  return [...(await db.any(sql.type(PageRow)`
-    SELECT page_id, url, depth, task_id, task_attempts FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' ORDER BY page_id`))];
+  return [
+    ...(await db.any(sql.type(PageRow)`
+    SELECT page_id, url, depth, task_id, task_attempts FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' ORDER BY page_id`)),
+  ];
 }
 
 /** Claims up to `n` pending pages in discovery order (only while the job runs). */
 export async function claimPages(db: Runner, crawlId: string, n: number): Promise<PageRow[]> {
   if (n <= 0) return [];
-  return [...(await db.any(sql.type(PageRow)`
+  return [
+    ...(await db.any(sql.type(PageRow)`
     UPDATE crawl_pages SET status = 'running'
     WHERE page_id IN (
       SELECT page_id FROM crawl_pages
       WHERE crawl_id = ${crawlId} AND status = 'pending' AND EXISTS (SELECT 1 FROM crawls WHERE crawl_id = ${crawlId} AND status = 'scraping')
       ORDER BY page_id LIMIT ${n} FOR UPDATE SKIP LOCKED)
-    RETURNING page_id, url, depth, task_id, task_attempts`))].sort((a, b) => a.page_id - b.page_id);
+    RETURNING page_id, url, depth, task_id, task_attempts`)),
+  ].sort((a, b) => a.page_id - b.page_id);
 }
 
 /** What a page needs of its ended task: its end, its result or error, and what it was charged. */
@@ -195,9 +237,11 @@ export type PageTaskRow = z.infer<typeof PageTaskRow>;
 /** PageTaskRow of each of the tasks, in one statement (a task that does not exist is left out). */
 export async function pageTaskOutcomes(db: Runner, taskIds: readonly string[]): Promise<PageTaskRow[]> {
   if (taskIds.length === 0) return [];
-  return [...(await db.any(sql.type(PageTaskRow)`
+  return [
+    ...(await db.any(sql.type(PageTaskRow)`
     SELECT task_id, status, result, error, ${chargedPointsColumn(sql.fragment`tasks.task_id`)}
-    FROM tasks WHERE task_id = ANY(${sql.array([...taskIds], 'text')})`))];
+    FROM tasks WHERE task_id = ANY(${sql.array([...taskIds], 'text')})`)),
+  ];
 }
 
 /**
@@ -221,41 +265,73 @@ export async function releasePages(db: Runner, crawlId: string, pageIds: readonl
 export async function nextPageTask(db: Runner, pageId: number, after: number): Promise<number> {
   await db.query(sql.unsafe`
     UPDATE crawl_pages SET task_attempts = task_attempts + 1, task_id = NULL WHERE page_id = ${pageId} AND status = 'running' AND task_attempts = ${after}`);
-  return db.oneFirst(sql.type(z.object({ task_attempts: z.number() }))`SELECT task_attempts FROM crawl_pages WHERE page_id = ${pageId}`);
+  return db.oneFirst(
+    sql.type(z.object({ task_attempts: z.number() }))`SELECT task_attempts FROM crawl_pages WHERE page_id = ${pageId}`,
+  );
 }
 
 /** Names each running page's task, in one statement. */
-export async function recordPageTasks(db: Runner, pages: ReadonlyArray<{ pageId: number; taskId: string }>): Promise<void> {
+export async function recordPageTasks(
+  db: Runner,
+  pages: ReadonlyArray<{ pageId: number; taskId: string }>,
+): Promise<void> {
   if (pages.length === 0) return;
   await db.query(sql.unsafe`
     UPDATE crawl_pages p SET task_id = i.task_id
-    FROM unnest(${sql.array(pages.map((page) => page.pageId), 'int8')}::int8[], ${sql.array(pages.map((page) => page.taskId), 'text')}::text[]) AS i(page_id, task_id)
+    FROM unnest(${sql.array(
+      pages.map((page) => page.pageId),
+      'int8',
+    )}::int8[], ${sql.array(
+      pages.map((page) => page.taskId),
+      'text',
+    )}::text[]) AS i(page_id, task_id)
     WHERE p.page_id = i.page_id AND p.status = 'running'`);
 }
 
-/** What ending a page or a job did: whether it ended it (false: it had ended already), and the webhook deliveries it wrote. */
+/**
+ * What ending a page or a job did: whether it ended it (false: it had ended already), and the webhook deliveries
+ * it wrote.
+ */
 export interface Ended {
   ended: boolean;
   webhooks: DueDelivery[];
 }
 
-export type PageOutcome = { status: 'completed'; document: Record<string, unknown> } | { status: 'failed' | 'cancelled'; error: { code: string; message: string } };
+export type PageOutcome =
+  | { status: 'completed'; document: Record<string, unknown> }
+  | { status: 'failed' | 'cancelled'; error: { code: string; message: string } };
 
 /**
  * Ends running pages in one statement, with the `page` events of those completed (Firecrawl sends none
  * for a failed page) when the job's webhook asks for them: Firecrawl's body as jobEventIn writes it, the
  * page's task as subject. Returns the pages it ended and the deliveries it wrote, for their first attempt.
  */
-export async function finishPages(db: Runner, pages: ReadonlyArray<{ pageId: number; outcome: PageOutcome }>): Promise<{ ended: Set<number>; webhooks: DueDelivery[] }> {
+export async function finishPages(
+  db: Runner,
+  pages: ReadonlyArray<{ pageId: number; outcome: PageOutcome }>,
+): Promise<{ ended: Set<number>; webhooks: DueDelivery[] }> {
   if (pages.length === 0) return { ended: new Set(), webhooks: [] };
-  const column = (of: (outcome: PageOutcome) => unknown) => sql.array(pages.map(({ outcome }) => JSON.stringify(of(outcome) ?? null)), 'text');
-  const rows = await db.any(sql.type(z.object({ page_id: z.coerce.number().nullable(), task_id: z.string().nullable(), event: z.string().nullable() }))`
+  const column = (of: (outcome: PageOutcome) => unknown) =>
+    sql.array(
+      pages.map(({ outcome }) => JSON.stringify(of(outcome) ?? null)),
+      'text',
+    );
+  const rows = await db.any(sql.type(
+    z.object({ page_id: z.coerce.number().nullable(), task_id: z.string().nullable(), event: z.string().nullable() }),
+  )`
     WITH input AS (
-      SELECT * FROM unnest(${sql.array(pages.map((page) => page.pageId), 'int8')}::int8[], ${sql.array(pages.map((page) => page.outcome.status), 'text')}::text[],
+      SELECT * FROM unnest(${sql.array(
+        pages.map((page) => page.pageId),
+        'int8',
+      )}::int8[], ${sql.array(
+        pages.map((page) => page.outcome.status),
+        'text',
+      )}::text[],
                            ${column((outcome) => (outcome.status === 'completed' ? outcome.document : null))}::text[],
                            ${column((outcome) => (outcome.status === 'completed' ? null : outcome.error))}::text[]) AS i(page_id, status, document, error)
     ), ended AS (
-      UPDATE crawl_pages p SET status = i.status, finished_at = now(), document = nullif(i.document::jsonb, 'null'::jsonb), error = nullif(i.error::jsonb, 'null'::jsonb)
+      UPDATE crawl_pages p SET status = i.status, finished_at = now(), document = nullif(i.document::jsonb, 'null'::jsonb), error =
+        nullif(i.error::jsonb, 'null'::jsonb)
       FROM input i WHERE p.page_id = i.page_id AND p.status = 'running'
       RETURNING p.page_id, p.crawl_id, p.task_id, p.status, p.document
     ), events AS (
@@ -285,11 +361,19 @@ export async function finishPages(db: Runner, pages: ReadonlyArray<{ pageId: num
 const CANCELLED_MESSAGE = 'The job was cancelled.';
 
 /** Ends a running job and writes its `completed` or `failed` event (a cancel is a failure to Firecrawl's webhook). */
-export async function finishCrawl(db: Db, crawlId: string, status: Exclude<CrawlState, 'scraping'>, error?: string): Promise<Ended> {
+export async function finishCrawl(
+  db: Db,
+  crawlId: string,
+  status: Exclude<CrawlState, 'scraping'>,
+  error?: string,
+): Promise<Ended> {
   return db.transaction(async (tx) => {
     const result = await tx.query(sql.unsafe`
       UPDATE crawls SET status = ${status}, error = ${error ?? null}, finished_at = now() WHERE crawl_id = ${crawlId} AND status = 'scraping'`);
-    if (status !== 'completed') await tx.query(sql.unsafe`UPDATE crawl_pages SET status = 'cancelled', finished_at = now() WHERE crawl_id = ${crawlId} AND status = 'pending'`);
+    if (status !== 'completed')
+      await tx.query(
+        sql.unsafe`UPDATE crawl_pages SET status = 'cancelled', finished_at = now() WHERE crawl_id = ${crawlId} AND status = 'pending'`,
+      );
     if (result.rowCount === 0) return { ended: false, webhooks: [] };
     const webhooks =
       status === 'completed'
@@ -299,7 +383,12 @@ export async function finishCrawl(db: Db, crawlId: string, status: Exclude<Crawl
   });
 }
 
-export async function recordRobots(db: Runner, crawlId: string, robots: Record<string, unknown>, blocked: string[]): Promise<void> {
+export async function recordRobots(
+  db: Runner,
+  crawlId: string,
+  robots: Record<string, unknown>,
+  blocked: string[],
+): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE crawls SET options = options || jsonb_build_object('_robots', ${sql.jsonb(robots as never)}),
       robots_blocked = (SELECT COALESCE(array_agg(DISTINCT u), '{}') FROM unnest(robots_blocked || ${sql.array(blocked, 'text')}) u)
@@ -309,16 +398,26 @@ export async function recordRobots(db: Runner, crawlId: string, robots: Record<s
 export async function addRobotsBlocked(db: Runner, crawlId: string, blocked: string[]): Promise<void> {
   if (blocked.length === 0) return;
   await db.query(sql.unsafe`
-    UPDATE crawls SET robots_blocked = (SELECT COALESCE(array_agg(DISTINCT u), '{}') FROM unnest(robots_blocked || ${sql.array(blocked, 'text')}) u) WHERE crawl_id = ${crawlId}`);
+    UPDATE crawls SET robots_blocked = (SELECT COALESCE(array_agg(DISTINCT u), '{}') FROM unnest(robots_blocked ||
+      ${sql.array(blocked, 'text')}) u) WHERE crawl_id = ${crawlId}`);
 }
 
 /** The tasks of the job's pages still running (a cancel stops them). */
 export async function runningPageTasks(db: Runner, crawlId: string): Promise<string[]> {
-  return [...(await db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
-    SELECT task_id FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' AND task_id IS NOT NULL`))];
+  return [
+    ...(await db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
+    SELECT task_id FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'running' AND task_id IS NOT NULL`)),
+  ];
 }
 
-const Counts = z.object({ total: z.number(), completed: z.number(), failed: z.number(), pending: z.number(), running: z.number(), cancelled: z.number() });
+const Counts = z.object({
+  total: z.number(),
+  completed: z.number(),
+  failed: z.number(),
+  pending: z.number(),
+  running: z.number(),
+  cancelled: z.number(),
+});
 export type CrawlCounts = z.infer<typeof Counts>;
 
 export async function crawlCounts(db: Runner, crawlId: string): Promise<CrawlCounts> {
@@ -337,18 +436,36 @@ export async function crawlCost(db: Runner, crawlId: string): Promise<{ charged_
   return db.one(sql.type(z.object({ held_points: z.string(), charged_points: z.string() }))`
     WITH t AS (SELECT task_id FROM crawl_pages WHERE crawl_id = ${crawlId} AND task_id IS NOT NULL)
     SELECT trim_scale(COALESCE((SELECT sum(remaining) FROM holds WHERE hold_id IN (SELECT task_id FROM t) AND status = 'open'), 0))::text AS held_points,
-           trim_scale(COALESCE((SELECT sum(amount) FROM ledger_entries WHERE idempotency_key IN (SELECT 'capture:' || task_id FROM t)), 0))::text AS charged_points`);
+           trim_scale(COALESCE((SELECT sum(amount) FROM ledger_entries WHERE idempotency_key IN (SELECT 'capture:' || task_id FROM t)),
+             0))::text AS charged_points`);
 }
 
 /** The documents of completed pages in discovery order, from `skip`, at most `limit`. */
-export async function crawlDocuments(db: Runner, crawlId: string, skip: number, limit: number): Promise<Array<Record<string, unknown>>> {
-  return [...(await db.anyFirst(sql.type(z.object({ document: z.record(z.any()) }))`
-    SELECT document FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'completed' AND document IS NOT NULL ORDER BY page_id OFFSET ${skip} LIMIT ${limit}`))];
+export async function crawlDocuments(
+  db: Runner,
+  crawlId: string,
+  skip: number,
+  limit: number,
+): Promise<Array<Record<string, unknown>>> {
+  return [
+    ...(await db.anyFirst(sql.type(z.object({ document: z.record(z.any()) }))`
+    SELECT document FROM crawl_pages WHERE crawl_id =
+      ${crawlId} AND status = 'completed' AND document IS NOT NULL ORDER BY page_id OFFSET ${skip} LIMIT ${limit}`)),
+  ];
 }
 
-const ErrorRow = z.object({ page_id: z.coerce.number(), url: z.string(), task_id: z.string().nullable(), error: z.object({ code: z.string(), message: z.string() }), finished_at: z.string() });
+const ErrorRow = z.object({
+  page_id: z.coerce.number(),
+  url: z.string(),
+  task_id: z.string().nullable(),
+  error: z.object({ code: z.string(), message: z.string() }),
+  finished_at: z.string(),
+});
 
 export async function crawlErrors(db: Runner, crawlId: string): Promise<Array<z.infer<typeof ErrorRow>>> {
-  return [...(await db.any(sql.type(ErrorRow)`
-    SELECT page_id, url, task_id, error, ${iso('finished_at')} AS finished_at FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'failed' ORDER BY page_id`))];
+  return [
+    ...(await db.any(sql.type(ErrorRow)`
+    SELECT page_id, url, task_id, error,
+      ${iso('finished_at')} AS finished_at FROM crawl_pages WHERE crawl_id = ${crawlId} AND status = 'failed' ORDER BY page_id`)),
+  ];
 }

@@ -1,5 +1,12 @@
 import { Transform } from 'node:stream';
-import { createDriverFactory, type DriverConfiguration, type DriverFactory, type DriverStream, type DriverStreamResult, type DriverTypeParser } from '@slonik/driver';
+import {
+  createDriverFactory,
+  type DriverConfiguration,
+  type DriverFactory,
+  type DriverStream,
+  type DriverStreamResult,
+  type DriverTypeParser,
+} from '@slonik/driver';
 import { parseDsn } from '@slonik/utilities';
 import pg from 'pg';
 import QueryStream from 'pg-query-stream';
@@ -30,7 +37,9 @@ import { StatementCache } from './statement-cache';
 export function createPreparingDriverFactory(options: { statementsPerConnection: number }): DriverFactory {
   return createDriverFactory(async ({ driverConfiguration }) => {
     const clientConfiguration = clientConfigurationFor(driverConfiguration);
-    clientConfiguration.types = { getTypeParser: await typeParserLookup(clientConfiguration, driverConfiguration.typeParsers) };
+    clientConfiguration.types = {
+      getTypeParser: await typeParserLookup(clientConfiguration, driverConfiguration.typeParsers),
+    };
     return {
       createPoolClient: async ({ clientEventEmitter }) => {
         const client = new pg.Client(clientConfiguration);
@@ -78,7 +87,8 @@ export function createPreparingDriverFactory(options: { statementsPerConnection:
             } catch (error) {
               throw wrapError(error as Error, { sql, values: values ?? [] });
             }
-            if (Array.isArray(result)) throw new InvalidInputError('Must not use multiple statements in a single query.');
+            if (Array.isArray(result))
+              throw new InvalidInputError('Must not use multiple statements in a single query.');
             return {
               command: result.command as never,
               fields: result.fields.map((field) => ({ dataTypeId: field.dataTypeID, name: field.name })),
@@ -125,10 +135,13 @@ function clientConfigurationFor(configuration: DriverConfiguration): pg.ClientCo
     user: dsn.username,
     // Statements without values go through the extended protocol too, as with slonik's own driver.
     queryMode: 'extended',
-    ssl: configuration.ssl ?? (dsn.sslMode === 'require' ? true : dsn.sslMode === 'no-verify' ? { rejectUnauthorized: false } : false),
+    ssl:
+      configuration.ssl ??
+      (dsn.sslMode === 'require' ? true : dsn.sslMode === 'no-verify' ? { rejectUnauthorized: false } : false),
   };
   // slonik's convention: 0 means "as short as possible", which pg spells 1.
-  const timeout = (value: 'DISABLE_TIMEOUT' | number) => (value === 'DISABLE_TIMEOUT' ? undefined : value === 0 ? 1 : value);
+  const timeout = (value: 'DISABLE_TIMEOUT' | number) =>
+    value === 'DISABLE_TIMEOUT' ? undefined : value === 0 ? 1 : value;
   client.connectionTimeoutMillis = timeout(configuration.connectionTimeout);
   client.statement_timeout = timeout(configuration.statementTimeout);
   client.idle_in_transaction_session_timeout = timeout(configuration.idleInTransactionSessionTimeout);
@@ -136,7 +149,9 @@ function clientConfigurationFor(configuration: DriverConfiguration): pg.ClientCo
 }
 
 // pg-types' array parser; its published typing describes an older shape.
-const arrayParser = pg.types.arrayParser as unknown as { create(source: string, transform: (item: string) => unknown): { parse(): unknown[] } };
+const arrayParser = pg.types.arrayParser as unknown as {
+  create(source: string, transform: (item: string) => unknown): { parse(): unknown[] };
+};
 
 /** The configured parsers by type oid (arrays of those types too), pg's own for every other type. */
 async function typeParserLookup(configuration: pg.ClientConfig, parsers: readonly DriverTypeParser[]) {
@@ -144,7 +159,11 @@ async function typeParserLookup(configuration: pg.ClientConfig, parsers: readonl
   await client.connect();
   let types: Array<{ oid: number; typarray: number; typname: string }>;
   try {
-    types = (await client.query('SELECT oid, typarray, typname FROM pg_type WHERE typname = ANY($1::text[])', [parsers.map((parser) => parser.name)])).rows;
+    types = (
+      await client.query('SELECT oid, typarray, typname FROM pg_type WHERE typname = ANY($1::text[])', [
+        parsers.map((parser) => parser.name),
+      ])
+    ).rows;
   } finally {
     await client.end();
   }
@@ -153,7 +172,8 @@ async function typeParserLookup(configuration: pg.ClientConfig, parsers: readonl
     const type = types.find((candidate) => candidate.typname === parser.name);
     if (!type) throw new Error(`Database type "${parser.name}" not found.`);
     byOid.set(type.oid, (value) => parser.parse(value));
-    if (type.typarray) byOid.set(type.typarray, (value) => arrayParser.create(value, (item) => parser.parse(item)).parse());
+    if (type.typarray)
+      byOid.set(type.typarray, (value) => arrayParser.create(value, (item) => parser.parse(item)).parse());
   }
   return ((oid: number) => byOid.get(oid) ?? pg.types.getTypeParser(oid)) as pg.CustomTypesConfig['getTypeParser'];
 }
@@ -173,7 +193,9 @@ function wrapError(error: Error, query: { sql: string; values: readonly unknown[
     case '57P01':
       return new BackendTerminatedError(cause);
     case '57014':
-      return error.message.includes('canceling statement due to user request') ? new StatementCancelledError(cause) : new StatementTimeoutError(cause);
+      return error.message.includes('canceling statement due to user request')
+        ? new StatementCancelledError(cause)
+        : new StatementTimeoutError(cause);
     case '23502':
       return new NotNullIntegrityConstraintViolationError(cause);
     case '23503':
@@ -195,9 +217,12 @@ function streamQuery(client: pg.Client, sql: string, values: unknown[] | undefin
   const stream = client.query(new QueryStream(sql, values));
   let fields: Array<{ dataTypeId: number; name: string }> = [];
   // pg announces the row's fields on its connection only, before the first row.
-  (client as unknown as { connection: NodeJS.EventEmitter }).connection.once('rowDescription', (description: { fields: Array<{ dataTypeID: number; name: string }> }) => {
-    fields = description.fields.map((field) => ({ dataTypeId: field.dataTypeID, name: field.name }));
-  });
+  (client as unknown as { connection: NodeJS.EventEmitter }).connection.once(
+    'rowDescription',
+    (description: { fields: Array<{ dataTypeID: number; name: string }> }) => {
+      fields = description.fields.map((field) => ({ dataTypeId: field.dataTypeID, name: field.name }));
+    },
+  );
   const transform = new Transform({
     objectMode: true,
     transform(row, _encoding, callback) {

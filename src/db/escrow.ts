@@ -16,7 +16,13 @@ type Runner = CommonQueryMethods;
  * Holds a solver's pay for a task settled in this transaction: it moves from available to held on the
  * solver's account as `held:<task id>`; with `quarantinedOnly`, only while the solver is quarantined.
  */
-export async function holdEarningsIn(tx: Runner, taskId: string, solverId: string, earned: string, { quarantinedOnly }: { quarantinedOnly: boolean }): Promise<void> {
+export async function holdEarningsIn(
+  tx: Runner,
+  taskId: string,
+  solverId: string,
+  earned: string,
+  { quarantinedOnly }: { quarantinedOnly: boolean },
+): Promise<void> {
   if (/^0*(\.0*)?$/.test(earned)) return;
   // The quarantine is asked here, after the settlement locked the solver's balance row: a clearing that
   // committed meanwhile (it locks that row too) is seen, and nothing is held after it.
@@ -41,10 +47,12 @@ const PASSED_CHECKS = sql.fragment`
  */
 const FAILED_CHECKS = sql.fragment`
   SELECT solver_id, judged_at FROM canaries WHERE verdict = 'failed'
-  UNION ALL SELECT wrong_solver_id, concluded_at FROM redundant_runs WHERE wrong_solver_id IS NOT NULL AND NOT (COALESCE(evidence, '{}'::jsonb) ? 'correlated_with')`;
+  UNION ALL SELECT wrong_solver_id, concluded_at FROM redundant_runs WHERE wrong_solver_id IS NOT NULL AND NOT (COALESCE(evidence,
+    '{}'::jsonb) ? 'correlated_with')`;
 
 /** The task id of earnings hold `h`. */
-const heldTaskId = (h: string) => sql.fragment`substr(${sql.identifier([h, 'hold_id'])}, ${heldEarningsId('').length + 1})`;
+const heldTaskId = (h: string) =>
+  sql.fragment`substr(${sql.identifier([h, 'hold_id'])}, ${heldEarningsId('').length + 1})`;
 
 /**
  * Whether the solver of earnings hold `h` has had a sequential test accept it for the held task's type.
@@ -63,7 +71,10 @@ const acceptedForType = (h: string) => sql.fragment`EXISTS (
 const underVerification = (h: string) => sql.fragment`EXISTS (
   SELECT 1 FROM redundant_runs r WHERE r.task_id = ${heldTaskId(h)} AND r.concluded_at IS NULL)`;
 
-/** When pay vests: `vestingSeconds` after it was held, or once its solver passed `vestingChecks` checks since (0: by time only). */
+/**
+ * When pay vests: `vestingSeconds` after it was held, or once its solver passed `vestingChecks` checks since (0:
+ * by time only).
+ */
 export interface Vesting {
   vestingSeconds: number;
   vestingChecks: number;
@@ -73,7 +84,10 @@ export interface Vesting {
  * Open earnings holds due to vest now, oldest first: past the period, or vouched for by checks; never a
  * quarantined solver's, nor one whose task is being verified.
  */
-export async function dueToVest(db: Runner, { vestingSeconds, vestingChecks }: Vesting): Promise<readonly { hold_id: string }[]> {
+export async function dueToVest(
+  db: Runner,
+  { vestingSeconds, vestingChecks }: Vesting,
+): Promise<readonly { hold_id: string }[]> {
   // Vouched for: the solver passed `vestingChecks` checks judged after the pay was held, failed none
   // since, and was accepted by a sequential test for the task's type.
   const vouched =
@@ -123,6 +137,7 @@ export async function earningsOf(db: Runner, accountId: string, vestingSeconds: 
     SELECT trim_scale(COALESCE(sum(remaining), 0))::text AS unvested_points, count(*)::int AS unvested_tasks,
            ${quarantined(sql.fragment`${accountId}::text`)} AS frozen,
            CASE WHEN count(*) > 0 AND ${vestingSeconds} > 0 AND NOT ${quarantined(sql.fragment`${accountId}::text`)}
-             THEN to_char((min(created_at) + make_interval(secs => ${vestingSeconds})) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END AS next_vesting_at
+             THEN to_char((min(created_at) + make_interval(secs =>
+               ${vestingSeconds})) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') END AS next_vesting_at
     FROM holds WHERE account_id = ${accountId} AND status = ${HOLD_OPEN} AND hold_id LIKE ${heldEarningsId('%')}`);
 }

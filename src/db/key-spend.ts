@@ -35,13 +35,18 @@ export const keySpendStep = (amount: string | ReturnType<typeof sql.fragment>) =
   )`;
 
 /** True when a statement failed because a key's spend would have passed its limit (its CHECK). */
-export const isKeySpendLimitReached = (error: unknown) => error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'key_spend_within_limit';
+export const isKeySpendLimitReached = (error: unknown) =>
+  error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'key_spend_within_limit';
 
 /**
  * Takes what a finished task's settlement gave back (`returned`, a numeric expression) off its key's
  * spend, in the period its hold counted in. Called in the settling transaction, after the balance rows.
  */
-export async function returnKeySpend(tx: Runner, taskId: string, returned: ReturnType<typeof sql.fragment>): Promise<void> {
+export async function returnKeySpend(
+  tx: Runner,
+  taskId: string,
+  returned: ReturnType<typeof sql.fragment>,
+): Promise<void> {
   await tx.query(sql.unsafe`
     UPDATE key_spend s SET spent_points = s.spent_points - (${returned})
     FROM tasks t WHERE t.task_id = ${taskId} AND s.key_id = t.key_id AND s.period_start = t.key_spend_period`);
@@ -54,6 +59,7 @@ export type KeySpend = z.infer<typeof KeySpendRow>;
 export async function keySpendOf(db: Runner, keyId: string): Promise<KeySpend | null> {
   return db.maybeOne(sql.type(KeySpendRow)`
     SELECT trim_scale(k.spend_limit_points)::text AS points, k.spend_limit_period AS period,
-           COALESCE((SELECT trim_scale(s.spent_points)::text FROM key_spend s WHERE s.key_id = k.key_id AND s.period_start = ${spendPeriodNow(sql.fragment`k.spend_limit_period`)}), '0') AS spent_points
+           COALESCE((SELECT trim_scale(s.spent_points)::text FROM key_spend s WHERE s.key_id = k.key_id AND s.period_start =
+             ${spendPeriodNow(sql.fragment`k.spend_limit_period`)}), '0') AS spent_points
     FROM api_keys k WHERE k.key_id = ${keyId} AND k.spend_limit_points IS NOT NULL`);
 }

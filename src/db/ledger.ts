@@ -1,7 +1,13 @@
 import { CheckIntegrityConstraintViolationError, sql, type DatabaseTransactionConnection } from 'slonik';
 import { z } from 'zod';
 import { TERMINAL_STATES } from '../contract/lifecycle';
-import { HOLD_STATES, LEDGER_ENTRY_KINDS, PLATFORM_ACCOUNT_ID, type BalanceColumn, type LedgerEntryKind } from '../contract/ledger';
+import {
+  HOLD_STATES,
+  LEDGER_ENTRY_KINDS,
+  PLATFORM_ACCOUNT_ID,
+  type BalanceColumn,
+  type LedgerEntryKind,
+} from '../contract/ledger';
 import type { Db } from './pool';
 
 /**
@@ -23,7 +29,8 @@ export { PLATFORM_ACCOUNT_ID } from '../contract/ledger';
 export const PLATFORM_FUNDED_CHANNEL = 'platform_funded';
 
 const ENTRY_KINDS = Object.keys(LEDGER_ENTRY_KINDS) as LedgerEntryKind[];
-const effectOf = (kind: LedgerEntryKind, column: BalanceColumn): number => (LEDGER_ENTRY_KINDS[kind] as Partial<Record<BalanceColumn, number>>)[column] ?? 0;
+const effectOf = (kind: LedgerEntryKind, column: BalanceColumn): number =>
+  (LEDGER_ENTRY_KINDS[kind] as Partial<Record<BalanceColumn, number>>)[column] ?? 0;
 
 /**
  * The hold of a solver's pay for one task: opened in the transaction that settles the task, released
@@ -40,7 +47,8 @@ export const [HOLD_OPEN, HOLD_SETTLED, HOLD_RELEASED] = HOLD_STATES;
 /** One entry's (columns `kind` and `amount`) signed effect on `column`. */
 function entryEffect(column: BalanceColumn) {
   const cases = ENTRY_KINDS.filter((kind) => effectOf(kind, column) !== 0).map(
-    (kind) => sql.fragment`WHEN ${kind} THEN ${effectOf(kind, column) > 0 ? sql.fragment`amount` : sql.fragment`-amount`}`,
+    (kind) =>
+      sql.fragment`WHEN ${kind} THEN ${effectOf(kind, column) > 0 ? sql.fragment`amount` : sql.fragment`-amount`}`,
   );
   return sql.fragment`CASE kind ${sql.join(cases, sql.fragment` `)} ELSE 0 END`;
 }
@@ -77,7 +85,8 @@ export type Balance = z.infer<typeof BalanceRow>;
 
 // On a pool this opens a transaction; inside one it joins it (a failure aborts the caller's whole
 // transaction anyway, and a savepoint would cost two more round trips).
-const inTransaction = <T>(db: Runner, fn: (tx: Tx) => Promise<T>): Promise<T> => ('connect' in db ? db.transaction(fn) : fn(db));
+const inTransaction = <T>(db: Runner, fn: (tx: Tx) => Promise<T>): Promise<T> =>
+  'connect' in db ? db.transaction(fn) : fn(db);
 
 /** Inserts the entry unless its key exists; true when this call wrote it. */
 async function appendEntry(
@@ -118,21 +127,30 @@ export async function deposit(
 ): Promise<{ applied: true } | { applied: false; depositedBefore: string }> {
   assertPositive(input.amount, 'deposit amount');
   return inTransaction(db, async (tx) => {
-    const applied = await appendEntry(tx, { accountId: input.accountId, kind: 'deposit', amount: input.amount, key: input.idempotencyKey });
+    const applied = await appendEntry(tx, {
+      accountId: input.accountId,
+      kind: 'deposit',
+      amount: input.amount,
+      key: input.idempotencyKey,
+    });
     if (!applied) {
       const before = await tx.oneFirst(sql.type(z.object({ amount: z.string() }))`
         SELECT trim_scale(amount)::text AS amount FROM ledger_entries WHERE idempotency_key = ${input.idempotencyKey}`);
       return { applied: false, depositedBefore: before };
     }
-    await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry('deposit', sql.fragment`${input.amount}::numeric`)} WHERE account_id = ${input.accountId}`);
+    await tx.query(
+      sql.unsafe`UPDATE balances SET ${applyEntry('deposit', sql.fragment`${input.amount}::numeric`)} WHERE account_id = ${input.accountId}`,
+    );
     // Checks put off for want of the platform's points start as soon as it is funded.
-    if (input.accountId === PLATFORM_ACCOUNT_ID) await tx.query(sql.unsafe`SELECT pg_notify(${PLATFORM_FUNDED_CHANNEL}, '{}')`);
+    if (input.accountId === PLATFORM_ACCOUNT_ID)
+      await tx.query(sql.unsafe`SELECT pg_notify(${PLATFORM_FUNDED_CHANNEL}, '{}')`);
     return { applied: true };
   });
 }
 
 /** True when a statement failed because a balance would have gone negative (its CHECK). */
-export const isOverdraft = (error: unknown) => error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'balances_available_check';
+export const isOverdraft = (error: unknown) =>
+  error instanceof CheckIntegrityConstraintViolationError && error.constraint === 'balances_available_check';
 
 /**
  * The steps of a hold, as CTEs for one statement: `h` opens the hold named by each row of `holdIds` (a
@@ -141,7 +159,11 @@ export const isOverdraft = (error: unknown) => error instanceof CheckIntegrityCo
  * second hold with the same id waits on the first's key and then does nothing; a balance that would go
  * negative fails its CHECK (`isOverdraft`).
  */
-export function holdSteps(holdIds: ReturnType<typeof sql.fragment>, accountId: string, points: string | ReturnType<typeof sql.fragment>) {
+export function holdSteps(
+  holdIds: ReturnType<typeof sql.fragment>,
+  accountId: string,
+  points: string | ReturnType<typeof sql.fragment>,
+) {
   if (typeof points === 'string') assertNonNegative(points, 'hold amount');
   // A numeric expression (a hold that depends on the statement's match) or a decimal string.
   const amount = typeof points === 'string' ? points : sql.fragment`(${points})`;
@@ -198,22 +220,28 @@ async function lockHold(tx: Tx, holdId: string) {
 export function taskCostColumns(taskId: ReturnType<typeof sql.fragment>) {
   return sql.fragment`
     (SELECT trim_scale(amount)::text FROM holds WHERE hold_id = ${taskId}) AS held_points,
-    (SELECT trim_scale(estimated_price_points)::text FROM task_attempts WHERE task_id = ${taskId} ORDER BY attempt_number DESC LIMIT 1) AS estimated_price_points,
+    (SELECT trim_scale(estimated_price_points)::text FROM task_attempts WHERE task_id =
+      ${taskId} ORDER BY attempt_number DESC LIMIT 1) AS estimated_price_points,
     (SELECT status FROM holds WHERE hold_id = ${taskId}) AS hold_status,
     ${chargedPointsColumn(taskId)}`;
 }
 
 /** What the task was charged ("0" for nothing). */
 export function chargedPointsColumn(taskId: ReturnType<typeof sql.fragment>) {
-  return sql.fragment`COALESCE((SELECT trim_scale(amount)::text FROM ledger_entries WHERE idempotency_key = ${kindValue('capture')} || ':' || ${taskId}), '0') AS charged_points`;
+  return sql.fragment`COALESCE((SELECT trim_scale(amount)::text FROM ledger_entries WHERE idempotency_key =
+    ${kindValue('capture')} || ':' || ${taskId}), '0') AS charged_points`;
 }
 
 /** What the given tasks held and were charged together (exact sums; "0" for none). */
-export async function costOfTasks(db: Runner, taskIds: readonly string[]): Promise<{ held_points: string; charged_points: string }> {
+export async function costOfTasks(
+  db: Runner,
+  taskIds: readonly string[],
+): Promise<{ held_points: string; charged_points: string }> {
   return db.one(sql.type(z.object({ held_points: z.string(), charged_points: z.string() }))`
     SELECT trim_scale(COALESCE((SELECT sum(amount) FROM holds WHERE hold_id = ANY(${sql.array(taskIds, 'text')})), 0))::text AS held_points,
            trim_scale(COALESCE((SELECT sum(amount) FROM ledger_entries
-             WHERE idempotency_key = ANY(SELECT ${kindValue('capture')} || ':' || id FROM unnest(${sql.array(taskIds, 'text')}) id)), 0))::text AS charged_points`);
+             WHERE idempotency_key = ANY(SELECT
+               ${kindValue('capture')} || ':' || id FROM unnest(${sql.array(taskIds, 'text')}) id)), 0))::text AS charged_points`);
 }
 
 /**
@@ -234,10 +262,20 @@ export async function release(db: Runner, input: { holdId: string }): Promise<Le
     const held = await lockHold(tx, input.holdId);
     if (!held) throw new Error(`hold ${input.holdId} does not exist`);
     if (held.status !== HOLD_OPEN) return { applied: false, released: '0' };
-    const applied = await appendEntry(tx, { accountId: held.account_id, kind: 'release', amount: held.remaining, holdId: input.holdId, key: `release:${input.holdId}` });
+    const applied = await appendEntry(tx, {
+      accountId: held.account_id,
+      kind: 'release',
+      amount: held.remaining,
+      holdId: input.holdId,
+      key: `release:${input.holdId}`,
+    });
     if (!applied) return { applied, released: '0' };
-    await tx.query(sql.unsafe`UPDATE holds SET remaining = 0, status = ${HOLD_RELEASED}, closed_at = now() WHERE hold_id = ${input.holdId}`);
-    await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry('release', sql.fragment`${held.remaining}::numeric`)} WHERE account_id = ${held.account_id}`);
+    await tx.query(
+      sql.unsafe`UPDATE holds SET remaining = 0, status = ${HOLD_RELEASED}, closed_at = now() WHERE hold_id = ${input.holdId}`,
+    );
+    await tx.query(
+      sql.unsafe`UPDATE balances SET ${applyEntry('release', sql.fragment`${held.remaining}::numeric`)} WHERE account_id = ${held.account_id}`,
+    );
     return { applied, released: held.remaining };
   });
 }
@@ -263,7 +301,16 @@ export async function settle(
     // balances are changed only through `locked` (deltas join it), so no row is locked out of that order.
     // The four movements (capture, solver pay, fee, release of the rest) are each a keyed entry, and each
     // account's balance row changes once by the sum of its entries.
-    const held = await tx.maybeOne(sql.type(z.object({ status: z.string(), charged: z.string(), fee: z.string(), earned: z.string(), rest: z.string(), written: z.number() }))`
+    const held = await tx.maybeOne(sql.type(
+      z.object({
+        status: z.string(),
+        charged: z.string(),
+        fee: z.string(),
+        earned: z.string(),
+        rest: z.string(),
+        written: z.number(),
+      }),
+    )`
       WITH h AS (
         SELECT account_id, status, charged, fee, charged - fee AS earned, remaining - charged AS rest
         FROM (
@@ -312,22 +359,32 @@ export async function settle(
     const outcome = { charged: held.charged, solverEarned: held.earned, fee: held.fee };
     if (held.status !== 'open') return { applied: false, ...outcome };
     // Nothing was written then; throwing rolls back the caller's transaction.
-    if (held.rest.startsWith('-')) throw new Error(`capture of ${held.charged} exceeds what remains of hold ${input.holdId}`);
+    if (held.rest.startsWith('-'))
+      throw new Error(`capture of ${held.charged} exceeds what remains of hold ${input.holdId}`);
     // Under the hold's row lock an open hold has none of its settlement entries yet.
-    if (held.written !== 4) throw new Error(`settlement of hold ${input.holdId} wrote ${held.written} of its 4 entries`);
+    if (held.written !== 4)
+      throw new Error(`settlement of hold ${input.holdId} wrote ${held.written} of its 4 entries`);
     return { applied: true, ...outcome };
   });
 }
 
 /** Locks the accounts' balance rows in the one global order settlements take them in. */
 async function lockBalances(tx: Tx, accountIds: readonly string[]): Promise<void> {
-  await tx.query(sql.unsafe`SELECT 1 FROM balances WHERE account_id = ANY(${sql.array([...new Set(accountIds)], 'text')}) ORDER BY account_id FOR UPDATE`);
+  await tx.query(
+    sql.unsafe`SELECT 1 FROM balances WHERE account_id = ANY(${sql.array([...new Set(accountIds)], 'text')}) ORDER BY account_id FOR UPDATE`,
+  );
 }
 
 export type RefundMovement =
-  /** `refunded` went to `accountId` (the task's client): `forfeited` from the solver's hold, `feeReturned` from the platform. */
+  /**
+   * `refunded` went to `accountId` (the task's client): `forfeited` from the solver's hold, `feeReturned` from
+   * the platform.
+   */
   | { applied: true; accountId: string; solverId: string; refunded: string; forfeited: string; feeReturned: string }
-  /** The solver's pay for the task is not held (it vested, was refunded already, or was never escrowed): nothing moves. */
+  /**
+   * The solver's pay for the task is not held (it vested, was refunded already, or was never escrowed): nothing
+   * moves.
+   */
   | { applied: false };
 
 /**
@@ -347,7 +404,9 @@ export async function refundFromEarnings(db: Runner, taskId: string): Promise<Re
     await lockBalances(tx, [held.solver_id, held.client_id, PLATFORM_ACCOUNT_ID]);
     // The fee given back is what remains of the capture beyond the forfeited pay, within the fee and the
     // platform's available points (no balance goes negative); the refund never exceeds the capture.
-    const amounts = await tx.one(sql.type(z.object({ forfeited: z.string(), fee_returned: z.string(), refunded: z.string() }))`
+    const amounts = await tx.one(sql.type(
+      z.object({ forfeited: z.string(), fee_returned: z.string(), refunded: z.string() }),
+    )`
       SELECT trim_scale(forfeited)::text AS forfeited, trim_scale(fee_returned)::text AS fee_returned,
              trim_scale(LEAST(charged, forfeited + fee_returned))::text AS refunded
       FROM (
@@ -366,11 +425,23 @@ export async function refundFromEarnings(db: Runner, taskId: string): Promise<Re
     ];
     for (const move of moves) {
       if (/^0*(\.0*)?$/.test(move.amount)) continue;
-      if (!(await appendEntry(tx, { ...move, key: `${move.kind}:${move.holdId}` }))) throw new Error(`${move.kind} of task ${taskId} was written before its hold closed`);
-      await tx.query(sql.unsafe`UPDATE balances SET ${applyEntry(move.kind, sql.fragment`${move.amount}::numeric`)} WHERE account_id = ${move.accountId}`);
+      if (!(await appendEntry(tx, { ...move, key: `${move.kind}:${move.holdId}` })))
+        throw new Error(`${move.kind} of task ${taskId} was written before its hold closed`);
+      await tx.query(
+        sql.unsafe`UPDATE balances SET ${applyEntry(move.kind, sql.fragment`${move.amount}::numeric`)} WHERE account_id = ${move.accountId}`,
+      );
     }
-    await tx.query(sql.unsafe`UPDATE holds SET remaining = 0, status = ${HOLD_SETTLED}, closed_at = now() WHERE hold_id = ${heldEarningsId(taskId)}`);
-    return { applied: true, accountId: held.client_id, solverId: held.solver_id, refunded: amounts.refunded, forfeited: amounts.forfeited, feeReturned: amounts.fee_returned };
+    await tx.query(
+      sql.unsafe`UPDATE holds SET remaining = 0, status = ${HOLD_SETTLED}, closed_at = now() WHERE hold_id = ${heldEarningsId(taskId)}`,
+    );
+    return {
+      applied: true,
+      accountId: held.client_id,
+      solverId: held.solver_id,
+      refunded: amounts.refunded,
+      forfeited: amounts.forfeited,
+      feeReturned: amounts.fee_returned,
+    };
   });
 }
 
@@ -389,8 +460,12 @@ export async function balanceFromEntries(db: Runner, accountId: string): Promise
  * from their entries, go negative or break available + held = deposited + earned − spent; holds left
  * open on finished tasks; holds charged, paid out, forfeited or refunded more than once.
  */
-export async function auditLedger(db: Runner): Promise<{ accountsOff: number; openHoldsOnFinishedTasks: number; doubleMovements: number }> {
-  return db.one(sql.type(z.object({ accountsOff: z.number(), openHoldsOnFinishedTasks: z.number(), doubleMovements: z.number() }))`
+export async function auditLedger(
+  db: Runner,
+): Promise<{ accountsOff: number; openHoldsOnFinishedTasks: number; doubleMovements: number }> {
+  return db.one(sql.type(
+    z.object({ accountsOff: z.number(), openHoldsOnFinishedTasks: z.number(), doubleMovements: z.number() }),
+  )`
     SELECT
       (SELECT count(*)::int FROM balances b
        LEFT JOIN LATERAL (
@@ -401,11 +476,15 @@ export async function auditLedger(db: Runner): Promise<{ accountsOff: number; op
       (SELECT count(*)::int FROM holds h JOIN tasks t ON t.task_id = h.hold_id
        WHERE h.status = ${HOLD_OPEN} AND t.status = ANY(${sql.array(TERMINAL_STATES, 'text')})) AS "openHoldsOnFinishedTasks",
       (SELECT count(*)::int FROM (
-         SELECT hold_id, kind FROM ledger_entries WHERE kind = ANY(${sql.array(['capture', 'payout', 'forfeit', 'fee_return', 'refund'] satisfies LedgerEntryKind[], 'text')})
+         SELECT hold_id, kind FROM ledger_entries WHERE kind =
+           ANY(${sql.array(['capture', 'payout', 'forfeit', 'fee_return', 'refund'] satisfies LedgerEntryKind[], 'text')})
          GROUP BY 1, 2 HAVING count(*) > 1) d) AS "doubleMovements"`);
 }
 
-/** The task an entry belongs to: its hold's, or for a solver's pay held until it vests (`held:<task id>`), that task. */
+/**
+ * The task an entry belongs to: its hold's, or for a solver's pay held until it vests (`held:<task id>`), that
+ * task.
+ */
 const ENTRY_TASK_ID = sql.fragment`CASE WHEN e.hold_id LIKE ${heldEarningsId('%')} THEN substr(e.hold_id, ${heldEarningsId('').length + 1}) ELSE e.hold_id END`;
 
 const LedgerEntryRow = z.object({
@@ -435,7 +514,11 @@ export interface LedgerHistoryFilter {
  * a client pages never shift the pages). Each carries its signed effect on available and held points,
  * from LEDGER_ENTRY_KINDS: summed over every entry they give the balance.
  */
-export async function ledgerHistory(db: Runner, accountId: string, filter: LedgerHistoryFilter): Promise<{ entries: LedgerEntry[]; hasMore: boolean }> {
+export async function ledgerHistory(
+  db: Runner,
+  accountId: string,
+  filter: LedgerHistoryFilter,
+): Promise<{ entries: LedgerEntry[]; hasMore: boolean }> {
   const conditions = [
     sql.fragment`e.account_id = ${accountId}`,
     ...(filter.kind ? [sql.fragment`e.kind = ${filter.kind}`] : []),
@@ -461,7 +544,10 @@ export async function ledgerHistory(db: Runner, accountId: string, filter: Ledge
  * the solver's payout, the platform's fee, and the `held:` hold of a quarantined solver's earnings),
  * oldest first. Each entry's key is `<kind>:<hold id>`, so the unique index finds them.
  */
-export async function taskLedger(db: Runner, taskId: string): Promise<readonly (LedgerEntry & { account_id: string })[]> {
+export async function taskLedger(
+  db: Runner,
+  taskId: string,
+): Promise<readonly (LedgerEntry & { account_id: string })[]> {
   const keys = ENTRY_KINDS.flatMap((kind) => [`${kind}:${taskId}`, `${kind}:held:${taskId}`]);
   return db.any(sql.type(LedgerEntryRow.extend({ account_id: z.string() }))`
     SELECT e.entry_id::text AS entry_id, e.account_id, e.kind, trim_scale(e.amount)::text AS amount, ${taskId}::text AS task_id, t.task_type,
@@ -487,13 +573,19 @@ export type LedgerSummaryRow = z.infer<typeof SummaryRow>;
  * The account's entries summed by UTC day and task type (null: entries of no task, i.e. deposits):
  * the amount of each entry kind, and the net change of available and held points. Newest day first.
  */
-export async function ledgerSummary(db: Runner, accountId: string, range: { createdAfter?: string; createdBefore?: string }): Promise<readonly LedgerSummaryRow[]> {
+export async function ledgerSummary(
+  db: Runner,
+  accountId: string,
+  range: { createdAfter?: string; createdBefore?: string },
+): Promise<readonly LedgerSummaryRow[]> {
   const conditions = [
     sql.fragment`e.account_id = ${accountId}`,
     ...(range.createdAfter ? [sql.fragment`e.created_at >= ${range.createdAfter}::timestamptz`] : []),
     ...(range.createdBefore ? [sql.fragment`e.created_at < ${range.createdBefore}::timestamptz`] : []),
   ];
-  const amounts = ENTRY_KINDS.map((kind) => sql.fragment`${kind}::text, trim_scale(COALESCE(SUM(e.amount) FILTER (WHERE e.kind = ${kind}), 0))::text`);
+  const amounts = ENTRY_KINDS.map(
+    (kind) => sql.fragment`${kind}::text, trim_scale(COALESCE(SUM(e.amount) FILTER (WHERE e.kind = ${kind}), 0))::text`,
+  );
   return db.any(sql.type(SummaryRow)`
     SELECT to_char(e.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, t.task_type,
            count(DISTINCT ${ENTRY_TASK_ID})::int AS tasks, count(*)::int AS entries,

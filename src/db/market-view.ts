@@ -45,7 +45,14 @@ export interface OnlineSolver {
   node_id: string;
   draining: boolean;
   connected_at: string;
-  capabilities: { task_type: string; model_name: string; tier: string; min_price_points: string; max_concurrent: number; active_attempts: number }[];
+  capabilities: {
+    task_type: string;
+    model_name: string;
+    tier: string;
+    min_price_points: string;
+    max_concurrent: number;
+    active_attempts: number;
+  }[];
 }
 
 /** Most solvers one answer lists: the console's table, not an export. */
@@ -75,7 +82,10 @@ export async function onlineSolvers(db: Db): Promise<OnlineSolver[]> {
   return [...solvers.values()];
 }
 
-const RecentAttemptRow = AttemptDetailRow.omit({ node_id: true }).extend({ task_id: z.string(), task_type: z.string() });
+const RecentAttemptRow = AttemptDetailRow.omit({ node_id: true }).extend({
+  task_id: z.string(),
+  task_type: z.string(),
+});
 export type RecentAttempt = z.infer<typeof RecentAttemptRow>;
 
 /** Most attempts a solver's list holds. */

@@ -4,7 +4,16 @@ import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
 import { HOLD_OPEN, isOverdraft, raiseHoldSteps } from './ledger';
-import { evidenceOf, isCanaryTaskType, isVerifier, PRIOR_SCORE, quarantined, scoreOf, trusted, type TrustPolicy } from './reputation';
+import {
+  evidenceOf,
+  isCanaryTaskType,
+  isVerifier,
+  PRIOR_SCORE,
+  quarantined,
+  scoreOf,
+  trusted,
+  type TrustPolicy,
+} from './reputation';
 
 /**
  * Matching a task to a solver's slot, and the queue of tasks waiting for one (docs/queue.md). A slot is
@@ -51,7 +60,10 @@ interface Asks {
  */
 function eligibleFor(asks: Asks) {
   const own = sql.fragment`c.solver_id = ${asks.canaryFor} AND NOT ${quarantined(sql.fragment`c.solver_id`)}`;
-  const trust = asks.canaryFor === null ? trusted(asks.policy, 'c') : sql.fragment`CASE WHEN ${asks.canaryFor} IS NULL THEN ${trusted(asks.policy, 'c')} ELSE ${own} END`;
+  const trust =
+    asks.canaryFor === null
+      ? trusted(asks.policy, 'c')
+      : sql.fragment`CASE WHEN ${asks.canaryFor} IS NULL THEN ${trusted(asks.policy, 'c')} ELSE ${own} END`;
   return sql.fragment`NOT (c.solver_id = ANY(${asks.excluded}))
       AND (NOT ${asks.verifiersOnly} OR ${isVerifier(sql.fragment`c.solver_id`)})
       AND (${asks.strongModels} IS NULL OR (c.tier = 'strong' AND c.model_name = ANY(${asks.strongModels})))
@@ -77,7 +89,10 @@ export function eligibleSolvers(
     country?: string | null | ReturnType<typeof sql.fragment>;
   },
 ) {
-  const country = typeof options.country === 'object' && options.country !== null ? options.country : sql.fragment`${options.country ?? null}::text`;
+  const country =
+    typeof options.country === 'object' && options.country !== null
+      ? options.country
+      : sql.fragment`${options.country ?? null}::text`;
   return sql.fragment`
     FROM solver_capabilities c
     JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
@@ -88,7 +103,10 @@ export function eligibleSolvers(
       AND ${eligibleFor({
         excluded: sql.fragment`${sql.array(options.excludedSolverIds ?? [], 'text')}`,
         verifiersOnly: sql.fragment`${options.verifiersOnly ?? false}::boolean`,
-        strongModels: options.strongModels === undefined ? sql.fragment`NULL::text[]` : sql.fragment`${sql.array(options.strongModels, 'text')}`,
+        strongModels:
+          options.strongModels === undefined
+            ? sql.fragment`NULL::text[]`
+            : sql.fragment`${sql.array(options.strongModels, 'text')}`,
         country,
         canaryFor: options.canaryFor === undefined ? null : sql.fragment`${options.canaryFor}::text`,
         policy: options.policy,
@@ -103,13 +121,21 @@ export function eligibleSolvers(
 export const chatCeiling = (t: string) => {
   const col = (name: string) => sql.identifier([t, name]);
   return sql.fragment`CASE WHEN ${col('price_cap_points')} IS NULL OR ${col('key_spend_period')} IS NOT NULL THEN ${col('max_price_points')}
-    ELSE LEAST(${col('price_cap_points')}, ${col('max_price_points')} + COALESCE((SELECT b.available FROM balances b WHERE b.account_id = ${col('account_id')}), 0)) END`;
+    ELSE
+      LEAST(${col('price_cap_points')}, ${col('max_price_points')} + COALESCE((SELECT b.available FROM balances b WHERE b.account_id = ${col('account_id')}), 0)) END`;
 };
 
-/** The most an offer's estimate may be for waiting task `q` (a `task_queue` row): a chat's ceiling (chatCeiling), else its row's maximum. */
-const waitingCeiling = sql.fragment`COALESCE((SELECT ${chatCeiling('qt')} FROM tasks qt WHERE qt.task_id = q.task_id AND qt.price_cap_points IS NOT NULL), q.max_price_points)`;
+/**
+ * The most an offer's estimate may be for waiting task `q` (a `task_queue` row): a chat's ceiling (chatCeiling),
+ * else its row's maximum.
+ */
+const waitingCeiling = sql.fragment`COALESCE((SELECT
+  ${chatCeiling('qt')} FROM tasks qt WHERE qt.task_id = q.task_id AND qt.price_cap_points IS NOT NULL), q.max_price_points)`;
 
-/** Whether capability `c` may serve the waiting task `q` (a `task_queue` row): its type, its price limits, and eligibleFor. */
+/**
+ * Whether capability `c` may serve the waiting task `q` (a `task_queue` row): its type, its price limits, and
+ * eligibleFor.
+ */
 const fitsWaiting = (policy: TrustPolicy) => sql.fragment`
   q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), waitingCeiling)}
   AND ${eligibleFor({
@@ -141,7 +167,13 @@ export interface RequestFigures {
   maxPriceRequest: string | null;
 }
 
-export const NO_FIGURES: RequestFigures = { promptTokens: null, completionTokens: null, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null };
+export const NO_FIGURES: RequestFigures = {
+  promptTokens: null,
+  completionTokens: null,
+  maxPricePrompt: null,
+  maxPriceCompletion: null,
+  maxPriceRequest: null,
+};
 
 /** The figures as a statement's expressions. */
 export interface Figures {
@@ -182,7 +214,8 @@ export const figuresFrom = (source: string): Figures => {
 };
 
 /** The figures' values for a `task_queue` row, in the order of FIGURE_COLUMNS. */
-const figureValues = (f: Figures) => sql.fragment`${f.promptTokens}, ${f.completionTokens}, ${f.maxPricePrompt}, ${f.maxPriceCompletion}, ${f.maxPriceRequest}`;
+const figureValues = (f: Figures) =>
+  sql.fragment`${f.promptTokens}, ${f.completionTokens}, ${f.maxPricePrompt}, ${f.maxPriceCompletion}, ${f.maxPriceRequest}`;
 export const FIGURE_COLUMNS = sql.fragment`estimate_prompt_tokens, estimate_completion_tokens, max_price_prompt, max_price_completion, max_price_request`;
 
 /**
@@ -193,7 +226,8 @@ export const FIGURE_COLUMNS = sql.fragment`estimate_prompt_tokens, estimate_comp
 export const estimatedPrice = (c: string, f: Figures) => {
   const col = (name: string) => sql.identifier([c, name]);
   return sql.fragment`(CASE WHEN ${col('billing_type')} = 'per_token'
-    THEN ${col('min_price_points')} + (${col('prompt_cost')} * COALESCE(${f.promptTokens}, 0) + ${col('completion_cost')} * COALESCE(${f.completionTokens}, 0)) / 1000
+    THEN
+      ${col('min_price_points')} + (${col('prompt_cost')} * COALESCE(${f.promptTokens}, 0) + ${col('completion_cost')} * COALESCE(${f.completionTokens}, 0)) / 1000
     ELSE ${col('min_price_points')} END)`;
 };
 
@@ -307,7 +341,8 @@ const sortIs = (sort: RoutingSort) => sql.fragment`e.sort = ${sort}::text`;
 
 /**
  * The matching rule, as CTEs for one statement: `pick` takes a free slot of the best eligible capability
- * (last-resort solvers last; the lowest estimated price for the request first; among equal prices a weighted random draw, or the strict
+ * (last-resort solvers last; the lowest estimated price for the request first; among equal prices a weighted
+ * random draw, or the strict
  * order the client asked for: docs/queue.md, "Sharing work"), skipping slots another reservation is
  * taking, `reserved` marks it taken,
  * and `attempt` records the attempt. Concurrent reservations neither wait for each other nor exceed
@@ -336,7 +371,8 @@ export function reservationSteps(input: ReservationInput) {
              COALESCE(rep.latency_ms, 0) AS latency, rep.latency_ms::float8 AS measured_latency,
              COALESCE(${evidenceOf(input.policy, 'rep')}, 0) < ${NEWCOMER_EVIDENCE}::float8 AS newcomer,
              (SELECT count(*) FROM solver_slots f
-              WHERE (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name) AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent)::float8 AS free
+              WHERE (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name) AND f.attempt_id IS NULL AND f.slot
+                <= c.max_concurrent)::float8 AS free
       ${eligible}
         AND ${input.onlyIf}
         AND ${withinLimits('c', figures, input.ceiling ?? sql.fragment`${input.maxPricePoints}::numeric`)}
@@ -388,9 +424,11 @@ export function reservationSteps(input: ReservationInput) {
       RETURNING p.*
     ), attempt AS (
       INSERT INTO task_attempts
-        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost, prompt_cost, completion_cost,
+        (attempt_id, task_id, attempt_number, solver_id, task_type, model_name, node_id, price_points, billing_type, marginal_cost,
+          prompt_cost, completion_cost,
          estimated_price_points, slot)
-      SELECT ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost,
+      SELECT
+        ${input.attemptId}, ${input.taskId}, ${input.attemptNumber}, solver_id, task_type, model_name, node_id, min_price_points, billing_type, marginal_cost,
              prompt_cost, completion_cost, estimated_price_points, slot
       FROM reserved
     ), previous_attempt AS (
@@ -406,7 +444,8 @@ export const REASSIGNED = sql.fragment`EXISTS (SELECT 1 FROM reserved r JOIN pre
 
 /** Counts the reassignments among handoffs, once the transaction that handed them has committed. */
 export function recordHandoffsCommitted(handoffs: Handoff[]): Handoff[] {
-  for (const handoff of handoffs) if (handoff.reassigned && handoff.task) recordAttemptReassigned(handoff.task.taskType);
+  for (const handoff of handoffs)
+    if (handoff.reassigned && handoff.task) recordAttemptReassigned(handoff.task.taskType);
   return handoffs;
 }
 
@@ -444,7 +483,11 @@ export interface QueueEntry {
  * The values of a `task_queue` row (after `arrival, workflow_id, timeout_seconds` from `source`);
  * `routingSort` as an expression when the statement reads it from the task row.
  */
-export function queueValues(entry: QueueEntry, routingSort = sql.fragment`${entry.routingSort ?? null}::text`, figures: Figures = figuresOf()) {
+export function queueValues(
+  entry: QueueEntry,
+  routingSort = sql.fragment`${entry.routingSort ?? null}::text`,
+  figures: Figures = figuresOf(),
+) {
   return sql.fragment`${entry.taskId}, ${entry.taskType}, ${entry.attemptNumber}, ${entry.maxPricePoints}::numeric,
     ${entry.strongModels ? sql.array(entry.strongModels, 'text') : null}::text[], ${sql.array(entry.excludedSolverIds, 'text')},
     ${sql.array(entry.lastResortSolverIds ?? [], 'text')}, ${entry.canaryFor ?? null}::text, ${routingSort}, ${figureValues(figures)}, ${entry.verifiersOnly ?? false}`;
@@ -459,7 +502,10 @@ export interface Handoff {
   workflowId: string;
   attemptNumber: number;
   assignment: Assignment;
-  /** The slot went to another solver than the task's previous attempt (set where the slot was handed, never read back). */
+  /**
+   * The slot went to another solver than the task's previous attempt (set where the slot was handed, never read
+   * back).
+   */
   reassigned?: boolean;
   /**
    * What sending the task to its solver takes, for the process that handed the slot: if it holds the
@@ -526,15 +572,22 @@ export interface HandedOn {
  * raised as its dearer slot is handed); one whose raise finds the points gone meanwhile stops the pass.
  * `knownWaiting` skips the first look at the queue (the caller just queued a task).
  */
-export async function handOnSlots(db: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean } = {}): Promise<Handoff[]> {
+export async function handOnSlots(
+  db: Runner,
+  policy: TrustPolicy,
+  taskTypes: string[],
+  options: { knownWaiting?: boolean } = {},
+): Promise<Handoff[]> {
   const pass = await startPass(db, policy, taskTypes, options);
   if (!pass) return [];
   const handed: Handoff[] = [];
   for (;;) {
-    const next = await db.transaction((tx) => nextHandoff(tx, pass, true)).catch((error) => {
-      if (isOverdraft(error)) return null;
-      throw error;
-    });
+    const next = await db
+      .transaction((tx) => nextHandoff(tx, pass, true))
+      .catch((error) => {
+        if (isOverdraft(error)) return null;
+        throw error;
+      });
     if (!next || next === 'deferred') return recordHandoffsCommitted(handed);
     handed.push(next);
   }
@@ -544,7 +597,12 @@ export async function handOnSlots(db: Runner, policy: TrustPolicy, taskTypes: st
  * The same in the caller's transaction, which frees or adds slots; a waiting chat that needs its hold
  * raised for the slot it fits stops it (`deferred`: the caller runs handOnSlots after its commit).
  */
-export async function handOnSlotsIn(tx: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean } = {}): Promise<HandedOn> {
+export async function handOnSlotsIn(
+  tx: Runner,
+  policy: TrustPolicy,
+  taskTypes: string[],
+  options: { knownWaiting?: boolean } = {},
+): Promise<HandedOn> {
   const pass = await startPass(tx, policy, taskTypes, options);
   const handoffs: Handoff[] = [];
   if (!pass) return { handoffs, deferred: false };
@@ -562,7 +620,12 @@ interface Pass {
   canaries: boolean;
 }
 
-async function startPass(db: Runner, policy: TrustPolicy, taskTypes: string[], options: { knownWaiting?: boolean }): Promise<Pass | null> {
+async function startPass(
+  db: Runner,
+  policy: TrustPolicy,
+  taskTypes: string[],
+  options: { knownWaiting?: boolean },
+): Promise<Pass | null> {
   if (taskTypes.length === 0) return null;
   const types = sql.array([...new Set(taskTypes)], 'text');
   if (!options.knownWaiting) {
@@ -582,7 +645,8 @@ async function nextHandoff(tx: Runner, pass: Pass, raise: boolean): Promise<Hand
     // for this handoff, or is skipped here, and neither waits for the other.
     const head = await tx.maybeOne(sql.type(WaitingRow)`
         SELECT q.task_id, q.task_type, q.attempt_number, trim_scale(q.max_price_points)::text AS max_price_points, q.strong_models,
-               q.excluded_solver_ids, q.verifiers_only, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for, q.routing_sort, t.country, t.payload,
+               q.excluded_solver_ids, q.verifiers_only, q.last_resort_solver_ids, q.workflow_id, q.arrival::text AS arrival, q.canary_for,
+                 q.routing_sort, t.country, t.payload,
                q.estimate_prompt_tokens, q.estimate_completion_tokens, q.max_price_prompt::text, q.max_price_completion::text, q.max_price_request::text,
                (extract(epoch FROM q.arrival) * 1000 + q.timeout_seconds * 1000)::float8 AS deadline_ms, t.price_cap_points IS NOT NULL AS chat
         FROM task_queue q JOIN tasks t ON t.task_id = q.task_id
@@ -616,10 +680,19 @@ async function nextHandoff(tx: Runner, pass: Pass, raise: boolean): Promise<Hand
  * takes an offer within its ceiling (chatCeiling), its hold raised to that offer's estimate in the same
  * statement (`raise`), or, without `raise`, an offer within its hold.
  */
-async function handSlotTo(tx: Runner, policy: TrustPolicy, head: z.infer<typeof WaitingRow>, raise: boolean): Promise<Handoff | null> {
+async function handSlotTo(
+  tx: Runner,
+  policy: TrustPolicy,
+  head: z.infer<typeof WaitingRow>,
+  raise: boolean,
+): Promise<Handoff | null> {
   const attemptId = attemptIdFor(head.task_id, head.attempt_number);
   const task = sql.fragment`(SELECT * FROM tasks WHERE task_id = ${head.task_id})`;
-  const ceiling = head.chat ? (raise ? sql.fragment`(SELECT ${chatCeiling('qt')} FROM ${task} qt)` : sql.fragment`(SELECT max_price_points FROM ${task} qt)`) : undefined;
+  const ceiling = head.chat
+    ? raise
+      ? sql.fragment`(SELECT ${chatCeiling('qt')} FROM ${task} qt)`
+      : sql.fragment`(SELECT max_price_points FROM ${task} qt)`
+    : undefined;
   const raising = head.chat && raise;
   const row = await tx.maybeOne(sql.type(CandidateRow.extend({ reassigned: z.boolean() }))`
     WITH ${reservationSteps({
@@ -646,12 +719,14 @@ async function handSlotTo(tx: Runner, policy: TrustPolicy, head: z.infer<typeof 
       }),
       country: head.country,
       ...(ceiling ? { ceiling } : {}),
-    })}, ${raising
-      ? raiseHoldSteps(sql.fragment`
+    })}, ${
+      raising
+        ? raiseHoldSteps(sql.fragment`
           SELECT h.hold_id, h.account_id, r.estimated_price_points - h.amount AS extra, ${attemptId}::text AS raise_id
           FROM reserved r JOIN holds h ON h.hold_id = ${head.task_id} AND h.status = ${HOLD_OPEN}
           WHERE r.estimated_price_points > h.amount`)
-      : sql.fragment`raise AS (SELECT NULL::numeric AS extra WHERE false)`}, assigned AS (
+        : sql.fragment`raise AS (SELECT NULL::numeric AS extra WHERE false)`
+    }, assigned AS (
       UPDATE tasks SET status = ${stateValue('assigned')}, solver_id = r.solver_id, updated_at = now(),
         max_price_points = max_price_points + COALESCE((SELECT extra FROM raise), 0)
       FROM reserved r WHERE task_id = ${head.task_id} AND status = ANY(${ACTIVE})
@@ -670,11 +745,21 @@ async function handSlotTo(tx: Runner, policy: TrustPolicy, head: z.infer<typeof 
     attemptNumber: head.attempt_number,
     assignment: toAssignment(attemptId, row),
     ...(row.reassigned ? { reassigned: true } : {}),
-    task: { taskType: head.task_type, payload: head.payload, deadlineMs: head.deadline_ms, ...(head.canary_for ? { canaryFor: head.canary_for } : {}) },
+    task: {
+      taskType: head.task_type,
+      payload: head.payload,
+      deadlineMs: head.deadline_ms,
+      ...(head.canary_for ? { canaryFor: head.canary_for } : {}),
+    },
   };
 }
 
-const HandoffRow = CandidateRow.extend({ attempt_id: z.string(), task_id: z.string(), workflow_id: z.string(), attempt_number: z.number() });
+const HandoffRow = CandidateRow.extend({
+  attempt_id: z.string(),
+  task_id: z.string(),
+  workflow_id: z.string(),
+  attempt_number: z.number(),
+});
 
 /** Handoffs recorded at least `seconds` ago and not yet told to their workflows (their sender died). */
 export async function unsentHandoffs(db: Runner, seconds: number): Promise<Handoff[]> {
@@ -685,7 +770,12 @@ export async function unsentHandoffs(db: Runner, seconds: number): Promise<Hando
     FROM slot_handoffs h JOIN task_attempts a ON a.attempt_id = h.attempt_id
     WHERE h.created_at < now() - make_interval(secs => ${seconds})
     ORDER BY h.created_at LIMIT 500`);
-  return rows.map((row) => ({ taskId: row.task_id, workflowId: row.workflow_id, attemptNumber: row.attempt_number, assignment: toAssignment(row.attempt_id, row) }));
+  return rows.map((row) => ({
+    taskId: row.task_id,
+    workflowId: row.workflow_id,
+    attemptNumber: row.attempt_number,
+    assignment: toAssignment(row.attempt_id, row),
+  }));
 }
 
 /** The handoff's workflow has been told (or need not be): its outbox row goes. */
@@ -695,7 +785,9 @@ export async function forgetHandoff(db: Runner, attemptId: string): Promise<void
 
 /** Outbox rows of attempts that no longer exist (their task was deleted) have nothing to tell. */
 export async function forgetOrphanHandoffs(db: Runner): Promise<void> {
-  await db.query(sql.unsafe`DELETE FROM slot_handoffs h WHERE NOT EXISTS (SELECT 1 FROM task_attempts a WHERE a.attempt_id = h.attempt_id)`);
+  await db.query(
+    sql.unsafe`DELETE FROM slot_handoffs h WHERE NOT EXISTS (SELECT 1 FROM task_attempts a WHERE a.attempt_id = h.attempt_id)`,
+  );
 }
 
 /** Whether a handed attempt still waits for a workflow that started: one that is gone leaves it unused. */

@@ -40,7 +40,12 @@ export async function queueFigures(db: Db) {
 // The work-share gauges look at this much recent work: the window of the alerts of docs/metrics.md.
 export const WORK_SHARE_WINDOW_SECONDS = 300;
 
-const WorkShareRow = z.object({ task_type: z.string(), solvers_served: z.number(), top_share: z.number().nullable(), fairness: z.number().nullable() });
+const WorkShareRow = z.object({
+  task_type: z.string(),
+  solvers_served: z.number(),
+  top_share: z.number().nullable(),
+  fairness: z.number().nullable(),
+});
 
 /**
  * How work spreads over the solvers, per task type, from the attempts started in the last

@@ -12,7 +12,11 @@ export function listMigrations(dir = MIGRATIONS_DIR) {
     .readdirSync(dir)
     .filter((file) => /^\d{4}_.+\.sql$/.test(file))
     .sort()
-    .map((file) => ({ version: Number(file.slice(0, 4)), name: file, text: fs.readFileSync(path.join(dir, file), 'utf8') }));
+    .map((file) => ({
+      version: Number(file.slice(0, 4)),
+      name: file,
+      text: fs.readFileSync(path.join(dir, file), 'utf8'),
+    }));
 }
 
 /**
@@ -32,14 +36,19 @@ export async function migrate(databaseUrl: string, dir = MIGRATIONS_DIR): Promis
         name text NOT NULL,
         applied_at timestamptz NOT NULL DEFAULT now()
       )`);
-    const applied = new Set((await client.query('SELECT version FROM schema_migrations')).rows.map((row) => Number(row.version)));
+    const applied = new Set(
+      (await client.query('SELECT version FROM schema_migrations')).rows.map((row) => Number(row.version)),
+    );
     const done: string[] = [];
     for (const migration of listMigrations(dir)) {
       if (applied.has(migration.version)) continue;
       await client.query('BEGIN');
       try {
         await client.query(migration.text);
-        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [migration.version, migration.name]);
+        await client.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [
+          migration.version,
+          migration.name,
+        ]);
         await client.query('COMMIT');
       } catch (error) {
         await client.query('ROLLBACK');
@@ -57,7 +66,10 @@ export async function migrate(databaseUrl: string, dir = MIGRATIONS_DIR): Promis
  * Creates the database `name` unless the server already has it, connected as `connection` says (to a
  * database that exists: `postgres`). A fresh embedded cluster has only its default databases.
  */
-export async function ensureDatabase(connection: { host: string; port: number; user: string; password: string; database: string }, name: string): Promise<void> {
+export async function ensureDatabase(
+  connection: { host: string; port: number; user: string; password: string; database: string },
+  name: string,
+): Promise<void> {
   const client = new pg.Client(connection);
   await client.connect();
   try {

@@ -25,7 +25,10 @@ export class NotifyBus {
   // Notifications published while one is being sent go out together, in their order, in one statement.
   private readonly outgoing = new Batches<{ channel: string; payload: string }, void>(async (notes) => {
     await this.serial((client) =>
-      client.query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [notes.map((note) => note.channel), notes.map((note) => note.payload)]),
+      client.query('SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) AS n(c, p)', [
+        notes.map((note) => note.channel),
+        notes.map((note) => note.payload),
+      ]),
     );
     return notes.map(() => undefined);
   });
@@ -75,7 +78,8 @@ export class NotifyBus {
     if (!this.client) throw new Error('notification connection is down');
     const text = JSON.stringify(payload);
     // One PostgreSQL refuses (too long) fails alone rather than with the others of its batch.
-    if (Buffer.byteLength(text) >= NOTIFY_MAX_BYTES) await this.serial((client) => client.query('SELECT pg_notify($1, $2)', [channel, text]));
+    if (Buffer.byteLength(text) >= NOTIFY_MAX_BYTES)
+      await this.serial((client) => client.query('SELECT pg_notify($1, $2)', [channel, text]));
     else await this.outgoing.add({ channel, payload: text });
   }
 

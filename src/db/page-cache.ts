@@ -35,19 +35,38 @@ export type CachedPageRow = Omit<z.infer<typeof CachedRow>, 'n'>;
  * result; null otherwise. A refunded result is evicted here and not served; a disputed one is not served
  * while the dispute lasts.
  */
-export async function cachedPages(db: Runner, lookups: ReadonlyArray<PageCacheKey & { maxAgeMs: number }>): Promise<Array<CachedPageRow | null>> {
+export async function cachedPages(
+  db: Runner,
+  lookups: ReadonlyArray<PageCacheKey & { maxAgeMs: number }>,
+): Promise<Array<CachedPageRow | null>> {
   const rows = await db.any(sql.type(CachedRow)`
     SELECT l.n::int AS n, c.task_id, t.task_type, to_char(c.cached_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS cached_at, t.result,
       ${verificationColumn(sql.fragment`c.task_id`)}
-    FROM unnest(${sql.array(lookups.map((l) => l.url), 'text')}::text[], ${sql.array(lookups.map((l) => l.variant), 'text')}::text[],
-                ${sql.array(lookups.map((l) => l.scope), 'text')}::text[], ${sql.array(lookups.map((l) => l.maxAgeMs), 'float8')}::float8[])
+    FROM unnest(${sql.array(
+      lookups.map((l) => l.url),
+      'text',
+    )}::text[], ${sql.array(
+      lookups.map((l) => l.variant),
+      'text',
+    )}::text[],
+                ${sql.array(
+                  lookups.map((l) => l.scope),
+                  'text',
+                )}::text[], ${sql.array(
+                  lookups.map((l) => l.maxAgeMs),
+                  'float8',
+                )}::float8[])
       WITH ORDINALITY AS l(url, variant, scope, max_age_ms, n)
     JOIN page_cache c ON c.url = l.url AND c.variant = l.variant AND c.scope = l.scope
       AND c.cached_at > now() - make_interval(secs => l.max_age_ms / 1000.0)
     JOIN tasks t ON t.task_id = c.task_id AND t.status = 'completed' AND t.result IS NOT NULL`);
   const refunded = rows.filter((row) => row.verification === 'refunded').map((row) => row.task_id);
   if (refunded.length > 0) await evictTasks(db, refunded);
-  const found = new Map(rows.filter((row) => row.verification === 'verified' || row.verification === 'unchecked').map(({ n, ...row }) => [n, row]));
+  const found = new Map(
+    rows
+      .filter((row) => row.verification === 'verified' || row.verification === 'unchecked')
+      .map(({ n, ...row }) => [n, row]),
+  );
   return lookups.map((_, index) => found.get(index + 1) ?? null);
 }
 
@@ -60,8 +79,20 @@ export async function cachePages(db: Runner, entries: ReadonlyArray<PageCacheKey
   await db.query(sql.unsafe`
     INSERT INTO page_cache (url, variant, scope, task_id, cached_at)
     SELECT DISTINCT ON (e.url, e.variant, e.scope) e.url, e.variant, e.scope, t.task_id, t.completed_at
-    FROM unnest(${sql.array(entries.map((e) => e.url), 'text')}::text[], ${sql.array(entries.map((e) => e.variant), 'text')}::text[],
-                ${sql.array(entries.map((e) => e.scope), 'text')}::text[], ${sql.array(entries.map((e) => e.taskId), 'text')}::text[])
+    FROM unnest(${sql.array(
+      entries.map((e) => e.url),
+      'text',
+    )}::text[], ${sql.array(
+      entries.map((e) => e.variant),
+      'text',
+    )}::text[],
+                ${sql.array(
+                  entries.map((e) => e.scope),
+                  'text',
+                )}::text[], ${sql.array(
+                  entries.map((e) => e.taskId),
+                  'text',
+                )}::text[])
       AS e(url, variant, scope, task_id)
     JOIN tasks t ON t.task_id = e.task_id AND t.status = 'completed' AND t.result IS NOT NULL
     ORDER BY e.url, e.variant, e.scope, t.completed_at DESC

@@ -15,7 +15,10 @@ import { createTaskWithHold } from './tasks/create';
 type Runner = CommonQueryMethods;
 type Fragment = ReturnType<typeof sql.fragment>;
 
-/** What creating a platform task did: created, claimed by nothing (no longer due, or claimed before), or the platform cannot pay its hold. */
+/**
+ * What creating a platform task did: created, claimed by nothing (no longer due, or claimed before), or the
+ * platform cannot pay its hold.
+ */
 export type PlatformTaskOutcome = 'created' | 'not_claimed' | 'platform_balance';
 
 interface PlatformTask {
@@ -28,9 +31,26 @@ interface PlatformTask {
   country?: string;
 }
 
-async function createPlatformTask(db: Runner, policy: TrustPolicy, task: PlatformTask, purpose: TaskPurpose, claim: Fragment): Promise<PlatformTaskOutcome> {
+async function createPlatformTask(
+  db: Runner,
+  policy: TrustPolicy,
+  task: PlatformTask,
+  purpose: TaskPurpose,
+  claim: Fragment,
+): Promise<PlatformTaskOutcome> {
   const { taskId, taskType, payload, maxPricePoints, timeoutSeconds, workflowId, country } = task;
-  const outcome = await createTaskWithHold(db, policy, { taskId, taskType, payload, maxPricePoints, timeoutSeconds, workflowId, country, accountId: PLATFORM_ACCOUNT_ID, purpose, claim });
+  const outcome = await createTaskWithHold(db, policy, {
+    taskId,
+    taskType,
+    payload,
+    maxPricePoints,
+    timeoutSeconds,
+    workflowId,
+    country,
+    accountId: PLATFORM_ACCOUNT_ID,
+    purpose,
+    claim,
+  });
   if (outcome.kind === 'created') return 'created';
   if (outcome.kind === 'not_claimed') return 'not_claimed';
   return 'platform_balance';
@@ -52,12 +72,19 @@ export interface NewCanaryTask extends PlatformTask {
  * solver's reputation row is locked first, in the order every settlement of its tasks takes it and the
  * platform's balance row: no deadlock between them.
  */
-export async function createCanaryTask(db: DatabasePool, policy: TrustPolicy, canary: NewCanaryTask): Promise<PlatformTaskOutcome> {
+export async function createCanaryTask(
+  db: DatabasePool,
+  policy: TrustPolicy,
+  canary: NewCanaryTask,
+): Promise<PlatformTaskOutcome> {
   const created = db.transaction(async (tx) => {
-    await tx.query(sql.unsafe`SELECT 1 FROM solver_reputation WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} FOR UPDATE`);
+    await tx.query(
+      sql.unsafe`SELECT 1 FROM solver_reputation WHERE solver_id = ${canary.solverId} AND task_type = ${canary.taskType} FOR UPDATE`,
+    );
     const claim = sql.fragment`claimed AS (
         INSERT INTO canaries (task_id, canary_id, solver_id, task_type, token, audit, page)
-        SELECT ${canary.taskId}, ${canary.canaryId}, ${canary.solverId}, ${canary.taskType}, ${canary.token}, ${canary.audit ? sql.jsonb(canary.audit as never) : null}::jsonb, ${canary.page}::text
+        SELECT
+          ${canary.taskId}, ${canary.canaryId}, ${canary.solverId}, ${canary.taskType}, ${canary.token}, ${canary.audit ? sql.jsonb(canary.audit as never) : null}::jsonb, ${canary.page}::text
         WHERE ${canaryStillDue(policy, canary)}
         -- Two starts of one canary at once: the open canary's unique index lets one through.
         ON CONFLICT DO NOTHING
@@ -92,7 +119,11 @@ export interface NewRunTask extends PlatformTask {
  * pending and has none (`byVerifier`: it goes to verifiers only), the third while its dispute is open
  * and has none.
  */
-export async function createRunTask(db: Runner, policy: TrustPolicy, run: NewRunTask & ({ run: 'second'; byVerifier: boolean } | { run: 'third' })): Promise<PlatformTaskOutcome> {
+export async function createRunTask(
+  db: Runner,
+  policy: TrustPolicy,
+  run: NewRunTask & ({ run: 'second'; byVerifier: boolean } | { run: 'third' }),
+): Promise<PlatformTaskOutcome> {
   const { clientTaskId, taskId } = run;
   const claim =
     run.run === 'second'

@@ -1,4 +1,11 @@
-import { createPool, createTypeParserPreset, SchemaValidationError, type DatabasePool, type Interceptor, type QueryResultRow } from 'slonik';
+import {
+  createPool,
+  createTypeParserPreset,
+  SchemaValidationError,
+  type DatabasePool,
+  type Interceptor,
+  type QueryResultRow,
+} from 'slonik';
 import { createPreparingDriverFactory } from './driver';
 
 export type Db = DatabasePool;
@@ -17,7 +24,9 @@ const resultParserInterceptor: Interceptor = {
 
 // Points are NUMERIC and must stay exact decimal strings; times are served as ISO 8601 UTC.
 const typeParsers = [
-  ...createTypeParserPreset().filter((parser) => !['numeric', 'timestamptz', 'timestamp', 'int8'].includes(parser.name)),
+  ...createTypeParserPreset().filter(
+    (parser) => !['numeric', 'timestamptz', 'timestamp', 'int8'].includes(parser.name),
+  ),
   { name: 'numeric', parse: (value: string) => value },
   { name: 'int8', parse: (value: string) => Number(value) },
   { name: 'timestamptz', parse: (value: string) => new Date(value).toISOString() },
@@ -26,9 +35,14 @@ const typeParsers = [
 /** The service issues a few dozen distinct statements (26 on a chat's path): the limit only bounds a surprise. */
 const STATEMENTS_PER_CONNECTION = 200;
 
-export async function createDb(connectionUri: string, options: { maximumPoolSize?: number; statementsPerConnection?: number } = {}): Promise<Db> {
+export async function createDb(
+  connectionUri: string,
+  options: { maximumPoolSize?: number; statementsPerConnection?: number } = {},
+): Promise<Db> {
   const pool = await createPool(connectionUri, {
-    driverFactory: createPreparingDriverFactory({ statementsPerConnection: options.statementsPerConnection ?? STATEMENTS_PER_CONNECTION }),
+    driverFactory: createPreparingDriverFactory({
+      statementsPerConnection: options.statementsPerConnection ?? STATEMENTS_PER_CONNECTION,
+    }),
     interceptors: [resultParserInterceptor],
     typeParsers,
     maximumPoolSize: options.maximumPoolSize ?? 10,

@@ -49,7 +49,10 @@ const QUARANTINE_COLUMNS = sql.fragment`quarantine_id::text AS quarantine_id, so
  * Quarantines a solver for a task type with `reason` and its `evidence`, in the caller's transaction,
  * unless it is in an open quarantine already. Returns whether this opened one.
  */
-export async function quarantineIn(tx: Runner, input: { solverId: string; taskType: string; reason: string; evidence: Record<string, unknown> }): Promise<boolean> {
+export async function quarantineIn(
+  tx: Runner,
+  input: { solverId: string; taskType: string; reason: string; evidence: Record<string, unknown> },
+): Promise<boolean> {
   const opened = await tx.maybeOneFirst(sql.type(z.object({ quarantine_id: z.string() }))`
     INSERT INTO solver_quarantines (solver_id, task_type, reason, evidence)
     VALUES (${input.solverId}, ${input.taskType}, ${input.reason}, ${sql.jsonb(input.evidence as never)})
@@ -66,8 +69,10 @@ export async function reputationOf(db: Runner, policy: TrustPolicy, solverId: st
   const rows = await db.any(sql.type(ReputationRow)`
     SELECT t.task_type,
            round(COALESCE(${scoreOf(policy, 'r')}, ${PRIOR_SCORE}::float8)::numeric, 4)::float8 AS score,
-           round(COALESCE(r.successes * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${policy.halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS successes,
-           round(COALESCE(r.failures * power(0.5, extract(epoch FROM now() - r.decayed_at) / ${policy.halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS failures,
+           round(COALESCE(r.successes * power(0.5, extract(epoch FROM now() - r.decayed_at) /
+             ${policy.halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS successes,
+           round(COALESCE(r.failures * power(0.5, extract(epoch FROM now() - r.decayed_at) /
+             ${policy.halfLifeSeconds}::float8), 0)::numeric, 3)::float8 AS failures,
            round(r.latency_ms)::float8 AS latency_ms,
            COALESCE(r.canary_passes, 0) AS canary_passes, COALESCE(r.canary_failures, 0) AS canary_failures,
            COALESCE(r.redundant_runs, 0) AS redundant_runs, COALESCE(r.disagreements, 0) AS disagreements,
@@ -80,7 +85,10 @@ export async function reputationOf(db: Runner, policy: TrustPolicy, solverId: st
     ) t
     LEFT JOIN solver_reputation r ON r.solver_id = t.solver_id AND r.task_type = t.task_type
     ORDER BY t.task_type`);
-  return rows.map((row) => ({ ...row, on_probation: row.canary_passes < policy.probationCanaries && isCanaryTaskType(policy, row.task_type) }));
+  return rows.map((row) => ({
+    ...row,
+    on_probation: row.canary_passes < policy.probationCanaries && isCanaryTaskType(policy, row.task_type),
+  }));
 }
 
 /** What is held of a solver's earnings: the sum of its open `held:` holds, and how many tasks. */
@@ -91,7 +99,9 @@ export async function heldEarnings(db: Runner, solverId: string): Promise<{ held
 }
 
 /** Open quarantines, newest first, each with what is held of its solver's earnings. */
-export async function listQuarantines(db: Runner): Promise<(Quarantine & { held_points: string; held_tasks: number })[]> {
+export async function listQuarantines(
+  db: Runner,
+): Promise<(Quarantine & { held_points: string; held_tasks: number })[]> {
   const rows = await db.any(sql.type(QuarantineRow)`
     SELECT ${QUARANTINE_COLUMNS} FROM solver_quarantines WHERE cleared_at IS NULL ORDER BY started_at DESC LIMIT 500`);
   return Promise.all(rows.map(async (row) => ({ ...row, ...(await heldEarnings(db, row.solver_id)) })));
@@ -100,14 +110,21 @@ export async function listQuarantines(db: Runner): Promise<(Quarantine & { held_
 /** A solver's quarantines (open and cleared, newest first). */
 export async function quarantinesOf(db: Runner, solverId: string): Promise<Quarantine[]> {
   return db.any(sql.type(QuarantineRow)`
-    SELECT ${QUARANTINE_COLUMNS} FROM solver_quarantines WHERE solver_id = ${solverId} ORDER BY started_at DESC LIMIT 100`) as Promise<Quarantine[]>;
+    SELECT ${QUARANTINE_COLUMNS} FROM solver_quarantines WHERE solver_id = ${solverId} ORDER BY started_at DESC LIMIT 100`) as Promise<
+    Quarantine[]
+  >;
 }
 
 /**
  * Clears a solver's open quarantine and gives back its held earnings (each `held:` hold released to
  * available). Its evidence stays: a solver cleared scores as its record says. Null when none is open.
  */
-export async function clearQuarantine(db: Db, policy: TrustPolicy, solverId: string, note: string | null): Promise<{ quarantine: Quarantine; released_points: string } | null> {
+export async function clearQuarantine(
+  db: Db,
+  policy: TrustPolicy,
+  solverId: string,
+  note: string | null,
+): Promise<{ quarantine: Quarantine; released_points: string } | null> {
   return db.transaction(async (tx: DatabaseTransactionConnection) => {
     const cleared = await tx.maybeOne(sql.type(QuarantineRow)`
       UPDATE solver_quarantines SET cleared_at = now(), cleared_note = ${note}
@@ -173,6 +190,12 @@ export async function confirmQuarantine(db: Db, solverId: string, note: string |
              trim_scale(COALESCE(sum(amount) FILTER (WHERE kind = 'refund'), 0))::text AS refunded
       FROM ledger_entries WHERE idempotency_key = ANY(
         SELECT k || id FROM unnest(${sql.array(refundedIds, 'text')}) id, unnest(ARRAY['forfeit:' || ${heldEarningsId('')}, 'refund:']) k)`);
-    return { quarantine: confirmed, forfeited_points: totals.forfeited, refunded_points: totals.refunded, refunded_tasks: refundedIds.length, webhooks };
+    return {
+      quarantine: confirmed,
+      forfeited_points: totals.forfeited,
+      refunded_points: totals.refunded,
+      refunded_tasks: refundedIds.length,
+      webhooks,
+    };
   });
 }

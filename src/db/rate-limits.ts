@@ -35,7 +35,11 @@ export interface RateLimitState {
  * key, whose request is not counted against anyone. The count is one atomic upsert (a new window starts
  * from 1, the same window increments), so concurrent requests serialise on the account's row.
  */
-export async function countKeyedRequest(db: CommonQueryMethods, apiKey: string, limit: number): Promise<{ account: Account; state: RateLimitState } | null> {
+export async function countKeyedRequest(
+  db: CommonQueryMethods,
+  apiKey: string,
+  limit: number,
+): Promise<{ account: Account; state: RateLimitState } | null> {
   const row = await db.maybeOne(sql.type(AccountRow.merge(CounterRow))`
     WITH keyed AS (${accountOfKey(apiKey)}), touched AS (${touchKey(apiKey)}), async_commit AS (
       -- Commits without waiting for the WAL flush: an OS crash may lose the last counts, which costs nothing,
@@ -65,7 +69,8 @@ function stateOf(row: z.infer<typeof CounterRow>, limit: number): RateLimitState
   const limited = simulated || row.window_count > limit;
   const windowRemaining = Math.max(0, limit - row.window_count);
   // An armed simulation admits only the requests it has left, so Remaining never promises more.
-  const simulationRemaining = row.refuse_from_total === null ? Infinity : Math.max(0, row.refuse_from_total - row.total_count - 1);
+  const simulationRemaining =
+    row.refuse_from_total === null ? Infinity : Math.max(0, row.refuse_from_total - row.total_count - 1);
   return {
     limit,
     remaining: limited ? 0 : Math.min(windowRemaining, simulationRemaining),

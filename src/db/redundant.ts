@@ -24,7 +24,10 @@ export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
  * transaction commits; not when the task's solver is a verifier or the task was drawn before. Returns
  * whether it was recorded.
  */
-export async function drawRedundantRunIn(tx: Runner, task: { taskId: string; taskType: string; solverId: string }): Promise<boolean> {
+export async function drawRedundantRunIn(
+  tx: Runner,
+  task: { taskId: string; taskType: string; solverId: string },
+): Promise<boolean> {
   const drawn = await tx.query(sql.unsafe`
     WITH drawn AS (
       INSERT INTO redundant_runs (task_id, task_type, first_solver_id)
@@ -36,11 +39,19 @@ export async function drawRedundantRunIn(tx: Runner, task: { taskId: string; tas
   return drawn.rowCount > 0;
 }
 
-const UnstartedRow = z.object({ task_id: z.string(), task_type: z.string(), first_solver_id: z.string(), timeout_seconds: z.number() });
+const UnstartedRow = z.object({
+  task_id: z.string(),
+  task_type: z.string(),
+  first_solver_id: z.string(),
+  timeout_seconds: z.number(),
+});
 export type UnstartedRedundantRun = z.infer<typeof UnstartedRow>;
 
 /** Sampled runs whose workflow has not been started, oldest first (or the one of this client task). */
-export async function unstartedRedundantRuns(db: Runner, options: { taskId?: string; limit?: number } = {}): Promise<readonly UnstartedRedundantRun[]> {
+export async function unstartedRedundantRuns(
+  db: Runner,
+  options: { taskId?: string; limit?: number } = {},
+): Promise<readonly UnstartedRedundantRun[]> {
   return db.any(sql.type(UnstartedRow)`
     SELECT r.task_id, r.task_type, r.first_solver_id, t.timeout_seconds
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id
@@ -49,11 +60,18 @@ export async function unstartedRedundantRuns(db: Runner, options: { taskId?: str
 }
 
 export async function markRedundantRunStarted(db: Runner, clientTaskId: string): Promise<void> {
-  await db.query(sql.unsafe`UPDATE redundant_runs SET workflow_started_at = now() WHERE task_id = ${clientTaskId} AND workflow_started_at IS NULL`);
+  await db.query(
+    sql.unsafe`UPDATE redundant_runs SET workflow_started_at = now() WHERE task_id = ${clientTaskId} AND workflow_started_at IS NULL`,
+  );
 }
 
 /** Ends a run without a verdict: no second result came (`unanswered`), or none was asked for (`skipped`). */
-export async function endRedundantRun(db: Runner, clientTaskId: string, status: 'unanswered' | 'skipped', reason: string): Promise<void> {
+export async function endRedundantRun(
+  db: Runner,
+  clientTaskId: string,
+  status: 'unanswered' | 'skipped',
+  reason: string,
+): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE redundant_runs SET status = ${status}, evidence = ${sql.jsonb({ reason })}, judged_at = now(), concluded_at = now(),
       workflow_started_at = COALESCE(workflow_started_at, now())
@@ -61,7 +79,11 @@ export async function endRedundantRun(db: Runner, clientTaskId: string, status: 
 }
 
 /** Skips these sampled runs not started yet (the platform cannot pay for them): no workflow is started for them. */
-export async function skipUnstartedRedundantRuns(db: Runner, clientTaskIds: readonly string[], reason: string): Promise<number> {
+export async function skipUnstartedRedundantRuns(
+  db: Runner,
+  clientTaskIds: readonly string[],
+  reason: string,
+): Promise<number> {
   const skipped = await db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
     UPDATE redundant_runs SET status = 'skipped', evidence = ${sql.jsonb({ reason })}, judged_at = now(), concluded_at = now(), workflow_started_at = now()
     WHERE task_id = ANY(${sql.array([...clientTaskIds], 'text')}) AND workflow_started_at IS NULL AND status = 'pending'
@@ -69,7 +91,10 @@ export async function skipUnstartedRedundantRuns(db: Runner, clientTaskIds: read
   return skipped.length;
 }
 
-/** What a run's task copies of the client's task: its type, payload as stored, timeout and the country it must be fetched from. */
+/**
+ * What a run's task copies of the client's task: its type, payload as stored, timeout and the country it must be
+ * fetched from.
+ */
 export const ClientTask = z.object({
   task_type: z.string(),
   payload: z.record(z.unknown()),
@@ -98,10 +123,14 @@ const RunRow = ClientTask.extend({
 });
 export type RedundantRunRow = z.infer<typeof RunRow>;
 
-/** A sampled run with what its second run's task copies of the client task, and what the client was charged; null when the task was not sampled. */
+/**
+ * A sampled run with what its second run's task copies of the client task, and what the client was charged; null
+ * when the task was not sampled.
+ */
 export async function redundantRunOf(db: Runner, clientTaskId: string): Promise<RedundantRunRow | null> {
   return db.maybeOne(sql.type(RunRow)`
-    SELECT r.run_task_id, r.status, r.task_type, r.first_solver_id, r.by_verifier, trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points, ${CLIENT_TASK_COLUMNS},
+    SELECT r.run_task_id, r.status, r.task_type, r.first_solver_id, r.by_verifier, trim_scale(COALESCE(t.price_points, 0))::text AS
+      client_price_points, ${CLIENT_TASK_COLUMNS},
            (SELECT trim_scale(rt.max_price_points)::text FROM tasks rt WHERE rt.task_id = r.run_task_id) AS run_max_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${clientTaskId}`);
 }
@@ -138,8 +167,15 @@ const ResultsRow = z.object({
 });
 export type RedundantRunResults = z.infer<typeof ResultsRow>;
 
-/** A run with the client's result and its second run's (when there is one); `locked`: its row locked for the caller's transaction. */
-export async function redundantRunResults(db: Runner, clientTaskId: string, locked: boolean): Promise<RedundantRunResults | null> {
+/**
+ * A run with the client's result and its second run's (when there is one); `locked`: its row locked for the
+ * caller's transaction.
+ */
+export async function redundantRunResults(
+  db: Runner,
+  clientTaskId: string,
+  locked: boolean,
+): Promise<RedundantRunResults | null> {
   return db.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
              c.result AS first_result, s.result AS second_result, s.status AS run_status, c.payload,
@@ -196,10 +232,14 @@ const ThirdRow = ClientTask.extend({
 });
 export type DisputedRunRow = z.infer<typeof ThirdRow>;
 
-/** A run as its third run's task needs it (what it copies of the client task, the two solvers, what the client was charged); null when the task was not sampled. */
+/**
+ * A run as its third run's task needs it (what it copies of the client task, the two solvers, what the client
+ * was charged); null when the task was not sampled.
+ */
 export async function disputedRunOf(db: Runner, clientTaskId: string): Promise<DisputedRunRow | null> {
   return db.maybeOne(sql.type(ThirdRow)`
-    SELECT r.status, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
+    SELECT r.status, r.by_verifier,
+      ${crossCountry(sql.fragment`r`)} AS cross_country, r.task_type, r.concluded_at IS NOT NULL AS concluded, r.first_solver_id, r.second_solver_id, r.third_run_task_id, ${CLIENT_TASK_COLUMNS},
            trim_scale(COALESCE(t.price_points, 0))::text AS client_price_points
     FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id WHERE r.task_id = ${clientTaskId}`);
 }
@@ -234,19 +274,33 @@ const ThirdResultsRow = z.object({
 export type ThirdRunResults = z.infer<typeof ThirdResultsRow>;
 
 /** A disputed run not concluded yet with its three results; `locked`: its row locked for the caller's transaction. */
-export async function thirdRunResults(db: Runner, clientTaskId: string, locked: boolean): Promise<ThirdRunResults | null> {
+export async function thirdRunResults(
+  db: Runner,
+  clientTaskId: string,
+  locked: boolean,
+): Promise<ThirdRunResults | null> {
   return db.maybeOne(sql.type(ThirdResultsRow)`
-      SELECT r.task_type, r.by_verifier, ${crossCountry(sql.fragment`r`)} AS cross_country, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
+      SELECT r.task_type, r.by_verifier,
+        ${crossCountry(sql.fragment`r`)} AS cross_country, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
              x.result AS third_result, x.status AS third_status, r.evidence, c.payload
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
       WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
       ${locked ? sql.fragment`FOR UPDATE OF r` : sql.fragment``}`);
 }
 
-/** Concludes a disputed run with its third run's verdict: the third solver, the evidence and the solver proven wrong (or none). */
+/**
+ * Concludes a disputed run with its third run's verdict: the third solver, the evidence and the solver proven
+ * wrong (or none).
+ */
 export async function recordThirdVerdictIn(
   tx: DatabaseTransactionConnection,
-  verdict: { clientTaskId: string; status: RedundantRunState; thirdSolverId: string | null; evidence: Record<string, unknown>; wrongSolverId: string | null },
+  verdict: {
+    clientTaskId: string;
+    status: RedundantRunState;
+    thirdSolverId: string | null;
+    evidence: Record<string, unknown>;
+    wrongSolverId: string | null;
+  },
 ): Promise<void> {
   await tx.query(sql.unsafe`
     UPDATE redundant_runs SET status = ${verdict.status}, third_solver_id = ${verdict.thirdSolverId}, evidence = ${sql.jsonb(verdict.evidence as never)},
@@ -270,8 +324,15 @@ const RedundantRunRecordRow = z.object({
 });
 export type RedundantRunRecord = z.infer<typeof RedundantRunRecordRow>;
 
-/** A solver's disagreements, on either side, and the runs that proved it wrong, newest first: what an admin reads (GET /v1/admin/solvers/{id}/trust). */
-export async function disagreementsOf(db: Runner, solverId: string, limit = 50): Promise<readonly RedundantRunRecord[]> {
+/**
+ * A solver's disagreements, on either side, and the runs that proved it wrong, newest first: what an admin reads
+ * (GET /v1/admin/solvers/{id}/trust).
+ */
+export async function disagreementsOf(
+  db: Runner,
+  solverId: string,
+  limit = 50,
+): Promise<readonly RedundantRunRecord[]> {
   return db.any(sql.type(RedundantRunRecordRow)`
     SELECT task_id, task_type, status, first_solver_id, second_solver_id, third_solver_id, wrong_solver_id, measure, similarity, threshold, evidence,
            to_char(judged_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS judged_at

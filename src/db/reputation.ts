@@ -31,7 +31,10 @@ export interface TrustPolicy {
    * them (CANARY_HOSTS, or the local names under localhost when ALLOW_PRIVATE_NETWORKS is true).
    */
   pageCanaries: boolean;
-  /** Requests of its per-minute rate limit an account is charged for a task that failed on its target (docs/trust.md, "Target failures"). */
+  /**
+   * Requests of its per-minute rate limit an account is charged for a task that failed on its target
+   * (docs/trust.md, "Target failures").
+   */
   targetFailureRequestCost: number;
   /**
    * The most the platform account pays for one check (a canary's hold): an offer priced above it
@@ -44,9 +47,15 @@ export interface TrustPolicy {
    * (probationCheckPrice).
    */
   defaultHoldPoints: { web: string; chat: string };
-  /** A solver's pay for a task vests this long after it settled (0: paid out available at once; docs/trust.md, "Escrow and refunds"). */
+  /**
+   * A solver's pay for a task vests this long after it settled (0: paid out available at once; docs/trust.md,
+   * "Escrow and refunds").
+   */
   vestingSeconds: number;
-  /** Or sooner, once the solver has passed this many checks (canaries, agreeing redundant runs) since (0: by time only). */
+  /**
+   * Or sooner, once the solver has passed this many checks (canaries, agreeing redundant runs) since (0: by time
+   * only).
+   */
   vestingChecks: number;
 }
 
@@ -91,17 +100,31 @@ export function probationCheckPrice(policy: TrustPolicy, taskType: string): stri
  * runs): newcomers, sybils among them, cannot spend what checking everyone else needs.
  */
 export const PROBATION_RESERVE_CHECKS = 2;
-export const probationReservePoints = (policy: TrustPolicy) => String(Number(policy.checkPriceCeilingPoints) * PROBATION_RESERVE_CHECKS);
+export const probationReservePoints = (policy: TrustPolicy) =>
+  String(Number(policy.checkPriceCeilingPoints) * PROBATION_RESERVE_CHECKS);
 
 /** Whether solver `s` is on probation for task type `t` (fewer passed canaries than probation asks), as SQL. */
-export function onProbationSql(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
-  return sql.fragment`COALESCE((SELECT r.canary_passes < ${policy.probationCanaries}::int FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${policy.probationCanaries}::int > 0)`;
+export function onProbationSql(
+  policy: TrustPolicy,
+  s: ReturnType<typeof sql.fragment>,
+  t: ReturnType<typeof sql.fragment>,
+) {
+  return sql.fragment`COALESCE((SELECT r.canary_passes <
+    ${policy.probationCanaries}::int FROM solver_reputation r WHERE r.solver_id = ${s} AND r.task_type = ${t}), ${policy.probationCanaries}::int > 0)`;
 }
 
-/** The most a check of task type `t` for solver `s` pays, as SQL: probationCheckPrice while it is on probation, else the ceiling. */
-export function checkPriceSql(policy: TrustPolicy, s: ReturnType<typeof sql.fragment>, t: ReturnType<typeof sql.fragment>) {
+/**
+ * The most a check of task type `t` for solver `s` pays, as SQL: probationCheckPrice while it is on probation,
+ * else the ceiling.
+ */
+export function checkPriceSql(
+  policy: TrustPolicy,
+  s: ReturnType<typeof sql.fragment>,
+  t: ReturnType<typeof sql.fragment>,
+) {
   return sql.fragment`(CASE WHEN ${onProbationSql(policy, s, t)}
-    THEN (CASE WHEN ${t} = ${CHAT_TASK_TYPE} THEN ${probationCheckPrice(policy, CHAT_TASK_TYPE)} ELSE ${probationCheckPrice(policy, 'proxy_fetch')} END)::numeric
+    THEN (CASE WHEN
+      ${t} = ${CHAT_TASK_TYPE} THEN ${probationCheckPrice(policy, CHAT_TASK_TYPE)} ELSE ${probationCheckPrice(policy, 'proxy_fetch')} END)::numeric
     ELSE ${policy.checkPriceCeilingPoints}::numeric END)`;
 }
 
@@ -130,7 +153,9 @@ export const PAGE_CANARY_TYPES: readonly CanaryTaskType[] = ['proxy_fetch', 'pag
  * oracle, the page types only where solvers can reach canary pages. A type left out has no probation.
  */
 export const activeCanaryTypes = (policy: TrustPolicy): readonly CanaryTaskType[] =>
-  CANARY_TASK_TYPES.filter((type) => (type === 'web_search' ? policy.searchCanaries : PAGE_CANARY_TYPES.includes(type) ? policy.pageCanaries : true));
+  CANARY_TASK_TYPES.filter((type) =>
+    type === 'web_search' ? policy.searchCanaries : PAGE_CANARY_TYPES.includes(type) ? policy.pageCanaries : true,
+  );
 export const isCanaryTaskType = (policy: TrustPolicy, taskType: string): taskType is CanaryTaskType =>
   (activeCanaryTypes(policy) as readonly string[]).includes(taskType);
 /** The active canary types as a SQL text array. */
@@ -141,8 +166,15 @@ export const CANARY_PASS_WEIGHT = 3;
 /** Weight of the newest completed attempt in the latency moving average. */
 const LATENCY_WEIGHT = 0.2;
 
-/** Announces, when `tx` commits, that a solver may now be due a canary (it connected, offers a canary type, left quarantine). */
-export async function announceCanaryDueIn(policy: TrustPolicy, tx: CommonQueryMethods, solverId: string): Promise<void> {
+/**
+ * Announces, when `tx` commits, that a solver may now be due a canary (it connected, offers a canary type, left
+ * quarantine).
+ */
+export async function announceCanaryDueIn(
+  policy: TrustPolicy,
+  tx: CommonQueryMethods,
+  solverId: string,
+): Promise<void> {
   if (policy.probationCanaries === 0 && policy.canaryEveryTasks === 0) return;
   await tx.query(sql.unsafe`SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)}`);
 }
@@ -180,7 +212,8 @@ export const failureWeightNow = (policy: TrustPolicy, at: ReturnType<typeof sql.
  */
 export function adjustFailuresStep(policy: TrustPolicy, source: ReturnType<typeof sql.fragment>) {
   return sql.fragment`
-    UPDATE solver_reputation r SET successes = r.successes * ${decay(policy, 'r')}, failures = GREATEST(r.failures * ${decay(policy, 'r')} + x.failures, 0), decayed_at = now()
+    UPDATE solver_reputation r SET successes = r.successes *
+      ${decay(policy, 'r')}, failures = GREATEST(r.failures * ${decay(policy, 'r')} + x.failures, 0), decayed_at = now()
     FROM (SELECT solver_id, task_type, sum(failures)::float8 AS failures FROM (${source}) s GROUP BY solver_id, task_type) x
     WHERE r.solver_id = x.solver_id AND r.task_type = x.task_type
     RETURNING r.solver_id`;
@@ -197,7 +230,8 @@ export const RECOVERY_CANARY_SECONDS = 600;
 export const recoveryCanaries = (policy: TrustPolicy) => policy.minScore > 0 && policy.canaryEveryTasks > 0;
 
 /** Whether reputation row `r` (as of now) excludes its solver from client work by score. */
-export const belowThreshold = (policy: TrustPolicy, r: string) => sql.fragment`${scoreOf(policy, r)} < ${policy.minScore}::float8`;
+export const belowThreshold = (policy: TrustPolicy, r: string) =>
+  sql.fragment`${scoreOf(policy, r)} < ${policy.minScore}::float8`;
 
 /** Whether solver `solverId` (an SQL expression) is in an open quarantine. */
 export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
@@ -207,7 +241,8 @@ export const quarantined = (solverId: ReturnType<typeof sql.fragment>) =>
  * Whether solver `solverId` (an SQL expression) is marked a verifier (src/trust/verifiers.ts). Beside
  * the other rules matching reads: a run meant for verifiers is matched to verifiers only.
  */
-export const isVerifier = (solverId: ReturnType<typeof sql.fragment>) => sql.fragment`EXISTS (SELECT 1 FROM solver_verifiers v WHERE v.solver_id = ${solverId})`;
+export const isVerifier = (solverId: ReturnType<typeof sql.fragment>) =>
+  sql.fragment`EXISTS (SELECT 1 FROM solver_verifiers v WHERE v.solver_id = ${solverId})`;
 
 /** Whether canaries are sent at all under `policy` (for probation, or by count). */
 export const checksSent = (policy: TrustPolicy) => policy.probationCanaries > 0 || policy.canaryEveryTasks > 0;
@@ -216,7 +251,11 @@ export const checksSent = (policy: TrustPolicy) => policy.probationCanaries > 0 
  * Whether an offer of task type `taskType` at `price` (SQL expressions) is one a check can pay: at or
  * below CHECK_PRICE_CEILING_POINTS, or of a type no canary is sent for.
  */
-export function checkable(policy: TrustPolicy, taskType: ReturnType<typeof sql.fragment>, price: ReturnType<typeof sql.fragment>) {
+export function checkable(
+  policy: TrustPolicy,
+  taskType: ReturnType<typeof sql.fragment>,
+  price: ReturnType<typeof sql.fragment>,
+) {
   if (!checksSent(policy)) return sql.fragment`true`;
   return sql.fragment`(${price} <= ${policy.checkPriceCeilingPoints}::numeric OR NOT (${taskType} = ANY(${activeCanaryTypesSql(policy)})))`;
 }
@@ -227,7 +266,11 @@ export function checkable(policy: TrustPolicy, taskType: ReturnType<typeof sql.f
  * canaries for the task type (when canaries of that type are sent at all), and it scores at least the
  * threshold.
  */
-export function trusted(policy: TrustPolicy, c = 'c', price = sql.fragment`${sql.identifier([c, 'min_price_points'])}`) {
+export function trusted(
+  policy: TrustPolicy,
+  c = 'c',
+  price = sql.fragment`${sql.identifier([c, 'min_price_points'])}`,
+) {
   const solverId = sql.fragment`${sql.identifier([c, 'solver_id'])}`;
   const taskType = sql.fragment`${sql.identifier([c, 'task_type'])}`;
   const { minScore, probationCanaries } = policy;
@@ -236,7 +279,8 @@ export function trusted(policy: TrustPolicy, c = 'c', price = sql.fragment`${sql
   // With no probation and no threshold the reputation row is not read at all (the hot path).
   if (probationCanaries === 0 && minScore <= 0) return sql.fragment`NOT ${quarantined(solverId)} AND ${payable}`;
   // A type no canary is sent for (web_search without a search oracle) has no probation to pass.
-  const probation = probationCanaries === 0 ? sql.fragment`false` : sql.fragment`${taskType} = ANY(${activeCanaryTypesSql(policy)})`;
+  const probation =
+    probationCanaries === 0 ? sql.fragment`false` : sql.fragment`${taskType} = ANY(${activeCanaryTypesSql(policy)})`;
   return sql.fragment`NOT ${quarantined(solverId)} AND ${payable} AND COALESCE(
     (SELECT (r.canary_passes >= ${probationCanaries}::int OR NOT ${probation}) AND ${scoreOf(policy, 'r')} >= ${minScore}::float8
      FROM solver_reputation r WHERE r.solver_id = ${solverId} AND r.task_type = ${taskType}),
@@ -254,12 +298,19 @@ export function trusted(policy: TrustPolicy, c = 'c', price = sql.fragment`${sql
  * the last canary reached the drawn one) or, by a failure that leaves it below the threshold, a recovery
  * canary; announced on CANARY_DUE_CHANNEL when the transaction commits.
  */
-export function recordOutcomeStep(policy: TrustPolicy, counts: 'completed' | 'failed' | null, failureWeight?: ReturnType<typeof sql.fragment>) {
+export function recordOutcomeStep(
+  policy: TrustPolicy,
+  counts: 'completed' | 'failed' | null,
+  failureWeight?: ReturnType<typeof sql.fragment>,
+) {
   const succeeded = counts === 'completed';
   const failed = counts === 'failed';
   const failures = failed ? (failureWeight ?? sql.fragment`1`) : sql.fragment`0`;
   // A failure that takes the solver below the threshold may make it due a recovery canary.
-  const recovery = failed && recoveryCanaries(policy) ? sql.fragment`OR (task_type = ANY(${activeCanaryTypesSql(policy)}) AND ${belowThreshold(policy, 'reputed')})` : sql.fragment``;
+  const recovery =
+    failed && recoveryCanaries(policy)
+      ? sql.fragment`OR (task_type = ANY(${activeCanaryTypesSql(policy)}) AND ${belowThreshold(policy, 'reputed')})`
+      : sql.fragment``;
   return sql.fragment`
     reputed AS (
       INSERT INTO solver_reputation AS r (solver_id, task_type, successes, failures, latency_ms, since_canary, canary_due_after)
@@ -271,7 +322,8 @@ export function recordOutcomeStep(policy: TrustPolicy, counts: 'completed' | 'fa
       ON CONFLICT (solver_id, task_type) DO UPDATE SET
         successes = r.successes * ${decay(policy, 'r')} + EXCLUDED.successes,
         failures = r.failures * ${decay(policy, 'r')} + EXCLUDED.failures,
-        latency_ms = COALESCE(r.latency_ms * ${1 - LATENCY_WEIGHT}::float8 + EXCLUDED.latency_ms * ${LATENCY_WEIGHT}::float8, EXCLUDED.latency_ms, r.latency_ms),
+        latency_ms = COALESCE(r.latency_ms *
+          ${1 - LATENCY_WEIGHT}::float8 + EXCLUDED.latency_ms * ${LATENCY_WEIGHT}::float8, EXCLUDED.latency_ms, r.latency_ms),
         since_canary = r.since_canary + EXCLUDED.since_canary,
         decayed_at = now()
       RETURNING solver_id, task_type, since_canary, canary_due_after, successes, failures, decayed_at

@@ -2,8 +2,10 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 
 /**
- * What the retention purge reads and changes: results (and the page cache's entries for them), crawl documents and the webhook bodies that carry
- * them past their window, and idempotency keys past theirs. Each statement touches one small batch and holds its row locks for that statement only.
+ * What the retention purge reads and changes: results (and the page cache's entries for them), crawl documents
+ * and the webhook bodies that carry
+ * them past their window, and idempotency keys past theirs. Each statement touches one small batch and holds
+ * its row locks for that statement only.
  */
 
 type Runner = CommonQueryMethods;
@@ -13,12 +15,17 @@ export const IDEMPOTENCY_KEY_WINDOW_HOURS = 24;
 const KEY_WINDOW = sql.fragment`make_interval(hours => ${IDEMPOTENCY_KEY_WINDOW_HOURS})`;
 
 /** `task` row alias: its key is still within the window. */
-export const keyInWindow = (alias: string) => sql.fragment`${sql.identifier([alias, 'created_at'])} >= now() - ${KEY_WINDOW}`;
+export const keyInWindow = (alias: string) =>
+  sql.fragment`${sql.identifier([alias, 'created_at'])} >= now() - ${KEY_WINDOW}`;
 
 const ExpiredRow = z.object({ task_id: z.string(), keys: z.array(z.string()) });
 
 /** The oldest results that ended more than `retentionSeconds` ago, with the artifact keys each refers to. */
-export async function resultsPastRetention(db: Runner, retentionSeconds: number, limit: number): Promise<readonly z.infer<typeof ExpiredRow>[]> {
+export async function resultsPastRetention(
+  db: Runner,
+  retentionSeconds: number,
+  limit: number,
+): Promise<readonly z.infer<typeof ExpiredRow>[]> {
   return db.any(sql.type(ExpiredRow)`
     SELECT task_id, ARRAY(SELECT jsonb_array_elements_text(jsonb_path_query_array(result, 'strict $.**."$artifact".key'))) AS keys
     FROM tasks
@@ -58,7 +65,10 @@ export async function expireCrawlDocuments(db: Runner, retentionSeconds: number,
     SELECT count(*)::int AS n FROM pages`);
 }
 
-/** Empties the `data` (page documents) of up to `limit` job webhook bodies written more than `retentionSeconds` ago; returns how many. */
+/**
+ * Empties the `data` (page documents) of up to `limit` job webhook bodies written more than `retentionSeconds`
+ * ago; returns how many.
+ */
 export async function expireDeliveryDocuments(db: Runner, retentionSeconds: number, limit: number): Promise<number> {
   const expired = await db.query(sql.unsafe`
     UPDATE webhook_deliveries SET payload = jsonb_set(payload, '{data}', '[]'::jsonb)
@@ -68,7 +78,10 @@ export async function expireDeliveryDocuments(db: Runner, retentionSeconds: numb
   return expired.rowCount;
 }
 
-/** Releases up to `limit` idempotency keys older than the window (rows another transaction holds are left for the next batch). */
+/**
+ * Releases up to `limit` idempotency keys older than the window (rows another transaction holds are left for the
+ * next batch).
+ */
 export async function releaseIdempotencyKeys(db: Runner, limit: number): Promise<number> {
   const released = await db.query(sql.unsafe`
     UPDATE tasks SET idempotency_key = NULL

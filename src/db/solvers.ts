@@ -1,7 +1,17 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import type { SolverCapabilityInput } from '../schemas/requests';
-import { eligibleSolvers, estimatedPrice, figuresOf, handOnSlots, handOnSlotsIn, NODE_LIVENESS_SECONDS, recordHandoffsCommitted, type Handoff, type RequestFigures } from './matching';
+import {
+  eligibleSolvers,
+  estimatedPrice,
+  figuresOf,
+  handOnSlots,
+  handOnSlotsIn,
+  NODE_LIVENESS_SECONDS,
+  recordHandoffsCommitted,
+  type Handoff,
+  type RequestFigures,
+} from './matching';
 import type { Db } from './pool';
 import { announceCanaryDueIn, isCanaryTaskType, type TrustPolicy } from './reputation';
 
@@ -46,11 +56,18 @@ export async function replaceCapabilities(
       DELETE FROM solver_capabilities
       WHERE solver_id = ${solverId}
         AND (task_type, model_name) NOT IN (
-          SELECT * FROM unnest(${sql.array(capabilities.map((c) => c.task_type), 'text')}::text[], ${sql.array(capabilities.map((c) => c.model_name), 'text')}::text[]))`);
+          SELECT * FROM unnest(${sql.array(
+            capabilities.map((c) => c.task_type),
+            'text',
+          )}::text[], ${sql.array(
+            capabilities.map((c) => c.model_name),
+            'text',
+          )}::text[]))`);
     for (const capability of capabilities) {
       await tx.query(sql.unsafe`
         INSERT INTO solver_capabilities
-          (solver_id, task_type, tier, billing_type, fulfillment_path, provider_name, model_name, marginal_cost, prompt_cost, completion_cost, min_price_points, max_concurrent, country)
+          (solver_id, task_type, tier, billing_type, fulfillment_path, provider_name, model_name, marginal_cost, prompt_cost,
+            completion_cost, min_price_points, max_concurrent, country)
         VALUES (${solverId}, ${capability.task_type}, ${capability.tier}, ${capability.billing_type}, ${capability.fulfillment_path},
                 ${capability.provider_name}, ${capability.model_name}, ${decimal(capability.marginal_cost)}::numeric,
                 ${decimal(capability.prompt_cost ?? capability.marginal_cost)}::numeric, ${decimal(capability.completion_cost ?? capability.marginal_cost)}::numeric,
@@ -72,14 +89,27 @@ export async function replaceCapabilities(
           AND slot > ${capability.max_concurrent} AND attempt_id IS NULL`);
     }
     await tx.query(sql.unsafe`INSERT INTO solver_stats (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
-    if (capabilities.some((c) => isCanaryTaskType(policy, c.task_type))) await announceCanaryDueIn(policy, tx, solverId);
-    const handed = await handOnSlotsIn(tx, policy, capabilities.map((c) => c.task_type));
+    if (capabilities.some((c) => isCanaryTaskType(policy, c.task_type)))
+      await announceCanaryDueIn(policy, tx, solverId);
+    const handed = await handOnSlotsIn(
+      tx,
+      policy,
+      capabilities.map((c) => c.task_type),
+    );
     return { capabilities: await listCapabilities(tx as unknown as Db, solverId), ...handed };
   });
   const { deferred, ...rest } = replaced;
   recordHandoffsCommitted(rest.handoffs);
   // A waiting chat whose hold is to be raised for one of the new slots is handed it now (matching.ts, HandedOn).
-  if (deferred) rest.handoffs = [...rest.handoffs, ...(await handOnSlots(db, policy, capabilities.map((c) => c.task_type)))];
+  if (deferred)
+    rest.handoffs = [
+      ...rest.handoffs,
+      ...(await handOnSlots(
+        db,
+        policy,
+        capabilities.map((c) => c.task_type),
+      )),
+    ];
   return rest;
 }
 
@@ -119,7 +149,11 @@ export async function pruneDeadNodes(db: Db): Promise<void> {
  * The newest socket of a solver wins: a reconnect on any node takes over its dispatch. The solver's free
  * slots go to waiting tasks they fit, in the same transaction; a solver online again may be due a canary.
  */
-export async function registerConnection(db: Db, policy: TrustPolicy, input: { solverId: string; connectionId: string; nodeId: string }): Promise<Handoff[]> {
+export async function registerConnection(
+  db: Db,
+  policy: TrustPolicy,
+  input: { solverId: string; connectionId: string; nodeId: string },
+): Promise<Handoff[]> {
   const handed = await db.transaction(async (tx) => {
     const types = await tx.anyFirst(sql.type(z.object({ task_type: z.string() }))`
       WITH connected AS (
@@ -134,16 +168,22 @@ export async function registerConnection(db: Db, policy: TrustPolicy, input: { s
   });
   recordHandoffsCommitted(handed.handoffs);
   // A waiting chat whose hold is to be raised for one of its slots is handed it now (matching.ts, HandedOn).
-  return handed.deferred ? [...handed.handoffs, ...(await handOnSlots(db, policy, [...handed.types]))] : handed.handoffs;
+  return handed.deferred
+    ? [...handed.handoffs, ...(await handOnSlots(db, policy, [...handed.types]))]
+    : handed.handoffs;
 }
 
 /** The connection takes no new attempt (the solver sent `drain`); a newer connection is left as it is. */
 export async function markDraining(db: Db, input: { solverId: string; connectionId: string }): Promise<void> {
-  await db.query(sql.unsafe`UPDATE solver_connections SET draining = true WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`);
+  await db.query(
+    sql.unsafe`UPDATE solver_connections SET draining = true WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`,
+  );
 }
 
 export async function removeConnection(db: Db, input: { solverId: string; connectionId: string }): Promise<void> {
-  await db.query(sql.unsafe`DELETE FROM solver_connections WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`);
+  await db.query(
+    sql.unsafe`DELETE FROM solver_connections WHERE solver_id = ${input.solverId} AND connection_id = ${input.connectionId}`,
+  );
 }
 
 /** Solvers online (connected to a live node) that offer `taskType`, whatever their load or price. */
@@ -158,7 +198,8 @@ export async function countOnlineSolvers(
 }
 
 /**
- * Whether the account can hold `fixed.count` tasks of `fixed.points` each plus `count` tasks of the type, each at the lowest estimate
+ * Whether the account can hold `fixed.count` tasks of `fixed.points` each plus `count` tasks of the type, each
+ * at the lowest estimate
  * an online solver asks for a request of these figures (docs/queue.md, "What a chat pays"): a route that
  * runs several tasks one after another checks, before the first, that it cannot fail for want of points
  * at a later one. `required` is what that takes (null: no solver of the type is online).
@@ -166,7 +207,14 @@ export async function countOnlineSolvers(
 export async function canHoldEstimates(
   db: Db,
   policy: TrustPolicy,
-  input: { accountId: string; fixed: { count: number; points: string }; count: number; taskType: string; strongModels?: string[]; figures: RequestFigures },
+  input: {
+    accountId: string;
+    fixed: { count: number; points: string };
+    count: number;
+    taskType: string;
+    strongModels?: string[];
+    figures: RequestFigures;
+  },
 ): Promise<{ required: string | null; enough: boolean }> {
   return db.one(sql.type(z.object({ required: z.string().nullable(), enough: z.boolean() }))`
     WITH cheapest AS (

@@ -18,10 +18,17 @@ export async function statusCounts(db: Db): Promise<Record<string, unknown>> {
   return { accounts, open_holds: openHolds };
 }
 
-const QueueRow = z.object({ task_type: z.string(), queued: z.number(), oldest_wait_seconds: z.number().nullable(), free_slots: z.number(), slots: z.number() });
+const QueueRow = z.object({
+  task_type: z.string(),
+  queued: z.number(),
+  oldest_wait_seconds: z.number().nullable(),
+  free_slots: z.number(),
+  slots: z.number(),
+});
 
 /**
- * Per task type: client tasks waiting for a slot (not the platform's canaries and redundant runs), how long the oldest has waited, and the slots of online
+ * Per task type: client tasks waiting for a slot (not the platform's canaries and redundant runs), how long the
+ * oldest has waited, and the slots of online
  * solvers (free and in all). Capacity counts slots up to each capability's max_concurrent.
  */
 export async function queueStatus(db: Db): Promise<Record<string, Omit<z.infer<typeof QueueRow>, 'task_type'>>> {

@@ -12,7 +12,10 @@ import { adjustFailuresStep, failureWeightNow, isVerifier, type TrustPolicy } fr
  * and docs/trust.md, "Target failures".
  */
 
-/** Another solver's claim on the same origin within this long corroborates a claim: the target failed for two solvers. */
+/**
+ * Another solver's claim on the same origin within this long corroborates a claim: the target failed for two
+ * solvers.
+ */
 export const TARGET_CORROBORATION_SECONDS = 3600;
 
 /** A claim's task, as the statement that ends the attempt judges it. */
@@ -45,8 +48,12 @@ export interface TargetClaim {
  * A verifier's claim needs no other: a verifier is the operator's own, the reference checks trust.
  */
 export function judgeTargetClaimSteps(policy: TrustPolicy, claim: TargetClaim) {
-  const recent = (f: string) => sql.fragment`${sql.identifier([f, 'created_at'])} > now() - make_interval(secs => ${TARGET_CORROBORATION_SECONDS})`;
-  const sameKind = (f: string) => (isRequestFailureType(claim.errorType) ? sql.fragment`${sql.identifier([f, 'error_type'])} = ${claim.errorType}` : sql.fragment`TRUE`);
+  const recent = (f: string) =>
+    sql.fragment`${sql.identifier([f, 'created_at'])} > now() - make_interval(secs => ${TARGET_CORROBORATION_SECONDS})`;
+  const sameKind = (f: string) =>
+    isRequestFailureType(claim.errorType)
+      ? sql.fragment`${sql.identifier([f, 'error_type'])} = ${claim.errorType}`
+      : sql.fragment`TRUE`;
   const canaryName = claim.canaryName === true;
   return sql.fragment`
     corroborating AS (
@@ -59,7 +66,8 @@ export function judgeTargetClaimSteps(policy: TrustPolicy, claim: TargetClaim) {
     ), claim AS (
       INSERT INTO target_failures (attempt_id, task_id, solver_id, task_type, account_id, target, error_type, verdict, reason)
       SELECT closed.attempt_id, closed.task_id, closed.solver_id, closed.task_type, ${claim.accountId}, ${claim.target}, ${claim.errorType},
-        CASE WHEN ${canaryName} THEN 'target' WHEN ${claim.platform} THEN 'solver' WHEN ${claim.confirmed} OR corroborating.found OR corroborating.verifier THEN 'target' ELSE 'solver' END,
+        CASE WHEN
+          ${canaryName} THEN 'target' WHEN ${claim.platform} THEN 'solver' WHEN ${claim.confirmed} OR corroborating.found OR corroborating.verifier THEN 'target' ELSE 'solver' END,
         CASE WHEN ${canaryName} THEN 'canary_name' WHEN ${claim.platform} THEN 'platform_task' WHEN ${claim.confirmed} THEN 'service_check'
              WHEN corroborating.found THEN 'corroborated' WHEN corroborating.verifier THEN 'verifier' ELSE 'uncorroborated' END
       FROM closed, corroborating
@@ -69,28 +77,39 @@ export function judgeTargetClaimSteps(policy: TrustPolicy, claim: TargetClaim) {
       -- Other solvers' claims on this target, held against them so far, are the target's too.
       UPDATE target_failures f SET verdict = 'target', reason = 'corroborated', judged_at = now()
       FROM claim
-      WHERE claim.verdict = 'target' AND claim.reason <> 'canary_name' AND f.target = ${claim.target} AND ${sameKind('f')} AND f.verdict = 'solver' AND f.reason = 'uncorroborated'
+      WHERE claim.verdict = 'target' AND claim.reason <> 'canary_name' AND f.target =
+        ${claim.target} AND ${sameKind('f')} AND f.verdict = 'solver' AND f.reason = 'uncorroborated'
         AND f.solver_id <> claim.solver_id AND ${recent('f')}
       RETURNING f.solver_id, f.task_type, f.created_at
     ), taken_back AS (
       ${adjustFailuresStep(policy, sql.fragment`SELECT solver_id, task_type, -${failureWeightNow(policy, sql.fragment`created_at`)} AS failures FROM corroborated`)}
     ), ${chargeRequestsStep(
       'limited',
-      sql.fragment`SELECT ${claim.accountId}::text AS account_id, ${policy.targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target' AND claim.reason <> 'canary_name'`,
+      sql.fragment`SELECT
+        ${claim.accountId}::text AS account_id, ${policy.targetFailureRequestCost}::int AS requests FROM claim WHERE claim.verdict = 'target' AND claim.reason <> 'canary_name'`,
     )}`;
 }
 
 /** The failures the claim's own attempt counts: none when it is the target's. */
 export const claimFailures = sql.fragment`COALESCE((SELECT CASE WHEN verdict = 'target' THEN 0 ELSE 1 END FROM claim), 1)`;
 
-
 const ClaimTaskRow = z.object({ url: z.string().nullable(), account_id: z.string(), purpose: z.string() });
 
 /** The task of an attempt, as a claim on it is judged: its URL (null when it has none), its account and its purpose. */
-export async function claimTaskOf(db: CommonQueryMethods, attemptId: string): Promise<{ url: string | null; accountId: string; platform: boolean; purpose: string } | null> {
+export async function claimTaskOf(
+  db: CommonQueryMethods,
+  attemptId: string,
+): Promise<{ url: string | null; accountId: string; platform: boolean; purpose: string } | null> {
   const task = await db.maybeOne(sql.type(ClaimTaskRow)`
     SELECT t.payload ->> 'url' AS url, t.account_id, t.purpose FROM task_attempts a JOIN tasks t ON t.task_id = a.task_id WHERE a.attempt_id = ${attemptId}`);
-  return task && { url: task.url, accountId: task.account_id, platform: task.account_id === PLATFORM_ACCOUNT_ID, purpose: task.purpose };
+  return (
+    task && {
+      url: task.url,
+      accountId: task.account_id,
+      platform: task.account_id === PLATFORM_ACCOUNT_ID,
+      purpose: task.purpose,
+    }
+  );
 }
 
 /**
@@ -98,7 +117,12 @@ export async function claimTaskOf(db: CommonQueryMethods, attemptId: string): Pr
  * that this task's target failed are contradicted, and those not held against them so far now are.
  * Only a task answered after a failed attempt can have any.
  */
-export async function contradictTargetClaimsIn(tx: CommonQueryMethods, policy: TrustPolicy, taskId: string, solverId: string): Promise<void> {
+export async function contradictTargetClaimsIn(
+  tx: CommonQueryMethods,
+  policy: TrustPolicy,
+  taskId: string,
+  solverId: string,
+): Promise<void> {
   await tx.query(sql.unsafe`
     WITH before AS (
       SELECT attempt_id, solver_id, task_type, verdict FROM target_failures

@@ -34,7 +34,11 @@ export interface TaskListCursor {
 const ListedRow = TaskRow.omit({ result: true }).merge(TaskCostRow).extend({ cursor_at: z.string() });
 export type ListedTask = Omit<z.infer<typeof ListedRow>, 'account_id' | 'cursor_at'>;
 
-export async function listTasks(db: Db, accountId: string, filter: TaskListFilter): Promise<{ tasks: ListedTask[]; nextCursor: TaskListCursor | null }> {
+export async function listTasks(
+  db: Db,
+  accountId: string,
+  filter: TaskListFilter,
+): Promise<{ tasks: ListedTask[]; nextCursor: TaskListCursor | null }> {
   const page = await pageOfTasks(db, [sql.fragment`account_id = ${accountId}`], filter);
   return { tasks: page.tasks.map(({ account_id: _account, ...task }) => task), nextCursor: page.nextCursor };
 }
@@ -44,10 +48,14 @@ export async function findTasks(
   db: Db,
   filter: TaskListFilter & { accountId?: string; taskId?: string },
 ): Promise<{ tasks: (ListedTask & { account_id: string })[]; nextCursor: TaskListCursor | null }> {
-  return pageOfTasks(db, [
-    ...(filter.accountId ? [sql.fragment`account_id = ${filter.accountId}`] : []),
-    ...(filter.taskId ? [sql.fragment`task_id = ${filter.taskId}`] : []),
-  ], filter);
+  return pageOfTasks(
+    db,
+    [
+      ...(filter.accountId ? [sql.fragment`account_id = ${filter.accountId}`] : []),
+      ...(filter.taskId ? [sql.fragment`task_id = ${filter.taskId}`] : []),
+    ],
+    filter,
+  );
 }
 
 async function pageOfTasks(db: Db, scope: ReturnType<typeof sql.fragment>[], filter: TaskListFilter) {
@@ -58,7 +66,9 @@ async function pageOfTasks(db: Db, scope: ReturnType<typeof sql.fragment>[], fil
     ...(filter.taskType ? [sql.fragment`task_type = ${filter.taskType}`] : []),
     ...(filter.createdAfter ? [sql.fragment`created_at >= ${filter.createdAfter}::timestamptz`] : []),
     ...(filter.createdBefore ? [sql.fragment`created_at < ${filter.createdBefore}::timestamptz`] : []),
-    ...(filter.after ? [sql.fragment`(created_at, task_id) < (${filter.after.createdAt}::timestamptz, ${filter.after.taskId})`] : []),
+    ...(filter.after
+      ? [sql.fragment`(created_at, task_id) < (${filter.after.createdAt}::timestamptz, ${filter.after.taskId})`]
+      : []),
   ];
   // One row more than the page tells whether another page follows.
   const rows = await db.any(sql.type(ListedRow)`

@@ -14,7 +14,10 @@ import { refundedDeliveryIn, type DueDelivery } from './webhooks';
  * `task.refunded` delivery, in the caller's transaction; the caller makes the deliveries' first attempt
  * once it commits. Nothing moves when the pay is not held (vested, refunded already, never escrowed).
  */
-export async function refundTask(tx: DatabaseTransactionConnection, taskId: string): Promise<{ movement: RefundMovement; webhooks: DueDelivery[] }> {
+export async function refundTask(
+  tx: DatabaseTransactionConnection,
+  taskId: string,
+): Promise<{ movement: RefundMovement; webhooks: DueDelivery[] }> {
   const movement = await refundFromEarnings(tx, taskId);
   return { movement, webhooks: movement.applied ? await refundedDeliveryIn(tx, taskId) : [] };
 }
@@ -43,7 +46,9 @@ export async function countedProofFromAccountIn(
   proof: { solverId: string; clientTaskId: string; windowSeconds: number },
 ): Promise<string | null> {
   const account = sql.fragment`(SELECT account_id FROM tasks WHERE task_id = ${proof.clientTaskId})`;
-  await tx.query(sql.unsafe`SELECT pg_advisory_xact_lock(hashtextextended('proof:' || ${proof.solverId} || ':' || ${account}, 0))`);
+  await tx.query(
+    sql.unsafe`SELECT pg_advisory_xact_lock(hashtextextended('proof:' || ${proof.solverId} || ':' || ${account}, 0))`,
+  );
   return tx.maybeOneFirst(sql.type(z.object({ task_id: z.string() }))`
     SELECT r.task_id FROM redundant_runs r JOIN tasks t ON t.task_id = r.task_id
     WHERE r.wrong_solver_id = ${proof.solverId} AND r.task_id <> ${proof.clientTaskId} AND t.account_id = ${account}

@@ -12,7 +12,8 @@ type Runner = CommonQueryMethods;
 
 /** Marks a solver a verifier, or unmarks it. Returns whether it is one now. */
 export async function setVerifier(db: Runner, solverId: string, verifier: boolean): Promise<boolean> {
-  if (verifier) await db.query(sql.unsafe`INSERT INTO solver_verifiers (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
+  if (verifier)
+    await db.query(sql.unsafe`INSERT INTO solver_verifiers (solver_id) VALUES (${solverId}) ON CONFLICT DO NOTHING`);
   else await db.query(sql.unsafe`DELETE FROM solver_verifiers WHERE solver_id = ${solverId}`);
   return verifier;
 }
@@ -29,7 +30,11 @@ const VerificationRateRow = z.object({ verified_passes: z.number(), verified_sin
  * What a solver's verification rate of a task type follows: its verified passes, and how many verified
  * outcomes followed its last result proven wrong (null: none was).
  */
-export async function verificationRecordOf(db: Runner, solverId: string, taskType: string): Promise<z.infer<typeof VerificationRateRow>> {
+export async function verificationRecordOf(
+  db: Runner,
+  solverId: string,
+  taskType: string,
+): Promise<z.infer<typeof VerificationRateRow>> {
   return (
     (await db.maybeOne(sql.type(VerificationRateRow)`
       SELECT verified_passes, verified_since_failure FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = ${taskType}`)) ?? {
@@ -39,14 +44,23 @@ export async function verificationRecordOf(db: Runner, solverId: string, taskTyp
   );
 }
 
-const VerifiedRecordRow = z.object({ sprt_llr: z.number(), sprt_subtle_llr: z.number(), verified_passes: z.number(), verified_failures: z.number() });
+const VerifiedRecordRow = z.object({
+  sprt_llr: z.number(),
+  sprt_subtle_llr: z.number(),
+  verified_passes: z.number(),
+  verified_failures: z.number(),
+});
 export type VerifiedRecord = z.infer<typeof VerifiedRecordRow>;
 
 /**
  * In the caller's transaction: a solver's verified record of a task type (created when it has none),
  * locked until the transaction ends. Null for a verifier, whose record is never tested.
  */
-export async function lockVerifiedRecordIn(tx: Runner, solverId: string, taskType: string): Promise<VerifiedRecord | null> {
+export async function lockVerifiedRecordIn(
+  tx: Runner,
+  solverId: string,
+  taskType: string,
+): Promise<VerifiedRecord | null> {
   await tx.query(sql.unsafe`
     INSERT INTO solver_reputation (solver_id, task_type) SELECT ${solverId}, ${taskType} WHERE NOT ${isVerifier(sql.fragment`${solverId}::text`)}
     ON CONFLICT DO NOTHING`);
@@ -69,7 +83,8 @@ export async function addVerifiedOutcomeIn(
   const { solverId, taskType, failed } = outcome;
   if (failed) {
     await tx.query(sql.unsafe`
-      WITH adjusted AS (${adjustFailuresStep(policy, sql.fragment`SELECT ${solverId}::text AS solver_id, ${taskType}::text AS task_type, ${CANARY_PASS_WEIGHT}::float8 AS failures`)})
+      WITH adjusted AS
+        (${adjustFailuresStep(policy, sql.fragment`SELECT ${solverId}::text AS solver_id, ${taskType}::text AS task_type, ${CANARY_PASS_WEIGHT}::float8 AS failures`)})
       SELECT 1`);
   }
   await tx.query(sql.unsafe`

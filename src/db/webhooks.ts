@@ -1,6 +1,13 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
-import { DELIVERY_STATES, REFUNDED_EVENT, WEBHOOK_EVENTS, type DeliveryState, type TerminalState, type WebhookEvent } from '../contract/lifecycle';
+import {
+  DELIVERY_STATES,
+  REFUNDED_EVENT,
+  WEBHOOK_EVENTS,
+  type DeliveryState,
+  type TerminalState,
+  type WebhookEvent,
+} from '../contract/lifecycle';
 import { isCrawlEventType, type CrawlEvent, type CrawlEventType } from '../contract/crawl-events';
 import { newSecret } from '../signing/webhook-signature';
 import type { Db } from './pool';
@@ -25,7 +32,10 @@ export const deliveryIdOf = (taskId: string, event: DeliveryEvent) => `whd_${tas
 /** One workflow per subject (a task, or a crawl) and event, found in the Temporal UI by that name. */
 export const deliveryWorkflowId = (taskId: string, event: DeliveryEvent) => `webhook-${taskId}-${event}`;
 
-export async function saveSubscription(db: Runner, input: { taskId: string; accountId: string; url: string; events: readonly WebhookEvent[] }): Promise<void> {
+export async function saveSubscription(
+  db: Runner,
+  input: { taskId: string; accountId: string; url: string; events: readonly WebhookEvent[] },
+): Promise<void> {
   await db.query(sql.unsafe`
     INSERT INTO task_webhooks (task_id, account_id, url, events)
     VALUES (${input.taskId}, ${input.accountId}, ${input.url}, ${sql.array(input.events, 'text')})
@@ -34,19 +44,31 @@ export async function saveSubscription(db: Runner, input: { taskId: string; acco
 
 /** Removes the subscription of a task that was not created after all. */
 export async function dropSubscription(db: Runner, taskId: string): Promise<void> {
-  await db.query(sql.unsafe`DELETE FROM task_webhooks WHERE task_id = ${taskId} AND NOT EXISTS (SELECT 1 FROM tasks WHERE task_id = ${taskId})`);
+  await db.query(
+    sql.unsafe`DELETE FROM task_webhooks WHERE task_id = ${taskId} AND NOT EXISTS (SELECT 1 FROM tasks WHERE task_id = ${taskId})`,
+  );
 }
 
-const AccountWebhookRow = z.object({ url: z.string(), events: z.array(z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]])), updated_at: z.string() });
+const AccountWebhookRow = z.object({
+  url: z.string(),
+  events: z.array(z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]])),
+  updated_at: z.string(),
+});
 export type AccountWebhook = z.infer<typeof AccountWebhookRow>;
 
 /** The account's default webhook, or null. */
 export async function accountWebhook(db: Runner, accountId: string): Promise<AccountWebhook | null> {
-  return db.maybeOne(sql.type(AccountWebhookRow)`SELECT url, events, updated_at FROM account_webhooks WHERE account_id = ${accountId}`);
+  return db.maybeOne(
+    sql.type(AccountWebhookRow)`SELECT url, events, updated_at FROM account_webhooks WHERE account_id = ${accountId}`,
+  );
 }
 
 /** Sets (or replaces) the account's default webhook; tasks created from now on carry it. */
-export async function setAccountWebhook(db: Runner, accountId: string, input: { url: string; events: readonly WebhookEvent[] }): Promise<AccountWebhook> {
+export async function setAccountWebhook(
+  db: Runner,
+  accountId: string,
+  input: { url: string; events: readonly WebhookEvent[] },
+): Promise<AccountWebhook> {
   return db.one(sql.type(AccountWebhookRow)`
     INSERT INTO account_webhooks (account_id, url, events) VALUES (${accountId}, ${input.url}, ${sql.array(input.events, 'text')})
     ON CONFLICT (account_id) DO UPDATE SET url = EXCLUDED.url, events = EXCLUDED.events, updated_at = now()
@@ -55,7 +77,11 @@ export async function setAccountWebhook(db: Runner, accountId: string, input: { 
 
 /** Removes the account's default webhook (the tasks that already carry it keep it); null when there was none. */
 export async function deleteAccountWebhook(db: Runner, accountId: string): Promise<AccountWebhook | null> {
-  return db.maybeOne(sql.type(AccountWebhookRow)`DELETE FROM account_webhooks WHERE account_id = ${accountId} RETURNING url, events, updated_at`);
+  return db.maybeOne(
+    sql.type(
+      AccountWebhookRow,
+    )`DELETE FROM account_webhooks WHERE account_id = ${accountId} RETURNING url, events, updated_at`,
+  );
 }
 
 /**
@@ -105,7 +131,10 @@ export async function refundedDeliveryIn(tx: Runner, taskId: string): Promise<Du
   return [...due];
 }
 
-const EventColumn = z.union([z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]), z.custom<CrawlEventType>(isCrawlEventType)]);
+const EventColumn = z.union([
+  z.enum(WEBHOOK_EVENTS as [WebhookEvent, ...WebhookEvent[]]),
+  z.custom<CrawlEventType>(isCrawlEventType),
+]);
 export const DueRow = z.object({ task_id: z.string(), event: EventColumn });
 export type DueDelivery = z.infer<typeof DueRow>;
 
@@ -120,7 +149,10 @@ export type StrandedDelivery = z.infer<typeof StrandedRow>;
  * they were written (their committer died before its claim), or claimed `claimedSeconds` ago and
  * neither delivered nor handed to a workflow (their claimer died, or could not start the workflow).
  */
-export async function findStrandedDeliveries(db: Runner, ages: { unclaimedSeconds: number; claimedSeconds: number }): Promise<readonly StrandedDelivery[]> {
+export async function findStrandedDeliveries(
+  db: Runner,
+  ages: { unclaimedSeconds: number; claimedSeconds: number },
+): Promise<readonly StrandedDelivery[]> {
   return db.any(sql.type(StrandedRow)`
     SELECT d.task_id, d.event, (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts
     FROM webhook_deliveries d
@@ -132,7 +164,9 @@ export async function findStrandedDeliveries(db: Runner, ages: { unclaimedSecond
 }
 
 export async function markDeliveryStarted(db: Runner, deliveryId: string): Promise<void> {
-  await db.query(sql.unsafe`UPDATE webhook_deliveries SET workflow_started_at = now() WHERE delivery_id = ${deliveryId} AND workflow_started_at IS NULL`);
+  await db.query(
+    sql.unsafe`UPDATE webhook_deliveries SET workflow_started_at = now() WHERE delivery_id = ${deliveryId} AND workflow_started_at IS NULL`,
+  );
 }
 
 const SendRow = z.object({
@@ -172,7 +206,12 @@ export async function deliveryToSend(db: Runner, deliveryId: string): Promise<De
  * already handed to a workflow, or written more than `withinSeconds` ago (the sweep's by then). Once
  * per delivery, so its committer is the only direct sender.
  */
-export async function claimDelivery(db: Runner, deliveryId: string, claimedBy: string, withinSeconds: number): Promise<DeliveryToSend | null> {
+export async function claimDelivery(
+  db: Runner,
+  deliveryId: string,
+  claimedBy: string,
+  withinSeconds: number,
+): Promise<DeliveryToSend | null> {
   return db.maybeOne(sql.type(SendRow)`
     WITH claimed AS (
       UPDATE webhook_deliveries d SET claimed_at = now(), claimed_by = ${claimedBy}
@@ -191,7 +230,14 @@ export async function claimDelivery(db: Runner, deliveryId: string, claimedBy: s
  */
 export async function recordAttempt(
   db: Runner,
-  input: { deliveryId: string; attempt: number; durationMs: number; statusCode: number | null; error: string | null; finish: Exclude<DeliveryState, 'pending'> | null },
+  input: {
+    deliveryId: string;
+    attempt: number;
+    durationMs: number;
+    statusCode: number | null;
+    error: string | null;
+    finish: Exclude<DeliveryState, 'pending'> | null;
+  },
 ): Promise<void> {
   await db.query(sql.unsafe`
     WITH logged AS (
@@ -204,7 +250,11 @@ export async function recordAttempt(
 }
 
 /** Ends a pending delivery (delivered, or failed when its time is up); a finished one stays as it is. */
-export async function finishDelivery(db: Runner, deliveryId: string, status: Exclude<DeliveryState, 'pending'>): Promise<void> {
+export async function finishDelivery(
+  db: Runner,
+  deliveryId: string,
+  status: Exclude<DeliveryState, 'pending'>,
+): Promise<void> {
   await db.query(sql.unsafe`
     UPDATE webhook_deliveries SET status = ${status}, finished_at = now() WHERE delivery_id = ${deliveryId} AND status = ${'pending' satisfies DeliveryState}`);
 }
@@ -223,7 +273,10 @@ const ReopenedRow = DueRow.extend({ attempts: z.number() });
  * old). Only a failed delivery is reopened: of two resends at once one wins, and a pending one is
  * already being sent.
  */
-export async function reopenFailedDelivery(db: Runner, input: { taskId: string; accountId: string; event: WebhookEvent; claimedBy: string }): Promise<ReopenOutcome> {
+export async function reopenFailedDelivery(
+  db: Runner,
+  input: { taskId: string; accountId: string; event: WebhookEvent; claimedBy: string },
+): Promise<ReopenOutcome> {
   const reopened = await db.maybeOne(sql.type(ReopenedRow)`
     UPDATE webhook_deliveries d
     SET status = ${'pending' satisfies DeliveryState}, finished_at = NULL, claimed_at = now(), claimed_by = ${input.claimedBy}, workflow_started_at = NULL
@@ -231,7 +284,12 @@ export async function reopenFailedDelivery(db: Runner, input: { taskId: string; 
     WHERE d.delivery_id = ${deliveryIdOf(input.taskId, input.event)} AND t.task_id = d.task_id AND t.account_id = ${input.accountId}
       AND d.status = ${'failed' satisfies DeliveryState}
     RETURNING d.task_id, d.event, (SELECT count(*)::int FROM webhook_attempts a WHERE a.delivery_id = d.delivery_id) AS attempts`);
-  if (reopened) return { outcome: 'reopened', delivery: { task_id: reopened.task_id, event: reopened.event }, attempts: reopened.attempts };
+  if (reopened)
+    return {
+      outcome: 'reopened',
+      delivery: { task_id: reopened.task_id, event: reopened.event },
+      attempts: reopened.attempts,
+    };
   const found = await db.maybeOne(sql.type(z.object({ status: z.enum(DELIVERY_STATES).nullable() }))`
     SELECT d.status FROM tasks t LEFT JOIN webhook_deliveries d ON d.task_id = t.task_id AND d.event = ${input.event}
     WHERE t.task_id = ${input.taskId} AND t.account_id = ${input.accountId}`);
@@ -248,16 +306,31 @@ const LogRow = z.object({
   url: z.string(),
   created_at: z.string(),
   finished_at: z.string().nullable(),
-  attempts: z.array(z.object({ attempt: z.number(), started_at: z.string(), duration_ms: z.number(), status_code: z.number().nullable(), error: z.string().nullable() })),
+  attempts: z.array(
+    z.object({
+      attempt: z.number(),
+      started_at: z.string(),
+      duration_ms: z.number(),
+      status_code: z.number().nullable(),
+      error: z.string().nullable(),
+    }),
+  ),
 });
 export type DeliveryLogEntry = z.infer<typeof LogRow>;
 
 /** A task's webhook and its deliveries with every attempt; null when the task is not the account's. */
-export async function deliveryLog(db: Runner, taskId: string, accountId: string): Promise<{ webhook: { url: string; events: string[] } | null; deliveries: readonly DeliveryLogEntry[] } | null> {
-  const owned = await db.maybeOne(sql.type(z.object({ url: z.string().nullable(), events: z.array(z.string()).nullable() }))`
+export async function deliveryLog(
+  db: Runner,
+  taskId: string,
+  accountId: string,
+): Promise<{ webhook: { url: string; events: string[] } | null; deliveries: readonly DeliveryLogEntry[] } | null> {
+  const owned = await db.maybeOne(sql.type(
+    z.object({ url: z.string().nullable(), events: z.array(z.string()).nullable() }),
+  )`
     SELECT w.url, w.events FROM tasks t LEFT JOIN task_webhooks w USING (task_id) WHERE t.task_id = ${taskId} AND t.account_id = ${accountId}`);
   if (!owned) return null;
-  const iso = (column: string) => sql.fragment`to_char(${sql.identifier(['a', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  const iso = (column: string) =>
+    sql.fragment`to_char(${sql.identifier(['a', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
   const deliveries = await db.any(sql.type(LogRow)`
     SELECT d.delivery_id, d.event, d.status, w.url, d.created_at, d.finished_at,
       COALESCE((SELECT json_agg(json_build_object('attempt', a.attempt, 'started_at', ${iso('started_at')}, 'duration_ms', a.duration_ms,
@@ -272,7 +345,12 @@ export async function deliveryLog(db: Runner, taskId: string, accountId: string)
 // to deploy the new secret, as Svix (whose scheme Standard Webhooks is) allows.
 export const SECRET_OVERLAP_SECONDS = 24 * 60 * 60;
 
-const SecretRow = z.object({ secret: z.string(), rotated_at: z.string(), previous_secret: z.string().nullable(), previous_secret_expires_at: z.string().nullable() });
+const SecretRow = z.object({
+  secret: z.string(),
+  rotated_at: z.string(),
+  previous_secret: z.string().nullable(),
+  previous_secret_expires_at: z.string().nullable(),
+});
 export type WebhookSecret = z.infer<typeof SecretRow>;
 
 // The replaced secret only while its overlap lasts.
@@ -291,7 +369,9 @@ export async function webhookSecret(db: Runner, accountId: string): Promise<Webh
   const existing = await db.maybeOne(read);
   if (existing) return existing;
   // A concurrent first use may make it first; DO NOTHING keeps that one, which the read then returns.
-  await db.query(sql.unsafe`INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${newSecret()}) ON CONFLICT (account_id) DO NOTHING`);
+  await db.query(
+    sql.unsafe`INSERT INTO webhook_secrets (account_id, secret) VALUES (${accountId}, ${newSecret()}) ON CONFLICT (account_id) DO NOTHING`,
+  );
   return db.one(read);
 }
 

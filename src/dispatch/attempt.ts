@@ -1,6 +1,12 @@
 import type { CapabilityTaskType } from '../schemas/domain';
 import type { ResultIssueData } from '../schemas/frames';
-import { attemptFailed, solverReportedFailure, type AttemptErrorType, type AttemptFailed, type ErrorBody } from '../contract/lifecycle';
+import {
+  attemptFailed,
+  solverReportedFailure,
+  type AttemptErrorType,
+  type AttemptFailed,
+  type ErrorBody,
+} from '../contract/lifecycle';
 
 /** One attempt as the solver hub runs it on a solver's socket, and how it fails. */
 

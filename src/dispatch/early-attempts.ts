@@ -85,7 +85,8 @@ export class EarlyAttempts {
   /** Sends the task now if the solver's socket is here; false otherwise (the activity will dispatch it). */
   start(request: EarlyAttemptRequest): boolean {
     const { hub, stops } = this.deps;
-    if (request.nodeId !== this.deps.nodeId || !hub.canDispatch(request.solverId) || request.clientGone?.aborted) return false;
+    if (request.nodeId !== this.deps.nodeId || !hub.canDispatch(request.solverId) || request.clientGone?.aborted)
+      return false;
     // Never twice: an attempt already running here is its activity's, or taken over already.
     if (this.entries.has(request.attemptId) || hub.isRunning(request.solverId, request.attemptId)) return false;
     const deltas = request.stream ? new DeltaForwarder(this.deps, request.stream, request.attemptId) : undefined;
@@ -140,8 +141,12 @@ export class EarlyAttempts {
     const chat = task.taskType === CHAT_TASK_TYPE && task.canaryFor === undefined;
     // A completion's id is its workflow's; its client's stream is known here only if this node serves it.
     if (chat && !this.deps.relay.serves(handoff.workflowId)) return false;
-    // As the workflow bounds it: a chat attempt (a client's or an audit) by the task's deadline, a web attempt or a page canary by ATTEMPT_TIMEOUT_SECONDS too.
-    const deadlineMs = task.taskType === CHAT_TASK_TYPE ? task.deadlineMs : Math.min(task.deadlineMs, Date.now() + this.deps.attemptTimeoutMs);
+    // As the workflow bounds it: a chat attempt (a client's or an audit) by the task's deadline, a web attempt
+    // or a page canary by ATTEMPT_TIMEOUT_SECONDS too.
+    const deadlineMs =
+      task.taskType === CHAT_TASK_TYPE
+        ? task.deadlineMs
+        : Math.min(task.deadlineMs, Date.now() + this.deps.attemptTimeoutMs);
     return this.start({
       ...handoff.assignment,
       taskId: handoff.taskId,
@@ -191,7 +196,9 @@ export class EarlyAttempts {
     const kept = (async () => {
       const usage = deliveredUsage(await delivered.counted());
       if (usage) await this.deps.keepDelivered!(attemptId, usage);
-    })().catch((error) => this.deps.logger.error({ err: error, task_id: taskId, attempt_id: attemptId }, 'delivered usage not kept'));
+    })().catch((error) =>
+      this.deps.logger.error({ err: error, task_id: taskId, attempt_id: attemptId }, 'delivered usage not kept'),
+    );
     this.keeping.set(taskId, kept);
     void kept.finally(() => {
       if (this.keeping.get(taskId) === kept) this.keeping.delete(taskId);

@@ -46,7 +46,6 @@ interface Session {
   testTasks: number;
 }
 
-
 /** Close code of a connection whose API key was revoked (docs/solver-protocol.md, "Close codes"). */
 export const CLOSE_KEY_REVOKED = 4003;
 
@@ -88,7 +87,12 @@ export class SolverHub {
   /** True when a task sent to this solver now would go out: its socket is here, open and welcomed. */
   canDispatch(solverId: string): boolean {
     const session = this.sessions.get(solverId);
-    return session !== undefined && session.welcomed && !session.draining && session.socket.readyState === session.socket.OPEN;
+    return (
+      session !== undefined &&
+      session.welcomed &&
+      !session.draining &&
+      session.socket.readyState === session.socket.OPEN
+    );
   }
 
   /** True while this attempt runs on the solver's connection here. */
@@ -98,7 +102,18 @@ export class SolverHub {
 
   async attach(socket: WebSocket, solverId: string, keyId: string): Promise<void> {
     const previous = this.sessions.get(solverId);
-    const session: Session = { solverId, keyId, connectionId: crypto.randomUUID(), socket, alive: true, attempts: new Map(), registered: Promise.resolve(), welcomed: false, draining: false, testTasks: 0 };
+    const session: Session = {
+      solverId,
+      keyId,
+      connectionId: crypto.randomUUID(),
+      socket,
+      alive: true,
+      attempts: new Map(),
+      registered: Promise.resolve(),
+      welcomed: false,
+      draining: false,
+      testTasks: 0,
+    };
     this.sessions.set(solverId, session);
     if (previous) previous.socket.close(4001, 'replaced by a newer connection');
     socket.on('pong', () => {
@@ -108,10 +123,20 @@ export class SolverHub {
     socket.on('close', () => this.detach(session));
     socket.on('error', (error) => this.deps.logger.debug({ err: error, solver_id: solverId }, 'solver socket error'));
     // Its free slots go to waiting tasks as it registers; their workflows are told once it is welcomed.
-    const handed = registerConnection(this.deps.db, this.deps.trust, { solverId, connectionId: session.connectionId, nodeId: this.deps.nodeId });
+    const handed = registerConnection(this.deps.db, this.deps.trust, {
+      solverId,
+      connectionId: session.connectionId,
+      nodeId: this.deps.nodeId,
+    });
     session.registered = handed.then(() => undefined);
     const handoffs = await handed;
-    this.send(session, { type: 'welcome', protocol: SOLVER_PROTOCOL_VERSION, solver_id: solverId, heartbeat_interval_ms: this.deps.heartbeatIntervalMs, server_time: new Date().toISOString() });
+    this.send(session, {
+      type: 'welcome',
+      protocol: SOLVER_PROTOCOL_VERSION,
+      solver_id: solverId,
+      heartbeat_interval_ms: this.deps.heartbeatIntervalMs,
+      server_time: new Date().toISOString(),
+    });
     session.welcomed = true;
     this.deps.handedOn(handoffs);
     this.deps.logger.info({ solver_id: solverId }, 'solver connected');
@@ -121,7 +146,8 @@ export class SolverHub {
   runAttempt(request: AttemptRequest): Promise<Record<string, unknown>> {
     const session = this.sessions.get(request.solverId);
     // Matched in the moment before its drain was recorded: never sent, and not held against the solver.
-    if (session?.draining) return Promise.reject(AttemptFailure.of('solver_draining', 'The solver is draining: it takes no new task.'));
+    if (session?.draining)
+      return Promise.reject(AttemptFailure.of('solver_draining', 'The solver is draining: it takes no new task.'));
     if (!session || !this.canDispatch(request.solverId)) {
       return Promise.reject(AttemptFailure.of('solver_disconnected', 'The solver is not connected to this node.'));
     }
@@ -154,11 +180,19 @@ export class SolverHub {
       };
       const onAbort = () => cancel('cancelled', AttemptFailure.of('cancelled', 'The attempt was cancelled.'));
       pending.acceptTimer = setTimeout(
-        () => cancel('accept_timeout', AttemptFailure.of('accept_timeout', `The solver did not accept within ${request.acceptTimeoutMs} ms.`)),
+        () =>
+          cancel(
+            'accept_timeout',
+            AttemptFailure.of('accept_timeout', `The solver did not accept within ${request.acceptTimeoutMs} ms.`),
+          ),
         request.acceptTimeoutMs,
       );
       const deadlineTimer = setTimeout(
-        () => cancel('deadline', AttemptFailure.of('attempt_timeout', 'The solver did not answer before the attempt deadline.')),
+        () =>
+          cancel(
+            'deadline',
+            AttemptFailure.of('attempt_timeout', 'The solver did not answer before the attempt deadline.'),
+          ),
         Math.max(0, request.deadline.getTime() - Date.now()),
       );
       request.signal?.addEventListener('abort', onAbort);
@@ -183,7 +217,10 @@ export class SolverHub {
   closeKey(keyId: string): void {
     for (const session of [...this.sessions.values()]) {
       if (session.keyId !== keyId) continue;
-      this.deps.logger.info({ solver_id: session.solverId, key_id: keyId }, 'solver connection closed: its API key was revoked');
+      this.deps.logger.info(
+        { solver_id: session.solverId, key_id: keyId },
+        'solver connection closed: its API key was revoked',
+      );
       session.socket.close(CLOSE_KEY_REVOKED, 'API key revoked');
       void this.detach(session);
     }
@@ -227,7 +264,12 @@ export class SolverHub {
     }
     const frame = SolverFrame.safeParse(parsedJson);
     if (!frame.success) {
-      const problem = text === null ? 'binary frames are not part of protocol v1' : parsedJson === undefined ? 'the frame is not JSON' : frame.error.issues.map((issue) => `${issue.path.join('.') || 'frame'}: ${issue.message}`).join('; ');
+      const problem =
+        text === null
+          ? 'binary frames are not part of protocol v1'
+          : parsedJson === undefined
+            ? 'the frame is not JSON'
+            : frame.error.issues.map((issue) => `${issue.path.join('.') || 'frame'}: ${issue.message}`).join('; ');
       this.send(session, { type: 'protocol_error', message: `Malformed frame: ${problem}` });
       return;
     }
@@ -237,7 +279,10 @@ export class SolverHub {
     const pending = session.attempts.get(message.attempt_id);
     if (!pending) {
       // Late or stray message about an attempt that is no longer current: ignored, never paid.
-      this.deps.logger.debug({ solver_id: session.solverId, attempt_id: message.attempt_id, type: message.type }, 'frame for a non-current attempt ignored');
+      this.deps.logger.debug(
+        { solver_id: session.solverId, attempt_id: message.attempt_id, type: message.type },
+        'frame for a non-current attempt ignored',
+      );
       return;
     }
     switch (message.type) {
@@ -245,7 +290,10 @@ export class SolverHub {
         if (!pending.accepted) {
           pending.accepted = true;
           clearTimeout(pending.acceptTimer);
-          if (!pending.test) this.deps.accepted(message.attempt_id).catch((error) => this.deps.logger.warn({ err: error }, 'could not record acceptance'));
+          if (!pending.test)
+            this.deps
+              .accepted(message.attempt_id)
+              .catch((error) => this.deps.logger.warn({ err: error }, 'could not record acceptance'));
         }
         return;
       case 'chunk':
@@ -259,7 +307,9 @@ export class SolverHub {
         if (issues) {
           this.send(session, { type: 'result_rejected', attempt_id: message.attempt_id, issues });
           pending.onResultRejected?.(issues);
-          pending.reject(AttemptFailure.of('invalid_result', `The solver's result is malformed: ${describeIssues(issues)}`));
+          pending.reject(
+            AttemptFailure.of('invalid_result', `The solver's result is malformed: ${describeIssues(issues)}`),
+          );
           return;
         }
         pending.resolve(message.result);
@@ -273,8 +323,8 @@ export class SolverHub {
     if (!session.draining) {
       session.draining = true;
       await session.registered.catch(() => undefined);
-      await markDraining(this.deps.db, { solverId: session.solverId, connectionId: session.connectionId }).catch((error) =>
-        this.deps.logger.warn({ err: error, solver_id: session.solverId }, 'could not record a drain'),
+      await markDraining(this.deps.db, { solverId: session.solverId, connectionId: session.connectionId }).catch(
+        (error) => this.deps.logger.warn({ err: error, solver_id: session.solverId }, 'could not record a drain'),
       );
       this.deps.logger.info({ solver_id: session.solverId, running: session.attempts.size }, 'solver draining');
     }
@@ -283,13 +333,34 @@ export class SolverHub {
 
   /** `test_task` (test mode): a synthetic attempt on this connection, answered with `test_result`. */
   private startTestTask(session: Session, taskType: CapabilityTaskType, payload: Record<string, unknown> | undefined) {
-    if (session.draining) return this.send(session, refuseTestTask(taskType, 'solver_draining', 'This connection is draining: it takes no new task, test tasks included.'));
+    if (session.draining)
+      return this.send(
+        session,
+        refuseTestTask(
+          taskType,
+          'solver_draining',
+          'This connection is draining: it takes no new task, test tasks included.',
+        ),
+      );
     if (session.testTasks >= MAX_TEST_TASKS_PER_CONNECTION) {
-      return this.send(session, refuseTestTask(taskType, 'too_many_test_tasks', `At most ${MAX_TEST_TASKS_PER_CONNECTION} test tasks run at once on a connection.`));
+      return this.send(
+        session,
+        refuseTestTask(
+          taskType,
+          'too_many_test_tasks',
+          `At most ${MAX_TEST_TASKS_PER_CONNECTION} test tasks run at once on a connection.`,
+        ),
+      );
     }
     session.testTasks += 1;
     const { acceptTimeoutMs, attemptTimeoutMs } = this.deps;
-    runTestTask((request) => this.runAttempt(request), { solverId: session.solverId, taskType, payload, acceptTimeoutMs, attemptTimeoutMs })
+    runTestTask((request) => this.runAttempt(request), {
+      solverId: session.solverId,
+      taskType,
+      payload,
+      acceptTimeoutMs,
+      attemptTimeoutMs,
+    })
       .then((verdict) => this.send(session, verdict))
       .catch((error) => this.deps.logger.warn({ err: error, solver_id: session.solverId }, 'test task failed'))
       .finally(() => {
@@ -300,15 +371,15 @@ export class SolverHub {
   private async detach(session: Session) {
     // Only this node's own shutdown makes a closed socket the platform's fault; the solver cannot cause it.
     const failure = this.closing
-      ? AttemptFailure.of('node_shutdown', 'The node holding the solver\'s connection shut down during the attempt.')
+      ? AttemptFailure.of('node_shutdown', "The node holding the solver's connection shut down during the attempt.")
       : AttemptFailure.of('solver_disconnected', 'The solver disconnected during the attempt.');
     for (const pending of [...session.attempts.values()]) pending.reject(failure);
     if (this.sessions.get(session.solverId) === session) {
       this.sessions.delete(session.solverId);
       // Otherwise a socket closed while its row was being written would leave the solver looking online.
       await session.registered.catch(() => undefined);
-      await removeConnection(this.deps.db, { solverId: session.solverId, connectionId: session.connectionId }).catch((error) =>
-        this.deps.logger.warn({ err: error }, 'could not remove solver connection'),
+      await removeConnection(this.deps.db, { solverId: session.solverId, connectionId: session.connectionId }).catch(
+        (error) => this.deps.logger.warn({ err: error }, 'could not remove solver connection'),
       );
       this.deps.logger.info({ solver_id: session.solverId }, 'solver disconnected');
     }

@@ -29,7 +29,7 @@ export class KeyRevocations {
     try {
       for (const keyId of await revokedKeys(this.deps.db, keyIds)) this.deps.hub.closeKey(keyId);
     } catch (error) {
-      this.deps.logger.warn({ err: error }, 'could not check solver connections\' keys');
+      this.deps.logger.warn({ err: error }, "could not check solver connections' keys");
     }
   }
 }

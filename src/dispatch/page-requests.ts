@@ -15,7 +15,8 @@ export interface PageAttemptRequest {
   deadlineMs: number;
 }
 
-export const pageAttemptChannel = (nodeId: string) => `pages_${nodeId.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63);
+export const pageAttemptChannel = (nodeId: string) =>
+  `pages_${nodeId.toLowerCase().replace(/[^a-z0-9_]/g, '_')}`.slice(0, 63);
 
 export async function sendPageAttempt(bus: NotifyBus, request: PageAttemptRequest): Promise<void> {
   await bus.publish(pageAttemptChannel(request.assignment.nodeId), request);

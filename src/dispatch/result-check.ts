@@ -9,7 +9,13 @@ import { zodErrorToDetail } from '../schemas/issues';
 export function resultIssues(taskType: CapabilityTaskType, result: unknown): ResultIssueData[] | null {
   const checked = RESULT_SCHEMAS[taskType].safeParse(result);
   if (checked.success) return null;
-  return zodErrorToDetail(checked.error, result, ['result']).map(({ type, loc, msg, ctx }) => ({ type, loc, msg, ...(ctx ? { ctx } : {}) }));
+  return zodErrorToDetail(checked.error, result, ['result']).map(({ type, loc, msg, ctx }) => ({
+    type,
+    loc,
+    msg,
+    ...(ctx ? { ctx } : {}),
+  }));
 }
 
-export const describeIssues = (issues: ResultIssueData[]) => issues.map((issue) => `${issue.loc.slice(1).join('.') || 'result'}: ${issue.msg}`).join('; ');
+export const describeIssues = (issues: ResultIssueData[]) =>
+  issues.map((issue) => `${issue.loc.slice(1).join('.') || 'result'}: ${issue.msg}`).join('; ');

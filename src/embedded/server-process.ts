@@ -18,7 +18,11 @@ const OUTPUT_TAIL_CHARS = 8192;
  * it after the API and workers that use it. `stopSignal` asks it to shut down cleanly; SIGKILL follows
  * after the grace. Should we exit first, it gets the same request (and is not left running).
  */
-export function spawnServer(command: string, args: string[], options: { stopSignal: NodeJS.Signals; graceMs?: number; spawn?: SpawnOptions }): ServerProcess {
+export function spawnServer(
+  command: string,
+  args: string[],
+  options: { stopSignal: NodeJS.Signals; graceMs?: number; spawn?: SpawnOptions },
+): ServerProcess {
   const child = spawn(command, args, { ...options.spawn, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
   const stopWithUs = () => child.kill(options.stopSignal);
   process.once('exit', stopWithUs);

@@ -74,30 +74,50 @@ async function startOnce(options: TemporalOptions): Promise<EmbeddedTemporalHand
   const httpPort = await pickPort(undefined);
   const metricsPort = await pickPort(undefined);
   const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1',
-    '--port', String(port),
-    '--http-port', String(httpPort),
-    '--metrics-port', String(metricsPort),
-    '--db-filename', path.join(options.dir, 'temporal.sqlite'),
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(port),
+    '--http-port',
+    String(httpPort),
+    '--metrics-port',
+    String(metricsPort),
+    '--db-filename',
+    path.join(options.dir, 'temporal.sqlite'),
     // WAL with NORMAL sync: durable across process crashes, far fewer fsyncs per workflow step.
-    '--sqlite-pragma', 'journal_mode=wal',
-    '--sqlite-pragma', 'synchronous=1',
+    '--sqlite-pragma',
+    'journal_mode=wal',
+    '--sqlite-pragma',
+    'synchronous=1',
     // A page cache of up to 128 MiB (SQLite's default is 2 MiB): once the store outgrew the default, every
     // workflow cost the server about half again as much CPU, reading pages back through the OS.
-    '--sqlite-pragma', 'cache_size=-131072',
-    ...Object.entries(DYNAMIC_CONFIG).flatMap(([key, value]) => ['--dynamic-config-value', `${key}=${JSON.stringify(value)}`]),
-    '--namespace', options.namespace,
-    '--log-level', 'warn',
+    '--sqlite-pragma',
+    'cache_size=-131072',
+    ...Object.entries(DYNAMIC_CONFIG).flatMap(([key, value]) => [
+      '--dynamic-config-value',
+      `${key}=${JSON.stringify(value)}`,
+    ]),
+    '--namespace',
+    options.namespace,
+    '--log-level',
+    'warn',
     '--ui-disable-news-fetch',
     ...(options.ui === false ? ['--headless'] : ['--ui-port', String(uiPort)]),
     ...Object.entries(SEARCH_ATTRIBUTES).flatMap(([name, type]) => ['--search-attribute', `${name}=${type}`]),
   ];
   const server = spawnServer(options.cli, args, { stopSignal: 'SIGTERM' });
   const exited = server.exited.catch((error: NodeJS.ErrnoException) => {
-    if (error.code) throw new Error(`Could not run the Temporal CLI "${options.cli}" (${error.message}). Run \`node scripts/ensure-tools.mjs\` or set TEMPORAL_CLI.`);
+    if (error.code)
+      throw new Error(
+        `Could not run the Temporal CLI "${options.cli}" (${error.message}). Run \`node ` +
+          `scripts/ensure-tools.mjs\` or set TEMPORAL_CLI.`,
+      );
     const output = server.output();
-    throw new Error(`Temporal dev server exited before it was ready${output.includes('address already in use') ? ' (address already in use)' : ''}:\n${output}`);
+    throw new Error(
+      `Temporal dev server exited before it was ready${output.includes('address already in use') ? ' (address already in use)' : ''}:\n${output}`,
+    );
   });
   exited.catch(() => undefined);
   const address = `127.0.0.1:${port}`;
@@ -110,7 +130,11 @@ async function startOnce(options: TemporalOptions): Promise<EmbeddedTemporalHand
   options.logger.debug({ address }, 'temporal dev server ready');
   const uiUrl = options.ui === false ? '' : `http://127.0.0.1:${uiPort}`;
   if (uiPortTaken) {
-    options.logger.warn({ wanted_port: uiPortTaken, ui_url: uiUrl }, `Temporal UI port ${uiPortTaken} is taken (another stack or program); the UI is at ${uiUrl} for this run: set TEMPORAL_UI_PORT to keep it on a port of your choice`);
+    options.logger.warn(
+      { wanted_port: uiPortTaken, ui_url: uiUrl },
+      `Temporal UI port ${uiPortTaken} is taken (another stack or program); the UI is at ${uiUrl} ` +
+        `for this run: set TEMPORAL_UI_PORT to keep it on a port of your choice`,
+    );
   }
   return { address, uiUrl, ...(uiPortTaken ? { uiPortTaken } : {}), stop: server.stop };
 }

@@ -17,7 +17,8 @@ const DNS_CACHE_ENTRIES = 1000;
 /** The addresses of a host; rejects when it does not resolve. */
 export type Resolver = (host: string) => Promise<string[]>;
 
-const systemResolver: Resolver = async (host) => (await dns.promises.lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
+const systemResolver: Resolver = async (host) =>
+  (await dns.promises.lookup(host, { all: true, verbatim: true })).map((entry) => entry.address);
 
 interface CacheEntry {
   addresses: Promise<string[] | null>;
@@ -36,7 +37,14 @@ export class DomainGuard {
   private bus?: NotifyBus;
 
   constructor(
-    private readonly options: { file: string; allowPrivateNetworks: boolean; logger: Logger; nodeId: string; resolve?: Resolver; dnsTimeoutMs?: number },
+    private readonly options: {
+      file: string;
+      allowPrivateNetworks: boolean;
+      logger: Logger;
+      nodeId: string;
+      resolve?: Resolver;
+      dnsTimeoutMs?: number;
+    },
   ) {
     this.resolve = options.resolve ?? systemResolver;
     this.policy = readDomainPolicy(options.file);
@@ -45,7 +53,10 @@ export class DomainGuard {
   /** Re-reads the file; an invalid file throws and leaves the policy in force unchanged. */
   reload(): DomainPolicy {
     this.policy = readDomainPolicy(this.options.file);
-    this.options.logger.info({ file: this.options.file, allow: this.policy.allow.length, deny: this.policy.deny.length }, 'domain policy loaded');
+    this.options.logger.info(
+      { file: this.options.file, allow: this.policy.allow.length, deny: this.policy.deny.length },
+      'domain policy loaded',
+    );
     return this.policy;
   }
 

@@ -50,7 +50,10 @@ export function trustProxy(ranges: readonly string[]): TrustProxy {
 export function clientAddress(request: IncomingMessage, trusted: TrustProxy): string {
   let address = plain(request.socket.remoteAddress ?? '');
   const header = request.headers['x-forwarded-for'];
-  const hops = (Array.isArray(header) ? header.join(',') : (header ?? '')).split(',').map((hop) => hop.trim()).filter(Boolean);
+  const hops = (Array.isArray(header) ? header.join(',') : (header ?? ''))
+    .split(',')
+    .map((hop) => hop.trim())
+    .filter(Boolean);
   for (let i = hops.length - 1; i >= 0 && trusted(address); i--) {
     const hop = plain(hops[i]!);
     if (net.isIP(hop) === 0) break;

@@ -41,7 +41,11 @@ export function createApp(deps: AppDeps, extraRouters: Router[] = []): Express {
   // Canary host names are websites, not the API: they are answered before any of the API's middleware.
   app.use(canarySites(deps));
   app.use(httpMetrics());
-  installRateLimit(app, { count: deps.limits.countKeyedRequest, limitPerMinute: deps.config.rateLimitPerMinute, addresses });
+  installRateLimit(app, {
+    count: deps.limits.countKeyedRequest,
+    limitPerMinute: deps.config.rateLimitPerMinute,
+    addresses,
+  });
   app.use(requestContext(deps.logger));
   app.use(jsonBody(deps.config.bodyLimitBytes));
 

@@ -13,7 +13,10 @@ export function bearerToken(header: string | undefined): string | undefined {
 /** The API key of `Authorization: Bearer <api_key>`, or the 401 that says what is wrong with the header. */
 function apiKeyOf(authorization: string | undefined): string {
   if (!authorization) {
-    throw new ApiError('authentication_required', 'Send your API key as "Authorization: Bearer <api_key>"; POST /v1/register gives you one.');
+    throw new ApiError(
+      'authentication_required',
+      'Send your API key as "Authorization: Bearer <api_key>"; POST /v1/register gives you one.',
+    );
   }
   const token = bearerToken(authorization);
   if (!token) throw new ApiError('invalid_api_key', 'The Authorization header must be "Bearer <api_key>".');
@@ -23,7 +26,10 @@ function apiKeyOf(authorization: string | undefined): string {
 const unknownApiKey = () => new ApiError('invalid_api_key', 'This API key is unknown or revoked.');
 
 /** Resolves `Authorization: Bearer <api_key>` to an account, or throws the 401 that says what is wrong. */
-export async function authenticate(findAccountByApiKey: (apiKey: string) => Promise<Account | null>, authorization: string | undefined): Promise<Account> {
+export async function authenticate(
+  findAccountByApiKey: (apiKey: string) => Promise<Account | null>,
+  authorization: string | undefined,
+): Promise<Account> {
   const account = await findAccountByApiKey(apiKeyOf(authorization));
   if (!account) throw unknownApiKey();
   return account;
@@ -38,7 +44,8 @@ async function refuseUnauthenticated(req: Request, error: ApiError): Promise<nev
   throw error;
 }
 
-const isAuthenticationFailure = (error: unknown): error is ApiError => error instanceof ApiError && error.status === 401;
+const isAuthenticationFailure = (error: unknown): error is ApiError =>
+  error instanceof ApiError && error.status === 401;
 
 /** Authenticates the caller and counts the request against the account's rate limit, in one statement. */
 export function requireAccount(): RequestHandler {
@@ -70,7 +77,9 @@ export function requireKeyManager(options: { mayRevokeItself?: boolean } = {}): 
     if (account.key_restricted && !(options.mayRevokeItself && req.params.key_id === account.key_id)) {
       throw new ApiError(
         'restricted_api_key',
-        'This API key is restricted (created with a spend limit, or as restricted): it cannot create, list, change or revoke keys, other than revoke itself. Use an unrestricted key of the account.',
+        'This API key is restricted (created with a spend limit, or as restricted): it cannot ' +
+          'create, list, change or revoke keys, other than revoke itself. Use an unrestricted key of ' +
+          'the account.',
         { key_id: account.key_id },
       );
     }
@@ -88,14 +97,25 @@ export function requireAdmin(adminApiKey: string | undefined): RequestHandler {
   const expected = adminApiKey ? digest(adminApiKey) : undefined;
   return async (req: Request, _res, next) => {
     if (!expected) {
-      throw new ApiError('admin_disabled', 'Admin routes are disabled on this deployment: set ADMIN_API_KEY to enable them.');
+      throw new ApiError(
+        'admin_disabled',
+        'Admin routes are disabled on this deployment: set ADMIN_API_KEY to enable them.',
+      );
     }
     const authorization = req.header('authorization');
-    const offered = [bearerToken(authorization) ?? authorization, req.header('admin_api_key'), req.header('x-admin-api-key')].filter(
-      (value): value is string => typeof value === 'string' && value.length > 0,
-    );
+    const offered = [
+      bearerToken(authorization) ?? authorization,
+      req.header('admin_api_key'),
+      req.header('x-admin-api-key'),
+    ].filter((value): value is string => typeof value === 'string' && value.length > 0);
     if (offered.length === 0) {
-      await refuseUnauthenticated(req, new ApiError('admin_authentication_required', 'Send the admin key in X-Admin-API-Key, ADMIN_API_KEY or "Authorization: Bearer <key>".'));
+      await refuseUnauthenticated(
+        req,
+        new ApiError(
+          'admin_authentication_required',
+          'Send the admin key in X-Admin-API-Key, ADMIN_API_KEY or "Authorization: Bearer <key>".',
+        ),
+      );
     }
     let matched = false;
     for (const value of offered) matched = crypto.timingSafeEqual(digest(value), expected) || matched;

@@ -22,7 +22,11 @@ export const withTimeout = <T>(promise: Promise<T>, ms: number): Promise<T | nul
   Promise.race([promise, new Promise<null>((resolve) => setTimeout(() => resolve(null), ms).unref())]);
 
 /** Receives one completion's relay events; resolves `ended` when the solver's final result has been relayed. */
-export function relayListener(deps: Pick<AppDeps, 'relay'>, completionId: string, onDelta: (delta: Record<string, unknown>) => void) {
+export function relayListener(
+  deps: Pick<AppDeps, 'relay'>,
+  completionId: string,
+  onDelta: (delta: Record<string, unknown>) => void,
+) {
   let resolveEnd!: (event: Extract<RelayEvent, { type: 'end' }>) => void;
   const ended = new Promise<Extract<RelayEvent, { type: 'end' }>>((resolve) => {
     resolveEnd = resolve;
@@ -37,7 +41,8 @@ export function relayListener(deps: Pick<AppDeps, 'relay'>, completionId: string
 export const newChatTaskId = () => `chat_${crypto.randomBytes(12).toString('hex')}`;
 
 /** 402 no_strong_solver_available: no strong-tier solver is online (the contract's error for a chat). */
-export const noStrongSolver = () => new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.');
+export const noStrongSolver = () =>
+  new ApiError('no_strong_solver_available', 'No strong-tier solver is online right now; retry in a little while.');
 
 export interface CompletedChat {
   taskId: string;
@@ -98,9 +103,13 @@ export async function completeChat(
     else input.clientGone?.addEventListener('abort', cancel, { once: true });
     stopCancel = () => input.clientGone?.removeEventListener('abort', cancel);
     const verdict = await deps.tasks.waitForResult(task).catch(() => null);
-    if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await deps.taskViews.getTaskRecord(task.task_id))?.error ?? undefined;
+    if (verdict && verdict.status !== 'completed' && !verdict.error)
+      verdict.error = (await deps.taskViews.getTaskRecord(task.task_id))?.error ?? undefined;
     const end = verdict?.status === 'completed' ? await withTimeout(listener.ended, END_GRACE_MS) : null;
-    if (!end) throw verdict?.status === 'completed' ? new ApiError('solver_failed', 'The completion stream was interrupted.') : failureError('chat', task, verdict);
+    if (!end)
+      throw verdict?.status === 'completed'
+        ? new ApiError('solver_failed', 'The completion stream was interrupted.')
+        : failureError('chat', task, verdict);
     return { taskId: task.task_id, content: assembler.message().content ?? '', usage: normalizeUsage(end.usage) };
   } finally {
     stopCancel();

@@ -10,7 +10,10 @@ function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value !== null && typeof value === 'object') {
     const entries = Object.entries(value as Record<string, unknown>).filter(([, item]) => item !== undefined);
-    return `{${entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`).join(',')}}`;
+    return `{${entries
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([key, item]) => `${JSON.stringify(key)}:${canonicalJson(item)}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value) ?? 'null';
 }
@@ -23,6 +26,9 @@ function canonicalJson(value: unknown): string {
 export function idempotencyOf(req: Request, operation: string): Idempotency | undefined {
   const key = req.header('idempotency-key') ?? req.header('x-idempotency-key');
   if (!key || key.length > MAX_KEY_LENGTH) return undefined;
-  const fingerprint = crypto.createHash('sha256').update(canonicalJson([operation, req.body])).digest('hex');
+  const fingerprint = crypto
+    .createHash('sha256')
+    .update(canonicalJson([operation, req.body]))
+    .digest('hex');
   return { key, fingerprint };
 }

@@ -22,7 +22,9 @@ export function routeLabel(req: Request): string {
   const route = req.route as { path?: string | string[] } | undefined;
   if (!route?.path) return 'unmatched';
   // A route served at several literal paths (the Firecrawl paths) is labelled with the one asked for.
-  const path = Array.isArray(route.path) ? (route.path.find((entry) => `${req.baseUrl}${entry}` === req.path) ?? route.path.join('|')) : route.path;
+  const path = Array.isArray(route.path)
+    ? (route.path.find((entry) => `${req.baseUrl}${entry}` === req.path) ?? route.path.join('|'))
+    : route.path;
   return `${req.baseUrl}${path}`;
 }
 
@@ -47,19 +49,33 @@ const digest = (value: string) => crypto.createHash('sha256').update(value).dige
  * X-Admin-API-Key or ADMIN_API_KEY; every offered value is compared in constant time. With neither
  * configured, /metrics is off. Returns the refusal, or null when admitted.
  */
-export function metricsRefusal(keys: { metricsToken?: string; adminApiKey?: string }, header: (name: string) => string | undefined): ApiError | null {
+export function metricsRefusal(
+  keys: { metricsToken?: string; adminApiKey?: string },
+  header: (name: string) => string | undefined,
+): ApiError | null {
   const expected = [keys.metricsToken, keys.adminApiKey].filter((key): key is string => Boolean(key)).map(digest);
   if (expected.length === 0) {
-    return new ApiError('metrics_disabled', 'Metrics are off on this deployment: set METRICS_TOKEN (or ADMIN_API_KEY) to enable /metrics.');
+    return new ApiError(
+      'metrics_disabled',
+      'Metrics are off on this deployment: set METRICS_TOKEN (or ADMIN_API_KEY) to enable ' + '/metrics.',
+    );
   }
   const authorization = header('authorization');
-  const bearer = authorization ? (/^Bearer\s+(.+)$/i.exec(authorization.trim())?.[1]?.trim() ?? authorization) : undefined;
-  const offered = [bearer, header('x-admin-api-key'), header('admin_api_key')].filter((value): value is string => typeof value === 'string' && value.length > 0);
+  const bearer = authorization
+    ? (/^Bearer\s+(.+)$/i.exec(authorization.trim())?.[1]?.trim() ?? authorization)
+    : undefined;
+  const offered = [bearer, header('x-admin-api-key'), header('admin_api_key')].filter(
+    (value): value is string => typeof value === 'string' && value.length > 0,
+  );
   if (offered.length === 0) {
-    return new ApiError('metrics_authentication_required', 'Send the metrics token as "Authorization: Bearer <METRICS_TOKEN>" (the admin key is accepted too).');
+    return new ApiError(
+      'metrics_authentication_required',
+      'Send the metrics token as "Authorization: Bearer <METRICS_TOKEN>" (the admin key is ' + 'accepted too).',
+    );
   }
   let matched = false;
-  for (const value of offered) for (const key of expected) matched = crypto.timingSafeEqual(digest(value), key) || matched;
+  for (const value of offered)
+    for (const key of expected) matched = crypto.timingSafeEqual(digest(value), key) || matched;
   return matched ? null : new ApiError('invalid_metrics_token', 'The metrics token is not valid.');
 }
 
@@ -74,7 +90,9 @@ export function metricsRoutes(): Route[] {
     route({
       method: 'get',
       path: METRICS_PATH,
-      summary: 'Prometheus figures of this node (text exposition format), for METRICS_TOKEN or the admin key (docs/metrics.md)',
+      summary:
+        'Prometheus figures of this node (text exposition format), for METRICS_TOKEN or the admin ' +
+        'key (docs/metrics.md)',
       tag: 'health',
       auth: 'metrics',
       success: 'prometheus',
@@ -107,17 +125,28 @@ export async function startMetricsListener(options: {
 }): Promise<MetricsListener> {
   const server = http.createServer((req, res) => {
     const answer = (status: number, contentType: string, body: string, headers: Record<string, string> = {}) => {
-      res.writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), ...headers }).end(req.method === 'HEAD' ? undefined : body);
+      res
+        .writeHead(status, { 'content-type': contentType, 'content-length': Buffer.byteLength(body), ...headers })
+        .end(req.method === 'HEAD' ? undefined : body);
     };
     const path = (req.url ?? '/').split('?')[0];
     const readable = req.method === 'GET' || req.method === 'HEAD';
-    if (readable && path === '/health') return answer(200, 'application/json', JSON.stringify({ status: 'ok', version: '0.1.0' }));
+    if (readable && path === '/health')
+      return answer(200, 'application/json', JSON.stringify({ status: 'ok', version: '0.1.0' }));
     if (readable && WORKER_PROBE_PATHS.includes(path)) {
-      options.readiness.report().then(({ ready, body }) => answer(ready ? 200 : 503, 'application/json', JSON.stringify(body), { 'cache-control': 'no-store' }));
+      options.readiness
+        .report()
+        .then(({ ready, body }) =>
+          answer(ready ? 200 : 503, 'application/json', JSON.stringify(body), { 'cache-control': 'no-store' }),
+        );
       return;
     }
     if (path !== METRICS_PATH || !readable) {
-      const error = new ApiError('not_found', `No route ${req.method} ${path}; this listener serves GET ${[METRICS_PATH, ...WORKER_PROBE_PATHS].join(', ')} only.`);
+      const error = new ApiError(
+        'not_found',
+        `No route ${req.method} ${path}; this listener serves GET ${[METRICS_PATH, ...WORKER_PROBE_PATHS].join(', ')} ` +
+          `only.`,
+      );
       return answer(error.status, 'application/json', JSON.stringify(error.toBody()));
     }
     const refusal = metricsRefusal(options.keys, (name) => {

@@ -10,7 +10,8 @@ import { jsonErrorOffset, RequestValidationError } from './validation';
 export function requestContext(logger: Logger): RequestHandler {
   return (req, res, next) => {
     const incoming = req.header('x-request-id');
-    const requestId = incoming && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : `req_${crypto.randomBytes(8).toString('hex')}`;
+    const requestId =
+      incoming && /^[\w.:-]{1,128}$/.test(incoming) ? incoming : `req_${crypto.randomBytes(8).toString('hex')}`;
     res.locals.requestId = requestId;
     res.locals.log = logger.child({ request_id: requestId });
     res.setHeader('X-Request-Id', requestId);
@@ -18,7 +19,13 @@ export function requestContext(logger: Logger): RequestHandler {
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;
       res.locals.log.info(
-        { method: req.method, path: req.path, status: res.statusCode, duration_ms: Math.round(ms * 10) / 10, account_id: res.locals.account?.account_id },
+        {
+          method: req.method,
+          path: req.path,
+          status: res.statusCode,
+          duration_ms: Math.round(ms * 10) / 10,
+          account_id: res.locals.account?.account_id,
+        },
         'request',
       );
     });
@@ -65,7 +72,16 @@ class NotUtf8 extends Error {
 /** The body parser's own failures in the documented shapes: bad UTF-8 is 422, an undecodable body 400. */
 function bodyReadError(error: { status?: number; type?: string; message?: string }, req: Request): unknown {
   if (error.type === 'body.not_utf8') {
-    return new RequestValidationError([{ type: 'string_unicode', loc: ['body'], msg: 'Input should be a valid string, unable to parse raw data as a unicode string (the body is not valid UTF-8)', input: null }]);
+    return new RequestValidationError([
+      {
+        type: 'string_unicode',
+        loc: ['body'],
+        msg:
+          'Input should be a valid string, unable to parse raw data as a unicode string (the body is ' +
+          'not valid UTF-8)',
+        input: null,
+      },
+    ]);
   }
   if (error.status === 400 && error.type !== 'request.aborted') {
     const encoding = req.header('content-encoding');
@@ -91,7 +107,10 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
     },
   });
   return [
-    (req, res, next) => readText(req, res, (error?: unknown) => next(error ? bodyReadError(error as { status?: number }, req) : undefined)),
+    (req, res, next) =>
+      readText(req, res, (error?: unknown) =>
+        next(error ? bodyReadError(error as { status?: number }, req) : undefined),
+      ),
     (req, _res, next) => {
       const text: unknown = req.body;
       if (typeof text !== 'string' || text.trim() === '') {
@@ -102,7 +121,13 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
       if (deepAt >= 0) {
         return next(
           new RequestValidationError([
-            { type: 'json_invalid', loc: ['body', deepAt], msg: 'JSON decode error', input: {}, ctx: { error: `arrays and objects nest deeper than ${MAX_JSON_DEPTH} levels` } },
+            {
+              type: 'json_invalid',
+              loc: ['body', deepAt],
+              msg: 'JSON decode error',
+              input: {},
+              ctx: { error: `arrays and objects nest deeper than ${MAX_JSON_DEPTH} levels` },
+            },
           ]),
         );
       }
@@ -112,7 +137,13 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
         const offset = jsonErrorOffset(text);
         return next(
           new RequestValidationError([
-            { type: 'json_invalid', loc: ['body', offset], msg: 'JSON decode error', input: {}, ctx: { error: (error as Error).message } },
+            {
+              type: 'json_invalid',
+              loc: ['body', offset],
+              msg: 'JSON decode error',
+              input: {},
+              ctx: { error: (error as Error).message },
+            },
           ]),
         );
       }
@@ -122,15 +153,24 @@ export function jsonBody(limitBytes: number): RequestHandler[] {
 }
 
 /** 405 with Allow at a path some route declares with another method, 404 elsewhere. */
-export const notFound = (routes: Route[]): RequestHandler => (req, _res, next) => {
-  const allowed = declaredMethods(routes, req.path);
-  // A documented method that got here is the solver socket's path without its upgrade: plain 404.
-  if (allowed.length > 0 && !allowed.includes(req.method)) {
-    const allow = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed;
-    return next(new ApiError('method_not_allowed', `${req.method} is not served at ${req.path}; use ${allow.join(' or ')}.`, {}, { Allow: allow.join(', ') }));
-  }
-  next(new ApiError('not_found', `No route ${req.method} ${req.path}. See /docs for the API reference.`));
-};
+export const notFound =
+  (routes: Route[]): RequestHandler =>
+  (req, _res, next) => {
+    const allowed = declaredMethods(routes, req.path);
+    // A documented method that got here is the solver socket's path without its upgrade: plain 404.
+    if (allowed.length > 0 && !allowed.includes(req.method)) {
+      const allow = allowed.includes('GET') ? [...allowed, 'HEAD'] : allowed;
+      return next(
+        new ApiError(
+          'method_not_allowed',
+          `${req.method} is not served at ${req.path}; use ${allow.join(' or ')}.`,
+          {},
+          { Allow: allow.join(', ') },
+        ),
+      );
+    }
+    next(new ApiError('not_found', `No route ${req.method} ${req.path}. See /docs for the API reference.`));
+  };
 
 export function errorHandler(): ErrorRequestHandler {
   return (error, req, res, _next) => {
@@ -149,13 +189,24 @@ export function errorHandler(): ErrorRequestHandler {
     }
     // The router could not percent-decode a path parameter: not UTF-8 text, so no id can match it.
     if (error instanceof URIError && (error as { status?: number }).status === 400) {
-      res.status(422).json({ detail: [{ type: 'string_unicode', loc: ['path'], msg: 'Input should be a valid string, unable to parse raw data as a unicode string', input: req.path }] });
+      res.status(422).json({
+        detail: [
+          {
+            type: 'string_unicode',
+            loc: ['path'],
+            msg: 'Input should be a valid string, unable to parse raw data as a unicode string',
+            input: req.path,
+          },
+        ],
+      });
       return;
     }
     const bodyParserType = (error as { type?: string }).type;
     if (bodyParserType === 'entity.too.large') {
       const limit = (error as { limit?: number }).limit;
-      res.status(413).json(new ApiError('payload_too_large', `The request body is larger than the ${limit} byte limit.`).toBody());
+      res
+        .status(413)
+        .json(new ApiError('payload_too_large', `The request body is larger than the ${limit} byte limit.`).toBody());
       return;
     }
     if (bodyParserType === 'encoding.unsupported' || bodyParserType === 'charset.unsupported') {
@@ -163,6 +214,14 @@ export function errorHandler(): ErrorRequestHandler {
       return;
     }
     (res.locals.log ?? console).error({ err: error }, 'unhandled error');
-    res.status(500).json(new ApiError('internal_error', `Something went wrong on our side; retry, and quote request id ${res.locals.requestId ?? ''} if it persists.`).toBody());
+    res
+      .status(500)
+      .json(
+        new ApiError(
+          'internal_error',
+          `Something went wrong on our side; retry, and quote request id ${res.locals.requestId ?? ''} ` +
+            `if it persists.`,
+        ).toBody(),
+      );
   };
 }

@@ -2,13 +2,21 @@ import { OpenAPIRegistry, OpenApiGeneratorV31, type ResponseConfig } from '@aste
 import { FIRECRAWL_STATUS } from '../compat/firecrawl';
 import { ERROR_STATUS, type ErrorType } from '../errors';
 import { z } from '../schemas/zod';
-import { errorBodyOf, errorTypesOf, FreeForm, openAiErrorBodyOf, OpenAIValidationErrorBody, ValidationErrorBody } from '../schemas/common';
+import {
+  errorBodyOf,
+  errorTypesOf,
+  FreeForm,
+  openAiErrorBodyOf,
+  OpenAIValidationErrorBody,
+  ValidationErrorBody,
+} from '../schemas/common';
 import { STORABLE_TEXT_PATTERN } from '../schemas/text';
 import type { Auth, Route } from './route';
 
 /**
  * The OpenAPI 3.1.0 document, generated from the routes the app mounts (src/http/route.ts) and the zod
- * schemas that validate their requests. Each route names the error types it answers itself; those of its authentication, rate limit and body parsing
+ * schemas that validate their requests. Each route names the error types it answers itself; those of its
+ * authentication, rate limit and body parsing
  * are added here, and every status gets the one error schema generated from ERROR_STATUS.
  */
 
@@ -33,18 +41,30 @@ function firecrawlErrorBodyOf(status: number): z.ZodTypeAny {
   const body =
     firecrawlErrorBodies.get(status) ??
     z
-      .object({ success: z.literal(false), error: z.string(), code: z.enum(errorTypesOf(status, firecrawlStatus) as [ErrorType, ...ErrorType[]]) })
+      .object({
+        success: z.literal(false),
+        error: z.string(),
+        code: z.enum(errorTypesOf(status, firecrawlStatus) as [ErrorType, ...ErrorType[]]),
+      })
       .passthrough()
       .openapi(`ScrapeError${status}`);
   firecrawlErrorBodies.set(status, body);
   return body;
 }
 
-const ScrapeValidationError = ValidationErrorBody.extend({ success: z.literal(false), error: z.string() }).openapi('ScrapeValidationError');
+const ScrapeValidationError = ValidationErrorBody.extend({ success: z.literal(false), error: z.string() }).openapi(
+  'ScrapeValidationError',
+);
 
 /** One server-sent event of a streamed completion (one `data:` line each). */
 const SseEvent = z
-  .object({ data: z.string().openapi({ description: 'A chat.completion.chunk, an {"error":{"message","type","param","code"}} object when the stream fails, or [DONE] at its end' }) })
+  .object({
+    data: z.string().openapi({
+      description:
+        'A chat.completion.chunk, an {"error":{"message","type","param","code"}} object when the ' +
+        'stream fails, or [DONE] at its end',
+    }),
+  })
   .passthrough()
   .openapi('ChatCompletionEvent');
 
@@ -52,41 +72,80 @@ const SseEvent = z
 const MarketEventSchema = z
   .object({
     event: z.enum(['history', 'status', 'task_finished']),
-    data: z.string().openapi({ description: 'history: {samples:[{at, queues}]}; status: {at, queues} (queues as in GET /v1/admin/status); task_finished: {task_id, status}' }),
+    data: z.string().openapi({
+      description:
+        'history: {samples:[{at, queues}]}; status: {at, queues} (queues as in GET ' +
+        '/v1/admin/status); task_finished: {task_id, status}',
+    }),
   })
   .openapi('MarketEvent');
 
 type Header = { description: string; required?: boolean; schema: { type: 'string' | 'integer' } };
-const requestIdHeader: Header = { description: 'The request id (the caller\'s X-Request-Id when it is sane)', required: true, schema: { type: 'string' } };
+const requestIdHeader: Header = {
+  description: "The request id (the caller's X-Request-Id when it is sane)",
+  required: true,
+  schema: { type: 'string' },
+};
 const rateLimitHeaders = (required: boolean): Record<string, Header> => ({
   'X-RateLimit-Limit': { description: 'Requests allowed per window', required, schema: { type: 'integer' } },
   'X-RateLimit-Remaining': { description: 'Requests left in this window', required, schema: { type: 'integer' } },
-  'X-RateLimit-Reset': { description: 'Unix time (seconds) at which the window ends', required, schema: { type: 'integer' } },
+  'X-RateLimit-Reset': {
+    description: 'Unix time (seconds) at which the window ends',
+    required,
+    schema: { type: 'integer' },
+  },
 });
 
 const retryAfterHeader: Header = {
-  description: 'Seconds until the rate-limit window ends (at least 1), or (solvers_busy) until a solver slot is likely free',
+  description:
+    'Seconds until the rate-limit window ends (at least 1), or (solvers_busy) until a solver ' + 'slot is likely free',
   required: true,
   schema: { type: 'integer' },
 };
 
 const COST_HEADERS: Record<string, Header> = {
-  'X-Points-Charged': { description: 'Points charged for this request (decimal string; a stream says it in its finish chunk)', required: false, schema: { type: 'string' } },
-  'X-Points-Held': { description: 'Points held while it ran (its maximum price; the rest was released)', required: false, schema: { type: 'string' } },
+  'X-Points-Charged': {
+    description: 'Points charged for this request (decimal string; a stream says it in its finish chunk)',
+    required: false,
+    schema: { type: 'string' },
+  },
+  'X-Points-Held': {
+    description: 'Points held while it ran (its maximum price; the rest was released)',
+    required: false,
+    schema: { type: 'string' },
+  },
 };
 
 /** The headers of one answer of a route: the request id always, the rate-limit ones once authenticated. */
 function headersOf(route: Route, status: number): Record<string, Header> {
   // The upgrade is answered on the socket, outside the app (src/http/ws-server.ts); only a plain GET reaches it.
-  if (route.success === 'websocket') return status === 404 ? { 'X-Request-Id': requestIdHeader } : status === 429 ? { ...rateLimitHeaders(true), 'Retry-After': retryAfterHeader } : {};
+  if (route.success === 'websocket')
+    return status === 404
+      ? { 'X-Request-Id': requestIdHeader }
+      : status === 429
+        ? { ...rateLimitHeaders(true), 'Retry-After': retryAfterHeader }
+        : {};
   const headers: Record<string, Header> = { 'X-Request-Id': requestIdHeader };
-  // 401 is before the count; 413, 415, a body that does not decode (a 400) and malformed JSON (a 422) are refused before authentication.
-  if (route.auth === 'bearer' && ![401, 413, 415].includes(status)) Object.assign(headers, rateLimitHeaders(status !== 422 && !(status === 400 && route.method !== 'get')));
+  // 401 is before the count; 413, 415, a body that does not decode (a 400) and malformed JSON (a 422) are
+  // refused before authentication.
+  if (route.auth === 'bearer' && ![401, 413, 415].includes(status))
+    Object.assign(headers, rateLimitHeaders(status !== 422 && !(status === 400 && route.method !== 'get')));
   // A per-address refusal carries the address's counter in the same headers.
-  if (status === 429) Object.assign(headers, route.auth === 'bearer' ? {} : rateLimitHeaders(true), { 'Retry-After': retryAfterHeader });
-  if (status === 503 && route.errors?.includes('no_solver_available')) headers['Retry-After'] = { description: 'Seconds after which a solver is likely online (no_solver_available)', required: false, schema: { type: 'integer' } };
+  if (status === 429)
+    Object.assign(headers, route.auth === 'bearer' ? {} : rateLimitHeaders(true), { 'Retry-After': retryAfterHeader });
+  if (status === 503 && route.errors?.includes('no_solver_available'))
+    headers['Retry-After'] = {
+      description: 'Seconds after which a solver is likely online (no_solver_available)',
+      required: false,
+      schema: { type: 'integer' },
+    };
   if (route.cost && status === 200) Object.assign(headers, COST_HEADERS);
-  if (route.taskHeader && [200, 502, 504].includes(status)) headers['X-Task-Id'] = { description: 'The task that served the request', required: status === 200, schema: { type: 'string' } };
+  if (route.taskHeader && [200, 502, 504].includes(status))
+    headers['X-Task-Id'] = {
+      description: 'The task that served the request',
+      required: status === 200,
+      schema: { type: 'string' },
+    };
   return headers;
 }
 
@@ -94,14 +153,56 @@ function successOf(route: Route): [string, ResponseConfig] {
   const json = { 'application/json': { schema: route.response ?? FreeForm } };
   const headers = headersOf(route, 200);
   if (route.success === 'websocket') return ['101', { description: 'Switching Protocols: the solver WebSocket' }];
-  if (route.success === 'png') return ['200', { description: 'The screenshot as JSON, or the raw PNG with Accept: image/png', headers, content: { ...json, 'image/png': { schema: z.string().openapi({ format: 'binary' }) } } }];
+  if (route.success === 'png')
+    return [
+      '200',
+      {
+        description: 'The screenshot as JSON, or the raw PNG with Accept: image/png',
+        headers,
+        content: { ...json, 'image/png': { schema: z.string().openapi({ format: 'binary' }) } },
+      },
+    ];
   if (route.success === 'artifact') {
     const binary = { schema: z.string().openapi({ format: 'binary' }) };
-    return ['200', { description: 'The bytes, with the content type they were stored with', headers, content: { 'image/png': binary, 'text/html': binary, 'text/markdown': binary } }];
+    return [
+      '200',
+      {
+        description: 'The bytes, with the content type they were stored with',
+        headers,
+        content: { 'image/png': binary, 'text/html': binary, 'text/markdown': binary },
+      },
+    ];
   }
-  if (route.success === 'prometheus') return ['200', { description: 'Prometheus text exposition format 0.0.4', headers, content: { 'text/plain': { schema: z.string() } } }];
-  if (route.success === 'events') return ['200', { description: 'With Accept: text/event-stream, a stream that stays open (`: keep-alive` comments every SSE_KEEPALIVE_MS); otherwise {samples} as JSON: the last hour\'s snapshots and one taken now', headers, content: { ...json, 'text/event-stream': { schema: MarketEventSchema } } }];
-  if (route.success === 'sse') return ['200', { description: 'The completion as JSON, or server-sent events with stream: true', headers, content: { ...json, 'text/event-stream': { schema: SseEvent } } }];
+  if (route.success === 'prometheus')
+    return [
+      '200',
+      {
+        description: 'Prometheus text exposition format 0.0.4',
+        headers,
+        content: { 'text/plain': { schema: z.string() } },
+      },
+    ];
+  if (route.success === 'events')
+    return [
+      '200',
+      {
+        description:
+          'With Accept: text/event-stream, a stream that stays open (`: keep-alive` comments every ' +
+          "SSE_KEEPALIVE_MS); otherwise {samples} as JSON: the last hour's snapshots and one taken " +
+          'now',
+        headers,
+        content: { ...json, 'text/event-stream': { schema: MarketEventSchema } },
+      },
+    ];
+  if (route.success === 'sse')
+    return [
+      '200',
+      {
+        description: 'The completion as JSON, or server-sent events with stream: true',
+        headers,
+        content: { ...json, 'text/event-stream': { schema: SseEvent } },
+      },
+    ];
   return ['200', { description: 'Success', headers, content: json }];
 }
 
@@ -115,18 +216,35 @@ function responsesOf(route: Route): Record<string, ResponseConfig> {
   const [successStatus, success] = successOf(route);
   const responses: Record<string, ResponseConfig> = { [successStatus]: success };
   for (const [status, own] of [...byStatus].sort(([a], [b]) => a - b)) {
-    const schema = route.firecrawl ? firecrawlErrorBodyOf(status) : route.openai ? openAiErrorBodyOf(status) : errorBodyOf(status);
-    responses[String(status)] = { description: own.join(', '), headers: headersOf(route, status), content: { 'application/json': { schema } } };
+    const schema = route.firecrawl
+      ? firecrawlErrorBodyOf(status)
+      : route.openai
+        ? openAiErrorBodyOf(status)
+        : errorBodyOf(status);
+    responses[String(status)] = {
+      description: own.join(', '),
+      headers: headersOf(route, status),
+      content: { 'application/json': { schema } },
+    };
   }
   for (const [status, answer] of Object.entries(route.otherAnswers ?? {})) {
-    responses[status] = { description: answer.description, headers: headersOf(route, Number(status)), content: { 'application/json': { schema: answer.schema } } };
+    responses[status] = {
+      description: answer.description,
+      headers: headersOf(route, Number(status)),
+      content: { 'application/json': { schema: answer.schema } },
+    };
   }
   // Any body can be malformed JSON, and every body and path parameter is validated; a route's own 422
   // (idempotency_key_reused) is the other shape that status can have.
   if (takesBody || route.params || route.query) {
-    const validation = route.firecrawl ? ScrapeValidationError : route.openai ? OpenAIValidationErrorBody : ValidationErrorBody;
+    const validation = route.firecrawl
+      ? ScrapeValidationError
+      : route.openai
+        ? OpenAIValidationErrorBody
+        : ValidationErrorBody;
     const own = byStatus.get(422);
-    const errorBody = own && (route.firecrawl ? firecrawlErrorBodyOf(422) : route.openai ? openAiErrorBodyOf(422) : errorBodyOf(422));
+    const errorBody =
+      own && (route.firecrawl ? firecrawlErrorBodyOf(422) : route.openai ? openAiErrorBodyOf(422) : errorBodyOf(422));
     responses['422'] = {
       description: own ? `Validation error, or ${own.join(', ')}` : 'Validation error',
       headers: headersOf(route, 422),
@@ -140,18 +258,25 @@ type JsonSchema = Record<string, any>;
 
 /** Any JSON value PostgreSQL can store: the free-form parts of request bodies. */
 const STORABLE_JSON: JsonSchema = {
-  description: 'Any JSON value whose strings and object keys hold no NUL (and no unpaired UTF-16 surrogate, 422 string_unicode)',
+  description:
+    'Any JSON value whose strings and object keys hold no NUL (and no unpaired UTF-16 ' +
+    'surrogate, 422 string_unicode)',
   anyOf: [
     { type: 'string', pattern: STORABLE_TEXT_PATTERN },
     { type: 'number' },
     { type: 'boolean' },
     { type: 'null' },
     { type: 'array', items: { $ref: '#/components/schemas/StorableJson' } },
-    { type: 'object', propertyNames: { pattern: STORABLE_TEXT_PATTERN }, additionalProperties: { $ref: '#/components/schemas/StorableJson' } },
+    {
+      type: 'object',
+      propertyNames: { pattern: STORABLE_TEXT_PATTERN },
+      additionalProperties: { $ref: '#/components/schemas/StorableJson' },
+    },
   ],
 };
 
-const isEmptySchema = (schema: unknown) => schema === true || (typeof schema === 'object' && schema !== null && Object.keys(schema).length === 0);
+const isEmptySchema = (schema: unknown) =>
+  schema === true || (typeof schema === 'object' && schema !== null && Object.keys(schema).length === 0);
 
 /**
  * Writes the text rule of src/schemas/text.ts into a request schema: every free string gets its
@@ -167,18 +292,24 @@ function constrainText(schema: JsonSchema, components: Record<string, JsonSchema
     return;
   }
   const types: string[] = Array.isArray(schema.type) ? schema.type : schema.type ? [schema.type] : [];
-  if (types.includes('string') && !schema.pattern && !schema.enum && !schema.format && schema.const === undefined) schema.pattern = STORABLE_TEXT_PATTERN;
+  if (types.includes('string') && !schema.pattern && !schema.enum && !schema.format && schema.const === undefined)
+    schema.pattern = STORABLE_TEXT_PATTERN;
   if (types.includes('object')) {
     schema.propertyNames = { pattern: STORABLE_TEXT_PATTERN };
-    for (const property of Object.values<JsonSchema>(schema.properties ?? {})) constrainText(property, components, seen);
-    if (schema.additionalProperties === undefined || isEmptySchema(schema.additionalProperties)) schema.additionalProperties = { $ref: '#/components/schemas/StorableJson' };
-    else if (typeof schema.additionalProperties === 'object') constrainText(schema.additionalProperties, components, seen);
+    for (const property of Object.values<JsonSchema>(schema.properties ?? {}))
+      constrainText(property, components, seen);
+    if (schema.additionalProperties === undefined || isEmptySchema(schema.additionalProperties))
+      schema.additionalProperties = { $ref: '#/components/schemas/StorableJson' };
+    else if (typeof schema.additionalProperties === 'object')
+      constrainText(schema.additionalProperties, components, seen);
   }
   if (types.includes('array')) {
-    if (schema.items === undefined || isEmptySchema(schema.items)) schema.items = { $ref: '#/components/schemas/StorableJson' };
+    if (schema.items === undefined || isEmptySchema(schema.items))
+      schema.items = { $ref: '#/components/schemas/StorableJson' };
     else constrainText(schema.items, components, seen);
   }
-  for (const key of ['anyOf', 'oneOf', 'allOf']) for (const branch of schema[key] ?? []) constrainText(branch, components, seen);
+  for (const key of ['anyOf', 'oneOf', 'allOf'])
+    for (const branch of schema[key] ?? []) constrainText(branch, components, seen);
 }
 
 function constrainRequests(document: JsonSchema): void {
@@ -187,8 +318,10 @@ function constrainRequests(document: JsonSchema): void {
   const seen = new Set<string>(['StorableJson']);
   for (const operations of Object.values<JsonSchema>(document.paths)) {
     for (const operation of Object.values<JsonSchema>(operations)) {
-      for (const media of Object.values<JsonSchema>(operation.requestBody?.content ?? {})) constrainText(media.schema, components, seen);
-      for (const parameter of operation.parameters ?? []) if (parameter.in === 'path') constrainText(parameter.schema, components, seen);
+      for (const media of Object.values<JsonSchema>(operation.requestBody?.content ?? {}))
+        constrainText(media.schema, components, seen);
+      for (const parameter of operation.parameters ?? [])
+        if (parameter.in === 'path') constrainText(parameter.schema, components, seen);
     }
   }
 }
@@ -201,13 +334,24 @@ export function openApiDocument(routes: Route[]): object {
   if (cached) return cached;
   const registry = new OpenAPIRegistry();
   registry.register('HTTPValidationError', ValidationErrorBody);
-  registry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'API key from POST /v1/register' });
+  registry.registerComponent('securitySchemes', 'bearer', {
+    type: 'http',
+    scheme: 'bearer',
+    description: 'API key from POST /v1/register',
+  });
 
   for (const route of routes) {
     const headerParams = {
-      ...(route.auth === 'admin' || route.auth === 'metrics' ? Object.fromEntries(ADMIN_HEADERS.map((name) => [name, z.string().optional()])) : {}),
+      ...(route.auth === 'admin' || route.auth === 'metrics'
+        ? Object.fromEntries(ADMIN_HEADERS.map((name) => [name, z.string().optional()]))
+        : {}),
       ...(route.auth === 'bearer' ? { Authorization: z.string().optional() } : {}),
-      ...Object.fromEntries(Object.entries(route.headers ?? {}).map(([name, description]) => [name, z.string().optional().openapi({ description })])),
+      ...Object.fromEntries(
+        Object.entries(route.headers ?? {}).map(([name, description]) => [
+          name,
+          z.string().optional().openapi({ description }),
+        ]),
+      ),
     };
     registry.registerPath({
       method: route.method,
@@ -231,7 +375,13 @@ export function openApiDocument(routes: Route[]): object {
       title: 'Task Marketplace API',
       version: '0.1.0',
       description:
-        'Web tasks, chat completions and solver agents. Errors are {"error":{"type","message"}} (one schema per status, ErrorNNN, whose `type` lists the types of that status); validation errors are 422 {"detail":[...]}. On the OpenAI-compatible routes (chat completions, models) an error is OpenAI\'s error object {"error":{"message","type","param","code"}}, `code` the same as `type` (OpenAIErrorNNN), and a 422 keeps its `detail` and adds that object for its first issue. Strings hold no NUL (422 string_pattern_mismatch) and no unpaired UTF-16 surrogate (422 string_unicode).',
+        'Web tasks, chat completions and solver agents. Errors are {"error":{"type","message"}} ' +
+        '(one schema per status, ErrorNNN, whose `type` lists the types of that status); validation ' +
+        'errors are 422 {"detail":[...]}. On the OpenAI-compatible routes (chat completions, ' +
+        'models) an error is OpenAI\'s error object {"error":{"message","type","param","code"}}, ' +
+        '`code` the same as `type` (OpenAIErrorNNN), and a 422 keeps its `detail` and adds that ' +
+        'object for its first issue. Strings hold no NUL (422 string_pattern_mismatch) and no ' +
+        'unpaired UTF-16 surrogate (422 string_unicode).',
     },
   });
   constrainRequests(document as unknown as JsonSchema);

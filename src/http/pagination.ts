@@ -22,7 +22,10 @@ export function isCursorTime(value: string): boolean {
  * The key of a cursor: one string per part, each accepted by its check. Every part is text PostgreSQL
  * can store (no NUL), whatever its check, since a cursor's parts go into the page's query.
  */
-export function decodeCursor(cursor: string | undefined, parts: ReadonlyArray<(value: string) => boolean>): string[] | undefined {
+export function decodeCursor(
+  cursor: string | undefined,
+  parts: ReadonlyArray<(value: string) => boolean>,
+): string[] | undefined {
   if (cursor === undefined) return undefined;
   let key: unknown;
   try {
@@ -30,9 +33,19 @@ export function decodeCursor(cursor: string | undefined, parts: ReadonlyArray<(v
   } catch {
     key = undefined;
   }
-  const valid = Array.isArray(key) && key.length === parts.length && key.every((value, index) => typeof value === 'string' && isStorableText(value) && parts[index]!(value));
+  const valid =
+    Array.isArray(key) &&
+    key.length === parts.length &&
+    key.every((value, index) => typeof value === 'string' && isStorableText(value) && parts[index]!(value));
   if (!valid) {
-    throw new RequestValidationError([{ type: 'value_error', loc: ['query', 'cursor'], msg: 'Value error, not a cursor this list returned', input: cursor }]);
+    throw new RequestValidationError([
+      {
+        type: 'value_error',
+        loc: ['query', 'cursor'],
+        msg: 'Value error, not a cursor this list returned',
+        input: cursor,
+      },
+    ]);
   }
   return key as string[];
 }

@@ -48,7 +48,12 @@ export async function admitRequest(req: Request, res: Response, apiKey: string):
     const message = state.simulated
       ? 'This account is rate limited (simulated by an operator) until its rate limit is reset.'
       : `This account made more than ${state.limit} requests this minute; retry after ${state.retryAfter} s.`;
-    throw new ApiError('rate_limited', message, { retry_after_seconds: state.retryAfter }, { ...headers, 'Retry-After': String(state.retryAfter) });
+    throw new ApiError(
+      'rate_limited',
+      message,
+      { retry_after_seconds: state.retryAfter },
+      { ...headers, 'Retry-After': String(state.retryAfter) },
+    );
   }
   return admitted.account;
 }

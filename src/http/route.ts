@@ -48,19 +48,30 @@ export interface Route {
    * its groups are unnamed, so `params` then only documents them and the handler reads req.params[0].
    */
   expressPath?: RegExp;
-  /** After authentication, checks and validation; absent when the app does not answer the route (the solver socket's upgrade). */
+  /**
+   * After authentication, checks and validation; absent when the app does not answer the route (the solver
+   * socket's upgrade).
+   */
   handler?: RequestHandler | RequestHandler[];
 }
 
 export const route = (spec: Route): Route => spec;
 
 /** The same route at several paths (the Firecrawl paths), each documented and mounted. */
-export const routesAt = (paths: string[], spec: Omit<Route, 'path'>): Route[] => paths.map((path) => ({ ...spec, path }));
+export const routesAt = (paths: string[], spec: Omit<Route, 'path'>): Route[] =>
+  paths.map((path) => ({ ...spec, path }));
 
 export const expressPathOf = (path: string) => path.replace(/\{([^}]+)\}/g, ':$1');
 
-/** Mounts the routes in their order on `router` (with any guards it already has): authentication, checks, validation, handler. */
-export function mount(routes: Route[], authentication: Record<Auth, RequestHandler[]>, router: Router = Router()): Router {
+/**
+ * Mounts the routes in their order on `router` (with any guards it already has): authentication, checks,
+ * validation, handler.
+ */
+export function mount(
+  routes: Route[],
+  authentication: Record<Auth, RequestHandler[]>,
+  router: Router = Router(),
+): Router {
   for (const entry of routes) {
     if (!entry.handler) continue;
     router[entry.method](
@@ -86,14 +97,31 @@ export function declaredMethods(routes: Route[], requestPath: string): string[] 
 
 // Error sets several routes share.
 /** Creating a task holds points and starts its workflow, or is refused when the queue for its type is full. */
-export const CREATES_TASK: ErrorType[] = ['insufficient_balance', 'key_spend_limit_reached', 'service_unavailable', 'solvers_busy'];
+export const CREATES_TASK: ErrorType[] = [
+  'insufficient_balance',
+  'key_spend_limit_reached',
+  'service_unavailable',
+  'solvers_busy',
+];
 /** A convenience route also needs an online solver and waits for the verdict (which a cancel may end). */
-export const RUNS_TASK: ErrorType[] = [...CREATES_TASK, 'no_solver_available', 'solver_checks_unfunded', 'solver_failed', 'task_timeout', 'task_cancelled'];
+export const RUNS_TASK: ErrorType[] = [
+  ...CREATES_TASK,
+  'no_solver_available',
+  'solver_checks_unfunded',
+  'solver_failed',
+  'task_timeout',
+  'task_cancelled',
+];
 /** A convenience or compatibility route that takes an Idempotency-Key. */
 export const IDEMPOTENT_RUN: ErrorType[] = ['idempotency_key_reused', 'result_expired', ...RUNS_TASK];
 
-/** The same key with the same operation and body answers the first request's task(s); with another, 422 idempotency_key_reused. */
+/**
+ * The same key with the same operation and body answers the first request's task(s); with another, 422
+ * idempotency_key_reused.
+ */
 export const idempotent = (first: string, firecrawl = false): Record<string, string> => ({
-  'Idempotency-Key': `Sent again with the same body, ${first}; with another body (or at another operation), 422 idempotency_key_reused and nothing is done`,
-  ...(firecrawl ? { 'X-Idempotency-Key': 'The same as Idempotency-Key (Firecrawl\'s SDKs send it)' } : {}),
+  'Idempotency-Key':
+    `Sent again with the same body, ${first}; with another body (or at another operation), 422 ` +
+    `idempotency_key_reused and nothing is done`,
+  ...(firecrawl ? { 'X-Idempotency-Key': "The same as Idempotency-Key (Firecrawl's SDKs send it)" } : {}),
 });

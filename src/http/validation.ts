@@ -13,17 +13,27 @@ export class RequestValidationError extends Error {
 }
 
 /** Parses `value` with `schema` or throws a RequestValidationError rendered as 422. */
-export function parseOrThrow<S extends ZodTypeAny>(schema: S, value: unknown, prefix: (string | number)[] = ['body']): z.infer<S> {
+export function parseOrThrow<S extends ZodTypeAny>(
+  schema: S,
+  value: unknown,
+  prefix: (string | number)[] = ['body'],
+): z.infer<S> {
   if (value === undefined && prefix.length === 1 && prefix[0] === 'body') {
     throw new RequestValidationError([{ type: 'missing', loc: ['body'], msg: 'Field required', input: null }]);
   }
-  // Text and numbers PostgreSQL cannot store are refused wherever they sit, free-form JSON included (src/schemas/text.ts).
+  // Text and numbers PostgreSQL cannot store are refused wherever they sit, free-form JSON included
+  // (src/schemas/text.ts).
   const unstorable = unstorableInput(value, prefix);
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
     // A number refused as not finite is not reported again by its schema (`int_from_float` of Infinity).
-    const refused = new Set(unstorable.filter((issue) => issue.type === 'finite_number').map((issue) => JSON.stringify(issue.loc)));
-    throw new RequestValidationError([...unstorable, ...zodErrorToDetail(parsed.error, value, prefix).filter((detail) => !refused.has(JSON.stringify(detail.loc)))]);
+    const refused = new Set(
+      unstorable.filter((issue) => issue.type === 'finite_number').map((issue) => JSON.stringify(issue.loc)),
+    );
+    throw new RequestValidationError([
+      ...unstorable,
+      ...zodErrorToDetail(parsed.error, value, prefix).filter((detail) => !refused.has(JSON.stringify(detail.loc))),
+    ]);
   }
   if (unstorable.length) throw new RequestValidationError(unstorable);
   return parsed.data;
@@ -73,11 +83,18 @@ export function jsonErrorOffset(text: string): number {
     i++;
     while (i < text.length) {
       const char = text[i];
-      if (char === '"') { i++; return; }
+      if (char === '"') {
+        i++;
+        return;
+      }
       if (char === '\\') {
         i++;
         if (text[i] === 'u') {
-          for (let k = 1; k <= 4; k++) if (!/[0-9a-fA-F]/.test(text[i + k] ?? '')) { i += k; fail(); }
+          for (let k = 1; k <= 4; k++)
+            if (!/[0-9a-fA-F]/.test(text[i + k] ?? '')) {
+              i += k;
+              fail();
+            }
           i += 5;
         } else if ('"\\/bfnrt'.includes(text[i] ?? '')) i++;
         else fail();
@@ -95,25 +112,49 @@ export function jsonErrorOffset(text: string): number {
     ws();
     const char = text[i];
     if (char === '{') {
-      i++; ws();
-      if (text[i] === '}') { i++; return; }
+      i++;
+      ws();
+      if (text[i] === '}') {
+        i++;
+        return;
+      }
       for (;;) {
         ws();
         if (text[i] !== '"') fail();
-        string(); ws();
+        string();
+        ws();
         if (text[i] !== ':') fail();
-        i++; value(); ws();
-        if (text[i] === ',') { i++; continue; }
-        if (text[i] === '}') { i++; return; }
+        i++;
+        value();
+        ws();
+        if (text[i] === ',') {
+          i++;
+          continue;
+        }
+        if (text[i] === '}') {
+          i++;
+          return;
+        }
         fail();
       }
     } else if (char === '[') {
-      i++; ws();
-      if (text[i] === ']') { i++; return; }
+      i++;
+      ws();
+      if (text[i] === ']') {
+        i++;
+        return;
+      }
       for (;;) {
-        value(); ws();
-        if (text[i] === ',') { i++; continue; }
-        if (text[i] === ']') { i++; return; }
+        value();
+        ws();
+        if (text[i] === ',') {
+          i++;
+          continue;
+        }
+        if (text[i] === ']') {
+          i++;
+          return;
+        }
         fail();
       }
     } else if (char === '"') string();

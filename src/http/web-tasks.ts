@@ -40,7 +40,10 @@ export const noSolverOnline = (taskType: WebTaskType) =>
 export const solverChecksUnfunded = (taskType: string, solvers: number) =>
   new ApiError(
     'solver_checks_unfunded',
-    `${solvers === 1 ? 'A solver' : `${solvers} solvers`} for ${taskType} ${solvers === 1 ? 'is' : 'are'} online but still on probation: the checks that end probation are paid from the service's platform account, which cannot pay them now. The operator must fund the platform account; the request can be served once a solver has passed its check.`,
+    `${solvers === 1 ? 'A solver' : `${solvers} solvers`} for ${taskType} ${solvers === 1 ? 'is' : 'are'} ` +
+      `online but still on probation: the checks that end probation are paid from the service's ` +
+      `platform account, which cannot pay them now. The operator must fund the platform account; ` +
+      `the request can be served once a solver has passed its check.`,
     { task_type: taskType, solvers_on_probation: solvers },
   );
 
@@ -49,7 +52,11 @@ export const solverChecksUnfunded = (taskType: string, solvers: number) =>
  * creates anything: on probation for want of the platform's points, none in the country asked for, or
  * none online at all.
  */
-export async function noSolverError(tasks: Pick<TaskEngine, 'whyNoSolver'>, taskType: WebTaskType, country?: string): Promise<ApiError> {
+export async function noSolverError(
+  tasks: Pick<TaskEngine, 'whyNoSolver'>,
+  taskType: WebTaskType,
+  country?: string,
+): Promise<ApiError> {
   const why = await tasks.whyNoSolver(taskType, { country });
   if (why.kind === 'checks_unfunded') return solverChecksUnfunded(taskType, why.solvers);
   return country ? noSolverInCountry(taskType, country) : noSolverOnline(taskType);
@@ -62,15 +69,22 @@ export async function noSolverError(tasks: Pick<TaskEngine, 'whyNoSolver'>, task
 export const insufficientBalance = (amount: string, priceFromRequest = false) =>
   new ApiError(
     'insufficient_balance',
-    `This request holds ${amount} points while it runs (and is charged only what it costs), more than the account has available; deposit points${priceFromRequest ? ' or lower max_price_points' : ''}.`,
+    `This request holds ${amount} points while it runs (and is charged only what it costs), ` +
+      `more than the account has available; deposit points${priceFromRequest ? ' or lower max_price_points' : ''}.`,
     { required_points: amount },
   );
 
 /** 402 key_spend_limit_reached: the request's hold does not fit what is left of its key's spend limit. */
-export const keySpendLimitReached = ({ keyId, requiredPoints, limit }: Extract<CreateResult, { kind: 'key_spend_limit_reached' }>) =>
+export const keySpendLimitReached = ({
+  keyId,
+  requiredPoints,
+  limit,
+}: Extract<CreateResult, { kind: 'key_spend_limit_reached' }>) =>
   new ApiError(
     'key_spend_limit_reached',
-    `This request holds ${requiredPoints} points while it runs, more than is left of this API key's spend limit${limit ? ` (${limit.points} points ${limit.period === 'day' ? 'per UTC day' : 'in total'}, ${limit.spent_points} held or charged)` : ''}; nothing was held. Raise the limit (PATCH /v1/account/keys/${keyId})${limit?.period === 'day' ? ', wait for the next UTC day' : ''} or use another key.`,
+    `This request holds ${requiredPoints} points while it runs, more than is left of this API ` +
+      `key's spend limit${limit ? ` (${limit.points} points ${limit.period === 'day' ? 'per UTC day' : 'in total'}, ${limit.spent_points} held or charged)` : ''}; nothing was held. Raise the limit (PATCH /v1/account/keys/${keyId})${limit?.period === 'day' ? ', wait for the next UTC day' : ''} ` +
+      `or use another key.`,
     { key_id: keyId, required_points: requiredPoints, ...(limit ? { spend_limit: limit } : {}) },
   );
 
@@ -78,14 +92,17 @@ export const keySpendLimitReached = ({ keyId, requiredPoints, limit }: Extract<C
 export const idempotencyKeyReused = () =>
   new ApiError(
     'idempotency_key_reused',
-    'This Idempotency-Key was used before with another request (another operation or body); nothing was done. Use a new key for a new request, or send the first request again to get its result.',
+    'This Idempotency-Key was used before with another request (another operation or body); ' +
+      'nothing was done. Use a new key for a new request, or send the first request again to get ' +
+      'its result.',
   );
 
 /** 429 solvers_busy: admitting the task would only make it wait past its deadline (docs/queue.md, "Backpressure"). */
 export const solversBusy = (retryAfterSeconds: number, waiting: number) =>
   new ApiError(
     'solvers_busy',
-    `Every solver for this task is busy and ${waiting} task(s) already wait for one; nothing was held. Retry after ${retryAfterSeconds} s.`,
+    `Every solver for this task is busy and ${waiting} task(s) already wait for one; nothing ` +
+      `was held. Retry after ${retryAfterSeconds} s.`,
     { retry_after_seconds: retryAfterSeconds, queued_tasks: waiting },
     { 'Retry-After': String(retryAfterSeconds) },
   );
@@ -104,9 +121,12 @@ function noSolverWithinPrice(limit: PriceLimit): ApiError {
   const field = LIMIT_FIELDS[limit];
   const message =
     limit === 'max_price_points'
-      ? 'No solver online can serve this request within its maximum price: each offer\'s estimate (its base + its rates × the prompt\'s tokens and max_tokens) is above it. Shorten the prompt or lower max_tokens.'
+      ? "No solver online can serve this request within its maximum price: each offer's estimate " +
+        "(its base + its rates × the prompt's tokens and max_tokens) is above it. Shorten the " +
+        'prompt or lower max_tokens.'
       : limit === 'combined'
-        ? 'No solver online is within provider.max_price as a whole (each limit alone admits some); raise its limits or retry later.'
+        ? 'No solver online is within provider.max_price as a whole (each limit alone admits some); ' +
+          'raise its limits or retry later.'
         : `No solver online is within ${field}; raise it or retry later.`;
   return new ApiError('no_solver_within_price', message, { param: field });
 }
@@ -144,16 +164,23 @@ function refusalError(result: Refusal, refusal: Refusing): ApiError {
     case 'idempotency_key_reused':
       return idempotencyKeyReused();
     case 'not_started':
-      return new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', { task_id: result.taskId });
+      return new ApiError('service_unavailable', 'The task could not be started; nothing was charged. Retry shortly.', {
+        task_id: result.taskId,
+      });
   }
 }
 
 /** 410 result_expired: the task completed, and its result was removed after the retention window. */
 export const resultExpired = (task: { task_id: string; result_expired_at: string | null }) =>
-  new ApiError('result_expired', `The result of task ${task.task_id} was removed at ${task.result_expired_at}, at the end of its retention; the task record keeps its state and cost.`, {
-    task_id: task.task_id,
-    result_expired_at: task.result_expired_at,
-  });
+  new ApiError(
+    'result_expired',
+    `The result of task ${task.task_id} was removed at ${task.result_expired_at}, at the end of ` +
+      `its retention; the task record keeps its state and cost.`,
+    {
+      task_id: task.task_id,
+      result_expired_at: task.result_expired_at,
+    },
+  );
 
 /** The HTTP error of a task that did not complete (see `clientFailure`); a web task's names it. */
 export function failureError(
@@ -207,7 +234,6 @@ export const costHeaders = (cost: { charged_points: string; held_points: string 
   'X-Points-Held': cost.held_points ?? '0',
 });
 
-
 async function assertTargetAllowed(deps: WebTaskDeps, input: WebTaskInput): Promise<void> {
   const url = input.payload.url;
   if (typeof url === 'string') await assertAllowedTarget(deps.domainPolicy, url, input.urlLoc);
@@ -222,7 +248,8 @@ const toCreateInput = ({ urlLoc: _loc, priceFromRequest: _price, ...input }: Web
 export const noSolverInCountry = (taskType: WebTaskType, country: string) =>
   new ApiError(
     'location_unavailable',
-    `No solver for ${taskType} that fetches from ${country} (location.country) is online; scrape without location, or later.`,
+    `No solver for ${taskType} that fetches from ${country} (location.country) is online; ` +
+      `scrape without location, or later.`,
     { option: 'location', country },
   );
 
@@ -234,7 +261,14 @@ export async function createWebTask(deps: WebTaskDeps, input: WebTaskInput): Pro
   await assertTargetAllowed(deps, input);
   if (input.webhook) await assertAllowedTarget(deps.domainPolicy, input.webhook.url, ['body', 'webhook', 'url']);
   const result = await deps.tasks.create(toCreateInput(input));
-  return withArtifacts(deps.artifacts, createdTask(result, { priceFromRequest: input.priceFromRequest, noSolver: () => noSolverOnline(input.taskType), taskType: input.taskType }));
+  return withArtifacts(
+    deps.artifacts,
+    createdTask(result, {
+      priceFromRequest: input.priceFromRequest,
+      noSolver: () => noSolverOnline(input.taskType),
+      taskType: input.taskType,
+    }),
+  );
 }
 
 /**
@@ -249,8 +283,10 @@ export async function runWebTask(
   await assertTargetAllowed(deps, input);
   // 503 when no solver for the type is online at all; checked as the task is created, which then does not happen.
   const run = await deps.tasks.run(toCreateInput(input), onCreated);
-  const noSolver = () => (input.country ? noSolverInCountry(input.taskType, input.country) : noSolverOnline(input.taskType));
-  if (run.kind !== 'ended') throw refusalError(run, { priceFromRequest: input.priceFromRequest, noSolver, taskType: input.taskType });
+  const noSolver = () =>
+    input.country ? noSolverInCountry(input.taskType, input.country) : noSolverOnline(input.taskType);
+  if (run.kind !== 'ended')
+    throw refusalError(run, { priceFromRequest: input.priceFromRequest, noSolver, taskType: input.taskType });
   const { created, task: finished, elapsedMs } = run;
   // The same request sent again (its Idempotency-Key) after its result's retention.
   if (finished?.result_expired_at) throw resultExpired(finished);

@@ -18,7 +18,9 @@ const REASONS: Record<number, string> = { 401: 'Unauthorized', 404: 'Not Found',
 
 function refuse(socket: Duplex, status: number, body: object, headers: Record<string, string> = {}) {
   const text = JSON.stringify(body);
-  const extra = Object.entries(headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+  const extra = Object.entries(headers)
+    .map(([name, value]) => `${name}: ${value}\r\n`)
+    .join('');
   socket.end(
     `HTTP/1.1 ${status} ${REASONS[status] ?? 'Error'}\r\n` +
       `Content-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\n${extra}Connection: close\r\n\r\n${text}`,
@@ -26,12 +28,26 @@ function refuse(socket: Duplex, status: number, body: object, headers: Record<st
 }
 
 /** Accepts solver WebSockets on the HTTP server, authenticating the api_key before the upgrade. */
-export function attachSolverSockets(server: http.Server, deps: { findAccountByApiKey: (apiKey: string) => Promise<Account | null>; hub: SolverHub; revocations: KeyRevocations; addresses: AddressLimits; logger: Logger }) {
+export function attachSolverSockets(
+  server: http.Server,
+  deps: {
+    findAccountByApiKey: (apiKey: string) => Promise<Account | null>;
+    hub: SolverHub;
+    revocations: KeyRevocations;
+    addresses: AddressLimits;
+    logger: Logger;
+  },
+) {
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES });
   server.on('upgrade', (request, socket, head) => {
     const path = (request.url ?? '').split('?')[0];
     if (path !== SOLVER_SOCKET_PATH) {
-      refuse(socket, 404, { error: { type: 'not_found', message: `No WebSocket endpoint at ${path}; solvers connect to ${SOLVER_SOCKET_PATH}.` } });
+      refuse(socket, 404, {
+        error: {
+          type: 'not_found',
+          message: `No WebSocket endpoint at ${path}; solvers connect to ${SOLVER_SOCKET_PATH}.`,
+        },
+      });
       return;
     }
     // Every attempt counts against its address before the key is read, so a flood costs one statement each.
@@ -52,7 +68,9 @@ export function attachSolverSockets(server: http.Server, deps: { findAccountByAp
         if (error instanceof ApiError) refuse(socket, error.status, error.toBody(), error.headers);
         else {
           deps.logger.error({ err: error }, 'solver upgrade failed');
-          refuse(socket, 500, { error: { type: 'internal_error', message: 'Could not authenticate the connection; retry.' } });
+          refuse(socket, 500, {
+            error: { type: 'internal_error', message: 'Could not authenticate the connection; retry.' },
+          });
         }
       });
   });

@@ -13,7 +13,8 @@ export const registry = new Registry();
 collectDefaultMetrics({ register: registry });
 // Gauges named like counters fail `promtool check metrics`; each is the sum of its by-type gauge
 // (`sum without (type) (nodejs_active_handles)`).
-for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) registry.removeSingleMetric(name);
+for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total'])
+  registry.removeSingleMetric(name);
 
 export const PREFIX = 'marketplace_';
 
@@ -53,28 +54,40 @@ const tasksFinished = new Counter({
 
 const attemptsReassigned = new Counter({
   name: `${PREFIX}attempts_reassigned_total`,
-  help: 'Attempts given to another solver than the previous attempt of the same task (a task put back in line, or given to the same solver again, is not counted)',
+  help:
+    'Attempts given to another solver than the previous attempt of the same task (a task put ' +
+    'back in line, or given to the same solver again, is not counted)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
 
 const earlyAttempts = new Counter({
   name: `${PREFIX}early_attempts_total`,
-  help: 'Attempts sent to their solver by the API node before their workflow asked (occasion: created with their task, or handed a freed slot), by how they left that node\'s keeping (taken_over by their dispatch activity, or abandoned)',
+  help:
+    'Attempts sent to their solver by the API node before their workflow asked (occasion: ' +
+    "created with their task, or handed a freed slot), by how they left that node's keeping " +
+    '(taken_over by their dispatch activity, or abandoned)',
   labelNames: ['occasion', 'end'] as const,
   registers: [registry],
 });
 
 const webhookAttempts = new Counter({
   name: `${PREFIX}webhook_delivery_attempts_total`,
-  help: 'Attempts to deliver a webhook, by event, result (delivered, failed: the receiver answered other than 2xx or could not be reached, refused: the target is not allowed) and path (direct: the first attempt, by the process that finished the task; workflow: by the delivery workflow)',
+  help:
+    'Attempts to deliver a webhook, by event, result (delivered, failed: the receiver answered ' +
+    'other than 2xx or could not be reached, refused: the target is not allowed) and path ' +
+    '(direct: the first attempt, by the process that finished the task; workflow: by the ' +
+    'delivery workflow)',
   labelNames: ['event', 'result', 'path'] as const,
   registers: [registry],
 });
 
 const webhookWorkflows = new Counter({
   name: `${PREFIX}webhook_delivery_workflows_started_total`,
-  help: 'Delivery workflows started, by reason (first_attempt_failed; stranded: found by the recovery sweep, its sender having died or failed to start it; resent: a failed delivery its client asked to send again)',
+  help:
+    'Delivery workflows started, by reason (first_attempt_failed; stranded: found by the ' +
+    'recovery sweep, its sender having died or failed to start it; resent: a failed delivery ' +
+    'its client asked to send again)',
   labelNames: ['reason'] as const,
   registers: [registry],
 });
@@ -88,7 +101,9 @@ const chatFirstToken = new Histogram({
 
 const chatRelay = new Histogram({
   name: `${PREFIX}chat_relay_seconds`,
-  help: 'Time a chat delta takes from the node holding the solver to the node holding the client (path: local or notify)',
+  help:
+    'Time a chat delta takes from the node holding the solver to the node holding the client ' +
+    '(path: local or notify)',
   labelNames: ['path'] as const,
   buckets: RELAY_BUCKETS,
   registers: [registry],
@@ -100,7 +115,8 @@ for (const taskType of CAPABILITY_TASK_TYPES) {
   attemptsReassigned.labels(taskType).inc(0);
   for (const status of TERMINAL_STATES) tasksFinished.labels(taskType, status).inc(0);
 }
-for (const occasion of ['created', 'handed']) for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
+for (const occasion of ['created', 'handed'])
+  for (const end of ['taken_over', 'abandoned']) earlyAttempts.labels(occasion, end).inc(0);
 for (const reason of ['first_attempt_failed', 'stranded', 'resent']) webhookWorkflows.labels(reason).inc(0);
 
 const resultsPurged = new Counter({
@@ -117,7 +133,9 @@ const artifactsDeleted = new Counter({
 
 const crawlDocumentsPurged = new Counter({
   name: `${PREFIX}crawl_documents_purged_total`,
-  help: 'Crawl and batch-scrape page documents, and the job webhook bodies carrying them, emptied by the retention purge',
+  help:
+    'Crawl and batch-scrape page documents, and the job webhook bodies carrying them, emptied ' +
+    'by the retention purge',
   registers: [registry],
 });
 
@@ -147,19 +165,34 @@ export const recordTaskFinished = (taskType: string, status: string) => tasksFin
 /** An attempt after the first was given to another solver than the task's previous attempt. */
 export const recordAttemptReassigned = (taskType: string) => attemptsReassigned.labels(taskType).inc();
 
-/** An attempt sent early was taken over by its dispatch activity, or abandoned without one (src/dispatch/early-attempts.ts). */
-export const recordEarlyAttempt = (occasion: 'created' | 'handed', end: 'taken_over' | 'abandoned') => earlyAttempts.labels(occasion, end).inc();
+/**
+ * An attempt sent early was taken over by its dispatch activity, or abandoned without one
+ * (src/dispatch/early-attempts.ts).
+ */
+export const recordEarlyAttempt = (occasion: 'created' | 'handed', end: 'taken_over' | 'abandoned') =>
+  earlyAttempts.labels(occasion, end).inc();
 
 export type WebhookAttemptPath = 'direct' | 'workflow';
 
 /** One attempt to deliver a webhook, counted by the process that made it (an API node or a worker). */
-export const recordWebhookAttempt = (event: string, result: 'delivered' | 'failed' | 'refused', path: WebhookAttemptPath) => webhookAttempts.labels(event, result, path).inc();
+export const recordWebhookAttempt = (
+  event: string,
+  result: 'delivered' | 'failed' | 'refused',
+  path: WebhookAttemptPath,
+) => webhookAttempts.labels(event, result, path).inc();
 
 /** A delivery was handed to its workflow (once per delivery: a start refused as a duplicate is not counted). */
-export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded' | 'resent') => webhookWorkflows.labels(reason).inc();
+export const recordWebhookWorkflowStarted = (reason: 'first_attempt_failed' | 'stranded' | 'resent') =>
+  webhookWorkflows.labels(reason).inc();
 
 /** One run of the retention purge, counted by the worker that ran it (rows it changed, artifacts it deleted). */
-export function recordRetentionPurge(run: { results: number; artifacts: number; documents: number; idempotencyKeys: number; seconds: number }) {
+export function recordRetentionPurge(run: {
+  results: number;
+  artifacts: number;
+  documents: number;
+  idempotencyKeys: number;
+  seconds: number;
+}) {
   resultsPurged.inc(run.results);
   artifactsDeleted.inc(run.artifacts);
   crawlDocumentsPurged.inc(run.documents);

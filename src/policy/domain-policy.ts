@@ -18,9 +18,15 @@ const HostPattern = z
   .string()
   .min(1)
   .transform((value) => value.trim().toLowerCase().replace(/\.$/, ''))
-  .refine((value) => value === '*' || /^(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(value) || net.isIP(value.replace(/^\[|\]$/g, '')) !== 0, {
-    message: 'a host pattern is a host name, an IP address, "*.<domain>" or "*"',
-  });
+  .refine(
+    (value) =>
+      value === '*' ||
+      /^(\*\.)?[a-z0-9_-]+(\.[a-z0-9_-]+)*$/.test(value) ||
+      net.isIP(value.replace(/^\[|\]$/g, '')) !== 0,
+    {
+      message: 'a host pattern is a host name, an IP address, "*.<domain>" or "*"',
+    },
+  );
 
 export const DomainPolicyFile = z
   .object({
@@ -41,7 +47,10 @@ export type Verdict =
 
 /** Lower-case host without IPv6 brackets or a trailing dot, as URL parsing gives it. */
 export function normalizeHost(host: string): string {
-  return host.toLowerCase().replace(/^\[|\]$/g, '').replace(/\.$/, '');
+  return host
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '')
+    .replace(/\.$/, '');
 }
 
 /** How specifically `pattern` matches `host`: -1 when it does not match at all. */
@@ -72,7 +81,11 @@ export function evaluateHostRules(policy: DomainPolicy, rawHost: string): Verdic
     return { allowed: false, reason: 'rule', message: `The domain policy refuses ${host} (rule "${deny.pattern}").` };
   }
   if (allow.pattern !== null || policy.default === 'allow') return { allowed: true };
-  return { allowed: false, reason: 'rule', message: `The domain policy allows only listed hosts, and ${host} is not one of them.` };
+  return {
+    allowed: false,
+    reason: 'rule',
+    message: `The domain policy allows only listed hosts, and ${host} is not one of them.`,
+  };
 }
 
 /** Names that always mean this machine, whatever DNS says (RFC 6761). */
@@ -92,7 +105,13 @@ export function evaluateAddress(host: string, address: string): Verdict {
 }
 
 function privateNetworkRefusal(reason: string, host: string): Verdict {
-  return { allowed: false, reason: 'private_network', message: `Targets at ${reason} addresses are refused: ${host}. Only public addresses are served unless the operator sets ALLOW_PRIVATE_NETWORKS=true.` };
+  return {
+    allowed: false,
+    reason: 'private_network',
+    message:
+      `Targets at ${reason} addresses are refused: ${host}. Only public addresses are served ` +
+      `unless the operator sets ALLOW_PRIVATE_NETWORKS=true.`,
+  };
 }
 
 export function parseTarget(raw: string): { url: URL; host: string } | Verdict {
@@ -103,7 +122,11 @@ export function parseTarget(raw: string): { url: URL; host: string } | Verdict {
     return { allowed: false, reason: 'invalid_url', message: 'The target is not an absolute URL.' };
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    return { allowed: false, reason: 'scheme', message: `Only http and https targets are allowed, not ${url.protocol.replace(/:$/, '')}.` };
+    return {
+      allowed: false,
+      reason: 'scheme',
+      message: `Only http and https targets are allowed, not ${url.protocol.replace(/:$/, '')}.`,
+    };
   }
   return { url, host: normalizeHost(url.hostname) };
 }
@@ -112,7 +135,11 @@ export function parseTarget(raw: string): { url: URL; host: string } | Verdict {
  * Everything that can be decided without DNS: scheme, rules, literal addresses and local names.
  * Returns `needs_dns` when the host is a name whose addresses decide the private-network question.
  */
-export function evaluateTarget(policy: DomainPolicy, raw: string, options: { allowPrivateNetworks: boolean }): Verdict | { needsDns: string } {
+export function evaluateTarget(
+  policy: DomainPolicy,
+  raw: string,
+  options: { allowPrivateNetworks: boolean },
+): Verdict | { needsDns: string } {
   const target = parseTarget(raw);
   if ('allowed' in target) return target;
   const byRules = evaluateHostRules(policy, target.host);

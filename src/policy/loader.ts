@@ -9,7 +9,9 @@ export function readDomainPolicy(file: string): DomainPolicy {
   try {
     text = fs.readFileSync(file, 'utf8');
   } catch (error) {
-    throw new DomainPolicyFileError(`cannot read the domain policy file ${file} (DOMAIN_POLICY_FILE): ${(error as Error).message}`);
+    throw new DomainPolicyFileError(
+      `cannot read the domain policy file ${file} (DOMAIN_POLICY_FILE): ${(error as Error).message}`,
+    );
   }
   let json: unknown;
   try {
@@ -19,7 +21,9 @@ export function readDomainPolicy(file: string): DomainPolicy {
   }
   const parsed = DomainPolicyFile.safeParse(json);
   if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+    const problems = parsed.error.issues
+      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+      .join('; ');
     throw new DomainPolicyFileError(`the domain policy file ${file} is invalid: ${problems}`);
   }
   return parsed.data;

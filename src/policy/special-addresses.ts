@@ -26,7 +26,11 @@ export function addressBytes(address: string): number[] | null {
   const groups = (part: string) => (part === '' ? [] : part.split(':').map((group) => parseInt(group, 16)));
   const left = groups(head);
   const right = tail === undefined ? [] : groups(tail);
-  const all = [...left, ...new Array<number>(tail === undefined ? 0 : 8 - left.length - right.length).fill(0), ...right];
+  const all = [
+    ...left,
+    ...new Array<number>(tail === undefined ? 0 : 8 - left.length - right.length).fill(0),
+    ...right,
+  ];
   return all.flatMap((group) => [group >> 8, group & 255]);
 }
 

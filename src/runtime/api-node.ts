@@ -71,7 +71,12 @@ export async function startApiNode(options: {
   const logger = options.logger.child({ node_id: nodeId });
   installTemporalRuntime(logger);
   // Read first: a broken policy file stops the node before it touches anything else.
-  const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId });
+  const domainPolicy = new DomainGuard({
+    file: config.domainPolicyFile,
+    allowPrivateNetworks: config.allowPrivateNetworks,
+    logger,
+    nodeId,
+  });
   const applied = await migrate(options.databaseUrl);
   if (applied.length) logger.info({ migrations: applied }, 'database migrated');
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
@@ -94,7 +99,14 @@ export async function startApiNode(options: {
   await stops.start();
   const handoffs = new SlotHandoffs({ db, temporal, logger, trust: config.trust });
   const artifacts = createArtifactStore(config);
-  const webhooks = new WebhookDeliveries({ config, db, artifacts, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `api:${nodeId}` });
+  const webhooks = new WebhookDeliveries({
+    config,
+    db,
+    artifacts,
+    temporal,
+    logger: logger.child({ component: 'webhooks' }),
+    claimant: `api:${nodeId}`,
+  });
   const hub = new SolverHub({
     db,
     logger,
@@ -124,7 +136,20 @@ export async function startApiNode(options: {
   });
   handoffs.sendEarlyWith(earlyAttempts);
   const finished = await TaskFinishedWatch.start(bus);
-  const engine: TaskEngine = new TaskEngine({ config, store: pgTaskStore({ db, trust: config.trust, artifacts }), temporal, logger, eagerStart: config.apiRunsWorkflows, handoffs, webhooks, artifacts, finished, stops, payloads, earlyAttempts });
+  const engine: TaskEngine = new TaskEngine({
+    config,
+    store: pgTaskStore({ db, trust: config.trust, artifacts }),
+    temporal,
+    logger,
+    eagerStart: config.apiRunsWorkflows,
+    handoffs,
+    webhooks,
+    artifacts,
+    finished,
+    stops,
+    payloads,
+    earlyAttempts,
+  });
   const nodeDeps = { config, db, logger, engine, artifacts, hub, relay, stops, payloads, earlyAttempts };
   await new PageAttempts({ ...nodeDeps, temporal, bus, nodeId }).start();
   const worker = await Worker.create({
@@ -152,7 +177,17 @@ export async function startApiNode(options: {
           logger: logger.child({ component: 'activities' }),
           engine,
           artifacts,
-          crawls: new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, artifacts }),
+          crawls: new CrawlRunner({
+            config,
+            db,
+            logger: logger.child({ component: 'crawls' }),
+            temporal,
+            bus,
+            domainPolicy,
+            finished,
+            engine,
+            artifacts,
+          }),
         }),
       })
     : undefined;
@@ -170,11 +205,30 @@ export async function startApiNode(options: {
     },
     { logger: logger.child({ component: 'readiness' }), extra: { node_id: nodeId } },
   );
-  const deps: AppDeps = { ...services, config, logger, nodeId, strongModels: () => readStrongModels(config), tasks: engine, webhooks, relay, domainPolicy, market, artifacts, readiness };
+  const deps: AppDeps = {
+    ...services,
+    config,
+    logger,
+    nodeId,
+    strongModels: () => readStrongModels(config),
+    tasks: engine,
+    webhooks,
+    relay,
+    domainPolicy,
+    market,
+    artifacts,
+    readiness,
+  };
   const app = createApp(deps);
   const server = http.createServer(app);
   const requests = new InFlightRequests(server);
-  attachSolverSockets(server, { findAccountByApiKey: services.accounts.findAccountByApiKey, hub, revocations, addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }), logger });
+  attachSolverSockets(server, {
+    findAccountByApiKey: services.accounts.findAccountByApiKey,
+    hub,
+    revocations,
+    addresses: new AddressLimits({ count: services.limits.countAddressRequest, config }),
+    logger,
+  });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? config.port, config.host, () => resolve());
@@ -185,7 +239,10 @@ export async function startApiNode(options: {
   // Without CANARY_HOSTS, canary pages for the solvers this node holds are served on its port (names under localhost).
   await recordNodeUrl(db, nodeId, url);
   // A deployment whose platform account cannot pay the checks serves no new solver: said at start.
-  if (options.warnUnfundedChecks !== false) await warnIfChecksUnfunded(db, config.trust, logger).catch((error) => logger.warn({ err: error }, 'could not read the platform account'));
+  if (options.warnUnfundedChecks !== false)
+    await warnIfChecksUnfunded(db, config.trust, logger).catch((error) =>
+      logger.warn({ err: error }, 'could not read the platform account'),
+    );
   return {
     url,
     port,
@@ -203,7 +260,11 @@ export async function startApiNode(options: {
       const drained = requests.drained(config.shutdownGraceMs);
       await removeNode(db, nodeId).catch((error) => logger.warn({ err: error }, 'could not leave matching'));
       const left = await drained;
-      if (left > 0) logger.warn({ requests: left, grace_ms: config.shutdownGraceMs }, 'requests still in flight after the shutdown grace; closing them');
+      if (left > 0)
+        logger.warn(
+          { requests: left, grace_ms: config.shutdownGraceMs },
+          'requests still in flight after the shutdown grace; closing them',
+        );
       server.closeAllConnections();
       // The listener's close waits for the solvers' upgraded sockets too, which the hub closes.
       await hub.close();

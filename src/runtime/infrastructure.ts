@@ -20,7 +20,11 @@ export async function startInfrastructure(config: Config, logger: Logger): Promi
   try {
     let databaseUrl = config.databaseUrl;
     if (!databaseUrl) {
-      const postgres = await startEmbeddedPostgres(path.join(config.dataDir, 'postgres'), logger.child({ component: 'postgres' }), processEnvironment());
+      const postgres = await startEmbeddedPostgres(
+        path.join(config.dataDir, 'postgres'),
+        logger.child({ component: 'postgres' }),
+        processEnvironment(),
+      );
       stops.push(postgres.stop);
       databaseUrl = postgres.url;
     }
@@ -81,7 +85,8 @@ export function externalEndpoints(config: Config): { databaseUrl: string; tempor
   const temporalAddress = config.temporalAddress ?? stack?.temporalAddress;
   if (!databaseUrl || !temporalAddress) {
     throw new Error(
-      'No database or Temporal to join: set DATABASE_URL and TEMPORAL_ADDRESS, or run `npm start` first (with the same DATA_DIR) so its embedded servers can be shared.',
+      'No database or Temporal to join: set DATABASE_URL and TEMPORAL_ADDRESS, or run `npm start` ' +
+        'first (with the same DATA_DIR) so its embedded servers can be shared.',
     );
   }
   return { databaseUrl, temporalAddress };

@@ -42,7 +42,10 @@ export const localSolverFile = (config: Config) => path.join(config.dataDir, 'lo
 export function splitChatModels(config: Config): { offered: string[]; unlisted: string[] } {
   const allowlist = readStrongModels(config);
   const models = config.localSolverBackends.chatModels;
-  return { offered: models.filter((model) => allowlist.includes(model)), unlisted: models.filter((model) => !allowlist.includes(model)) };
+  return {
+    offered: models.filter((model) => allowlist.includes(model)),
+    unlisted: models.filter((model) => !allowlist.includes(model)),
+  };
 }
 
 /** The bundled solver's configuration, built by the solver's own parser from the service configuration. */
@@ -50,7 +53,8 @@ export function localSolverConfig(config: Config, apiUrl: string, apiKey: string
   const backends = config.localSolverBackends;
   const chatModels = splitChatModels(config).offered;
   // Without a search service configured, the shipped pages keep web_search working offline.
-  const searchIndexDir = backends.searchIndexDir ?? (backends.searxngUrl || backends.braveApiKey ? undefined : DEFAULT_SEARCH_INDEX_DIR);
+  const searchIndexDir =
+    backends.searchIndexDir ?? (backends.searxngUrl || backends.braveApiKey ? undefined : DEFAULT_SEARCH_INDEX_DIR);
   const env: Environment = {
     SOLVER_URL: apiUrl,
     SOLVER_API_KEY: apiKey,
@@ -79,22 +83,33 @@ export async function ensureLocalSolverAccount(config: Config, apiUrl: string, l
   const file = localSolverFile(config);
   const saved = readAccount(file);
   if (saved && (await keyIsKnown(apiUrl, saved.api_key))) return saved;
-  if (saved) logger.warn({ file, account_id: saved.account_id }, 'the saved local solver key is unknown to this database; registering a new solver account');
+  if (saved)
+    logger.warn(
+      { file, account_id: saved.account_id },
+      'the saved local solver key is unknown to this database; registering a new solver account',
+    );
   const response = await fetch(`${apiUrl}/v1/register`, { method: 'POST' });
   const text = await response.text();
-  if (!response.ok) throw new Error(`could not register the local solver's account: HTTP ${response.status} ${text.slice(0, 300)}`);
+  if (!response.ok)
+    throw new Error(`could not register the local solver's account: HTTP ${response.status} ${text.slice(0, 300)}`);
   const account = SolverAccount.parse(JSON.parse(text));
   writeAccount(file, account);
   logger.info({ account_id: account.account_id, file }, 'local solver account created');
   return account;
 }
 
-export async function startLocalSolver(options: { config: Config; apiUrl: string; logger: Logger }): Promise<LocalSolver> {
+export async function startLocalSolver(options: {
+  config: Config;
+  apiUrl: string;
+  logger: Logger;
+}): Promise<LocalSolver> {
   try {
     return await startAgent(options);
   } catch (error) {
     // No `cause`: the logger would repeat its message after ours.
-    throw new Error(`The bundled solver did not start (LOCAL_SOLVER=off runs the stack without it): ${(error as Error).message}`);
+    throw new Error(
+      `The bundled solver did not start (LOCAL_SOLVER=off runs the stack without it): ${(error as Error).message}`,
+    );
   }
 }
 
@@ -102,7 +117,10 @@ async function startAgent(options: { config: Config; apiUrl: string; logger: Log
   const logger = options.logger.child({ component: 'local-solver' });
   const { unlisted } = splitChatModels(options.config);
   if (unlisted.length > 0) {
-    logger.warn({ models: unlisted }, 'CHAT_MODELS not on the strong-tier allowlist (STRONG_MODELS or config/strong-models.txt) are not offered');
+    logger.warn(
+      { models: unlisted },
+      'CHAT_MODELS not on the strong-tier allowlist (STRONG_MODELS or config/strong-models.txt) ' + 'are not offered',
+    );
   }
   const account = await ensureLocalSolverAccount(options.config, options.apiUrl, logger);
   const solverConfig = localSolverConfig(options.config, options.apiUrl, account.api_key);
@@ -112,10 +130,21 @@ async function startAgent(options: { config: Config; apiUrl: string; logger: Log
     const welcome = await Promise.race([
       agent.connected,
       new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(new Error(`the local solver was not welcomed by ${options.apiUrl} within ${CONNECT_WAIT_MS / 1000} s`)), CONNECT_WAIT_MS);
+        timer = setTimeout(
+          () =>
+            reject(
+              new Error(`the local solver was not welcomed by ${options.apiUrl} within ${CONNECT_WAIT_MS / 1000} s`),
+            ),
+          CONNECT_WAIT_MS,
+        );
       }),
     ]);
-    return { solverId: welcome.solver_id, taskTypes: agent.taskTypes, chromiumPath: solverConfig.chromiumPath, stop: () => agent.stop() };
+    return {
+      solverId: welcome.solver_id,
+      taskTypes: agent.taskTypes,
+      chromiumPath: solverConfig.chromiumPath,
+      stop: () => agent.stop(),
+    };
   } catch (error) {
     await agent.stop({ graceMs: 0 });
     throw error;
@@ -162,7 +191,11 @@ export async function fundLocalPlatform(db: Db, logger: Logger): Promise<void> {
   const available = Number((await getBalance(db, PLATFORM_ACCOUNT_ID))?.available_points ?? 0);
   if (available >= LOCAL_PLATFORM_POINTS) return;
   const amount = String(LOCAL_PLATFORM_POINTS - available);
-  await deposit(db, { accountId: PLATFORM_ACCOUNT_ID, amount, idempotencyKey: `local-stack-platform:${crypto.randomUUID()}` });
+  await deposit(db, {
+    accountId: PLATFORM_ACCOUNT_ID,
+    amount,
+    idempotencyKey: `local-stack-platform:${crypto.randomUUID()}`,
+  });
   logger.info({ amount }, 'platform account funded for canaries and verification runs');
 }
 
@@ -180,13 +213,24 @@ export async function markLocalVerifier(db: Db, solverId: string, logger: Logger
  * passed), so that the stack is ready when it says so; after PROBATION_WAIT_MS it names what is still
  * on probation and goes on.
  */
-export async function awaitLocalProbation(db: Db, policy: TrustPolicy, solverId: string, logger: Logger): Promise<void> {
+export async function awaitLocalProbation(
+  db: Db,
+  policy: TrustPolicy,
+  solverId: string,
+  logger: Logger,
+): Promise<void> {
   const deadline = Date.now() + PROBATION_WAIT_MS;
   for (;;) {
-    const waiting = (await reputationOf(db, policy, solverId)).filter((row) => !row.client_work).map((row) => row.task_type);
+    const waiting = (await reputationOf(db, policy, solverId))
+      .filter((row) => !row.client_work)
+      .map((row) => row.task_type);
     if (waiting.length === 0) return;
     if (Date.now() > deadline) {
-      logger.warn({ task_types: waiting, solver_id: solverId }, 'the bundled solver has not passed its probation canaries of these types yet: it gets no client task of them until it does (GET /v1/admin/solvers/{id}/trust)');
+      logger.warn(
+        { task_types: waiting, solver_id: solverId },
+        'the bundled solver has not passed its probation canaries of these types yet: it gets no ' +
+          'client task of them until it does (GET /v1/admin/solvers/{id}/trust)',
+      );
       return;
     }
     await new Promise((resolve) => setTimeout(resolve, 250));

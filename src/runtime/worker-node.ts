@@ -43,12 +43,21 @@ const UNSENT_AFTER_SECONDS = 5;
 /** A Temporal worker process: runs every workflow and the activities that need only Postgres. */
 const isLoopbackHost = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
 
-export async function startWorkerNode(options: { config: Config; logger: Logger; databaseUrl: string; temporalAddress: string }): Promise<WorkerNode> {
+export async function startWorkerNode(options: {
+  config: Config;
+  logger: Logger;
+  databaseUrl: string;
+  temporalAddress: string;
+}): Promise<WorkerNode> {
   const { config, logger } = options;
   installTemporalRuntime(logger);
   // Said where others can reach the service (a local stack's banner says it instead).
   if (config.trust.probationCanaries > 0 && !config.trust.pageCanaries && !isLoopbackHost(config.host)) {
-    logger.warn('no canary page can be served (CANARY_HOSTS is unset and ALLOW_PRIVATE_NETWORKS false): proxy_fetch, page_snapshot and screenshot have no canaries and no probation; set CANARY_HOSTS (docs/trust.md, "Canary pages")');
+    logger.warn(
+      'no canary page can be served (CANARY_HOSTS is unset and ALLOW_PRIVATE_NETWORKS false): ' +
+        'proxy_fetch, page_snapshot and screenshot have no canaries and no probation; set ' +
+        'CANARY_HOSTS (docs/trust.md, "Canary pages")',
+    );
   }
   // Local activities of many concurrent workflows share this pool.
   const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
@@ -56,29 +65,71 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   const temporal = await createTemporalClient(options.temporalAddress, config.temporalNamespace);
   const handoffs = new SlotHandoffs({ db, temporal, logger, trust: config.trust });
   const artifacts = createArtifactStore(config);
-  const webhooks = new WebhookDeliveries({ config, db, artifacts, temporal, logger: logger.child({ component: 'webhooks' }), claimant: `worker:${os.hostname()}:${process.pid}` });
+  const webhooks = new WebhookDeliveries({
+    config,
+    db,
+    artifacts,
+    temporal,
+    logger: logger.child({ component: 'webhooks' }),
+    claimant: `worker:${os.hostname()}:${process.pid}`,
+  });
   const bus = new NotifyBus(options.databaseUrl, logger);
   await bus.start();
   // Crawls judge every discovered URL by the domain policy, as the API nodes judge a task's target.
-  const domainPolicy = new DomainGuard({ file: config.domainPolicyFile, allowPrivateNetworks: config.allowPrivateNetworks, logger, nodeId: `worker-${os.hostname()}-${process.pid}` });
+  const domainPolicy = new DomainGuard({
+    file: config.domainPolicyFile,
+    allowPrivateNetworks: config.allowPrivateNetworks,
+    logger,
+    nodeId: `worker-${os.hostname()}-${process.pid}`,
+  });
   await domainPolicy.listen(bus);
   // Only publishes: this process runs no attempts of its own.
   const stops = new AttemptStops(bus);
   const finished = await TaskFinishedWatch.start(bus);
-  const engine = new TaskEngine({ config, store: pgTaskStore({ db, trust: config.trust, artifacts }), temporal, logger, eagerStart: false, handoffs, webhooks, artifacts, finished, stops });
-  const crawls = new CrawlRunner({ config, db, logger: logger.child({ component: 'crawls' }), temporal, bus, domainPolicy, finished, engine, artifacts });
+  const engine = new TaskEngine({
+    config,
+    store: pgTaskStore({ db, trust: config.trust, artifacts }),
+    temporal,
+    logger,
+    eagerStart: false,
+    handoffs,
+    webhooks,
+    artifacts,
+    finished,
+    stops,
+  });
+  const crawls = new CrawlRunner({
+    config,
+    db,
+    logger: logger.child({ component: 'crawls' }),
+    temporal,
+    bus,
+    domainPolicy,
+    finished,
+    engine,
+    artifacts,
+  });
   const worker = await Worker.create({
     connection,
     namespace: config.temporalNamespace,
     taskQueue: config.taskQueue,
     workflowBundle: await workflowBundle(logger, config.workflowBundlePath),
-    activities: createActivities({ config, db, logger: logger.child({ component: 'activities' }), engine, artifacts, crawls }),
+    activities: createActivities({
+      config,
+      db,
+      logger: logger.child({ component: 'activities' }),
+      engine,
+      artifacts,
+      crawls,
+    }),
   });
   const running = worker.run();
   running.catch((error) => logger.error({ err: error }, 'worker stopped with an error'));
 
   const sweep = setInterval(() => {
-    engine.sweepUnstarted(UNSTARTED_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
+    engine
+      .sweepUnstarted(UNSTARTED_AFTER_SECONDS)
+      .catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
     handoffs.sweep(UNSENT_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'slot handoff sweep failed'));
     // Webhook deliveries whose first attempt's process died, or that could not be handed to their workflow.
     webhooks.sweep().catch((error) => logger.warn({ err: error }, 'webhook sweep failed'));
@@ -100,7 +151,12 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   canaries.unref();
   // Redundant runs start as the transactions that draw them commit, announced to every worker; the
   // sweeps (with the first regular sweep, and every REDUNDANT_RUN_SWEEP_SECONDS) start those no worker heard of.
-  const redundant = new RedundantRunStarter({ config, db, temporal, logger: logger.child({ component: 'redundant_runs' }) });
+  const redundant = new RedundantRunStarter({
+    config,
+    db,
+    temporal,
+    logger: logger.child({ component: 'redundant_runs' }),
+  });
   await redundant.listen(bus);
   const sweepRedundant = () => {
     redundant.sweep().catch((error) => logger.warn({ err: error }, 'redundant run sweep failed'));
@@ -121,7 +177,9 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
 
   // Results past RESULT_RETENTION_SECONDS and idempotency keys past their window (docs/decisions.md, "Retention").
   const retention = setInterval(() => {
-    purgeExpired({ db, artifacts }, config.resultRetentionSeconds).catch((error) => logger.warn({ err: error }, 'retention purge failed'));
+    purgeExpired({ db, artifacts }, config.resultRetentionSeconds).catch((error) =>
+      logger.warn({ err: error }, 'retention purge failed'),
+    );
   }, RETENTION_SWEEP_EVERY_MS);
   retention.unref();
 
@@ -132,7 +190,13 @@ export async function startWorkerNode(options: { config: Config; logger: Logger;
   );
   let metrics: MetricsListener | undefined;
   if (config.workerMetricsPort !== undefined) {
-    metrics = await startMetricsListener({ host: config.host, port: config.workerMetricsPort, keys: { metricsToken: config.metricsToken, adminApiKey: config.adminApiKey }, logger, readiness });
+    metrics = await startMetricsListener({
+      host: config.host,
+      port: config.workerMetricsPort,
+      keys: { metricsToken: config.metricsToken, adminApiKey: config.adminApiKey },
+      logger,
+      readiness,
+    });
   }
 
   logger.info({ task_queue: config.taskQueue }, 'temporal worker started');

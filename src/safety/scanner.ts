@@ -51,7 +51,8 @@ const INJECTION_RULES: Rule[] = [
   {
     type: 'prompt_injection',
     rule: 'dan_jailbreak',
-    pattern: /\byou\s+are\s+(?:now\s+)?(?:DAN|in\s+(?:developer|god|jailbreak)\s+mode|jailbroken|(?:an?\s+)?unrestricted|(?:an?\s+)?unfiltered)\b|\bdo\s+anything\s+now\b|\b(?:developer|god|jailbreak)\s+mode\s+(?:enabled|activated|on)\b/gi,
+    pattern:
+      /\byou\s+are\s+(?:now\s+)?(?:DAN|in\s+(?:developer|god|jailbreak)\s+mode|jailbroken|(?:an?\s+)?unrestricted|(?:an?\s+)?unfiltered)\b|\bdo\s+anything\s+now\b|\b(?:developer|god|jailbreak)\s+mode\s+(?:enabled|activated|on)\b/gi,
   },
   {
     type: 'prompt_injection',
@@ -64,7 +65,8 @@ const INJECTION_RULES: Rule[] = [
   {
     type: 'prompt_injection',
     rule: 'new_instructions',
-    pattern: /\b(?:new|updated|real|actual)\s+(?:system\s+)?instructions\s*:|\bfrom\s+now\s+on,?\s+you\s+(?:will|must|are)\b/gi,
+    pattern:
+      /\b(?:new|updated|real|actual)\s+(?:system\s+)?instructions\s*:|\bfrom\s+now\s+on,?\s+you\s+(?:will|must|are)\b/gi,
   },
   {
     type: 'prompt_injection',
@@ -74,13 +76,15 @@ const INJECTION_RULES: Rule[] = [
   {
     type: 'hidden_instructions',
     rule: 'html_comment_instructions',
-    pattern: /<!--(?:(?!-->)[\s\S]){0,600}?\b(?:ignore|instructions?|assistant|system\s+prompt|you\s+must|AI\s+model|language\s+model)\b(?:(?!-->)[\s\S]){0,600}?-->/gi,
+    pattern:
+      /<!--(?:(?!-->)[\s\S]){0,600}?\b(?:ignore|instructions?|assistant|system\s+prompt|you\s+must|AI\s+model|language\s+model)\b(?:(?!-->)[\s\S]){0,600}?-->/gi,
   },
   {
     type: 'hidden_instructions',
     rule: 'css_hidden_text',
     // Text styled invisible that speaks to a model: a human reader never sees it.
-    pattern: /<[a-z][^>]{0,300}?style\s*=\s*["'][^"']{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d]*[1-9])|opacity\s*:\s*0(?![.\d]*[1-9]))[^>]{0,300}>[^<]{0,200}?\b(?:ignore|instructions?|assistant|you\s+must)\b/gi,
+    pattern:
+      /<[a-z][^>]{0,300}?style\s*=\s*["'][^"']{0,200}?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0(?![.\d]*[1-9])|opacity\s*:\s*0(?![.\d]*[1-9]))[^>]{0,300}>[^<]{0,200}?\b(?:ignore|instructions?|assistant|you\s+must)\b/gi,
   },
   {
     type: 'hidden_instructions',
@@ -94,11 +98,19 @@ const SECRET_RULES: Rule[] = [
   { type: 'secret', rule: 'private_key', pattern: /-----BEGIN (?:[A-Z0-9]+ ){0,3}PRIVATE KEY(?: BLOCK)?-----/g },
   { type: 'secret', rule: 'openai_api_key', pattern: /\bsk-(?:proj-|svcacct-|admin-|ant-)?[A-Za-z0-9_-]{20,200}/g },
   { type: 'secret', rule: 'aws_access_key_id', pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g },
-  { type: 'secret', rule: 'github_token', pattern: /\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b/g },
+  {
+    type: 'secret',
+    rule: 'github_token',
+    pattern: /\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|github_pat_[A-Za-z0-9_]{22,255})\b/g,
+  },
   { type: 'secret', rule: 'slack_token', pattern: /\bxox[abposr]-[A-Za-z0-9-]{10,200}/g },
   { type: 'secret', rule: 'google_api_key', pattern: /\bAIza[0-9A-Za-z_-]{35}\b/g },
   { type: 'secret', rule: 'marketplace_api_key', pattern: /\btmk_[A-Za-z0-9_-]{32,64}/g },
-  { type: 'secret', rule: 'jwt', pattern: /\beyJ[A-Za-z0-9_-]{8,2000}\.eyJ[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{8,2000}/g },
+  {
+    type: 'secret',
+    rule: 'jwt',
+    pattern: /\beyJ[A-Za-z0-9_-]{8,2000}\.eyJ[A-Za-z0-9_-]{8,4000}\.[A-Za-z0-9_-]{8,2000}/g,
+  },
 ];
 
 const RULES = [...INJECTION_RULES, ...SECRET_RULES];
@@ -207,7 +219,8 @@ export function scanChatMessages(messages: readonly ChatMessageLike[]): ScanResu
     if (Array.isArray(toolCalls)) {
       toolCalls.forEach((call, callIndex) => {
         const args = (call as { function?: { arguments?: unknown } } | null)?.function?.arguments;
-        if (typeof args === 'string') scans.push(scanText(args, `messages[${index}].tool_calls[${callIndex}].function.arguments`));
+        if (typeof args === 'string')
+          scans.push(scanText(args, `messages[${index}].tool_calls[${callIndex}].function.arguments`));
       });
     }
   });

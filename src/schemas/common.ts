@@ -12,7 +12,12 @@ function plainDecimal(text: string): string {
   const [, sign, whole, fraction = '', exponent] = match;
   const digits = whole + fraction;
   const point = whole.length + Number(exponent);
-  const shifted = point <= 0 ? `0.${'0'.repeat(-point)}${digits}` : point >= digits.length ? digits + '0'.repeat(point - digits.length) : `${digits.slice(0, point)}.${digits.slice(point)}`;
+  const shifted =
+    point <= 0
+      ? `0.${'0'.repeat(-point)}${digits}`
+      : point >= digits.length
+        ? digits + '0'.repeat(point - digits.length)
+        : `${digits.slice(0, point)}.${digits.slice(point)}`;
   return sign + shifted;
 }
 
@@ -45,7 +50,10 @@ const NON_NEGATIVE_DECIMAL_PATTERN = `^(\\+?((0*[1-9]\\d{0,${W - 1}}|0+)(\\.(\\d
 /** The decimal strings > 0 within the digit bounds, as documented in OpenAPI. */
 const POSITIVE_DECIMAL_PATTERN = `^\\+?(0*[1-9]\\d{0,${W - 1}}(\\.(\\d{0,${F - 1}}[1-9])?0*)?|0*\\.\\d{0,${F - 1}}[1-9]0*)$`;
 
-/** Digits before and after the point of a well-formed decimal string, leading and trailing zeros aside (linear: no regex backtracking). */
+/**
+ * Digits before and after the point of a well-formed decimal string, leading and trailing zeros aside (linear:
+ * no regex backtracking).
+ */
 function significantDigits(text: string): { whole: number; fraction: number } {
   const [whole = '', fraction = ''] = text.replace(/^[+-]/, '').split('.');
   let first = 0;
@@ -55,12 +63,23 @@ function significantDigits(text: string): { whole: number; fraction: number } {
   return { whole: whole.length - first, fraction: last };
 }
 
-const wholeDigitsIssue = pydanticIssue('decimal_whole_digits', `Decimal input should have no more than ${W} digits before the decimal point`, { whole_digits: W });
-const fractionDigitsIssue = pydanticIssue('decimal_max_places', `Decimal input should have no more than ${F} decimal places`, { decimal_places: F });
+const wholeDigitsIssue = pydanticIssue(
+  'decimal_whole_digits',
+  `Decimal input should have no more than ${W} digits before the decimal point`,
+  { whole_digits: W },
+);
+const fractionDigitsIssue = pydanticIssue(
+  'decimal_max_places',
+  `Decimal input should have no more than ${F} decimal places`,
+  { decimal_places: F },
+);
 
 // Only a well-formed decimal is judged by its sign and size; a malformed one already has its decimal_parsing error.
 // The sign is read from the text, not from a Number, which would turn 400 digits into 0 or Infinity.
-const decimalString = (sign: { holds: (text: string) => boolean; issue: ReturnType<typeof pydanticIssue> }, pattern: string) =>
+const decimalString = (
+  sign: { holds: (text: string) => boolean; issue: ReturnType<typeof pydanticIssue> },
+  pattern: string,
+) =>
   z
     .string()
     .regex(DECIMAL_PATTERN, 'decimal')
@@ -70,8 +89,14 @@ const decimalString = (sign: { holds: (text: string) => boolean; issue: ReturnTy
     .openapi({ pattern });
 
 const nonZero = (text: string) => /[1-9]/.test(text);
-const atLeastZero = { holds: (text: string) => !text.startsWith('-') || !nonZero(text), issue: pydanticIssue('greater_than_equal', 'Input should be greater than or equal to 0', { ge: 0 }) };
-const aboveZero = { holds: (text: string) => !text.startsWith('-') && nonZero(text), issue: pydanticIssue('greater_than', 'Input should be greater than 0', { gt: 0 }) };
+const atLeastZero = {
+  holds: (text: string) => !text.startsWith('-') || !nonZero(text),
+  issue: pydanticIssue('greater_than_equal', 'Input should be greater than or equal to 0', { ge: 0 }),
+};
+const aboveZero = {
+  holds: (text: string) => !text.startsWith('-') && nonZero(text),
+  issue: pydanticIssue('greater_than', 'Input should be greater than 0', { gt: 0 }),
+};
 
 /** Every price: a number >= 0, or a decimal string >= 0 (api-spec "Numeric string"; negatives are 422). */
 export const NonNegativeNumeric = z
@@ -89,7 +114,9 @@ export const PositiveInt = Int().gt(0);
 
 /** The error types answered with `status`, in ERROR_STATUS order (`dialect` maps a status first). */
 export function errorTypesOf(status: number, dialect: (status: number) => number = (same) => same): ErrorType[] {
-  return (Object.entries(ERROR_STATUS) as [ErrorType, number][]).filter(([, own]) => dialect(own) === status).map(([type]) => type);
+  return (Object.entries(ERROR_STATUS) as [ErrorType, number][])
+    .filter(([, own]) => dialect(own) === status)
+    .map(([type]) => type);
 }
 
 const typeEnum = (types: ErrorType[]) => z.enum(types as [ErrorType, ...ErrorType[]]);
@@ -100,20 +127,27 @@ const errorBodies = new Map<number, z.ZodTypeAny>();
 export function errorBodyOf(status: number): z.ZodTypeAny {
   const body =
     errorBodies.get(status) ??
-    z.object({ error: z.object({ type: typeEnum(errorTypesOf(status)), message: z.string() }).passthrough() }).openapi(`Error${status}`);
+    z
+      .object({ error: z.object({ type: typeEnum(errorTypesOf(status)), message: z.string() }).passthrough() })
+      .openapi(`Error${status}`);
   errorBodies.set(status, body);
   return body;
 }
 
 const openAiErrorBodies = new Map<number, z.ZodTypeAny>();
 
-/** The same errors on the OpenAI-compatible routes: OpenAI's error object, `code` the type again (src/chat/openai-format.ts). */
+/**
+ * The same errors on the OpenAI-compatible routes: OpenAI's error object, `code` the type again
+ * (src/chat/openai-format.ts).
+ */
 export function openAiErrorBodyOf(status: number): z.ZodTypeAny {
   const types = typeEnum(errorTypesOf(status));
   const body =
     openAiErrorBodies.get(status) ??
     z
-      .object({ error: z.object({ message: z.string(), type: types, param: z.string().nullable(), code: types }).passthrough() })
+      .object({
+        error: z.object({ message: z.string(), type: types, param: z.string().nullable(), code: types }).passthrough(),
+      })
       .openapi(`OpenAIError${status}`);
   openAiErrorBodies.set(status, body);
   return body;
@@ -138,12 +172,18 @@ export const ValidationErrorBody = z
 export const StringMap = z.record(z.string());
 export const FreeForm = z.record(z.any());
 
-/** A validation error on the OpenAI-compatible routes: the same `detail`, and OpenAI's error object for its first issue. */
+/**
+ * A validation error on the OpenAI-compatible routes: the same `detail`, and OpenAI's error object for its first
+ * issue.
+ */
 export const OpenAIValidationErrorBody = ValidationErrorBody.extend({
   error: z.object({
     message: z.string(),
     type: z.literal('invalid_request_error'),
-    param: z.string().nullable().openapi({ description: 'The first issue\'s field (messages[0].content), null for a malformed body' }),
-    code: z.string().openapi({ description: 'The first issue\'s type (missing, too_short, json_invalid, ...)' }),
+    param: z
+      .string()
+      .nullable()
+      .openapi({ description: "The first issue's field (messages[0].content), null for a malformed body" }),
+    code: z.string().openapi({ description: "The first issue's type (missing, too_short, json_invalid, ...)" }),
   }),
 }).openapi('OpenAIValidationError');

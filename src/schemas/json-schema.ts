@@ -33,22 +33,31 @@ export function solverJsonSchemas(): Record<string, unknown> {
   register(RESULT_SCHEMAS, names.results);
   register(PAYLOAD_SCHEMAS, names.payloads);
   registry.register('SolverCapability', SolverCapability);
-  const components = new OpenApiGeneratorV31(registry.definitions).generateComponents() as { components?: { schemas?: Record<string, unknown> } };
+  const components = new OpenApiGeneratorV31(registry.definitions).generateComponents() as {
+    components?: { schemas?: Record<string, unknown> };
+  };
   const text = JSON.stringify(components.components?.schemas ?? {}).replaceAll('"#/components/schemas/', '"#/$defs/');
-  const refs = (named: Record<string, string>) => Object.fromEntries(Object.entries(named).map(([type, name]) => [type, { $ref: `#/$defs/${name}` }]));
+  const refs = (named: Record<string, string>) =>
+    Object.fromEntries(Object.entries(named).map(([type, name]) => [type, { $ref: `#/$defs/${name}` }]));
   cached = {
     $schema: 'https://json-schema.org/draft/2020-12/schema',
     $id: 'solver-protocol-v1.json',
     title: `Solver WebSocket protocol, version ${SOLVER_PROTOCOL_VERSION}`,
     description:
-      'Every frame is one JSON object in a WebSocket text frame; its "type" names it. server_frames are sent by the marketplace, solver_frames by the solver, results[task_type] is what the "result" of a "result" frame must match, payloads[task_type] what the "payload" of a web task\'s "task" frame holds, and capability one record of POST /v1/solver/capabilities. Unknown fields are ignored in both directions.',
+      'Every frame is one JSON object in a WebSocket text frame; its "type" names it. ' +
+      'server_frames are sent by the marketplace, solver_frames by the solver, results[task_type] ' +
+      'is what the "result" of a "result" frame must match, payloads[task_type] what the ' +
+      '"payload" of a web task\'s "task" frame holds, and capability one record of POST ' +
+      '/v1/solver/capabilities. Unknown fields are ignored in both directions.',
     protocol: SOLVER_PROTOCOL_VERSION,
     server_frames: refs(names.server_frames),
     solver_frames: refs(names.solver_frames),
     results: refs(names.results),
     payloads: refs(names.payloads),
     capability: { $ref: '#/$defs/SolverCapability' },
-    anyOf: [...Object.values(names.server_frames), ...Object.values(names.solver_frames)].map((name) => ({ $ref: `#/$defs/${name}` })),
+    anyOf: [...Object.values(names.server_frames), ...Object.values(names.solver_frames)].map((name) => ({
+      $ref: `#/$defs/${name}`,
+    })),
     $defs: JSON.parse(text),
   };
   return cached;

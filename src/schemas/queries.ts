@@ -7,13 +7,16 @@ import { LEDGER_ENTRY_KINDS, type LedgerEntryKind } from '../contract/ledger';
 /** One schema per query string; list routes page with `limit` and the `cursor` of the previous page. */
 
 /** Query values arrive as text; digits become the integer the schema checks (anything else is int_parsing). */
-const QueryInt = (schema: z.ZodNumber) => z.preprocess((value) => (typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : value), schema);
+const QueryInt = (schema: z.ZodNumber) =>
+  z.preprocess((value) => (typeof value === 'string' && /^-?\d+$/.test(value) ? Number(value) : value), schema);
 
 export const PAGE_LIMIT_DEFAULT = 20;
 export const PAGE_LIMIT_MAX = 100;
 
 const Page = {
-  limit: QueryInt(Int().min(1).max(PAGE_LIMIT_MAX)).optional().openapi({ description: `Items per page, 1-${PAGE_LIMIT_MAX} (default ${PAGE_LIMIT_DEFAULT})` }),
+  limit: QueryInt(Int().min(1).max(PAGE_LIMIT_MAX))
+    .optional()
+    .openapi({ description: `Items per page, 1-${PAGE_LIMIT_MAX} (default ${PAGE_LIMIT_DEFAULT})` }),
   cursor: z.string().min(1).optional().openapi({ description: 'next_cursor of the previous page' }),
 };
 
@@ -36,10 +39,7 @@ const TaskFilter = {
   ...Page,
 };
 
-export const ListTasksQuery = z
-  .object(TaskFilter)
-  .strict()
-  .openapi('ListTasksQuery');
+export const ListTasksQuery = z.object(TaskFilter).strict().openapi('ListTasksQuery');
 
 export type ListTasksRequest = z.infer<typeof ListTasksQuery>;
 
@@ -76,7 +76,14 @@ export type LedgerHistoryRequest = z.infer<typeof LedgerHistoryQuery>;
 
 export const RevokeApiKeyQuery = z
   .object({
-    allow_last: z.enum(['true', 'false']).optional().openapi({ description: 'true: revoke even the account\'s only live key (the account then has no way in), or its only live unrestricted key (no key could then manage keys)' }),
+    allow_last: z
+      .enum(['true', 'false'])
+      .optional()
+      .openapi({
+        description:
+          "true: revoke even the account's only live key (the account then has no way in), or its " +
+          'only live unrestricted key (no key could then manage keys)',
+      }),
   })
   .strict()
   .openapi('RevokeApiKeyQuery');
@@ -87,8 +94,12 @@ export const CRAWL_PAGE_MAX = 1000;
 
 export const CrawlStatusQuery = z
   .object({
-    skip: QueryInt(Int().min(0).max(2_147_483_647)).optional().openapi({ description: 'Documents to skip (the `next` URL carries it)' }),
-    limit: QueryInt(Int().min(1).max(CRAWL_PAGE_MAX)).optional().openapi({ description: `Documents per answer, 1-${CRAWL_PAGE_MAX} (default ${CRAWL_PAGE_DEFAULT})` }),
+    skip: QueryInt(Int().min(0).max(2_147_483_647))
+      .optional()
+      .openapi({ description: 'Documents to skip (the `next` URL carries it)' }),
+    limit: QueryInt(Int().min(1).max(CRAWL_PAGE_MAX))
+      .optional()
+      .openapi({ description: `Documents per answer, 1-${CRAWL_PAGE_MAX} (default ${CRAWL_PAGE_DEFAULT})` }),
   })
   .strict()
   .openapi('CrawlStatusQuery');

@@ -6,17 +6,32 @@ export const SolverMarket = z
   .object({
     protocol_version: z.number().int(),
     server_time: z.string().openapi({ description: 'The server clock (ISO 8601, UTC) as the answer was made' }),
-    platform_fee_percent: z.string().openapi({ description: 'Share of each settled price the platform keeps (decimal string)' }),
-    strong_models: z.array(z.string()).openapi({ description: 'Models a chat_completion capability may claim tier "strong" for; chat goes to those records only' }),
+    platform_fee_percent: z
+      .string()
+      .openapi({ description: 'Share of each settled price the platform keeps (decimal string)' }),
+    strong_models: z.array(z.string()).openapi({
+      description:
+        'Models a chat_completion capability may claim tier "strong" for; chat goes to those ' + 'records only',
+    }),
     task_types: z.record(
       z.enum(CAPABILITY_TASK_TYPES),
       z.object({
-        default_max_price_points: z.string().openapi({ description: 'The maximum price of a task whose client names none; a record priced above it gets no such task' }),
-        strong_tier_only: z.boolean(),
-        check_price_ceiling_points: z.string().nullable().openapi({
-          description: 'The highest min_price_points a check (canary) can pay: a record priced above it gets no client task of this type; null when no check is sent for the type',
+        default_max_price_points: z.string().openapi({
+          description:
+            'The maximum price of a task whose client names none; a record priced above it gets no such ' + 'task',
         }),
-        billing_types: z.array(z.enum(BILLING_TYPES)).openapi({ description: 'The billing types a record of this task type may have: per_token for chat only' }),
+        strong_tier_only: z.boolean(),
+        check_price_ceiling_points: z
+          .string()
+          .nullable()
+          .openapi({
+            description:
+              'The highest min_price_points a check (canary) can pay: a record priced above it gets no ' +
+              'client task of this type; null when no check is sent for the type',
+          }),
+        billing_types: z
+          .array(z.enum(BILLING_TYPES))
+          .openapi({ description: 'The billing types a record of this task type may have: per_token for chat only' }),
       }),
     ),
     accept_timeout_ms: z.number().int(),

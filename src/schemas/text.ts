@@ -15,7 +15,8 @@ export const STORABLE_TEXT_PATTERN = '^[^\\x00]*$';
 const UNPAIRED_SURROGATE = /\p{Cs}/u;
 
 type Problem = 'nul' | 'surrogate' | null;
-const problemOf = (text: string): Problem => (text.includes('\u0000') ? 'nul' : UNPAIRED_SURROGATE.test(text) ? 'surrogate' : null);
+const problemOf = (text: string): Problem =>
+  text.includes('\u0000') ? 'nul' : UNPAIRED_SURROGATE.test(text) ? 'surrogate' : null;
 
 export const isStorableText = (text: string) => problemOf(text) === null;
 
@@ -25,8 +26,21 @@ export type InputIssue =
   | { type: 'finite_number'; loc: (string | number)[]; msg: string; input: string };
 
 function issueOf(problem: Exclude<Problem, null>, loc: (string | number)[], input: string): InputIssue {
-  if (problem === 'nul') return { type: 'string_pattern_mismatch', loc, msg: `String should match pattern '${STORABLE_TEXT_PATTERN}' (no NUL character)`, input, ctx: { pattern: STORABLE_TEXT_PATTERN } };
-  return { type: 'string_unicode', loc, msg: 'Input should be a valid string, unable to parse raw data as a unicode string (unpaired UTF-16 surrogate)', input };
+  if (problem === 'nul')
+    return {
+      type: 'string_pattern_mismatch',
+      loc,
+      msg: `String should match pattern '${STORABLE_TEXT_PATTERN}' (no NUL character)`,
+      input,
+      ctx: { pattern: STORABLE_TEXT_PATTERN },
+    };
+  return {
+    type: 'string_unicode',
+    loc,
+    msg:
+      'Input should be a valid string, unable to parse raw data as a unicode string (unpaired ' + 'UTF-16 surrogate)',
+    input,
+  };
 }
 
 /**
@@ -39,11 +53,17 @@ export function unstorableInput(value: unknown, path: (string | number)[] = []):
     const problem = problemOf(value);
     return problem ? [issueOf(problem, path, value)] : [];
   }
-  if (typeof value === 'number') return Number.isFinite(value) ? [] : [{ type: 'finite_number', loc: path, msg: 'Input should be a finite number', input: String(value) }];
+  if (typeof value === 'number')
+    return Number.isFinite(value)
+      ? []
+      : [{ type: 'finite_number', loc: path, msg: 'Input should be a finite number', input: String(value) }];
   if (Array.isArray(value)) return value.flatMap((item, index) => unstorableInput(item, [...path, index]));
   if (value === null || typeof value !== 'object') return [];
   return Object.entries(value).flatMap(([key, item]) => {
     const problem = problemOf(key);
-    return [...(problem ? [issueOf(problem, [...path, key, '[key]'], key)] : []), ...unstorableInput(item, [...path, key])];
+    return [
+      ...(problem ? [issueOf(problem, [...path, key, '[key]'], key)] : []),
+      ...unstorableInput(item, [...path, key]),
+    ];
   });
 }

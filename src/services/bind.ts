@@ -10,6 +10,11 @@ export type BoundTo<T> = { readonly [K in keyof T]: Bound<T[K]> };
  * through, so that it never holds the pool itself.
  */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
-export function bindDb<T extends Record<string, (db: Db, ...args: any[]) => unknown>>(db: Db, statements: T): BoundTo<T> {
-  return Object.fromEntries(Object.entries(statements).map(([name, statement]) => [name, (...args: unknown[]) => statement(db, ...args)])) as BoundTo<T>;
+export function bindDb<T extends Record<string, (db: Db, ...args: any[]) => unknown>>(
+  db: Db,
+  statements: T,
+): BoundTo<T> {
+  return Object.fromEntries(
+    Object.entries(statements).map(([name, statement]) => [name, (...args: unknown[]) => statement(db, ...args)]),
+  ) as BoundTo<T>;
 }

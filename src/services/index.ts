@@ -5,9 +5,37 @@ import type { Config } from '../config';
 import { crawlWorkflowId, type CrawlWorkflowInput } from '../contract/workflows';
 import { cancelTasks } from '../crawl/runner';
 import { countAddressRequest } from '../db/address-limits';
-import { createAccount, createApiKey, findAccount, findAccountByApiKey, listApiKeys, revokeApiKey, updateApiKey, updateSettings } from '../db/accounts';
-import { activeCrawls, crawlByIdempotencyKey, crawlCost, crawlCounts, crawlDocuments, crawlErrors, createCrawl, finishCrawl, getCrawl, runningPageTasks } from '../db/crawls';
-import { committedToTasks, costOfTasks, deposit, getBalance, ledgerHistory, ledgerSummary, taskLedger } from '../db/ledger';
+import {
+  createAccount,
+  createApiKey,
+  findAccount,
+  findAccountByApiKey,
+  listApiKeys,
+  revokeApiKey,
+  updateApiKey,
+  updateSettings,
+} from '../db/accounts';
+import {
+  activeCrawls,
+  crawlByIdempotencyKey,
+  crawlCost,
+  crawlCounts,
+  crawlDocuments,
+  crawlErrors,
+  createCrawl,
+  finishCrawl,
+  getCrawl,
+  runningPageTasks,
+} from '../db/crawls';
+import {
+  committedToTasks,
+  costOfTasks,
+  deposit,
+  getBalance,
+  ledgerHistory,
+  ledgerSummary,
+  taskLedger,
+} from '../db/ledger';
 import { onlineSolvers, recentAttemptsOf, taskAttempts } from '../db/market-view';
 import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
@@ -18,12 +46,26 @@ import { checkFunding } from '../db/check-funding';
 import { findTasks, listTasks } from '../db/task-listing';
 import { getTaskRecord, getTaskRow } from '../db/tasks/records';
 import { idempotencyKeyReused } from '../db/tasks/create';
-import { accountWebhook, deleteAccountWebhook, deliveryLog, rotateWebhookSecret, setAccountWebhook, webhookSecret } from '../db/webhooks';
+import {
+  accountWebhook,
+  deleteAccountWebhook,
+  deliveryLog,
+  rotateWebhookSecret,
+  setAccountWebhook,
+  webhookSecret,
+} from '../db/webhooks';
 import type { TaskEngine } from '../tasks/engine';
 import { crawlSummary } from '../tasks/workflow-summary';
 import { canaryPageAt, chatAuditsOf } from '../trust/canaries';
 import { earningsOf } from '../trust/escrow';
-import { clearQuarantine, confirmQuarantine, heldEarnings, listQuarantines, quarantinesOf, reputationOf } from '../db/quarantines';
+import {
+  clearQuarantine,
+  confirmQuarantine,
+  heldEarnings,
+  listQuarantines,
+  quarantinesOf,
+  reputationOf,
+} from '../db/quarantines';
 import { disagreementsOf } from '../db/redundant';
 import { usageInflationsOf } from '../db/usage-inflations';
 import { setVerifier, verifierSince } from '../db/verifiers';
@@ -40,7 +82,8 @@ export interface ServicesDeps {
 }
 
 /** Whether a backing service answers: `ok`, or the error it gave. */
-const reachable = (probe: Promise<unknown>): Promise<string> => probe.then(() => 'ok').catch((error: Error) => `error: ${error.message}`);
+const reachable = (probe: Promise<unknown>): Promise<string> =>
+  probe.then(() => 'ok').catch((error: Error) => `error: ${error.message}`);
 
 /**
  * What the HTTP layer reads and writes through besides the task engine, built once by the API entry
@@ -70,25 +113,58 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
       /** A solver's pay not vested yet (the process's trust policy says how long pay vests). */
       earningsOf: (accountId: string) => earningsOf(db, config.trust, accountId),
     },
-    ledger: bindDb(db, { getBalance, deposit, costOfTasks, committedToTasks, ledgerHistory, ledgerSummary, taskLedger }),
+    ledger: bindDb(db, {
+      getBalance,
+      deposit,
+      costOfTasks,
+      committedToTasks,
+      ledgerHistory,
+      ledgerSummary,
+      taskLedger,
+    }),
     /** Reads of tasks beside the engine's: lists, the console's views, webhook logs. */
-    taskViews: bindDb(db, { listTasks, findTasks, getTaskRow, getTaskRecord, taskAttempts, deliveryLog, idempotencyKeyReused }),
+    taskViews: bindDb(db, {
+      listTasks,
+      findTasks,
+      getTaskRow,
+      getTaskRecord,
+      taskAttempts,
+      deliveryLog,
+      idempotencyKeyReused,
+    }),
     solvers: {
       ...bindDb(db, { listCapabilities, solverStats, recentAttemptsOf, onlineSolvers }),
-      /** Whether the account can hold fixed points plus tasks at the lowest estimate an online solver asks (src/db/solvers.ts). */
+      /**
+       * Whether the account can hold fixed points plus tasks at the lowest estimate an online solver asks
+       * (src/db/solvers.ts).
+       */
       canHoldEstimates: (input: Parameters<typeof canHoldEstimates>[2]) => canHoldEstimates(db, config.trust, input),
       /** Replaces a solver's capabilities; the slots they freed for waiting tasks are told. */
-      async replaceCapabilities(...args: Parameters<typeof replaceCapabilities> extends [Db, TrustPolicy, ...infer A] ? A : never) {
+      async replaceCapabilities(
+        ...args: Parameters<typeof replaceCapabilities> extends [Db, TrustPolicy, ...infer A] ? A : never
+      ) {
         return engine.afterCommit(await replaceCapabilities(db, config.trust, ...args)).capabilities;
       },
     },
     trust: {
-      ...bindDb(db, { listQuarantines, disagreementsOf, usageInflationsOf, setVerifier, verifierSince, canaryPageAt, chatAuditsOf }),
+      ...bindDb(db, {
+        listQuarantines,
+        disagreementsOf,
+        usageInflationsOf,
+        setVerifier,
+        verifierSince,
+        canaryPageAt,
+        chatAuditsOf,
+      }),
       reputationOf: (solverId: string) => reputationOf(db, config.trust, solverId),
       clearQuarantine: (solverId: string, note: string | null) => clearQuarantine(db, config.trust, solverId, note),
       /** What matching and the solver itself see of a solver's trust: its quarantines, reputation and held pay. */
       async standing(solverId: string) {
-        const [quarantines, reputation, held] = await Promise.all([quarantinesOf(db, solverId), reputationOf(db, config.trust, solverId), heldEarnings(db, solverId)]);
+        const [quarantines, reputation, held] = await Promise.all([
+          quarantinesOf(db, solverId),
+          reputationOf(db, config.trust, solverId),
+          heldEarnings(db, solverId),
+        ]);
         return { quarantines, reputation, held };
       },
       /** Confirms a quarantine; the refunded tasks' webhook deliveries are sent. */
@@ -106,7 +182,15 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
       temporal: () => reachable(temporal.workflowService.getSystemInfo({})),
     },
     crawls: {
-      ...bindDb(db, { crawlByIdempotencyKey, getCrawl, activeCrawls, crawlCounts, crawlCost, crawlDocuments, crawlErrors }),
+      ...bindDb(db, {
+        crawlByIdempotencyKey,
+        getCrawl,
+        activeCrawls,
+        crawlCounts,
+        crawlCost,
+        crawlDocuments,
+        crawlErrors,
+      }),
       /** Stores a crawl or batch job; the webhook deliveries it wrote are sent. */
       async create(...args: Parameters<typeof createCrawl> extends [Db, ...infer A] ? A : never) {
         return engine.afterCommit(await createCrawl(db, ...args));
@@ -115,7 +199,12 @@ export function createServices({ config, db, temporal, engine, artifacts }: Serv
        * Starts the job's workflow: `started` (or already running: the same job asked for again), or
        * `not_started`, and the job is then failed.
        */
-      async start(crawl: { crawl_id: string; account_id: string; kind: string; url: string | null }): Promise<'started' | 'not_started'> {
+      async start(crawl: {
+        crawl_id: string;
+        account_id: string;
+        kind: string;
+        url: string | null;
+      }): Promise<'started' | 'not_started'> {
         const crawlId = crawl.crawl_id;
         try {
           await temporal.workflow.start('crawlWorkflow', {

@@ -19,7 +19,11 @@ import { PREFIX, registry } from '../metrics/metrics';
 const sources = { dbs: new Map<Db, TrustPolicy | undefined>(), socketCounts: new Set<() => number>() };
 
 /** Registers a database and/or solver-socket count for the scrape-time gauges; the returned function removes them. */
-export function addMetricsSource(source: { db?: Db; trust?: TrustPolicy; connectedSolvers?: () => number }): () => void {
+export function addMetricsSource(source: {
+  db?: Db;
+  trust?: TrustPolicy;
+  connectedSolvers?: () => number;
+}): () => void {
   if (source.db) sources.dbs.set(source.db, source.trust);
   if (source.connectedSolvers) sources.socketCounts.add(source.connectedSolvers);
   return () => {
@@ -41,61 +45,81 @@ new Gauge({
 
 const tasksWaiting = new Gauge({
   name: `${PREFIX}tasks_waiting`,
-  help: "Client tasks waiting for a solver (queued; not the platform's canaries and redundant runs), by task type; read from PostgreSQL, the same on every node (use max)",
+  help:
+    "Client tasks waiting for a solver (queued; not the platform's canaries and redundant " +
+    'runs), by task type; read from PostgreSQL, the same on every node (use max)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
 
 const tasksAssigned = new Gauge({
   name: `${PREFIX}tasks_assigned`,
-  help: 'Tasks being worked on by a solver (assigned), by task type; read from PostgreSQL, the same on every node (use max)',
+  help:
+    'Tasks being worked on by a solver (assigned), by task type; read from PostgreSQL, the same ' +
+    'on every node (use max)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
 
 const freeSlots = new Gauge({
   name: `${PREFIX}solver_free_slots`,
-  help: 'Free concurrency slots of connected solvers, by task type; read from PostgreSQL, the same on every node (use max)',
+  help:
+    'Free concurrency slots of connected solvers, by task type; read from PostgreSQL, the same ' +
+    'on every node (use max)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
 
 const workSolvers = new Gauge({
   name: `${PREFIX}work_solvers`,
-  help: 'Solvers that started attempts of the task type in the last 5 minutes; read from PostgreSQL, the same on every node (use max)',
+  help:
+    'Solvers that started attempts of the task type in the last 5 minutes; read from ' +
+    'PostgreSQL, the same on every node (use max)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
 
 const workTopShare = new Gauge({
   name: `${PREFIX}work_top_solver_share_ratio`,
-  help: 'Share of the last 5 minutes\' attempts of the task type that the busiest solver took (0 when none); read from PostgreSQL, the same on every node (use max)',
+  help:
+    "Share of the last 5 minutes' attempts of the task type that the busiest solver took (0 " +
+    'when none); read from PostgreSQL, the same on every node (use max)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
 
 const workFairness = new Gauge({
   name: `${PREFIX}work_fairness_ratio`,
-  help: "Jain's fairness index of the last 5 minutes' attempts of the task type over the solvers online for it or that served it (1: equal; 1/n: one took all; 1 when no work); read from PostgreSQL, the same on every node (use max)",
+  help:
+    "Jain's fairness index of the last 5 minutes' attempts of the task type over the solvers " +
+    'online for it or that served it (1: equal; 1/n: one took all; 1 when no work); read from ' +
+    'PostgreSQL, the same on every node (use max)',
   labelNames: ['task_type'] as const,
   registers: [registry],
 });
 
 const platformAvailable = new Gauge({
   name: `${PREFIX}platform_available_points`,
-  help: "The platform account's available points, which pay the checks (canaries, chat audits, verification runs); read from PostgreSQL, the same on every node (use max)",
+  help:
+    "The platform account's available points, which pay the checks (canaries, chat audits, " +
+    'verification runs); read from PostgreSQL, the same on every node (use max)',
   registers: [registry],
 });
 
 const checksUnfunded = new Gauge({
   name: `${PREFIX}checks_unfunded`,
-  help: "1 while checks are sent and the platform account cannot hold one (the check price ceiling): no new solver leaves probation until it is funded; read from PostgreSQL, the same on every node (use max)",
+  help:
+    '1 while checks are sent and the platform account cannot hold one (the check price ' +
+    'ceiling): no new solver leaves probation until it is funded; read from PostgreSQL, the ' +
+    'same on every node (use max)',
   registers: [registry],
 });
 
 const solversAwaitingChecks = new Gauge({
   name: `${PREFIX}solvers_awaiting_checks`,
-  help: 'Solvers online on probation for some task type with no check open: waiting for one (for ever, while checks are unfunded); read from PostgreSQL, the same on every node (use max)',
+  help:
+    'Solvers online on probation for some task type with no check open: waiting for one (for ' +
+    'ever, while checks are unfunded); read from PostgreSQL, the same on every node (use max)',
   registers: [registry],
 });
 
@@ -107,14 +131,19 @@ export const CHAT_AUDIT_WINDOW_SECONDS = 24 * 3600;
 
 const chatAuditsJudged = new Gauge({
   name: `${PREFIX}chat_audits_judged`,
-  help: 'Chat audits judged in the last 24 hours, by the model that answered them and verdict (passed, failed); read from PostgreSQL, the same on every node (use max)',
+  help:
+    'Chat audits judged in the last 24 hours, by the model that answered them and verdict ' +
+    '(passed, failed); read from PostgreSQL, the same on every node (use max)',
   labelNames: ['model', 'verdict'] as const,
   registers: [registry],
 });
 
 const chatAuditNearQuarantine = new Gauge({
   name: `${PREFIX}chat_audit_solvers_near_quarantine`,
-  help: 'Solvers out of quarantine audited in the last 24 hours whose sequential test on chat audits stands at or above half its quarantine threshold, by the model of their latest audit; read from PostgreSQL, the same on every node (use max)',
+  help:
+    'Solvers out of quarantine audited in the last 24 hours whose sequential test on chat ' +
+    'audits stands at or above half its quarantine threshold, by the model of their latest ' +
+    'audit; read from PostgreSQL, the same on every node (use max)',
   labelNames: ['model'] as const,
   registers: [registry],
 });
@@ -125,12 +154,20 @@ const scrapeErrors = new Counter({
   registers: [registry],
 });
 
-/** Reads the queue, work-share, check-funding and chat audit figures once per scrape (five cheap statements), before the registry renders. */
+/**
+ * Reads the queue, work-share, check-funding and chat audit figures once per scrape (five cheap statements),
+ * before the registry renders.
+ */
 async function refreshQueueFigures(): Promise<void> {
   const [db, trust] = (sources.dbs.entries().next().value as [Db, TrustPolicy | undefined] | undefined) ?? [];
   if (!db) return;
   try {
-    const [figures, shares, funding, audits] = await Promise.all([queueFigures(db), workShareFigures(db), trust ? checkFunding(db, trust) : null, chatAuditFigures(db, CHAT_AUDIT_WINDOW_SECONDS)]);
+    const [figures, shares, funding, audits] = await Promise.all([
+      queueFigures(db),
+      workShareFigures(db),
+      trust ? checkFunding(db, trust) : null,
+      chatAuditFigures(db, CHAT_AUDIT_WINDOW_SECONDS),
+    ]);
     // Models whose audits left the window drop out rather than stay at their last value.
     chatAuditsJudged.reset();
     for (const row of audits.verdicts) chatAuditsJudged.labels(row.model, row.verdict).set(row.audits);

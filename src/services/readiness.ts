@@ -19,18 +19,27 @@ export type ReadinessStatus = 'ready' | 'not_ready' | 'draining';
 
 export interface ReadinessReport {
   ready: boolean;
-  /** `status`, then each part's state: its word when it serves, `timed_out` or `failed` (a worker: its run state) otherwise. */
+  /**
+   * `status`, then each part's state: its word when it serves, `timed_out` or `failed` (a worker: its run state)
+   * otherwise.
+   */
   body: Record<string, string>;
 }
 
 class NotServing extends Error {
-  constructor(readonly state: string, message: string) {
+  constructor(
+    readonly state: string,
+    message: string,
+  ) {
     super(message);
   }
 }
 
 export class Readiness {
-  /** A check still running is joined by the next probe, not started again: a hung database holds one connection, not one per probe. */
+  /**
+   * A check still running is joined by the next probe, not started again: a hung database holds one connection,
+   * not one per probe.
+   */
   private readonly inFlight = new Map<string, Promise<string>>();
   private readonly lastState = new Map<string, string>();
   private draining = false;
@@ -46,10 +55,16 @@ export class Readiness {
   }
 
   async report(): Promise<ReadinessReport> {
-    const parts = await Promise.all(Object.entries(this.checks).map(async ([name, check]) => [name, await this.state(name, check)] as const));
+    const parts = await Promise.all(
+      Object.entries(this.checks).map(async ([name, check]) => [name, await this.state(name, check)] as const),
+    );
     const failing = parts.filter(([, outcome]) => !outcome.ok);
     const status: ReadinessStatus = this.draining ? 'draining' : failing.length > 0 ? 'not_ready' : 'ready';
-    const body: Record<string, string> = { status, ...Object.fromEntries(parts.map(([name, outcome]) => [name, outcome.state])), ...this.options.extra };
+    const body: Record<string, string> = {
+      status,
+      ...Object.fromEntries(parts.map(([name, outcome]) => [name, outcome.state])),
+      ...this.options.extra,
+    };
     return { ready: status === 'ready', body };
   }
 
@@ -103,17 +118,29 @@ export const postgresCheck =
  * deadline comes just after the probe's timeout: the probe says `timed_out`, and the call does not linger.
  */
 export const temporalCheck =
-  (connection: { withDeadline<T>(deadline: number, fn: () => Promise<T>): Promise<T>; workflowService: { getSystemInfo(request: object): Promise<unknown> } }, timeoutMs = READINESS_TIMEOUT_MS): ReadinessCheck =>
+  (
+    connection: {
+      withDeadline<T>(deadline: number, fn: () => Promise<T>): Promise<T>;
+      workflowService: { getSystemInfo(request: object): Promise<unknown> };
+    },
+    timeoutMs = READINESS_TIMEOUT_MS,
+  ): ReadinessCheck =>
   () =>
-    connection.withDeadline(Date.now() + timeoutMs + 500, () => connection.workflowService.getSystemInfo({})).then(() => 'ok');
+    connection
+      .withDeadline(Date.now() + timeoutMs + 500, () => connection.workflowService.getSystemInfo({}))
+      .then(() => 'ok');
 
 /** A Temporal worker runs and none of its pollers has failed (it polls its task queue). */
 export const workerCheck =
-  (worker: { getStatus(): { runState: string; workflowPollerState: string; activityPollerState: string } }): ReadinessCheck =>
+  (worker: {
+    getStatus(): { runState: string; workflowPollerState: string; activityPollerState: string };
+  }): ReadinessCheck =>
   async () => {
     const status = worker.getStatus();
-    if (status.runState !== 'RUNNING') throw new NotServing(status.runState.toLowerCase(), `the Temporal worker is ${status.runState.toLowerCase()}`);
-    if (status.workflowPollerState === 'FAILED' || status.activityPollerState === 'FAILED') throw new NotServing('failed', 'a poller of the Temporal worker failed');
+    if (status.runState !== 'RUNNING')
+      throw new NotServing(status.runState.toLowerCase(), `the Temporal worker is ${status.runState.toLowerCase()}`);
+    if (status.workflowPollerState === 'FAILED' || status.activityPollerState === 'FAILED')
+      throw new NotServing('failed', 'a poller of the Temporal worker failed');
     return 'polling';
   };
 

@@ -18,7 +18,8 @@ export const newSecret = () => `${SECRET_PREFIX}${crypto.randomBytes(SECRET_BYTE
  * The key a secret stands for. Node's base64 decoder also reads the URL-safe alphabet in which secrets
  * were once made (migration 0020 rewrote the stored ones), so such a secret keeps its key.
  */
-export const keyOf = (secret: string) => Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
+export const keyOf = (secret: string) =>
+  Buffer.from(secret.startsWith(SECRET_PREFIX) ? secret.slice(SECRET_PREFIX.length) : secret, 'base64');
 
 const signedWith = (secret: string, id: string, timestamp: number, body: string) =>
   `v1,${crypto.createHmac('sha256', keyOf(secret)).update(`${id}.${timestamp}.${body}`).digest('base64')}`;
@@ -27,8 +28,15 @@ const signedWith = (secret: string, id: string, timestamp: number, body: string)
 export const signatureOf = (secrets: readonly string[], id: string, timestamp: number, body: string) =>
   secrets.map((secret) => signedWith(secret, id, timestamp, body)).join(' ');
 
-/** What a receiver's library does (the benchmark's receiver uses it): true when one of the signatures is the secret's. */
-export function verifySignature(secret: string, headers: { id: string; timestamp: string; signature: string }, body: string): boolean {
+/**
+ * What a receiver's library does (the benchmark's receiver uses it): true when one of the signatures is the
+ * secret's.
+ */
+export function verifySignature(
+  secret: string,
+  headers: { id: string; timestamp: string; signature: string },
+  body: string,
+): boolean {
   const expected = Buffer.from(signedWith(secret, headers.id, Number(headers.timestamp), body));
   return headers.signature.split(' ').some((given) => {
     const candidate = Buffer.from(given);

@@ -4,7 +4,11 @@ import { SolverError } from './errors';
  * A child signal that fires when the parent fires (keeping the parent's reason) or when `ms` elapse
  * (reason: a `timeout` SolverError), so every failure downstream maps to the right error type.
  */
-export function withTimeLimit(parent: AbortSignal, ms: number, message: string): { signal: AbortSignal; dispose: () => void } {
+export function withTimeLimit(
+  parent: AbortSignal,
+  ms: number,
+  message: string,
+): { signal: AbortSignal; dispose: () => void } {
   const controller = new AbortController();
   const onParentAbort = () => controller.abort(parent.reason);
   if (parent.aborted) controller.abort(parent.reason);
@@ -21,7 +25,8 @@ export function withTimeLimit(parent: AbortSignal, ms: number, message: string):
 }
 
 export function throwIfAborted(signal: AbortSignal): void {
-  if (signal.aborted) throw signal.reason instanceof Error ? signal.reason : new SolverError('cancelled', 'the attempt was aborted');
+  if (signal.aborted)
+    throw signal.reason instanceof Error ? signal.reason : new SolverError('cancelled', 'the attempt was aborted');
 }
 
 /** Resolves after `ms`, or rejects as soon as the signal fires. */

@@ -38,7 +38,10 @@ export type SolverAgentStatus = {
 };
 
 export type SolverAgent = {
-  /** Resolves with the first `welcome`; rejects when the marketplace refuses the key or capabilities, or on stop() before that. */
+  /**
+   * Resolves with the first `welcome`; rejects when the marketplace refuses the key or capabilities, or on
+   * stop() before that.
+   */
   connected: Promise<WelcomeMessage>;
   /** The task types advertised to the marketplace. */
   taskTypes: CapabilityTaskType[];
@@ -140,7 +143,12 @@ class AgentRuntime {
     while (!this.halt.signal.aborted) {
       let welcomed = false;
       try {
-        const registration = await registerCapabilities(this.config.url, this.config.apiKey, capabilities, this.halt.signal);
+        const registration = await registerCapabilities(
+          this.config.url,
+          this.config.apiKey,
+          capabilities,
+          this.halt.signal,
+        );
         this.clockSkewMs = Math.abs(registration.clockSkewMs) >= CLOCK_SKEW_FLOOR_MS ? registration.clockSkewMs : 0;
         welcomed = await this.session();
       } catch (error) {
@@ -202,7 +210,11 @@ class AgentRuntime {
         if (this.socket === socket) this.socket = null;
         this.welcome = null;
         // Our own stop() closing the socket is expected; anything else is worth a warning.
-        if (welcomed) this.logger[this.halt.signal.aborted ? 'info' : 'warn']({ code, reason: reason.toString() }, 'disconnected from the marketplace');
+        if (welcomed)
+          this.logger[this.halt.signal.aborted ? 'info' : 'warn'](
+            { code, reason: reason.toString() },
+            'disconnected from the marketplace',
+          );
         this.abandonAttempts();
         resolve(welcomed);
       });
@@ -224,7 +236,10 @@ class AgentRuntime {
     this.welcome = welcome;
     this.everConnected = true;
     this.armWatchdog(socket);
-    this.logger.info({ solverId: welcome.solver_id, taskTypes: this.taskTypes, heartbeatIntervalMs: welcome.heartbeat_interval_ms }, 'connected to the marketplace');
+    this.logger.info(
+      { solverId: welcome.solver_id, taskTypes: this.taskTypes, heartbeatIntervalMs: welcome.heartbeat_interval_ms },
+      'connected to the marketplace',
+    );
     this.resolveConnected(welcome);
   }
 
@@ -246,12 +261,16 @@ class AgentRuntime {
         const task = TaskFrame.safeParse(frame);
         if (task.success) return this.onTask(task.data);
         if (typeof frame.attempt_id === 'string' && frame.attempt_id !== '') {
-          const unknownType = typeof frame.task_type === 'string' && !this.taskTypes.includes(frame.task_type as CapabilityTaskType);
+          const unknownType =
+            typeof frame.task_type === 'string' && !this.taskTypes.includes(frame.task_type as CapabilityTaskType);
           this.sendError(
             frame.attempt_id,
             unknownType
               ? new SolverError('unsupported_task_type', `this solver does not do ${String(frame.task_type)} tasks`)
-              : new SolverError('invalid_payload', `malformed task frame: ${task.error.issues.map((issue) => issue.path.join('.')).join(', ')}`),
+              : new SolverError(
+                  'invalid_payload',
+                  `malformed task frame: ${task.error.issues.map((issue) => issue.path.join('.')).join(', ')}`,
+                ),
           );
         }
         return this.logger.warn({ issues: task.error.issues }, 'malformed task frame');
@@ -264,30 +283,47 @@ class AgentRuntime {
       }
       case 'protocol_error': {
         const problem = ProtocolErrorFrame.safeParse(frame);
-        return this.logger.warn({ message: problem.success ? problem.data.message : frame }, 'the marketplace reported a protocol error');
+        return this.logger.warn(
+          { message: problem.success ? problem.data.message : frame },
+          'the marketplace reported a protocol error',
+        );
       }
       case 'result_rejected': {
         // Results are checked before they are sent, so this means the two schemas disagree: worth an error.
         const rejected = ResultRejectedFrame.safeParse(frame);
-        return this.logger.error({ attemptId: frame.attempt_id, issues: rejected.success ? rejected.data.issues : frame }, 'the marketplace rejected a result');
+        return this.logger.error(
+          { attemptId: frame.attempt_id, issues: rejected.success ? rejected.data.issues : frame },
+          'the marketplace rejected a result',
+        );
       }
       case 'draining':
-        return this.logger.info({ running: frame.running_attempts }, 'the marketplace sends no new task; finishing the running ones');
+        return this.logger.info(
+          { running: frame.running_attempts },
+          'the marketplace sends no new task; finishing the running ones',
+        );
       default:
         return this.logger.debug({ type: frame.type }, 'ignoring an unknown frame type');
     }
   }
 
   private onTask(task: TaskMessage): void {
-    if (this.attempts.has(task.attempt_id)) return this.logger.warn({ attemptId: task.attempt_id }, 'duplicate task frame ignored');
-    if (this.stopping) return this.sendError(task.attempt_id, new SolverError('shutting_down', 'this solver is shutting down'));
+    if (this.attempts.has(task.attempt_id))
+      return this.logger.warn({ attemptId: task.attempt_id }, 'duplicate task frame ignored');
+    if (this.stopping)
+      return this.sendError(task.attempt_id, new SolverError('shutting_down', 'this solver is shutting down'));
     const handler = this.handlers[task.task_type];
     if (!handler || !this.taskTypes.includes(task.task_type)) {
-      return this.sendError(task.attempt_id, new SolverError('unsupported_task_type', `this solver does not do ${task.task_type} tasks`));
+      return this.sendError(
+        task.attempt_id,
+        new SolverError('unsupported_task_type', `this solver does not do ${task.task_type} tasks`),
+      );
     }
     const limit = concurrencyOf(this.config, task.task_type);
     if (this.running(task.task_type) >= limit) {
-      return this.sendError(task.attempt_id, new SolverError('busy', `this solver is already running ${limit} ${task.task_type} tasks`));
+      return this.sendError(
+        task.attempt_id,
+        new SolverError('busy', `this solver is already running ${limit} ${task.task_type} tasks`),
+      );
     }
     this.send({ type: 'accept', attempt_id: task.attempt_id });
     this.runAttempt(task, handler);
@@ -302,7 +338,13 @@ class AgentRuntime {
 
   private runAttempt(task: TaskMessage, handler: NonNullable<SolverHandlers[CapabilityTaskType]>): void {
     const controller = new AbortController();
-    const attempt: Attempt = { id: task.attempt_id, taskType: task.task_type, controller, finished: false, settled: Promise.resolve() };
+    const attempt: Attempt = {
+      id: task.attempt_id,
+      taskType: task.task_type,
+      controller,
+      finished: false,
+      settled: Promise.resolve(),
+    };
     this.attempts.set(attempt.id, attempt);
     const deadlineTimer = this.deadlineTimer(task, controller);
     const started = Date.now();
@@ -312,7 +354,9 @@ class AgentRuntime {
       try {
         const result = await handler(task.payload, {
           signal: controller.signal,
-          ...(Number.isFinite(Date.parse(task.deadline)) ? { deadline: Date.parse(task.deadline) - this.clockSkewMs } : {}),
+          ...(Number.isFinite(Date.parse(task.deadline))
+            ? { deadline: Date.parse(task.deadline) - this.clockSkewMs }
+            : {}),
           emitChunk: (delta) => {
             if (!attempt.finished) this.send({ type: 'chunk', attempt_id: attempt.id, delta });
           },
@@ -320,14 +364,23 @@ class AgentRuntime {
         const checked = RESULT_SCHEMAS[task.task_type].safeParse(result);
         if (!checked.success) {
           const fields = checked.error.issues.map((issue) => issue.path.join('.') || 'result').join(', ');
-          throw new SolverError('invalid_result', `the ${task.task_type} handler produced an invalid result (${fields})`);
+          throw new SolverError(
+            'invalid_result',
+            `the ${task.task_type} handler produced an invalid result (${fields})`,
+          );
         }
         this.finish(attempt, { type: 'result', attempt_id: attempt.id, result });
-        this.logger.info({ attemptId: attempt.id, taskType: task.task_type, ms: Date.now() - started }, 'task completed');
+        this.logger.info(
+          { attemptId: attempt.id, taskType: task.task_type, ms: Date.now() - started },
+          'task completed',
+        );
       } catch (error) {
         const failure = toSolverError(error, controller.signal);
         if (!attempt.finished) {
-          this.logger.info({ attemptId: attempt.id, taskType: task.task_type, type: failure.type, message: failure.message }, 'task failed');
+          this.logger.info(
+            { attemptId: attempt.id, taskType: task.task_type, type: failure.type, message: failure.message },
+            'task failed',
+          );
         }
         this.sendError(attempt.id, failure, attempt);
       } finally {
@@ -342,7 +395,10 @@ class AgentRuntime {
     const deadline = Date.parse(task.deadline);
     if (!Number.isFinite(deadline)) return undefined;
     const remaining = deadline - (Date.now() + this.clockSkewMs);
-    const timer = setTimeout(() => controller.abort(abortReason('deadline_exceeded', `the task deadline ${task.deadline} has passed`)), Math.max(remaining, 0));
+    const timer = setTimeout(
+      () => controller.abort(abortReason('deadline_exceeded', `the task deadline ${task.deadline} has passed`)),
+      Math.max(remaining, 0),
+    );
     timer.unref();
     return timer;
   }
@@ -402,7 +458,11 @@ class AgentRuntime {
     const inFlight = () => Promise.allSettled([...this.attempts.values()].map((attempt) => attempt.settled));
     if (this.attempts.size > 0) await waitAtMost(inFlight(), graceMs);
     for (const attempt of this.attempts.values()) {
-      this.sendError(attempt.id, new SolverError('shutting_down', 'this solver shut down before the task finished'), attempt);
+      this.sendError(
+        attempt.id,
+        new SolverError('shutting_down', 'this solver shut down before the task finished'),
+        attempt,
+      );
       attempt.controller.abort(abortReason('shutting_down', 'the solver is shutting down'));
     }
     await inFlight();

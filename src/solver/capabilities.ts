@@ -24,7 +24,10 @@ export function concurrencyOf(config: SolverConfig, taskType: CapabilityTaskType
 }
 
 /** One record per offered task type; chat gets one per advertised model. */
-export function buildCapabilities(config: SolverConfig, taskTypes: readonly CapabilityTaskType[]): SolverCapabilityInput[] {
+export function buildCapabilities(
+  config: SolverConfig,
+  taskTypes: readonly CapabilityTaskType[],
+): SolverCapabilityInput[] {
   const records = taskTypes.flatMap((taskType): SolverCapabilityInput[] => {
     const common = {
       task_type: taskType,
@@ -42,12 +45,23 @@ export function buildCapabilities(config: SolverConfig, taskTypes: readonly Capa
         model_name: model,
         marginal_cost: config.chat?.pointsPer1kTokens ?? '0',
         ...(config.chat?.promptPointsPer1kTokens ? { prompt_cost: config.chat.promptPointsPer1kTokens } : {}),
-        ...(config.chat?.completionPointsPer1kTokens ? { completion_cost: config.chat.completionPointsPer1kTokens } : {}),
+        ...(config.chat?.completionPointsPer1kTokens
+          ? { completion_cost: config.chat.completionPointsPer1kTokens }
+          : {}),
       }));
     }
     // Only web tasks fetch pages: a chat answer does not depend on where it is asked from.
     const country = config.country ? { country: config.country } : {};
-    return [{ ...common, tier: 'standard', billing_type: 'per_request', model_name: webModelName(config, taskType), marginal_cost: '0', ...country }];
+    return [
+      {
+        ...common,
+        tier: 'standard',
+        billing_type: 'per_request',
+        model_name: webModelName(config, taskType),
+        marginal_cost: '0',
+        ...country,
+      },
+    ];
   });
   return SolverCapabilitiesBody.parse(records);
 }
@@ -94,11 +108,17 @@ export async function registerCapabilities(
       signal,
     });
   } catch (error) {
-    throw new RegistrationError(`the marketplace at ${baseUrl} is unreachable: ${firstLine(String((error as Error).cause ?? error))}`, null);
+    throw new RegistrationError(
+      `the marketplace at ${baseUrl} is unreachable: ${firstLine(String((error as Error).cause ?? error))}`,
+      null,
+    );
   }
   const text = await response.text().catch(() => '');
   if (!response.ok) {
-    throw new RegistrationError(`capability registration answered HTTP ${response.status}: ${text.slice(0, 500)}`, response.status);
+    throw new RegistrationError(
+      `capability registration answered HTTP ${response.status}: ${text.slice(0, 500)}`,
+      response.status,
+    );
   }
   const serverDate = Date.parse(response.headers.get('date') ?? '');
   const localMidpoint = (sentAt + Date.now()) / 2;

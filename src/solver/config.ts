@@ -30,7 +30,8 @@ export const SOLVER_USAGE = `Usage: npm run solver -- --url http://host:port --a
 Every option has an environment variable: SOLVER_URL, SOLVER_API_KEY, SOLVER_TASK_TYPES, SOLVER_MAX_CONCURRENT.
 See docs/solver-agent.md for the full configuration table.`;
 
-const blankToUndefined = (value: string | undefined) => (value === undefined || value.trim() === '' ? undefined : value.trim());
+const blankToUndefined = (value: string | undefined) =>
+  value === undefined || value.trim() === '' ? undefined : value.trim();
 
 const optionalString = z.string().optional().transform(blankToUndefined);
 
@@ -114,15 +115,25 @@ const taskTypeList = (name: string) =>
 /** "2" applies to every task type; "proxy_fetch=1,screenshot=3" sets them one by one (others keep the default). */
 const pricePoints = (name: string, fallback: string) =>
   optionalString.transform((value, ctx) => {
-    const prices = Object.fromEntries(CAPABILITY_TASK_TYPES.map((type) => [type, fallback])) as Record<CapabilityTaskType, string>;
+    const prices = Object.fromEntries(CAPABILITY_TASK_TYPES.map((type) => [type, fallback])) as Record<
+      CapabilityTaskType,
+      string
+    >;
     if (value === undefined) return prices;
     if (DECIMAL.test(value)) {
       for (const type of CAPABILITY_TASK_TYPES) prices[type] = value;
       return prices;
     }
-    for (const entry of value.split(',').map((item) => item.trim()).filter(Boolean)) {
+    for (const entry of value
+      .split(',')
+      .map((item) => item.trim())
+      .filter(Boolean)) {
       const [type, price] = entry.split('=').map((part) => part?.trim());
-      if (!(CAPABILITY_TASK_TYPES as readonly string[]).includes(type ?? '') || price === undefined || !DECIMAL.test(price)) {
+      if (
+        !(CAPABILITY_TASK_TYPES as readonly string[]).includes(type ?? '') ||
+        price === undefined ||
+        !DECIMAL.test(price)
+      ) {
         ctx.addIssue({
           code: z.ZodIssueCode.custom,
           message: `${name} must be a decimal or a list like "proxy_fetch=1,screenshot=3", got "${value}"`,
@@ -157,7 +168,9 @@ const SolverEnv = z.object({
   ALLOW_PRIVATE_NETWORKS: booleanFlag('ALLOW_PRIVATE_NETWORKS', false),
   SEARCH_BACKEND: optionalString.pipe(
     z
-      .enum(SEARCH_BACKENDS, { errorMap: () => ({ message: `SEARCH_BACKEND must be one of ${SEARCH_BACKENDS.join(', ')}` }) })
+      .enum(SEARCH_BACKENDS, {
+        errorMap: () => ({ message: `SEARCH_BACKEND must be one of ${SEARCH_BACKENDS.join(', ')}` }),
+      })
       .optional(),
   ),
   SEARXNG_URL: httpUrl('SEARXNG_URL'),
@@ -171,7 +184,11 @@ const SolverEnv = z.object({
   CHAT_PROMPT_POINTS_PER_1K_TOKENS: decimalString('CHAT_PROMPT_POINTS_PER_1K_TOKENS', ''),
   CHAT_COMPLETION_POINTS_PER_1K_TOKENS: decimalString('CHAT_COMPLETION_POINTS_PER_1K_TOKENS', ''),
   CHAT_TIER: optionalString.pipe(
-    z.enum(['strong', 'standard', 'basic'], { errorMap: () => ({ message: 'CHAT_TIER must be strong, standard or basic' }) }).optional(),
+    z
+      .enum(['strong', 'standard', 'basic'], {
+        errorMap: () => ({ message: 'CHAT_TIER must be strong, standard or basic' }),
+      })
+      .optional(),
   ),
   CHROMIUM_PATH: optionalString,
   BROWSER_PAGES: positiveInt('BROWSER_PAGES', 2),
@@ -180,7 +197,9 @@ const SolverEnv = z.object({
   FETCH_TIMEOUT_MS: positiveInt('FETCH_TIMEOUT_MS', 30_000),
   SNAPSHOT_MAX_BYTES: positiveInt('SNAPSHOT_MAX_BYTES', 200 * 1024),
   LOG_LEVEL: optionalString,
-  LOG_FORMAT: optionalString.pipe(z.enum(LOG_FORMATS, { errorMap: () => ({ message: 'LOG_FORMAT must be json or pretty' }) }).optional()),
+  LOG_FORMAT: optionalString.pipe(
+    z.enum(LOG_FORMATS, { errorMap: () => ({ message: 'LOG_FORMAT must be json or pretty' }) }).optional(),
+  ),
 });
 
 /** The resolved configuration; tests and the HTTP stack may build or adjust one directly. */
@@ -191,7 +210,11 @@ export const SolverConfigSchema = z.object({
   maxConcurrent: z.number().int().positive(),
   chatMaxConcurrent: z.number().int().positive(),
   providerName: z.string().min(1),
-  country: z.string().regex(/^[A-Z]{2}$/).nullable().default(null),
+  country: z
+    .string()
+    .regex(/^[A-Z]{2}$/)
+    .nullable()
+    .default(null),
   pricePoints: z.record(z.enum(CAPABILITY_TASK_TYPES), z.string()),
   shutdownGraceMs: z.number().int().positive(),
   reconnectBaseMs: z.number().int().positive(),
@@ -260,13 +283,18 @@ export function parseSolverConfig(argv: readonly string[], env: Environment): So
   }
   const e = parsed.data;
   const problems: string[] = [];
-  if (e.SOLVER_URL === undefined) problems.push('SOLVER_URL (--url) is required: the marketplace base URL, e.g. http://127.0.0.1:3000');
-  if (e.SOLVER_API_KEY === undefined) problems.push('SOLVER_API_KEY (--api-key) is required: the solver account\'s api_key');
+  if (e.SOLVER_URL === undefined)
+    problems.push('SOLVER_URL (--url) is required: the marketplace base URL, e.g. http://127.0.0.1:3000');
+  if (e.SOLVER_API_KEY === undefined)
+    problems.push("SOLVER_API_KEY (--api-key) is required: the solver account's api_key");
 
   const search = resolveSearch(e, problems);
   const chat = resolveChat(e, problems);
   if (e.SOLVER_TASK_TYPES?.includes('web_search') && search.backend === 'none') {
-    problems.push('SOLVER_TASK_TYPES includes web_search but no search backend is configured (set SEARCH_INDEX_DIR, SEARXNG_URL or BRAVE_API_KEY)');
+    problems.push(
+      'SOLVER_TASK_TYPES includes web_search but no search backend is configured (set ' +
+        'SEARCH_INDEX_DIR, SEARXNG_URL or BRAVE_API_KEY)',
+    );
   }
   if (e.SOLVER_TASK_TYPES?.includes('chat_completion') && chat === null) {
     problems.push('SOLVER_TASK_TYPES includes chat_completion but CHAT_UPSTREAM_URL is not set');
@@ -313,10 +341,13 @@ function parseCli(argv: readonly string[]) {
 type ParsedEnv = z.infer<typeof SolverEnv>;
 
 function resolveSearch(e: ParsedEnv, problems: string[]): SearchConfig {
-  const backend = e.SEARCH_BACKEND ?? (e.SEARCH_INDEX_DIR ? 'local' : e.SEARXNG_URL ? 'searxng' : e.BRAVE_API_KEY ? 'brave' : undefined);
+  const backend =
+    e.SEARCH_BACKEND ??
+    (e.SEARCH_INDEX_DIR ? 'local' : e.SEARXNG_URL ? 'searxng' : e.BRAVE_API_KEY ? 'brave' : undefined);
   switch (backend) {
     case 'local':
-      if (!e.SEARCH_INDEX_DIR) problems.push('SEARCH_BACKEND=local needs SEARCH_INDEX_DIR (a folder of .html, .md or .txt pages)');
+      if (!e.SEARCH_INDEX_DIR)
+        problems.push('SEARCH_BACKEND=local needs SEARCH_INDEX_DIR (a folder of .html, .md or .txt pages)');
       return { backend, indexDir: path.resolve(e.SEARCH_INDEX_DIR ?? '.') };
     case 'searxng':
       if (!e.SEARXNG_URL) problems.push('SEARCH_BACKEND=searxng needs SEARXNG_URL');
@@ -335,7 +366,10 @@ function resolveChat(e: ParsedEnv, problems: string[]): ChatConfig | null {
     return null;
   }
   if (!e.CHAT_MODELS || e.CHAT_MODELS.length === 0) {
-    problems.push('CHAT_UPSTREAM_URL is set but CHAT_MODELS is empty: list the upstream model names to advertise, comma-separated');
+    problems.push(
+      'CHAT_UPSTREAM_URL is set but CHAT_MODELS is empty: list the upstream model names to ' +
+        'advertise, comma-separated',
+    );
     return null;
   }
   return {
@@ -344,7 +378,9 @@ function resolveChat(e: ParsedEnv, problems: string[]): ChatConfig | null {
     models: e.CHAT_MODELS,
     pointsPer1kTokens: e.CHAT_POINTS_PER_1K_TOKENS,
     ...(e.CHAT_PROMPT_POINTS_PER_1K_TOKENS ? { promptPointsPer1kTokens: e.CHAT_PROMPT_POINTS_PER_1K_TOKENS } : {}),
-    ...(e.CHAT_COMPLETION_POINTS_PER_1K_TOKENS ? { completionPointsPer1kTokens: e.CHAT_COMPLETION_POINTS_PER_1K_TOKENS } : {}),
+    ...(e.CHAT_COMPLETION_POINTS_PER_1K_TOKENS
+      ? { completionPointsPer1kTokens: e.CHAT_COMPLETION_POINTS_PER_1K_TOKENS }
+      : {}),
     tier: e.CHAT_TIER ?? 'strong',
   };
 }

@@ -46,7 +46,10 @@ export class SolverError extends Error {
 }
 
 /** The reason an attempt's AbortSignal carries, so a handler's failure can be told apart from our own abort. */
-export function abortReason(type: 'cancelled' | 'deadline_exceeded' | 'timeout' | 'shutting_down' | 'disconnected', message: string) {
+export function abortReason(
+  type: 'cancelled' | 'deadline_exceeded' | 'timeout' | 'shutting_down' | 'disconnected',
+  message: string,
+) {
   return new SolverError(type, message);
 }
 

@@ -39,7 +39,8 @@ export async function guardedFetch(rawUrl: string, options: GuardedFetchOptions)
     const location = response.headers.location;
     if (REDIRECT_STATUSES.has(response.statusCode ?? 0) && location) {
       response.resume();
-      if (hop >= MAX_REDIRECTS) throw new SolverError('too_many_redirects', `more than ${MAX_REDIRECTS} redirects starting at ${rawUrl}`);
+      if (hop >= MAX_REDIRECTS)
+        throw new SolverError('too_many_redirects', `more than ${MAX_REDIRECTS} redirects starting at ${rawUrl}`);
       let next: URL;
       try {
         next = new URL(location, current);
@@ -89,7 +90,8 @@ function requestError(error: unknown, url: URL, signal: AbortSignal): SolverErro
   const cause = (error as { cause?: unknown }).cause;
   if (cause instanceof SolverError) return cause;
   const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'ECONNREFUSED') return new SolverError('connection_refused', `could not fetch ${url.href}: the server refused the connection`);
+  if (code === 'ECONNREFUSED')
+    return new SolverError('connection_refused', `could not fetch ${url.href}: the server refused the connection`);
   const detail = code ? `${code}` : firstLine((error as Error).message ?? String(error));
   return new SolverError('fetch_failed', `could not fetch ${url.href}: ${detail}`);
 }
@@ -110,7 +112,8 @@ function decoderFor(response: http.IncomingMessage): Transform | null {
 
 /** Reads at most maxBytes of the decoded body (the cap applies after decompression: no zip bombs). */
 async function readBody(response: http.IncomingMessage, options: GuardedFetchOptions): Promise<Buffer> {
-  const tooLarge = () => new SolverError('response_too_large', `the response is larger than the ${options.maxBytes}-byte limit`);
+  const tooLarge = () =>
+    new SolverError('response_too_large', `the response is larger than the ${options.maxBytes}-byte limit`);
   const declared = Number(response.headers['content-length']);
   const encoded = Boolean(response.headers['content-encoding']);
   if (!encoded && Number.isFinite(declared) && declared > options.maxBytes) {
@@ -135,7 +138,10 @@ async function readBody(response: http.IncomingMessage, options: GuardedFetchOpt
     response.destroy();
     if (error instanceof SolverError) throw error;
     if (options.signal.aborted && options.signal.reason instanceof SolverError) throw options.signal.reason;
-    throw new SolverError('fetch_failed', `the response body could not be read: ${firstLine((error as Error).message)}`);
+    throw new SolverError(
+      'fetch_failed',
+      `the response body could not be read: ${firstLine((error as Error).message)}`,
+    );
   }
   return Buffer.concat(chunks);
 }

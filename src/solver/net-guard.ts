@@ -27,7 +27,10 @@ export function parseTargetUrl(raw: string): URL {
     throw new SolverError('invalid_payload', `not a valid URL: ${raw.slice(0, 200)}`);
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') {
-    throw new SolverError('target_blocked', `only http and https URLs are fetched, not ${url.protocol.replace(/:$/, '')}`);
+    throw new SolverError(
+      'target_blocked',
+      `only http and https URLs are fetched, not ${url.protocol.replace(/:$/, '')}`,
+    );
   }
   return url;
 }
@@ -76,11 +79,16 @@ async function resolveAll(host: string): Promise<dns.LookupAddress[]> {
 
 function dnsError(host: string, error: unknown): SolverError {
   const code = (error as NodeJS.ErrnoException).code;
-  if (code === 'ENOTFOUND' || code === 'ENODATA') return new SolverError('host_not_found', `the host ${host} does not resolve`);
+  if (code === 'ENOTFOUND' || code === 'ENODATA')
+    return new SolverError('host_not_found', `the host ${host} does not resolve`);
   return new SolverError('fetch_failed', `could not resolve ${host}: ${code ?? String(error)}`);
 }
 
-type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dns.LookupAddress[], family?: number) => void;
+type LookupCallback = (
+  error: NodeJS.ErrnoException | null,
+  address: string | dns.LookupAddress[],
+  family?: number,
+) => void;
 
 /**
  * A `lookup` for net/http that applies the policy to the addresses actually connected to, so a host
@@ -89,7 +97,11 @@ type LookupCallback = (error: NodeJS.ErrnoException | null, address: string | dn
 export function guardedLookup(policy: NetPolicy) {
   return (hostname: string, options: dns.LookupOptions, callback: LookupCallback): void => {
     const lookup = LOOPBACK_NAME.test(hostname)
-      ? (_host: string, _options: dns.LookupAllOptions, done: (error: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void) => done(null, LOOPBACK)
+      ? (
+          _host: string,
+          _options: dns.LookupAllOptions,
+          done: (error: NodeJS.ErrnoException | null, addresses: dns.LookupAddress[]) => void,
+        ) => done(null, LOOPBACK)
       : dns.lookup;
     lookup(hostname, { all: true, verbatim: true, family: options.family }, (error, addresses) => {
       if (error) return callback(dnsError(hostname, error) as unknown as NodeJS.ErrnoException, '', 0);
@@ -116,7 +128,12 @@ export function pinnedLookup(addresses: readonly dns.LookupAddress[]) {
   return (hostname: string, options: dns.LookupOptions, callback: LookupCallback): void => {
     const family = options.family === 'IPv4' ? 4 : options.family === 'IPv6' ? 6 : options.family;
     const usable = family ? addresses.filter((entry) => entry.family === family) : [...addresses];
-    if (usable.length === 0) return callback(Object.assign(new Error(`${hostname} has no checked IPv${family} address`), { code: 'ENOTFOUND' }), '', 0);
+    if (usable.length === 0)
+      return callback(
+        Object.assign(new Error(`${hostname} has no checked IPv${family} address`), { code: 'ENOTFOUND' }),
+        '',
+        0,
+      );
     if (options.all) return callback(null, usable);
     callback(null, usable[0]!.address, usable[0]!.family);
   };

@@ -27,7 +27,10 @@ export interface CanaryStartDeps {
   logger: Logger;
 }
 
-/** Starts a canary workflow for each solver due one (or for one solver's due canaries). Returns how many it started (or found started). */
+/**
+ * Starts a canary workflow for each solver due one (or for one solver's due canaries). Returns how many it
+ * started (or found started).
+ */
 export async function startDueCanaries(deps: CanaryStartDeps, options: { solverId?: string } = {}): Promise<number> {
   // Page canaries are due only where solvers can reach canary pages (activeCanaryTypes).
   const due = await dueCanaries(deps.db, deps.config.trust, { solverId: options.solverId });
@@ -50,7 +53,8 @@ export async function startDueCanaries(deps: CanaryStartDeps, options: { solverI
   return affordable.length;
 }
 
-// With probation on by default, an unfunded platform account keeps every new solver from client work: said, once a minute at most.
+// With probation on by default, an unfunded platform account keeps every new solver from client work: said, once
+// a minute at most.
 const UNFUNDED_WARNING_MS = 60_000;
 let lastUnfundedWarning = 0;
 function warnUnfunded(deps: CanaryStartDeps, count: number, available: number): void {
@@ -58,11 +62,16 @@ function warnUnfunded(deps: CanaryStartDeps, count: number, available: number): 
   lastUnfundedWarning = Date.now();
   deps.logger.warn(
     { canaries: count, platform_available_points: available },
-    'canaries not started: the platform account cannot pay for them, and solvers on probation get no client work until it can; fund it with POST /v1/admin/deposit (account_id "platform")',
+    'canaries not started: the platform account cannot pay for them, and solvers on probation ' +
+      'get no client work until it can; fund it with POST /v1/admin/deposit (account_id ' +
+      '"platform")',
   );
 }
 
-/** Starts the task workflow of a due canary: one attempt, its solver only; the workflow creates the canary and its task. */
+/**
+ * Starts the task workflow of a due canary: one attempt, its solver only; the workflow creates the canary and
+ * its task.
+ */
 async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent, hold }: DueCanary): Promise<void> {
   // A chat audit is a client's chat on the wire: a chat_ id, the chat's deadline for the task and its attempt.
   const chat = taskType === CHAT_TASK_TYPE;
@@ -81,7 +90,16 @@ async function startCanary(deps: CanaryStartDeps, { solverId, taskType, sent, ho
   };
   const workflowId = canaryWorkflowId(solverId, taskType, sent);
   // Another worker (or sweep) may have started this canary first: its start is refused.
-  if (!(await launchTaskWorkflow(deps, { workflowId, input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: canarySearchTaskType(taskType), summary: canarySummary(taskType, solverId) }))) return;
+  if (
+    !(await launchTaskWorkflow(deps, {
+      workflowId,
+      input,
+      accountId: PLATFORM_ACCOUNT_ID,
+      searchTaskType: canarySearchTaskType(taskType),
+      summary: canarySummary(taskType, solverId),
+    }))
+  )
+    return;
   deps.logger.info({ solver_id: solverId, task_type: taskType, task_id: taskId }, 'canary started');
 }
 
@@ -94,9 +112,16 @@ export async function listenForDueCanaries(deps: CanaryStartDeps, bus: NotifyBus
   await bus.subscribe(CANARY_DUE_CHANNEL, (payload) => {
     const solverId = (payload as { solver_id?: unknown } | undefined)?.solver_id;
     if (typeof solverId !== 'string') return;
-    startDueCanaries(deps, { solverId }).catch((error) => deps.logger.warn({ err: error, solver_id: solverId }, 'canary not started; the sweep starts it'));
+    startDueCanaries(deps, { solverId }).catch((error) =>
+      deps.logger.warn({ err: error, solver_id: solverId }, 'canary not started; the sweep starts it'),
+    );
   });
   await bus.subscribe(PLATFORM_FUNDED_CHANNEL, () => {
-    startDueCanaries(deps).catch((error) => deps.logger.warn({ err: error }, 'canaries not started after the platform account was funded; the sweep starts them'));
+    startDueCanaries(deps).catch((error) =>
+      deps.logger.warn(
+        { err: error },
+        'canaries not started after the platform account was funded; the sweep starts them',
+      ),
+    );
   });
 }

@@ -203,7 +203,12 @@ export class TaskEngine {
   async create(input: CreateTaskInput): Promise<CreateResult> {
     if (!input.webhook) return this.createTask(input);
     const taskId = input.taskId ?? newTaskId();
-    await this.deps.store.saveSubscription({ taskId, accountId: input.accountId, url: input.webhook.url, events: input.webhook.events ?? WEBHOOK_EVENTS });
+    await this.deps.store.saveSubscription({
+      taskId,
+      accountId: input.accountId,
+      url: input.webhook.url,
+      events: input.webhook.events ?? WEBHOOK_EVENTS,
+    });
     const result = await this.createTask({ ...input, taskId });
     if (result.kind !== 'created') await this.deps.store.dropSubscription(taskId);
     return result;
@@ -216,7 +221,9 @@ export class TaskEngine {
       accountId: input.accountId,
       taskType: input.taskType,
       payload: input.payload,
-      maxPricePoints: input.maxPricePoints ?? (input.chat ? this.deps.config.defaultChatPricePoints : this.deps.config.defaultWebTaskPricePoints),
+      maxPricePoints:
+        input.maxPricePoints ??
+        (input.chat ? this.deps.config.defaultChatPricePoints : this.deps.config.defaultWebTaskPricePoints),
       timeoutSeconds: input.timeoutSeconds ?? this.deps.config.defaultTaskTimeoutSeconds,
       workflowId: input.chat ? chatWorkflowId(taskId) : taskWorkflowId(taskId),
       idempotency: input.idempotency,
@@ -228,8 +235,10 @@ export class TaskEngine {
       figures: input.chat?.figures,
       country: input.country,
     });
-    if (outcome.kind === 'existing') return { kind: 'existing', task: (await this.deps.store.taskRecord(outcome.task.task_id))! };
-    if (outcome.kind === 'no_solver_online') return this.whyNoSolver(input.taskType, { strongModels: input.chat?.strongModels, country: input.country });
+    if (outcome.kind === 'existing')
+      return { kind: 'existing', task: (await this.deps.store.taskRecord(outcome.task.task_id))! };
+    if (outcome.kind === 'no_solver_online')
+      return this.whyNoSolver(input.taskType, { strongModels: input.chat?.strongModels, country: input.country });
     if (outcome.kind !== 'created') return outcome;
     const { task, firstAssignment } = outcome;
     recordTaskCreated(task.task_type);
@@ -241,9 +250,16 @@ export class TaskEngine {
     };
     // A chat's first token need not wait for the workflow: its solver, if connected here, gets the task now.
     const clientGone = input.chat?.clientGone;
-    const startedEarly = chat && firstAssignment && clientGone ? this.startFirstAttemptEarly(task, firstAssignment, chat, clientGone) : false;
+    const startedEarly =
+      chat && firstAssignment && clientGone
+        ? this.startFirstAttemptEarly(task, firstAssignment, chat, clientGone)
+        : false;
     if (!startedEarly) this.deps.payloads?.remember(task.task_id, task.payload);
-    const started = await this.start(task, { chat, firstAssignment, firstAttemptStartedEarly: startedEarly }, outcome.handoffs);
+    const started = await this.start(
+      task,
+      { chat, firstAssignment, firstAttemptStartedEarly: startedEarly },
+      outcome.handoffs,
+    );
     if (!started) {
       if (startedEarly) this.deps.earlyAttempts?.abandon(firstAssignment!.attemptId);
       return { kind: 'not_started', taskId: task.task_id };
@@ -272,14 +288,18 @@ export class TaskEngine {
    */
   async createWithFirstAttempt(
     task: NewTask & { claim?: undefined },
-    then: { stored: (task: TaskRow) => Promise<void>; sendFirst: (task: TaskRow, assignment: Assignment) => Promise<boolean> },
+    then: {
+      stored: (task: TaskRow) => Promise<void>;
+      sendFirst: (task: TaskRow, assignment: Assignment) => Promise<boolean>;
+    },
   ): Promise<Told<CreateTaskOutcome>> {
     const outcome = await this.deps.store.createTask(task);
     if (outcome.kind !== 'created') return outcome;
     const { handoffs, ...created } = outcome;
     const { task: row, firstAssignment } = created;
     await then.stored(row);
-    if (!firstAssignment || !(await then.sendFirst(row, firstAssignment))) await this.start(row, { firstAssignment }, handoffs);
+    if (!firstAssignment || !(await then.sendFirst(row, firstAssignment)))
+      await this.start(row, { firstAssignment }, handoffs);
     else this.deps.handoffs.deliver(handoffs);
     return created;
   }
@@ -288,7 +308,10 @@ export class TaskEngine {
    * Creates the task (refused when no solver for it is online at all), waits for its end and reads it.
    * `onCreated` sees the task as soon as it exists (to name it in a response header).
    */
-  async run(input: Omit<CreateTaskInput, 'requireOnline'>, onCreated: (task: TaskRecord) => void = () => undefined): Promise<RunResult> {
+  async run(
+    input: Omit<CreateTaskInput, 'requireOnline'>,
+    onCreated: (task: TaskRecord) => void = () => undefined,
+  ): Promise<RunResult> {
     const started = Date.now();
     const result = await this.create({ ...input, requireOnline: true });
     if (result.kind !== 'created' && result.kind !== 'existing') return result as RunResult;
@@ -299,12 +322,20 @@ export class TaskEngine {
     return { kind: 'ended', created, task, elapsedMs: Date.now() - started };
   }
 
-  /** The task record as its client sees it, its result's artifacts read back; null when there is none (on that account). */
+  /**
+   * The task record as its client sees it, its result's artifacts read back; null when there is none (on that
+   * account).
+   */
   read(taskId: string, accountId?: string): Promise<TaskRecord | null> {
     return this.deps.store.readTaskRecord(taskId, accountId);
   }
 
-  private startFirstAttemptEarly(task: TaskRow, assignment: Assignment, stream: { clientNodeId: string; completionId: string }, clientGone: AbortSignal): boolean {
+  private startFirstAttemptEarly(
+    task: TaskRow,
+    assignment: Assignment,
+    stream: { clientNodeId: string; completionId: string },
+    clientGone: AbortSignal,
+  ): boolean {
     return (
       this.deps.earlyAttempts?.start({
         ...assignment,
@@ -326,7 +357,10 @@ export class TaskEngine {
    * workflow's result (a long poll the server answers by reading the history) is asked for only if no
    * announcement came within `resultFallbackMs`, e.g. while this node's notification connection was down.
    */
-  async waitForResult(task: TaskRecord, timeoutMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS): Promise<TaskWorkflowResult | null> {
+  async waitForResult(
+    task: TaskRecord,
+    timeoutMs = task.timeout_seconds * 1000 + WAIT_GRACE_MS,
+  ): Promise<TaskWorkflowResult | null> {
     const handle = this.deps.temporal.workflow.getHandle(task.workflow_id);
     const timers: NodeJS.Timeout[] = [];
     const after = <T>(ms: number, value: () => T | Promise<T>) =>
@@ -342,7 +376,10 @@ export class TaskEngine {
     const announced = this.deps.finished.wait(task.task_id);
     const stored = announced.finished.then((status): TaskWorkflowResult => ({ taskId: task.task_id, status }));
     try {
-      return await Promise.race([after(timeoutMs, () => null), Promise.race([stored, after(this.deps.resultFallbackMs ?? RESULT_FALLBACK_MS, fromWorkflow)])]);
+      return await Promise.race([
+        after(timeoutMs, () => null),
+        Promise.race([stored, after(this.deps.resultFallbackMs ?? RESULT_FALLBACK_MS, fromWorkflow)]),
+      ]);
     } finally {
       for (const timer of timers) clearTimeout(timer);
       announced.stop();
@@ -354,13 +391,22 @@ export class TaskEngine {
     return (await this.deps.store.countOnlineSolvers(taskType, { country })) > 0;
   }
 
-  /** True when a strong-tier chat solver serving one of `strongModels` is online (a scrape's json and summary formats need one). */
+  /**
+   * True when a strong-tier chat solver serving one of `strongModels` is online (a scrape's json and summary
+   * formats need one).
+   */
   async chatSolverOnline(strongModels: string[]): Promise<boolean> {
     return (await this.deps.store.countOnlineSolvers(CHAT_TASK_TYPE, { strongModels })) > 0;
   }
 
-  /** Why no eligible solver of the type is online: none at all, or some wait for checks the platform account cannot pay. */
-  async whyNoSolver(taskType: string, options: { strongModels?: string[]; country?: string } = {}): Promise<{ kind: 'no_solver_online' } | { kind: 'checks_unfunded'; solvers: number }> {
+  /**
+   * Why no eligible solver of the type is online: none at all, or some wait for checks the platform account
+   * cannot pay.
+   */
+  async whyNoSolver(
+    taskType: string,
+    options: { strongModels?: string[]; country?: string } = {},
+  ): Promise<{ kind: 'no_solver_online' } | { kind: 'checks_unfunded'; solvers: number }> {
     const solvers = await this.deps.store.solversAwaitingUnfundedChecks(taskType, options);
     return solvers > 0 ? { kind: 'checks_unfunded', solvers } : { kind: 'no_solver_online' };
   }
@@ -377,7 +423,11 @@ export class TaskEngine {
     if (isTerminalState(task.status)) return { kind: 'already_finished', status: task.status, before: true };
     await this.endByCancel(taskId, task.workflow_id);
     // The signal first, so that the stopped attempt is not taken for a failed one and reassigned.
-    await this.deps.stops.stop(taskId).catch((error) => this.deps.logger.warn({ err: error, task_id: taskId }, 'could not stop the attempt of a cancelled task'));
+    await this.deps.stops
+      .stop(taskId)
+      .catch((error) =>
+        this.deps.logger.warn({ err: error, task_id: taskId }, 'could not stop the attempt of a cancelled task'),
+      );
     await this.waitForResult(task, SETTLE_WAIT_MS);
     const finished = await this.deps.store.taskRecord(taskId);
     if (finished?.status !== 'cancelled') return { kind: 'already_finished', status: finished?.status, before: false };
@@ -428,19 +478,32 @@ export class TaskEngine {
    * task's attempt stopped, and the answer waits for the task to end. `checkResult` sees the task's type
    * before anything is done (the result must be one its solver could have returned).
    */
-  async adminComplete(input: { taskId: string; solverId: string; result: Record<string, unknown> }, checkResult: (taskType: string) => void): Promise<AdminCompleteResult> {
+  async adminComplete(
+    input: { taskId: string; solverId: string; result: Record<string, unknown> },
+    checkResult: (taskType: string) => void,
+  ): Promise<AdminCompleteResult> {
     const { taskId } = input;
     const task = await this.deps.store.taskRecord(taskId);
     if (!task) return { kind: 'task_not_found' };
     if (isTerminalState(task.status)) return { kind: 'already_finished', status: task.status, before: true };
     checkResult(task.task_type);
     if (!(await this.deps.store.accountExists(input.solverId))) return { kind: 'solver_not_found' };
-    await this.deps.temporal.workflow.getHandle(task.workflow_id).signal(adminCompleteSignal, { solverId: input.solverId, result: input.result });
+    await this.deps.temporal.workflow
+      .getHandle(task.workflow_id)
+      .signal(adminCompleteSignal, { solverId: input.solverId, result: input.result });
     // The signal first: a solver still at work is then stopped now, not at its activity's next heartbeat.
-    await this.deps.stops.stop(taskId).catch((error) => this.deps.logger.warn({ err: error, task_id: taskId }, 'could not stop the attempt of a task completed by an admin'));
+    await this.deps.stops
+      .stop(taskId)
+      .catch((error) =>
+        this.deps.logger.warn(
+          { err: error, task_id: taskId },
+          'could not stop the attempt of a task completed by an admin',
+        ),
+      );
     const verdict = await this.waitForResult(task, SETTLE_WAIT_MS);
     const finished = await this.read(taskId);
-    if (verdict && finished?.status !== 'completed') return { kind: 'already_finished', status: finished?.status, before: false };
+    if (verdict && finished?.status !== 'completed')
+      return { kind: 'already_finished', status: finished?.status, before: false };
     return { kind: 'completed', task: finished };
   }
 
@@ -448,11 +511,22 @@ export class TaskEngine {
    * Settles an admin's completion, as its workflow's activity: the result's large parts are written
    * first, as a solver's are (a write that fails is retried, and nothing is settled meanwhile).
    */
-  async settleAdminCompletion(input: { taskId: string; taskType: string; completion: Extract<Completion, { kind: 'admin' }> }): Promise<Ended> {
+  async settleAdminCompletion(input: {
+    taskId: string;
+    taskType: string;
+    completion: Extract<Completion, { kind: 'admin' }>;
+  }): Promise<Ended> {
     const { store, artifacts, config } = this.deps;
-    const stored = await storeArtifacts(artifacts, { taskId: input.taskId, scope: 'admin', taskType: input.taskType, result: input.completion.result });
+    const stored = await storeArtifacts(artifacts, {
+      taskId: input.taskId,
+      scope: 'admin',
+      taskType: input.taskType,
+      result: input.completion.result,
+    });
     const completion = stored.keys.length > 0 ? { ...input.completion, stored: stored.parts } : input.completion;
-    const outcome = this.afterCommit(await store.completeTask(input.taskId, { completion, feePercent: config.platformFeePercent }));
+    const outcome = this.afterCommit(
+      await store.completeTask(input.taskId, { completion, feePercent: config.platformFeePercent }),
+    );
     if (!outcome.applied) await store.deleteUntakenArtifacts(input.taskId, stored.keys);
     // An admin's completion takes no particular attempt, so it cannot find one closed.
     if (outcome.attemptClosed) throw new Error(`task ${input.taskId}: an admin completion found an attempt closed`);
@@ -485,11 +559,20 @@ export class TaskEngine {
     const { taskId, attemptId, result, usage, stored } = input;
     const completed = this.afterCommit(
       await store.completeTask(taskId, {
-        completion: { kind: 'attempt', attemptId, result, ...(usage ? { usage } : {}), ...(stored.keys.length > 0 ? { stored: stored.parts } : {}) },
+        completion: {
+          kind: 'attempt',
+          attemptId,
+          result,
+          ...(usage ? { usage } : {}),
+          ...(stored.keys.length > 0 ? { stored: stored.parts } : {}),
+        },
         feePercent: config.platformFeePercent,
       }),
     );
-    if (!completed.applied) await store.deleteUntakenArtifacts(taskId, stored.keys).catch((error) => logger.warn({ err: error, task_id: taskId }, 'untaken artifacts not deleted'));
+    if (!completed.applied)
+      await store
+        .deleteUntakenArtifacts(taskId, stored.keys)
+        .catch((error) => logger.warn({ err: error, task_id: taskId }, 'untaken artifacts not deleted'));
     if (completed.attemptClosed) return { kind: 'attempt_closed' };
     return completed.applied ? { kind: 'completed' } : { kind: 'finished_already', status: completed.status };
   }
@@ -500,8 +583,12 @@ export class TaskEngine {
    */
   async failAttempt(input: AttemptEnd): Promise<{ closed: boolean; targetVerdict: TargetFailureVerdict | null }> {
     const { store } = this.deps;
-    const claim = claimsTargetFailure(input) ? await store.examineTargetClaim(input.attemptId, input.error!.type as TargetFailureType) : null;
-    const { closed, targetVerdict } = this.afterCommit(await store.closeAttempt({ ...input, ...(claim ? { claim } : {}) }));
+    const claim = claimsTargetFailure(input)
+      ? await store.examineTargetClaim(input.attemptId, input.error!.type as TargetFailureType)
+      : null;
+    const { closed, targetVerdict } = this.afterCommit(
+      await store.closeAttempt({ ...input, ...(claim ? { claim } : {}) }),
+    );
     return { closed, targetVerdict };
   }
 
@@ -511,7 +598,13 @@ export class TaskEngine {
    * false when it had ended already.
    */
   async fail(taskId: string, failure: TaskFailure): Promise<Ended> {
-    return this.afterCommit(await this.deps.store.failTask(taskId, { status: failure.status, error: failure.error }, this.deps.config.platformFeePercent));
+    return this.afterCommit(
+      await this.deps.store.failTask(
+        taskId,
+        { status: failure.status, error: failure.error },
+        this.deps.config.platformFeePercent,
+      ),
+    );
   }
 
   /** A chat attempt stopped while it ran delivered this (before its task ends: an ending by its client bills it). */
@@ -544,12 +637,20 @@ export class TaskEngine {
 
   private async startWorkflow(
     task: TaskRow,
-    { chat, firstAssignment, firstAttemptStartedEarly, firstAttemptReport }: Parameters<TaskEngine['start']>[1] & object,
+    {
+      chat,
+      firstAssignment,
+      firstAttemptStartedEarly,
+      firstAttemptReport,
+    }: Parameters<TaskEngine['start']>[1] & object,
   ): Promise<boolean> {
     const { config, logger } = this.deps;
     if (task.task_type === CHAT_TASK_TYPE && !chat) {
       // A chat completion whose client request is gone cannot be streamed to anyone: give the points back.
-      await this.fail(task.task_id, taskFailure('client_cancelled', 'The request ended before the completion started.'));
+      await this.fail(
+        task.task_id,
+        taskFailure('client_cancelled', 'The request ended before the completion started.'),
+      );
       return true;
     }
     const input: TaskWorkflowInput = {
@@ -561,21 +662,38 @@ export class TaskEngine {
       // A generation may legitimately stream for as long as the whole completion is allowed to take.
       attemptTimeoutSeconds: chat ? task.timeout_seconds : config.attemptTimeoutSeconds,
       acceptTimeoutMs: config.acceptTimeoutMs,
-      ...(chat ? { strongModels: chat.strongModels, stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId } } : {}),
+      ...(chat
+        ? {
+            strongModels: chat.strongModels,
+            stream: { clientNodeId: chat.clientNodeId, completionId: chat.completionId },
+          }
+        : {}),
       ...(firstAssignment ? { firstAssignment } : {}),
       ...(firstAttemptStartedEarly ? { firstAttemptStartedEarly } : {}),
       ...(firstAttemptReport ? { firstAttemptReport } : {}),
     };
     try {
-      await launchTaskWorkflow(this.deps, { workflowId: task.workflow_id, input, accountId: task.account_id, searchTaskType: task.task_type, chat: chat !== undefined, summary: taskSummary(task) });
+      await launchTaskWorkflow(this.deps, {
+        workflowId: task.workflow_id,
+        input,
+        accountId: task.account_id,
+        searchTaskType: task.task_type,
+        chat: chat !== undefined,
+        summary: taskSummary(task),
+      });
     } catch (error) {
       logger.error({ err: error, task_id: task.task_id }, 'could not start the task workflow');
       // Without a workflow nothing would ever settle the hold: end the task now and give the points back.
-      await this.fail(task.task_id, taskFailure('service_unavailable', 'The task could not be started; its hold was released.'));
+      await this.fail(
+        task.task_id,
+        taskFailure('service_unavailable', 'The task could not be started; its hold was released.'),
+      );
       return false;
     }
     // Only the stranded-task sweep reads this mark; the caller need not wait for it.
-    void this.deps.store.markWorkflowStarted(task.task_id).catch((error) => logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
+    void this.deps.store
+      .markWorkflowStarted(task.task_id)
+      .catch((error) => logger.warn({ err: error, task_id: task.task_id }, 'workflow start not recorded'));
     return true;
   }
 

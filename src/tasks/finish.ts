@@ -48,9 +48,19 @@ export type TaskEnding = { completion: Completion; feePercent: string } | { fail
  * that failed): the task row moves to its terminal state and its hold is settled or released, in one
  * transaction that first locks the task row, so concurrent endings of one task take turns.
  */
-export function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: { failure: TaskFailure; feePercent: string }): Promise<Finished>;
+export function finishTask(
+  db: Db,
+  policy: TrustPolicy,
+  taskId: string,
+  ending: { failure: TaskFailure; feePercent: string },
+): Promise<Finished>;
 export function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: TaskEnding): Promise<FinishOutcome>;
-export async function finishTask(db: Db, policy: TrustPolicy, taskId: string, ending: TaskEnding): Promise<FinishOutcome> {
+export async function finishTask(
+  db: Db,
+  policy: TrustPolicy,
+  taskId: string,
+  ending: TaskEnding,
+): Promise<FinishOutcome> {
   const finishing = startFinishing(policy);
   const outcome = await db.transaction((tx): Promise<FinishOutcome> => {
     if ('failure' in ending) return failIn(tx, taskId, ending, finishing);
@@ -59,21 +69,42 @@ export async function finishTask(db: Db, policy: TrustPolicy, taskId: string, en
   return afterFinishing(db, outcome, finishing);
 }
 
-async function failIn(tx: DatabaseTransactionConnection, taskId: string, { failure, feePercent }: { failure: TaskFailure; feePercent: string }, finishing: Finishing): Promise<Finished> {
+async function failIn(
+  tx: DatabaseTransactionConnection,
+  taskId: string,
+  { failure, feePercent }: { failure: TaskFailure; feePercent: string },
+  finishing: Finishing,
+): Promise<Finished> {
   const { delivered, ...finished } = await failTaskIn(tx, taskId, failure, finishing);
   // Ended by its client after its chat delivered content: paid as a completed chat's solver is paid.
   if (delivered) {
     const settled = await settleCompletedIn(tx, delivered, feePercent);
-    if (settled.applied) await reactToSettlement(tx, finishing.policy, delivered, { verdict: null, metered: undefined, solverEarned: settled.solverEarned });
+    if (settled.applied)
+      await reactToSettlement(tx, finishing.policy, delivered, {
+        verdict: null,
+        metered: undefined,
+        solverEarned: settled.solverEarned,
+      });
   }
   return finished;
 }
 
-async function completeIn(tx: DatabaseTransactionConnection, taskId: string, { completion, feePercent }: { completion: Completion; feePercent: string }, finishing: Finishing): Promise<FinishOutcome> {
+async function completeIn(
+  tx: DatabaseTransactionConnection,
+  taskId: string,
+  { completion, feePercent }: { completion: Completion; feePercent: string },
+  finishing: Finishing,
+): Promise<FinishOutcome> {
   const metered = completion.kind === 'attempt' ? completion.usage : undefined;
   const stored: StoredCompletion =
     completion.kind === 'attempt'
-      ? { kind: 'attempt', attemptId: completion.attemptId, result: completion.result, ...(metered ? { billed: metered.billed } : {}), ...(completion.stored ? { stored: completion.stored } : {}) }
+      ? {
+          kind: 'attempt',
+          attemptId: completion.attemptId,
+          result: completion.result,
+          ...(metered ? { billed: metered.billed } : {}),
+          ...(completion.stored ? { stored: completion.stored } : {}),
+        }
       : completion;
   const completing = await completeTaskIn(tx, taskId, stored, finishing);
   if (completing.kind === 'finished_already') return { applied: false, status: completing.status };
@@ -83,9 +114,11 @@ async function completeIn(tx: DatabaseTransactionConnection, taskId: string, { c
   // Answered after a failed attempt: a claim that its target failed is contradicted.
   if (completed.afterFailedAttempt) await contradictTargetClaimsIn(tx, finishing.policy, taskId, completed.solverId);
   // A canary (a platform task) is judged before it is paid: a failure quarantines its solver now.
-  const verdict = byAttempt && completed.platform ? await judgeCanaryIn(tx, taskId, completed.solverId, completion.result) : null;
+  const verdict =
+    byAttempt && completed.platform ? await judgeCanaryIn(tx, taskId, completed.solverId, completion.result) : null;
   const settled = await settleCompletedIn(tx, completed, feePercent);
-  if (settled.applied) await reactToSettlement(tx, finishing.policy, completed, { verdict, metered, solverEarned: settled.solverEarned });
+  if (settled.applied)
+    await reactToSettlement(tx, finishing.policy, completed, { verdict, metered, solverEarned: settled.solverEarned });
   return { applied: true, status: 'completed' };
 }
 
@@ -94,15 +127,22 @@ async function reactToSettlement(
   tx: DatabaseTransactionConnection,
   policy: TrustPolicy,
   completed: Completed,
-  { verdict, metered, solverEarned }: { verdict: string | null; metered: MeteredUsage | undefined; solverEarned: string },
+  {
+    verdict,
+    metered,
+    solverEarned,
+  }: { verdict: string | null; metered: MeteredUsage | undefined; solverEarned: string },
 ): Promise<void> {
   const { taskId, taskType, accountId, solverId } = completed;
   // A usage report above its bound is evidence against the solver, and may quarantine it (docs/trust.md).
-  const inflation = metered?.inflated ? await recordUsageInflationIn(tx, policy, { taskId, solverId, taskType, usage: metered }) : null;
+  const inflation = metered?.inflated
+    ? await recordUsageInflationIn(tx, policy, { taskId, solverId, taskType, usage: metered })
+    : null;
   // Only a solver's own answer is held and sampled, not an admin's completion.
   if (completed.attemptId === null) return;
   // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
-  if (escrowed(policy) || completed.quarantined || verdict === 'failed' || inflation?.quarantined) await holdEarningsIn(tx, policy, taskId, solverId, solverEarned);
+  if (escrowed(policy) || completed.quarantined || verdict === 'failed' || inflation?.quarantined)
+    await holdEarningsIn(tx, policy, taskId, solverId, solverEarned);
   // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
   await sampleRedundantRunIn(tx, policy, { taskId, taskType, accountId, solverId });
 }

@@ -1,5 +1,11 @@
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { forgetHandoff, forgetOrphanHandoffs, handedAttemptOrphaned, unsentHandoffs, type Handoff } from '../db/matching';
+import {
+  forgetHandoff,
+  forgetOrphanHandoffs,
+  handedAttemptOrphaned,
+  unsentHandoffs,
+  type Handoff,
+} from '../db/matching';
 import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
 import type { DueDelivery } from '../db/webhooks';
@@ -43,7 +49,9 @@ export class SlotHandoffs implements HandoffSender {
     for (const handoff of handoffs ?? []) {
       // Before the signal: the workflow's activity must find the attempt running, never send it itself.
       const startedEarly = this.early?.startHanded(handoff) ?? false;
-      this.send(handoff, startedEarly).catch((error) => this.deps.logger.warn({ err: error, task_id: handoff.taskId }, 'slot handoff not sent; the sweep sends it'));
+      this.send(handoff, startedEarly).catch((error) =>
+        this.deps.logger.warn({ err: error, task_id: handoff.taskId }, 'slot handoff not sent; the sweep sends it'),
+      );
     }
   }
 
@@ -56,15 +64,20 @@ export class SlotHandoffs implements HandoffSender {
   async send(handoff: Handoff, startedEarly = false): Promise<void> {
     const { db, temporal } = this.deps;
     try {
-      await temporal.workflow
-        .getHandle(handoff.workflowId)
-        .signal(slotHandedSignal, { attemptNumber: handoff.attemptNumber, assignment: handoff.assignment, ...(startedEarly ? { startedEarly } : {}) });
+      await temporal.workflow.getHandle(handoff.workflowId).signal(slotHandedSignal, {
+        attemptNumber: handoff.attemptNumber,
+        assignment: handoff.assignment,
+        ...(startedEarly ? { startedEarly } : {}),
+      });
     } catch (error) {
       if (!(error instanceof WorkflowNotFoundError)) throw error;
       this.early?.abandon(handoff.assignment.attemptId);
       if (await handedAttemptOrphaned(db, handoff.assignment.attemptId)) {
         this.deps.logger.warn({ task_id: handoff.taskId }, 'slot handed to a workflow that is gone; handing it on');
-        const { handoffs } = await closeAttempt(db, this.deps.trust, { attemptId: handoff.assignment.attemptId, outcome: 'cancelled' });
+        const { handoffs } = await closeAttempt(db, this.deps.trust, {
+          attemptId: handoff.assignment.attemptId,
+          outcome: 'cancelled',
+        });
         this.deliver(handoffs);
       }
     }

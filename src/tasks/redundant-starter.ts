@@ -7,7 +7,13 @@ import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 import { launchTaskWorkflow, newTaskId } from './engine';
 import { verificationSummary } from './workflow-summary';
-import { markRedundantRunStarted, REDUNDANT_RUN_DRAWN_CHANNEL, skipUnstartedRedundantRuns, unstartedRedundantRuns, type UnstartedRedundantRun } from '../db/redundant';
+import {
+  markRedundantRunStarted,
+  REDUNDANT_RUN_DRAWN_CHANNEL,
+  skipUnstartedRedundantRuns,
+  unstartedRedundantRuns,
+  type UnstartedRedundantRun,
+} from '../db/redundant';
 import { redundantSearchTaskType, redundantWorkflowId } from '../trust/redundant';
 
 /**
@@ -28,11 +34,16 @@ export class RedundantRunStarter {
     await bus.subscribe(REDUNDANT_RUN_DRAWN_CHANNEL, (payload) => {
       const taskId = (payload as { task_id?: unknown } | undefined)?.task_id;
       if (typeof taskId !== 'string') return;
-      this.start({ taskId }).catch((error) => this.deps.logger.warn({ err: error, task_id: taskId }, 'redundant run not started; the sweep starts it'));
+      this.start({ taskId }).catch((error) =>
+        this.deps.logger.warn({ err: error, task_id: taskId }, 'redundant run not started; the sweep starts it'),
+      );
     });
   }
 
-  /** Starts every run not started yet; reports once the runs skipped since the last sweep. Returns how many it found. */
+  /**
+   * Starts every run not started yet; reports once the runs skipped since the last sweep. Returns how many it
+   * found.
+   */
   async sweep(): Promise<number> {
     let found = 0;
     const BATCH = 200;
@@ -69,7 +80,10 @@ export class RedundantRunStarter {
     return runs.length;
   }
 
-  /** Starts the task workflow of a run's second task: one attempt, behind client tasks; the workflow creates its task. */
+  /**
+   * Starts the task workflow of a run's second task: one attempt, behind client tasks; the workflow creates its
+   * task.
+   */
   private async startRun(run: UnstartedRedundantRun): Promise<void> {
     const { config, logger } = this.deps;
     const input: TaskWorkflowInput = {
@@ -86,9 +100,19 @@ export class RedundantRunStarter {
     };
     // A run is started once: a worker that read the row before another marked it started is refused,
     // even when the first run has already ended.
-    const start = { workflowId: redundantWorkflowId(run.task_id), input, accountId: PLATFORM_ACCOUNT_ID, searchTaskType: redundantSearchTaskType(run.task_type), once: true, summary: verificationSummary(run.task_type, run.task_id) };
+    const start = {
+      workflowId: redundantWorkflowId(run.task_id),
+      input,
+      accountId: PLATFORM_ACCOUNT_ID,
+      searchTaskType: redundantSearchTaskType(run.task_type),
+      once: true,
+      summary: verificationSummary(run.task_type, run.task_id),
+    };
     if (await launchTaskWorkflow(this.deps, start)) {
-      logger.info({ task_id: run.task_id, task_type: run.task_type, first_solver_id: run.first_solver_id }, 'redundant run started');
+      logger.info(
+        { task_id: run.task_id, task_type: run.task_type, first_solver_id: run.first_solver_id },
+        'redundant run started',
+      );
     }
     await markRedundantRunStarted(this.deps.db, run.task_id);
   }

@@ -1,6 +1,12 @@
 import type { ArtifactStore } from '../artifacts/store';
 import type { Db } from '../db/pool';
-import { expireCrawlDocuments, expireDeliveryDocuments, expireResults, releaseIdempotencyKeys, resultsPastRetention } from '../db/retention';
+import {
+  expireCrawlDocuments,
+  expireDeliveryDocuments,
+  expireResults,
+  releaseIdempotencyKeys,
+  resultsPastRetention,
+} from '../db/retention';
 import { recordRetentionPurge } from '../metrics/metrics';
 
 /**
@@ -28,7 +34,10 @@ export interface PurgeRun {
   seconds: number;
 }
 
-export async function purgeExpired(deps: { db: Db; artifacts: ArtifactStore }, retentionSeconds: number): Promise<PurgeRun> {
+export async function purgeExpired(
+  deps: { db: Db; artifacts: ArtifactStore },
+  retentionSeconds: number,
+): Promise<PurgeRun> {
   const started = process.hrtime.bigint();
   const run: PurgeRun = { results: 0, artifacts: 0, documents: 0, idempotencyKeys: 0, seconds: 0 };
   try {
@@ -37,7 +46,12 @@ export async function purgeExpired(deps: { db: Db; artifacts: ArtifactStore }, r
       if (expired.length === 0) break;
       // Artifacts first: a run that stops between the two finds the rows again, never an orphaned object.
       await deps.artifacts.delete(expired.flatMap((row) => row.keys));
-      const changed = new Set(await expireResults(deps.db, expired.map((row) => row.task_id)));
+      const changed = new Set(
+        await expireResults(
+          deps.db,
+          expired.map((row) => row.task_id),
+        ),
+      );
       run.results += changed.size;
       run.artifacts += expired.filter((row) => changed.has(row.task_id)).reduce((sum, row) => sum + row.keys.length, 0);
       if (expired.length < PURGE_BATCH_ROWS) break;

@@ -8,8 +8,21 @@ import type { TrustPolicy } from '../db/reputation';
 import { solversAwaitingUnfundedChecks } from '../db/check-funding';
 import { countOnlineSolvers } from '../db/solvers';
 import type { TargetClaim } from '../db/target-claims';
-import { closeAttempt, markAttemptAccepted, recordDeliveredUsage, reserveAttempt, type AttemptEnd, type Reservation } from '../db/tasks/attempts';
-import { createTaskWithHold, findUnstartedTasks, markWorkflowStarted, type CreateTaskOutcome, type NewTask } from '../db/tasks/create';
+import {
+  closeAttempt,
+  markAttemptAccepted,
+  recordDeliveredUsage,
+  reserveAttempt,
+  type AttemptEnd,
+  type Reservation,
+} from '../db/tasks/attempts';
+import {
+  createTaskWithHold,
+  findUnstartedTasks,
+  markWorkflowStarted,
+  type CreateTaskOutcome,
+  type NewTask,
+} from '../db/tasks/create';
 import type { Finished, FinishOutcome } from '../db/tasks/finish';
 import { getTaskRecord, type TaskRecord, type TaskRow } from '../db/tasks/records';
 import { dropSubscription, saveSubscription, type WebhookEvent } from '../db/webhooks';
@@ -45,16 +58,26 @@ export interface TaskStore {
   /** What a chat attempt stopped while it ran had delivered, which an ending by its client bills. */
   recordDeliveredUsage(attemptId: string, usage: BilledUsage): Promise<void>;
   /** Ends an attempt once and hands its slot on. */
-  closeAttempt(input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }>;
+  closeAttempt(
+    input: AttemptEnd,
+  ): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }>;
   /** The service's own view of an attempt's claim that its target failed; null when it has none. */
   examineTargetClaim(attemptId: string, errorType: TargetFailureType): Promise<TargetClaim | null>;
   /** A task's webhook, stored before the task so that the task cannot finish unobserved. */
-  saveSubscription(input: { taskId: string; accountId: string; url: string; events: readonly WebhookEvent[] }): Promise<void>;
+  saveSubscription(input: {
+    taskId: string;
+    accountId: string;
+    url: string;
+    events: readonly WebhookEvent[];
+  }): Promise<void>;
   dropSubscription(taskId: string): Promise<void>;
   accountExists(accountId: string): Promise<boolean>;
   countOnlineSolvers(taskType: string, options: { country?: string; strongModels?: string[] }): Promise<number>;
   /** Solvers online for the type that wait on probation for a check the platform account cannot pay now. */
-  solversAwaitingUnfundedChecks(taskType: string, options: { strongModels?: string[]; country?: string }): Promise<number>;
+  solversAwaitingUnfundedChecks(
+    taskType: string,
+    options: { strongModels?: string[]; country?: string },
+  ): Promise<number>;
   /** Deletes the artifacts written for a result the task did not take. */
   deleteUntakenArtifacts(taskId: string, keys: readonly string[]): Promise<void>;
 }

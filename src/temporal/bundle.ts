@@ -28,5 +28,12 @@ export async function writeWorkflowBundle(file: string, logger: Logger): Promise
 function quietBundlerLogger(logger: Logger) {
   const log = (level: 'debug' | 'info' | 'warn' | 'error') => (message: string, meta?: Record<string, unknown>) =>
     logger[level === 'info' ? 'debug' : level]({ component: 'workflow-bundler', ...meta }, message);
-  return { trace: log('debug'), debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error'), log: (_level: string, message: string) => logger.debug(message) };
+  return {
+    trace: log('debug'),
+    debug: log('debug'),
+    info: log('info'),
+    warn: log('warn'),
+    error: log('error'),
+    log: (_level: string, message: string) => logger.debug(message),
+  };
 }

@@ -35,7 +35,9 @@ export function installTemporalRuntime(logger: Logger) {
   Runtime.install({
     // Our entry points handle SIGINT/SIGTERM and stop the workers in order themselves.
     shutdownSignals: [],
-    logger: new DefaultLogger('WARN', (entry) => target[sdkLogLevel(entry.level, entry.message)]({ ...entry.meta }, entry.message)),
+    logger: new DefaultLogger('WARN', (entry) =>
+      target[sdkLogLevel(entry.level, entry.message)]({ ...entry.meta }, entry.message),
+    ),
     // Without `forward`, the core would print its own lines to the console, outside our log format.
     telemetryOptions: { logging: { filter: { core: 'WARN', other: 'ERROR' }, forward: {} } },
   });

@@ -20,7 +20,18 @@ import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PAYLOAD_SCHEMAS } from '../schemas/requests';
 import type { SolverTrust } from '../schemas/responses';
-import { AUDIT_HISTORY, AUDIT_SPRT, auditTest, buildChatAudit, ChatAuditExpectation, EXPECTED_AUDIT_PASS_RATE, judgeChatAudit, nearQuarantine, shapeOf, type ChatShape } from './chat-audit';
+import {
+  AUDIT_HISTORY,
+  AUDIT_SPRT,
+  auditTest,
+  buildChatAudit,
+  ChatAuditExpectation,
+  EXPECTED_AUDIT_PASS_RATE,
+  judgeChatAudit,
+  nearQuarantine,
+  shapeOf,
+  type ChatShape,
+} from './chat-audit';
 import { tokenFromPng } from './pixels';
 import type { CanaryTaskType, TrustPolicy } from '../db/reputation';
 import type { SearchOracle } from './search-oracle';
@@ -34,7 +45,8 @@ import { canaryPage, canaryPageText } from './canary-pages';
  * serves under a canary host name (CANARY_HOSTS), drawn from a fresh random seed like any small site's
  * page (src/trust/canary-pages.ts); a fetch or snapshot passes when its text is the page's text (by
  * the redundant runs' measure), a screenshot when its pixels show the seed's grid. For chat, the
- * canary is an audit prompt (src/trust/chat-audit.ts) whose answer is known; for web_search, a fresh query whose answer the search oracle gave (src/trust/search-oracle.ts)
+ * canary is an audit prompt (src/trust/chat-audit.ts) whose answer is known; for web_search, a fresh query
+ * whose answer the search oracle gave (src/trust/search-oracle.ts)
  * and the result is compared with by the redundant runs' measure. The verdict is given in the
  * transaction that stores the result and settles it. The statements, and the rule of when a solver is
  * due a canary: src/db/canaries.ts.
@@ -53,14 +65,16 @@ const SEARCH_TASK_TYPE = 'web_search';
  * (trusted). Held at the ceiling rather than the price found as it was due, so that a price raised
  * before the canary is matched still matches.
  */
-export const canaryHold = (config: { trust: { checkPriceCeilingPoints: string } }) => config.trust.checkPriceCeilingPoints;
+export const canaryHold = (config: { trust: { checkPriceCeilingPoints: string } }) =>
+  config.trust.checkPriceCeilingPoints;
 
 /**
  * The workflow id of a solver's canary of a task type: numbered by the canaries of that type it was
  * sent before, so that every process starting the same due canary names one workflow (the others'
  * starts are refused). Its TaskType search attribute value is its own, in the Temporal UI.
  */
-export const canaryWorkflowId = (solverId: string, taskType: string, sent: number) => `canary-${solverId}-${taskType}-${sent + 1}`;
+export const canaryWorkflowId = (solverId: string, taskType: string, sent: number) =>
+  `canary-${solverId}-${taskType}-${sent + 1}`;
 export const canarySearchTaskType = (taskType: string) => `canary_${taskType}`;
 
 /** The canary page at a host name and path (its HTML), or null when there is none. */
@@ -77,7 +91,10 @@ export interface NewCanary {
   /** Canaries of that type the solver was sent before this one, as its starter found it due. */
   sent: number;
   workflowId: string;
-  /** Where pages are served (CANARY_HOSTS), or under localhost names on the port of the node holding the solver's socket. */
+  /**
+   * Where pages are served (CANARY_HOSTS), or under localhost names on the port of the node holding the solver's
+   * socket.
+   */
   canaryHosts: { configured: readonly CanaryOrigin[]; local: boolean };
   pricePoints: string;
   timeoutSeconds: number;
@@ -86,7 +103,13 @@ export interface NewCanary {
 }
 
 /** What a web_search canary expects (kept in the canary's `audit` column): the oracle's result URLs for its query. */
-const SearchExpectation = z.object({ kind: z.literal('search'), oracle: z.string(), query: z.string(), count: z.number(), results: z.array(z.object({ title: z.string(), url: z.string() })) });
+const SearchExpectation = z.object({
+  kind: z.literal('search'),
+  oracle: z.string(),
+  query: z.string(),
+  count: z.number(),
+  results: z.array(z.object({ title: z.string(), url: z.string() })),
+});
 
 /** Recent client chats an audit's shape is drawn from (the newest, so that it follows what clients send now). */
 const SHAPE_SAMPLE = 200;
@@ -99,7 +122,11 @@ const SHAPE_SAMPLE = 200;
 async function recentClientChatShape(db: Runner): Promise<ChatShape | null> {
   const row = await recentClientChatShapes(db, SHAPE_SAMPLE);
   if (!row) return null;
-  return shapeOf({ ...row.params, messages: (row.roles ?? []).map((role) => ({ role })), tools: Array.from({ length: row.tools }, () => ({})) });
+  return shapeOf({
+    ...row.params,
+    messages: (row.roles ?? []).map((role) => ({ role })),
+    tools: Array.from({ length: row.tools }, () => ({})),
+  });
 }
 
 /**
@@ -112,7 +139,14 @@ async function canaryTask(
   db: Runner,
   canary: NewCanary,
 ): Promise<
-  { payload: Record<string, unknown>; token: string; audit: ChatAuditExpectation | z.infer<typeof SearchExpectation> | null; page?: string } | 'no_page_address' | 'no_oracle_answer'
+  | {
+      payload: Record<string, unknown>;
+      token: string;
+      audit: ChatAuditExpectation | z.infer<typeof SearchExpectation> | null;
+      page?: string;
+    }
+  | 'no_page_address'
+  | 'no_oracle_answer'
 > {
   if (canary.taskType === CHAT_TASK_TYPE) {
     const built = buildChatAudit({ shape: (await recentClientChatShape(db)) ?? undefined });
@@ -122,7 +156,11 @@ async function canaryTask(
     const drawn = await canary.searchOracle?.drawCanary();
     if (!drawn) return 'no_oracle_answer';
     const { payload, results } = drawn;
-    return { payload, token: payload.query, audit: { kind: 'search', oracle: canary.searchOracle!.name, query: payload.query, count: payload.count, results } };
+    return {
+      payload,
+      token: payload.query,
+      audit: { kind: 'search', oracle: canary.searchOracle!.name, query: payload.query, count: payload.count, results },
+    };
   }
   const origin = await pageOrigin(db, canary);
   if (!origin) return 'no_page_address';
@@ -135,14 +173,20 @@ async function canaryTask(
     token = crypto.randomBytes(16).toString('hex');
     path = canaryPage(token, canary.taskType, host).path;
   } while (await canaryPageTaken(db, `${host}${path}`));
-  const payload = PAYLOAD_SCHEMAS[canary.taskType].parse({ url: `${canaryUrlBase(origin, host)}${path}` }) as Record<string, unknown>;
+  const payload = PAYLOAD_SCHEMAS[canary.taskType].parse({ url: `${canaryUrlBase(origin, host)}${path}` }) as Record<
+    string,
+    unknown
+  >;
   return { payload, token, audit: null, page: `${host}${path}` };
 }
 
 /** The solver's latest canary hosts a new page may reuse (drawCanaryHost). */
 const EARLIER_HOSTS = 8;
 
-/** The origin of a new canary page: one of CANARY_HOSTS, or names under localhost on the port of the node holding the solver's socket. */
+/**
+ * The origin of a new canary page: one of CANARY_HOSTS, or names under localhost on the port of the node holding
+ * the solver's socket.
+ */
 async function pageOrigin(db: Runner, canary: NewCanary): Promise<CanaryOrigin | null> {
   const { configured, local } = canary.canaryHosts;
   if (configured.length > 0) return configured[crypto.randomInt(configured.length)]!;
@@ -154,7 +198,9 @@ async function pageOrigin(db: Runner, canary: NewCanary): Promise<CanaryOrigin |
 }
 
 /** What creating a canary did: the task to run, or why there is none. */
-export type CanaryCreated = { created: true; taskId: string } | { created: false; reason: 'not_due' | 'no_page_address' | 'no_oracle_answer' | 'platform_balance' };
+export type CanaryCreated =
+  | { created: true; taskId: string }
+  | { created: false; reason: 'not_due' | 'no_page_address' | 'no_oracle_answer' | 'platform_balance' };
 
 /**
  * Creates the canary, its task (the platform's, with the solver's task payload shape and nothing
@@ -222,18 +268,36 @@ function resultText(taskType: string, result: Record<string, unknown>): string {
  * its threshold (a model may slip); a chat audit failed without quarantine makes the next one due at
  * once. Returns null when the task is no canary.
  */
-export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string, result: Record<string, unknown>): Promise<Exclude<CanaryVerdict, 'unanswered'> | null> {
+export async function judgeCanaryIn(
+  tx: Runner,
+  taskId: string,
+  solverId: string,
+  result: Record<string, unknown>,
+): Promise<Exclude<CanaryVerdict, 'unanswered'> | null> {
   const canary = await lockOpenCanaryIn(tx, taskId);
   if (!canary) return null;
-  const expected = canary.audit === null || canary.task_type !== CHAT_TASK_TYPE ? null : ChatAuditExpectation.parse(canary.audit);
+  const expected =
+    canary.audit === null || canary.task_type !== CHAT_TASK_TYPE ? null : ChatAuditExpectation.parse(canary.audit);
   const judged = expected ? judgeChatAudit(expected, result) : null;
-  const searched = canary.task_type === SEARCH_TASK_TYPE ? judgeSearch(SearchExpectation.parse(canary.audit), result) : null;
+  const searched =
+    canary.task_type === SEARCH_TASK_TYPE ? judgeSearch(SearchExpectation.parse(canary.audit), result) : null;
   const text = resultText(canary.task_type, result);
-  const paged = canary.page !== null && canary.task_type !== 'screenshot' ? judgePageText(canary.token, canary.task_type, canary.page, text) : null;
-  const passed = judged ? judged.passed : searched ? searched.passed : paged ? paged.passed : text.includes(canary.token);
+  const paged =
+    canary.page !== null && canary.task_type !== 'screenshot'
+      ? judgePageText(canary.token, canary.task_type, canary.page, text)
+      : null;
+  const passed = judged
+    ? judged.passed
+    : searched
+      ? searched.passed
+      : paged
+        ? paged.passed
+        : text.includes(canary.token);
   const verdict: CanaryVerdict = passed ? 'passed' : 'failed';
   // One failure quarantines (web); a chat audit, the sequential test over the solver's judged audits.
-  const test = judged ? auditTest([...(await judgedAuditsSinceClear(tx, solverId, canary.task_type, taskId, AUDIT_HISTORY)), passed]) : null;
+  const test = judged
+    ? auditTest([...(await judgedAuditsSinceClear(tx, solverId, canary.task_type, taskId, AUDIT_HISTORY)), passed])
+    : null;
   const quarantine = test ? test.decision === 'quarantine' : !passed;
   const evidence = {
     canary_task_id: taskId,
@@ -242,7 +306,16 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
     // What came back, cut short: enough for an admin to see what the solver made up.
     returned_excerpt: judged ? judged.returned : text.slice(0, 500),
     ...(judged && expected && test
-      ? { audit: expected.kind, problems: judged.problems, usage: result.usage ?? null, failed_audits: test.failed, judged_audits: test.judged, llr: test.llr, threshold: test.threshold, expected_pass_rate: 1 - AUDIT_SPRT.p0 }
+      ? {
+          audit: expected.kind,
+          problems: judged.problems,
+          usage: result.usage ?? null,
+          failed_audits: test.failed,
+          judged_audits: test.judged,
+          llr: test.llr,
+          threshold: test.threshold,
+          expected_pass_rate: 1 - AUDIT_SPRT.p0,
+        }
       : {}),
     ...(searched ? { search: searched.evidence } : {}),
     ...(paged ? { page: paged.evidence } : {}),
@@ -261,7 +334,8 @@ export async function judgeCanaryIn(tx: Runner, taskId: string, solverId: string
 }
 
 /** Passed over judged, to 4 places; null when none was judged. */
-const passRate = (passed: number, failed: number) => (passed + failed > 0 ? Number((passed / (passed + failed)).toFixed(4)) : null);
+const passRate = (passed: number, failed: number) =>
+  passed + failed > 0 ? Number((passed / (passed + failed)).toFixed(4)) : null;
 
 /**
  * What an admin reads of a solver's chat audits (docs/trust.md, "Chat audits", where to see them): per
@@ -270,7 +344,10 @@ const passRate = (passed: number, failed: number) => (passed + failed > 0 ? Numb
  * history: one test per solver, whatever model answered; null when it was never audited).
  */
 export async function chatAuditsOf(db: Runner, solverId: string) {
-  const [counts, history] = await Promise.all([chatAuditCounts(db, solverId), judgedAuditsSinceClear(db, solverId, CHAT_TASK_TYPE, null, AUDIT_HISTORY)]);
+  const [counts, history] = await Promise.all([
+    chatAuditCounts(db, solverId),
+    judgedAuditsSinceClear(db, solverId, CHAT_TASK_TYPE, null, AUDIT_HISTORY),
+  ]);
   const test = auditTest(history);
   // Typed as the route's answer declares it, so that the decisions sprtStep gives and the documented ones cannot drift.
   const audits: Pick<z.infer<typeof SolverTrust>, 'chat_audits' | 'chat_audit_test'> = {
@@ -279,7 +356,10 @@ export async function chatAuditsOf(db: Runner, solverId: string) {
       pass_rate: passRate(row.passed, row.failed),
       pass_rate_since_clear: passRate(row.passed_since_clear, row.failed_since_clear),
     })),
-    chat_audit_test: counts.length > 0 ? { ...test, near_quarantine: nearQuarantine(test), expected_pass_rate: EXPECTED_AUDIT_PASS_RATE } : null,
+    chat_audit_test:
+      counts.length > 0
+        ? { ...test, near_quarantine: nearQuarantine(test), expected_pass_rate: EXPECTED_AUDIT_PASS_RATE }
+        : null,
   };
   return audits;
 }
@@ -290,9 +370,13 @@ export async function chatAuditsOf(db: Runner, solverId: string) {
  * sequential test stands near quarantine (nearQuarantine).
  */
 export async function chatAuditFigures(db: Runner, withinSeconds: number) {
-  const [verdicts, histories] = await Promise.all([recentChatAuditVerdicts(db, withinSeconds), recentChatAuditHistories(db, withinSeconds, AUDIT_HISTORY)]);
+  const [verdicts, histories] = await Promise.all([
+    recentChatAuditVerdicts(db, withinSeconds),
+    recentChatAuditHistories(db, withinSeconds, AUDIT_HISTORY),
+  ]);
   const near = new Map<string, number>();
-  for (const { model, verdicts: history } of histories) near.set(model, (near.get(model) ?? 0) + (nearQuarantine(auditTest(history)) ? 1 : 0));
+  for (const { model, verdicts: history } of histories)
+    near.set(model, (near.get(model) ?? 0) + (nearQuarantine(auditTest(history)) ? 1 : 0));
   return { verdicts, nearQuarantine: [...near].map(([model, solvers]) => ({ model, solvers })) };
 }
 
@@ -309,7 +393,14 @@ function judgePageText(token: string, taskType: string, page: string, text: stri
   const similarity = Math.round(textSimilarity(expected, text) * 10_000) / 10_000;
   return {
     passed: similarity >= threshold,
-    evidence: { host, path: page.slice(slash), measure, similarity, threshold, expected_excerpt: expected.slice(0, 500) },
+    evidence: {
+      host,
+      path: page.slice(slash),
+      measure,
+      similarity,
+      threshold,
+      expected_excerpt: expected.slice(0, 500),
+    },
   };
 }
 
@@ -326,6 +417,14 @@ function judgeSearch(expected: z.infer<typeof SearchExpectation>, result: Record
   return {
     passed,
     problems: passed ? [] : [`result_url_overlap ${comparison.similarity} is below ${comparison.threshold}`],
-    evidence: { oracle: expected.oracle, query: expected.query, measure: comparison.measure, similarity: comparison.similarity, threshold: comparison.threshold, oracle_urls: comparison.second.urls, returned_urls: comparison.first.urls },
+    evidence: {
+      oracle: expected.oracle,
+      query: expected.query,
+      measure: comparison.measure,
+      similarity: comparison.similarity,
+      threshold: comparison.threshold,
+      oracle_urls: comparison.second.urls,
+      returned_urls: comparison.first.urls,
+    },
   };
 }

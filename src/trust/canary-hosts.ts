@@ -9,13 +9,18 @@ import { siteLabel } from './canary-pages';
  * its Host header alone.
  */
 
-/** Without CANARY_HOSTS and with ALLOW_PRIVATE_NETWORKS, names under `localhost` (RFC 6761: loopback), on the port of the node the solver is connected to. */
+/**
+ * Without CANARY_HOSTS and with ALLOW_PRIVATE_NETWORKS, names under `localhost` (RFC 6761: loopback), on the
+ * port of the node the solver is connected to.
+ */
 export const LOCAL_CANARY_DOMAIN = '*.localhost';
 
 /** Whether a request's host name (no port) is one canary pages are served under. */
 export function isCanaryHost(origins: readonly Pick<CanaryOrigin, 'host'>[], hostname: string): boolean {
   const name = hostname.toLowerCase().replace(/\.$/, '');
-  return origins.some(({ host }) => (host.startsWith('*.') ? name.endsWith(host.slice(1)) && name.length > host.length - 1 : name === host));
+  return origins.some(({ host }) =>
+    host.startsWith('*.') ? name.endsWith(host.slice(1)) && name.length > host.length - 1 : name === host,
+  );
 }
 
 /**
@@ -24,7 +29,10 @@ export function isCanaryHost(origins: readonly Pick<CanaryOrigin, 'host'>[], hos
  */
 const REUSED_HOST_SHARE = 0.5;
 
-/** The host of a new canary page under an origin: the name itself, or a label under a wildcard (one the solver saw before, at times). */
+/**
+ * The host of a new canary page under an origin: the name itself, or a label under a wildcard (one the solver
+ * saw before, at times).
+ */
 export function drawCanaryHost(origin: CanaryOrigin, earlierHosts: readonly string[]): string {
   if (!origin.host.startsWith('*.')) return origin.host;
   const earlier = earlierHosts.filter((host) => isCanaryHost([origin], host));
@@ -33,4 +41,5 @@ export function drawCanaryHost(origin: CanaryOrigin, earlierHosts: readonly stri
 }
 
 /** The URL base of a page on `host` under the origin. */
-export const canaryUrlBase = (origin: CanaryOrigin, host: string) => `${origin.scheme}://${host}${origin.port === null ? '' : `:${origin.port}`}`;
+export const canaryUrlBase = (origin: CanaryOrigin, host: string) =>
+  `${origin.scheme}://${host}${origin.port === null ? '' : `:${origin.port}`}`;

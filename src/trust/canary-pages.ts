@@ -38,32 +38,243 @@ const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
 const titleCase = (text: string) => text.split(' ').map(capital).join(' ');
 
 const NOUNS = [
-  'garden', 'kitchen', 'harbor', 'lantern', 'bicycle', 'notebook', 'market', 'river', 'orchard', 'workshop', 'library', 'meadow',
-  'studio', 'bakery', 'cabinet', 'compass', 'engine', 'festival', 'gallery', 'island', 'journey', 'ladder', 'mirror', 'window',
-  'pottery', 'recipe', 'season', 'teapot', 'village', 'weather', 'canvas', 'backpack', 'blanket', 'camera', 'ceramic', 'desk',
-  'fabric', 'forest', 'glacier', 'hammock', 'helmet', 'jacket', 'kettle', 'mountain', 'needle', 'oven', 'paddle', 'pillow',
-  'planner', 'printer', 'quilt', 'sandal', 'scarf', 'shelf', 'skillet', 'speaker', 'sweater', 'tent', 'trail', 'umbrella',
-  'valley', 'wallet', 'whistle', 'budget', 'schedule', 'invoice', 'deadline', 'routine', 'habit', 'project', 'neighborhood',
-  'coffee', 'bread', 'soup', 'salad', 'cheese', 'honey', 'lemon', 'pepper', 'tomato', 'garlic', 'spinach', 'mushroom',
-  'server', 'database', 'browser', 'keyboard', 'network', 'update', 'release', 'plugin', 'dashboard', 'report', 'account', 'team',
+  'garden',
+  'kitchen',
+  'harbor',
+  'lantern',
+  'bicycle',
+  'notebook',
+  'market',
+  'river',
+  'orchard',
+  'workshop',
+  'library',
+  'meadow',
+  'studio',
+  'bakery',
+  'cabinet',
+  'compass',
+  'engine',
+  'festival',
+  'gallery',
+  'island',
+  'journey',
+  'ladder',
+  'mirror',
+  'window',
+  'pottery',
+  'recipe',
+  'season',
+  'teapot',
+  'village',
+  'weather',
+  'canvas',
+  'backpack',
+  'blanket',
+  'camera',
+  'ceramic',
+  'desk',
+  'fabric',
+  'forest',
+  'glacier',
+  'hammock',
+  'helmet',
+  'jacket',
+  'kettle',
+  'mountain',
+  'needle',
+  'oven',
+  'paddle',
+  'pillow',
+  'planner',
+  'printer',
+  'quilt',
+  'sandal',
+  'scarf',
+  'shelf',
+  'skillet',
+  'speaker',
+  'sweater',
+  'tent',
+  'trail',
+  'umbrella',
+  'valley',
+  'wallet',
+  'whistle',
+  'budget',
+  'schedule',
+  'invoice',
+  'deadline',
+  'routine',
+  'habit',
+  'project',
+  'neighborhood',
+  'coffee',
+  'bread',
+  'soup',
+  'salad',
+  'cheese',
+  'honey',
+  'lemon',
+  'pepper',
+  'tomato',
+  'garlic',
+  'spinach',
+  'mushroom',
+  'server',
+  'database',
+  'browser',
+  'keyboard',
+  'network',
+  'update',
+  'release',
+  'plugin',
+  'dashboard',
+  'report',
+  'account',
+  'team',
 ] as const;
 const ADJECTIVES = [
-  'quiet', 'bright', 'simple', 'practical', 'old', 'modern', 'small', 'generous', 'careful', 'rustic', 'gentle', 'sturdy',
-  'light', 'warm', 'fresh', 'local', 'handmade', 'seasonal', 'reliable', 'honest', 'clever', 'patient', 'slow', 'quick',
-  'forgotten', 'favorite', 'useful', 'ordinary', 'unusual', 'cozy', 'durable', 'compact', 'hidden', 'northern', 'coastal',
-  'weekly', 'annual', 'early', 'late', 'crisp', 'golden', 'green', 'blue', 'wooden', 'woolen', 'smart', 'budget', 'classic',
+  'quiet',
+  'bright',
+  'simple',
+  'practical',
+  'old',
+  'modern',
+  'small',
+  'generous',
+  'careful',
+  'rustic',
+  'gentle',
+  'sturdy',
+  'light',
+  'warm',
+  'fresh',
+  'local',
+  'handmade',
+  'seasonal',
+  'reliable',
+  'honest',
+  'clever',
+  'patient',
+  'slow',
+  'quick',
+  'forgotten',
+  'favorite',
+  'useful',
+  'ordinary',
+  'unusual',
+  'cozy',
+  'durable',
+  'compact',
+  'hidden',
+  'northern',
+  'coastal',
+  'weekly',
+  'annual',
+  'early',
+  'late',
+  'crisp',
+  'golden',
+  'green',
+  'blue',
+  'wooden',
+  'woolen',
+  'smart',
+  'budget',
+  'classic',
 ] as const;
 const VERBS = [
-  'build', 'repair', 'plan', 'cook', 'clean', 'organize', 'compare', 'choose', 'carry', 'store', 'share', 'measure', 'paint',
-  'test', 'improve', 'protect', 'replace', 'visit', 'explore', 'prepare', 'track', 'review', 'borrow', 'arrange', 'sort',
+  'build',
+  'repair',
+  'plan',
+  'cook',
+  'clean',
+  'organize',
+  'compare',
+  'choose',
+  'carry',
+  'store',
+  'share',
+  'measure',
+  'paint',
+  'test',
+  'improve',
+  'protect',
+  'replace',
+  'visit',
+  'explore',
+  'prepare',
+  'track',
+  'review',
+  'borrow',
+  'arrange',
+  'sort',
 ] as const;
-const ADVERBS = ['quietly', 'slowly', 'carefully', 'honestly', 'usually', 'often', 'rarely', 'finally', 'simply', 'mostly', 'suddenly', 'easily'] as const;
+const ADVERBS = [
+  'quietly',
+  'slowly',
+  'carefully',
+  'honestly',
+  'usually',
+  'often',
+  'rarely',
+  'finally',
+  'simply',
+  'mostly',
+  'suddenly',
+  'easily',
+] as const;
 const PEOPLE = [
-  'Maria Lopez', 'Tom Becker', 'Aisha Khan', 'Jonas Berg', 'Lena Novak', 'Sam Okafor', 'Priya Raman', 'Daniel Reyes', 'Clara Hoffman',
-  'Noah Fischer', 'Emma Sato', 'Lucas Martin', 'Hana Kim', 'Oliver Grant', 'Sofia Rossi', 'Ben Walker', 'Mila Petrova', 'Ravi Mehta',
+  'Maria Lopez',
+  'Tom Becker',
+  'Aisha Khan',
+  'Jonas Berg',
+  'Lena Novak',
+  'Sam Okafor',
+  'Priya Raman',
+  'Daniel Reyes',
+  'Clara Hoffman',
+  'Noah Fischer',
+  'Emma Sato',
+  'Lucas Martin',
+  'Hana Kim',
+  'Oliver Grant',
+  'Sofia Rossi',
+  'Ben Walker',
+  'Mila Petrova',
+  'Ravi Mehta',
 ] as const;
-const PLACES = ['Lisbon', 'Portland', 'Leeds', 'Austin', 'Lyon', 'Bergen', 'Osaka', 'Halifax', 'Ghent', 'Tucson', 'Cork', 'Dunedin', 'Porto', 'Bristol'] as const;
-const MONTHS = ['January', 'February', 'March', 'April', 'May', 'June', 'July', 'August', 'September', 'October', 'November', 'December'] as const;
+const PLACES = [
+  'Lisbon',
+  'Portland',
+  'Leeds',
+  'Austin',
+  'Lyon',
+  'Bergen',
+  'Osaka',
+  'Halifax',
+  'Ghent',
+  'Tucson',
+  'Cork',
+  'Dunedin',
+  'Porto',
+  'Bristol',
+] as const;
+const MONTHS = [
+  'January',
+  'February',
+  'March',
+  'April',
+  'May',
+  'June',
+  'July',
+  'August',
+  'September',
+  'October',
+  'November',
+  'December',
+] as const;
 
 /** Sentence shapes; `{n}` a noun, `{a}` an adjective, `{v}` a verb, `{d}` an adverb, `{p}` a place, `{k}` a number. */
 const SENTENCES = [
@@ -92,18 +303,27 @@ const SENTENCES = [
 function sentence(rng: Rng): string {
   return pick(rng, SENTENCES).replace(/\{(\w)\}/g, (_, slot: string) => {
     switch (slot) {
-      case 'n': return pick(rng, NOUNS);
-      case 'a': return pick(rng, ADJECTIVES);
-      case 'v': return pick(rng, VERBS);
-      case 'd': return pick(rng, ADVERBS);
-      case 'p': return pick(rng, PLACES);
-      case 'm': return pick(rng, MONTHS);
-      case 'w': return pick(rng, PEOPLE);
-      default: return String(int(rng, 2, 90));
+      case 'n':
+        return pick(rng, NOUNS);
+      case 'a':
+        return pick(rng, ADJECTIVES);
+      case 'v':
+        return pick(rng, VERBS);
+      case 'd':
+        return pick(rng, ADVERBS);
+      case 'p':
+        return pick(rng, PLACES);
+      case 'm':
+        return pick(rng, MONTHS);
+      case 'w':
+        return pick(rng, PEOPLE);
+      default:
+        return String(int(rng, 2, 90));
     }
   });
 }
-const paragraph = (rng: Rng, min = 2, max = 5) => Array.from({ length: int(rng, min, max) }, () => sentence(rng)).join(' ');
+const paragraph = (rng: Rng, min = 2, max = 5) =>
+  Array.from({ length: int(rng, min, max) }, () => sentence(rng)).join(' ');
 const phrase = (rng: Rng) => `${pick(rng, ADJECTIVES)} ${pick(rng, NOUNS)}`;
 const heading = (rng: Rng) =>
   pick(rng, [
@@ -114,7 +334,11 @@ const heading = (rng: Rng) =>
     () => `A ${phrase(rng)} in ${pick(rng, PLACES)}`,
     () => `Notes on the ${phrase(rng)}`,
   ])();
-const slugOf = (text: string) => text.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+const slugOf = (text: string) =>
+  text
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-|-$/g, '');
 
 /** How a site names its classes: each site picks one style, as real sites differ. */
 type ClassStyle = (block: string, element?: string) => string;
@@ -126,7 +350,12 @@ const CLASS_STYLES: readonly ((rng: Rng) => ClassStyle)[] = [
   },
   (rng) => {
     const salt = Math.floor(rng() * 1e9).toString(36);
-    return (block, element) => `css-${crypto.createHash('md5').update(`${salt}${block}${element ?? ''}`).digest('hex').slice(0, 6)}`;
+    return (block, element) =>
+      `css-${crypto
+        .createHash('md5')
+        .update(`${salt}${block}${element ?? ''}`)
+        .digest('hex')
+        .slice(0, 6)}`;
   },
   () => (block, element) => `${element ?? block} px-4 text-${element ? 'base' : 'lg'}`,
 ];
@@ -143,16 +372,52 @@ interface Site {
 /** The site a host name shows: the same for every page of that host. */
 export function siteOf(host: string): Site {
   const rng = seededRandom(`site:${host.toLowerCase()}`);
-  const label = host.split('.')[0]!.replace(/[^a-z]+/gi, ' ').trim();
-  const name = label.length >= 3 && !/^(www|shop|blog|docs)$/i.test(label) ? titleCase(label) : titleCase(`${pick(rng, ADJECTIVES)} ${pick(rng, NOUNS)}`);
-  const menu = ['Home', ...[...new Set(Array.from({ length: 5 }, () => pick(rng, ['Blog', 'Shop', 'About', 'Contact', 'Guides', 'Recipes', 'News', 'Help', 'Journal', 'Stories', 'Events', 'Docs'])))]];
+  const label = host
+    .split('.')[0]!
+    .replace(/[^a-z]+/gi, ' ')
+    .trim();
+  const name =
+    label.length >= 3 && !/^(www|shop|blog|docs)$/i.test(label)
+      ? titleCase(label)
+      : titleCase(`${pick(rng, ADJECTIVES)} ${pick(rng, NOUNS)}`);
+  const menu = [
+    'Home',
+    ...[
+      ...new Set(
+        Array.from({ length: 5 }, () =>
+          pick(rng, [
+            'Blog',
+            'Shop',
+            'About',
+            'Contact',
+            'Guides',
+            'Recipes',
+            'News',
+            'Help',
+            'Journal',
+            'Stories',
+            'Events',
+            'Docs',
+          ]),
+        ),
+      ),
+    ],
+  ];
   return {
     name,
     menu,
     cls: pick(rng, CLASS_STYLES)(rng),
     footer: `© ${int(rng, 2009, 2025)}–2026 ${name}. ${pick(rng, ['All rights reserved.', 'Made with care.', `Based in ${pick(rng, PLACES)}.`, 'Independent since day one.'])}`,
-    color: `#${Math.floor(rng() * 0xffffff).toString(16).padStart(6, '0')}`,
-    font: pick(rng, ['Georgia, serif', 'system-ui, sans-serif', '"Helvetica Neue", Arial, sans-serif', 'Palatino, serif', 'Verdana, sans-serif']),
+    color: `#${Math.floor(rng() * 0xffffff)
+      .toString(16)
+      .padStart(6, '0')}`,
+    font: pick(rng, [
+      'Georgia, serif',
+      'system-ui, sans-serif',
+      '"Helvetica Neue", Arial, sans-serif',
+      'Palatino, serif',
+      'Verdana, sans-serif',
+    ]),
   };
 }
 
@@ -170,17 +435,31 @@ function draw(rng: Rng, site: Site): Drawn {
   const { cls } = site;
   const template = pick(rng, PAGE_TEMPLATES);
   const title = heading(rng);
-  const slug = slugOf(title).split('-').slice(0, int(rng, 4, 7)).join('-');
+  const slug = slugOf(title)
+    .split('-')
+    .slice(0, int(rng, 4, 7))
+    .join('-');
   const year = int(rng, 2019, 2026);
   const month = int(rng, 1, 12);
   const mm = String(month).padStart(2, '0');
   const number = int(rng, 100, 99_999);
   const sections = (count: number) =>
-    Array.from({ length: count }, () => `<h2 class="${cls('content', 'heading')}">${capital(heading(rng))}</h2>\n<p>${paragraph(rng)}</p>${rng() < 0.4 ? `\n<p>${paragraph(rng, 1, 3)}</p>` : ''}`).join('\n');
-  const list = () => `<ul class="${cls('content', 'list')}">${Array.from({ length: int(rng, 3, 6) }, () => `<li>${capital(sentence(rng))}</li>`).join('')}</ul>`;
+    Array.from(
+      { length: count },
+      () =>
+        `<h2 class="${cls('content', 'heading')}">${capital(heading(rng))}</h2>\n<p>${paragraph(rng)}</p>${rng() < 0.4 ? `\n<p>${paragraph(rng, 1, 3)}</p>` : ''}`,
+    ).join('\n');
+  const list = () =>
+    `<ul class="${cls('content', 'list')}">${Array.from({ length: int(rng, 3, 6) }, () => `<li>${capital(sentence(rng))}</li>`).join('')}</ul>`;
   if (template === 'article') {
     const author = pick(rng, PEOPLE);
-    const path = pick(rng, [`/blog/${year}/${mm}/${slug}`, `/${year}/${mm}/${String(int(rng, 1, 28)).padStart(2, '0')}/${slug}/`, `/posts/${slug}`, `/news/${slug}-${number}`, `/journal/${slug}.html`]);
+    const path = pick(rng, [
+      `/blog/${year}/${mm}/${slug}`,
+      `/${year}/${mm}/${String(int(rng, 1, 28)).padStart(2, '0')}/${slug}/`,
+      `/posts/${slug}`,
+      `/news/${slug}-${number}`,
+      `/journal/${slug}.html`,
+    ]);
     const main = `<article class="${cls('post')}">
 <h1 class="${cls('post', 'title')}">${title}</h1>
 <p class="${cls('post', 'meta')}">By ${author} · ${MONTHS[month - 1]} ${int(rng, 1, 28)}, ${year} · ${int(rng, 3, 14)} min read</p>
@@ -192,10 +471,26 @@ ${rng() < 0.5 ? `<blockquote>${sentence(rng)}</blockquote>\n` : ''}${rng() < 0.6
     return { template, path, title, main };
   }
   if (template === 'product') {
-    const name = titleCase(`${pick(rng, ADJECTIVES)} ${pick(rng, NOUNS)} ${pick(rng, ['set', 'kit', 'pack', 'edition', 'model', 'bundle', ''])}`.trim());
-    const path = pick(rng, [`/products/${slugOf(name)}-${number}`, `/shop/${pick(rng, NOUNS)}/${slugOf(name)}`, `/p/${number}/${slugOf(name)}`, `/item/${slugOf(name)}`]);
-    const specs = Array.from({ length: int(rng, 3, 6) }, () => `<tr><th>${capital(pick(rng, ['weight', 'material', 'size', 'color', 'finish', 'origin', 'warranty', 'capacity']))}</th><td>${capital(phrase(rng))}</td></tr>`).join('');
-    const reviews = Array.from({ length: int(rng, 1, 4) }, () => `<div class="${cls('review')}"><strong>${pick(rng, PEOPLE)}</strong> <span>${int(rng, 3, 5)} of 5</span><p>${paragraph(rng, 1, 3)}</p></div>`).join('\n');
+    const name = titleCase(
+      `${pick(rng, ADJECTIVES)} ${pick(rng, NOUNS)} ${pick(rng, ['set', 'kit', 'pack', 'edition', 'model', 'bundle', ''])}`.trim(),
+    );
+    const path = pick(rng, [
+      `/products/${slugOf(name)}-${number}`,
+      `/shop/${pick(rng, NOUNS)}/${slugOf(name)}`,
+      `/p/${number}/${slugOf(name)}`,
+      `/item/${slugOf(name)}`,
+    ]);
+    const specs = Array.from(
+      { length: int(rng, 3, 6) },
+      () =>
+        `<tr><th>${capital(pick(rng, ['weight', 'material', 'size', 'color', 'finish', 'origin', 'warranty', 'capacity']))}</th><td>${capital(phrase(rng))}</td></tr>`,
+    ).join('');
+    const reviews = Array.from(
+      { length: int(rng, 1, 4) },
+      () =>
+        `<div class="${cls('review')}"><strong>${pick(rng, PEOPLE)}</strong> <span>${int(rng, 3, 5)} ` +
+        `of 5</span><p>${paragraph(rng, 1, 3)}</p></div>`,
+    ).join('\n');
     const main = `<div class="${cls('product')}">
 <nav class="${cls('breadcrumb')}">Home / ${capital(pick(rng, NOUNS))} / ${name}</nav>
 <h1 class="${cls('product', 'name')}">${name}</h1>
@@ -209,9 +504,21 @@ ${reviews}
   }
   if (template === 'docs') {
     const section = pick(rng, ['getting-started', 'guides', 'reference', 'how-to', 'faq', 'setup']);
-    const path = pick(rng, [`/docs/${section}/${slug}`, `/guide/${slug}.html`, `/help/articles/${number}-${slug}`, `/kb/${section}/${slug}`]);
-    const code = Array.from({ length: int(rng, 2, 5) }, () => `${pick(rng, VERBS)}_${pick(rng, NOUNS)}(${pick(rng, ['true', String(int(rng, 1, 60)), `"${pick(rng, NOUNS)}"`])})`).join('\n');
-    const toc = Array.from({ length: int(rng, 3, 7) }, () => `<li><a href="/docs/${section}/${slugOf(phrase(rng))}">${capital(phrase(rng))}</a></li>`).join('');
+    const path = pick(rng, [
+      `/docs/${section}/${slug}`,
+      `/guide/${slug}.html`,
+      `/help/articles/${number}-${slug}`,
+      `/kb/${section}/${slug}`,
+    ]);
+    const code = Array.from(
+      { length: int(rng, 2, 5) },
+      () =>
+        `${pick(rng, VERBS)}_${pick(rng, NOUNS)}(${pick(rng, ['true', String(int(rng, 1, 60)), `"${pick(rng, NOUNS)}"`])})`,
+    ).join('\n');
+    const toc = Array.from(
+      { length: int(rng, 3, 7) },
+      () => `<li><a href="/docs/${section}/${slugOf(phrase(rng))}">${capital(phrase(rng))}</a></li>`,
+    ).join('');
     const main = `<aside class="${cls('sidebar')}"><ul>${toc}</ul></aside>
 <div class="${cls('doc')}">
 <h1 class="${cls('doc', 'title')}">${title}</h1>
@@ -231,7 +538,10 @@ ${sections(int(rng, 1, 3))}
   ]);
   const items = Array.from({ length: int(rng, 4, 9) }, () => {
     const itemTitle = capital(heading(rng));
-    return `<li class="${cls('card')}"><a class="${cls('card', 'link')}" href="/${slugOf(itemTitle)}">${itemTitle}</a><p class="${cls('card', 'summary')}">${paragraph(rng, 1, 2)}</p><span class="${cls('card', 'meta')}">${MONTHS[int(rng, 0, 11)]} ${int(rng, 1, 28)}, ${year}</span></li>`;
+    return (
+      `<li class="${cls('card')}"><a class="${cls('card', 'link')}" href="/${slugOf(itemTitle)}">${itemTitle}</a><p class="${cls('card', 'summary')}">${paragraph(rng, 1, 2)}</p><span class="${cls('card', 'meta')}">${MONTHS[int(rng, 0, 11)]} ` +
+      `${int(rng, 1, 28)}, ${year}</span></li>`
+    );
   }).join('\n');
   const listTitle = `${capital(pick(rng, ADJECTIVES))} ${topic}s`;
   const main = `<section class="${cls('listing')}">
@@ -260,7 +570,9 @@ export function canaryPage(seed: string, taskType: string, host: string): Canary
   const site = siteOf(host);
   const drawn = draw(seededRandom(`page:${seed}`), site);
   if (taskType === 'screenshot') {
-    const cells = tokenCells(seed).map((dark) => (dark ? '<i class="d"></i>' : '<i></i>')).join('');
+    const cells = tokenCells(seed)
+      .map((dark) => (dark ? '<i class="d"></i>' : '<i></i>'))
+      .join('');
     return {
       template: drawn.template,
       path: drawn.path,
@@ -279,7 +591,9 @@ i{display:block}.d{background:#000}
 /** A page of `site`: its header, menu and footer around `main`, as every page of the site has them. */
 function layout(site: Site, title: string, main: string): string {
   const { cls } = site;
-  const nav = site.menu.map((item) => `<li><a href="/${item === 'Home' ? '' : item.toLowerCase()}">${item}</a></li>`).join('');
+  const nav = site.menu
+    .map((item) => `<li><a href="/${item === 'Home' ? '' : item.toLowerCase()}">${item}</a></li>`)
+    .join('');
   return `<!doctype html>
 <html lang="en">
 <head>
@@ -306,7 +620,10 @@ ${main}
  */
 export function sitePage(host: string, path: string): string | null {
   const site = siteOf(host);
-  const section = path === '/' ? 'Home' : site.menu.find((item) => item !== 'Home' && `/${item.toLowerCase()}` === path.replace(/\/$/, ''));
+  const section =
+    path === '/'
+      ? 'Home'
+      : site.menu.find((item) => item !== 'Home' && `/${item.toLowerCase()}` === path.replace(/\/$/, ''));
   if (!section) return null;
   const rng = seededRandom(`section:${host.toLowerCase()}:${section}`);
   const { cls } = site;
@@ -322,7 +639,10 @@ ${section === 'Contact' ? `<p class="${cls('page', 'contact')}">Write to us at h
   }
   const items = Array.from({ length: int(rng, 5, 10) }, () => {
     const itemTitle = capital(heading(rng));
-    return `<li class="${cls('card')}"><a class="${cls('card', 'link')}" href="/${section === 'Home' ? 'posts' : section.toLowerCase()}/${slugOf(itemTitle)}">${itemTitle}</a><p class="${cls('card', 'summary')}">${paragraph(rng, 1, 2)}</p><span class="${cls('card', 'meta')}">${MONTHS[int(rng, 0, 11)]} ${int(rng, 1, 28)}, ${int(rng, 2019, 2026)}</span></li>`;
+    return (
+      `<li class="${cls('card')}"><a class="${cls('card', 'link')}" href="/${section === 'Home' ? 'posts' : section.toLowerCase()}/${slugOf(itemTitle)}">${itemTitle}</a><p class="${cls('card', 'summary')}">${paragraph(rng, 1, 2)}</p><span class="${cls('card', 'meta')}">${MONTHS[int(rng, 0, 11)]} ` +
+      `${int(rng, 1, 28)}, ${int(rng, 2019, 2026)}</span></li>`
+    );
   }).join('\n');
   const main = `<section class="${cls('listing')}">
 <h1 class="${cls('listing', 'title')}">${section === 'Home' ? `Welcome to ${site.name}` : `${section}: the latest`}</h1>
@@ -347,7 +667,10 @@ export function canaryPageText(html: string): string {
     .trim();
 }
 
-/** A fresh label for a wildcard canary host: two words, as a small site's name would be (`quiet-harbor`), and a number half of the time. */
+/**
+ * A fresh label for a wildcard canary host: two words, as a small site's name would be (`quiet-harbor`), and a
+ * number half of the time.
+ */
 export function siteLabel(): string {
   const rng = seededRandom(crypto.randomBytes(16).toString('hex'));
   return `${pick(rng, ADJECTIVES)}-${pick(rng, NOUNS)}${rng() < 0.5 ? `-${int(rng, 2, 99)}` : ''}`;

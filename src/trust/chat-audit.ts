@@ -42,7 +42,12 @@ export const EXPECTED_AUDIT_PASS_RATE = 0.9;
  * model that fails 40 %), a test that accepts starts again. α is small because an honest solver runs a
  * new test every eight audits or so, for as long as it serves.
  */
-export const AUDIT_SPRT: SprtParameters = Object.freeze({ p0: 1 - EXPECTED_AUDIT_PASS_RATE, p1: 0.5, alpha: 0.0001, beta: 0.01 });
+export const AUDIT_SPRT: SprtParameters = Object.freeze({
+  p0: 1 - EXPECTED_AUDIT_PASS_RATE,
+  p1: 0.5,
+  alpha: 0.0001,
+  beta: 0.01,
+});
 
 /** The sequential test (AUDIT_SPRT) run over audit verdicts in order: where it stands after the last. */
 export function auditTest(verdicts: readonly boolean[]) {
@@ -67,7 +72,8 @@ export function auditTest(verdicts: readonly boolean[]) {
 export const NEAR_QUARANTINE_SHARE = 0.5;
 
 /** Whether a test (auditTest) stands near its quarantine threshold without having reached it. */
-export const nearQuarantine = (test: ReturnType<typeof auditTest>) => test.decision !== 'quarantine' && test.llr >= test.threshold * NEAR_QUARANTINE_SHARE;
+export const nearQuarantine = (test: ReturnType<typeof auditTest>) =>
+  test.decision !== 'quarantine' && test.llr >= test.threshold * NEAR_QUARANTINE_SHARE;
 
 /** Judged audits a verdict looks back on (since the solver's last cleared quarantine): the test resets long before. */
 export const AUDIT_HISTORY = 200;
@@ -113,7 +119,13 @@ const numberAnswer = { answer: z.number().int(), seed: z.string(), prompt_chars:
 export const ChatAuditExpectation = z.discriminatedUnion('kind', [
   z.object({ kind: z.literal('word_problem'), ...numberAnswer }),
   z.object({ kind: z.literal('planted_fact'), ...numberAnswer }),
-  z.object({ kind: z.literal('constrained_list'), items: z.array(z.string()), format: z.enum(LIST_FORMATS), seed: z.string(), prompt_chars: z.number() }),
+  z.object({
+    kind: z.literal('constrained_list'),
+    items: z.array(z.string()),
+    format: z.enum(LIST_FORMATS),
+    seed: z.string(),
+    prompt_chars: z.number(),
+  }),
   z.object({
     kind: z.literal('extraction'),
     schema: z.custom<ExtractionSchema>((value) => typeof value === 'object' && value !== null),
@@ -165,14 +177,33 @@ export const MAX_EARLIER_MESSAGES = 16;
 export const MAX_TOOLS = 8;
 
 /** The fields whose shape ChatShape keeps by structure, not as copied values. */
-const STRUCTURED = new Set(['model', 'messages', 'tools', 'tool_choice', 'response_format', 'stream', 'stream_options']);
+const STRUCTURED = new Set([
+  'model',
+  'messages',
+  'tools',
+  'tool_choice',
+  'response_format',
+  'stream',
+  'stream_options',
+]);
 
 /**
  * Fields whose values many clients share (sampling parameters at the SDKs' usual values): an audit
  * copies them as they are. Any other field's value could single a client out (a seed, an end user's
  * id), so an audit sends one of the same form instead (copyShape).
  */
-const SHARED_VALUES = new Set(['temperature', 'top_p', 'max_tokens', 'max_completion_tokens', 'presence_penalty', 'frequency_penalty', 'parallel_tool_calls', 'n', 'logprobs', 'top_logprobs']);
+const SHARED_VALUES = new Set([
+  'temperature',
+  'top_p',
+  'max_tokens',
+  'max_completion_tokens',
+  'presence_penalty',
+  'frequency_penalty',
+  'parallel_tool_calls',
+  'n',
+  'logprobs',
+  'top_logprobs',
+]);
 
 /**
  * A value of the same form as `value`, with nothing of it that could single its client out: flags,
@@ -181,13 +212,20 @@ const SHARED_VALUES = new Set(['temperature', 'top_p', 'max_tokens', 'max_comple
  * random hex of its length (an end user's id), arrays and objects element by element.
  */
 export function copyShape(value: unknown): unknown {
-  if (typeof value === 'string') return value.length <= 8 || /^([a-z_]{1,20}|\d+\.\d+)$/.test(value) ? value : crypto.randomBytes(Math.ceil(value.length / 2)).toString('hex').slice(0, value.length);
+  if (typeof value === 'string')
+    return value.length <= 8 || /^([a-z_]{1,20}|\d+\.\d+)$/.test(value)
+      ? value
+      : crypto
+          .randomBytes(Math.ceil(value.length / 2))
+          .toString('hex')
+          .slice(0, value.length);
   if (typeof value === 'number' && Number.isInteger(value) && Math.abs(value) >= 10) {
     const digits = String(Math.abs(value)).length;
     return Math.sign(value) * crypto.randomInt(10 ** (digits - 1), Math.min(10 ** digits, 2 ** 48));
   }
   if (Array.isArray(value)) return value.map(copyShape);
-  if (typeof value === 'object' && value !== null) return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, copyShape(inner)]));
+  if (typeof value === 'object' && value !== null)
+    return Object.fromEntries(Object.entries(value).map(([key, inner]) => [key, copyShape(inner)]));
   return value;
 }
 
@@ -195,16 +233,30 @@ export function copyShape(value: unknown): unknown {
 export function shapeOf(payload: Record<string, unknown>): ChatShape {
   const messages = Array.isArray(payload.messages) ? (payload.messages as { role?: unknown }[]) : [];
   const earlier = messages.at(-1)?.role === 'user' ? messages.slice(0, -1) : messages;
-  const roles = earlier.map((message) => message.role).filter((role): role is ChatShape['roles'][number] => role === 'system' || role === 'developer' || role === 'user' || role === 'assistant');
+  const roles = earlier
+    .map((message) => message.role)
+    .filter(
+      (role): role is ChatShape['roles'][number] =>
+        role === 'system' || role === 'developer' || role === 'user' || role === 'assistant',
+    );
   const tools = Array.isArray(payload.tools) ? Math.min(MAX_TOOLS, payload.tools.length) : 0;
   const choice = payload.tool_choice;
   const format = (payload.response_format as { type?: unknown } | null | undefined)?.type;
   return {
     roles: roles.slice(-MAX_EARLIER_MESSAGES),
     tools,
-    toolChoice: choice === undefined || choice === null ? 'absent' : typeof choice === 'string' ? (TOOL_CHOICES.find((known) => known === choice) ?? 'auto') : 'function',
+    toolChoice:
+      choice === undefined || choice === null
+        ? 'absent'
+        : typeof choice === 'string'
+          ? (TOOL_CHOICES.find((known) => known === choice) ?? 'auto')
+          : 'function',
     responseFormat: format === 'json_object' || format === 'json_schema' ? format : null,
-    params: Object.fromEntries(Object.entries(payload).filter(([key]) => !STRUCTURED.has(key)).map(([key, value]) => [key, SHARED_VALUES.has(key) ? value : copyShape(value)])),
+    params: Object.fromEntries(
+      Object.entries(payload)
+        .filter(([key]) => !STRUCTURED.has(key))
+        .map(([key, value]) => [key, SHARED_VALUES.has(key) ? value : copyShape(value)]),
+    ),
   };
 }
 
@@ -219,7 +271,8 @@ export function defaultShape(rng: Rng): ChatShape {
   if (temperature < 0.15) params.temperature = 0;
   else if (temperature < 0.6) params.temperature = rng.int(2, 10) / 10;
   if (rng.chance(0.1)) params.top_p = rng.pick([0.9, 0.95, 1]);
-  if (rng.chance(0.3)) params[rng.chance(0.7) ? 'max_tokens' : 'max_completion_tokens'] = rng.pick([256, 512, 1000, 1024, 2048, 4096]);
+  if (rng.chance(0.3))
+    params[rng.chance(0.7) ? 'max_tokens' : 'max_completion_tokens'] = rng.pick([256, 512, 1000, 1024, 2048, 4096]);
   if (rng.chance(0.05)) params.presence_penalty = rng.pick([0.1, 0.5]);
   const tools = rng.chance(0.12) ? rng.int(1, 4) : 0;
   if (tools && rng.chance(0.3)) params.parallel_tool_calls = false;
@@ -250,18 +303,68 @@ const EARLIER_TURNS = [
   ['I need a hand with some paperwork.', 'Happy to help. What is it?'],
 ] as const;
 const OPENERS = ['', '', 'Hi!', 'Hello,', 'Quick question.', 'Can you help with this?', 'Another one for you.'];
-const NUMBER_ONLY = ['Reply with the number only, in digits.', 'Answer with just the number, in digits.', 'Work it out and end your reply with the final number in digits.', 'Give the final figure in digits and nothing else.'];
+const NUMBER_ONLY = [
+  'Reply with the number only, in digits.',
+  'Answer with just the number, in digits.',
+  'Work it out and end your reply with the final number in digits.',
+  'Give the final figure in digits and nothing else.',
+];
 /** Other functions a chat with several tools offers beside the one an extraction is recorded with. */
 const DECOY_TOOLS = [
-  { name: 'lookup_customer', description: 'Finds a customer by name.', parameters: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } },
-  { name: 'cancel_request', description: 'Cancels a request by its reference.', parameters: { type: 'object', properties: { reference: { type: 'string' } }, required: ['reference'] } },
-  { name: 'send_email', description: 'Sends an email.', parameters: { type: 'object', properties: { to: { type: 'string' }, subject: { type: 'string' }, body: { type: 'string' } }, required: ['to', 'body'] } },
-  { name: 'get_weather', description: 'The weather forecast for a city.', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
-  { name: 'search_documents', description: 'Searches the shared documents.', parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] } },
-  { name: 'create_ticket', description: 'Opens a support ticket.', parameters: { type: 'object', properties: { title: { type: 'string' }, priority: { type: 'integer' } }, required: ['title'] } },
-  { name: 'convert_currency', description: 'Converts an amount between currencies.', parameters: { type: 'object', properties: { amount: { type: 'number' }, from: { type: 'string' }, to: { type: 'string' } }, required: ['amount', 'from', 'to'] } },
+  {
+    name: 'lookup_customer',
+    description: 'Finds a customer by name.',
+    parameters: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] },
+  },
+  {
+    name: 'cancel_request',
+    description: 'Cancels a request by its reference.',
+    parameters: { type: 'object', properties: { reference: { type: 'string' } }, required: ['reference'] },
+  },
+  {
+    name: 'send_email',
+    description: 'Sends an email.',
+    parameters: {
+      type: 'object',
+      properties: { to: { type: 'string' }, subject: { type: 'string' }, body: { type: 'string' } },
+      required: ['to', 'body'],
+    },
+  },
+  {
+    name: 'get_weather',
+    description: 'The weather forecast for a city.',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
+  {
+    name: 'search_documents',
+    description: 'Searches the shared documents.',
+    parameters: { type: 'object', properties: { query: { type: 'string' } }, required: ['query'] },
+  },
+  {
+    name: 'create_ticket',
+    description: 'Opens a support ticket.',
+    parameters: {
+      type: 'object',
+      properties: { title: { type: 'string' }, priority: { type: 'integer' } },
+      required: ['title'],
+    },
+  },
+  {
+    name: 'convert_currency',
+    description: 'Converts an amount between currencies.',
+    parameters: {
+      type: 'object',
+      properties: { amount: { type: 'number' }, from: { type: 'string' }, to: { type: 'string' } },
+      required: ['amount', 'from', 'to'],
+    },
+  },
 ].map((fn) => ({ type: 'function', function: fn }));
-const CONTEXT_INTROS = ['Here are the notes from our office log:', 'Below is the shared log for the building, copied as is.', 'I pasted our team journal below.', 'Log export follows.'];
+const CONTEXT_INTROS = [
+  'Here are the notes from our office log:',
+  'Below is the shared log for the building, copied as is.',
+  'I pasted our team journal below.',
+  'Log export follows.',
+];
 
 /** The messages of an audit: the shape's earlier messages (a system prompt, earlier exchanges), then the question. */
 function conversation(rng: Rng, shape: ChatShape, question: string): { role: string; content: string }[] {
@@ -297,7 +400,8 @@ export function buildChatAudit(options: { kind?: ChatAuditKind; seed?: string; s
   const seed = options.seed ?? crypto.randomBytes(16).toString('hex');
   const rng = new Rng(seed);
   const shape = options.shape ?? defaultShape(rng);
-  const kind: ChatAuditKind = options.kind ?? (shape.tools > 0 || shape.responseFormat ? 'extraction' : rng.pick(CHAT_AUDIT_KINDS));
+  const kind: ChatAuditKind =
+    options.kind ?? (shape.tools > 0 || shape.responseFormat ? 'extraction' : rng.pick(CHAT_AUDIT_KINDS));
   const body: Record<string, unknown> = { ...fields(shape), model: PUBLIC_MODEL_ID };
   let expected: ChatAuditExpectation;
   let token: string;
@@ -310,7 +414,11 @@ export function buildChatAudit(options: { kind?: ChatAuditKind; seed?: string; s
     const fact = plantedFact(rng, rng.int(PLANTED_CONTEXT_CHARS.min, PLANTED_CONTEXT_CHARS.max));
     const ask = `${fact.question} ${rng.pick(NUMBER_ONLY)}`;
     const intro = rng.pick(CONTEXT_INTROS);
-    body.messages = conversation(rng, shape, rng.chance(0.7) ? `${intro}\n\n${fact.context}\n\n${ask}` : `${ask}\n\n${intro}\n\n${fact.context}`);
+    body.messages = conversation(
+      rng,
+      shape,
+      rng.chance(0.7) ? `${intro}\n\n${fact.context}\n\n${ask}` : `${ask}\n\n${intro}\n\n${fact.context}`,
+    );
     expected = { kind, answer: fact.answer, seed, prompt_chars: 0 };
     token = String(fact.answer);
   } else if (kind === 'constrained_list') {
@@ -321,26 +429,42 @@ export function buildChatAudit(options: { kind?: ChatAuditKind; seed?: string; s
   } else {
     const extract = extraction(rng);
     const name = `record_${Object.keys(extract.schema.properties)[0]}_request`;
-    const inText = `Extract the request from this message as a JSON object matching this JSON Schema, and reply with the JSON only:\n${JSON.stringify(extract.schema)}`;
+    const inText =
+      `Extract the request from this message as a JSON object matching this JSON Schema, and ` +
+      `reply with the JSON only:\n${JSON.stringify(extract.schema)}`;
     // With tools offered, the request is recorded by calling one of them, unless the client's chat forbids calls.
     const called = shape.tools > 0 && shape.toolChoice !== 'none';
     let ask = inText;
     if (shape.tools > 0) {
-      const record = { type: 'function', function: { name, description: 'Records one request as the message states it.', parameters: extract.schema } };
+      const record = {
+        type: 'function',
+        function: { name, description: 'Records one request as the message states it.', parameters: extract.schema },
+      };
       body.tools = rng.shuffle([record, ...rng.sample(DECOY_TOOLS, shape.tools - 1)]);
       if (shape.toolChoice === 'function') body.tool_choice = { type: 'function', function: { name } };
       else if (shape.toolChoice !== 'absent') body.tool_choice = shape.toolChoice;
       if (called) ask = `Record this request with ${name}.`;
     } else if (shape.responseFormat === 'json_schema') {
-      body.response_format = { type: 'json_schema', json_schema: { name: 'request', strict: true, schema: extract.schema } };
+      body.response_format = {
+        type: 'json_schema',
+        json_schema: { name: 'request', strict: true, schema: extract.schema },
+      };
       ask = 'Extract the request from this message as JSON.';
     } else if (shape.responseFormat === 'json_object') body.response_format = { type: 'json_object' };
     body.messages = conversation(rng, shape, `${ask}\n\n"""\n${extract.prose}\n"""`);
-    expected = { kind, schema: extract.schema, values: extract.values, tool: called ? name : null, seed, prompt_chars: 0 };
+    expected = {
+      kind,
+      schema: extract.schema,
+      values: extract.values,
+      tool: called ? name : null,
+      seed,
+      prompt_chars: 0,
+    };
     token = String(Object.values(extract.values)[0]);
   }
   const parsed = ChatCompletionBody.safeParse(body);
-  // A copied field a request may not carry (none should: the shape is a client's valid request's): the drawn shape instead.
+  // A copied field a request may not carry (none should: the shape is a client's valid request's): the drawn
+  // shape instead.
   if (!parsed.success) return buildChatAudit({ kind: options.kind, seed, shape: defaultShape(rng) });
   const payload = chatTaskPayload(parsed.data);
   expected.prompt_chars = promptChars(payload);
@@ -364,7 +488,10 @@ export function containsNumber(text: string, answer: string): boolean {
   return new RegExp(`(?<![0-9])${answer}(?![0-9])`).test(squeezed);
 }
 
-/** Whether `value` satisfies the offered schema (its subset: an object of strings and integers, all required, nothing else). */
+/**
+ * Whether `value` satisfies the offered schema (its subset: an object of strings and integers, all required,
+ * nothing else).
+ */
 export function schemaProblems(schema: ParametersSchema, value: unknown): string[] {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return ['arguments are not a JSON object'];
   const record = value as Record<string, unknown>;
@@ -405,20 +532,32 @@ function toolCallProblems(expected: Extract<ChatAuditExpectation, { kind: 'tool_
 function usageProblems(expected: ChatAuditExpectation, usage: Record<string, unknown>, outputChars: number): string[] {
   const prompt = usage.prompt_tokens;
   const completion = usage.completion_tokens;
-  if (typeof prompt !== 'number' || typeof completion !== 'number') return ['usage: no prompt_tokens or completion_tokens'];
+  if (typeof prompt !== 'number' || typeof completion !== 'number')
+    return ['usage: no prompt_tokens or completion_tokens'];
   const details = usage.completion_tokens_details as { reasoning_tokens?: unknown } | undefined;
   const reasoning = typeof details?.reasoning_tokens === 'number' ? details.reasoning_tokens : 0;
   const problems: string[] = [];
   const b = USAGE_BOUNDS;
   const promptMax = expected.prompt_chars * b.maxTokensPerChar + b.promptSlack;
-  if (prompt < 1 || prompt > promptMax) problems.push(`usage: prompt_tokens ${prompt} for ${expected.prompt_chars} characters of prompt (1 to ${promptMax})`);
-  if (reasoning < 0 || reasoning > b.maxReasoningTokens || reasoning > completion) problems.push(`usage: reasoning_tokens ${reasoning} (at most ${b.maxReasoningTokens}, within completion_tokens)`);
+  if (prompt < 1 || prompt > promptMax)
+    problems.push(
+      `usage: prompt_tokens ${prompt} for ${expected.prompt_chars} characters of prompt (1 to ${promptMax})`,
+    );
+  if (reasoning < 0 || reasoning > b.maxReasoningTokens || reasoning > completion)
+    problems.push(
+      `usage: reasoning_tokens ${reasoning} (at most ${b.maxReasoningTokens}, within ` + `completion_tokens)`,
+    );
   const visible = completion - reasoning;
   const min = Math.floor(outputChars / b.minCharsPerToken);
   const max = outputChars * b.maxTokensPerChar + b.completionSlack;
-  if (visible < min || visible > max) problems.push(`usage: completion_tokens ${visible} (less reasoning) for ${outputChars} characters of output (${min} to ${max})`);
+  if (visible < min || visible > max)
+    problems.push(
+      `usage: completion_tokens ${visible} (less reasoning) for ${outputChars} characters of ` +
+        `output (${min} to ${max})`,
+    );
   const total = usage.total_tokens;
-  if (typeof total === 'number' && total > prompt + completion) problems.push(`usage: total_tokens ${total} above prompt_tokens + completion_tokens (${prompt + completion})`);
+  if (typeof total === 'number' && total > prompt + completion)
+    problems.push(`usage: total_tokens ${total} above prompt_tokens + completion_tokens (${prompt + completion})`);
   return problems;
 }
 
@@ -436,7 +575,11 @@ function replyJson(text: string): unknown {
   return undefined;
 }
 
-function extractionProblems(expected: Extract<ChatAuditExpectation, { kind: 'extraction' }>, content: string, calls: ToolCall[]): string[] {
+function extractionProblems(
+  expected: Extract<ChatAuditExpectation, { kind: 'extraction' }>,
+  content: string,
+  calls: ToolCall[],
+): string[] {
   let value: unknown;
   if (expected.tool) {
     const call = calls.find((candidate) => candidate.function?.name === expected.tool);
@@ -449,13 +592,19 @@ function extractionProblems(expected: Extract<ChatAuditExpectation, { kind: 'ext
   const record = value as Record<string, unknown>;
   for (const [field, want] of Object.entries(expected.values)) {
     const got = record[field];
-    const same = typeof want === 'string' ? typeof got === 'string' && got.trim().toLowerCase() === want.toLowerCase() : got === want;
+    const same =
+      typeof want === 'string'
+        ? typeof got === 'string' && got.trim().toLowerCase() === want.toLowerCase()
+        : got === want;
     if (!same) problems.push(`answer: "${field}" is ${JSON.stringify(got)}, expected ${JSON.stringify(want)}`);
   }
   return problems;
 }
 
-function listProblems(expected: Extract<ChatAuditExpectation, { kind: 'constrained_list' }>, content: string): string[] {
+function listProblems(
+  expected: Extract<ChatAuditExpectation, { kind: 'constrained_list' }>,
+  content: string,
+): string[] {
   const items = listItems(content, expected.format);
   if (!items) return [`answer: not a list in the ${expected.format} format`];
   const got = items.map((item) => item.replace(/\.$/, ''));
@@ -470,7 +619,9 @@ function answerProblems(expected: ChatAuditExpectation, content: string, calls: 
     case 'word_problem':
     case 'planted_fact': {
       const found = lastNumber(content);
-      return found === expected.answer ? [] : [`answer: the reply ends with ${found ?? 'no number'}, expected ${expected.answer}`];
+      return found === expected.answer
+        ? []
+        : [`answer: the reply ends with ${found ?? 'no number'}, expected ${expected.answer}`];
     }
     case 'constrained_list':
       return listProblems(expected, content);
@@ -493,8 +644,15 @@ export function judgeChatAudit(expected: ChatAuditExpectation, result: Record<st
   const message = (result.message ?? {}) as { content?: unknown; tool_calls?: unknown };
   const content = typeof message.content === 'string' ? message.content : '';
   const calls = Array.isArray(message.tool_calls) ? (message.tool_calls as ToolCall[]) : [];
-  const callText = calls.map((call) => `${String(call.function?.name ?? '')}(${String(call.function?.arguments ?? '')})`).join(' ');
-  const outputChars = content.length + calls.reduce((sum, call) => sum + String(call.function?.name ?? '').length + String(call.function?.arguments ?? '').length, 0);
+  const callText = calls
+    .map((call) => `${String(call.function?.name ?? '')}(${String(call.function?.arguments ?? '')})`)
+    .join(' ');
+  const outputChars =
+    content.length +
+    calls.reduce(
+      (sum, call) => sum + String(call.function?.name ?? '').length + String(call.function?.arguments ?? '').length,
+      0,
+    );
   const problems = answerProblems(expected, content, calls);
   const usage = result.usage && typeof result.usage === 'object' ? (result.usage as Record<string, unknown>) : {};
   problems.push(...usageProblems(expected, usage, outputChars));

@@ -1,5 +1,11 @@
 import type { CommonQueryMethods } from 'slonik';
-import { dueToVest, earningsOf as storedEarningsOf, holdEarningsIn as holdIn, vestHold, type Earnings } from '../db/escrow';
+import {
+  dueToVest,
+  earningsOf as storedEarningsOf,
+  holdEarningsIn as holdIn,
+  vestHold,
+  type Earnings,
+} from '../db/escrow';
 import type { Db } from '../db/pool';
 import type { TrustPolicy } from '../db/reputation';
 
@@ -21,11 +27,20 @@ export const escrowed = (policy: TrustPolicy) => policy.vestingSeconds > 0;
  * solver's account as `held:<task id>`, until it vests (`vestEarnings`), or a quarantine is cleared
  * or confirmed. Without escrow, only a quarantined solver's pay is held.
  */
-export async function holdEarningsIn(tx: CommonQueryMethods, policy: TrustPolicy, taskId: string, solverId: string, earned: string): Promise<void> {
+export async function holdEarningsIn(
+  tx: CommonQueryMethods,
+  policy: TrustPolicy,
+  taskId: string,
+  solverId: string,
+  earned: string,
+): Promise<void> {
   await holdIn(tx, taskId, solverId, earned, { quarantinedOnly: !escrowed(policy) });
 }
 
-/** How often a worker vests what is due: often enough that pay vests within a minute of its time, or of a short test period. */
+/**
+ * How often a worker vests what is due: often enough that pay vests within a minute of its time, or of a short
+ * test period.
+ */
 export const vestingSweepMs = (policy: TrustPolicy) => Math.max(1, Math.min(60, policy.vestingSeconds)) * 1000;
 
 /** Vests what is due, each hold in its own transaction. Returns how many vested. */

@@ -17,7 +17,11 @@ export const tokenCells = (token: string): boolean[] =>
 /** The token a screenshot of a canary's grid shows. Throws when the image cannot be decoded. */
 export function tokenFromPng(png: Buffer): string {
   const cells = readGrid(decodePng(png), GRID_COLUMNS, GRID_ROWS);
-  return Array.from({ length: cells.length / 4 }, (_, i) => (cells[i * 4]! ? 8 : 0) + (cells[i * 4 + 1]! ? 4 : 0) + (cells[i * 4 + 2]! ? 2 : 0) + (cells[i * 4 + 3]! ? 1 : 0))
+  return Array.from(
+    { length: cells.length / 4 },
+    (_, i) =>
+      (cells[i * 4]! ? 8 : 0) + (cells[i * 4 + 1]! ? 4 : 0) + (cells[i * 4 + 2]! ? 2 : 0) + (cells[i * 4 + 3]! ? 1 : 0),
+  )
     .map((value) => value.toString(16))
     .join('');
 }
@@ -35,8 +39,14 @@ export function readGrid(image: GrayImage, columns: number, rows: number): boole
       let sum = 0;
       for (let j = 0; j < SAMPLES; j++) {
         for (let i = 0; i < SAMPLES; i++) {
-          const x = Math.min(image.width - 1, Math.floor(((c + 0.3 + (0.4 * i) / (SAMPLES - 1)) * image.width) / columns));
-          const y = Math.min(image.height - 1, Math.floor(((r + 0.3 + (0.4 * j) / (SAMPLES - 1)) * image.height) / rows));
+          const x = Math.min(
+            image.width - 1,
+            Math.floor(((c + 0.3 + (0.4 * i) / (SAMPLES - 1)) * image.width) / columns),
+          );
+          const y = Math.min(
+            image.height - 1,
+            Math.floor(((r + 0.3 + (0.4 * j) / (SAMPLES - 1)) * image.height) / rows),
+          );
           sum += image.pixels[y * image.width + x]!;
         }
       }

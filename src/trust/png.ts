@@ -73,7 +73,14 @@ export function decodePng(data: Buffer): GrayImage {
     const type = data.toString('latin1', offset + 4, offset + 8);
     const body = data.subarray(offset + 8, offset + 8 + length);
     offset += 12 + length;
-    if (type === 'IHDR') header = { width: body.readUInt32BE(0), height: body.readUInt32BE(4), depth: body[8]!, colour: body[9]!, interlace: body[12]! };
+    if (type === 'IHDR')
+      header = {
+        width: body.readUInt32BE(0),
+        height: body.readUInt32BE(4),
+        depth: body[8]!,
+        colour: body[9]!,
+        interlace: body[12]!,
+      };
     else if (type === 'PLTE') palette = body;
     else if (type === 'tRNS') paletteAlpha = body;
     else if (type === 'IDAT') idat.push(body);
@@ -82,9 +89,11 @@ export function decodePng(data: Buffer): GrayImage {
   if (!header) throw new Error('a PNG without its header');
   const { width, height, depth, colour, interlace } = header;
   const channels = CHANNELS[colour];
-  if (!channels || (interlace !== 0 && interlace !== 1) || ![1, 2, 4, 8, 16].includes(depth)) throw new Error(`invalid PNG (colour type ${colour}, ${depth} bits, interlace ${interlace})`);
+  if (!channels || (interlace !== 0 && interlace !== 1) || ![1, 2, 4, 8, 16].includes(depth))
+    throw new Error(`invalid PNG (colour type ${colour}, ${depth} bits, interlace ${interlace})`);
   if (!width || !height) throw new Error(`invalid PNG size ${width}x${height}`);
-  if (width * height > MAX_PIXELS) throw new PngTooLarge(`PNG size ${width}x${height} is above the ${MAX_PIXELS}-pixel limit`);
+  if (width * height > MAX_PIXELS)
+    throw new PngTooLarge(`PNG size ${width}x${height} is above the ${MAX_PIXELS}-pixel limit`);
   if (colour === 3 && !palette) throw new Error('a palette PNG without its palette');
   const format: PixelFormat = { depth, colour, channels, palette, paletteAlpha };
   const stride = (w: number) => Math.ceil((w * channels * depth) / 8);
@@ -119,7 +128,13 @@ interface PixelFormat {
 }
 
 /** The luminance of `height` filtered scanlines of `width` pixels read from `raw` at `offset`. */
-function decodeRows(raw: Buffer, offset: number, width: number, height: number, { depth, colour, channels, palette, paletteAlpha }: PixelFormat): Uint8Array {
+function decodeRows(
+  raw: Buffer,
+  offset: number,
+  width: number,
+  height: number,
+  { depth, colour, channels, palette, paletteAlpha }: PixelFormat,
+): Uint8Array {
   const bitsPerPixel = channels * depth;
   const stride = Math.ceil((width * bitsPerPixel) / 8);
   const bpp = Math.max(1, bitsPerPixel >> 3);
@@ -210,7 +225,12 @@ function unfilter(filter: number, row: Buffer, previous: Buffer, bpp: number): v
 }
 
 /** A PNG of `width` × `height` gray pixels (8-bit, unfiltered, interlaced if asked): for tests and benchmarks. */
-export function encodeGrayPng(width: number, height: number, gray: (x: number, y: number) => number, options: { interlaced?: boolean } = {}): Buffer {
+export function encodeGrayPng(
+  width: number,
+  height: number,
+  gray: (x: number, y: number) => number,
+  options: { interlaced?: boolean } = {},
+): Buffer {
   const rows: number[] = [];
   for (const [x0, y0, dx, dy] of options.interlaced ? ADAM7 : ([[0, 0, 1, 1]] as const)) {
     if (x0 >= width || y0 >= height) continue;
@@ -233,7 +253,12 @@ export function encodeGrayPng(width: number, height: number, gray: (x: number, y
   header.writeUInt32BE(height, 4);
   header[8] = 8;
   header[12] = options.interlaced ? 1 : 0;
-  return Buffer.concat([SIGNATURE, chunk('IHDR', header), chunk('IDAT', zlib.deflateSync(raw)), chunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    SIGNATURE,
+    chunk('IHDR', header),
+    chunk('IDAT', zlib.deflateSync(raw)),
+    chunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 function crc32(data: Buffer): number {

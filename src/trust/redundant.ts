@@ -42,7 +42,8 @@ type Runner = CommonQueryMethods;
 
 export { redundantSearchTaskType, redundantWorkflowId } from '../contract/workflows';
 
-const isWebTaskType = (taskType: string): taskType is WebTaskType => (WEB_TASK_TYPES as readonly string[]).includes(taskType);
+const isWebTaskType = (taskType: string): taskType is WebTaskType =>
+  (WEB_TASK_TYPES as readonly string[]).includes(taskType);
 
 /**
  * In the transaction that settles a client's web task with its solver's result: draws whether it is
@@ -76,14 +77,26 @@ export async function sampleRedundantRunIn(
  * waits), or why there is none.
  */
 export type RedundantRunCreated =
-  | { created: true; runTaskId: string; maxPricePoints: string; firstSolverId: string; excludedSolverIds?: string[]; byVerifier?: boolean }
+  | {
+      created: true;
+      runTaskId: string;
+      maxPricePoints: string;
+      firstSolverId: string;
+      excludedSolverIds?: string[];
+      byVerifier?: boolean;
+    }
   | { created: false; reason: 'not_found' | 'judged' | 'platform_balance' };
 
 /**
  * The run task of a client task, with the platform's hold for `maxPricePoints`; of the client task's
  * country, unless `anyCountry` (a verifier of another country: crossCountry, src/db/redundant.ts).
  */
-const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: string }, client: ClientTask, maxPricePoints: string, anyCountry = false) => ({
+const runTask = (
+  input: { clientTaskId: string; runTaskId: string; workflowId: string },
+  client: ClientTask,
+  maxPricePoints: string,
+  anyCountry = false,
+) => ({
   clientTaskId: input.clientTaskId,
   taskId: input.runTaskId,
   workflowId: input.workflowId,
@@ -101,10 +114,19 @@ const runTask = (input: { clientTaskId: string; runTaskId: string; workflowId: s
  * when one is online (`anyCountry`: its run task asks for none), so a solver alone in its country is
  * still checked; otherwise any solver but the one that served it (of the task's country).
  */
-async function runnersFor(db: Runner, policy: TrustPolicy, run: { clientTaskId: string; taskType: string; firstSolverId: string }, byVerifier?: boolean) {
+async function runnersFor(
+  db: Runner,
+  policy: TrustPolicy,
+  run: { clientTaskId: string; taskType: string; firstSolverId: string },
+  byVerifier?: boolean,
+) {
   const excludedSolverIds = [run.firstSolverId];
   if (byVerifier !== undefined) return { byVerifier, excludedSolverIds, anyCountry: false };
-  const found = await verifiersOnline(db, policy, { clientTaskId: run.clientTaskId, taskType: run.taskType, excludedSolverIds });
+  const found = await verifiersOnline(db, policy, {
+    clientTaskId: run.clientTaskId,
+    taskType: run.taskType,
+    excludedSolverIds,
+  });
   const anyCountry = !found.online && found.elsewhere;
   return { byVerifier: found.online || anyCountry, excludedSolverIds, anyCountry };
 }
@@ -118,7 +140,11 @@ async function runnersFor(db: Runner, policy: TrustPolicy, run: { clientTaskId: 
  * solver up to the client's cap). The client's account is not touched. Idempotent by client task: a
  * second call finds the task the first created.
  */
-export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
+export async function createRedundantRunTask(
+  db: Runner,
+  policy: TrustPolicy,
+  input: { clientTaskId: string; runTaskId: string; workflowId: string },
+): Promise<RedundantRunCreated> {
   const run = await redundantRunOf(db, input.clientTaskId);
   if (!run) return { created: false, reason: 'not_found' };
   // Ended already: nothing is sent again, whoever asks.
@@ -126,12 +152,23 @@ export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, in
   const first = { clientTaskId: input.clientTaskId, taskType: run.task_type, firstSolverId: run.first_solver_id };
   if (run.run_task_id) {
     const { byVerifier, excludedSolverIds } = await runnersFor(db, policy, first, run.by_verifier);
-    return { created: true, runTaskId: run.run_task_id, maxPricePoints: run.run_max_price_points ?? run.client_price_points, firstSolverId: run.first_solver_id, byVerifier, excludedSolverIds };
+    return {
+      created: true,
+      runTaskId: run.run_task_id,
+      maxPricePoints: run.run_max_price_points ?? run.client_price_points,
+      firstSolverId: run.first_solver_id,
+      byVerifier,
+      excludedSolverIds,
+    };
   }
   const { anyCountry, byVerifier, excludedSolverIds } = await runnersFor(db, policy, first);
   const runners = { byVerifier, excludedSolverIds };
   const maxPricePoints = runners.byVerifier ? policy.checkPriceCeilingPoints : run.client_price_points;
-  const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints, anyCountry), run: 'second', byVerifier: runners.byVerifier });
+  const outcome = await createRunTask(db, policy, {
+    ...runTask(input, run, maxPricePoints, anyCountry),
+    run: 'second',
+    byVerifier: runners.byVerifier,
+  });
   if (outcome === 'platform_balance') {
     await endRedundantRun(db, input.clientTaskId, 'skipped', 'platform_balance');
     return { created: false, reason: 'platform_balance' };
@@ -141,7 +178,10 @@ export async function createRedundantRunTask(db: Runner, policy: TrustPolicy, in
   return { created: true, runTaskId: input.runTaskId, maxPricePoints, firstSolverId: run.first_solver_id, ...runners };
 }
 
-/** A verdict and the `task.refunded` deliveries it wrote, whose first attempt is the caller's to make once it returns. */
+/**
+ * A verdict and the `task.refunded` deliveries it wrote, whose first attempt is the caller's to make once it
+ * returns.
+ */
 export interface RunVerdict {
   status: RedundantRunState;
   webhooks: DueDelivery[];
@@ -159,7 +199,11 @@ async function judgeResolved<Row>(
   db: Db,
   read: (runner: Runner, locked: boolean) => Promise<Row | null>,
   resolve: (row: Row) => Promise<Record<string, unknown>[]> | null,
-  judge: (tx: DatabaseTransactionConnection, row: Row | null, resolved: Record<string, unknown>[] | null) => Promise<RunVerdict>,
+  judge: (
+    tx: DatabaseTransactionConnection,
+    row: Row | null,
+    resolved: Record<string, unknown>[] | null,
+  ) => Promise<RunVerdict>,
 ): Promise<RunVerdict> {
   for (;;) {
     const before = await read(db, false);
@@ -174,7 +218,12 @@ async function judgeResolved<Row>(
 
 /** Whether a second run has what a comparison needs: its task completed with a result, and both results. */
 const secondComparable = (run: RedundantRunResults) =>
-  run.status === 'pending' && run.run_status === 'completed' && !!run.first_result && !!run.second_result && !!run.second_solver_id && isWebTaskType(run.task_type);
+  run.status === 'pending' &&
+  run.run_status === 'completed' &&
+  !!run.first_result &&
+  !!run.second_result &&
+  !!run.second_solver_id &&
+  isWebTaskType(run.task_type);
 
 /**
  * Compares a run's second result with the client's and records the verdict (the measure, the
@@ -185,10 +234,17 @@ const secondComparable = (run: RedundantRunResults) =>
  * run (`disagreed`, not concluded): a verifier's, for the verifier's stability check (it fetches again;
  * judgeThirdRun), another solver's, for a majority. Once: a run already judged is left as it is.
  */
-export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
+export async function judgeRedundantRun(
+  db: Db,
+  policy: TrustPolicy,
+  artifacts: ArtifactStore,
+  clientTaskId: string,
+): Promise<RunVerdict> {
   const read = (runner: Runner, locked: boolean) => redundantRunResults(runner, clientTaskId, locked);
   const resolve = (run: RedundantRunResults) =>
-    secondComparable(run) ? Promise.all([resolveArtifacts(artifacts, run.first_result!), resolveArtifacts(artifacts, run.second_result!)]) : null;
+    secondComparable(run)
+      ? Promise.all([resolveArtifacts(artifacts, run.first_result!), resolveArtifacts(artifacts, run.second_result!)])
+      : null;
   return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'skipped', webhooks: [] };
     if (run.status !== 'pending') return { status: run.status as RedundantRunState, webhooks: [] };
@@ -201,7 +257,8 @@ export async function judgeRedundantRun(db: Db, policy: TrustPolicy, artifacts: 
     const disagreed = disagrees(comparison);
     // A verifier's disagreement is not proof yet: the page may have changed between fetches, so the
     // verifier's third run (a stability check) decides (judgeThirdRun).
-    const status: RedundantRunState = comparison.similarity === null ? 'incomparable' : !disagreed ? 'agreed' : 'disagreed';
+    const status: RedundantRunState =
+      comparison.similarity === null ? 'incomparable' : !disagreed ? 'agreed' : 'disagreed';
     const evidence = {
       client_task_id: clientTaskId,
       run_task_id: run.run_task_id,
@@ -253,8 +310,14 @@ async function proofCountsIn<Evidence extends object>(
   wrongSolverId: string,
   evidence: Evidence,
 ): Promise<{ counts: boolean; evidence: Evidence & { correlated_with?: string } }> {
-  const earlier = await countedProofFromAccountIn(tx, { solverId: wrongSolverId, clientTaskId, windowSeconds: SAME_ACCOUNT_PROOF_WINDOW_SECONDS });
-  return earlier === null ? { counts: true, evidence } : { counts: false, evidence: { ...evidence, correlated_with: earlier } };
+  const earlier = await countedProofFromAccountIn(tx, {
+    solverId: wrongSolverId,
+    clientTaskId,
+    windowSeconds: SAME_ACCOUNT_PROOF_WINDOW_SECONDS,
+  });
+  return earlier === null
+    ? { counts: true, evidence }
+    : { counts: false, evidence: { ...evidence, correlated_with: earlier } };
 }
 
 /**
@@ -265,10 +328,21 @@ async function proofCountsIn<Evidence extends object>(
 async function proveWrongIn(
   tx: DatabaseTransactionConnection,
   policy: TrustPolicy,
-  proof: { clientTaskId: string; wrongSolverId: string; taskType: string; evidence: Record<string, unknown>; counts: boolean },
+  proof: {
+    clientTaskId: string;
+    wrongSolverId: string;
+    taskType: string;
+    evidence: Record<string, unknown>;
+    counts: boolean;
+  },
 ) {
   if (!proof.counts) return [];
-  await recordVerifiedOutcomeIn(tx, policy, { solverId: proof.wrongSolverId, taskType: proof.taskType, failed: true, evidence: proof.evidence });
+  await recordVerifiedOutcomeIn(tx, policy, {
+    solverId: proof.wrongSolverId,
+    taskType: proof.taskType,
+    failed: true,
+    evidence: proof.evidence,
+  });
   return (await refundTask(tx, proof.clientTaskId)).webhooks;
 }
 
@@ -276,11 +350,16 @@ async function proveWrongIn(
  * Creates the platform's task that decides a disputed run, and its hold, like the second run's. After a
  * verifier's disagreement: the verifier's stability check, for verifiers only (the same verifier may
  * take it), capped at CHECK_PRICE_CEILING_POINTS, the client's solver left out. After two other solvers'
- * disagreement, or a verifier's of another country than the task asks for (crossCountry, src/db/redundant.ts): a tie-break,
+ * disagreement, or a verifier's of another country than the task asks for (crossCountry, src/db/redundant.ts):
+ * a tie-break,
  * capped at what the client was charged, any solver but the two (of the task's country). Idempotent
  * like createRedundantRunTask. A run concluded already gets none.
  */
-export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input: { clientTaskId: string; runTaskId: string; workflowId: string }): Promise<RedundantRunCreated> {
+export async function createThirdRunTask(
+  db: Runner,
+  policy: TrustPolicy,
+  input: { clientTaskId: string; runTaskId: string; workflowId: string },
+): Promise<RedundantRunCreated> {
   const run = await disputedRunOf(db, input.clientTaskId);
   if (!run) return { created: false, reason: 'not_found' };
   if (run.status !== 'disagreed' || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
@@ -293,7 +372,9 @@ export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input:
     runTaskId,
     maxPricePoints,
     firstSolverId: run.first_solver_id,
-    ...(stability ? { excludedSolverIds: [run.first_solver_id], byVerifier: true } : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
+    ...(stability
+      ? { excludedSolverIds: [run.first_solver_id], byVerifier: true }
+      : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
   const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'third' });
@@ -316,42 +397,98 @@ export async function createThirdRunTask(db: Runner, policy: TrustPolicy, input:
  * another page; `refuted`: the client's, refunded at once). Otherwise (the third agrees with
  * both or neither, or cannot be compared) the dispute concludes with no failure on either side.
  */
-export async function judgeThirdRun(db: Db, policy: TrustPolicy, artifacts: ArtifactStore, clientTaskId: string): Promise<RunVerdict> {
+export async function judgeThirdRun(
+  db: Db,
+  policy: TrustPolicy,
+  artifacts: ArtifactStore,
+  clientTaskId: string,
+): Promise<RunVerdict> {
   const read = (runner: Runner, locked: boolean) => thirdRunResults(runner, clientTaskId, locked);
   const thirdComparable = (run: ThirdRunResults) =>
-    run.third_status === 'completed' && !!run.first_result && !!run.second_result && !!run.third_result && !!run.third_solver_id && isWebTaskType(run.task_type);
+    run.third_status === 'completed' &&
+    !!run.first_result &&
+    !!run.second_result &&
+    !!run.third_result &&
+    !!run.third_solver_id &&
+    isWebTaskType(run.task_type);
   const resolve = (run: ThirdRunResults) =>
-    thirdComparable(run) ? Promise.all([run.first_result!, run.second_result!, run.third_result!].map((result) => resolveArtifacts(artifacts, result))) : null;
+    thirdComparable(run)
+      ? Promise.all(
+          [run.first_result!, run.second_result!, run.third_result!].map((result) =>
+            resolveArtifacts(artifacts, result),
+          ),
+        )
+      : null;
   return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'disagreed', webhooks: [] };
     if (!thirdComparable(run) || !resolved || !run.third_solver_id || !isWebTaskType(run.task_type)) {
       await concludeDispute(tx, clientTaskId, 'no third result');
       return { status: 'disagreed', webhooks: [] };
     }
-    const [first, second, third] = resolved as [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>];
-    if (run.by_verifier && !run.cross_country) return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
+    const [first, second, third] = resolved as [
+      Record<string, unknown>,
+      Record<string, unknown>,
+      Record<string, unknown>,
+    ];
+    if (run.by_verifier && !run.cross_country)
+      return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
     const withFirst = compareResults(run.task_type, first, third, run.payload);
     const withSecond = compareResults(run.task_type, second, third, run.payload);
     const agreesFirst = withFirst.similarity !== null && !disagrees(withFirst);
     const agreesSecond = withSecond.similarity !== null && !disagrees(withSecond);
-    const status: RedundantRunState = agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';
+    const status: RedundantRunState =
+      agreesFirst && !agreesSecond ? 'upheld' : agreesSecond && !agreesFirst ? 'refuted' : 'disagreed';
     // A verifier of another country outvoted saw another country's page: not wrong, nobody's failure.
-    const wrong = status === 'upheld' ? (run.cross_country ? null : run.second_solver_id) : status === 'refuted' ? run.first_solver_id : null;
+    const wrong =
+      status === 'upheld'
+        ? run.cross_country
+          ? null
+          : run.second_solver_id
+        : status === 'refuted'
+          ? run.first_solver_id
+          : null;
     const judged = {
       ...run.evidence,
-      third: { ...side(run.third_solver_id, withFirst.second), similarity_to_first: withFirst.similarity, similarity_to_second: withSecond.similarity },
+      third: {
+        ...side(run.third_solver_id, withFirst.second),
+        similarity_to_first: withFirst.similarity,
+        similarity_to_second: withSecond.similarity,
+      },
     };
-    const { counts, evidence } = wrong ? await proofCountsIn(tx, clientTaskId, wrong, judged) : { counts: false, evidence: judged };
-    await recordThirdVerdictIn(tx, { clientTaskId, status, thirdSolverId: run.third_solver_id, evidence, wrongSolverId: wrong });
+    const { counts, evidence } = wrong
+      ? await proofCountsIn(tx, clientTaskId, wrong, judged)
+      : { counts: false, evidence: judged };
+    await recordThirdVerdictIn(tx, {
+      clientTaskId,
+      status,
+      thirdSolverId: run.third_solver_id,
+      evidence,
+      wrongSolverId: wrong,
+    });
     if (status === 'disagreed') return { status, webhooks: [] };
     // The majority's other side passed the check.
     const right = status === 'upheld' ? run.first_solver_id : run.second_solver_id;
     await recordVerifiedOutcomeIn(tx, policy, { solverId: right, taskType: run.task_type, failed: false, evidence });
     if (status === 'upheld') {
-      if (counts && wrong) await recordVerifiedOutcomeIn(tx, policy, { solverId: run.second_solver_id, taskType: run.task_type, failed: true, evidence });
+      if (counts && wrong)
+        await recordVerifiedOutcomeIn(tx, policy, {
+          solverId: run.second_solver_id,
+          taskType: run.task_type,
+          failed: true,
+          evidence,
+        });
       return { status, webhooks: [] };
     }
-    return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
+    return {
+      status,
+      webhooks: await proveWrongIn(tx, policy, {
+        clientTaskId,
+        wrongSolverId: run.first_solver_id,
+        taskType: run.task_type,
+        evidence,
+        counts,
+      }),
+    };
   });
 }
 
@@ -375,11 +512,37 @@ async function judgeStabilityIn(
   const status: RedundantRunState = refuted ? 'refuted' : 'incomparable';
   const judged = {
     ...run.evidence,
-    third: { ...side(run.third_solver_id, again.second), similarity_to_first: again.similarity, similarity_to_second: checks.similarity },
-    stability: { stable, checks_similarity: checks.similarity, ...(checks.incomparable ? { incomparable: checks.incomparable } : {}), ...(again.incomparable ? { incomparable: again.incomparable } : {}) },
+    third: {
+      ...side(run.third_solver_id, again.second),
+      similarity_to_first: again.similarity,
+      similarity_to_second: checks.similarity,
+    },
+    stability: {
+      stable,
+      checks_similarity: checks.similarity,
+      ...(checks.incomparable ? { incomparable: checks.incomparable } : {}),
+      ...(again.incomparable ? { incomparable: again.incomparable } : {}),
+    },
   };
-  const { counts, evidence } = refuted ? await proofCountsIn(tx, clientTaskId, run.first_solver_id, judged) : { counts: false, evidence: judged };
-  await recordThirdVerdictIn(tx, { clientTaskId, status, thirdSolverId: run.third_solver_id, evidence, wrongSolverId: refuted ? run.first_solver_id : null });
+  const { counts, evidence } = refuted
+    ? await proofCountsIn(tx, clientTaskId, run.first_solver_id, judged)
+    : { counts: false, evidence: judged };
+  await recordThirdVerdictIn(tx, {
+    clientTaskId,
+    status,
+    thirdSolverId: run.third_solver_id,
+    evidence,
+    wrongSolverId: refuted ? run.first_solver_id : null,
+  });
   if (!refuted) return { status, webhooks: [] };
-  return { status, webhooks: await proveWrongIn(tx, policy, { clientTaskId, wrongSolverId: run.first_solver_id, taskType: run.task_type, evidence, counts }) };
+  return {
+    status,
+    webhooks: await proveWrongIn(tx, policy, {
+      clientTaskId,
+      wrongSolverId: run.first_solver_id,
+      taskType: run.task_type,
+      evidence,
+      counts,
+    }),
+  };
 }

@@ -57,7 +57,15 @@ export function createSearchOracle(oracle: NonNullable<Config['canarySearchOracl
 
 /** Per page, its words (letters only, 5 to 14 of them) found in at most half the pages: those that set it apart. */
 function distinctiveWords(pages: IndexedPage[]): string[][] {
-  const perPage = pages.map((page) => new Set(`${page.title} ${page.text}`.toLowerCase().split(/[^\p{L}]+/u).filter((word) => WORD.test(word))));
+  const perPage = pages.map(
+    (page) =>
+      new Set(
+        `${page.title} ${page.text}`
+          .toLowerCase()
+          .split(/[^\p{L}]+/u)
+          .filter((word) => WORD.test(word)),
+      ),
+  );
   const pagesWith = new Map<string, number>();
   for (const words of perPage) for (const word of words) pagesWith.set(word, (pagesWith.get(word) ?? 0) + 1);
   return perPage.map((words) => [...words].filter((word) => pagesWith.get(word)! <= Math.max(1, pages.length / 2)));

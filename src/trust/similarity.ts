@@ -12,9 +12,15 @@ import { readPng, type GrayImage } from './png';
 export const SIMILARITY_MEASURES = Object.freeze({
   /** Jaccard of the sets of 3-word shingles of the normalised text. */
   proxy_fetch: { measure: 'text_shingles', threshold: 0.3 },
-  /** The mean of the text's shingle Jaccard and the structure's (line kinds and depths, as multisets); 0 across formats. */
+  /**
+   * The mean of the text's shingle Jaccard and the structure's (line kinds and depths, as multisets); 0 across
+   * formats.
+   */
   page_snapshot: { measure: 'snapshot_text_and_structure', threshold: 0.4 },
-  /** Shared normalised result URLs among the first `count` of each list (what a client is shown), over the longer list's count. */
+  /**
+   * Shared normalised result URLs among the first `count` of each list (what a client is shown), over the longer
+   * list's count.
+   */
   web_search: { measure: 'result_url_overlap', threshold: 0.2 },
   /**
    * The lower of two scales: 1 − Hamming distance / 64 of the 8 × 8 average hashes, and the weighted
@@ -49,7 +55,9 @@ export const DEFAULT_SEARCH_COUNT = 5;
 
 /** The number of results a client is shown of a web_search task with this payload: its `count`. */
 export const searchCount = (payload: Record<string, unknown> | undefined) =>
-  typeof payload?.count === 'number' && Number.isInteger(payload.count) && payload.count > 0 ? payload.count : DEFAULT_SEARCH_COUNT;
+  typeof payload?.count === 'number' && Number.isInteger(payload.count) && payload.count > 0
+    ? payload.count
+    : DEFAULT_SEARCH_COUNT;
 
 /**
  * Compares two results of a web task type: `first` the result checked (a client's, a canary's), `second`
@@ -59,17 +67,31 @@ export const searchCount = (payload: Record<string, unknown> | undefined) =>
  * `payload` is the task's: a search is compared on what its client is shown, the first `count` results
  * of each side in their order, so results listed after them (which the client never sees) do not count.
  */
-export function compareResults(taskType: WebTaskType, first: Record<string, unknown>, second: Record<string, unknown>, payload?: Record<string, unknown>): Comparison {
+export function compareResults(
+  taskType: WebTaskType,
+  first: Record<string, unknown>,
+  second: Record<string, unknown>,
+  payload?: Record<string, unknown>,
+): Comparison {
   const { measure, threshold } = SIMILARITY_MEASURES[taskType];
-  if (taskType === 'web_search') [first, second] = [shownOf(first, searchCount(payload)), shownOf(second, searchCount(payload))];
+  if (taskType === 'web_search')
+    [first, second] = [shownOf(first, searchCount(payload)), shownOf(second, searchCount(payload))];
   const compared = COMPARE[taskType](first, second);
   if (compared.similarity !== null && isEmptyResult(taskType, second) && !isEmptyResult(taskType, first)) {
     return { measure, threshold, ...compared, similarity: null, incomparable: 'check_empty' };
   }
-  return { measure, threshold, ...compared, similarity: compared.similarity === null ? null : round(compared.similarity) };
+  return {
+    measure,
+    threshold,
+    ...compared,
+    similarity: compared.similarity === null ? null : round(compared.similarity),
+  };
 }
 
-/** Whether a result holds nothing to compare: no words of text, no result URL. A screenshot is never empty (a blank page is an image). */
+/**
+ * Whether a result holds nothing to compare: no words of text, no result URL. A screenshot is never empty (a
+ * blank page is an image).
+ */
 export function isEmptyResult(taskType: WebTaskType, result: Record<string, unknown>): boolean {
   if (taskType === 'proxy_fetch') return words(text(result.content)).length === 0;
   if (taskType === 'page_snapshot') return words(snapshotView(result)).length === 0;
@@ -78,14 +100,19 @@ export function isEmptyResult(taskType: WebTaskType, result: Record<string, unkn
 }
 
 /** A search result cut to the first `count` entries of its list, in order: what its client is shown. */
-const shownOf = (result: Record<string, unknown>, count: number) => (Array.isArray(result.results) ? { ...result, results: result.results.slice(0, count) } : result);
+const shownOf = (result: Record<string, unknown>, count: number) =>
+  Array.isArray(result.results) ? { ...result, results: result.results.slice(0, count) } : result;
 
 type Compared = Omit<Comparison, 'measure' | 'threshold'>;
 
 const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string, unknown>) => Compared> = {
   proxy_fetch: (a, b) => {
     const [x, y] = [text(a.content), text(b.content)];
-    return { similarity: textSimilarity(x, y), first: { excerpt: x.slice(0, EXCERPT_CHARS) }, second: { excerpt: y.slice(0, EXCERPT_CHARS) } };
+    return {
+      similarity: textSimilarity(x, y),
+      first: { excerpt: x.slice(0, EXCERPT_CHARS) },
+      second: { excerpt: y.slice(0, EXCERPT_CHARS) },
+    };
   },
   page_snapshot: (a, b) => {
     const [x, y] = [snapshotView(a), snapshotView(b)];
@@ -95,7 +122,12 @@ const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string
     const words = textSimilarity(x, y);
     return {
       similarity: sameFormat ? (words + structure) / 2 : 0,
-      first: { excerpt: x.slice(0, EXCERPT_CHARS), format: a.snapshot_format, text_similarity: round(words), structure_similarity: round(structure) },
+      first: {
+        excerpt: x.slice(0, EXCERPT_CHARS),
+        format: a.snapshot_format,
+        text_similarity: round(words),
+        structure_similarity: round(structure),
+      },
       second: { excerpt: y.slice(0, EXCERPT_CHARS), format: b.snapshot_format },
     };
   },
@@ -103,7 +135,11 @@ const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string
     const [x, y] = [resultUrls(a.results), resultUrls(b.results)];
     const longer = Math.max(x.size, y.size);
     const shared = [...x].filter((url) => y.has(url)).length;
-    return { similarity: longer === 0 ? 1 : shared / longer, first: { urls: [...x].slice(0, 10) }, second: { urls: [...y].slice(0, 10) } };
+    return {
+      similarity: longer === 0 ? 1 : shared / longer,
+      first: { urls: [...x].slice(0, 10) },
+      second: { urls: [...y].slice(0, 10) },
+    };
   },
   screenshot: (a, b) => {
     const [readX, readY] = [readImage(a.image_base64), readImage(b.image_base64)];
@@ -117,14 +153,25 @@ const COMPARE: Record<WebTaskType, (a: Record<string, unknown>, b: Record<string
     });
     const sides = () => ({ first: describe(a, hashX, readX), second: describe(b, hashY, readY) });
     // The check cannot read its own image, or the checked one is above the decoder's limit: no answer.
-    if (y === null) return { similarity: null, incomparable: 'unreadable' in readY && readY.unreadable === 'too_large' ? 'too_large' : 'check_unreadable', ...sides() };
-    if (x === null && 'unreadable' in readX && readX.unreadable === 'too_large') return { similarity: null, incomparable: 'too_large', ...sides() };
-    // The checked image is one no decoder reads (the decoder reads every PNG the standard allows): it shows nothing of the page.
+    if (y === null)
+      return {
+        similarity: null,
+        incomparable: 'unreadable' in readY && readY.unreadable === 'too_large' ? 'too_large' : 'check_unreadable',
+        ...sides(),
+      };
+    if (x === null && 'unreadable' in readX && readX.unreadable === 'too_large')
+      return { similarity: null, incomparable: 'too_large', ...sides() };
+    // The checked image is one no decoder reads (the decoder reads every PNG the standard allows): it shows
+    // nothing of the page.
     if (x === null) return { similarity: 0, ...sides() };
     const hash = 1 - popcount(hashX! ^ hashY!) / 64;
     const ink = inkGridSimilarity(x, y);
     const { first, second } = sides();
-    return { similarity: Math.min(hash, ink), first: { ...first, average_hash_similarity: round(hash), ink_grid_similarity: round(ink) }, second };
+    return {
+      similarity: Math.min(hash, ink),
+      first: { ...first, average_hash_similarity: round(hash), ink_grid_similarity: round(ink) },
+      second,
+    };
   },
 };
 
@@ -139,12 +186,19 @@ const text = (value: unknown) => (typeof value === 'string' ? value : '');
 function snapshotView(result: Record<string, unknown>): string {
   if (result.snapshot_format !== 'html') return snapshotText(result.snapshot);
   const pageUrl = typeof result.url === 'string' ? result.url : 'http://invalid/';
-  const asMarkdown = (html: unknown) => htmlToMarkdown(typeof html === 'string' ? html : '', pageUrl, { mainContentOnly: false, titleHeading: false }).markdown;
+  const asMarkdown = (html: unknown) =>
+    htmlToMarkdown(typeof html === 'string' ? html : '', pageUrl, { mainContentOnly: false, titleHeading: false })
+      .markdown;
   const actions = (result.actions ?? {}) as { scrapes?: Array<{ html?: unknown }>; javascript_returns?: unknown[] };
-  return [asMarkdown(result.snapshot), ...(actions.scrapes ?? []).map((scrape) => asMarkdown(scrape.html)), ...(actions.javascript_returns ?? []).map((value) => JSON.stringify(value))].join('\n\n');
+  return [
+    asMarkdown(result.snapshot),
+    ...(actions.scrapes ?? []).map((scrape) => asMarkdown(scrape.html)),
+    ...(actions.javascript_returns ?? []).map((value) => JSON.stringify(value)),
+  ].join('\n\n');
 }
 
-const structureFormat = (result: Record<string, unknown>) => (result.snapshot_format === 'html' ? 'markdown' : String(result.snapshot_format));
+const structureFormat = (result: Record<string, unknown>) =>
+  result.snapshot_format === 'html' ? 'markdown' : String(result.snapshot_format);
 
 /** A snapshot's text: a string as it is, an object (a tree) as its JSON. */
 function snapshotText(value: unknown): string {
@@ -226,12 +280,17 @@ function multisetJaccard(x: Map<string, number>, y: Map<string, number>): number
 
 const TRACKING_PARAM = /^(utm_|fbclid$|gclid$|ref$)/;
 
-/** A result URL as two engines listing the same page would agree on: no scheme, `www.`, fragment, tracking or trailing slash. */
+/**
+ * A result URL as two engines listing the same page would agree on: no scheme, `www.`, fragment, tracking or
+ * trailing slash.
+ */
 export function normaliseUrl(raw: string): string {
   try {
     const url = new URL(raw.trim());
     const host = url.hostname.toLowerCase().replace(/^www\./, '');
-    const params = [...url.searchParams].filter(([key]) => !TRACKING_PARAM.test(key)).sort(([a], [b]) => a.localeCompare(b));
+    const params = [...url.searchParams]
+      .filter(([key]) => !TRACKING_PARAM.test(key))
+      .sort(([a], [b]) => a.localeCompare(b));
     const query = params.length ? `?${new URLSearchParams(params).toString()}` : '';
     return `${host}${url.pathname.replace(/\/+$/, '')}${query}`;
   } catch {
@@ -241,13 +300,19 @@ export function normaliseUrl(raw: string): string {
 
 function resultUrls(results: unknown): Set<string> {
   if (!Array.isArray(results)) return new Set();
-  return new Set(results.flatMap((result) => (result && typeof result === 'object' && typeof result.url === 'string' ? [normaliseUrl(result.url)] : [])));
+  return new Set(
+    results.flatMap((result) =>
+      result && typeof result === 'object' && typeof result.url === 'string' ? [normaliseUrl(result.url)] : [],
+    ),
+  );
 }
 
 const HASH_SIDE = 8;
 
 const readImage = (imageBase64: unknown): ReturnType<typeof readPng> =>
-  typeof imageBase64 === 'string' ? readPng(Buffer.from(imageBase64, 'base64')) : { unreadable: 'corrupt', message: 'no image' };
+  typeof imageBase64 === 'string'
+    ? readPng(Buffer.from(imageBase64, 'base64'))
+    : { unreadable: 'corrupt', message: 'no image' };
 const imageOf = (read: ReturnType<typeof readPng>): GrayImage | null => ('image' in read ? read.image : null);
 const decodeImage = (imageBase64: unknown): GrayImage | null => imageOf(readImage(imageBase64));
 
@@ -300,7 +365,9 @@ export function inkGridSimilarity(a: GrayImage, b: GrayImage): number {
 const inkRows = (image: GrayImage) => Math.ceil((image.height * INK_GRID_COLUMNS) / image.width);
 
 function inkGrid(image: GrayImage, rows: number): Float64Array {
-  const { sums, counts } = gridSums(image, INK_GRID_COLUMNS, rows, (y) => Math.floor((y * INK_GRID_COLUMNS) / image.width));
+  const { sums, counts } = gridSums(image, INK_GRID_COLUMNS, rows, (y) =>
+    Math.floor((y * INK_GRID_COLUMNS) / image.width),
+  );
   // Cells past the image's end (padding) stay 0: white.
   return sums.map((sum, cell) => (counts[cell] > 0 ? 1 - sum / counts[cell] / 255 : 0));
 }
@@ -309,12 +376,19 @@ function inkGrid(image: GrayImage, rows: number): Float64Array {
  * The luminance summed, and the pixels counted, in each cell of a grid `columns` across the image's
  * width and `rows` down, a pixel row's grid row given by `rowOf` (past the last, the last).
  */
-function gridSums(image: GrayImage, columns: number, rows: number, rowOf: (y: number) => number): { sums: Float64Array; counts: Float64Array } {
+function gridSums(
+  image: GrayImage,
+  columns: number,
+  rows: number,
+  rowOf: (y: number) => number,
+): { sums: Float64Array; counts: Float64Array } {
   const { width, height, pixels } = image;
   const sums = new Float64Array(columns * rows);
   const counts = new Float64Array(columns * rows);
   // Each column's cell, worked out once: no Math call per pixel (slow where code runs in a vm context, see png.ts).
-  const columnCell = Int32Array.from({ length: width }, (_, x) => Math.min(columns - 1, Math.floor((x * columns) / width)));
+  const columnCell = Int32Array.from({ length: width }, (_, x) =>
+    Math.min(columns - 1, Math.floor((x * columns) / width)),
+  );
   for (let y = 0; y < height; y++) {
     const row = Math.min(rows - 1, rowOf(y)) * columns;
     const start = y * width;
@@ -334,4 +408,5 @@ function popcount(value: bigint): number {
 }
 
 /** Whether a comparison is a disagreement: a similarity below its type's threshold. */
-export const disagrees = (comparison: Comparison) => comparison.similarity !== null && comparison.similarity < comparison.threshold;
+export const disagrees = (comparison: Comparison) =>
+  comparison.similarity !== null && comparison.similarity < comparison.threshold;

@@ -49,7 +49,11 @@ export type SprtDecision = 'quarantine' | 'accept' | 'continue';
  * from 0 (the monitoring never ends, and a long clean record must not bank credit a cheat spends later);
  * one that reaches the upper threshold quarantines.
  */
-export function sprtStep(llr: number, failed: boolean, p: SprtParameters = SPRT): { llr: number; decision: SprtDecision } {
+export function sprtStep(
+  llr: number,
+  failed: boolean,
+  p: SprtParameters = SPRT,
+): { llr: number; decision: SprtDecision } {
   const next = llr + (failed ? Math.log(p.p1 / p.p0) : Math.log((1 - p.p1) / (1 - p.p0)));
   const { upper, lower } = sprtThresholds(p);
   if (next >= upper) return { llr: next, decision: 'quarantine' };
@@ -71,10 +75,23 @@ export const VERIFICATION_RATE_HALVING = 50;
  * SUSPICION_FRACTION while fewer than SUSPICION_OUTCOMES verified outcomes followed its last result
  * proven wrong (`sinceFailure`: null when none was; only while verification is on at all).
  */
-export function verificationRate(passes: number, start: number, floor: number, sinceFailure: number | null = null): number {
+export function verificationRate(
+  passes: number,
+  start: number,
+  floor: number,
+  sinceFailure: number | null = null,
+): number {
   const suspected = sinceFailure !== null && sinceFailure < SUSPICION_OUTCOMES && Math.max(start, floor) > 0;
-  return Math.min(1, Math.max(floor, start * 0.5 ** (Math.max(passes, 0) / VERIFICATION_RATE_HALVING), suspected ? SUSPICION_FRACTION : 0));
+  return Math.min(
+    1,
+    Math.max(
+      floor,
+      start * 0.5 ** (Math.max(passes, 0) / VERIFICATION_RATE_HALVING),
+      suspected ? SUSPICION_FRACTION : 0,
+    ),
+  );
 }
 
 /** The highest rate verificationRate can give with these settings: draws at or above it verify nothing. */
-export const highestVerificationRate = (start: number, floor: number) => (Math.max(start, floor) > 0 ? Math.min(1, Math.max(start, floor, SUSPICION_FRACTION)) : 0);
+export const highestVerificationRate = (start: number, floor: number) =>
+  Math.max(start, floor) > 0 ? Math.min(1, Math.max(start, floor, SUSPICION_FRACTION)) : 0;

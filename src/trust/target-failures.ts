@@ -23,7 +23,11 @@ const DNS_CHECK_TIMEOUT_MS = 2000;
  * Reads the task of a claimed attempt and checks the claim where the service can: a host that does not
  * resolve here either. Null when the task has no URL to judge (the claim then counts as any failure).
  */
-export async function examineTargetClaim(db: Runner, attemptId: string, errorType: TargetFailureType): Promise<TargetClaim | null> {
+export async function examineTargetClaim(
+  db: Runner,
+  attemptId: string,
+  errorType: TargetFailureType,
+): Promise<TargetClaim | null> {
   const task = await claimTaskOf(db, attemptId);
   if (!task?.url || !URL.canParse(task.url)) return null;
   const url = new URL(task.url);
@@ -32,11 +36,19 @@ export async function examineTargetClaim(db: Runner, attemptId: string, errorTyp
   // A canary name the solver could not resolve: the check could not be made (a name under localhost,
   // which resolvers differ on, or one the service cannot resolve either). One the service resolves is a
   // false claim, the solver's like any on a platform task.
-  const canaryName = task.purpose === 'canary' && errorType === 'host_not_found' && (isLocalhostName(url.hostname) || confirmed);
+  const canaryName =
+    task.purpose === 'canary' && errorType === 'host_not_found' && (isLocalhostName(url.hostname) || confirmed);
   // A request's failure is about that URL (its selector, its body, its stalling), a target's about its origin.
   url.hash = '';
   const target = isRequestFailureType(errorType) ? url.href : url.origin;
-  return { errorType, target, accountId: task.accountId, platform: task.platform, confirmed, ...(canaryName ? { canaryName } : {}) };
+  return {
+    errorType,
+    target,
+    accountId: task.accountId,
+    platform: task.platform,
+    confirmed,
+    ...(canaryName ? { canaryName } : {}),
+  };
 }
 
 /** Names under localhost (RFC 6761): the loopback address to resolvers that know the rule, not found to others. */

@@ -26,7 +26,18 @@ export async function recordUsageInflationIn(
   const withinSeconds = policy.halfLifeSeconds;
   const reports = await recordIn(tx, policy, input, withinSeconds);
   if (reports < USAGE_INFLATION_QUARANTINE_REPORTS) return { quarantined: false };
-  const evidence = { task_id: taskId, reported: usage.reported, counted: usage.counted, bound: usage.bound, billed: usage.billed };
-  const quarantined = await quarantineIn(tx, { solverId, taskType, reason: USAGE_INFLATION_REASON, evidence: { ...evidence, inflated_reports: reports, within_seconds: withinSeconds } });
+  const evidence = {
+    task_id: taskId,
+    reported: usage.reported,
+    counted: usage.counted,
+    bound: usage.bound,
+    billed: usage.billed,
+  };
+  const quarantined = await quarantineIn(tx, {
+    solverId,
+    taskType,
+    reason: USAGE_INFLATION_REASON,
+    evidence: { ...evidence, inflated_reports: reports, within_seconds: withinSeconds },
+  });
   return { quarantined };
 }

@@ -27,9 +27,21 @@ export async function recordVerifiedOutcomeIn(
   if (!before) return { decision: 'continue' };
   const step = sprtStep(before.sprt_llr, failed, SPRT);
   const subtle = sprtStep(before.sprt_subtle_llr, failed, SUBTLE_SPRT);
-  await addVerifiedOutcomeIn(tx, policy, { solverId, taskType, failed, llr: step.llr, subtleLlr: subtle.llr, accepted: step.decision === 'accept' });
+  await addVerifiedOutcomeIn(tx, policy, {
+    solverId,
+    taskType,
+    failed,
+    llr: step.llr,
+    subtleLlr: subtle.llr,
+    accepted: step.decision === 'accept',
+  });
   // Either test quarantines; only the first's accepts count toward vesting by checks.
-  const decided = step.decision === 'quarantine' ? { test: 'sprt', step, parameters: SPRT } : subtle.decision === 'quarantine' ? { test: 'subtle', step: subtle, parameters: SUBTLE_SPRT } : null;
+  const decided =
+    step.decision === 'quarantine'
+      ? { test: 'sprt', step, parameters: SPRT }
+      : subtle.decision === 'quarantine'
+        ? { test: 'subtle', step: subtle, parameters: SUBTLE_SPRT }
+        : null;
   if (decided) {
     const sprt = {
       test: decided.test,
@@ -40,7 +52,12 @@ export async function recordVerifiedOutcomeIn(
       verified_passes: before.verified_passes + (failed ? 0 : 1),
       verified_failures: before.verified_failures + (failed ? 1 : 0),
     };
-    await quarantineIn(tx, { solverId, taskType, reason: 'verification_failed', evidence: { ...outcome.evidence, sprt } });
+    await quarantineIn(tx, {
+      solverId,
+      taskType,
+      reason: 'verification_failed',
+      evidence: { ...outcome.evidence, sprt },
+    });
   }
   return { decision: decided ? 'quarantine' : step.decision };
 }

@@ -2,7 +2,17 @@ import type { ArtifactStore } from '../artifacts/store';
 import { WorkflowExecutionAlreadyStartedError, type Client } from '@temporalio/client';
 import type { Config } from '../config';
 import type { Db } from '../db/pool';
-import { claimDelivery, deliveryIdOf, deliveryWorkflowId, findStrandedDeliveries, markDeliveryStarted, reopenFailedDelivery, type DueDelivery, type ReopenOutcome, type WebhookEvent } from '../db/webhooks';
+import {
+  claimDelivery,
+  deliveryIdOf,
+  deliveryWorkflowId,
+  findStrandedDeliveries,
+  markDeliveryStarted,
+  reopenFailedDelivery,
+  type DueDelivery,
+  type ReopenOutcome,
+  type WebhookEvent,
+} from '../db/webhooks';
 import type { Logger } from '../logger';
 import { recordWebhookWorkflowStarted } from '../metrics/metrics';
 import { Semaphore } from '../solver/semaphore';
@@ -40,14 +50,29 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
   private readonly slots: Semaphore;
 
   /** `claimant` names this process in the claims it makes (`api:<node id>`, `worker:<host>:<pid>`). */
-  constructor(private readonly deps: { config: Config; db: Db; artifacts: ArtifactStore; temporal: Client; logger: Logger; claimant: string; directConcurrency?: number }) {
+  constructor(
+    private readonly deps: {
+      config: Config;
+      db: Db;
+      artifacts: ArtifactStore;
+      temporal: Client;
+      logger: Logger;
+      claimant: string;
+      directConcurrency?: number;
+    },
+  ) {
     this.slots = new Semaphore(deps.directConcurrency ?? WEBHOOK_DIRECT_CONCURRENCY);
   }
 
   send(deliveries: DueDelivery[] | undefined): void {
     for (const due of deliveries ?? []) {
       const sending = this.sendFirst(due)
-        .catch((error) => this.deps.logger.warn({ err: error, task_id: due.task_id }, 'webhook first attempt not made; the sweep hands it to a workflow'))
+        .catch((error) =>
+          this.deps.logger.warn(
+            { err: error, task_id: due.task_id },
+            'webhook first attempt not made; the sweep hands it to a workflow',
+          ),
+        )
         .finally(() => this.inFlight.delete(sending));
       this.inFlight.add(sending);
     }
@@ -61,7 +86,12 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
   private async sendFirst(due: DueDelivery): Promise<void> {
     const release = await this.slots.acquire();
     try {
-      const delivery = await claimDelivery(this.deps.db, deliveryIdOf(due.task_id, due.event), this.deps.claimant, CLAIM_WITHIN_SECONDS);
+      const delivery = await claimDelivery(
+        this.deps.db,
+        deliveryIdOf(due.task_id, due.event),
+        this.deps.claimant,
+        CLAIM_WITHIN_SECONDS,
+      );
       if (!delivery) return;
       const outcome = await attemptDelivery(this.deps, delivery, 'direct');
       if (outcome.result === 'failed') await this.startWorkflow(due, delivery.attempts + 1, 'first_attempt_failed');
@@ -77,7 +107,12 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
   async resend(input: { taskId: string; accountId: string; event: WebhookEvent }): Promise<ReopenOutcome> {
     const reopened = await reopenFailedDelivery(this.deps.db, { ...input, claimedBy: this.deps.claimant });
     if (reopened.outcome === 'reopened') {
-      await this.startWorkflow(reopened.delivery, 0, 'resent').catch((error) => this.deps.logger.warn({ err: error, task_id: input.taskId }, 'resent webhook delivery not handed to its workflow; the sweep hands it on'));
+      await this.startWorkflow(reopened.delivery, 0, 'resent').catch((error) =>
+        this.deps.logger.warn(
+          { err: error, task_id: input.taskId },
+          'resent webhook delivery not handed to its workflow; the sweep hands it on',
+        ),
+      );
     }
     return reopened;
   }
@@ -86,10 +121,19 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
    * Starts a delivery's workflow. Idempotent (the workflow id is the task's and the event's), so the
    * sweep may start one its sender has started already.
    */
-  async startWorkflow(due: DueDelivery, attemptsMade: number, reason: 'first_attempt_failed' | 'stranded' | 'resent'): Promise<void> {
+  async startWorkflow(
+    due: DueDelivery,
+    attemptsMade: number,
+    reason: 'first_attempt_failed' | 'stranded' | 'resent',
+  ): Promise<void> {
     const { config, temporal, db } = this.deps;
     const deliveryId = deliveryIdOf(due.task_id, due.event);
-    const input: WebhookDeliveryInput = { deliveryId, retryForSeconds: config.webhookRetryForSeconds, attemptTimeoutMs: config.webhookTimeoutMs, attemptsMade };
+    const input: WebhookDeliveryInput = {
+      deliveryId,
+      retryForSeconds: config.webhookRetryForSeconds,
+      attemptTimeoutMs: config.webhookTimeoutMs,
+      attemptsMade,
+    };
     try {
       await temporal.workflow.start('webhookDeliveryWorkflow', {
         taskQueue: config.taskQueue,
@@ -110,9 +154,14 @@ export class WebhookDeliveries implements WebhookSender, WebhookResender {
    * how many it found.
    */
   async sweep(): Promise<number> {
-    const stranded = await findStrandedDeliveries(this.deps.db, { unclaimedSeconds: UNCLAIMED_AFTER_SECONDS, claimedSeconds: Math.max(CLAIM_GRACE_SECONDS, Math.ceil(this.deps.config.webhookTimeoutMs / 1000) * 3) });
+    const stranded = await findStrandedDeliveries(this.deps.db, {
+      unclaimedSeconds: UNCLAIMED_AFTER_SECONDS,
+      claimedSeconds: Math.max(CLAIM_GRACE_SECONDS, Math.ceil(this.deps.config.webhookTimeoutMs / 1000) * 3),
+    });
     for (const delivery of stranded) {
-      await this.startWorkflow(delivery, delivery.attempts, 'stranded').catch((error) => this.deps.logger.error({ err: error, task_id: delivery.task_id }, 'webhook delivery workflow not started'));
+      await this.startWorkflow(delivery, delivery.attempts, 'stranded').catch((error) =>
+        this.deps.logger.error({ err: error, task_id: delivery.task_id }, 'webhook delivery workflow not started'),
+      );
     }
     return stranded.length;
   }

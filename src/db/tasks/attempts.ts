@@ -54,7 +54,13 @@ type Runner = CommonQueryMethods;
 /** What asking for an attempt's slot gave: a slot, or a place in the queue (or a task that has finished). */
 export type Reservation =
   | { assignment: Assignment; handoffs?: Handoff[] }
-  | { assignment: null; untriedOnline: number; finishedAs: TerminalState | null; queued?: boolean; handoffs?: Handoff[] };
+  | {
+      assignment: null;
+      untriedOnline: number;
+      finishedAs: TerminalState | null;
+      queued?: boolean;
+      handoffs?: Handoff[];
+    };
 
 /**
  * Picks a solver for attempt `attemptNumber` and reserves one of its concurrency slots, or (none free
@@ -65,20 +71,32 @@ export type Reservation =
  * (reservationSteps). Returns the same assignment when called again for
  * the same attempt, and a task already waiting for it is left waiting.
  */
-export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: ReserveAttemptInput): Promise<Reservation> {
+export async function reserveAttempt(
+  db: Runner,
+  policy: TrustPolicy,
+  input: ReserveAttemptInput,
+): Promise<Reservation> {
   const attemptId = attemptIdFor(input.taskId, input.attemptNumber);
   const entry = { ...input, lastResortSolverIds: input.lastResortSolverIds ?? [] };
   const neither = sql.fragment`NOT EXISTS (SELECT 1 FROM existing) AND NOT EXISTS (SELECT 1 FROM waiting)`;
   const ceiling = sql.fragment`COALESCE((SELECT ${chatCeiling('t')} FROM task t WHERE t.price_cap_points IS NOT NULL), ${input.maxPricePoints}::numeric)`;
   // One statement, so one round trip and atomic without a transaction.
-  const row = await db.one(sql.type(z.object({ candidate: CandidateRow.nullable(), queued: z.boolean(), waiting: z.boolean(), reassigned: z.boolean() }))`
+  const row = await db.one(sql.type(
+    z.object({
+      candidate: CandidateRow.nullable(),
+      queued: z.boolean(),
+      waiting: z.boolean(),
+      reassigned: z.boolean(),
+    }),
+  )`
     WITH existing AS (
       SELECT solver_id, node_id, model_name, price_points AS min_price_points, billing_type, marginal_cost, estimated_price_points
       FROM task_attempts WHERE attempt_id = ${attemptId}
     ), waiting AS (
       SELECT 1 FROM task_queue WHERE task_id = ${input.taskId} AND attempt_number = ${input.attemptNumber}
     ), task AS (
-      SELECT created_at, workflow_id, timeout_seconds, routing_sort, country, ${FIGURE_COLUMNS}, account_id, max_price_points, price_cap_points, key_spend_period
+      SELECT created_at, workflow_id, timeout_seconds, routing_sort, country,
+        ${FIGURE_COLUMNS}, account_id, max_price_points, price_cap_points, key_spend_period
       FROM tasks WHERE task_id = ${input.taskId} AND status = ANY(${ACTIVE})
     ), ${reservationSteps({
       ...input,
@@ -102,7 +120,8 @@ export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: Res
       DELETE FROM task_queue WHERE task_id = ${input.taskId} AND EXISTS (SELECT 1 FROM reserved)
     ), queued AS (
       INSERT INTO task_queue (${QUEUE_COLUMNS})
-      SELECT ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry, sql.fragment`t.routing_sort`, figuresIn('t'))}
+      SELECT
+        ${input.behindClientTasks ? BEHIND_CLIENT_TASKS : sql.fragment`t.created_at`}, t.workflow_id, t.timeout_seconds, ${queueValues(entry, sql.fragment`t.routing_sort`, figuresIn('t'))}
       FROM task t WHERE ${neither} AND NOT EXISTS (SELECT 1 FROM reserved)
       ON CONFLICT (task_id) DO UPDATE SET attempt_number = EXCLUDED.attempt_number, max_price_points = EXCLUDED.max_price_points,
         strong_models = EXCLUDED.strong_models, excluded_solver_ids = EXCLUDED.excluded_solver_ids, last_resort_solver_ids = EXCLUDED.last_resort_solver_ids,
@@ -111,15 +130,22 @@ export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: Res
     )
     SELECT (SELECT row_to_json(x) FROM (
               SELECT ${CANDIDATE_COLUMNS}
-              FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost, estimated_price_points FROM reserved) chosen
+              FROM (SELECT * FROM existing UNION ALL SELECT solver_id, node_id, model_name, min_price_points, billing_type, marginal_cost,
+                estimated_price_points FROM reserved) chosen
             ) x) AS candidate,
            EXISTS (SELECT 1 FROM queued) AS queued, EXISTS (SELECT 1 FROM waiting) AS waiting, ${REASSIGNED} AS reassigned`);
   // Reserved by this call (not found again on a retry); a queued attempt counts when its slot is handed.
   if (row.reassigned) recordAttemptReassigned(input.taskType);
   if (row.candidate) return { assignment: toAssignment(attemptId, row.candidate) };
   const handoffs = row.queued ? await handOnSlots(db, policy, [input.taskType], { knownWaiting: true }) : [];
-  const own = handoffs.find((handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber);
-  if (own) return { assignment: own.assignment, handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)) };
+  const own = handoffs.find(
+    (handoff) => handoff.taskId === input.taskId && handoff.attemptNumber === input.attemptNumber,
+  );
+  if (own)
+    return {
+      assignment: own.assignment,
+      handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)),
+    };
   const eligible = eligibleSolvers(input.taskType, {
     policy,
     strongModels: input.strongModels,
@@ -151,11 +177,15 @@ export async function reserveAttempt(db: Runner, policy: TrustPolicy, input: Res
  * before its task ends: an ending by the task's client bills it (src/db/tasks/finish.ts, failTaskIn).
  */
 export async function recordDeliveredUsage(db: Runner, attemptId: string, usage: BilledUsage): Promise<void> {
-  await db.query(sql.unsafe`UPDATE task_attempts SET delivered_usage = ${sql.jsonb({ ...usage })} WHERE attempt_id = ${attemptId}`);
+  await db.query(
+    sql.unsafe`UPDATE task_attempts SET delivered_usage = ${sql.jsonb({ ...usage })} WHERE attempt_id = ${attemptId}`,
+  );
 }
 
 export async function markAttemptAccepted(db: Runner, attemptId: string): Promise<void> {
-  await db.query(sql.unsafe`UPDATE task_attempts SET accepted_at = now() WHERE attempt_id = ${attemptId} AND accepted_at IS NULL`);
+  await db.query(
+    sql.unsafe`UPDATE task_attempts SET accepted_at = now() WHERE attempt_id = ${attemptId} AND accepted_at IS NULL`,
+  );
 }
 
 /**
@@ -211,10 +241,17 @@ const ClosingRow = z.object({
 type Closing = z.infer<typeof ClosingRow>;
 
 /** Freed slots of these closings go to waiting tasks, in the transaction that freed them. */
-export async function handOnFreed(tx: Runner, policy: TrustPolicy, closings: { closed: boolean; taskType: string | null; waiting: boolean }[]): Promise<FreedSlots> {
+export async function handOnFreed(
+  tx: Runner,
+  policy: TrustPolicy,
+  closings: { closed: boolean; taskType: string | null; waiting: boolean }[],
+): Promise<FreedSlots> {
   const freed = closings.flatMap((c) => (c.closed && c.taskType ? [c.taskType] : []));
   const waiting = closings.flatMap((c) => (c.closed && c.waiting && c.taskType ? [c.taskType] : []));
-  const handed = waiting.length > 0 ? await handOnSlotsIn(tx, policy, waiting, { knownWaiting: true }) : { handoffs: [], deferred: false };
+  const handed =
+    waiting.length > 0
+      ? await handOnSlotsIn(tx, policy, waiting, { knownWaiting: true })
+      : { handoffs: [], deferred: false };
   return { freed, ...handed };
 }
 
@@ -231,7 +268,11 @@ export interface FreedSlots {
  * while they were being freed (matching.ts, handOnSlots); and after one that stopped at a waiting chat
  * whose hold is to be raised, which is handed its slot now.
  */
-export async function afterCommit(db: Runner, policy: TrustPolicy, { freed, handoffs, deferred }: FreedSlots): Promise<Handoff[]> {
+export async function afterCommit(
+  db: Runner,
+  policy: TrustPolicy,
+  { freed, handoffs, deferred }: FreedSlots,
+): Promise<Handoff[]> {
   if (freed.length === 0 || (handoffs.length > 0 && !deferred)) return recordHandoffsCommitted(handoffs);
   return [...recordHandoffsCommitted(handoffs), ...(await handOnSlots(db, policy, freed))];
 }
@@ -249,10 +290,18 @@ export interface AttemptEnd {
  * Ends an attempt once (`closed`) and hands its slot to the oldest waiting task it fits. `targetVerdict`:
  * how its claim that the target failed was judged, when it made one.
  */
-export async function closeAttempt(db: Db, policy: TrustPolicy, input: AttemptEnd): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }> {
+export async function closeAttempt(
+  db: Db,
+  policy: TrustPolicy,
+  input: AttemptEnd,
+): Promise<{ closed: boolean; handoffs: Handoff[]; targetVerdict: TargetFailureVerdict | null }> {
   const { closed, targetVerdict, ...freed } = await db.transaction(async (tx) => {
     const closing = await closeAttemptIn(tx, policy, input);
-    return { closed: closing.closed, targetVerdict: closing.targetVerdict, ...(await handOnFreed(tx, policy, [closing])) };
+    return {
+      closed: closing.closed,
+      targetVerdict: closing.targetVerdict,
+      ...(await handOnFreed(tx, policy, [closing])),
+    };
   });
   return { closed, targetVerdict, handoffs: await afterCommit(db, policy, freed) };
 }

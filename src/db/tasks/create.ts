@@ -38,7 +38,10 @@ import { TASK_COLUMNS, TaskRow } from './records';
 
 type Runner = CommonQueryMethods;
 
-/** An Idempotency-Key as a task stores it, and the fingerprint of the request that sent it (src/http/idempotency.ts). */
+/**
+ * An Idempotency-Key as a task stores it, and the fingerprint of the request that sent it
+ * (src/http/idempotency.ts).
+ */
 export interface Idempotency {
   key: string;
   fingerprint: string;
@@ -100,9 +103,20 @@ const MAX_RETRY_AFTER_SECONDS = 60;
 
 const AdmissionRow = z.object({ ahead: z.number(), rate: z.coerce.number(), busy: z.boolean() });
 
-/** What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any, and (when nothing was inserted) how many eligible solvers are online. */
+/**
+ * What creating a task returns: the task's columns when it was inserted, the first attempt's solver, if any, and
+ * (when nothing was inserted) how many eligible solvers are online.
+ */
 const CreatedRow = z
-  .object({ inserted: z.boolean(), claimed: z.boolean(), online: z.number(), online_any_price: z.number(), candidate: CandidateRow.nullable(), queued: z.boolean(), admission: AdmissionRow.nullable() })
+  .object({
+    inserted: z.boolean(),
+    claimed: z.boolean(),
+    online: z.number(),
+    online_any_price: z.number(),
+    candidate: CandidateRow.nullable(),
+    queued: z.boolean(),
+    admission: AdmissionRow.nullable(),
+  })
   .passthrough();
 
 /** What creating a task did. */
@@ -132,9 +146,21 @@ export type CreateTaskOutcome =
  * one in the same statement. With an idempotency key already used by this account, returns that
  * earlier task instead.
  */
-export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: NewTask & { claim?: undefined }): Promise<CreateTaskOutcome>;
-export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }>;
-export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: NewTask): Promise<CreateTaskOutcome | { kind: 'not_claimed' }> {
+export async function createTaskWithHold(
+  db: Runner,
+  policy: TrustPolicy,
+  task: NewTask & { claim?: undefined },
+): Promise<CreateTaskOutcome>;
+export async function createTaskWithHold(
+  db: Runner,
+  policy: TrustPolicy,
+  task: NewTask,
+): Promise<CreateTaskOutcome | { kind: 'not_claimed' }>;
+export async function createTaskWithHold(
+  db: Runner,
+  policy: TrustPolicy,
+  task: NewTask,
+): Promise<CreateTaskOutcome | { kind: 'not_claimed' }> {
   const attemptId = attemptIdFor(task.taskId, 1);
   const requireOnline = task.match?.requireOnline ?? false;
   const country = task.country ?? null;
@@ -159,7 +185,8 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
     ? sql.fragment`CASE WHEN EXISTS (SELECT 1 FROM spend_key) THEN NULL ELSE (SELECT cheapest FROM online) END`
     : sql.fragment`(SELECT cheapest FROM online)`;
   const held = task.figures
-    ? sql.fragment`(SELECT LEAST(${task.maxPricePoints}::numeric, COALESCE((SELECT estimated_price_points FROM reserved), ${waitingHold}, ${task.maxPricePoints}::numeric)))`
+    ? sql.fragment`(SELECT
+      LEAST(${task.maxPricePoints}::numeric, COALESCE((SELECT estimated_price_points FROM reserved), ${waitingHold}, ${task.maxPricePoints}::numeric)))`
     : sql.fragment`${task.maxPricePoints}::numeric`;
   // With figures, being online counts only within the request's limits (a refusal names the limit).
   const online = task.figures
@@ -167,10 +194,13 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
     : sql.fragment`count(DISTINCT c.solver_id)::int`;
   const claimed = task.claim ? sql.fragment`EXISTS (SELECT 1 FROM claimed)` : sql.fragment`true`;
   // A key older than its window names its task no more: this request starts a new one.
-  if (task.idempotency && task.idempotency.expiry !== 'purge') await releaseIdempotencyKeyIfExpired(db, task.accountId, task.idempotency.key);
+  if (task.idempotency && task.idempotency.expiry !== 'purge')
+    await releaseIdempotencyKeyIfExpired(db, task.accountId, task.idempotency.key);
   const row = await db
-    .one(sql.type(CreatedRow)`
-      WITH ${task.claim ? sql.fragment`${task.claim},` : sql.fragment``} ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
+    .one(
+      sql.type(CreatedRow)`
+      WITH
+        ${task.claim ? sql.fragment`${task.claim},` : sql.fragment``} ${task.keyId ? sql.fragment`${keySpendLookup(task.keyId)},` : sql.fragment``} online AS (
         SELECT ${online} AS n, count(DISTINCT c.solver_id)::int AS any_price,
                ${task.figures ? sql.fragment`min(${estimatedPrice('c', figures)}) FILTER (WHERE ${withinLimits('c', figures, sql.fragment`${task.maxPricePoints}::numeric`)})` : sql.fragment`NULL::numeric`} AS cheapest
         ${eligible}
@@ -180,7 +210,8 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
         SELECT ahead, rate, (${maxQueued}::int IS NOT NULL AND ahead >= ${maxQueued}::int) OR (rate > 0 AND (ahead + 1) / rate > ${task.timeoutSeconds}) AS busy
         FROM (
           SELECT (SELECT count(*)::int FROM task_queue q WHERE q.task_type = ${task.taskType} AND ${clientWaiting('q')}) AS ahead,
-                 (SELECT COALESCE(sum(c.max_concurrent * 1000.0 / GREATEST(COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0), ${UNMEASURED_LATENCY_MS}), 1)), 0)
+                 (SELECT COALESCE(sum(c.max_concurrent * 1000.0 / GREATEST(COALESCE(s.total_latency_ms::numeric / NULLIF(s.completed, 0),
+                   ${UNMEASURED_LATENCY_MS}), 1)), 0)
                   ${eligible}) AS rate
         ) x
       ), ${reservationSteps({
@@ -193,7 +224,8 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
         figures,
         country,
       })}, inserted AS (
-        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key, request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort, country,
+        INSERT INTO tasks (task_id, account_id, task_type, payload, max_price_points, timeout_seconds, workflow_id, idempotency_key,
+          request_fingerprint, status, solver_id, key_id, key_spend_period, routing_sort, country,
                            ${FIGURE_COLUMNS}, price_cap_points, purpose, workflow_started_at)
         SELECT ${task.taskId}, ${task.accountId}, ${task.taskType}, ${sql.jsonb(task.payload as never)}, ${held},
                ${task.timeoutSeconds}, ${task.workflowId}, ${task.idempotency?.key ?? null}, ${task.idempotency?.fingerprint ?? null},
@@ -222,44 +254,86 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
              (SELECT row_to_json(x) FROM (SELECT ${CANDIDATE_COLUMNS} FROM reserved) x) AS candidate,
              EXISTS (SELECT 1 FROM queued) AS queued,
              CASE WHEN t.task_id IS NULL AND ${maxQueued !== null} THEN (SELECT row_to_json(a) FROM admission a) END AS admission
-      FROM (SELECT 1) one LEFT JOIN inserted t ON true`)
+      FROM (SELECT 1) one LEFT JOIN inserted t ON true`,
+    )
     .catch((error) => {
       if (isOverdraft(error)) return 'overdraft' as const;
       if (isKeySpendLimitReached(error)) return 'key_limit' as const;
-      if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'tasks_idempotency_idx') return 'duplicate' as const;
+      if (error instanceof UniqueIntegrityConstraintViolationError && error.constraint === 'tasks_idempotency_idx')
+        return 'duplicate' as const;
       throw error;
     });
   if (row === 'overdraft') return { kind: 'insufficient_balance', requiredPoints: task.maxPricePoints };
-  if (row === 'key_limit') return { kind: 'key_spend_limit_reached', requiredPoints: task.maxPricePoints, keyId: task.keyId!, limit: await keySpendOf(db, task.keyId!) };
+  if (row === 'key_limit')
+    return {
+      kind: 'key_spend_limit_reached',
+      requiredPoints: task.maxPricePoints,
+      keyId: task.keyId!,
+      limit: await keySpendOf(db, task.keyId!),
+    };
   if (row === 'duplicate') {
-    const { request_fingerprint: fingerprint, ...existing } = await db.one(sql.type(TaskRow.extend({ request_fingerprint: z.string().nullable() }))`
+    const { request_fingerprint: fingerprint, ...existing } = await db.one(sql.type(
+      TaskRow.extend({ request_fingerprint: z.string().nullable() }),
+    )`
       SELECT ${TASK_COLUMNS}, request_fingerprint FROM tasks WHERE account_id = ${task.accountId} AND idempotency_key = ${task.idempotency?.key ?? null}`);
     // A task from before fingerprints were stored has none: its type still tells another operation.
-    if ((fingerprint ?? task.idempotency?.fingerprint) !== task.idempotency?.fingerprint || existing.task_type !== task.taskType) return { kind: 'idempotency_key_reused' };
+    if (
+      (fingerprint ?? task.idempotency?.fingerprint) !== task.idempotency?.fingerprint ||
+      existing.task_type !== task.taskType
+    )
+      return { kind: 'idempotency_key_reused' };
     return { kind: 'existing', task: existing };
   }
   if (!row.inserted) {
     if (!row.claimed) return { kind: 'not_claimed' };
     if (row.online === 0 && requireOnline) {
       if (row.online_any_price === 0 || !task.figures) return { kind: 'no_solver_online' };
-      return { kind: 'no_solver_within_price', limit: await priceLimitMissed(db, policy, task.taskType, task.match?.strongModels, task.figures, task.maxPricePoints) };
+      return {
+        kind: 'no_solver_within_price',
+        limit: await priceLimitMissed(
+          db,
+          policy,
+          task.taskType,
+          task.match?.strongModels,
+          task.figures,
+          task.maxPricePoints,
+        ),
+      };
     }
-    if (row.admission?.busy) return { kind: 'solvers_busy', retryAfterSeconds: retryAfter(row.admission, maxQueued!, task.timeoutSeconds), waiting: row.admission.ahead };
+    if (row.admission?.busy)
+      return {
+        kind: 'solvers_busy',
+        retryAfterSeconds: retryAfter(row.admission, maxQueued!, task.timeoutSeconds),
+        waiting: row.admission.ahead,
+      };
     // No balance row: the account does not exist.
     return { kind: 'insufficient_balance', requiredPoints: task.maxPricePoints };
   }
   const created = TaskRow.parse(row);
-  if (!row.queued) return { kind: 'created', task: created, firstAssignment: row.candidate ? toAssignment(attemptId, row.candidate) : null, handoffs: [] };
+  if (!row.queued)
+    return {
+      kind: 'created',
+      task: created,
+      firstAssignment: row.candidate ? toAssignment(attemptId, row.candidate) : null,
+      handoffs: [],
+    };
   // Queued: a slot freed while this statement ran could not see it (docs/queue.md, "Who hands a slot on").
   const handoffs = await handOnSlots(db, policy, [task.taskType], { knownWaiting: true });
   const own = handoffs.find((handoff) => handoff.taskId === task.taskId);
   // A chat handed a dearer slot than it holds had its hold raised with it.
-  const heldNow = own && task.figures
-    ? await db.oneFirst(sql.type(z.object({ max_price_points: z.string() }))`SELECT trim_scale(max_price_points)::text AS max_price_points FROM tasks WHERE task_id = ${task.taskId}`)
-    : created.max_price_points;
+  const heldNow =
+    own && task.figures
+      ? await db.oneFirst(
+          sql.type(
+            z.object({ max_price_points: z.string() }),
+          )`SELECT trim_scale(max_price_points)::text AS max_price_points FROM tasks WHERE task_id = ${task.taskId}`,
+        )
+      : created.max_price_points;
   return {
     kind: 'created',
-    task: own ? { ...created, status: 'assigned', solver_id: own.assignment.solverId, max_price_points: heldNow } : created,
+    task: own
+      ? { ...created, status: 'assigned', solver_id: own.assignment.solverId, max_price_points: heldNow }
+      : created,
     firstAssignment: own?.assignment ?? null,
     handoffs: handoffs.map((handoff) => (handoff === own ? toldOnly(handoff) : handoff)),
   };
@@ -268,24 +342,40 @@ export async function createTaskWithHold(db: Runner, policy: TrustPolicy, task: 
 /** Which of a request's price limits keeps every online offer from it (`combined`: none alone does). */
 export type PriceLimit = 'prompt' | 'completion' | 'request' | 'max_price_points' | 'combined';
 
-async function priceLimitMissed(db: Runner, policy: TrustPolicy, taskType: string, strongModels: string[] | undefined, figures: RequestFigures, maxPricePoints: string): Promise<PriceLimit> {
+async function priceLimitMissed(
+  db: Runner,
+  policy: TrustPolicy,
+  taskType: string,
+  strongModels: string[] | undefined,
+  figures: RequestFigures,
+  maxPricePoints: string,
+): Promise<PriceLimit> {
   const only = (limit: Partial<RequestFigures>, maxPrice: string | null) =>
-    sql.fragment`(count(*) FILTER (WHERE ${withinLimits('c', figuresOf({ ...figures, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null, ...limit }), sql.fragment`${maxPrice}::numeric`)}))::int`;
+    sql.fragment`(count(*) FILTER (WHERE
+      ${withinLimits('c', figuresOf({ ...figures, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null, ...limit }), sql.fragment`${maxPrice}::numeric`)}))::int`;
   const none = { promptTokens: null, completionTokens: null };
-  const row = await db.one(sql.type(z.object({ prompt: z.number(), completion: z.number(), request: z.number(), max_price_points: z.number() }))`
+  const row = await db.one(sql.type(
+    z.object({ prompt: z.number(), completion: z.number(), request: z.number(), max_price_points: z.number() }),
+  )`
     SELECT ${only({ ...none, maxPricePrompt: figures.maxPricePrompt }, null)} AS prompt,
            ${only({ ...none, maxPriceCompletion: figures.maxPriceCompletion }, null)} AS completion,
            ${only({ ...none, maxPriceRequest: figures.maxPriceRequest }, null)} AS request,
            ${only({}, maxPricePoints)} AS max_price_points
     ${eligibleSolvers(taskType, { policy, strongModels })}`);
-  return (['prompt', 'completion', 'request', 'max_price_points'] as const).find((limit) => row[limit] === 0) ?? 'combined';
+  return (
+    (['prompt', 'completion', 'request', 'max_price_points'] as const).find((limit) => row[limit] === 0) ?? 'combined'
+  );
 }
 
 /**
  * Whether the account used any of these idempotency keys (as tasks store them) with a request other than
  * the one of `fingerprint`: a request making several tasks asks before it makes any.
  */
-export async function idempotencyKeyReused(db: Runner, accountId: string, idempotency: { keys: string[]; fingerprint: string }): Promise<boolean> {
+export async function idempotencyKeyReused(
+  db: Runner,
+  accountId: string,
+  idempotency: { keys: string[]; fingerprint: string },
+): Promise<boolean> {
   return db.oneFirst(sql.type(z.object({ reused: z.boolean() }))`
     SELECT EXISTS (
       SELECT 1 FROM tasks t
@@ -303,7 +393,9 @@ function retryAfter({ ahead, rate }: z.infer<typeof AdmissionRow>, maxQueued: nu
 }
 
 export async function markWorkflowStarted(db: Runner, taskId: string): Promise<void> {
-  await db.query(sql.unsafe`UPDATE tasks SET workflow_started_at = now() WHERE task_id = ${taskId} AND workflow_started_at IS NULL`);
+  await db.query(
+    sql.unsafe`UPDATE tasks SET workflow_started_at = now() WHERE task_id = ${taskId} AND workflow_started_at IS NULL`,
+  );
 }
 
 /** Tasks whose workflow start was never confirmed, older than `seconds`: a node died between insert and start. */

@@ -3,7 +3,13 @@ import { z } from 'zod';
 import { recordTaskFinished } from '../../metrics/metrics';
 import { TOKEN_BILLED_TASK_TYPES, WEB_TASK_TYPES, type BilledUsage } from '../../schemas/domain';
 import { withSafetyVerdict } from '../../safety/results';
-import { isTerminalState, TASK_ERRORS, type ActiveState, type TaskFailure, type TerminalState } from '../../contract/lifecycle';
+import {
+  isTerminalState,
+  TASK_ERRORS,
+  type ActiveState,
+  type TaskFailure,
+  type TerminalState,
+} from '../../contract/lifecycle';
 import { returnKeySpend } from '../key-spend';
 import { cappedCharge, PLATFORM_ACCOUNT_ID, release, settle } from '../ledger';
 import { attemptIdFor, type Handoff } from '../matching';
@@ -32,7 +38,12 @@ const FinishRow = z.object({ task_id: z.string().nullable(), event: DueRow.shape
  * transaction commits) and writes the webhook delivery its subscription wants, which it returns: the
  * committer makes its first attempt.
  */
-async function finishRow(tx: Runner, taskId: string, status: TerminalState, fields: ReturnType<typeof sql.fragment>): Promise<DueDelivery[]> {
+async function finishRow(
+  tx: Runner,
+  taskId: string,
+  status: TerminalState,
+  fields: ReturnType<typeof sql.fragment>,
+): Promise<DueDelivery[]> {
   const rows = await tx.any(sql.type(FinishRow)`
     WITH dequeued AS (
       DELETE FROM task_queue WHERE task_id = ${taskId}
@@ -69,13 +80,21 @@ export type StoredParts = Record<string, unknown>;
  * already, or (`attemptClosed`) the attempt whose result this was had ended meanwhile (e.g. timed out
  * and reassigned while its result was on the way), and the task was left as it is.
  */
-export type FinishOutcome = Finished | { applied: false; status: ActiveState; attemptClosed: true; handoffs?: Handoff[]; webhooks?: DueDelivery[] };
+export type FinishOutcome =
+  | Finished
+  | { applied: false; status: ActiveState; attemptClosed: true; handoffs?: Handoff[]; webhooks?: DueDelivery[] };
 /**
  * `handoffs`, when there are any: the slots its attempts freed, handed to waiting tasks whose workflows
  * are to be told. `webhooks`, when there are any: the deliveries written, whose first attempt is the
  * caller's to make (WebhookSender).
  */
-export type Finished = { applied: boolean; status: TerminalState; attemptClosed?: undefined; handoffs?: Handoff[]; webhooks?: DueDelivery[] };
+export type Finished = {
+  applied: boolean;
+  status: TerminalState;
+  attemptClosed?: undefined;
+  handoffs?: Handoff[];
+  webhooks?: DueDelivery[];
+};
 
 /**
  * What a finishing transaction notes for after its commit: the task's type (for the count of finished
@@ -89,7 +108,12 @@ export interface Finishing {
   freed: FreedSlots;
 }
 
-export const startFinishing = (policy: TrustPolicy): Finishing => ({ policy, type: '', webhooks: [], freed: { freed: [], handoffs: [] } });
+export const startFinishing = (policy: TrustPolicy): Finishing => ({
+  policy,
+  type: '',
+  webhooks: [],
+  freed: { freed: [], handoffs: [] },
+});
 
 /**
  * After the commit of a finishing transaction (the task engine's, src/tasks/finish.ts): counts the
@@ -100,11 +124,20 @@ export async function afterFinishing<T extends FinishOutcome>(db: Db, outcome: T
   // Counted once its transaction has committed; `applied` is true exactly once per task.
   if (outcome.applied) recordTaskFinished(finishing.type, outcome.status as TerminalState);
   const handoffs = await afterCommit(db, finishing.policy, finishing.freed);
-  return { ...outcome, ...(handoffs.length > 0 ? { handoffs } : {}), ...(finishing.webhooks.length > 0 ? { webhooks: finishing.webhooks } : {}) };
+  return {
+    ...outcome,
+    ...(handoffs.length > 0 ? { handoffs } : {}),
+    ...(finishing.webhooks.length > 0 ? { webhooks: finishing.webhooks } : {}),
+  };
 }
 
 /** Closes attempts of a finishing task and hands their slots on, noting both in `freed`. */
-async function closeAndHandOn(tx: Runner, policy: TrustPolicy, attempts: AttemptEnd[], freed: FreedSlots): Promise<boolean[]> {
+async function closeAndHandOn(
+  tx: Runner,
+  policy: TrustPolicy,
+  attempts: AttemptEnd[],
+  freed: FreedSlots,
+): Promise<boolean[]> {
   const closings = [];
   for (const attempt of attempts) closings.push(await closeAttemptIn(tx, policy, attempt));
   const handed = await handOnFreed(tx, policy, closings);
@@ -163,12 +196,20 @@ function attemptPrice(tokens: { prompt: Fragment; completion: Fragment; total: F
  * (or an admin's completion closes the open ones), scans a web result and finishes the row with it.
  * Settlement (settleCompletedIn) and the trust reactions follow in the same transaction.
  */
-export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: string, completion: Completion, finishing: Finishing): Promise<Completing> {
+export async function completeTaskIn(
+  tx: DatabaseTransactionConnection,
+  taskId: string,
+  completion: Completion,
+  finishing: Finishing,
+): Promise<Completing> {
   const billedTokens = completion.kind === 'attempt' ? completion.billed : undefined;
   // A reported total below the billed counts is billed as reported: prompt tokens first, then completion.
   const billed = billedTokens ?? { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 };
   const chargedPrompt = Math.min(billed.prompt_tokens, billed.total_tokens);
-  const charged = { prompt: chargedPrompt, completion: Math.min(billed.completion_tokens, billed.total_tokens - chargedPrompt) };
+  const charged = {
+    prompt: chargedPrompt,
+    completion: Math.min(billed.completion_tokens, billed.total_tokens - chargedPrompt),
+  };
   // The task row is locked first: completions of one task (solver, admin, timeout) take turns here.
   // Billed is the smaller of the solver's report and the bound of what the service counted; a chat not
   // metered bills no tokens.
@@ -197,9 +238,15 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
   let solverId: string;
   let price: string;
   if (completion.kind === 'attempt') {
-    if (!task.solver_id || !task.price) throw new Error(`attempt ${completion.attemptId} of task ${taskId} does not exist`);
+    if (!task.solver_id || !task.price)
+      throw new Error(`attempt ${completion.attemptId} of task ${taskId} does not exist`);
     // Only an open attempt may complete the task; closing it is the guard (once, under its row lock).
-    const [closed] = await closeAndHandOn(tx, finishing.policy, [{ attemptId: completion.attemptId, outcome: 'completed' }], finishing.freed);
+    const [closed] = await closeAndHandOn(
+      tx,
+      finishing.policy,
+      [{ attemptId: completion.attemptId, outcome: 'completed' }],
+      finishing.freed,
+    );
     if (!closed) return { kind: 'attempt_closed', status: task.status };
     solverId = task.solver_id;
     price = task.price;
@@ -212,13 +259,19 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
     price = offered ?? task.max_price_points;
     const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
       SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
-    await closeAndHandOn(tx, finishing.policy, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
+    await closeAndHandOn(
+      tx,
+      finishing.policy,
+      open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })),
+      finishing.freed,
+    );
   }
   // Web results are scanned once, where they are stored, so polling, the convenience responses and the
   // scrape endpoint all serve the same verdict (the account's setting when the result arrived).
   // A chat's stored result shows the usage it was billed for.
   let result = billedTokens ? { ...completion.result, usage: billedTokens } : completion.result;
-  if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type)) result = withSafetyVerdict(result);
+  if (task.prompt_safety_scan && (WEB_TASK_TYPES as readonly string[]).includes(task.task_type))
+    result = withSafetyVerdict(result);
   // The row is finished before the settlement, so that the balance rows the settlement locks (the
   // client's, which a new task of the same account waits for, and the platform's, which every settlement
   // takes) are held for its one statement and the commit only.
@@ -226,7 +279,8 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
     tx,
     taskId,
     'completed',
-    sql.fragment`result = ${sql.jsonb({ ...result, ...completion.stored } as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
+    sql.fragment`result =
+      ${sql.jsonb({ ...result, ...completion.stored } as never)}, price_points = (SELECT ${cappedCharge(price)} FROM holds WHERE hold_id = ${taskId}), solver_id = ${solverId}, error = NULL`,
   );
   const attemptId = completion.kind === 'attempt' ? completion.attemptId : null;
   return {
@@ -252,10 +306,24 @@ export async function completeTaskIn(tx: DatabaseTransactionConnection, taskId: 
  * paid, the platform takes its fee and the rest of the hold goes back; the key's spend keeps the charge.
  * Returns the ledger's facts: whether it applied, what was charged and what the solver earned.
  */
-export async function settleCompletedIn(tx: DatabaseTransactionConnection, completed: Completed, feePercent: string): Promise<{ applied: boolean; charged: string; solverEarned: string }> {
-  const settled = await settle(tx, { holdId: completed.taskId, price: completed.price, solverId: completed.solverId, feePercent });
+export async function settleCompletedIn(
+  tx: DatabaseTransactionConnection,
+  completed: Completed,
+  feePercent: string,
+): Promise<{ applied: boolean; charged: string; solverEarned: string }> {
+  const settled = await settle(tx, {
+    holdId: completed.taskId,
+    price: completed.price,
+    solverId: completed.solverId,
+    feePercent,
+  });
   // The key's spend keeps the charge; the rest of the hold is given back to it as to the account.
-  if (settled.applied && completed.keyLimited) await returnKeySpend(tx, completed.taskId, sql.fragment`${completed.maxPricePoints}::numeric - ${settled.charged}::numeric`);
+  if (settled.applied && completed.keyLimited)
+    await returnKeySpend(
+      tx,
+      completed.taskId,
+      sql.fragment`${completed.maxPricePoints}::numeric - ${settled.charged}::numeric`,
+    );
   return { applied: settled.applied, charged: settled.charged, solverEarned: settled.solverEarned };
 }
 
@@ -279,8 +347,17 @@ const DeliveredRow = z.object({
  * trust reactions read, src/tasks/finish.ts). This is the one place where an ending without a result
  * decides what it costs.
  */
-export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: string, failure: TaskFailure, finishing: Finishing): Promise<Finished & { delivered?: Completed }> {
-  const { status, task_type: taskType, key_limited: keyLimited } = await tx.one(sql.type(z.object({ status: TaskStateColumn, task_type: z.string(), key_limited: z.boolean() }))`
+export async function failTaskIn(
+  tx: DatabaseTransactionConnection,
+  taskId: string,
+  failure: TaskFailure,
+  finishing: Finishing,
+): Promise<Finished & { delivered?: Completed }> {
+  const {
+    status,
+    task_type: taskType,
+    key_limited: keyLimited,
+  } = await tx.one(sql.type(z.object({ status: TaskStateColumn, task_type: z.string(), key_limited: z.boolean() }))`
     SELECT status, task_type, key_spend_period IS NOT NULL AS key_limited FROM tasks WHERE task_id = ${taskId} FOR UPDATE`);
   finishing.type = taskType;
   if (isTerminalState(status)) return { applied: false, status };
@@ -302,7 +379,12 @@ export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: stri
     : null;
   const open = await tx.anyFirst(sql.type(z.object({ attempt_id: z.string() }))`
     SELECT attempt_id FROM task_attempts WHERE task_id = ${taskId} AND ended_at IS NULL`);
-  await closeAndHandOn(tx, finishing.policy, open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })), finishing.freed);
+  await closeAndHandOn(
+    tx,
+    finishing.policy,
+    open.map((attemptId) => ({ attemptId, outcome: 'cancelled' as const })),
+    finishing.freed,
+  );
   if (delivered) {
     // Finished first, as a completion is: the balance rows are locked for the settlement and the commit only.
     finishing.webhooks = await finishRow(
@@ -331,7 +413,12 @@ export async function failTaskIn(tx: DatabaseTransactionConnection, taskId: stri
     };
   }
   // Finished first, so that the account's balance row is locked for the release's last statement and the commit only.
-  finishing.webhooks = await finishRow(tx, taskId, failure.status, sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`);
+  finishing.webhooks = await finishRow(
+    tx,
+    taskId,
+    failure.status,
+    sql.fragment`error = ${sql.jsonb(failure.error)}, solver_id = NULL`,
+  );
   const released = await release(tx, { holdId: taskId });
   if (released.applied && keyLimited) await returnKeySpend(tx, taskId, sql.fragment`${released.released}::numeric`);
   return { applied: true, status: failure.status };

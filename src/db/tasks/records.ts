@@ -75,12 +75,16 @@ export async function getTaskRow(db: Runner, taskId: string): Promise<TaskRow | 
 /** The task record of decisions.md, or null when the task does not exist or belongs to another account. */
 export async function getTaskRecord(db: Runner, taskId: string, accountId?: string): Promise<TaskRecord | null> {
   // One round trip: the attempts come along as JSON, their times in the same ISO 8601 form as the task's.
-  const iso = (column: string) => sql.fragment`to_char(${sql.identifier(['ta', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-  const row = await db.maybeOne(sql.type(TaskRow.merge(TaskCostRow).extend({ attempts: z.array(AttemptRow), queue: QueuePlace.nullable() }))`
+  const iso = (column: string) =>
+    sql.fragment`to_char(${sql.identifier(['ta', column])} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+  const row = await db.maybeOne(sql.type(
+    TaskRow.merge(TaskCostRow).extend({ attempts: z.array(AttemptRow), queue: QueuePlace.nullable() }),
+  )`
     SELECT ${TASK_COLUMNS}, ${taskCostColumns(sql.fragment`tasks.task_id`)}, ${verificationColumn(sql.fragment`tasks.task_id`)},
       (SELECT json_build_object(
                 -- Among client tasks: canaries and runs waiting behind clients are the platform's.
-                'position', (SELECT count(*)::int FROM task_queue a WHERE a.task_type = q.task_type AND (a.arrival, a.task_id) <= (q.arrival, q.task_id) AND ${clientWaiting('a')}),
+                'position', (SELECT count(*)::int FROM task_queue a WHERE a.task_type = q.task_type AND (a.arrival, a.task_id) <= (q.arrival,
+                  q.task_id) AND ${clientWaiting('a')}),
                 'waited_seconds', round(extract(epoch FROM now() - q.arrival)::numeric, 3))
        FROM task_queue q WHERE q.task_id = tasks.task_id) AS queue,
       COALESCE((SELECT json_agg(json_build_object('attempt_id', ta.attempt_id, 'solver_id', ta.solver_id, 'started_at', ${iso('started_at')},
@@ -89,7 +93,11 @@ export async function getTaskRecord(db: Runner, taskId: string, accountId?: stri
     FROM tasks WHERE task_id = ${taskId}`);
   if (!row || (accountId !== undefined && row.account_id !== accountId)) return null;
   const { account_id: _account, attempts, queue, ...record } = row;
-  return { ...record, attempts: attempts.map(({ attempt_id: _id, ...attempt }) => attempt), ...(queue ? { queue } : {}) };
+  return {
+    ...record,
+    attempts: attempts.map(({ attempt_id: _id, ...attempt }) => attempt),
+    ...(queue ? { queue } : {}),
+  };
 }
 
 export async function taskCounts(db: Runner): Promise<Record<string, number>> {

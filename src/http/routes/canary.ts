@@ -26,8 +26,12 @@ export function canarySites(deps: AppDeps): RequestHandler {
         res.type('text').send('User-agent: *\nAllow: /\n');
         return;
       }
-      // No canary page's host or path holds a NUL (nor could PostgreSQL compare one): such a request is simply not a page.
-      const page = isStorableText(req.hostname) && isStorableText(req.path) ? ((await deps.trust.canaryPageAt(req.hostname, req.path)) ?? sitePage(req.hostname, req.path)) : null;
+      // No canary page's host or path holds a NUL (nor could PostgreSQL compare one): such a request is simply
+      // not a page.
+      const page =
+        isStorableText(req.hostname) && isStorableText(req.path)
+          ? ((await deps.trust.canaryPageAt(req.hostname, req.path)) ?? sitePage(req.hostname, req.path))
+          : null;
       if (page) {
         res.type('html').send(page);
         return;
@@ -36,7 +40,9 @@ export function canarySites(deps: AppDeps): RequestHandler {
       res
         .status(404)
         .type('html')
-        .send(`<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Page not found | ${site.name}</title></head><body><h1>Page not found</h1><p>Sorry, this page does not exist. <a href="/">Back to ${site.name}</a></p></body></html>\n`);
+        .send(
+          `<!doctype html>\n<html lang="en"><head><meta charset="utf-8"><title>Page not found | ${site.name}</title></head><body><h1>Page not found</h1><p>Sorry, this page does not exist. <a href="/">Back to ${site.name}</a></p></body></html>\n`,
+        );
     } catch (error) {
       next(error);
     }

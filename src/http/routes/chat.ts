@@ -1,5 +1,13 @@
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import { chunk, completionBody, MessageAssembler, normalizeUsage, openAiErrorBody, usageChunk, type CompletionMeta } from '../../chat/openai-format';
+import {
+  chunk,
+  completionBody,
+  MessageAssembler,
+  normalizeUsage,
+  openAiErrorBody,
+  usageChunk,
+  type CompletionMeta,
+} from '../../chat/openai-format';
 import { completionBudget } from '../../chat/request-estimate';
 import { estimatePromptTokens } from '../../chat/usage';
 import { scanChatMessages } from '../../safety/scanner';
@@ -27,12 +35,26 @@ function trustModeOf(req: Request): (typeof TRUST_MODES)[number] {
   return mode as (typeof TRUST_MODES)[number];
 }
 
-const decimalOrNull = (value: string | number | null | undefined) => (value === null || value === undefined ? null : String(value));
+const decimalOrNull = (value: string | number | null | undefined) =>
+  value === null || value === undefined ? null : String(value);
 
-const CHAT_ERRORS: ErrorType[] = ['invalid_trust_mode', 'prompt_safety_violation', 'insufficient_balance', 'key_spend_limit_reached', 'no_strong_solver_available', 'solver_checks_unfunded', 'no_solver_within_price', 'solvers_busy', 'model_not_found', 'solver_failed', 'service_unavailable', 'task_timeout', 'task_cancelled'];
+const CHAT_ERRORS: ErrorType[] = [
+  'invalid_trust_mode',
+  'prompt_safety_violation',
+  'insufficient_balance',
+  'key_spend_limit_reached',
+  'no_strong_solver_available',
+  'solver_checks_unfunded',
+  'no_solver_within_price',
+  'solvers_busy',
+  'model_not_found',
+  'solver_failed',
+  'service_unavailable',
+  'task_timeout',
+  'task_cancelled',
+];
 
 export function chatRoutes(deps: AppDeps): Route[] {
-
   const handler = async (req: Request, res: Response) => {
     const body = req.body as ChatCompletionRequest & Record<string, unknown>;
     const trustMode = trustModeOf(req);
@@ -40,9 +62,13 @@ export function chatRoutes(deps: AppDeps): Route[] {
     if (trustMode === 'strict' || accountOf(res).prompt_safety_scan) {
       const scan = scanChatMessages(body.messages);
       if (scan.flagged) {
-        throw new ApiError('prompt_safety_violation', 'The request was refused by the prompt safety scan; remove the flagged content and retry.', {
-          findings: scan.findings,
-        });
+        throw new ApiError(
+          'prompt_safety_violation',
+          'The request was refused by the prompt safety scan; remove the flagged content and retry.',
+          {
+            findings: scan.findings,
+          },
+        );
       }
     }
     if (!MODEL_ALIASES[body.model]) {
@@ -50,10 +76,16 @@ export function chatRoutes(deps: AppDeps): Route[] {
     }
     const strongModels = deps.strongModels();
     const maxPrice = body.provider?.max_price;
-    const { stream, stream_options: streamOptions } = body as ChatCompletionRequest & { stream_options?: { include_usage?: boolean } };
+    const { stream, stream_options: streamOptions } = body as ChatCompletionRequest & {
+      stream_options?: { include_usage?: boolean };
+    };
     const payload = chatTaskPayload(body);
     const taskId = newChatTaskId();
-    const meta: CompletionMeta = { id: chatWorkflowId(taskId), created: Math.floor(Date.now() / 1000), model: PUBLIC_MODEL_ID };
+    const meta: CompletionMeta = {
+      id: chatWorkflowId(taskId),
+      created: Math.floor(Date.now() / 1000),
+      model: PUBLIC_MODEL_ID,
+    };
     const includeUsage = Boolean(streamOptions?.include_usage);
 
     const assembler = new MessageAssembler();
@@ -69,7 +101,12 @@ export function chatRoutes(deps: AppDeps): Route[] {
     // runs): the stream opens then, and a start that fails after that is reported in the stream.
     const openStream = () => {
       if (res.headersSent) return;
-      res.status(200).set({ 'Content-Type': 'text/event-stream; charset=utf-8', 'Cache-Control': 'no-cache', Connection: 'keep-alive', 'X-Accel-Buffering': 'no' });
+      res.status(200).set({
+        'Content-Type': 'text/event-stream; charset=utf-8',
+        'Cache-Control': 'no-cache',
+        Connection: 'keep-alive',
+        'X-Accel-Buffering': 'no',
+      });
       res.flushHeaders();
       keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.config.sseKeepAliveMs);
     };
@@ -133,11 +170,15 @@ export function chatRoutes(deps: AppDeps): Route[] {
       if (stream) openStream();
       const verdict = await deps.tasks.waitForResult(task).catch(() => null);
       // The announced state carries no message; a failure's is on the task.
-      if (verdict && verdict.status !== 'completed' && !verdict.error) verdict.error = (await deps.taskViews.getTaskRecord(task.task_id))?.error ?? undefined;
+      if (verdict && verdict.status !== 'completed' && !verdict.error)
+        verdict.error = (await deps.taskViews.getTaskRecord(task.task_id))?.error ?? undefined;
       const end = verdict?.status === 'completed' ? await withTimeout(listener.ended, END_GRACE_MS) : null;
       finished = true;
       if (!end) {
-        const failure = verdict?.status === 'completed' ? new ApiError('solver_failed', 'The completion stream was interrupted.') : failureError('chat', task, verdict);
+        const failure =
+          verdict?.status === 'completed'
+            ? new ApiError('solver_failed', 'The completion stream was interrupted.')
+            : failureError('chat', task, verdict);
         if (!stream) throw failure;
         send(openAiErrorBody(failure.toBody()));
         res.end();
@@ -158,7 +199,8 @@ export function chatRoutes(deps: AppDeps): Route[] {
     } catch (error) {
       if (!res.headersSent) throw error;
       // The stream has begun: report the failure in-band rather than cutting the stream silently.
-      const failure = error instanceof ApiError ? error : new ApiError('internal_error', 'The completion failed on our side; retry.');
+      const failure =
+        error instanceof ApiError ? error : new ApiError('internal_error', 'The completion failed on our side; retry.');
       if (!(error instanceof ApiError)) res.locals.log.error({ err: error }, 'chat stream failed');
       send(openAiErrorBody(failure.toBody()));
       res.end();
@@ -185,7 +227,11 @@ export function chatRoutes(deps: AppDeps): Route[] {
   return [
     route({ ...completion, path: '/v1/chat/completions', summary: 'OpenAI-compatible chat completion (JSON or SSE)' }),
     // Temporary alias during the migration window; same behaviour.
-    route({ ...completion, path: '/v1/inference/chat/completions', summary: 'Temporary alias of /v1/chat/completions' }),
+    route({
+      ...completion,
+      path: '/v1/inference/chat/completions',
+      summary: 'Temporary alias of /v1/chat/completions',
+    }),
   ];
 }
 

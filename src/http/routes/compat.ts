@@ -1,15 +1,45 @@
 import type { ErrorRequestHandler, Request, Response } from 'express';
-import { DEFAULT_FORMATS, firecrawlFailure, scrapeDocument, timeoutSecondsOf, withScheme, type ScrapeParts } from '../../compat/firecrawl';
+import {
+  DEFAULT_FORMATS,
+  firecrawlFailure,
+  scrapeDocument,
+  timeoutSecondsOf,
+  withScheme,
+  type ScrapeParts,
+} from '../../compat/firecrawl';
 import { firecrawlActions, parseActions } from '../../compat/firecrawl-actions';
-import { planScrapeV2, renderPayload, unsupportedFormat, unsupportedResultScrape, webResultV1, webResultV2, type SearchHit } from '../../compat/firecrawl-v2';
+import {
+  planScrapeV2,
+  renderPayload,
+  unsupportedFormat,
+  unsupportedResultScrape,
+  webResultV1,
+  webResultV2,
+  type SearchHit,
+} from '../../compat/firecrawl-v2';
 import { isValidSelector } from '../../compat/page-html';
 import { renderReason } from '../../compat/render-policy';
 import { assertScrapeOptions } from '../../compat/scrape-options';
-import { EXTRACTION_ATTEMPTS, EXTRACTION_MAX_TOKENS, extractionFailed, extractionRequest, jsonExtraction, judgeAnswer, repairRequest, type Extraction } from '../../compat/extraction';
+import {
+  EXTRACTION_ATTEMPTS,
+  EXTRACTION_MAX_TOKENS,
+  extractionFailed,
+  extractionRequest,
+  jsonExtraction,
+  judgeAnswer,
+  repairRequest,
+  type Extraction,
+} from '../../compat/extraction';
 import { completeChat, noStrongSolver } from '../chat-tasks';
 import { ApiError } from '../../errors';
 import { maxAgeOf, scrapeCacheKey, type CachedPage } from '../../compat/page-cache';
-import { pointsBelow, pointsLeft, scrapePriceLimit, scrapeWithinPrice, type ScrapePriceLimit } from '../../compat/price-limit';
+import {
+  pointsBelow,
+  pointsLeft,
+  scrapePriceLimit,
+  scrapeWithinPrice,
+  type ScrapePriceLimit,
+} from '../../compat/price-limit';
 import { decimalText } from '../../schemas/common';
 import { NO_FIGURES } from '../../db/matching';
 import type { ScanResult } from '../../safety/scanner';
@@ -24,7 +54,14 @@ import {
   type ScrapeV2Request,
 } from '../../schemas/requests';
 import { idempotencyOf } from '../idempotency';
-import { costHeaders, idempotencyKeyReused, insufficientBalance, noSolverError, runWebTask, safetyOf } from '../web-tasks';
+import {
+  costHeaders,
+  idempotencyKeyReused,
+  insufficientBalance,
+  noSolverError,
+  runWebTask,
+  safetyOf,
+} from '../web-tasks';
 import type { ErrorType } from '../../errors';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
@@ -70,8 +107,8 @@ const SCRAPE_ERRORS: ErrorType[] = [
 /** v1 names its formats in the request schema: an unserved one is a 422 there. */
 const SCRAPE_V1_ERRORS: ErrorType[] = SCRAPE_ERRORS.filter((type) => type !== 'unsupported_format');
 const SEARCH_ERRORS: ErrorType[] = ['unsupported_format', ...IDEMPOTENT_RUN];
-const SCRAPE_KEY = idempotent('answers with the first scrape\'s tasks', true);
-const SEARCH_KEY = idempotent('answers with the first search\'s task', true);
+const SCRAPE_KEY = idempotent("answers with the first scrape's tasks", true);
+const SEARCH_KEY = idempotent("answers with the first search's task", true);
 /** The scrape formats answered by a strong-tier chat on the page (src/compat/extraction.ts). */
 const LLM_FORMATS = ['json', 'summary'] as const;
 /** What every Firecrawl route shares. */
@@ -80,30 +117,58 @@ export const FIRECRAWL_ROUTE = { tag: 'compatibility', auth: 'bearer', firecrawl
 /** The page a fetch or a render gave, as a scrape's document is made from it. */
 function pageOf(part: 'fetch' | 'render', result: Record<string, unknown>): NonNullable<ScrapeParts['page']> {
   return part === 'render'
-    ? { content: String(result.snapshot ?? ''), kind: 'html', finalUrl: result.url as string, statusCode: (result.status_code as number | null) ?? null, title: result.title as string | null }
-    : { content: String(result.content ?? ''), kind: result.content_type === 'html' ? 'html' : 'text', finalUrl: result.final_url as string, statusCode: result.status_code as number, title: result.title as string | null };
+    ? {
+        content: String(result.snapshot ?? ''),
+        kind: 'html',
+        finalUrl: result.url as string,
+        statusCode: (result.status_code as number | null) ?? null,
+        title: result.title as string | null,
+      }
+    : {
+        content: String(result.content ?? ''),
+        kind: result.content_type === 'html' ? 'html' : 'text',
+        finalUrl: result.final_url as string,
+        statusCode: result.status_code as number,
+        title: result.title as string | null,
+      };
 }
 
 export function compatRoutes(deps: AppDeps): Route[] {
-
   /**
    * A scrape as Firecrawl does it: the page fetched, and rendered in a browser when it needs it (or
    * always, for waitFor and actions); its screenshot; one answer whose headers say what its tasks cost.
    */
-  async function scrape(req: Request, res: Response, version: 'v1' | 'v2', body: ScrapeV2Request, extractions: Extraction[] = []) {
+  async function scrape(
+    req: Request,
+    res: Response,
+    version: 'v1' | 'v2',
+    body: ScrapeV2Request,
+    extractions: Extraction[] = [],
+  ) {
     assertScrapeOptions(body as Record<string, unknown>, version);
     const actions = parseActions(body.actions, body.waitFor ?? 0);
-    // An extraction reads the page's markdown: the page is scraped as for markdown, which data holds only when asked for.
+    // An extraction reads the page's markdown: the page is scraped as for markdown, which data holds only when
+    // asked for.
     const asked = body.formats && body.formats.length > 0 ? body.formats : extractions.length > 0 ? [] : ['markdown'];
-    const plan = planScrapeV2({ ...body, formats: extractions.length > 0 ? [...asked, 'markdown'] : asked }, actions, LLM_FORMATS);
-    const shownFormats = extractions.length > 0 && !asked.some((format) => (typeof format === 'string' ? format : format.type) === 'markdown') ? plan.formats.filter((format) => format !== 'markdown') : plan.formats;
+    const plan = planScrapeV2(
+      { ...body, formats: extractions.length > 0 ? [...asked, 'markdown'] : asked },
+      actions,
+      LLM_FORMATS,
+    );
+    const shownFormats =
+      extractions.length > 0 &&
+      !asked.some((format) => (typeof format === 'string' ? format : format.type) === 'markdown')
+        ? plan.formats.filter((format) => format !== 'markdown')
+        : plan.formats;
     const url = withScheme(body.url);
-    const limit = body.maxPricePoints === undefined || body.maxPricePoints === null ? null : decimalText(body.maxPricePoints);
+    const limit =
+      body.maxPricePoints === undefined || body.maxPricePoints === null ? null : decimalText(body.maxPricePoints);
     const timeoutSeconds = timeoutSecondsOf(body.timeout);
     const fetchTimeout = timeoutSeconds ? { timeout: timeoutSeconds } : {};
     // Each task of the scrape gets its own key derived from the request's (Firecrawl SDKs send X-Idempotency-Key).
     const idempotency = idempotencyOf(req, `scrape:${version}`);
-    const partKey = (part: ScrapePart) => idempotency && { key: `scrape:${part}:${idempotency.key}`, fingerprint: idempotency.fingerprint };
+    const partKey = (part: ScrapePart) =>
+      idempotency && { key: `scrape:${part}:${idempotency.key}`, fingerprint: idempotency.fingerprint };
     // Firecrawl fetches from the US unless told otherwise; US-generic is its name for any US address.
     const country = body.location ? (body.location.country ?? 'US').slice(0, 2).toUpperCase() : undefined;
     const online = (taskType: WebTaskType) => deps.tasks.solverOnline(taskType, country);
@@ -111,14 +176,26 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const separateScreenshot = plan.screenshot !== null && !(renderFirst && plan.actions.length > 0);
     // Checked before any task exists, so a refused target, a missing solver or a key used with another
     // scrape (maybe of other parts) leaves nothing charged.
-    if (idempotency && (await deps.taskViews.idempotencyKeyReused(accountOf(res).account_id, { keys: SCRAPE_PARTS.map((part) => partKey(part)!.key), fingerprint: idempotency.fingerprint }))) {
+    if (
+      idempotency &&
+      (await deps.taskViews.idempotencyKeyReused(accountOf(res).account_id, {
+        keys: SCRAPE_PARTS.map((part) => partKey(part)!.key),
+        fingerprint: idempotency.fingerprint,
+      }))
+    ) {
       throw idempotencyKeyReused();
     }
     await assertAllowedTarget(deps.domainPolicy, url, ['body', 'url']);
     if (extractions.length > 0) {
       // A completion's text reaches only the request that created it (over the relay), so a repeat with the
       // same key could not be answered with it: json and summary are served without an idempotency key.
-      if (idempotency) throw new ApiError('unsupported_option', 'The json and summary formats are not served with an Idempotency-Key (or X-Idempotency-Key): send the scrape without one.', { option: 'Idempotency-Key' });
+      if (idempotency)
+        throw new ApiError(
+          'unsupported_option',
+          'The json and summary formats are not served with an Idempotency-Key (or ' +
+            'X-Idempotency-Key): send the scrape without one.',
+          { option: 'Idempotency-Key' },
+        );
       if (!(await deps.tasks.chatSolverOnline(deps.strongModels()))) throw noStrongSolver();
     }
     // The page cache (docs/crawl.md, "Page cache"): a request with an idempotency key is answered by its
@@ -133,12 +210,19 @@ export function compatRoutes(deps: AppDeps): Route[] {
       ...(renderFirst ? (['page_snapshot'] as const) : plan.content ? (['proxy_fetch'] as const) : []),
       ...(separateScreenshot ? (['screenshot'] as const) : []),
     ]);
-    for (const taskType of needed) if (!(await online(taskType))) throw await noSolverError(deps.tasks, taskType, country);
+    for (const taskType of needed)
+      if (!(await online(taskType))) throw await noSolverError(deps.tasks, taskType, country);
     const prices = await planPrices(res, { extractions, pageTasks: needed.size, limit });
     // A page task beyond its share would wait for a solver that may never come: refused before any work.
-    for (const taskType of needed) if (prices && !(await withinShare(res, taskType, prices.pageShare))) throw scrapeWithinPrice(taskType);
+    for (const taskType of needed)
+      if (prices && !(await withinShare(res, taskType, prices.pageShare))) throw scrapeWithinPrice(taskType);
 
-    const run = (part: ScrapePart, taskType: WebTaskType, payload: Record<string, unknown>, maxPricePoints = prices?.pageShare): Promise<TaskOutcome> =>
+    const run = (
+      part: ScrapePart,
+      taskType: WebTaskType,
+      payload: Record<string, unknown>,
+      maxPricePoints = prices?.pageShare,
+    ): Promise<TaskOutcome> =>
       runWebTask(deps, {
         accountId: accountOf(res).account_id,
         keyId: accountOf(res).key_id,
@@ -164,18 +248,34 @@ export function compatRoutes(deps: AppDeps): Route[] {
       const reason = fetched.result.content_type === 'html' ? renderReason(String(fetched.result.content ?? '')) : null;
       if (!reason) return;
       if (!(await online('page_snapshot'))) {
-        warning = `The page needs rendering (${reason}) and no browser solver${country ? ` fetching from ${country}` : ''} is online: its content is what a fetch sees.`;
+        warning =
+          `The page needs rendering (${reason}) and no browser solver${country ? ` fetching from ${country}` : ''} ` +
+          `is online: its content is what a fetch sees.`;
         return;
       }
       const renderLimit = prices ? prices.afterFetch(await costOf([fetched.taskId])) : undefined;
       if (renderLimit && !(await withinShare(res, 'page_snapshot', renderLimit))) {
-        warning = `The page needs rendering (${reason}) and no browser solver is within what maxPricePoints leaves after the fetch: its content is what a fetch sees.`;
+        warning =
+          `The page needs rendering (${reason}) and no browser solver is within what maxPricePoints ` +
+          `leaves after the fetch: its content is what a fetch sees.`;
         return;
       }
-      outcomes.push({ part: 'render', outcome: await run('render', 'page_snapshot', renderPayload(String(fetched.result.final_url ?? url), plan), renderLimit) });
+      outcomes.push({
+        part: 'render',
+        outcome: await run(
+          'render',
+          'page_snapshot',
+          renderPayload(String(fetched.result.final_url ?? url), plan),
+          renderLimit,
+        ),
+      });
     };
     const shot = async (): Promise<void> => {
-      if (separateScreenshot) outcomes.push({ part: 'screenshot', outcome: await run('screenshot', 'screenshot', { url, ...plan.screenshot }) });
+      if (separateScreenshot)
+        outcomes.push({
+          part: 'screenshot',
+          outcome: await run('screenshot', 'screenshot', { url, ...plan.screenshot }),
+        });
     };
     // Wait for every task, so none is left running unseen when another fails; then report the first failure.
     const failure = (await Promise.allSettled([page(), shot()])).find((outcome) => outcome.status === 'rejected');
@@ -192,13 +292,16 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const pageTask = outcomes.find((entry) => entry.part === (rendered ? 'render' : 'fetch'))?.outcome.taskId;
     // The client has its page either way: a cache write that fails costs only a later hit.
     if (cacheKey && pageTask && !warning && cache.storeInCache !== false) {
-      await deps.pageCache.keep(cacheKey, pageTask).catch((error: unknown) => res.locals.log.warn({ err: error, task_id: pageTask }, 'page not cached'));
+      await deps.pageCache
+        .keep(cacheKey, pageTask)
+        .catch((error: unknown) => res.locals.log.warn({ err: error, task_id: pageTask }, 'page not cached'));
     }
     const renderedActions = rendered?.actions as Parameters<typeof firecrawlActions>[0] | undefined;
     // Screenshots are answered as URLs the client fetches with its key, as Firecrawl answers its storage's URLs.
     const origin = `${req.protocol}://${req.get('host')}`;
     const taskOf = (part: ScrapePart) => outcomes.find((entry) => entry.part === part)?.outcome.taskId;
-    const artifactUrl = (part: ScrapePart, name: string) => `${origin}/v1/tasks/${encodeURIComponent(taskOf(part)!)}/artifacts/${name}`;
+    const artifactUrl = (part: ScrapePart, name: string) =>
+      `${origin}/v1/tasks/${encodeURIComponent(taskOf(part)!)}/artifacts/${name}`;
     let screenshotPart = screenshot ? { url: artifactUrl('screenshot', 'image_base64') } : undefined;
     let actionResults = renderedActions;
     if (renderedActions && plan.screenshot && !separateScreenshot) {
@@ -210,23 +313,63 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const parts: ScrapeParts = {
       ...(pageParts ? { page: plan.content ? pageParts : { ...pageParts, content: '' } } : {}),
       ...(screenshotPart ? { screenshot: screenshotPart } : {}),
-      ...(actionResults && plan.actions.length > 0 ? { actions: firecrawlActions(actionResults, version, (index) => artifactUrl('render', `actions.screenshots.${index}`)) } : {}),
+      ...(actionResults && plan.actions.length > 0
+        ? {
+            actions: firecrawlActions(actionResults, version, (index) =>
+              artifactUrl('render', `actions.screenshots.${index}`),
+            ),
+          }
+        : {}),
       taskIds,
-      scans: outcomes.flatMap(({ part, outcome }) => (outcome.result.safety ? [{ name: PART_NAMES[part], safety: outcome.result.safety as ScanResult }] : [])),
+      scans: outcomes.flatMap(({ part, outcome }) =>
+        outcome.result.safety ? [{ name: PART_NAMES[part], safety: outcome.result.safety as ScanResult }] : [],
+      ),
       ...(warning ? { warning } : {}),
     };
     if (extractions.length === 0) {
       res.set(costHeaders(cost));
-      const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
-      res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'miss', pointsCharged: cost.charged_points, pointsHeld: cost.held_points } } });
+      const data = scrapeDocument({
+        url,
+        formats: plan.formats,
+        onlyMainContent: plan.onlyMainContent,
+        tags: plan.tags,
+        removeBase64Images: plan.removeBase64Images,
+        parts,
+      });
+      res.json({
+        success: true,
+        data: {
+          ...data,
+          metadata: {
+            ...data.metadata,
+            cacheState: 'miss',
+            pointsCharged: cost.charged_points,
+            pointsHeld: cost.held_points,
+          },
+        },
+      });
       return;
     }
-    await answerWithExtractions(res, { url, plan: { ...plan, formats: shownFormats }, parts, pageCost: cost, cacheState: 'miss', extractions, prices });
+    await answerWithExtractions(res, {
+      url,
+      plan: { ...plan, formats: shownFormats },
+      parts,
+      pageCost: cost,
+      cacheState: 'miss',
+      extractions,
+      prices,
+    });
   }
 
   /** Some online solver of the type asks at most `share` (its price); none online is the task's own refusal. */
   async function withinShare(res: Response, taskType: WebTaskType, share: string) {
-    const { required } = await deps.solvers.canHoldEstimates({ accountId: accountOf(res).account_id, fixed: { count: 0, points: '0' }, count: 1, taskType, figures: NO_FIGURES });
+    const { required } = await deps.solvers.canHoldEstimates({
+      accountId: accountOf(res).account_id,
+      fixed: { count: 0, points: '0' },
+      count: 1,
+      taskType,
+      figures: NO_FIGURES,
+    });
     return required === null || !pointsBelow(share, required);
   }
 
@@ -241,9 +384,13 @@ export function compatRoutes(deps: AppDeps): Route[] {
    * insufficient_balance with nothing held, rather than a page charged and then no completion for want
    * of points; a limit below the completions' floor is 422 no_solver_within_price, as early.
    */
-  async function planPrices(res: Response, input: { extractions: Extraction[]; pageTasks: number; limit: string | null }): Promise<ScrapePriceLimit | null> {
+  async function planPrices(
+    res: Response,
+    input: { extractions: Extraction[]; pageTasks: number; limit: string | null },
+  ): Promise<ScrapePriceLimit | null> {
     const { extractions, pageTasks, limit } = input;
-    if (extractions.length === 0) return limit ? scrapePriceLimit(limit, { pageTasks, extractions: 0, completionFloor: null }) : null;
+    if (extractions.length === 0)
+      return limit ? scrapePriceLimit(limit, { pageTasks, extractions: 0, completionFloor: null }) : null;
     const holds = (fixed: { count: number; points: string }, count: number) =>
       deps.solvers.canHoldEstimates({
         accountId: accountOf(res).account_id,
@@ -251,17 +398,41 @@ export function compatRoutes(deps: AppDeps): Route[] {
         count,
         taskType: CHAT_TASK_TYPE,
         strongModels: deps.strongModels(),
-        figures: { promptTokens: null, completionTokens: EXTRACTION_MAX_TOKENS, maxPricePrompt: null, maxPriceCompletion: null, maxPriceRequest: null },
+        figures: {
+          promptTokens: null,
+          completionTokens: EXTRACTION_MAX_TOKENS,
+          maxPricePrompt: null,
+          maxPriceCompletion: null,
+          maxPriceRequest: null,
+        },
       });
-    const prices = limit ? scrapePriceLimit(limit, { pageTasks, extractions: extractions.length, completionFloor: (await holds({ count: 0, points: '0' }, 1)).required }) : null;
-    const { required, enough } = await holds({ count: pageTasks, points: prices?.pageShare ?? deps.config.defaultWebTaskPricePoints }, extractions.length);
+    const prices = limit
+      ? scrapePriceLimit(limit, {
+          pageTasks,
+          extractions: extractions.length,
+          completionFloor: (await holds({ count: 0, points: '0' }, 1)).required,
+        })
+      : null;
+    const { required, enough } = await holds(
+      { count: pageTasks, points: prices?.pageShare ?? deps.config.defaultWebTaskPricePoints },
+      extractions.length,
+    );
     if (required !== null && !enough) throw insufficientBalance(required);
     return prices;
   }
 
   /** A document's markdown, as the markdown format gives it: what an extraction reads. */
   const markdownFor = (url: string, plan: ReturnType<typeof planScrapeV2>, parts: ScrapeParts) =>
-    String(scrapeDocument({ url, formats: ['markdown'], onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts }).markdown ?? '');
+    String(
+      scrapeDocument({
+        url,
+        formats: ['markdown'],
+        onlyMainContent: plan.onlyMainContent,
+        tags: plan.tags,
+        removeBase64Images: plan.removeBase64Images,
+        parts,
+      }).markdown ?? '',
+    );
 
   /**
    * Runs each extraction (json, summary) as a chat completion of a strong-tier solver on the page's
@@ -305,13 +476,20 @@ export function compatRoutes(deps: AppDeps): Route[] {
           chatTaskIds.push(taskId);
           own.push(taskId);
         };
-        const answer = await completeChat(deps, { accountId: account.account_id, keyId: account.key_id, payload: request, maxPricePoints, clientGone: clientGone.signal, onCreated }).catch(
-          (error: unknown) => {
-            // A repair the limit cannot pay leaves the first answer's problems to report.
-            if (attempt > 1 && error instanceof ApiError && error.type === 'no_solver_within_price') return null;
-            throw error instanceof ApiError && error.type === 'no_solver_within_price' ? scrapeWithinPrice(`the ${extraction.kind} completion`) : error;
-          },
-        );
+        const answer = await completeChat(deps, {
+          accountId: account.account_id,
+          keyId: account.key_id,
+          payload: request,
+          maxPricePoints,
+          clientGone: clientGone.signal,
+          onCreated,
+        }).catch((error: unknown) => {
+          // A repair the limit cannot pay leaves the first answer's problems to report.
+          if (attempt > 1 && error instanceof ApiError && error.type === 'no_solver_within_price') return null;
+          throw error instanceof ApiError && error.type === 'no_solver_within_price'
+            ? scrapeWithinPrice(`the ${extraction.kind} completion`)
+            : error;
+        });
         if (!answer) return { extraction, problems: [...problems, 'no repair within maxPricePoints'] };
         tokens.prompt_tokens += answer.usage.prompt_tokens;
         tokens.completion_tokens += answer.usage.completion_tokens;
@@ -328,23 +506,48 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const cost = await deps.ledger.costOfTasks(taskIds);
     const crashed = settled.find((outcome) => outcome.status === 'rejected');
     if (crashed) throw withCost((crashed as PromiseRejectedResult).reason, cost);
-    const outcomes = settled.map((outcome) => (outcome as PromiseFulfilledResult<Awaited<ReturnType<typeof runOne>>>).value);
+    const outcomes = settled.map(
+      (outcome) => (outcome as PromiseFulfilledResult<Awaited<ReturnType<typeof runOne>>>).value,
+    );
     const failed = outcomes.find((outcome) => 'problems' in outcome);
-    if (failed && 'problems' in failed) throw withCost(extractionFailed(failed.extraction, failed.problems!, taskIds), cost);
+    if (failed && 'problems' in failed)
+      throw withCost(extractionFailed(failed.extraction, failed.problems!, taskIds), cost);
     const values: Record<string, unknown> = {};
-    for (const outcome of outcomes) if ('value' in outcome) values[outcome.extraction.kind === 'summary' ? 'summary' : outcome.extraction.field] = outcome.value;
+    for (const outcome of outcomes)
+      if ('value' in outcome)
+        values[outcome.extraction.kind === 'summary' ? 'summary' : outcome.extraction.field] = outcome.value;
     res.set(costHeaders(cost));
-    const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts: { ...parts, taskIds } });
+    const data = scrapeDocument({
+      url,
+      formats: plan.formats,
+      onlyMainContent: plan.onlyMainContent,
+      tags: plan.tags,
+      removeBase64Images: plan.removeBase64Images,
+      parts: { ...parts, taskIds },
+    });
     const costParts = {
       page: { taskIds: parts.taskIds, pointsCharged: input.pageCost.charged_points },
-      completions: { taskIds: chatTaskIds, pointsCharged: chatCost.charged_points, promptTokens: tokens.prompt_tokens, completionTokens: tokens.completion_tokens },
+      completions: {
+        taskIds: chatTaskIds,
+        pointsCharged: chatCost.charged_points,
+        promptTokens: tokens.prompt_tokens,
+        completionTokens: tokens.completion_tokens,
+      },
     };
     res.json({
       success: true,
       data: {
         ...data,
         ...values,
-        metadata: { ...data.metadata, scrapeId: data.metadata.scrapeId ?? chatTaskIds[0], cacheState: input.cacheState, ...(input.cachedAt ? { cachedAt: input.cachedAt } : {}), pointsCharged: cost.charged_points, pointsHeld: cost.held_points, costParts },
+        metadata: {
+          ...data.metadata,
+          scrapeId: data.metadata.scrapeId ?? chatTaskIds[0],
+          cacheState: input.cacheState,
+          ...(input.cachedAt ? { cachedAt: input.cachedAt } : {}),
+          pointsCharged: cost.charged_points,
+          pointsHeld: cost.held_points,
+          costParts,
+        },
       },
     });
   }
@@ -352,7 +555,12 @@ export function compatRoutes(deps: AppDeps): Route[] {
   /** An error of a scrape whose tasks have run: its headers say what they cost, as a success's do. */
   function withCost(error: unknown, cost: { charged_points: string; held_points: string | null }): unknown {
     if (!(error instanceof ApiError)) return error;
-    return new ApiError(error.type, error.message, { ...error.extra, points_charged: cost.charged_points }, { ...error.headers, ...costHeaders(cost) });
+    return new ApiError(
+      error.type,
+      error.message,
+      { ...error.extra, points_charged: cost.charged_points },
+      { ...error.headers, ...costHeaders(cost) },
+    );
   }
 
   /**
@@ -360,20 +568,58 @@ export function compatRoutes(deps: AppDeps): Route[] {
    * one, free, with no task of its own (docs/crawl.md, "Page cache"). The cached task's id is not shown:
    * it may be another account's.
    */
-  async function answerFromCache(res: Response, url: string, plan: ReturnType<typeof planScrapeV2>, cached: CachedPage, asked: { extractions: Extraction[]; limit: string | null }) {
+  async function answerFromCache(
+    res: Response,
+    url: string,
+    plan: ReturnType<typeof planScrapeV2>,
+    cached: CachedPage,
+    asked: { extractions: Extraction[]; limit: string | null },
+  ) {
     const { extractions } = asked;
     const part: ScrapePart = cached.taskType === 'page_snapshot' ? 'render' : 'fetch';
     const safety = cached.result.safety as ScanResult | undefined;
-    const parts: ScrapeParts = { page: pageOf(part, cached.result), taskIds: [], scans: safety ? [{ name: PART_NAMES[part], safety }] : [] };
+    const parts: ScrapeParts = {
+      page: pageOf(part, cached.result),
+      taskIds: [],
+      scans: safety ? [{ name: PART_NAMES[part], safety }] : [],
+    };
     // The cache keeps pages only: a cached page's json and summary are asked of a solver again.
     if (extractions.length > 0) {
       const prices = await planPrices(res, { extractions, pageTasks: 0, limit: asked.limit });
-      await answerWithExtractions(res, { url, plan, parts, pageCost: { charged_points: '0', held_points: '0' }, cacheState: 'hit', cachedAt: cached.cachedAt, extractions, prices });
+      await answerWithExtractions(res, {
+        url,
+        plan,
+        parts,
+        pageCost: { charged_points: '0', held_points: '0' },
+        cacheState: 'hit',
+        cachedAt: cached.cachedAt,
+        extractions,
+        prices,
+      });
       return;
     }
     res.set(costHeaders({ charged_points: '0', held_points: '0' }));
-    const data = scrapeDocument({ url, formats: plan.formats, onlyMainContent: plan.onlyMainContent, tags: plan.tags, removeBase64Images: plan.removeBase64Images, parts });
-    res.json({ success: true, data: { ...data, metadata: { ...data.metadata, cacheState: 'hit', cachedAt: cached.cachedAt, pointsCharged: '0', pointsHeld: '0' } } });
+    const data = scrapeDocument({
+      url,
+      formats: plan.formats,
+      onlyMainContent: plan.onlyMainContent,
+      tags: plan.tags,
+      removeBase64Images: plan.removeBase64Images,
+      parts,
+    });
+    res.json({
+      success: true,
+      data: {
+        ...data,
+        metadata: {
+          ...data.metadata,
+          cacheState: 'hit',
+          cachedAt: cached.cachedAt,
+          pointsCharged: '0',
+          pointsHeld: '0',
+        },
+      },
+    });
   }
 
   const scrapeV1 = async (req: Request, res: Response) => {
@@ -381,7 +627,12 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const formats = body.formats && body.formats.length > 0 ? body.formats : DEFAULT_FORMATS;
     if (formats.includes('screenshot') && formats.includes('screenshot@fullPage')) {
       throw new RequestValidationError([
-        { type: 'value_error', loc: ['body', 'formats'], msg: 'Value error, ask for either "screenshot" or "screenshot@fullPage", not both', input: body.formats },
+        {
+          type: 'value_error',
+          loc: ['body', 'formats'],
+          msg: 'Value error, ask for either "screenshot" or "screenshot@fullPage", not both',
+          input: body.formats,
+        },
       ]);
     }
     // v1's LLM formats: json (its options in jsonOptions) and extract (in extract), answered under their names.
@@ -390,7 +641,9 @@ export function compatRoutes(deps: AppDeps): Route[] {
     if (formats.includes('json')) extractions.push(jsonExtraction(options.jsonOptions ?? {}, 'json', 'jsonOptions'));
     if (formats.includes('extract')) extractions.push(jsonExtraction(options.extract ?? {}, 'extract', 'extract'));
     const pageFormats = formats.filter((format) => format !== 'json' && format !== 'extract');
-    const v2Formats = pageFormats.map((format) => (format === 'screenshot@fullPage' ? { type: 'screenshot', fullPage: true } : format));
+    const v2Formats = pageFormats.map((format) =>
+      format === 'screenshot@fullPage' ? { type: 'screenshot', fullPage: true } : format,
+    );
     const { jsonOptions: _json, extract: _extract, ...rest } = body as ScrapeRequest & typeof options;
     await scrape(req, res, 'v1', { ...rest, formats: v2Formats } as ScrapeV2Request, extractions);
   };
@@ -410,7 +663,13 @@ export function compatRoutes(deps: AppDeps): Route[] {
     });
     for (const field of ['includeTags', 'excludeTags'] as const) {
       (body[field] ?? []).forEach((selector, index) => {
-        if (!isValidSelector(selector)) problems.push({ type: 'value_error', loc: ['body', field, index], msg: 'Value error, not a valid CSS selector', input: selector });
+        if (!isValidSelector(selector))
+          problems.push({
+            type: 'value_error',
+            loc: ['body', field, index],
+            msg: 'Value error, not a valid CSS selector',
+            input: selector,
+          });
       });
     }
     if (problems.length > 0) throw new RequestValidationError(problems);
@@ -418,7 +677,14 @@ export function compatRoutes(deps: AppDeps): Route[] {
     const extractions: Extraction[] = [];
     const pageFormats = (body.formats ?? []).filter((format, index) => {
       const type = typeof format === 'string' ? format : format.type;
-      if (type === 'json') extractions.push(jsonExtraction(typeof format === 'string' ? {} : (format as Record<string, unknown>), 'json', `formats.${index}`));
+      if (type === 'json')
+        extractions.push(
+          jsonExtraction(
+            typeof format === 'string' ? {} : (format as Record<string, unknown>),
+            'json',
+            `formats.${index}`,
+          ),
+        );
       else if (type === 'summary') extractions.push({ kind: 'summary' });
       else return true;
       return false;
@@ -462,7 +728,9 @@ export function compatRoutes(deps: AppDeps): Route[] {
       hits,
       taskId: task.task_id,
       safety: safetyOf(task.result, shown),
-      ...(limit > SEARCH_RESULTS_MAX ? { warning: `At most ${SEARCH_RESULTS_MAX} results are returned per search; ${limit} were asked for.` } : {}),
+      ...(limit > SEARCH_RESULTS_MAX
+        ? { warning: `At most ${SEARCH_RESULTS_MAX} results are returned per search; ${limit} were asked for.` }
+        : {}),
     };
   }
 
@@ -476,17 +744,75 @@ export function compatRoutes(deps: AppDeps): Route[] {
     res.json({ success: true, data: { web: hits.map(webResultV2), ...safety }, ...warning, id: taskId });
   };
 
-  const scrape1 = { ...FIRECRAWL_ROUTE, method: 'post', cost: true, body: ScrapeBody, headers: SCRAPE_KEY, errors: SCRAPE_V1_ERRORS, handler: scrapeV1 } as const;
-  const scrape2 = { ...FIRECRAWL_ROUTE, method: 'post', cost: true, body: ScrapeV2Body, headers: SCRAPE_KEY, errors: SCRAPE_ERRORS, handler: scrapeV2 } as const;
-  const search = { ...FIRECRAWL_ROUTE, method: 'post', cost: true, body: FirecrawlSearchBody, headers: SEARCH_KEY, errors: SEARCH_ERRORS } as const;
+  const scrape1 = {
+    ...FIRECRAWL_ROUTE,
+    method: 'post',
+    cost: true,
+    body: ScrapeBody,
+    headers: SCRAPE_KEY,
+    errors: SCRAPE_V1_ERRORS,
+    handler: scrapeV1,
+  } as const;
+  const scrape2 = {
+    ...FIRECRAWL_ROUTE,
+    method: 'post',
+    cost: true,
+    body: ScrapeV2Body,
+    headers: SCRAPE_KEY,
+    errors: SCRAPE_ERRORS,
+    handler: scrapeV2,
+  } as const;
+  const search = {
+    ...FIRECRAWL_ROUTE,
+    method: 'post',
+    cost: true,
+    body: FirecrawlSearchBody,
+    headers: SEARCH_KEY,
+    errors: SEARCH_ERRORS,
+  } as const;
   return [
-    route({ ...scrape1, path: `${COMPAT_SCRAPER_PREFIX}/scrape`, summary: 'Firecrawl v1 compatible scrape (docs/decisions.md lists which options are served, accepted or refused)' }),
-    route({ ...scrape1, path: `${COMPAT_SCRAPER_PREFIX}/v1/scrape`, summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)' }),
-    route({ ...scrape2, path: `${COMPAT_SCRAPER_PREFIX}/v2/scrape`, summary: 'Firecrawl v2 compatible scrape: fetched, rendered when the page needs it, actions run in the browser; unserved formats, options and actions are 400 naming them' }),
-    route({ ...scrape2, path: `${FIRECRAWL_V2_ROOT}/scrape`, summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its apiUrl)' }),
-    route({ ...search, path: `${COMPAT_SCRAPER_PREFIX}/v1/search`, summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of {url,title,description})', handler: searchV1 }),
-    route({ ...search, path: `${COMPAT_SCRAPER_PREFIX}/v2/search`, summary: 'Firecrawl v2 compatible search (a web_search task; data.web lists {url,title,description,position})', handler: searchV2 }),
-    route({ ...search, path: `${FIRECRAWL_V2_ROOT}/search`, summary: 'The same v2 search at the path firecrawl-py 4.x builds', handler: searchV2 }),
+    route({
+      ...scrape1,
+      path: `${COMPAT_SCRAPER_PREFIX}/scrape`,
+      summary:
+        'Firecrawl v1 compatible scrape (docs/decisions.md lists which options are served, accepted ' + 'or refused)',
+    }),
+    route({
+      ...scrape1,
+      path: `${COMPAT_SCRAPER_PREFIX}/v1/scrape`,
+      summary: 'The same scrape at the path Firecrawl SDKs build (apiUrl = {base_url}/v1/compat/scraper)',
+    }),
+    route({
+      ...scrape2,
+      path: `${COMPAT_SCRAPER_PREFIX}/v2/scrape`,
+      summary:
+        'Firecrawl v2 compatible scrape: fetched, rendered when the page needs it, actions run in ' +
+        'the browser; unserved formats, options and actions are 400 naming them',
+    }),
+    route({
+      ...scrape2,
+      path: `${FIRECRAWL_V2_ROOT}/scrape`,
+      summary: 'The same v2 scrape at the path firecrawl-py 4.x builds (it drops the base path of its ' + 'apiUrl)',
+    }),
+    route({
+      ...search,
+      path: `${COMPAT_SCRAPER_PREFIX}/v1/search`,
+      summary: 'Firecrawl v1 compatible search (a web_search task; data is a list of ' + '{url,title,description})',
+      handler: searchV1,
+    }),
+    route({
+      ...search,
+      path: `${COMPAT_SCRAPER_PREFIX}/v2/search`,
+      summary:
+        'Firecrawl v2 compatible search (a web_search task; data.web lists ' + '{url,title,description,position})',
+      handler: searchV2,
+    }),
+    route({
+      ...search,
+      path: `${FIRECRAWL_V2_ROOT}/search`,
+      summary: 'The same v2 search at the path firecrawl-py 4.x builds',
+      handler: searchV2,
+    }),
   ];
 }
 

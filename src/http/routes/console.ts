@@ -41,6 +41,10 @@ export function consoleRoutes(): Router {
   router.get('/console/solver-schemas.json', consoleHeaders, (_req, res) => {
     res.json(solverJsonSchemas());
   });
-  router.use('/console', consoleHeaders, express.static(CONSOLE_DIR, { index: false, redirect: false, dotfiles: 'ignore' }));
+  router.use(
+    '/console',
+    consoleHeaders,
+    express.static(CONSOLE_DIR, { index: false, redirect: false, dotfiles: 'ignore' }),
+  );
   return router;
 }

@@ -42,7 +42,8 @@ import { assertAllowedTarget } from '../target-policy';
  * both the compatibility prefix and /v2 (firecrawl-py 4.x drops the prefix), v1 at the prefix.
  */
 
-// Firecrawl keeps a job's results for a day; a shorter result retention ends the job sooner, before its first document goes.
+// Firecrawl keeps a job's results for a day; a shorter result retention ends the job sooner, before its first
+// document goes.
 const JOB_TTL_SECONDS = 24 * 3600;
 // Firecrawl's defaults.
 const CRAWL_DEFAULT_LIMIT = 10_000;
@@ -54,7 +55,8 @@ const STATUS_MAX_BYTES = 10 * 1024 * 1024;
 const v2 = (path: string) => [`${COMPAT_SCRAPER_PREFIX}/v2${path}`, `${FIRECRAWL_V2_ROOT}${path}`];
 const v1 = (path: string) => `${COMPAT_SCRAPER_PREFIX}/v1${path}`;
 
-const jobNotFound = (id: string) => new ApiError('job_not_found', `No crawl or batch scrape "${id}" on this account (or it has expired).`, { id });
+const jobNotFound = (id: string) =>
+  new ApiError('job_not_found', `No crawl or batch scrape "${id}" on this account (or it has expired).`, { id });
 
 /** Where this request's version of the API is served, as the client reached it. */
 function apiBase(req: Request, deps: AppDeps): string {
@@ -66,16 +68,30 @@ function apiBase(req: Request, deps: AppDeps): string {
 /** The formats a crawl's pages are scraped for: any the page's HTML gives (one fetch per page). */
 function crawlFormats(formats: readonly string[], plan: { screenshot: unknown } | null): string[] {
   if (plan?.screenshot || formats.some((format) => format.startsWith('screenshot'))) {
-    throw new ApiError('unsupported_format', 'The "screenshot" format is not supported in crawls and batch scrapes by this service; they serve markdown, html, rawHtml and links. Scrape single pages for screenshots.', { format: 'screenshot' });
+    throw new ApiError(
+      'unsupported_format',
+      'The "screenshot" format is not supported in crawls and batch scrapes by this service; they ' +
+        'serve markdown, html, rawHtml and links. Scrape single pages for screenshots.',
+      { format: 'screenshot' },
+    );
   }
   return [...formats];
 }
 
-function selectorProblems(fields: Record<string, readonly string[] | null | undefined>, loc: (string | number)[]): ValidationDetail[] {
+function selectorProblems(
+  fields: Record<string, readonly string[] | null | undefined>,
+  loc: (string | number)[],
+): ValidationDetail[] {
   const problems: ValidationDetail[] = [];
   for (const [field, selectors] of Object.entries(fields)) {
     (selectors ?? []).forEach((selector, index) => {
-      if (!isValidSelector(selector)) problems.push({ type: 'value_error', loc: [...loc, field, index], msg: 'Value error, not a valid CSS selector', input: selector });
+      if (!isValidSelector(selector))
+        problems.push({
+          type: 'value_error',
+          loc: [...loc, field, index],
+          msg: 'Value error, not a valid CSS selector',
+          input: selector,
+        });
     });
   }
   return problems;
@@ -93,7 +109,12 @@ function assertFetchableOptions(options: Record<string, unknown> | null | undefi
   for (const option of BROWSER_ONLY_OPTIONS) {
     const value = options?.[option];
     const given = Array.isArray(value) ? value.length > 0 : value !== undefined && value !== null && value !== 0;
-    if (given) throw unsupportedOption(option, `The "${option}" option is not supported in crawls and batch scrapes by this service: their pages are fetched, not rendered. Scrape single pages for it.`);
+    if (given)
+      throw unsupportedOption(
+        option,
+        `The "${option}" option is not supported in crawls and batch scrapes by this service: their ` +
+          `pages are fetched, not rendered. Scrape single pages for it.`,
+      );
   }
 }
 
@@ -108,7 +129,19 @@ function cacheSettings(options: CacheSettings | null | undefined): Pick<ScrapeSe
 }
 
 /** v2 scrape options (a crawl's scrapeOptions, a batch scrape's body) as a job's page settings. */
-function scrapeSettingsV2(options: { formats?: unknown[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } & CacheSettings | null | undefined, loc: (string | number)[]): ScrapeSettings {
+function scrapeSettingsV2(
+  options:
+    | ({
+        formats?: unknown[] | null;
+        onlyMainContent?: boolean | null;
+        includeTags?: string[] | null;
+        excludeTags?: string[] | null;
+        timeout?: number | null;
+      } & CacheSettings)
+    | null
+    | undefined,
+  loc: (string | number)[],
+): ScrapeSettings {
   assertFetchableOptions(options as Record<string, unknown> | null | undefined);
   const problems = selectorProblems({ includeTags: options?.includeTags, excludeTags: options?.excludeTags }, loc);
   if (problems.length > 0) throw new RequestValidationError(problems);
@@ -123,7 +156,19 @@ function scrapeSettingsV2(options: { formats?: unknown[] | null; onlyMainContent
   };
 }
 
-function scrapeSettingsV1(options: { formats?: string[] | null; onlyMainContent?: boolean | null; includeTags?: string[] | null; excludeTags?: string[] | null; timeout?: number | null } & CacheSettings | null | undefined, loc: (string | number)[]): ScrapeSettings {
+function scrapeSettingsV1(
+  options:
+    | ({
+        formats?: string[] | null;
+        onlyMainContent?: boolean | null;
+        includeTags?: string[] | null;
+        excludeTags?: string[] | null;
+        timeout?: number | null;
+      } & CacheSettings)
+    | null
+    | undefined,
+  loc: (string | number)[],
+): ScrapeSettings {
   assertFetchableOptions(options as Record<string, unknown> | null | undefined);
   const problems = selectorProblems({ includeTags: options?.includeTags, excludeTags: options?.excludeTags }, loc);
   if (problems.length > 0) throw new RequestValidationError(problems);
@@ -142,7 +187,14 @@ function checkPatterns(patterns: { includePaths?: string[] | null; excludePaths?
   for (const field of ['includePaths', 'excludePaths'] as const) {
     const invalid = invalidPattern(patterns[field] ?? []);
     if (invalid) {
-      throw new RequestValidationError([{ type: 'value_error', loc: ['body', field, (patterns[field] ?? []).indexOf(invalid.pattern)], msg: `Value error, not a valid regular expression: ${invalid.message}`, input: invalid.pattern }]);
+      throw new RequestValidationError([
+        {
+          type: 'value_error',
+          loc: ['body', field, (patterns[field] ?? []).indexOf(invalid.pattern)],
+          msg: `Value error, not a valid regular expression: ${invalid.message}`,
+          input: invalid.pattern,
+        },
+      ]);
     }
   }
 }
@@ -162,24 +214,40 @@ export function activeCrawlPaths(): Router {
   return router;
 }
 
-const START_ERRORS: ErrorType[] = ['unsupported_format', 'unsupported_option', 'domain_blocked', 'insufficient_balance', 'no_solver_available', 'solver_checks_unfunded', 'service_unavailable', 'idempotency_key_reused'];
+const START_ERRORS: ErrorType[] = [
+  'unsupported_format',
+  'unsupported_option',
+  'domain_blocked',
+  'insufficient_balance',
+  'no_solver_available',
+  'solver_checks_unfunded',
+  'service_unavailable',
+  'idempotency_key_reused',
+];
 const MAP_ERRORS: ErrorType[] = ['domain_blocked', ...RUNS_TASK];
-const JOB_KEY = idempotent('answers with the first request\'s job', true);
+const JOB_KEY = idempotent("answers with the first request's job", true);
 
 export function crawlRoutes(deps: AppDeps): Route[] {
-
   /** What every job needs before it exists: a fetch solver online, and points for its first page. */
   async function assertCanRun(res: Response): Promise<void> {
     if (!(await deps.tasks.solverOnline('proxy_fetch'))) throw await noSolverError(deps.tasks, 'proxy_fetch');
     const balance = await deps.ledger.getBalance(accountOf(res).account_id);
-    if (!balance || Number(balance.available_points) < Number(deps.config.defaultWebTaskPricePoints)) throw insufficientBalance(deps.config.defaultWebTaskPricePoints);
+    if (!balance || Number(balance.available_points) < Number(deps.config.defaultWebTaskPricePoints))
+      throw insufficientBalance(deps.config.defaultWebTaskPricePoints);
   }
 
-  /** The job's webhook as stored: Firecrawl's defaults filled in, its URL judged by the domain policy as a task's webhook is. */
+  /**
+   * The job's webhook as stored: Firecrawl's defaults filled in, its URL judged by the domain policy as a task's
+   * webhook is.
+   */
   async function jobWebhook(webhook: CrawlWebhookRequest | null | undefined): Promise<CrawlWebhook | null> {
     if (!webhook) return null;
     const given = typeof webhook === 'string' ? { url: webhook } : webhook;
-    await assertAllowedTarget(deps.domainPolicy, given.url, typeof webhook === 'string' ? ['body', 'webhook'] : ['body', 'webhook', 'url']);
+    await assertAllowedTarget(
+      deps.domainPolicy,
+      given.url,
+      typeof webhook === 'string' ? ['body', 'webhook'] : ['body', 'webhook', 'url'],
+    );
     return {
       url: given.url,
       headers: ('headers' in given && given.headers) || {},
@@ -189,9 +257,16 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   }
 
   /** Starts the job's workflow; one already started (the same job asked for again) is left running. */
-  async function startWorkflow(crawl: { crawl_id: string; account_id: string; kind: string; url: string | null }): Promise<void> {
+  async function startWorkflow(crawl: {
+    crawl_id: string;
+    account_id: string;
+    kind: string;
+    url: string | null;
+  }): Promise<void> {
     if ((await deps.crawls.start(crawl)) === 'not_started') {
-      throw new ApiError('service_unavailable', 'The job could not be started; nothing was charged. Retry shortly.', { id: crawl.crawl_id });
+      throw new ApiError('service_unavailable', 'The job could not be started; nothing was charged. Retry shortly.', {
+        id: crawl.crawl_id,
+      });
     }
   }
 
@@ -213,7 +288,14 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   async function startJob(
     req: Request,
     res: Response,
-    input: { kind: CrawlKind; operation: string; url: string | null; options: CrawlOptions; pages: Array<{ url: string; depth: number }>; webhook: CrawlWebhookRequest | null | undefined },
+    input: {
+      kind: CrawlKind;
+      operation: string;
+      url: string | null;
+      options: CrawlOptions;
+      pages: Array<{ url: string; depth: number }>;
+      webhook: CrawlWebhookRequest | null | undefined;
+    },
   ): Promise<string> {
     const crawlId = crypto.randomUUID();
     const created = await deps.crawls.create({
@@ -235,7 +317,21 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     return crawlId;
   }
 
-  function crawlOptions(body: { limit?: number | null; maxDiscoveryDepth?: number | null; includePaths?: string[] | null; excludePaths?: string[] | null; allowSubdomains?: boolean | null; allowExternalLinks?: boolean | null; ignoreQueryParameters?: boolean | null; regexOnFullURL?: boolean | null; delay?: number | null; maxConcurrency?: number | null }, rest: { crawlEntireDomain: boolean; sitemap: CrawlOptions['sitemap']; scrape: ScrapeSettings }): CrawlOptions {
+  function crawlOptions(
+    body: {
+      limit?: number | null;
+      maxDiscoveryDepth?: number | null;
+      includePaths?: string[] | null;
+      excludePaths?: string[] | null;
+      allowSubdomains?: boolean | null;
+      allowExternalLinks?: boolean | null;
+      ignoreQueryParameters?: boolean | null;
+      regexOnFullURL?: boolean | null;
+      delay?: number | null;
+      maxConcurrency?: number | null;
+    },
+    rest: { crawlEntireDomain: boolean; sitemap: CrawlOptions['sitemap']; scrape: ScrapeSettings },
+  ): CrawlOptions {
     checkPatterns(body);
     return {
       limit: body.limit ?? CRAWL_DEFAULT_LIMIT,
@@ -255,12 +351,26 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     };
   }
 
-  async function startCrawl(req: Request, res: Response, body: { url: string; webhook?: CrawlWebhookRequest | null }, options: CrawlOptions, version: 'v1' | 'v2') {
+  async function startCrawl(
+    req: Request,
+    res: Response,
+    body: { url: string; webhook?: CrawlWebhookRequest | null },
+    options: CrawlOptions,
+    version: 'v1' | 'v2',
+  ) {
     const operation = `crawl:${version}`;
     const replay = await replayed(req, res, operation);
     if (replay) return replay;
     const start = normaliseUrl(withScheme(body.url), options.ignoreQueryParameters);
-    if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: body.url }]);
+    if (!start)
+      throw new RequestValidationError([
+        {
+          type: 'url_parsing',
+          loc: ['body', 'url'],
+          msg: 'Input should be a valid URL, relative URL without a base',
+          input: body.url,
+        },
+      ]);
     await assertAllowedTarget(deps.domainPolicy, start, ['body', 'url']);
     await assertCanRun(res);
     return startJob(req, res, { kind: 'crawl', operation, url: start, options, pages: [], webhook: body.webhook });
@@ -268,7 +378,11 @@ export function crawlRoutes(deps: AppDeps): Route[] {
 
   const crawlV2 = async (req: Request, res: Response) => {
     const body = req.body as CrawlV2Request;
-    const options = crawlOptions(body, { crawlEntireDomain: body.crawlEntireDomain ?? false, sitemap: body.sitemap ?? 'include', scrape: scrapeSettingsV2(body.scrapeOptions, ['body', 'scrapeOptions']) });
+    const options = crawlOptions(body, {
+      crawlEntireDomain: body.crawlEntireDomain ?? false,
+      sitemap: body.sitemap ?? 'include',
+      scrape: scrapeSettingsV2(body.scrapeOptions, ['body', 'scrapeOptions']),
+    });
     const id = await startCrawl(req, res, body, options, 'v2');
     res.json({ success: true, id, url: `${apiBase(req, deps)}/v2/crawl/${id}` });
   };
@@ -277,13 +391,20 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     const body = req.body as CrawlV1Request;
     const options = crawlOptions(
       { ...body, maxDiscoveryDepth: body.maxDiscoveryDepth ?? body.maxDepth },
-      { crawlEntireDomain: body.crawlEntireDomain ?? body.allowBackwardLinks ?? false, sitemap: body.ignoreSitemap ? 'skip' : 'include', scrape: scrapeSettingsV1(body.scrapeOptions, ['body', 'scrapeOptions']) },
+      {
+        crawlEntireDomain: body.crawlEntireDomain ?? body.allowBackwardLinks ?? false,
+        sitemap: body.ignoreSitemap ? 'skip' : 'include',
+        scrape: scrapeSettingsV1(body.scrapeOptions, ['body', 'scrapeOptions']),
+      },
     );
     const id = await startCrawl(req, res, body, options, 'v1');
     res.json({ success: true, id, url: `${apiBase(req, deps)}/v1/crawl/${id}` });
   };
 
-  /** A batch scrape's URLs: each must parse and pass the domain policy, or (ignoreInvalidURLs) is left out and named. */
+  /**
+   * A batch scrape's URLs: each must parse and pass the domain policy, or (ignoreInvalidURLs) is left out and
+   * named.
+   */
   async function batchPages(urls: string[], ignoreInvalid: boolean) {
     const pages: Array<{ url: string; depth: number }> = [];
     const invalid: string[] = [];
@@ -296,7 +417,15 @@ export function crawlRoutes(deps: AppDeps): Route[] {
           invalid.push(raw);
           continue;
         }
-        if (!url) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'urls', index], msg: 'Input should be a valid URL, relative URL without a base', input: raw }]);
+        if (!url)
+          throw new RequestValidationError([
+            {
+              type: 'url_parsing',
+              loc: ['body', 'urls', index],
+              msg: 'Input should be a valid URL, relative URL without a base',
+              input: raw,
+            },
+          ]);
         await assertAllowedTarget(deps.domainPolicy, url, ['body', 'urls', index]);
       }
       if (seen.has(url!)) continue;
@@ -319,14 +448,32 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     const replay = await replayed(req, res, operation);
     // The same body leaves out the same URLs.
     const { pages, invalid } = await batchPages(body.urls, ignoreInvalid);
-    if (pages.length === 0) throw new RequestValidationError([{ type: 'value_error', loc: ['body', 'urls'], msg: 'Value error, no valid URL to scrape', input: body.urls }]);
+    if (pages.length === 0)
+      throw new RequestValidationError([
+        { type: 'value_error', loc: ['body', 'urls'], msg: 'Value error, no valid URL to scrape', input: body.urls },
+      ]);
     let id = replay;
     if (!id) {
       await assertCanRun(res);
-      const options = { ...crawlOptions({ maxConcurrency }, { crawlEntireDomain: false, sitemap: 'skip', scrape }), limit: pages.length };
-      id = await startJob(req, res, { kind: 'batch_scrape', operation, url: null, options, pages, webhook: body.webhook });
+      const options = {
+        ...crawlOptions({ maxConcurrency }, { crawlEntireDomain: false, sitemap: 'skip', scrape }),
+        limit: pages.length,
+      };
+      id = await startJob(req, res, {
+        kind: 'batch_scrape',
+        operation,
+        url: null,
+        options,
+        pages,
+        webhook: body.webhook,
+      });
     }
-    res.json({ success: true, id, url: `${apiBase(req, deps)}/${version}/batch/scrape/${id}`, ...(ignoreInvalid ? { invalidURLs: invalid } : {}) });
+    res.json({
+      success: true,
+      id,
+      url: `${apiBase(req, deps)}/${version}/batch/scrape/${id}`,
+      ...(ignoreInvalid ? { invalidURLs: invalid } : {}),
+    });
   }
 
   const batchV2 = async (req: Request, res: Response) => {
@@ -352,7 +499,11 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     const query = parseOrThrow(CrawlStatusQuery, req.query, ['query']);
     const skip = query.skip ?? 0;
     const limit = query.limit ?? CRAWL_PAGE_DEFAULT;
-    const [counts, cost, documents] = await Promise.all([deps.crawls.crawlCounts(crawl.crawl_id), deps.crawls.crawlCost(crawl.crawl_id), deps.crawls.crawlDocuments(crawl.crawl_id, skip, limit)]);
+    const [counts, cost, documents] = await Promise.all([
+      deps.crawls.crawlCounts(crawl.crawl_id),
+      deps.crawls.crawlCost(crawl.crawl_id),
+      deps.crawls.crawlDocuments(crawl.crawl_id, skip, limit),
+    ]);
     let bytes = 0;
     const data: typeof documents = [];
     for (const document of documents) {
@@ -369,7 +520,11 @@ export function crawlRoutes(deps: AppDeps): Route[] {
       total: counts.total - counts.cancelled,
       creditsUsed: counts.completed,
       expiresAt: crawl.expires_at,
-      ...(more ? { next: `${apiBase(req, deps)}${path}/${crawl.crawl_id}?skip=${skip + data.length}${query.limit ? `&limit=${query.limit}` : ''}` } : {}),
+      ...(more
+        ? {
+            next: `${apiBase(req, deps)}${path}/${crawl.crawl_id}?skip=${skip + data.length}${query.limit ? `&limit=${query.limit}` : ''}`,
+          }
+        : {}),
       data,
       pointsCharged: cost.charged_points,
       pointsHeld: cost.held_points,
@@ -389,7 +544,13 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     const failed = await deps.crawls.crawlErrors(crawl.crawl_id);
     res.json({
       success: true,
-      errors: failed.map((page) => ({ id: page.task_id ?? String(page.page_id), timestamp: page.finished_at, url: page.url, code: page.error.code, error: page.error.message })),
+      errors: failed.map((page) => ({
+        id: page.task_id ?? String(page.page_id),
+        timestamp: page.finished_at,
+        url: page.url,
+        code: page.error.code,
+        error: page.error.message,
+      })),
       robotsBlocked: crawl.robots_blocked,
     });
   }
@@ -413,14 +574,25 @@ export function crawlRoutes(deps: AppDeps): Route[] {
   async function map(req: Request, res: Response): Promise<string[]> {
     const body = req.body as MapRequest;
     const start = normaliseUrl(withScheme(body.url), false);
-    if (!start) throw new RequestValidationError([{ type: 'url_parsing', loc: ['body', 'url'], msg: 'Input should be a valid URL, relative URL without a base', input: body.url }]);
+    if (!start)
+      throw new RequestValidationError([
+        {
+          type: 'url_parsing',
+          loc: ['body', 'url'],
+          msg: 'Input should be a valid URL, relative URL without a base',
+          input: body.url,
+        },
+      ]);
     await assertAllowedTarget(deps.domainPolicy, start, ['body', 'url']);
     const sitemap = body.sitemap ?? (body.sitemapOnly ? 'only' : body.ignoreSitemap ? 'skip' : 'include');
     const ignoreQuery = body.ignoreQueryParameters ?? true;
     const includeSubdomains = body.includeSubdomains ?? true;
     const found: string[] = [start];
     if (sitemap !== 'skip') {
-      const robots = await fetchDiscoveryDocument({ ...deps, logger: res.locals.log ?? deps.logger }, new URL('/robots.txt', start).href);
+      const robots = await fetchDiscoveryDocument(
+        { ...deps, logger: res.locals.log ?? deps.logger },
+        new URL('/robots.txt', start).href,
+      );
       const named = robots ? parseRobots(robots, '').sitemaps : NO_RULES.sitemaps;
       found.push(...(await sitemapUrls({ ...deps, logger: res.locals.log ?? deps.logger }, start, named)));
     }
@@ -429,13 +601,18 @@ export function crawlRoutes(deps: AppDeps): Route[] {
         accountId: accountOf(res).account_id,
         keyId: accountOf(res).key_id,
         taskType: 'proxy_fetch',
-        payload: { url: start, raw_html: true, ...(timeoutSecondsOf(body.timeout) ? { timeout: timeoutSecondsOf(body.timeout) } : {}) },
+        payload: {
+          url: start,
+          raw_html: true,
+          ...(timeoutSecondsOf(body.timeout) ? { timeout: timeoutSecondsOf(body.timeout) } : {}),
+        },
         timeoutSeconds: timeoutSecondsOf(body.timeout),
         urlLoc: ['body', 'url'],
       });
       res.setHeader('X-Task-Id', task.task_id);
       res.set({ 'X-Points-Charged': task.charged_points, 'X-Points-Held': task.held_points ?? '0' });
-      if (task.result.content_type === 'html') found.push(...extractLinks(task.result.content ?? '', task.result.final_url ?? start));
+      if (task.result.content_type === 'html')
+        found.push(...extractLinks(task.result.content ?? '', task.result.final_url ?? start));
     }
     const site = new URL(start).hostname.replace(/^www\./, '');
     const urls = new Set<string>();
@@ -475,22 +652,87 @@ export function crawlRoutes(deps: AppDeps): Route[] {
     { prefix: '/v1/crawl', name: 'crawl or batch scrape', status: statusAt('/v1/crawl') },
     { prefix: '/v1/batch/scrape', name: 'batch scrape', status: statusAt('/v1/batch/scrape') },
   ];
-  const pathsOf = (prefix: string) => (prefix.startsWith('/v2') ? both(prefix.slice(3)) : [`${COMPAT_SCRAPER_PREFIX}${prefix}`]);
+  const pathsOf = (prefix: string) =>
+    prefix.startsWith('/v2') ? both(prefix.slice(3)) : [`${COMPAT_SCRAPER_PREFIX}${prefix}`];
   return [
-    ...routesAt(both('/crawl'), { ...start, summary: 'Firecrawl v2 crawl: starts a crawl workflow whose pages are proxy_fetch tasks (robots.txt obeyed, the domain policy applied to every URL)', body: CrawlV2Body, handler: crawlV2 }),
-    ...routesAt([v1('/crawl')], { ...start, summary: 'Firecrawl v1 crawl (the same job, v1 option names)', body: CrawlV1Body, handler: crawlV1 }),
-    ...routesAt(both('/batch/scrape'), { ...start, summary: 'Firecrawl v2 batch scrape: a list of URLs as one job (pages are proxy_fetch tasks)', body: BatchScrapeV2Body, handler: batchV2 }),
-    ...routesAt([v1('/batch/scrape')], { ...start, summary: 'Firecrawl v1 batch scrape', body: BatchScrapeV1Body, handler: batchV1 }),
+    ...routesAt(both('/crawl'), {
+      ...start,
+      summary:
+        'Firecrawl v2 crawl: starts a crawl workflow whose pages are proxy_fetch tasks (robots.txt ' +
+        'obeyed, the domain policy applied to every URL)',
+      body: CrawlV2Body,
+      handler: crawlV2,
+    }),
+    ...routesAt([v1('/crawl')], {
+      ...start,
+      summary: 'Firecrawl v1 crawl (the same job, v1 option names)',
+      body: CrawlV1Body,
+      handler: crawlV1,
+    }),
+    ...routesAt(both('/batch/scrape'), {
+      ...start,
+      summary: 'Firecrawl v2 batch scrape: a list of URLs as one job (pages are proxy_fetch tasks)',
+      body: BatchScrapeV2Body,
+      handler: batchV2,
+    }),
+    ...routesAt([v1('/batch/scrape')], {
+      ...start,
+      summary: 'Firecrawl v1 batch scrape',
+      body: BatchScrapeV1Body,
+      handler: batchV1,
+    }),
     // Before /crawl/{id}, which would take "active" for a job id.
-    ...routesAt([...both('/crawl/active'), v1('/crawl/active')], { ...FIRECRAWL_ROUTE, method: 'get', summary: 'The account\'s crawls still running', handler: (req, res) => active(req, res, 'crawl') }),
+    ...routesAt([...both('/crawl/active'), v1('/crawl/active')], {
+      ...FIRECRAWL_ROUTE,
+      method: 'get',
+      summary: "The account's crawls still running",
+      handler: (req, res) => active(req, res, 'crawl'),
+    }),
     ...jobs.flatMap(({ prefix, name, status: handler }) => [
-      ...routesAt(pathsOf(prefix).map((path) => `${path}/{id}/errors`), { ...job, method: 'get', summary: `A ${name}'s failed pages and the URLs robots.txt kept it from`, handler: errors }),
-      ...routesAt(pathsOf(prefix).map((path) => `${path}/{id}`), { ...job, method: 'get', summary: `A ${name}'s status, counts, cost and documents, paged by \`next\` (skip, limit)`, query: CrawlStatusQuery, handler }),
-      ...routesAt(pathsOf(prefix).map((path) => `${path}/{id}`), { ...job, method: 'delete', summary: `Cancel a ${name}: pending pages stop at once, running pages' tasks are cancelled; only pages done are charged`, handler: cancel }),
+      ...routesAt(
+        pathsOf(prefix).map((path) => `${path}/{id}/errors`),
+        {
+          ...job,
+          method: 'get',
+          summary: `A ${name}'s failed pages and the URLs robots.txt kept it from`,
+          handler: errors,
+        },
+      ),
+      ...routesAt(
+        pathsOf(prefix).map((path) => `${path}/{id}`),
+        {
+          ...job,
+          method: 'get',
+          summary: `A ${name}'s status, counts, cost and documents, paged by \`next\` (skip, limit)`,
+          query: CrawlStatusQuery,
+          handler,
+        },
+      ),
+      ...routesAt(
+        pathsOf(prefix).map((path) => `${path}/{id}`),
+        {
+          ...job,
+          method: 'delete',
+          summary:
+            `Cancel a ${name}: pending pages stop at once, running pages' tasks are cancelled; only ` +
+            `pages done are charged`,
+          handler: cancel,
+        },
+      ),
     ]),
     // firecrawl-js 1.x asks for a crawl's errors with DELETE.
-    ...routesAt([v1('/crawl/{id}/errors')], { ...job, method: 'delete', summary: 'The same errors, at the method firecrawl-js 1.x uses', handler: errors }),
-    ...routesAt(both('/map'), { ...mapRoute, summary: 'Firecrawl v2 map: the site\'s URLs from its sitemaps and the start page\'s links (one proxy_fetch task)', handler: mapV2 }),
+    ...routesAt([v1('/crawl/{id}/errors')], {
+      ...job,
+      method: 'delete',
+      summary: 'The same errors, at the method firecrawl-js 1.x uses',
+      handler: errors,
+    }),
+    ...routesAt(both('/map'), {
+      ...mapRoute,
+      summary:
+        "Firecrawl v2 map: the site's URLs from its sitemaps and the start page's links (one " + 'proxy_fetch task)',
+      handler: mapV2,
+    }),
     ...routesAt([v1('/map')], { ...mapRoute, summary: 'Firecrawl v1 map (links as strings)', handler: mapV1 }),
   ];
 }

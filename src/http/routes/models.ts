@@ -1,3 +1,4 @@
+import type { Request, Response } from 'express';
 import { ApiError } from '../../errors';
 import { MODEL_ALIASES, PUBLIC_MODEL_ID } from '../../schemas/domain';
 import { z } from '../../schemas/zod';
@@ -21,6 +22,21 @@ export function modelRoutes(deps: AppDeps): Route[] {
     allowlist: deps.strongModels(),
   });
 
+  function getModel(req: Request, res: Response) {
+    const requested = (req.params as unknown as string[])[0];
+    if (!MODEL_ALIASES[requested]) {
+      throw new ApiError(
+        'model_not_found',
+        `No model "${requested}". The public model is "${PUBLIC_MODEL_ID}" (alias "strong").`,
+      );
+    }
+    res.json(descriptor());
+  }
+
+  function getModels(_req: Request, res: Response) {
+    res.json({ object: 'list', data: [descriptor()] });
+  }
+
   return [
     route({
       method: 'get',
@@ -29,9 +45,7 @@ export function modelRoutes(deps: AppDeps): Route[] {
       tag: 'inference',
       auth: 'none',
       openai: true,
-      handler: (_req, res) => {
-        res.json({ object: 'list', data: [descriptor()] });
-      },
+      handler: getModels,
     }),
     route({
       method: 'get',
@@ -44,13 +58,7 @@ export function modelRoutes(deps: AppDeps): Route[] {
       params: ModelParams,
       errors: ['model_not_found'],
       openai: true,
-      handler: (req, res) => {
-        const requested = (req.params as unknown as string[])[0];
-        if (!MODEL_ALIASES[requested]) {
-          throw new ApiError('model_not_found', `No model "${requested}". The public model is "${PUBLIC_MODEL_ID}" (alias "strong").`);
-        }
-        res.json(descriptor());
-      },
+      handler: getModel,
     }),
   ];
 }

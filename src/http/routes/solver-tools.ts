@@ -1,3 +1,4 @@
+import type { Request, Response } from 'express';
 import { billingTypesOf, CAPABILITY_TASK_TYPES, CHAT_TASK_TYPE, SOLVER_PROTOCOL_VERSION } from '../../schemas/domain';
 import { solverJsonSchemas } from '../../schemas/json-schema';
 import type { z } from '../../schemas/zod';
@@ -12,7 +13,7 @@ export function solverToolRoutes(deps: AppDeps): Route[] {
   const routes: Route[] = [];
   const { config } = deps;
 
-  routes.push(route({ method: 'get', path: '/v1/solver/market', summary: 'The market a solver works in: strong-tier allowlist, platform fee, clients\' default maximum prices, protocol version, timeouts, server time', tag: 'solver', auth: 'bearer', response: SolverMarket, handler: (_req, res) => {
+  function getSolverMarket(_req: Request, res: Response) {
     const market: z.infer<typeof SolverMarket> = {
       protocol_version: SOLVER_PROTOCOL_VERSION,
       server_time: new Date().toISOString(),
@@ -22,9 +23,13 @@ export function solverToolRoutes(deps: AppDeps): Route[] {
         CAPABILITY_TASK_TYPES.map((type) => [
           type,
           {
-            default_max_price_points: type === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.defaultWebTaskPricePoints,
+            default_max_price_points:
+              type === CHAT_TASK_TYPE ? config.defaultChatPricePoints : config.defaultWebTaskPricePoints,
             strong_tier_only: type === CHAT_TASK_TYPE,
-            check_price_ceiling_points: checksSent(config.trust) && isCanaryTaskType(config.trust, type) ? config.trust.checkPriceCeilingPoints : null,
+            check_price_ceiling_points:
+              checksSent(config.trust) && isCanaryTaskType(config.trust, type)
+                ? config.trust.checkPriceCeilingPoints
+                : null,
             billing_types: [...billingTypesOf(type)],
           },
         ]),
@@ -38,11 +43,37 @@ export function solverToolRoutes(deps: AppDeps): Route[] {
       max_frame_bytes: MAX_FRAME_BYTES,
     };
     res.json(market);
-  } }));
+  }
 
-  routes.push(route({ method: 'get', path: '/v1/solver/schemas', summary: 'JSON Schema (draft 2020-12) of every solver protocol frame and result type (docs/solver-schemas.json)', tag: 'solver', auth: 'bearer', handler: (_req, res) => {
+  routes.push(
+    route({
+      method: 'get',
+      path: '/v1/solver/market',
+      summary:
+        "The market a solver works in: strong-tier allowlist, platform fee, clients' default " +
+        'maximum prices, protocol version, timeouts, server time',
+      tag: 'solver',
+      auth: 'bearer',
+      response: SolverMarket,
+      handler: getSolverMarket,
+    }),
+  );
+
+  function getSolverSchemas(_req: Request, res: Response) {
     res.json(solverJsonSchemas());
-  } }));
+  }
+
+  routes.push(
+    route({
+      method: 'get',
+      path: '/v1/solver/schemas',
+      summary:
+        'JSON Schema (draft 2020-12) of every solver protocol frame and result type ' + '(docs/solver-schemas.json)',
+      tag: 'solver',
+      auth: 'bearer',
+      handler: getSolverSchemas,
+    }),
+  );
 
   return routes;
 }

@@ -1,9 +1,22 @@
-import { chromium, type Browser, type BrowserContext, type Page, type Route, type WebSocketRoute } from 'playwright-core';
+import {
+  chromium,
+  type Browser,
+  type BrowserContext,
+  type Page,
+  type Route,
+  type WebSocketRoute,
+} from 'playwright-core';
 import type { Logger } from '../../logger';
 import { SOLVER_ERROR_RETRYABLE, SolverError, firstLine, type SolverErrorType } from '../errors';
 import { Semaphore } from '../semaphore';
 import { assertTargetAllowed, type NetPolicy } from '../net-guard';
-import { PROXY_ERROR_HEADER, policyResolver, startGuardProxy, type GuardProxy, type TargetResolver } from './guard-proxy';
+import {
+  PROXY_ERROR_HEADER,
+  policyResolver,
+  startGuardProxy,
+  type GuardProxy,
+  type TargetResolver,
+} from './guard-proxy';
 import { PageSettleWatch, type SettleOutcome } from './settle';
 
 /** Flags for a headless Chromium that makes no network traffic of its own and never phones home. */
@@ -94,7 +107,10 @@ export class BrowserPool {
     if (this.closed) return Promise.reject(new SolverError('shutting_down', 'the browser pool is closed'));
     this.launching ??= this.launch().catch((error) => {
       this.launching = undefined;
-      throw new SolverError('internal_error', `Chromium could not be started (${this.options.executablePath}): ${firstLine(String(error))}`);
+      throw new SolverError(
+        'internal_error',
+        `Chromium could not be started (${this.options.executablePath}): ${firstLine(String(error))}`,
+      );
     });
     return this.launching;
   }
@@ -115,10 +131,14 @@ export class BrowserPool {
     });
     browser.on('disconnected', () => {
       // A crashed browser is relaunched by the next task.
-      if (this.launching && !this.closed) this.options.logger?.warn('chromium disconnected; it will be relaunched on demand');
+      if (this.launching && !this.closed)
+        this.options.logger?.warn('chromium disconnected; it will be relaunched on demand');
       this.launching = undefined;
     });
-    this.options.logger?.info({ executablePath: this.options.executablePath, pages: this.options.pages, guardProxy: proxy?.url }, 'chromium started');
+    this.options.logger?.info(
+      { executablePath: this.options.executablePath, pages: this.options.pages, guardProxy: proxy?.url },
+      'chromium started',
+    );
     return browser;
   }
 
@@ -173,7 +193,13 @@ export type OpenPageOptions = {
  * whose subresources never finish is still used once its document is there; then, with `settleBy`,
  * waits until the page settles.
  */
-export async function openPage(page: Page, url: string, policy: NetPolicy, timeoutMs: number, options: OpenPageOptions = {}): Promise<OpenedPage> {
+export async function openPage(
+  page: Page,
+  url: string,
+  policy: NetPolicy,
+  timeoutMs: number,
+  options: OpenPageOptions = {},
+): Promise<OpenedPage> {
   await assertTargetAllowed(url, policy);
   const hops: string[] = [];
   const onRequest = (request: { url(): string; isNavigationRequest(): boolean; frame(): unknown }) => {
@@ -192,7 +218,8 @@ export async function openPage(page: Page, url: string, policy: NetPolicy, timeo
     if (proxyError) throw await proxyFailure(url, proxyError, response!);
     const remaining = timeoutMs - (Date.now() - started);
     if (remaining > 0) await page.waitForLoadState('load', { timeout: remaining }).catch(() => undefined);
-    const settle = watch && (await watch.settle(Math.min(options.settleBy! - Date.now(), timeoutMs - (Date.now() - started))));
+    const settle =
+      watch && (await watch.settle(Math.min(options.settleBy! - Date.now(), timeoutMs - (Date.now() - started))));
     return { finalUrl: page.url(), status: response?.status() ?? null, ...(settle ? { settle } : {}) };
   } catch (error) {
     if (error instanceof SolverError) throw error;
@@ -210,23 +237,37 @@ export async function openPage(page: Page, url: string, policy: NetPolicy, timeo
  * than delivering the proxy's error page as the target's.
  */
 async function proxyFailure(url: string, type: string, response: { text(): Promise<string> }): Promise<SolverError> {
-  if (type === 'target_blocked') return new SolverError('target_blocked', `navigation to ${url} was redirected to a refused address`);
+  if (type === 'target_blocked')
+    return new SolverError('target_blocked', `navigation to ${url} was redirected to a refused address`);
   const reason = firstLine(await response.text().catch(() => 'the proxy could not reach the target'));
-  return new SolverError(type in SOLVER_ERROR_RETRYABLE ? (type as SolverErrorType) : 'navigation_failed', `could not load ${url}: ${reason}`);
+  return new SolverError(
+    type in SOLVER_ERROR_RETRYABLE ? (type as SolverErrorType) : 'navigation_failed',
+    `could not load ${url}: ${reason}`,
+  );
 }
 
 /** Chromium network errors that every other solver would hit too are not worth a retry. */
 const NAVIGATION_ERRORS: Array<[pattern: RegExp, type: SolverErrorType, explanation: string]> = [
   [/net::ERR_NAME_NOT_RESOLVED/, 'host_not_found', 'the host does not resolve'],
-  [/net::ERR_HTTP_RESPONSE_CODE_FAILURE/, 'http_error', 'the server answered with an HTTP error status and an empty page'],
-  [/net::ERR_(CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT)/, 'tls_error', 'the TLS certificate or handshake was refused'],
+  [
+    /net::ERR_HTTP_RESPONSE_CODE_FAILURE/,
+    'http_error',
+    'the server answered with an HTTP error status and an empty page',
+  ],
+  [
+    /net::ERR_(CERT_[A-Z_]+|SSL_[A-Z_]+|BAD_SSL_CLIENT_AUTH_CERT)/,
+    'tls_error',
+    'the TLS certificate or handshake was refused',
+  ],
   [/net::ERR_BLOCKED_BY_CLIENT/, 'target_blocked', 'the target is refused by the network policy'],
 ];
 
 function navigationError(url: string, message: string, timeoutMs: number): SolverError {
-  if (/Timeout \d+ms exceeded/i.test(message)) return new SolverError('timeout', `loading ${url} took longer than ${timeoutMs} ms`);
+  if (/Timeout \d+ms exceeded/i.test(message))
+    return new SolverError('timeout', `loading ${url} took longer than ${timeoutMs} ms`);
   const known = NAVIGATION_ERRORS.find(([pattern]) => pattern.test(message));
-  if (known) return new SolverError(known[1], `could not load ${url}: ${known[2]} (${message.match(/net::ERR_[A-Z_]+/)?.[0]})`);
+  if (known)
+    return new SolverError(known[1], `could not load ${url}: ${known[2]} (${message.match(/net::ERR_[A-Z_]+/)?.[0]})`);
   return new SolverError('navigation_failed', `could not load ${url}: ${message}`);
 }
 

@@ -32,7 +32,10 @@ export type GuardProxy = { url: string; close(): Promise<void> };
 export async function startGuardProxy(resolve: TargetResolver): Promise<GuardProxy> {
   const sockets = new Set<Duplex>();
   const server = http.createServer((req, res) => void forwardRequest(req, res, resolve));
-  server.on('connect', (req: http.IncomingMessage, client: Duplex, head: Buffer) => void tunnel(req, client, head, resolve, sockets));
+  server.on(
+    'connect',
+    (req: http.IncomingMessage, client: Duplex, head: Buffer) => void tunnel(req, client, head, resolve, sockets),
+  );
   server.on('connection', (socket: net.Socket) => {
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
@@ -53,7 +56,11 @@ function stripBrackets(host: string): string {
   return host.replace(/^\[|\]$/g, '');
 }
 
-async function forwardRequest(req: http.IncomingMessage, res: http.ServerResponse, resolve: TargetResolver): Promise<void> {
+async function forwardRequest(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  resolve: TargetResolver,
+): Promise<void> {
   let target: URL;
   try {
     target = new URL(req.url ?? '');
@@ -88,13 +95,26 @@ async function forwardRequest(req: http.IncomingMessage, res: http.ServerRespons
   );
   upstream.setTimeout(IDLE_TIMEOUT_MS, () => upstream.destroy());
   upstream.on('error', (error: NodeJS.ErrnoException) => {
-    if (!res.headersSent) refuse(res, new SolverError('navigation_failed', `could not connect to ${target.host}: ${error.code ?? error.message}`));
+    if (!res.headersSent)
+      refuse(
+        res,
+        new SolverError('navigation_failed', `could not connect to ${target.host}: ${error.code ?? error.message}`),
+      );
     else res.destroy();
   });
   req.pipe(upstream);
 }
 
-const HOP_BY_HOP = ['connection', 'keep-alive', 'proxy-connection', 'proxy-authenticate', 'proxy-authorization', 'te', 'trailer', 'upgrade'];
+const HOP_BY_HOP = [
+  'connection',
+  'keep-alive',
+  'proxy-connection',
+  'proxy-authenticate',
+  'proxy-authorization',
+  'te',
+  'trailer',
+  'upgrade',
+];
 
 /** Headers that describe one connection, not the message, stay on their side of the proxy. */
 function withoutHopByHop(headers: http.IncomingHttpHeaders): http.OutgoingHttpHeaders {
@@ -104,13 +124,28 @@ function withoutHopByHop(headers: http.IncomingHttpHeaders): http.OutgoingHttpHe
 }
 
 function refuse(res: http.ServerResponse, error: unknown): void {
-  const failure = error instanceof SolverError ? error : new SolverError('navigation_failed', error instanceof Error ? error.message : 'the proxy could not reach the target');
+  const failure =
+    error instanceof SolverError
+      ? error
+      : new SolverError(
+          'navigation_failed',
+          error instanceof Error ? error.message : 'the proxy could not reach the target',
+        );
   res
-    .writeHead(failure.type === 'target_blocked' ? 403 : 502, { 'content-type': 'text/plain', [PROXY_ERROR_HEADER]: failure.type })
+    .writeHead(failure.type === 'target_blocked' ? 403 : 502, {
+      'content-type': 'text/plain',
+      [PROXY_ERROR_HEADER]: failure.type,
+    })
     .end(failure.message);
 }
 
-async function tunnel(req: http.IncomingMessage, client: Duplex, head: Buffer, resolve: TargetResolver, sockets: Set<Duplex>): Promise<void> {
+async function tunnel(
+  req: http.IncomingMessage,
+  client: Duplex,
+  head: Buffer,
+  resolve: TargetResolver,
+  sockets: Set<Duplex>,
+): Promise<void> {
   client.on('error', () => client.destroy());
   const match = (req.url ?? '').match(/^(\[[^\]]+\]|[^:]+):(\d+)$/);
   if (!match) {
@@ -122,7 +157,11 @@ async function tunnel(req: http.IncomingMessage, client: Duplex, head: Buffer, r
     address = await resolve(stripBrackets(match[1]!));
   } catch (error) {
     const blockedTarget = error instanceof SolverError && error.type === 'target_blocked';
-    client.end(blockedTarget ? `HTTP/1.1 403 Forbidden\r\n${PROXY_ERROR_HEADER}: target_blocked\r\n\r\n` : 'HTTP/1.1 502 Bad Gateway\r\n\r\n');
+    client.end(
+      blockedTarget
+        ? `HTTP/1.1 403 Forbidden\r\n${PROXY_ERROR_HEADER}: target_blocked\r\n\r\n`
+        : 'HTTP/1.1 502 Bad Gateway\r\n\r\n',
+    );
     return;
   }
   const upstream = net.connect({ host: address, port: Number(match[2]) });

@@ -11,7 +11,10 @@ export type ActionsResult = NonNullable<SnapshotResultData['actions']>;
 // An element that has not appeared by then is taken as missing: a scrape fails fast rather than at its deadline.
 export const ACTION_ELEMENT_TIMEOUT_MS = 5_000;
 
-/** Evaluated in the page: the script's value as an expression or statements (eval), or as a function body when it returns. */
+/**
+ * Evaluated in the page: the script's value as an expression or statements (eval), or as a function body when it
+ * returns.
+ */
 const RUN_SCRIPT = `async (source) => {
   let value;
   try {
@@ -26,24 +29,41 @@ const RUN_SCRIPT = `async (source) => {
 }`;
 
 function describe(action: PageActionStep, index: number): string {
-  const detail = 'selector' in action && action.selector ? ` ${JSON.stringify(action.selector)}` : action.type === 'press' ? ` ${JSON.stringify(action.key)}` : '';
+  const detail =
+    'selector' in action && action.selector
+      ? ` ${JSON.stringify(action.selector)}`
+      : action.type === 'press'
+        ? ` ${JSON.stringify(action.key)}`
+        : '';
   return `action ${index} (${action.type}${detail})`;
 }
 
-export async function runActions(page: Page, actions: readonly PageActionStep[], signal: AbortSignal): Promise<ActionsResult> {
+export async function runActions(
+  page: Page,
+  actions: readonly PageActionStep[],
+  signal: AbortSignal,
+): Promise<ActionsResult> {
   const result: ActionsResult = { screenshots: [], scrapes: [], javascript_returns: [] };
   for (const [index, action] of actions.entries()) {
     try {
       await runAction(page, action, signal, result);
     } catch (error) {
       if (signal.aborted) throw error;
-      throw new SolverError('action_failed', `${describe(action, index)} failed: ${firstLine(error instanceof Error ? error.message : String(error))}`);
+      throw new SolverError(
+        'action_failed',
+        `${describe(action, index)} failed: ${firstLine(error instanceof Error ? error.message : String(error))}`,
+      );
     }
   }
   return result;
 }
 
-async function runAction(page: Page, action: PageActionStep, signal: AbortSignal, result: ActionsResult): Promise<void> {
+async function runAction(
+  page: Page,
+  action: PageActionStep,
+  signal: AbortSignal,
+  result: ActionsResult,
+): Promise<void> {
   const timeout = ACTION_ELEMENT_TIMEOUT_MS;
   switch (action.type) {
     case 'wait':
@@ -81,7 +101,12 @@ async function runAction(page: Page, action: PageActionStep, signal: AbortSignal
     }
     case 'screenshot': {
       if (action.viewport) await page.setViewportSize(action.viewport);
-      const png = await page.screenshot({ type: 'png', fullPage: action.fullPage === true, animations: 'disabled', caret: 'hide' });
+      const png = await page.screenshot({
+        type: 'png',
+        fullPage: action.fullPage === true,
+        animations: 'disabled',
+        caret: 'hide',
+      });
       result.screenshots.push(png.toString('base64'));
       return;
     }
@@ -89,7 +114,10 @@ async function runAction(page: Page, action: PageActionStep, signal: AbortSignal
       result.scrapes.push({ url: page.url(), html: await page.content() });
       return;
     case 'executeJavascript': {
-      const returned = (await page.evaluate(`(${RUN_SCRIPT})(${JSON.stringify(action.script)})`)) as { type: string; value: unknown };
+      const returned = (await page.evaluate(`(${RUN_SCRIPT})(${JSON.stringify(action.script)})`)) as {
+        type: string;
+        value: unknown;
+      };
       result.javascript_returns.push(returned);
       return;
     }

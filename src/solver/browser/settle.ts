@@ -78,7 +78,11 @@ export class PageSettleWatch {
     const budget = Math.min(maxMs, SETTLE_MAX_MS);
     if (budget <= 0) return { settled: false, waitedMs: 0 };
     // A page without scripts (nor frames, whose scripts could reach it) is as it will stay once loaded.
-    if (this.inFlight.size === 0 && this.page.frames().length === 1 && (await this.page.evaluate(RUNS_NO_SCRIPT).catch(() => false)) === true) {
+    if (
+      this.inFlight.size === 0 &&
+      this.page.frames().length === 1 &&
+      (await this.page.evaluate(RUNS_NO_SCRIPT).catch(() => false)) === true
+    ) {
       return { settled: true, waitedMs: Date.now() - began };
     }
     try {
@@ -102,7 +106,8 @@ export class PageSettleWatch {
       this.page.once('close', closed);
       this.onActivity = () => {
         clearTimeout(quiet);
-        if (this.inFlight.size === 0) quiet = setTimeout(() => finish(true), SETTLE_QUIET_MS - (Date.now() - this.lastActivity));
+        if (this.inFlight.size === 0)
+          quiet = setTimeout(() => finish(true), SETTLE_QUIET_MS - (Date.now() - this.lastActivity));
       };
       this.onActivity();
     });

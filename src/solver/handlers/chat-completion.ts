@@ -17,7 +17,12 @@ const REJECTED_STATUSES = new Set([400, 413, 422]);
 
 type UpstreamChunk = {
   model?: string;
-  usage?: { prompt_tokens?: number; completion_tokens?: number; total_tokens?: number; completion_tokens_details?: { reasoning_tokens?: number } | null } | null;
+  usage?: {
+    prompt_tokens?: number;
+    completion_tokens?: number;
+    total_tokens?: number;
+    completion_tokens_details?: { reasoning_tokens?: number } | null;
+  } | null;
   choices?: Array<{ index?: number; delta?: ChatDelta; finish_reason?: string | null }>;
   error?: { message?: string };
 };
@@ -30,7 +35,11 @@ type UpstreamChunk = {
 export function createChatCompletionHandler(options: ChatCompletionOptions): TaskHandler {
   return async (payload, { signal, emitChunk }) => {
     const request = parsePayload(ChatCompletionBody, { model: options.models[0], ...payload }, 'keep');
-    const { stream: _stream, stream_options: _streamOptions, ...rest } = request as typeof request & { stream_options?: unknown };
+    const {
+      stream: _stream,
+      stream_options: _streamOptions,
+      ...rest
+    } = request as typeof request & { stream_options?: unknown };
     const model = options.models.includes(request.model) ? request.model : options.models[0]!;
     const body = { ...rest, model, stream: true, stream_options: { include_usage: true } };
 
@@ -60,7 +69,11 @@ export function createChatCompletionHandler(options: ChatCompletionOptions): Tas
         } catch {
           continue;
         }
-        if (chunk.error) throw new SolverError('upstream_error', `the model upstream failed: ${chunk.error.message ?? 'unknown error'}`);
+        if (chunk.error)
+          throw new SolverError(
+            'upstream_error',
+            `the model upstream failed: ${chunk.error.message ?? 'unknown error'}`,
+          );
         if (chunk.model) upstreamModel = chunk.model;
         if (chunk.usage) usage = chunk.usage;
         for (const choice of chunk.choices ?? []) {
@@ -73,12 +86,17 @@ export function createChatCompletionHandler(options: ChatCompletionOptions): Tas
           if (choice.finish_reason) finishReason = choice.finish_reason;
         }
       }
-      return { finish_reason: finishReason, usage: tokenUsage(usage, body.messages, completionChars), model: upstreamModel } satisfies ChatResultData;
+      return {
+        finish_reason: finishReason,
+        usage: tokenUsage(usage, body.messages, completionChars),
+        model: upstreamModel,
+      } satisfies ChatResultData;
     } catch (error) {
       const failure = toSolverError(error, signal);
       // Deltas already reached the client: a retry elsewhere would repeat them.
       if (streamed && failure.retryable && !signal.aborted) throw new SolverError(failure.type, failure.message, false);
-      if (failure.type === 'internal_error') throw new SolverError('upstream_error', `the model upstream failed: ${failure.message}`);
+      if (failure.type === 'internal_error')
+        throw new SolverError('upstream_error', `the model upstream failed: ${failure.message}`);
       throw failure;
     }
   };
@@ -105,7 +123,11 @@ function outputChars(delta: ChatDelta): number {
 }
 
 /** Upstreams that ignore stream_options.include_usage get an estimate (about 4 characters a token), marked as such. */
-function tokenUsage(usage: UpstreamChunk['usage'], messages: unknown, completionChars: number): ChatResultData['usage'] {
+function tokenUsage(
+  usage: UpstreamChunk['usage'],
+  messages: unknown,
+  completionChars: number,
+): ChatResultData['usage'] {
   if (usage && typeof usage.prompt_tokens === 'number' && typeof usage.completion_tokens === 'number') {
     const reasoning = usage.completion_tokens_details?.reasoning_tokens;
     return {

@@ -31,10 +31,15 @@ export function offeredTaskTypes(config: SolverConfig, logger?: Logger): Capabil
   const chromiumInstalled = fs.existsSync(config.chromiumPath);
   if (config.taskTypes) {
     const missing = config.taskTypes.filter((type) => BROWSER_TASKS.includes(type) && !chromiumInstalled);
-    if (missing.length > 0) throw new Error(`${missing.join(' and ')} need Chromium, which is not at CHROMIUM_PATH=${config.chromiumPath}`);
+    if (missing.length > 0)
+      throw new Error(`${missing.join(' and ')} need Chromium, which is not at CHROMIUM_PATH=${config.chromiumPath}`);
     return [...config.taskTypes];
   }
-  if (!chromiumInstalled) logger?.warn({ chromiumPath: config.chromiumPath }, 'Chromium not found: screenshot and page_snapshot are not offered');
+  if (!chromiumInstalled)
+    logger?.warn(
+      { chromiumPath: config.chromiumPath },
+      'Chromium not found: screenshot and page_snapshot are not offered',
+    );
   return CAPABILITY_TASK_TYPES.filter((type) => {
     if (type === 'web_search') return config.search.backend !== 'none';
     if (type === 'chat_completion') return config.chat !== null;
@@ -44,14 +49,22 @@ export function offeredTaskTypes(config: SolverConfig, logger?: Logger): Capabil
 }
 
 /** Builds the handlers of the given task types, sharing one browser pool between the browser tasks. */
-export function createHandlers(config: SolverConfig, taskTypes: readonly CapabilityTaskType[], logger?: Logger): HandlerSet {
+export function createHandlers(
+  config: SolverConfig,
+  taskTypes: readonly CapabilityTaskType[],
+  logger?: Logger,
+): HandlerSet {
   const policy: NetPolicy = { allowPrivateNetworks: config.allowPrivateNetworks };
   const handlers: SolverHandlers = {};
   const warmups: Array<() => Promise<unknown>> = [];
   let pool: BrowserPool | undefined;
 
   if (taskTypes.includes('proxy_fetch')) {
-    handlers.proxy_fetch = createProxyFetchHandler({ policy, maxBytes: config.fetchMaxBytes, timeoutMs: config.fetchTimeoutMs });
+    handlers.proxy_fetch = createProxyFetchHandler({
+      policy,
+      maxBytes: config.fetchMaxBytes,
+      timeoutMs: config.fetchTimeoutMs,
+    });
   }
   if (taskTypes.includes('web_search')) {
     const backend = createSearchBackend(config.search);
@@ -60,18 +73,32 @@ export function createHandlers(config: SolverConfig, taskTypes: readonly Capabil
     if (backend.warm) warmups.push(() => backend.warm!());
   }
   if (taskTypes.some((type) => BROWSER_TASKS.includes(type))) {
-    pool = new BrowserPool({ executablePath: config.chromiumPath, pages: config.browserPages, policy, timeoutMs: config.browserTimeoutMs, logger });
+    pool = new BrowserPool({
+      executablePath: config.chromiumPath,
+      pages: config.browserPages,
+      policy,
+      timeoutMs: config.browserTimeoutMs,
+      logger,
+    });
     const browserOptions = { pool, policy, timeoutMs: config.browserTimeoutMs };
     if (taskTypes.includes('screenshot')) handlers.screenshot = createScreenshotHandler(browserOptions);
     if (taskTypes.includes('page_snapshot')) {
-      handlers.page_snapshot = createPageSnapshotHandler({ ...browserOptions, maxBytes: config.snapshotMaxBytes, htmlMaxBytes: config.fetchMaxBytes });
+      handlers.page_snapshot = createPageSnapshotHandler({
+        ...browserOptions,
+        maxBytes: config.snapshotMaxBytes,
+        htmlMaxBytes: config.fetchMaxBytes,
+      });
     }
     const warmPool = pool;
     warmups.push(() => warmPool.start());
   }
   if (taskTypes.includes('chat_completion')) {
     if (!config.chat) throw new Error('chat_completion is offered but CHAT_UPSTREAM_URL is not set');
-    handlers.chat_completion = createChatCompletionHandler({ upstreamUrl: config.chat.upstreamUrl, apiKey: config.chat.apiKey, models: config.chat.models });
+    handlers.chat_completion = createChatCompletionHandler({
+      upstreamUrl: config.chat.upstreamUrl,
+      apiKey: config.chat.apiKey,
+      models: config.chat.models,
+    });
   }
 
   return {
@@ -79,7 +106,8 @@ export function createHandlers(config: SolverConfig, taskTypes: readonly Capabil
     warm: async () => {
       const results = await Promise.allSettled(warmups.map((warmup) => warmup()));
       for (const result of results) {
-        if (result.status === 'rejected') logger?.warn({ err: String(result.reason) }, 'warm-up failed; it is retried on the first task');
+        if (result.status === 'rejected')
+          logger?.warn({ err: String(result.reason) }, 'warm-up failed; it is retried on the first task');
       }
     },
     close: async () => {

@@ -32,9 +32,17 @@ export function createPageSnapshotHandler(options: PageSnapshotOptions): TaskHan
   return async (payload, { signal, deadline }) => {
     const request = parsePayload(SnapshotFields, payload);
     // The wait asked for and the actions' waits come after the settle wait, within the same time.
-    const settleBy = settleDeadline([Date.now() + options.timeoutMs, deadline], (request.wait_ms ?? 0) + actionsWaitMs(request.actions ?? []));
-    if (request.actions?.length && request.mode !== 'html') throw new SolverError('invalid_payload', 'invalid payload: actions need mode "html"');
-    const limit = withTimeLimit(signal, options.timeoutMs, `the snapshot of ${request.url} took longer than ${options.timeoutMs} ms`);
+    const settleBy = settleDeadline(
+      [Date.now() + options.timeoutMs, deadline],
+      (request.wait_ms ?? 0) + actionsWaitMs(request.actions ?? []),
+    );
+    if (request.actions?.length && request.mode !== 'html')
+      throw new SolverError('invalid_payload', 'invalid payload: actions need mode "html"');
+    const limit = withTimeLimit(
+      signal,
+      options.timeoutMs,
+      `the snapshot of ${request.url} took longer than ${options.timeoutMs} ms`,
+    );
     try {
       return await options.pool.withPage(request.viewport ?? DEFAULT_VIEWPORT, limit.signal, async (page) => {
         const { finalUrl, status } = await openPage(page, request.url, options.policy, options.timeoutMs, { settleBy });
@@ -74,13 +82,22 @@ async function selectScope(page: Page, selector: string): Promise<Locator> {
   try {
     count = await matches.count();
   } catch (error) {
-    throw new SolverError('invalid_selector', `the selector ${JSON.stringify(selector)} is not valid: ${firstLine((error as Error).message)}`);
+    throw new SolverError(
+      'invalid_selector',
+      `the selector ${JSON.stringify(selector)} is not valid: ${firstLine((error as Error).message)}`,
+    );
   }
-  if (count === 0) throw new SolverError('selector_not_found', `no element matches the selector ${JSON.stringify(selector)}`);
+  if (count === 0)
+    throw new SolverError('selector_not_found', `no element matches the selector ${JSON.stringify(selector)}`);
   return matches.first();
 }
 
-async function takeSnapshot(page: Page, scope: Locator | null, request: SnapshotRequest, finalUrl: string): Promise<string> {
+async function takeSnapshot(
+  page: Page,
+  scope: Locator | null,
+  request: SnapshotRequest,
+  finalUrl: string,
+): Promise<string> {
   switch (request.mode) {
     case 'aria':
       return scope ? scope.ariaSnapshot() : page.ariaSnapshot();
@@ -98,6 +115,9 @@ async function takeSnapshot(page: Page, scope: Locator | null, request: Snapshot
 export function truncate(text: string, maxBytes: number): string {
   const bytes = Buffer.byteLength(text);
   if (bytes <= maxBytes) return text;
-  const cut = Buffer.from(text).subarray(0, maxBytes).toString('utf8').replace(/\uFFFD$/, '');
+  const cut = Buffer.from(text)
+    .subarray(0, maxBytes)
+    .toString('utf8')
+    .replace(/\uFFFD$/, '');
   return `${cut}\n\n[snapshot truncated: ${maxBytes} of ${bytes} bytes shown]`;
 }

@@ -17,7 +17,8 @@ export type ProxyFetchOptions = {
 
 type BodyKind = 'html' | 'text' | 'binary';
 
-const TEXT_MIME = /^(text\/.+|application\/(json|xml|javascript|ecmascript|x-javascript|yaml|x-yaml|toml|x-ndjson|csv)|application\/.+\+(json|xml))$/;
+const TEXT_MIME =
+  /^(text\/.+|application\/(json|xml|javascript|ecmascript|x-javascript|yaml|x-yaml|toml|x-ndjson|csv)|application\/.+\+(json|xml))$/;
 
 export function createProxyFetchHandler(options: ProxyFetchOptions): TaskHandler {
   return async (payload, { signal }) => {
@@ -25,7 +26,11 @@ export function createProxyFetchHandler(options: ProxyFetchOptions): TaskHandler
     const limitMs = request.timeout ? Math.min(request.timeout * 1000, options.timeoutMs) : options.timeoutMs;
     const limit = withTimeLimit(signal, limitMs, `fetching ${request.url} took longer than ${limitMs} ms`);
     try {
-      const response = await guardedFetch(request.url, { policy: options.policy, signal: limit.signal, maxBytes: options.maxBytes });
+      const response = await guardedFetch(request.url, {
+        policy: options.policy,
+        signal: limit.signal,
+        maxBytes: options.maxBytes,
+      });
       return toFetchResult(response, request.raw_html);
     } catch (error) {
       throw toSolverError(error, limit.signal);
@@ -38,7 +43,10 @@ export function createProxyFetchHandler(options: ProxyFetchOptions): TaskHandler
 export function toFetchResult(response: FetchedResponse, rawHtml: boolean): FetchResultData {
   const kind = bodyKind(response.contentType, response.body);
   if (kind === 'binary') {
-    throw new SolverError('unsupported_content', `the response is ${response.contentType ?? 'binary data'}, not a text or HTML page`);
+    throw new SolverError(
+      'unsupported_content',
+      `the response is ${response.contentType ?? 'binary data'}, not a text or HTML page`,
+    );
   }
   const text = decodeBody(response.body, response.contentType, kind === 'html');
   const base = { url: response.url, final_url: response.finalUrl, status_code: response.status };

@@ -28,13 +28,19 @@ export function createScreenshotHandler(options: ScreenshotOptions): TaskHandler
     const request = parsePayload(ScreenshotBody, payload);
     const settleBy = settleDeadline([Date.now() + options.timeoutMs, deadline], request.wait_ms ?? 0);
     const viewport = requestedViewport(request);
-    const limit = withTimeLimit(signal, options.timeoutMs, `the screenshot of ${request.url} took longer than ${options.timeoutMs} ms`);
+    const limit = withTimeLimit(
+      signal,
+      options.timeoutMs,
+      `the screenshot of ${request.url} took longer than ${options.timeoutMs} ms`,
+    );
     try {
       return await options.pool.withPage(viewport, limit.signal, async (page) => {
         await openPage(page, request.url, options.policy, options.timeoutMs, { settleBy });
         if (request.wait_ms) await delay(request.wait_ms, undefined, { signal: limit.signal });
         const pageHeight = request.full_page
-          ? await page.evaluate('Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight : 0)')
+          ? await page.evaluate(
+              'Math.max(document.documentElement.scrollHeight, document.body ? document.body.scrollHeight ' + ': 0)',
+            )
           : 0;
         const tooTall = typeof pageHeight === 'number' && pageHeight > MAX_FULL_PAGE_HEIGHT;
         const png = await page.screenshot({
@@ -45,7 +51,12 @@ export function createScreenshotHandler(options: ScreenshotOptions): TaskHandler
           ...(tooTall && { clip: { x: 0, y: 0, width: viewport.width, height: MAX_FULL_PAGE_HEIGHT } }),
         });
         const { width, height } = pngSize(png);
-        return { mime_type: 'image/png', image_base64: png.toString('base64'), width, height } satisfies ScreenshotResultData;
+        return {
+          mime_type: 'image/png',
+          image_base64: png.toString('base64'),
+          width,
+          height,
+        } satisfies ScreenshotResultData;
       });
     } catch (error) {
       throw toSolverError(error, limit.signal);

@@ -20,7 +20,11 @@ export type TaskHandler = (payload: TaskPayload, context: HandlerContext) => Pro
  * Payloads are the convenience bodies; fields this solver does not know are ignored, not refused
  * (or kept, for bodies that are forwarded as they are).
  */
-export function parsePayload<Schema extends z.AnyZodObject>(schema: Schema, payload: TaskPayload, unknownKeys: 'strip' | 'keep' = 'strip'): z.infer<Schema> {
+export function parsePayload<Schema extends z.AnyZodObject>(
+  schema: Schema,
+  payload: TaskPayload,
+  unknownKeys: 'strip' | 'keep' = 'strip',
+): z.infer<Schema> {
   const parsed = (unknownKeys === 'strip' ? schema.strip() : schema.passthrough()).safeParse(payload);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.') || 'payload'}: ${issue.message}`);

@@ -38,7 +38,8 @@ function charsetFromBom(bytes: Uint8Array): string | undefined {
 }
 
 export function decodeBody(bytes: Uint8Array, contentType: string | undefined, isHtml: boolean): string {
-  const declared = charsetFromBom(bytes) ?? charsetFromContentType(contentType) ?? (isHtml ? charsetFromMeta(bytes) : undefined);
+  const declared =
+    charsetFromBom(bytes) ?? charsetFromContentType(contentType) ?? (isHtml ? charsetFromMeta(bytes) : undefined);
   if (declared) return new TextDecoder(declared).decode(bytes);
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);

@@ -39,8 +39,16 @@ export function htmlToMarkdown(html: string, pageUrl: string, options: MarkdownO
   return documentToMarkdown(parseDocument(html).document, html, pageUrl, options);
 }
 
-/** htmlToMarkdown of a document parsed already (with parseDocument from `html`), which it changes: read what else is wanted of it first. */
-export function documentToMarkdown(document: LinkedomDocument, html: string, pageUrl: string, options: MarkdownOptions = {}): MarkdownPage {
+/**
+ * htmlToMarkdown of a document parsed already (with parseDocument from `html`), which it changes: read what else
+ * is wanted of it first.
+ */
+export function documentToMarkdown(
+  document: LinkedomDocument,
+  html: string,
+  pageUrl: string,
+  options: MarkdownOptions = {},
+): MarkdownPage {
   const title = documentTitle(document);
   absolutizeUrls(document, baseUrlOf(document, pageUrl));
   for (const element of document.querySelectorAll(NEVER_CONTENT)) element.remove();
@@ -84,8 +92,22 @@ export function titleOfHtml(html: string): string | null {
 // A start or end tag with its attributes, or a doctype. Before the title only these and text are read:
 // anything else (a comment, a raw-text or foreign element, markup this does not read) leaves the title
 // to the DOM, as does a title that holds an entity or markup.
-const TAG = /<(?:!doctype[^>]*|(\/?)([a-z][^\s/>]*)(?:\s+[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*\s*(\/?))>/iy;
-const PARSED_CONTENT = new Set(['script', 'style', 'textarea', 'xmp', 'iframe', 'noembed', 'noframes', 'noscript', 'plaintext', 'template', 'svg', 'math']);
+const TAG =
+  /<(?:!doctype[^>]*|(\/?)([a-z][^\s/>]*)(?:\s+[^\s"'>/=]+(?:\s*=\s*(?:"[^"]*"|'[^']*'|[^\s"'=<>`]+))?)*\s*(\/?))>/iy;
+const PARSED_CONTENT = new Set([
+  'script',
+  'style',
+  'textarea',
+  'xmp',
+  'iframe',
+  'noembed',
+  'noframes',
+  'noscript',
+  'plaintext',
+  'template',
+  'svg',
+  'math',
+]);
 const TITLE_END = /<\/title[\s/>]/gi;
 
 /**
@@ -205,13 +227,21 @@ function turndown(): TurndownService {
 type TurndownNode = TurndownService.Node;
 
 function createTurndown(): TurndownService {
-  const service = new TurndownService({ headingStyle: 'atx', codeBlockStyle: 'fenced', bulletListMarker: '-', emDelimiter: '_' });
+  const service = new TurndownService({
+    headingStyle: 'atx',
+    codeBlockStyle: 'fenced',
+    bulletListMarker: '-',
+    emDelimiter: '_',
+  });
   service.remove(['script', 'style', 'noscript', 'template'] as TurndownService.Filter);
   // GFM tables; the first row is the header row because markdown tables must have one.
   service.addRule('tableCell', {
     filter: ['th', 'td'],
     replacement: (content, node) => {
-      const cell = content.replace(/\s*\n+\s*/g, ' ').replace(/\|/g, '\\|').trim();
+      const cell = content
+        .replace(/\s*\n+\s*/g, ' ')
+        .replace(/\|/g, '\\|')
+        .trim();
       return `${isFirstElement(node) ? '| ' : ' '}${cell} |`;
     },
   });

@@ -6,7 +6,9 @@ import { getJson } from './http-json';
 const BraveResponse = z.object({
   web: z
     .object({
-      results: z.array(z.object({ title: z.string().nullish(), url: z.string(), description: z.string().nullish() }).passthrough()),
+      results: z.array(
+        z.object({ title: z.string().nullish(), url: z.string(), description: z.string().nullish() }).passthrough(),
+      ),
     })
     .passthrough()
     .optional(),

@@ -1,7 +1,12 @@
 import { SolverError, firstLine } from '../errors';
 
 /** GET a JSON document from a search API the operator configured (not a client-supplied URL). */
-export async function getJson(url: string, headers: Record<string, string>, signal: AbortSignal, provider: string): Promise<unknown> {
+export async function getJson(
+  url: string,
+  headers: Record<string, string>,
+  signal: AbortSignal,
+  provider: string,
+): Promise<unknown> {
   let response: Response;
   try {
     response = await fetch(url, { headers: { accept: 'application/json', ...headers }, signal });
@@ -11,7 +16,10 @@ export async function getJson(url: string, headers: Record<string, string>, sign
   }
   if (!response.ok) {
     const detail = firstLine(await response.text().catch(() => ''));
-    throw new SolverError('upstream_error', `${provider} answered HTTP ${response.status}${detail ? `: ${detail.slice(0, 200)}` : ''}`);
+    throw new SolverError(
+      'upstream_error',
+      `${provider} answered HTTP ${response.status}${detail ? `: ${detail.slice(0, 200)}` : ''}`,
+    );
   }
   try {
     return await response.json();

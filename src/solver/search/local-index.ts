@@ -17,7 +17,9 @@ const SNIPPET_LENGTH = 240;
 
 export type IndexedPage = { id: number; title: string; url: string; text: string };
 
-export function createLocalSearchBackend(indexDir: string): SearchBackend & { load(): Promise<number>; pages(): Promise<IndexedPage[]> } {
+export function createLocalSearchBackend(
+  indexDir: string,
+): SearchBackend & { load(): Promise<number>; pages(): Promise<IndexedPage[]> } {
   let loading: Promise<{ index: MiniSearch<IndexedPage>; pages: Map<number, IndexedPage> }> | undefined;
   const load = () => {
     loading ??= buildIndex(indexDir);
@@ -85,7 +87,10 @@ function readPage(raw: string, extension: string, relative: string): Omit<Indexe
     const text = heading && heading[1]!.trim() === title ? body.replace(heading[0], '') : body;
     return { title, url: fields.url ?? fallbackUrl, text: collapse(markdownText(text)) };
   }
-  const firstLine = raw.split('\n').find((line) => line.trim() !== '')?.trim();
+  const firstLine = raw
+    .split('\n')
+    .find((line) => line.trim() !== '')
+    ?.trim();
   return { title: firstLine ?? relative, url: fallbackUrl, text: collapse(raw) };
 }
 

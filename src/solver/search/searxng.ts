@@ -4,7 +4,9 @@ import { plainText, type SearchBackend } from './backend';
 import { getJson } from './http-json';
 
 const SearxngResponse = z.object({
-  results: z.array(z.object({ title: z.string().nullish(), url: z.string(), content: z.string().nullish() }).passthrough()),
+  results: z.array(
+    z.object({ title: z.string().nullish(), url: z.string(), content: z.string().nullish() }).passthrough(),
+  ),
 });
 
 /** A SearXNG instance's JSON API; the instance must list `json` in `search.formats` (settings.yml). */
