@@ -1,4 +1,5 @@
 import crypto from 'node:crypto';
+import { MONTHS } from './canary-pages';
 
 /**
  * The questions chat audits ask (docs/trust.md, "Chat audits"): generated from a seed, in prose, with
@@ -194,20 +195,6 @@ const CITIES = [
   'Split',
 ];
 const DAYS = ['Monday', 'Tuesday', 'Wednesday', 'Thursday', 'Friday', 'Saturday', 'Sunday'];
-const MONTHS = [
-  'January',
-  'February',
-  'March',
-  'April',
-  'May',
-  'June',
-  'July',
-  'August',
-  'September',
-  'October',
-  'November',
-  'December',
-];
 
 const personName = (rng: Rng) => `${rng.pick(FIRST_NAMES)} ${rng.pick(LAST_NAMES)}`;
 /** `count` people with distinct first names, so that a first name alone names one of them. */

@@ -261,7 +261,8 @@ const PLACES = [
   'Porto',
   'Bristol',
 ] as const;
-const MONTHS = [
+/** The months' English names, in order (also the audit questions' dates). */
+export const MONTHS = [
   'January',
   'February',
   'March',

@@ -328,14 +328,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
     };
     if (extractions.length === 0) {
       res.set(costHeaders(cost));
-      const data = scrapeDocument({
-        url,
-        formats: plan.formats,
-        onlyMainContent: plan.onlyMainContent,
-        tags: plan.tags,
-        removeBase64Images: plan.removeBase64Images,
-        parts,
-      });
+      const data = documentOf(url, plan, parts);
       res.json({
         success: true,
         data: {
@@ -421,18 +414,20 @@ export function compatRoutes(deps: AppDeps): Route[] {
     return prices;
   }
 
+  /** The scrape's document from its parts, in the plan's formats (or `formats`). */
+  const documentOf = (url: string, plan: ReturnType<typeof planScrapeV2>, parts: ScrapeParts, formats = plan.formats) =>
+    scrapeDocument({
+      url,
+      formats,
+      onlyMainContent: plan.onlyMainContent,
+      tags: plan.tags,
+      removeBase64Images: plan.removeBase64Images,
+      parts,
+    });
+
   /** A document's markdown, as the markdown format gives it: what an extraction reads. */
   const markdownFor = (url: string, plan: ReturnType<typeof planScrapeV2>, parts: ScrapeParts) =>
-    String(
-      scrapeDocument({
-        url,
-        formats: ['markdown'],
-        onlyMainContent: plan.onlyMainContent,
-        tags: plan.tags,
-        removeBase64Images: plan.removeBase64Images,
-        parts,
-      }).markdown ?? '',
-    );
+    String(documentOf(url, plan, parts, ['markdown']).markdown ?? '');
 
   /**
    * Runs each extraction (json, summary) as a chat completion of a strong-tier solver on the page's
@@ -517,14 +512,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
       if ('value' in outcome)
         values[outcome.extraction.kind === 'summary' ? 'summary' : outcome.extraction.field] = outcome.value;
     res.set(costHeaders(cost));
-    const data = scrapeDocument({
-      url,
-      formats: plan.formats,
-      onlyMainContent: plan.onlyMainContent,
-      tags: plan.tags,
-      removeBase64Images: plan.removeBase64Images,
-      parts: { ...parts, taskIds },
-    });
+    const data = documentOf(url, plan, { ...parts, taskIds });
     const costParts = {
       page: { taskIds: parts.taskIds, pointsCharged: input.pageCost.charged_points },
       completions: {
@@ -599,14 +587,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
       return;
     }
     res.set(costHeaders({ charged_points: '0', held_points: '0' }));
-    const data = scrapeDocument({
-      url,
-      formats: plan.formats,
-      onlyMainContent: plan.onlyMainContent,
-      tags: plan.tags,
-      removeBase64Images: plan.removeBase64Images,
-      parts,
-    });
+    const data = documentOf(url, plan, parts);
     res.json({
       success: true,
       data: {
