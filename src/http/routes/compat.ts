@@ -327,20 +327,7 @@ export function compatRoutes(deps: AppDeps): Route[] {
       ...(warning ? { warning } : {}),
     };
     if (extractions.length === 0) {
-      res.set(costHeaders(cost));
-      const data = documentOf(url, plan, parts);
-      res.json({
-        success: true,
-        data: {
-          ...data,
-          metadata: {
-            ...data.metadata,
-            cacheState: 'miss',
-            pointsCharged: cost.charged_points,
-            pointsHeld: cost.held_points,
-          },
-        },
-      });
+      answerPage(res, url, plan, parts, cost, { cacheState: 'miss' });
       return;
     }
     await answerWithExtractions(res, {
@@ -586,19 +573,32 @@ export function compatRoutes(deps: AppDeps): Route[] {
       });
       return;
     }
-    res.set(costHeaders({ charged_points: '0', held_points: '0' }));
+    answerPage(
+      res,
+      url,
+      plan,
+      parts,
+      { charged_points: '0', held_points: '0' },
+      { cacheState: 'hit', cachedAt: cached.cachedAt },
+    );
+  }
+
+  /** A scrape's answer without extractions: its document, what its tasks cost, and whether it came from the cache. */
+  function answerPage(
+    res: Response,
+    url: string,
+    plan: ReturnType<typeof planScrapeV2>,
+    parts: ScrapeParts,
+    cost: { charged_points: string; held_points: string },
+    cache: { cacheState: 'hit' | 'miss'; cachedAt?: string },
+  ) {
+    res.set(costHeaders(cost));
     const data = documentOf(url, plan, parts);
     res.json({
       success: true,
       data: {
         ...data,
-        metadata: {
-          ...data.metadata,
-          cacheState: 'hit',
-          cachedAt: cached.cachedAt,
-          pointsCharged: '0',
-          pointsHeld: '0',
-        },
+        metadata: { ...data.metadata, ...cache, pointsCharged: cost.charged_points, pointsHeld: cost.held_points },
       },
     });
   }
