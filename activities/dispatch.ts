@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { storeArtifacts } from '../src/artifacts/results';
 import { getTaskRow } from '../src/db/tasks/records';
 import { DeltaForwarder } from '../src/chat/delta-forwarder';
-import { MessageAssembler } from '../src/chat/openai-format';
+import { chatSink, MessageAssembler } from '../src/chat/openai-format';
 import { countedChunks, DeliveredTokens, deliveredUsage, meterUsage } from '../src/chat/usage';
 import { AttemptFailure } from '../src/dispatch/attempt';
 import { CHAT_TASK_TYPE, type CapabilityTaskType } from '../src/schemas/domain';
@@ -73,13 +73,10 @@ export async function runDispatch(
   }
   const forgetStop = stops.onStop(input.taskId, () => settledElsewhere.abort());
   const deltas = early?.deltas ?? (stream ? new DeltaForwarder({ relay, logger }, stream, input.attemptId) : undefined);
-  // A chat task with no client to stream to (a chat audit, docs/trust.md): the deltas are assembled
-  // into the stored result, which the audit's judge reads (an attempt sent early assembles its own).
-  const assembled = early
-    ? early.assembled
-    : !stream && input.taskType === CHAT_TASK_TYPE
-      ? new MessageAssembler()
-      : undefined;
+  // A chat's deltas are assembled as they go by (an attempt sent early assembles its own). With no client
+  // to stream to (a chat audit, a verification run, docs/trust.md) the message is the stored result,
+  // which the judge reads; a client's is its answer, kept only if the chat is sampled for verification.
+  const assembled = early ? early.assembled : input.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
   const chunks = () => deltas?.chunks ?? 0;
   // Chat: what its deltas delivered is counted, to bound the usage it is billed for (src/chat/usage.ts).
   let delivered = early?.delivered;
@@ -100,10 +97,12 @@ export async function runDispatch(
         deadline: new Date(input.deadlineMs),
         acceptTimeoutMs: input.acceptTimeoutMs,
         signal: stop,
-        onChunk: countedChunks(delivered, deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta)))),
+        onChunk: countedChunks(delivered, chatSink(deltas, assembled)),
       });
     }
-    if (assembled) result = { ...result, message: assembled.message() };
+    let answer: Record<string, unknown> | undefined;
+    if (assembled && stream) answer = { message: assembled.message() };
+    else if (assembled) result = { ...result, message: assembled.message() };
     const usage = delivered ? meterUsage(result.usage, await delivered.counted()) : undefined;
     // Written before the task is completed and settled: a write that fails fails the attempt, and
     // nothing is charged for a result whose bytes are not kept.
@@ -128,6 +127,7 @@ export async function runDispatch(
       attemptId: input.attemptId,
       result,
       ...(usage ? { usage } : {}),
+      ...(answer ? { answer } : {}),
       stored,
     });
     if (completed.kind === 'attempt_closed') {

@@ -50,6 +50,7 @@ export async function beforeAttempt(input: TaskWorkflowInput, platform: Platform
       verifiersOnly: created.byVerifier,
       behindClientTasks: true,
       maxPricePoints: created.maxPricePoints,
+      ...(created.strongModels ? { strongModels: created.strongModels } : {}),
     },
   };
 }
@@ -82,8 +83,9 @@ export async function afterNoResult(
 
 /**
  * The platform task completed (its result stored and settled). A verification run's result is compared
- * with the client's; when two solvers that are not verifiers disagree, a third run breaks the tie: a
- * task workflow of its own, left running when this one ends.
+ * with the client's; when two solvers that are not verifiers disagree, a third run breaks the tie, and a
+ * verifier's disagreement, or a chat's first check, gets the verifier's second: a task workflow of its
+ * own, left running when this one ends.
  */
 export async function afterResult(input: TaskWorkflowInput, platform: PlatformTask): Promise<void> {
   if (platform.purpose === 'canary') return;
@@ -91,7 +93,9 @@ export async function afterResult(input: TaskWorkflowInput, platform: PlatformTa
     await db.judgeThirdRun({ clientTaskId: platform.clientTaskId });
     return;
   }
-  if ((await db.judgeRedundantRun({ clientTaskId: platform.clientTaskId })) !== 'disagreed') return;
+  // A disagreement, or a chat's first check compared: a third run decides.
+  const judged = await db.judgeRedundantRun({ clientTaskId: platform.clientTaskId });
+  if (judged !== 'disagreed' && judged !== 'compared') return;
   const third: TaskWorkflowInput = {
     ...input,
     taskId: `task_${uuid4().replace(/-/g, '').slice(0, 24)}`,

@@ -220,7 +220,7 @@ async function runTask(
               maxPricePoints: match.maxPricePoints ?? input.maxPricePoints,
               excludedSolverIds: match.excludedSolverIds ? [...match.excludedSolverIds, ...excluded] : excluded,
               lastResortSolverIds: lastResort,
-              strongModels: input.strongModels,
+              strongModels: match.strongModels ?? input.strongModels,
               ...(input.platform
                 ? {
                     canaryFor: match.canaryFor,

@@ -102,6 +102,22 @@ export class MessageAssembler {
   }
 }
 
+/**
+ * Where a chat attempt's deltas go: forwarded to its client (`forward`) and assembled (`assembled`), to
+ * either that is there.
+ */
+export function chatSink(
+  forward: { onChunk: (delta: Record<string, unknown>) => void } | undefined,
+  assembled: MessageAssembler | undefined,
+): ((delta: Record<string, unknown>) => void) | undefined {
+  if (!assembled) return forward?.onChunk;
+  if (!forward) return (delta) => assembled.add(delta);
+  return (delta) => {
+    forward.onChunk(delta);
+    assembled.add(delta);
+  };
+}
+
 export function completionBody(
   meta: CompletionMeta,
   message: ReturnType<MessageAssembler['message']>,

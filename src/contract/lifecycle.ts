@@ -59,11 +59,13 @@ export type CanaryVerdict = (typeof CANARY_VERDICTS)[number];
 
 /**
  * The states of a redundant run (docs/trust.md, "Redundant runs"): waiting for its second result;
- * judged (`refuted`: the client's result proven wrong, `upheld`: the second run was the odd one out);
+ * a chat's first check compared, waiting for the verifier's second (`compared`); judged (`refuted`:
+ * the client's result proven wrong, `upheld`: the second run was the odd one out);
  * or ended without a verdict.
  */
 export const REDUNDANT_RUN_STATES = Object.freeze([
   'pending',
+  'compared',
   'agreed',
   'disagreed',
   'incomparable',

@@ -110,6 +110,8 @@ export interface PlatformMatch {
   excludedSolverIds?: string[];
   /** Its price cap, when the step before chose it (a verification run's). */
   maxPricePoints?: string;
+  /** The strong-tier models it may go to, when the step before chose them (a chat verification's: the model checked). */
+  strongModels?: string[];
 }
 
 /** What the step before a platform task's attempt did: the task is created, or why it is not. */
@@ -188,7 +190,7 @@ export interface RedundantRunWorkflowInput {
 export interface RedundantRunWorkflowResult {
   clientTaskId: string;
   /** The run's verdict, or why it has none. */
-  status: 'agreed' | 'disagreed' | 'incomparable' | 'unanswered' | 'skipped' | 'refuted' | 'upheld';
+  status: 'agreed' | 'disagreed' | 'incomparable' | 'unanswered' | 'skipped' | 'refuted' | 'upheld' | 'compared';
   reason?: string;
 }
 

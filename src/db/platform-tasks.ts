@@ -2,6 +2,7 @@ import { sql, type CommonQueryMethods, type DatabasePool } from 'slonik';
 import type { TaskPurpose } from '../contract/lifecycle';
 import { canaryStillDue } from './canaries';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
+import { awaitingThird } from './redundant';
 import { canaryDueAfter, type TrustPolicy } from './reputation';
 import { createTaskWithHold } from './tasks/create';
 
@@ -133,7 +134,7 @@ export async function createRunTask(
           RETURNING task_id)`
       : sql.fragment`claimed AS (
           UPDATE redundant_runs SET third_run_task_id = ${taskId}
-          WHERE task_id = ${clientTaskId} AND third_run_task_id IS NULL AND status = 'disagreed' AND concluded_at IS NULL
+          WHERE task_id = ${clientTaskId} AND third_run_task_id IS NULL AND ${awaitingThird(sql.fragment`redundant_runs`)}
           RETURNING task_id)`;
   return createPlatformTask(db, policy, run, 'verification', claim);
 }

@@ -14,6 +14,16 @@ type Runner = CommonQueryMethods;
 type Fragment = ReturnType<typeof sql.fragment>;
 
 /**
+ * A run that waits for its third result: two solvers' (or a verifier's) disagreement, or a chat's first
+ * check compared (`r` the run).
+ */
+export const awaitingThird = (r: Fragment) =>
+  sql.fragment`${r}.status IN ('disagreed', 'compared') AND ${r}.concluded_at IS NULL`;
+
+/** The client's result as a run compares it: a chat's with the answer its client was streamed. */
+const CLIENT_RESULT = sql.fragment`CASE WHEN r.client_answer IS NULL THEN c.result ELSE COALESCE(c.result, '{}') || r.client_answer END`;
+
+/**
  * NOTIFY channel on which a sampled run is announced as the transaction that drew it commits: every
  * worker listens, and starts its workflow (src/tasks/redundant-starter.ts).
  */
@@ -21,17 +31,21 @@ export const REDUNDANT_RUN_DRAWN_CHANNEL = 'redundant_run_drawn';
 
 /**
  * Records a sampled run of a client task and announces it to the workers, delivered as the caller's
- * transaction commits; not when the task's solver is a verifier or the task was drawn before. Returns
- * whether it was recorded.
+ * transaction commits; not when the task's solver is a verifier or the task was drawn before. A chat's
+ * keeps the answer its client was streamed and the model of the capability its last attempt was matched
+ * to. Returns whether it was recorded.
  */
 export async function drawRedundantRunIn(
   tx: Runner,
-  task: { taskId: string; taskType: string; solverId: string },
+  task: { taskId: string; taskType: string; solverId: string; answer?: Record<string, unknown> },
 ): Promise<boolean> {
+  const answer = task.answer ? sql.jsonb(task.answer as never) : null;
   const drawn = await tx.query(sql.unsafe`
     WITH drawn AS (
-      INSERT INTO redundant_runs (task_id, task_type, first_solver_id)
-      SELECT ${task.taskId}, ${task.taskType}, ${task.solverId} WHERE NOT ${isVerifier(sql.fragment`${task.solverId}::text`)}
+      INSERT INTO redundant_runs (task_id, task_type, first_solver_id, client_answer, model_name)
+      SELECT ${task.taskId}, ${task.taskType}, ${task.solverId}, ${answer}::jsonb,
+        (SELECT a.model_name FROM task_attempts a WHERE a.task_id = ${task.taskId} ORDER BY a.attempt_number DESC LIMIT 1)
+      WHERE NOT ${isVerifier(sql.fragment`${task.solverId}::text`)}
       ON CONFLICT DO NOTHING
       RETURNING task_id
     )
@@ -100,9 +114,11 @@ export const ClientTask = z.object({
   payload: z.record(z.unknown()),
   timeout_seconds: z.number(),
   country: z.string().nullable(),
+  /** A chat's: the model that served it, which its verifier must run. */
+  model_name: z.string().nullable(),
 });
 export type ClientTask = z.infer<typeof ClientTask>;
-const CLIENT_TASK_COLUMNS = sql.fragment`t.payload, t.timeout_seconds, t.country`;
+const CLIENT_TASK_COLUMNS = sql.fragment`t.payload, t.timeout_seconds, t.country, r.model_name`;
 
 /**
  * Whether a run's second result came from a verifier of another country than its client task asks for
@@ -143,13 +159,13 @@ export async function redundantRunOf(db: Runner, clientTaskId: string): Promise<
 export async function verifiersOnline(
   db: Runner,
   policy: TrustPolicy,
-  run: { clientTaskId: string; taskType: string; excludedSolverIds: string[] },
+  run: { clientTaskId: string; taskType: string; excludedSolverIds: string[]; strongModels?: string[] },
 ): Promise<{ online: boolean; elsewhere: boolean }> {
-  const { excludedSolverIds } = run;
+  const { excludedSolverIds, strongModels } = run;
   const country = sql.fragment`(SELECT country FROM tasks WHERE task_id = ${run.clientTaskId})`;
   return db.one(sql.type(z.object({ online: z.boolean(), elsewhere: z.boolean() }))`
-    SELECT EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country })}) AS online,
-           ${country} IS NOT NULL AND EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: null })}) AS elsewhere`);
+    SELECT EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country, strongModels })}) AS online,
+           ${country} IS NOT NULL AND EXISTS (SELECT 1 ${eligibleSolvers(run.taskType, { policy, excludedSolverIds, verifiersOnly: true, country: null, strongModels })}) AS elsewhere`);
 }
 
 const ResultsRow = z.object({
@@ -178,7 +194,7 @@ export async function redundantRunResults(
 ): Promise<RedundantRunResults | null> {
   return db.maybeOne(sql.type(ResultsRow)`
       SELECT r.task_type, r.status, r.first_solver_id, s.solver_id AS second_solver_id, r.run_task_id,
-             c.result AS first_result, s.result AS second_result, s.status AS run_status, c.payload,
+             ${CLIENT_RESULT} AS first_result, s.result AS second_result, s.status AS run_status, c.payload,
              r.by_verifier AND s.solver_id IS NOT NULL AND ${isVerifier(sql.fragment`s.solver_id`)} AS second_is_verifier,
              ${crossCountry(sql.fragment`r`)} AS cross_country
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id LEFT JOIN tasks s ON s.task_id = r.run_task_id
@@ -188,7 +204,7 @@ export async function redundantRunResults(
 
 /**
  * Records a pending run's verdict on its second result (the measure, the similarity, the threshold and
- * the evidence), concluded unless `disagreed`, and counts the run for both solvers unless `incomparable`
+ * the evidence), concluded unless `disagreed` or `compared`, and counts the run for both solvers unless `incomparable`
  * (recordRedundantRunStep), in one statement.
  */
 export async function recordSecondVerdictIn(
@@ -209,7 +225,7 @@ export async function recordSecondVerdictIn(
       WITH judged AS (
         UPDATE redundant_runs SET status = ${status}, second_solver_id = ${verdict.secondSolverId}, measure = ${comparison.measure},
           similarity = ${comparison.similarity}, threshold = ${comparison.threshold}, evidence = ${sql.jsonb(evidence as never)}, judged_at = now(),
-          concluded_at = CASE WHEN ${status === 'disagreed'} THEN NULL ELSE now() END
+          concluded_at = CASE WHEN ${status === 'disagreed' || status === 'compared'} THEN NULL ELSE now() END
         WHERE task_id = ${clientTaskId} AND status = 'pending'
         RETURNING task_id
       ), pair AS (
@@ -254,7 +270,7 @@ export async function concludeDispute(db: Runner, clientTaskId: string, reason: 
   await db.query(sql.unsafe`
     UPDATE redundant_runs SET concluded_at = now(), evidence = evidence || ${sql.jsonb({ third: { reason } })},
       status = CASE WHEN by_verifier AND NOT ${crossCountry(sql.fragment`redundant_runs`)} THEN 'incomparable' ELSE status END
-    WHERE task_id = ${clientTaskId} AND status = 'disagreed' AND concluded_at IS NULL`);
+    WHERE task_id = ${clientTaskId} AND ${awaitingThird(sql.fragment`redundant_runs`)}`);
 }
 
 const ThirdResultsRow = z.object({
@@ -281,10 +297,10 @@ export async function thirdRunResults(
 ): Promise<ThirdRunResults | null> {
   return db.maybeOne(sql.type(ThirdResultsRow)`
       SELECT r.task_type, r.by_verifier,
-        ${crossCountry(sql.fragment`r`)} AS cross_country, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, c.result AS first_result, s.result AS second_result,
+        ${crossCountry(sql.fragment`r`)} AS cross_country, r.first_solver_id, r.second_solver_id, x.solver_id AS third_solver_id, ${CLIENT_RESULT} AS first_result, s.result AS second_result,
              x.result AS third_result, x.status AS third_status, r.evidence, c.payload
       FROM redundant_runs r JOIN tasks c ON c.task_id = r.task_id JOIN tasks s ON s.task_id = r.run_task_id JOIN tasks x ON x.task_id = r.third_run_task_id
-      WHERE r.task_id = ${clientTaskId} AND r.status = 'disagreed' AND r.concluded_at IS NULL
+      WHERE r.task_id = ${clientTaskId} AND ${awaitingThird(sql.fragment`r`)}
       ${locked ? sql.fragment`FOR UPDATE OF r` : sql.fragment``}`);
 }
 

@@ -78,10 +78,20 @@ export async function lockVerifiedRecordIn(
 export async function addVerifiedOutcomeIn(
   tx: Runner,
   policy: TrustPolicy,
-  outcome: { solverId: string; taskType: string; failed: boolean; llr: number; subtleLlr: number; accepted: boolean },
+  outcome: {
+    solverId: string;
+    taskType: string;
+    failed: boolean;
+    /** A failure that is proof (a web result proven wrong): it weighs on the score and restarts the suspicion count. */
+    proof: boolean;
+    llr: number;
+    subtleLlr: number;
+    accepted: boolean;
+  },
 ): Promise<void> {
   const { solverId, taskType, failed } = outcome;
-  if (failed) {
+  const proven = failed && outcome.proof;
+  if (proven) {
     await tx.query(sql.unsafe`
       WITH adjusted AS
         (${adjustFailuresStep(policy, sql.fragment`SELECT ${solverId}::text AS solver_id, ${taskType}::text AS task_type, ${CANARY_PASS_WEIGHT}::float8 AS failures`)})
@@ -89,7 +99,7 @@ export async function addVerifiedOutcomeIn(
   }
   await tx.query(sql.unsafe`
     UPDATE solver_reputation SET sprt_llr = ${outcome.llr}, sprt_subtle_llr = ${outcome.subtleLlr},
-      verified_since_failure = ${failed ? sql.fragment`0` : sql.fragment`verified_since_failure + 1`},
+      verified_since_failure = ${proven ? sql.fragment`0` : sql.fragment`verified_since_failure + 1`},
       verified_passes = verified_passes + ${failed ? 0 : 1}, verified_failures = verified_failures + ${failed ? 1 : 0},
       sprt_accepts = sprt_accepts + ${outcome.accepted ? 1 : 0}
     WHERE solver_id = ${solverId} AND task_type = ${taskType}`);

@@ -1,5 +1,5 @@
 import { DeltaForwarder } from '../chat/delta-forwarder';
-import { MessageAssembler } from '../chat/openai-format';
+import { chatSink, MessageAssembler } from '../chat/openai-format';
 import type { ChatRelay } from '../chat/relay';
 import { countedChunks, DeliveredTokens, deliveredUsage } from '../chat/usage';
 import type { Handoff } from '../db/matching';
@@ -36,8 +36,9 @@ export interface EarlyAttempt {
   /** Chat: the deltas relayed so far, and the relay for the rest. */
   deltas?: DeltaForwarder;
   /**
-   * Chat with no client to stream to (a chat audit, docs/trust.md): its deltas assembled so far, and
-   * the rest as they come; the activity stores the assembled message with the result.
+   * Chat: its deltas assembled so far, and the rest as they come; the activity stores the assembled
+   * message with the result when there is no client to stream to (a chat audit, docs/trust.md), or
+   * hands it on as the client's answer (kept if the chat is sampled for verification).
    */
   assembled?: MessageAssembler;
   /** Chat: the tokens of its prompt and of the deltas it delivered, which bound its billed usage. */
@@ -90,7 +91,7 @@ export class EarlyAttempts {
     // Never twice: an attempt already running here is its activity's, or taken over already.
     if (this.entries.has(request.attemptId) || hub.isRunning(request.solverId, request.attemptId)) return false;
     const deltas = request.stream ? new DeltaForwarder(this.deps, request.stream, request.attemptId) : undefined;
-    const assembled = !request.stream && request.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
+    const assembled = request.taskType === CHAT_TASK_TYPE ? new MessageAssembler() : undefined;
     const delivered = request.taskType === CHAT_TASK_TYPE ? new DeliveredTokens(request.payload) : undefined;
     const controller = new AbortController();
     const result = hub.runAttempt({
@@ -102,7 +103,7 @@ export class EarlyAttempts {
       deadline: request.deadline,
       acceptTimeoutMs: request.acceptTimeoutMs,
       signal: controller.signal,
-      onChunk: countedChunks(delivered, deltas?.onChunk ?? (assembled && ((delta) => assembled.add(delta)))),
+      onChunk: countedChunks(delivered, chatSink(deltas, assembled)),
     });
     // Its failure is the adopting activity's to report; until then it must not count as unhandled.
     result.catch(() => undefined);

@@ -546,17 +546,19 @@ export class TaskEngine {
   /**
    * A solver's valid result for its attempt, its large parts written to the artifact store (`stored`):
    * the task completes and settles, or, when it had ended or the attempt was closed, the parts it did
-   * not take are deleted.
+   * not take are deleted. A client chat's `answer` (its message as the client was streamed it) is kept
+   * only if the chat is sampled for verification.
    */
   async completeAttempt(input: {
     taskId: string;
     attemptId: string;
     result: Record<string, unknown>;
     usage?: MeteredUsage;
+    answer?: Record<string, unknown>;
     stored: { keys: readonly string[]; parts: Record<string, unknown> };
   }): Promise<AttemptCompletion> {
     const { store, config, logger } = this.deps;
-    const { taskId, attemptId, result, usage, stored } = input;
+    const { taskId, attemptId, result, usage, answer, stored } = input;
     const completed = this.afterCommit(
       await store.completeTask(taskId, {
         completion: {
@@ -564,6 +566,7 @@ export class TaskEngine {
           attemptId,
           result,
           ...(usage ? { usage } : {}),
+          ...(answer ? { answer } : {}),
           ...(stored.keys.length > 0 ? { stored: stored.parts } : {}),
         },
         feePercent: config.platformFeePercent,

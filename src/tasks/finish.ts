@@ -32,9 +32,17 @@ import { recordUsageInflationIn } from '../trust/usage-inflation';
 export type Completion =
   /**
    * A solver's validated result for its (still open) attempt; a chat's with its metered usage, whose
-   * billed tokens are what a per_token offer charges (src/chat/usage.ts).
+   * billed tokens are what a per_token offer charges (src/chat/usage.ts); a client chat's with the answer
+   * its client was streamed, kept only if the chat is sampled for verification.
    */
-  | { kind: 'attempt'; attemptId: string; result: Record<string, unknown>; usage?: MeteredUsage; stored?: StoredParts }
+  | {
+      kind: 'attempt';
+      attemptId: string;
+      result: Record<string, unknown>;
+      usage?: MeteredUsage;
+      answer?: Record<string, unknown>;
+      stored?: StoredParts;
+    }
   | Extract<StoredCompletion, { kind: 'admin' }>;
 
 /**
@@ -118,7 +126,12 @@ async function completeIn(
     byAttempt && completed.platform ? await judgeCanaryIn(tx, taskId, completed.solverId, completion.result) : null;
   const settled = await settleCompletedIn(tx, completed, feePercent);
   if (settled.applied)
-    await reactToSettlement(tx, finishing.policy, completed, { verdict, metered, solverEarned: settled.solverEarned });
+    await reactToSettlement(tx, finishing.policy, completed, {
+      verdict,
+      metered,
+      solverEarned: settled.solverEarned,
+      answer: completion.kind === 'attempt' ? completion.answer : undefined,
+    });
   return { applied: true, status: 'completed' };
 }
 
@@ -131,7 +144,13 @@ async function reactToSettlement(
     verdict,
     metered,
     solverEarned,
-  }: { verdict: string | null; metered: MeteredUsage | undefined; solverEarned: string },
+    answer,
+  }: {
+    verdict: string | null;
+    metered: MeteredUsage | undefined;
+    solverEarned: string;
+    answer?: Record<string, unknown>;
+  },
 ): Promise<void> {
   const { taskId, taskType, accountId, solverId } = completed;
   // A usage report above its bound is evidence against the solver, and may quarantine it (docs/trust.md).
@@ -143,6 +162,6 @@ async function reactToSettlement(
   // The solver's pay is held until it vests; a quarantined solver's, until an admin decides (docs/trust.md).
   if (escrowed(policy) || completed.quarantined || verdict === 'failed' || inflation?.quarantined)
     await holdEarningsIn(tx, policy, taskId, solverId, solverEarned);
-  // A fraction of client web tasks is run again by another solver once this commits (docs/trust.md).
-  await sampleRedundantRunIn(tx, policy, { taskId, taskType, accountId, solverId });
+  // A fraction of client web tasks and chats is run again by another solver once this commits (docs/trust.md).
+  await sampleRedundantRunIn(tx, policy, { taskId, taskType, accountId, solverId, answer });
 }

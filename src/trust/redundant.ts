@@ -22,9 +22,10 @@ import {
 } from '../db/redundant';
 import { countedProofFromAccountIn, refundTask } from '../db/verification';
 import type { DueDelivery } from '../db/webhooks';
-import { WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
+import { CHAT_TASK_TYPE, WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import type { TrustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
+import { judgeChatTriad, compareChatAnswers } from './chat-agreement';
 import { highestVerificationRate, verificationRate } from './sprt';
 import { verificationRecordOf } from '../db/verifiers';
 import { recordVerifiedOutcomeIn } from './verifiers';
@@ -46,8 +47,8 @@ const isWebTaskType = (taskType: string): taskType is WebTaskType =>
   (WEB_TASK_TYPES as readonly string[]).includes(taskType);
 
 /**
- * In the transaction that settles a client's web task with its solver's result: draws whether it is
- * verified, and if so records the run and announces it to the workers, delivered as this transaction
+ * In the transaction that settles a client's web task or chat with its solver's result: draws whether it is
+ * verified (a chat only with the answer its client was streamed, `answer`, which the run keeps), and if so records the run and announces it to the workers, delivered as this transaction
  * commits. The rate is the solver's for the type (`verificationRate`: high for a newcomer, falling to
  * REDUNDANT_RUN_FRACTION with its verified passes, up again for a while after a result proven wrong);
  * only a draw between that floor and the highest rate reads the solver's record (one primary-key
@@ -57,11 +58,12 @@ const isWebTaskType = (taskType: string): taskType is WebTaskType =>
 export async function sampleRedundantRunIn(
   tx: Runner,
   policy: TrustPolicy,
-  task: { taskId: string; taskType: string; accountId: string; solverId: string },
+  task: { taskId: string; taskType: string; accountId: string; solverId: string; answer?: Record<string, unknown> },
 ): Promise<boolean> {
   const { redundantRunFraction: floor, verificationStartFraction: start } = policy;
   const ceiling = highestVerificationRate(start, floor);
-  if (ceiling <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !isWebTaskType(task.taskType)) return false;
+  const verifiable = isWebTaskType(task.taskType) || (task.taskType === CHAT_TASK_TYPE && !!task.answer);
+  if (ceiling <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !verifiable) return false;
   const draw = Math.random();
   if (draw >= ceiling) return false;
   if (draw >= floor) {
@@ -84,8 +86,15 @@ export type RedundantRunCreated =
       firstSolverId: string;
       excludedSolverIds?: string[];
       byVerifier?: boolean;
+      /** A chat's: the model its verifier must run (the one that served the client). */
+      strongModels?: string[];
     }
-  | { created: false; reason: 'not_found' | 'judged' | 'platform_balance' };
+  | { created: false; reason: 'not_found' | 'judged' | 'platform_balance' | 'no_verifier' };
+
+const isChatRun = (run: { task_type: string }) => run.task_type === CHAT_TASK_TYPE;
+
+/** The models a chat's checks may run: the one that served the client (none known: nobody may check it). */
+const chatModels = (run: ClientTask) => (isChatRun(run) ? [run.model_name ?? ''] : undefined);
 
 /**
  * The run task of a client task, with the platform's hold for `maxPricePoints`; of the client task's
@@ -117,18 +126,27 @@ const runTask = (
 async function runnersFor(
   db: Runner,
   policy: TrustPolicy,
-  run: { clientTaskId: string; taskType: string; firstSolverId: string },
+  run: { clientTaskId: string; taskType: string; firstSolverId: string; strongModels?: string[] },
   byVerifier?: boolean,
 ) {
   const excludedSolverIds = [run.firstSolverId];
-  if (byVerifier !== undefined) return { byVerifier, excludedSolverIds, anyCountry: false };
+  const strongModels = run.strongModels ? { strongModels: run.strongModels } : {};
+  if (byVerifier !== undefined)
+    return { byVerifier, excludedSolverIds, anyCountry: false, online: true, ...strongModels };
   const found = await verifiersOnline(db, policy, {
     clientTaskId: run.clientTaskId,
     taskType: run.taskType,
     excludedSolverIds,
+    ...strongModels,
   });
   const anyCountry = !found.online && found.elsewhere;
-  return { byVerifier: found.online || anyCountry, excludedSolverIds, anyCountry };
+  return {
+    byVerifier: found.online || anyCountry,
+    excludedSolverIds,
+    anyCountry,
+    online: found.online,
+    ...strongModels,
+  };
 }
 
 /**
@@ -149,9 +167,14 @@ export async function createRedundantRunTask(
   if (!run) return { created: false, reason: 'not_found' };
   // Ended already: nothing is sent again, whoever asks.
   if (run.status !== 'pending') return { created: false, reason: 'judged' };
-  const first = { clientTaskId: input.clientTaskId, taskType: run.task_type, firstSolverId: run.first_solver_id };
+  const first = {
+    clientTaskId: input.clientTaskId,
+    taskType: run.task_type,
+    firstSolverId: run.first_solver_id,
+    strongModels: chatModels(run),
+  };
   if (run.run_task_id) {
-    const { byVerifier, excludedSolverIds } = await runnersFor(db, policy, first, run.by_verifier);
+    const { byVerifier, excludedSolverIds, strongModels } = await runnersFor(db, policy, first, run.by_verifier);
     return {
       created: true,
       runTaskId: run.run_task_id,
@@ -159,10 +182,17 @@ export async function createRedundantRunTask(
       firstSolverId: run.first_solver_id,
       byVerifier,
       excludedSolverIds,
+      ...(strongModels ? { strongModels } : {}),
     };
   }
-  const { anyCountry, byVerifier, excludedSolverIds } = await runnersFor(db, policy, first);
-  const runners = { byVerifier, excludedSolverIds };
+  const { anyCountry, byVerifier, excludedSolverIds, strongModels, online } = await runnersFor(db, policy, first);
+  // A chat is checked by a verifier running its model only: another solver's answer, or another model's,
+  // says nothing about it.
+  if (isChatRun(run) && !online) {
+    await endRedundantRun(db, input.clientTaskId, 'skipped', 'no_verifier');
+    return { created: false, reason: 'no_verifier' };
+  }
+  const runners = { byVerifier, excludedSolverIds, ...(strongModels ? { strongModels } : {}) };
   const maxPricePoints = runners.byVerifier ? policy.checkPriceCeilingPoints : run.client_price_points;
   const outcome = await createRunTask(db, policy, {
     ...runTask(input, run, maxPricePoints, anyCountry),
@@ -223,7 +253,7 @@ const secondComparable = (run: RedundantRunResults) =>
   !!run.first_result &&
   !!run.second_result &&
   !!run.second_solver_id &&
-  isWebTaskType(run.task_type);
+  (isWebTaskType(run.task_type) || isChatRun(run));
 
 /**
  * Compares a run's second result with the client's and records the verdict (the measure, the
@@ -248,17 +278,26 @@ export async function judgeRedundantRun(
   return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'skipped', webhooks: [] };
     if (run.status !== 'pending') return { status: run.status as RedundantRunState, webhooks: [] };
-    if (!secondComparable(run) || !resolved || !run.second_solver_id || !isWebTaskType(run.task_type)) {
+    if (!secondComparable(run) || !resolved || !run.second_solver_id) {
       await endRedundantRun(tx, clientTaskId, 'unanswered', 'no second result');
       return { status: 'unanswered', webhooks: [] };
     }
     const [first, second] = resolved as [Record<string, unknown>, Record<string, unknown>];
-    const comparison = compareResults(run.task_type, first, second, run.payload);
+    const comparison = isWebTaskType(run.task_type)
+      ? compareResults(run.task_type, first, second, run.payload)
+      : compareChatAnswers(first, second);
     const disagreed = disagrees(comparison);
     // A verifier's disagreement is not proof yet: the page may have changed between fetches, so the
-    // verifier's third run (a stability check) decides (judgeThirdRun).
+    // verifier's third run (a stability check) decides (judgeThirdRun). A chat's first check always waits
+    // for the verifier's second answer: only three answers tell which is the odd one out.
     const status: RedundantRunState =
-      comparison.similarity === null ? 'incomparable' : !disagreed ? 'agreed' : 'disagreed';
+      comparison.similarity === null
+        ? 'incomparable'
+        : isChatRun(run)
+          ? 'compared'
+          : !disagreed
+            ? 'agreed'
+            : 'disagreed';
     const evidence = {
       client_task_id: clientTaskId,
       run_task_id: run.run_task_id,
@@ -362,7 +401,8 @@ export async function createThirdRunTask(
 ): Promise<RedundantRunCreated> {
   const run = await disputedRunOf(db, input.clientTaskId);
   if (!run) return { created: false, reason: 'not_found' };
-  if (run.status !== 'disagreed' || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
+  const awaiting = run.status === 'disagreed' || run.status === 'compared';
+  if (!awaiting || run.concluded || !run.second_solver_id) return { created: false, reason: 'judged' };
   // A verifier's stability check; or, after two other solvers' disagreement or a verifier's of another
   // country, a tie-break by any solver of the task's country but the two.
   const stability = run.by_verifier && !run.cross_country;
@@ -375,6 +415,7 @@ export async function createThirdRunTask(
     ...(stability
       ? { excludedSolverIds: [run.first_solver_id], byVerifier: true }
       : { excludedSolverIds: [run.first_solver_id, run.second_solver_id!] }),
+    ...(isChatRun(run) ? { strongModels: chatModels(run) } : {}),
   });
   if (run.third_run_task_id) return created(run.third_run_task_id);
   const outcome = await createRunTask(db, policy, { ...runTask(input, run, maxPricePoints), run: 'third' });
@@ -410,7 +451,7 @@ export async function judgeThirdRun(
     !!run.second_result &&
     !!run.third_result &&
     !!run.third_solver_id &&
-    isWebTaskType(run.task_type);
+    (isWebTaskType(run.task_type) || isChatRun(run));
   const resolve = (run: ThirdRunResults) =>
     thirdComparable(run)
       ? Promise.all(
@@ -421,7 +462,7 @@ export async function judgeThirdRun(
       : null;
   return judgeResolved(db, read, resolve, async (tx, run, resolved) => {
     if (!run) return { status: 'disagreed', webhooks: [] };
-    if (!thirdComparable(run) || !resolved || !run.third_solver_id || !isWebTaskType(run.task_type)) {
+    if (!thirdComparable(run) || !resolved || !run.third_solver_id) {
       await concludeDispute(tx, clientTaskId, 'no third result');
       return { status: 'disagreed', webhooks: [] };
     }
@@ -430,6 +471,7 @@ export async function judgeThirdRun(
       Record<string, unknown>,
       Record<string, unknown>,
     ];
+    if (!isWebTaskType(run.task_type)) return judgeChatTriadIn(tx, policy, clientTaskId, run, [first, second, third]);
     if (run.by_verifier && !run.cross_country)
       return judgeStabilityIn(tx, policy, clientTaskId, run, [first, second, third]);
     const withFirst = compareResults(run.task_type, first, third, run.payload);
@@ -545,4 +587,51 @@ async function judgeStabilityIn(
       counts,
     }),
   };
+}
+
+/**
+ * A chat's verification judged on its three answers (src/trust/chat-agreement.ts): the client's and the
+ * verifier's two, each draws of one model when the solver is honest. The client's answer the odd one
+ * out is a failure observation in the solver's chat test (`disagreed`, concluded); a check's answer the
+ * odd one out, a pass (`agreed`); all three alike, a verified pass the test does not count (`agreed`); no
+ * odd one out or a check that answered nothing, no outcome (`incomparable`). No single answer proves a
+ * solver wrong, so nothing is refunded here: a quarantine the test decides refunds the held pay
+ * ("Escrow and refunds").
+ */
+async function judgeChatTriadIn(
+  tx: DatabaseTransactionConnection,
+  policy: TrustPolicy,
+  clientTaskId: string,
+  run: ThirdRunResults,
+  [client, first, second]: [Record<string, unknown>, Record<string, unknown>, Record<string, unknown>],
+): Promise<RunVerdict> {
+  const { triad, withFirst, withSecond, checks } = judgeChatTriad(client, first, second);
+  const status: RedundantRunState =
+    triad === 'client_odd' ? 'disagreed' : triad === 'check_odd' || triad === 'all_agree' ? 'agreed' : 'incomparable';
+  const evidence = {
+    ...run.evidence,
+    third: {
+      ...side(run.third_solver_id, withSecond.second),
+      similarity_to_first: withSecond.similarity,
+      similarity_to_second: checks.similarity,
+    },
+    triad,
+    similarity_to_first_check: withFirst.similarity,
+  };
+  await recordThirdVerdictIn(tx, {
+    clientTaskId,
+    status,
+    thirdSolverId: run.third_solver_id,
+    evidence,
+    wrongSolverId: null,
+  });
+  if (status !== 'incomparable')
+    await recordVerifiedOutcomeIn(tx, policy, {
+      solverId: run.first_solver_id,
+      taskType: run.task_type,
+      failed: triad === 'client_odd',
+      tested: triad !== 'all_agree',
+      evidence,
+    });
+  return { status, webhooks: [] };
 }
