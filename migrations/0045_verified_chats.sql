@@ -7,3 +7,6 @@ ALTER TABLE redundant_runs ADD COLUMN model_name text;
 ALTER TABLE redundant_runs DROP CONSTRAINT redundant_runs_status_check;
 ALTER TABLE redundant_runs ADD CONSTRAINT redundant_runs_status_check
   CHECK (status IN ('pending', 'compared', 'agreed', 'disagreed', 'incomparable', 'unanswered', 'skipped', 'refuted', 'upheld'));
+-- The metrics read the chat verifications concluded in the last day at every scrape
+-- (src/db/redundant.ts, recentChatVerifications).
+CREATE INDEX redundant_runs_chat_concluded_idx ON redundant_runs (concluded_at) WHERE task_type = 'chat_completion';

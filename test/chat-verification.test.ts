@@ -1,8 +1,11 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { auditLedger, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { auditLedger, getBalance, PLATFORM_ACCOUNT_ID } from '../src/db/ledger';
+import { CHAT_VERIFICATION_SPRT } from '../src/trust/chat-agreement';
+import { sprtStep, sprtThresholds } from '../src/trust/sprt';
 import { honestAnswer } from './support/chat-answers';
 import { strongChat, suiteSolvers, talker, waitFor, type FakeSolver, type TaskFrame } from './support/fake-solver';
+import { parsePrometheusText, sampleValue } from './support/prometheus-text';
 import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from './support/stack';
 
 /**
@@ -29,6 +32,8 @@ beforeAll(async () => {
       CANARY_SWEEP_SECONDS: '3600',
       REDUNDANT_RUN_SWEEP_SECONDS: '3600',
       RATE_LIMIT_PER_MINUTE: '100000',
+      // Pay is held a day: a confirmed quarantine refunds the clients of the chats it was held for.
+      EARNINGS_VESTING_SECONDS: '86400',
     },
   });
   const funded = await api(stack.url, 'POST', '/v1/admin/deposit', { body: { account_id: PLATFORM_ACCOUNT_ID, amount_points: '100000' }, headers: admin });
@@ -52,6 +57,13 @@ function samples(frame: TaskFrame, self: FakeSolver) {
   const text = SAMPLED[Math.floor(Math.random() * SAMPLED.length)]!;
   answers(frame, self, { deltas: [{ content: text }], usage: { prompt_tokens: 12, completion_tokens: 8, total_tokens: 20 } });
 }
+
+/** Odd answers of the client's in a row that quarantine (CHAT_VERIFICATION_SPRT). */
+const FAILURES = Array.from({ length: 40 }, (_, i) => i + 1).find((n) => {
+  let llr = 0;
+  for (let i = 0; i < n; i++) llr = sprtStep(llr, true, CHAT_VERIFICATION_SPRT).llr;
+  return llr >= sprtThresholds(CHAT_VERIFICATION_SPRT).upper;
+})!;
 
 /** Claims gpt-4o, answers everything with the same line (a cheaper model, or none at all). */
 const parrot = talker(['I am a ', 'helpful model'], { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 });
@@ -132,7 +144,7 @@ test('a solver that answers every chat with the same line is the odd one out eac
   const cheat = await startSolver({ behaviour: parrot, capabilities: strongChat() });
   const client = await registerAccount(stack.url, '300');
   let served = 0;
-  for (let i = 0; i < 12 && !(await trustOf(cheat.solverId)).quarantined; i++) {
+  for (let i = 0; i < FAILURES + 3 && !(await trustOf(cheat.solverId)).quarantined; i++) {
     const chat = await clientChat(client, `What is ${40 + i} times ${7 + i}?`);
     if (chat.solverId !== cheat.solverId) break;
     served++;
@@ -140,15 +152,22 @@ test('a solver that answers every chat with the same line is the odd one out eac
     expect(run).toMatchObject({ status: 'disagreed', concluded: true });
     expect(run.evidence).toMatchObject({ triad: 'client_odd', first: { solver_id: cheat.solverId, excerpt: 'I am a helpful model' } });
   }
-  expect(served).toBe(7);
+  expect(served).toBe(FAILURES);
   const trust = await trustOf(cheat.solverId);
   expect(trust.quarantined).toBe(true);
   expect(trust.quarantines[0]).toMatchObject({ reason: 'verification_failed', task_type: 'chat_completion' });
-  expect(trust.quarantines[0].evidence.sprt).toMatchObject({ test: 'chat', verified_failures: 7, verified_passes: 0 });
+  expect(trust.quarantines[0].evidence.sprt).toMatchObject({ test: 'chat', verified_failures: FAILURES, verified_passes: 0 });
+  const metrics = parsePrometheusText(await (await fetch(`${stack.url}/metrics`, { headers: { Authorization: `Bearer ${ADMIN_KEY}` } })).text());
+  expect(sampleValue(metrics, 'marketplace_chat_verifications_concluded', { model: 'gpt-4o', outcome: 'client_odd' })).toBeGreaterThanOrEqual(FAILURES);
   // No single answer is proof: nothing was refunded by a verdict.
   const refunds = await stack.db.oneFirst(sql.type(z.object({ n: z.number() }))`
     SELECT count(*)::int AS n FROM ledger_entries WHERE idempotency_key LIKE 'refund:%'`);
   expect(refunds).toBe(0);
+  // An operator who confirms the quarantine refunds every chat the cheat served: its pay was held.
+  const confirmed = await api(stack.url, 'POST', `/v1/admin/solvers/${cheat.solverId}/quarantine/confirm`, { body: { note: 'not the model it claims' }, headers: admin });
+  expect(confirmed.status).toBe(200);
+  expect(confirmed.json.refunded_tasks).toBe(FAILURES);
+  expect(await getBalance(stack.db, client.account_id)).toMatchObject({ available_points: '300', held_points: '0', lifetime_spent_points: '0' });
   expect(await auditLedger(stack.db)).toEqual(AUDIT_EXACT);
 });
 

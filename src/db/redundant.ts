@@ -359,3 +359,17 @@ export async function disagreementsOf(
     ) r
     ORDER BY created_at DESC LIMIT ${limit}`);
 }
+
+/**
+ * Chat verifications concluded in the last `withinSeconds`, per model checked and outcome: the triad of
+ * the three answers (`client_odd`, `check_odd`, `all_agree`, `undecided`, `incomparable`), or the run's
+ * state when it ended without one (`skipped`, `unanswered`, `incomparable`).
+ */
+export async function recentChatVerifications(db: Runner, withinSeconds: number) {
+  const rows = await db.any(sql.type(z.object({ model: z.string(), outcome: z.string(), runs: z.number() }))`
+    SELECT COALESCE(model_name, '') AS model, COALESCE(evidence->>'triad', status) AS outcome, count(*)::int AS runs
+    FROM redundant_runs
+    WHERE task_type = 'chat_completion' AND concluded_at > now() - make_interval(secs => ${withinSeconds})
+    GROUP BY 1, 2 ORDER BY 1, 2`);
+  return [...rows];
+}

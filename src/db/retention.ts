@@ -35,8 +35,9 @@ export async function resultsPastRetention(
 }
 
 /**
- * Removes these tasks' results (their artifacts deleted first), and the page cache's entries that name
- * them (a cached page is its task's result); returns the tasks it changed.
+ * Removes these tasks' results (their artifacts deleted first), the page cache's entries that name
+ * them (a cached page is its task's result), and a verified chat's answer (its result too); returns the
+ * tasks it changed.
  */
 export async function expireResults(db: Runner, taskIds: readonly string[]): Promise<readonly string[]> {
   return db.anyFirst(sql.type(z.object({ task_id: z.string() }))`
@@ -44,7 +45,8 @@ export async function expireResults(db: Runner, taskIds: readonly string[]): Pro
       UPDATE tasks SET result = NULL, result_expired_at = now()
       WHERE task_id = ANY(${sql.array([...taskIds], 'text')}) AND result IS NOT NULL
       RETURNING task_id),
-    evicted AS (DELETE FROM page_cache WHERE task_id IN (SELECT task_id FROM expired))
+    evicted AS (DELETE FROM page_cache WHERE task_id IN (SELECT task_id FROM expired)),
+    answers AS (UPDATE redundant_runs SET client_answer = NULL WHERE task_id IN (SELECT task_id FROM expired) AND client_answer IS NOT NULL)
     SELECT task_id FROM expired`);
 }
 

@@ -24,11 +24,15 @@ export async function verifierSince(db: Runner, solverId: string): Promise<strin
     SELECT to_char(marked_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS marked_at FROM solver_verifiers WHERE solver_id = ${solverId}`);
 }
 
-const VerificationRateRow = z.object({ verified_passes: z.number(), verified_since_failure: z.number().nullable() });
+const VerificationRateRow = z.object({
+  verified_passes: z.number(),
+  verified_since_failure: z.number().nullable(),
+  sprt_llr: z.number(),
+});
 
 /**
- * What a solver's verification rate of a task type follows: its verified passes, and how many verified
- * outcomes followed its last result proven wrong (null: none was).
+ * What a solver's verification rate of a task type follows: its verified passes, how many verified
+ * outcomes followed its last result proven wrong (null: none was), and where its sequential test stands.
  */
 export async function verificationRecordOf(
   db: Runner,
@@ -37,9 +41,10 @@ export async function verificationRecordOf(
 ): Promise<z.infer<typeof VerificationRateRow>> {
   return (
     (await db.maybeOne(sql.type(VerificationRateRow)`
-      SELECT verified_passes, verified_since_failure FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = ${taskType}`)) ?? {
+      SELECT verified_passes, verified_since_failure, sprt_llr FROM solver_reputation WHERE solver_id = ${solverId} AND task_type = ${taskType}`)) ?? {
       verified_passes: 0,
       verified_since_failure: null,
+      sprt_llr: 0,
     }
   );
 }

@@ -5,6 +5,7 @@ import { queueFigures, workShareFigures } from '../db/metrics';
 import type { TrustPolicy } from '../db/reputation';
 import { CAPABILITY_TASK_TYPES } from '../schemas/domain';
 import { chatAuditFigures } from '../trust/canaries';
+import { recentChatVerifications } from '../db/redundant';
 import { PREFIX, registry } from '../metrics/metrics';
 
 /**
@@ -148,6 +149,17 @@ const chatAuditNearQuarantine = new Gauge({
   registers: [registry],
 });
 
+const chatVerifications = new Gauge({
+  name: `${PREFIX}chat_verifications_concluded`,
+  help:
+    'Verifications of client chats concluded in the last 24 hours, by the model checked and ' +
+    'outcome: which of the three answers was the odd one out (client_odd, check_odd), all_agree, ' +
+    'undecided, or why there was no verdict (skipped, unanswered, incomparable); read from ' +
+    'PostgreSQL, the same on every node (use max)',
+  labelNames: ['model', 'outcome'] as const,
+  registers: [registry],
+});
+
 const scrapeErrors = new Counter({
   name: `${PREFIX}metrics_database_errors_total`,
   help: 'Scrapes whose queue figures could not be read from PostgreSQL (the gauges then keep their last values)',
@@ -155,19 +167,22 @@ const scrapeErrors = new Counter({
 });
 
 /**
- * Reads the queue, work-share, check-funding and chat audit figures once per scrape (five cheap statements),
- * before the registry renders.
+ * Reads the queue, work-share, check-funding, chat audit and chat verification figures once per scrape
+ * (six cheap statements), before the registry renders.
  */
 async function refreshQueueFigures(): Promise<void> {
   const [db, trust] = (sources.dbs.entries().next().value as [Db, TrustPolicy | undefined] | undefined) ?? [];
   if (!db) return;
   try {
-    const [figures, shares, funding, audits] = await Promise.all([
+    const [figures, shares, funding, audits, verifications] = await Promise.all([
       queueFigures(db),
       workShareFigures(db),
       trust ? checkFunding(db, trust) : null,
       chatAuditFigures(db, CHAT_AUDIT_WINDOW_SECONDS),
+      recentChatVerifications(db, CHAT_AUDIT_WINDOW_SECONDS),
     ]);
+    chatVerifications.reset();
+    for (const row of verifications) chatVerifications.labels(row.model, row.outcome).set(row.runs);
     // Models whose audits left the window drop out rather than stay at their last value.
     chatAuditsJudged.reset();
     for (const row of audits.verdicts) chatAuditsJudged.labels(row.model, row.verdict).set(row.audits);

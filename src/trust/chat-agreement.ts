@@ -120,13 +120,27 @@ export function judgeChatTriad(
 /**
  * The sequential test of a solver's verified chats, on the triads with an odd one out: H0, the client's
  * answer is it at 1/3 (three draws of one model); H1, at 0.9 (a solver whose answers differ from the
- * model's, when a difference shows). A triad with no odd one out is no observation. Seven odd answers
- * of the client's in a row quarantine; α is small because an honest solver that samples runs a new test
- * every few odd-one-out triads for as long as it serves.
+ * model's, when a difference shows). A triad with no odd one out is no observation. Fourteen odd answers
+ * of the client's with no check's between quarantine. α is tiny because an honest solver whose model
+ * samples meets odd-one-out triads all the time and starts a new test every few of them, for as long
+ * as it serves: at 10⁻⁵ one such solver in a few hundred was quarantined within 20,000 chats
+ * (test/unit/chat-verification.test.ts simulates it).
  */
 export const CHAT_VERIFICATION_SPRT: SprtParameters = Object.freeze({
   p0: 1 / 3,
   p1: 0.9,
-  alpha: 0.001,
+  alpha: 1e-6,
   beta: 0.01,
 });
+
+/**
+ * A solver's chats are verified at this rate at least while its chat test stands above 0 (an odd answer
+ * of the client's not yet outweighed by a check's): a solver wrong one time in ten then reaches the
+ * test's threshold within a few hundred chats instead of a thousand, while an honest one stands above 0
+ * rarely and briefly (the rate's share of its chats stays near 5 %).
+ */
+export const CHAT_SUSPICION_FRACTION = 0.5;
+
+/** The rate of a solver's client chats verified: the web rule's (`rate`), raised while its chat test is above 0. */
+export const chatVerificationRate = (rate: number, llr: number) =>
+  Math.max(rate, llr > 0 ? CHAT_SUSPICION_FRACTION : 0);

@@ -25,7 +25,7 @@ import type { DueDelivery } from '../db/webhooks';
 import { CHAT_TASK_TYPE, WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import type { TrustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
-import { judgeChatTriad, compareChatAnswers } from './chat-agreement';
+import { chatVerificationRate, compareChatAnswers, judgeChatTriad } from './chat-agreement';
 import { highestVerificationRate, verificationRate } from './sprt';
 import { verificationRecordOf } from '../db/verifiers';
 import { recordVerifiedOutcomeIn } from './verifiers';
@@ -61,14 +61,17 @@ export async function sampleRedundantRunIn(
   task: { taskId: string; taskType: string; accountId: string; solverId: string; answer?: Record<string, unknown> },
 ): Promise<boolean> {
   const { redundantRunFraction: floor, verificationStartFraction: start } = policy;
-  const ceiling = highestVerificationRate(start, floor);
-  const verifiable = isWebTaskType(task.taskType) || (task.taskType === CHAT_TASK_TYPE && !!task.answer);
+  const chat = task.taskType === CHAT_TASK_TYPE;
+  const highest = highestVerificationRate(start, floor);
+  const ceiling = chat && highest > 0 ? chatVerificationRate(highest, 1) : highest;
+  const verifiable = isWebTaskType(task.taskType) || (chat && !!task.answer);
   if (ceiling <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !verifiable) return false;
   const draw = Math.random();
   if (draw >= ceiling) return false;
   if (draw >= floor) {
     const record = await verificationRecordOf(tx, task.solverId, task.taskType);
-    if (draw >= verificationRate(record.verified_passes, start, floor, record.verified_since_failure)) return false;
+    const rate = verificationRate(record.verified_passes, start, floor, record.verified_since_failure);
+    if (draw >= (chat ? chatVerificationRate(rate, record.sprt_llr) : rate)) return false;
   }
   return drawRedundantRunIn(tx, task);
 }
@@ -594,7 +597,7 @@ async function judgeStabilityIn(
  * verifier's two, each draws of one model when the solver is honest. The client's answer the odd one
  * out is a failure observation in the solver's chat test (`disagreed`, concluded); a check's answer the
  * odd one out, a pass (`agreed`); all three alike, a verified pass the test does not count (`agreed`); no
- * odd one out or a check that answered nothing, no outcome (`incomparable`). No single answer proves a
+ * odd one out (`incomparable`), the same; a check that answered nothing, no outcome (`incomparable`). No single answer proves a
  * solver wrong, so nothing is refunded here: a quarantine the test decides refunds the held pay
  * ("Escrow and refunds").
  */
@@ -625,12 +628,14 @@ async function judgeChatTriadIn(
     evidence,
     wrongSolverId: null,
   });
-  if (status !== 'incomparable')
+  // Triads with no odd one out are no observation for the test, but lower the rate like any pass: a model
+  // whose answers always differ (or always agree) would otherwise keep half its chats verified.
+  if (triad !== 'incomparable')
     await recordVerifiedOutcomeIn(tx, policy, {
       solverId: run.first_solver_id,
       taskType: run.task_type,
       failed: triad === 'client_odd',
-      tested: triad !== 'all_agree',
+      tested: triad === 'client_odd' || triad === 'check_odd',
       evidence,
     });
   return { status, webhooks: [] };
