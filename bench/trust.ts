@@ -9,12 +9,14 @@ import {
   fabricatedFetch,
   fabricatesOneIn,
   fetchesSuspectedChecks,
+  emptyChat,
   fixedSearchList,
   honestChat,
   honestFetch,
   honestSearch,
   staleByOrigin,
   wrongChat,
+  wrongOneChatIn,
   type Script,
 } from '../test/support/cheats';
 import { call, register, request, SimSolver } from './lib/sim';
@@ -85,13 +87,24 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
   };
   try {
     const cheats: { name: string; taskType: Kind; solverId: string }[] = [];
+    // The chats the chat cheats answered wrongly (what they make up has no fixed text to find in the
+    // results: a client's chat keeps none).
+    const wrongChats = new Set<string>();
+    const recordsWrong =
+      (script: Script): Script =>
+      (frame, self) => {
+        wrongChats.add(frame.task_id);
+        return script(frame, self);
+      };
     for (const [name, taskType, script] of [
       ['fabricated fetch', 'proxy_fetch', fabricatedFetch],
       ['stale content (cached per origin)', 'proxy_fetch', staleByOrigin()],
       ['fetches what it suspects is a check, makes up the rest', 'proxy_fetch', fetchesSuspectedChecks(base)],
       ['passes what it suspects is a check, makes up one client page in ten', 'proxy_fetch', fabricatesOneIn(10, base)],
       ['fixed search list', 'web_search', fixedSearchList],
-      ['wrong chat answers (claims gpt-4o)', 'chat_completion', wrongChat],
+      ['wrong chat answers (claims gpt-4o)', 'chat_completion', recordsWrong(wrongChat)],
+      ['no model: empty chat answers (claims gpt-4o)', 'chat_completion', recordsWrong(emptyChat)],
+      ['a capable model, but wrong on one chat in ten (claims gpt-4o)', 'chat_completion', wrongOneChatIn(10, db, wrongChats)],
     ] as const) {
       cheats.push({ name, taskType, solverId: await start(taskType, CHEAT_PRICE, CHEAT_SLOTS, script) });
     }
@@ -106,8 +119,10 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     ] as const) {
       honestIds.push(await start(taskType, HONEST_PRICE, HONEST_SLOTS, script));
     }
-    // The first honest fetch solver verifies the others' sampled client fetches (the bundled solver's role on npm start).
-    await call(base, 'POST', `/v1/admin/solvers/${honestIds[0]}/verifier`, { verifier: true }, { 'X-Admin-API-Key': adminKey });
+    // The first honest fetch solver verifies the others' sampled client fetches (the bundled solver's role on
+    // npm start), and the first honest chat solver the sampled client chats (a verifier running the model).
+    for (const verifier of [honestIds[0], honestIds[4]])
+      await call(base, 'POST', `/v1/admin/solvers/${verifier}/verifier`, { verifier: true }, { 'X-Admin-API-Key': adminKey });
     // Clients of several accounts, as a market has: proofs from one account's tasks count once a day per
     // solver (docs/trust.md, "Verified client tasks"), so one account alone would slow every catch.
     const clients: Awaited<ReturnType<typeof register>>[] = [];
@@ -208,7 +223,8 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
                SELECT t.task_id, t.result FROM tasks t WHERE t.account_id = ANY(${clientIds}) AND t.solver_id = ${cheat.solverId} AND t.status = 'completed'),
              outcome AS (
                -- What the scripted cheats make up: the fetch "# Hello", the fixed search list.
-               SELECT (s.result->>'content' = '# Hello' OR s.result->'results'->0->>'url' = 'https://example.com/result/0') IS TRUE AS wrong,
+               SELECT (s.result->>'content' = '# Hello' OR s.result->'results'->0->>'url' = 'https://example.com/result/0'
+                       OR s.task_id = ANY(${sql.array([...wrongChats], 'text')})) IS TRUE AS wrong,
                       r.amount AS refunded, r.created_at AS refunded_at, h.status AS hold_status, h.closed_at AS hold_closed_at
                FROM served s
                LEFT JOIN ledger_entries r ON r.idempotency_key = 'refund:' || s.task_id
@@ -232,7 +248,13 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
     const cheatIds = sql.array(cheats.map((c) => c.solverId), 'text');
     const runs = await db.any(sql.type(z.object({ status: z.string(), with_cheat: z.boolean(), n: z.number() }))`
       SELECT r.status, COALESCE(r.first_solver_id = ANY(${cheatIds}) OR r.second_solver_id = ANY(${cheatIds}) OR r.third_solver_id = ANY(${cheatIds}), false) AS with_cheat, count(*)::int AS n
-      FROM redundant_runs r JOIN tasks t USING (task_id) WHERE t.account_id = ANY(${clientIds}) GROUP BY 1, 2 ORDER BY 1, 2`);
+      FROM redundant_runs r JOIN tasks t USING (task_id) WHERE t.account_id = ANY(${clientIds}) AND r.task_type <> 'chat_completion' GROUP BY 1, 2 ORDER BY 1, 2`);
+    // Verified client chats, by the triad of their three answers (or why there was none).
+    const chatRuns = await db.any(sql.type(z.object({ outcome: z.string(), with_cheat: z.boolean(), n: z.number() }))`
+      SELECT COALESCE(r.evidence->>'triad', r.status) AS outcome, r.first_solver_id = ANY(${cheatIds}) AS with_cheat, count(*)::int AS n
+      FROM redundant_runs r JOIN tasks t USING (task_id) WHERE t.account_id = ANY(${clientIds}) AND r.task_type = 'chat_completion' GROUP BY 1, 2 ORDER BY 1, 2`);
+    const clientChats = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
+      SELECT count(*)::int AS n FROM tasks WHERE account_id = ANY(${clientIds}) AND status = 'completed' AND task_type = 'chat_completion'`);
     const webTasks = await db.oneFirst(sql.type(z.object({ n: z.number() }))`
       SELECT count(*)::int AS n FROM tasks WHERE account_id = ANY(${clientIds}) AND status = 'completed' AND task_type IN ('proxy_fetch', 'web_search')`);
     const sampled = runs.reduce((sum, row) => sum + row.n, 0);
@@ -251,6 +273,9 @@ export async function runTrustPhase(base: string, db: Db, adminKey: string, log:
       verification_attempts: work.verification,
       verification_share_of_solver_work: Math.round((work.verification / Math.max(work.client + work.verification, 1)) * 10_000) / 10_000,
       ...Object.fromEntries(runs.map((row) => [`${row.status}${row.with_cheat ? '_with_cheat' : '_honest_pair'}`, row.n])),
+      client_chats: clientChats,
+      chats_verified: chatRuns.reduce((sum, row) => sum + row.n, 0),
+      ...Object.fromEntries(chatRuns.map((row) => [`chat_${row.outcome}${row.with_cheat ? '_cheat' : '_honest'}`, row.n])),
     };
     log(`trust phase: ${JSON.stringify(sent)} client tasks sent in ${seconds} s (not answered 200: ${JSON.stringify(failed)})`);
     return { cheats: cheatRows, honest: { ...honest, client_tasks_sent: sent }, redundant, seconds };

@@ -239,3 +239,20 @@ export const honestChat =
 /** Claims a strong model but answers everything with the same sentence, as no model that reads the prompt would. */
 export const wrongChat: Script = (frame, self) =>
   streamChat(frame, self, [{ content: 'I am a ' }, { content: 'helpful model' }], { prompt_tokens: 12, completion_tokens: 5, total_tokens: 17 });
+
+/**
+ * A strong-tier chat solver that answers as a capable model would, but one chat in `n` (at random, audits
+ * and client chats alike: it cannot tell them apart) with the same wrong sentence; `wrong` collects the
+ * task ids it answered wrongly.
+ */
+export const wrongOneChatIn =
+  (n: number, db: Db, wrong: Set<string>): Script =>
+  async (frame, self) => {
+    if (Math.random() >= 1 / n) return honestChat(db)(frame, self);
+    wrong.add(frame.task_id);
+    return wrongChat(frame, self);
+  };
+
+/** Claims a strong model but runs none: every answer is empty. */
+export const emptyChat: Script = (frame, self) =>
+  streamChat(frame, self, [], { prompt_tokens: 12, completion_tokens: 0, total_tokens: 12 });
