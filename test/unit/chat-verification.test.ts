@@ -1,5 +1,6 @@
 import { CHAT_VERIFICATION_SPRT, chatVerificationRate, compareChatAnswers, judgeChatTriad, type ChatTriad } from '../../src/trust/chat-agreement';
 import { sprtStep, verificationRate } from '../../src/trust/sprt';
+import { seededRandom } from '../support/seeded-random';
 
 /**
  * Verified client chats (docs/trust.md, "Verified client chats"): the answers' comparison, the triad of
@@ -45,17 +46,7 @@ describe('three answers', () => {
   });
 });
 
-/** A seeded generator (mulberry32), so that the figures are the same on every run. */
-function rng(seed: number) {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+const rng = seededRandom;
 
 /** A model: the answer it draws for a request (answers are compared as equal or not). */
 type Model = (random: () => number) => string;
