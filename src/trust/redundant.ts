@@ -25,7 +25,7 @@ import type { DueDelivery } from '../db/webhooks';
 import { CHAT_TASK_TYPE, WEB_TASK_TYPES, type WebTaskType } from '../schemas/domain';
 import type { TrustPolicy } from '../db/reputation';
 import { compareResults, disagrees, type Comparison } from './similarity';
-import { chatVerificationRate, compareChatAnswers, judgeChatTriad } from './chat-agreement';
+import { CHAT_SUSPICION_FRACTION, chatVerificationRate, compareChatAnswers, judgeChatTriad } from './chat-agreement';
 import { highestVerificationRate, verificationRate } from './sprt';
 import { verificationRecordOf } from '../db/verifiers';
 import { recordVerifiedOutcomeIn } from './verifiers';
@@ -47,11 +47,12 @@ const isWebTaskType = (taskType: string): taskType is WebTaskType =>
   (WEB_TASK_TYPES as readonly string[]).includes(taskType);
 
 /**
- * In the transaction that settles a client's web task or chat with its solver's result: draws whether it is
- * verified (a chat only with the answer its client was streamed, `answer`, which the run keeps), and if so records the run and announces it to the workers, delivered as this transaction
- * commits. The rate is the solver's for the type (`verificationRate`: high for a newcomer, falling to
- * REDUNDANT_RUN_FRACTION with its verified passes, up again for a while after a result proven wrong);
- * only a draw between that floor and the highest rate reads the solver's record (one primary-key
+ * In the transaction that settles a client's web task or chat with its solver's result: draws whether it
+ * is verified (a chat only with the answer its client was streamed, `answer`, which the run keeps), and
+ * if so records the run and announces it to the workers, delivered as this transaction commits. The
+ * rate is the solver's for the type (`verificationRate`: high for a newcomer, falling to
+ * REDUNDANT_RUN_FRACTION with its verified passes, up again for a while after a result proven wrong; a
+ * chat's raised while its test leans against it, chatVerificationRate); only a draw between that floor and the highest rate reads the solver's record (one primary-key
  * lookup: about half the tasks at the defaults).
  * A verifier's own tasks are not drawn: it is the reference.
  */
@@ -63,7 +64,7 @@ export async function sampleRedundantRunIn(
   const { redundantRunFraction: floor, verificationStartFraction: start } = policy;
   const chat = task.taskType === CHAT_TASK_TYPE;
   const highest = highestVerificationRate(start, floor);
-  const ceiling = chat && highest > 0 ? chatVerificationRate(highest, 1) : highest;
+  const ceiling = chat && highest > 0 ? Math.max(highest, CHAT_SUSPICION_FRACTION) : highest;
   const verifiable = isWebTaskType(task.taskType) || (chat && !!task.answer);
   if (ceiling <= 0 || task.accountId === PLATFORM_ACCOUNT_ID || !verifiable) return false;
   const draw = Math.random();
@@ -597,9 +598,9 @@ async function judgeStabilityIn(
  * verifier's two, each draws of one model when the solver is honest. The client's answer the odd one
  * out is a failure observation in the solver's chat test (`disagreed`, concluded); a check's answer the
  * odd one out, a pass (`agreed`); all three alike, a verified pass the test does not count (`agreed`); no
- * odd one out (`incomparable`), the same; a check that answered nothing, no outcome (`incomparable`). No single answer proves a
- * solver wrong, so nothing is refunded here: a quarantine the test decides refunds the held pay
- * ("Escrow and refunds").
+ * odd one out (`incomparable`), the same; a check that answered nothing, no outcome (`incomparable`).
+ * No single answer proves a solver wrong, so nothing is refunded here: a quarantine the test decides
+ * refunds the held pay ("Escrow and refunds").
  */
 async function judgeChatTriadIn(
   tx: DatabaseTransactionConnection,
