@@ -182,3 +182,30 @@ test('without a verifier of the model that served the chat, the run is skipped a
   const trust = await trustOf(solver.solverId);
   expect(trust.quarantined).toBe(false);
 });
+
+test('a verifier that cannot answer, or answers nothing, costs the solver nothing', async () => {
+  let calls = 0;
+  // The first check fails upstream; the next client chat's checks answer with no words.
+  const flaky = (frame: TaskFrame, self: FakeSolver) => {
+    self.send({ type: 'accept', attempt_id: frame.attempt_id });
+    if (calls++ === 0) {
+      self.send({ type: 'error', attempt_id: frame.attempt_id, error: { type: 'upstream_error', message: 'upstream down' }, retryable: false });
+      return;
+    }
+    self.send({ type: 'result', attempt_id: frame.attempt_id, result: { finish_reason: 'stop', usage: { prompt_tokens: 5, completion_tokens: 0, total_tokens: 5 } } });
+  };
+  const verifier = await startSolver({ behaviour: flaky, capabilities: strongChat({ min: '3' }) });
+  await markVerifier(verifier);
+  const solver = await startSolver({ behaviour: answers, capabilities: strongChat() });
+  const client = await registerAccount(stack.url, '100');
+  const first = await clientChat(client, 'What is 6 times 7?');
+  expect(first.solverId).toBe(solver.solverId);
+  expect(await concluded(first.taskId)).toMatchObject({ status: 'unanswered' });
+  const second = await clientChat(client, 'What is 8 times 9?');
+  const run = await concluded(second.taskId);
+  expect(run).toMatchObject({ status: 'incomparable' });
+  expect(run.evidence).toMatchObject({ incomparable: 'check_empty' });
+  const trust = await trustOf(solver.solverId);
+  expect(trust.quarantined).toBe(false);
+  expect(trust.reputation.find((row: { task_type: string }) => row.task_type === 'chat_completion')).toMatchObject({ verified_failures: 0 });
+});
