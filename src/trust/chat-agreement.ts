@@ -134,13 +134,17 @@ export const CHAT_VERIFICATION_SPRT: SprtParameters = Object.freeze({
 });
 
 /**
- * A solver's chats are verified at this rate at least while its chat test stands above 0 (an odd answer
- * of the client's not yet outweighed by a check's): a solver wrong one time in ten then reaches the
- * test's threshold within a few hundred chats instead of a thousand, while an honest one stands above 0
- * rarely and briefly (the rate's share of its chats stays near 5 %).
+ * A solver's chats are verified at CHAT_SUSPICION_FRACTION at least while its chat test stands at or
+ * above CHAT_SUSPICION_ODDS odd answers of the client's not outweighed by a check's: a solver wrong one
+ * time in ten then reaches the test's threshold within a few hundred chats instead of a thousand, while
+ * an honest one stands there rarely and briefly (the checks' share of its chat work stays near 4 %;
+ * from one odd answer on, a model that samples would pay about 1 % more).
  */
 export const CHAT_SUSPICION_FRACTION = 0.5;
+export const CHAT_SUSPICION_ODDS = 2;
 
-/** The rate of a solver's client chats verified: the web rule's (`rate`), raised while its chat test is above 0. */
-export const chatVerificationRate = (rate: number, llr: number) =>
-  Math.max(rate, llr > 0 ? CHAT_SUSPICION_FRACTION : 0);
+/** The rate of a solver's client chats verified: the web rule's (`rate`), raised while its chat test leans against it. */
+export const chatVerificationRate = (rate: number, llr: number) => {
+  const leaning = llr >= CHAT_SUSPICION_ODDS * Math.log(CHAT_VERIFICATION_SPRT.p1 / CHAT_VERIFICATION_SPRT.p0) - 1e-9;
+  return Math.max(rate, leaning ? CHAT_SUSPICION_FRACTION : 0);
+};
