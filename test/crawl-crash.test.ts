@@ -30,8 +30,8 @@ function crashEnv(queue: string) {
     WORKFLOW_BUNDLE_PATH: process.env.WORKFLOW_BUNDLE_PATH ?? '',
     // Workflows run only in the worker process, so that killing it is a real crash of the orchestration.
     API_RUNS_WORKFLOWS: 'false',
-    // A page's task whose first attempt went down with its API node is started again once it is this old
-    // (beside the drill worker's threshold): a page takes well under a second here.
+    // A page's task whose accepted attempt went down with its API node is taken up again once this time
+    // and the drill worker's threshold are over; a page takes well under a second here.
     DEFAULT_TASK_TIMEOUT_SECONDS: '20',
   };
 }
