@@ -30,8 +30,14 @@ function crashEnv(queue: string) {
     WORKFLOW_BUNDLE_PATH: process.env.WORKFLOW_BUNDLE_PATH ?? '',
     // Workflows run only in the worker process, so that killing it is a real crash of the orchestration.
     API_RUNS_WORKFLOWS: 'false',
+    // A page's task whose accepted attempt went down with its API node is taken up again once this time
+    // and the drill worker's threshold are over; a page takes well under a second here.
+    DEFAULT_TASK_TIMEOUT_SECONDS: '20',
   };
 }
+
+/** The worker, as `npm run worker` runs it but with its recovery sweeps shortened (test/support/drill-worker.ts). */
+const spawnWorker = (env: Record<string, string>) => spawnNode('worker', env, /temporal worker started/, undefined, 'test/support/drill-worker.ts');
 
 type Status = { status: string; completed: number; total: number; data: Array<{ metadata: { sourceURL: string } }>; pointsCharged: string; pointsHeld: string };
 
@@ -84,7 +90,7 @@ describe('a crawl whose worker dies', () => {
     site = await startCrawlSite(120, { pageDelayMs: 150 });
     [apiNode, worker] = await Promise.all([
       spawnNode('api', { ...env, PORT: '0', NODE_ID: `crash-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/),
-      spawnNode('worker', env, /temporal worker started/),
+      spawnWorker(env),
     ]);
     db = await createDb(endpoints.databaseUrl);
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'crawl-crash-'));
@@ -110,7 +116,7 @@ describe('a crawl whose worker dies', () => {
     await waitForJob(url, client.auth, started.json.id, (body) => body.completed >= 20, 120_000);
     await worker.kill('SIGKILL');
     await new Promise((resolve) => setTimeout(resolve, 1000));
-    worker = await spawnNode('worker', env, /temporal worker started/);
+    worker = await spawnWorker(env);
     const final = await waitForJob(url, client.auth, started.json.id, (body) => body.status !== 'scraping', 240_000);
     await expectExact(db, site, client, before, final);
     for (const page of site.reachable) {
@@ -136,7 +142,7 @@ describe('a crawl whose API node, or whole stack, dies', () => {
   let db: Db;
   const base = () => `http://127.0.0.1:${port}`;
   const startApi = () => spawnNode('api', { ...env, PORT: String(port), NODE_ID: `stack-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
-  const startWorker = () => spawnNode('worker', env, /temporal worker started/);
+  const startWorker = () => spawnWorker(env);
   const startSolver = () => spawnNode('solver', solverEnv, /connected to the marketplace/);
 
   beforeAll(async () => {

@@ -48,8 +48,11 @@ export async function startWorkerNode(options: {
   logger: Logger;
   databaseUrl: string;
   temporalAddress: string;
+  /** The recovery sweeps' period and the stranded-task threshold; the defaults suit a deployment. Crash drills shorten them. */
+  sweeps?: { everyMs: number; unstartedAfterSeconds: number };
 }): Promise<WorkerNode> {
   const { config, logger } = options;
+  const sweeps = options.sweeps ?? { everyMs: SWEEP_EVERY_MS, unstartedAfterSeconds: UNSTARTED_AFTER_SECONDS };
   installTemporalRuntime(logger);
   // Said where others can reach the service (a local stack's banner says it instead).
   if (config.trust.probationCanaries > 0 && !config.trust.pageCanaries && !isLoopbackHost(config.host)) {
@@ -128,13 +131,13 @@ export async function startWorkerNode(options: {
 
   const sweep = setInterval(() => {
     engine
-      .sweepUnstarted(UNSTARTED_AFTER_SECONDS)
+      .sweepUnstarted(sweeps.unstartedAfterSeconds)
       .catch((error) => logger.warn({ err: error }, 'stranded-task sweep failed'));
     handoffs.sweep(UNSENT_AFTER_SECONDS).catch((error) => logger.warn({ err: error }, 'slot handoff sweep failed'));
     // Webhook deliveries whose first attempt's process died, or that could not be handed to their workflow.
     webhooks.sweep().catch((error) => logger.warn({ err: error }, 'webhook sweep failed'));
     pruneAddressCounters(db).catch((error) => logger.warn({ err: error }, 'address counter prune failed'));
-  }, SWEEP_EVERY_MS);
+  }, sweeps.everyMs);
   sweep.unref();
   // Canaries start as the transactions that make them due commit, announced to every worker. The
   // sweeps (with the first regular sweep, and every CANARY_SWEEP_SECONDS) start those no worker heard

@@ -4,11 +4,15 @@ names) against the service, as a user's program would, and prints what the SDK r
 Usage: python firecrawl_sdk.py '<json request>' with {"api_url", "api_key", "call": "scrape"|"search", ...},
 or with {"call": <any client method>, "args": [...], "kwargs": {...}} to call that method as written.
 An exception raised by the SDK is printed as {"raised": class name, "message", "status"}.
+With --serve, it reads one request a line from its input until that ends, and prints each answer on a
+line of its own after ANSWER.
 """
 import json
 import sys
 
 import firecrawl
+
+ANSWER = "@@firecrawl-sdk-answer@@ "
 
 
 def plain(value):
@@ -22,8 +26,8 @@ def plain(value):
     return value
 
 
-def main():
-    request = json.loads(sys.argv[1])
+def answer(request):
+    """The SDK's answer to one request, as a JSON text."""
     major = int(firecrawl.__version__.split(".")[0])
     try:
         if "args" in request:
@@ -42,10 +46,19 @@ def main():
             else:
                 result = client.search(request["query"], params=request.get("options", {}))
         # Times (a crawl's expires_at) are printed as text.
-        print(json.dumps({"version": firecrawl.__version__, "result": plain(result)}, default=str))
+        return json.dumps({"version": firecrawl.__version__, "result": plain(result)}, default=str)
     except Exception as error:  # the test asserts on what the SDK raised
         status = getattr(error, "status_code", None)
-        print(json.dumps({"version": firecrawl.__version__, "raised": type(error).__name__, "message": str(error), "status": status}))
+        return json.dumps({"version": firecrawl.__version__, "raised": type(error).__name__, "message": str(error), "status": status})
+
+
+def main():
+    if sys.argv[1] == "--serve":
+        for line in sys.stdin:
+            if line.strip():
+                print(ANSWER + answer(json.loads(line)), flush=True)
+    else:
+        print(answer(json.loads(sys.argv[1])))
 
 
 main()

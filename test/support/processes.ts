@@ -11,9 +11,20 @@ export interface NodeProcess {
   kill(signal?: NodeJS.Signals): Promise<void>;
 }
 
-/** Runs `npm run api` / `npm run worker` / `npm run solver` entry points as real separate processes and waits until they serve. */
-export async function spawnNode(entry: 'api' | 'worker' | 'solver', env: Record<string, string>, readyPattern: RegExp, timeoutMs = 60_000): Promise<NodeProcess> {
-  const child = spawn(process.execPath, npmScriptNodeArgs(entry), {
+/**
+ * Runs `npm run api` / `npm run worker` / `npm run solver` entry points as real separate processes and waits until they serve.
+ * `entryFile` runs another entry file with the script's node flags (test/support/drill-worker.ts).
+ */
+export async function spawnNode(
+  entry: 'api' | 'worker' | 'solver',
+  env: Record<string, string>,
+  readyPattern: RegExp,
+  timeoutMs = 60_000,
+  entryFile?: string,
+): Promise<NodeProcess> {
+  const args = npmScriptNodeArgs(entry);
+  if (entryFile) args[args.length - 1] = entryFile;
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { ...process.env, LOG_LEVEL: 'info', ...OPEN_ADDRESS_LIMITS_ENV, ...serviceDataDirEnv(), ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

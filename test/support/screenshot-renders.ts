@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { CHROMIUM_ARGS } from '../../src/solver/browser/browser-pool';
 import { canaryPage, seededRandom } from '../../src/trust/canary-pages';
 import { encodeGrayPng } from '../../src/trust/png';
@@ -157,34 +157,62 @@ async function serve(pages: Record<string, string>): Promise<{ url: string; clos
   return { url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
-/** Renders `path` of the site under one variation, as a PNG. */
-async function render(browsers: Map<string, Browser>, url: string, variation: Variation, fullPage: boolean): Promise<Buffer> {
+/** A variation's browser context, with the page that renders and the page that redraws a JPEG. */
+interface Renderer {
+  context: BrowserContext;
+  page: Page;
+  viewer?: Page;
+}
+
+/**
+ * The variation's page, made once and reused for every render of it: a new page costs a renderer process
+ * (most of a render's time), and a navigation starts from a fresh document whichever page runs it.
+ */
+function rendererOf(browsers: Map<string, Promise<Browser>>, renderers: Map<Variation, Promise<Renderer>>, variation: Variation): Promise<Renderer> {
+  const known = renderers.get(variation);
+  if (known) return known;
   const key = (variation.args ?? []).join(' ');
-  if (!browsers.has(key)) browsers.set(key, await chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS, ...(variation.args ?? [])] }));
-  const browser = browsers.get(key)!;
-  const context = await browser.newContext({ viewport: { width: variation.width ?? VIEWPORT.width, height: VIEWPORT.height }, deviceScaleFactor: variation.deviceScaleFactor ?? 1 });
-  try {
-    const page = await context.newPage();
-    await page.goto(url, { waitUntil: 'load' });
-    if (variation.css) await page.addStyleTag({ content: variation.css });
-    if (variation.live) await page.waitForTimeout(350);
-    const shot = await page.screenshot({ type: variation.jpegQuality ? 'jpeg' : 'png', quality: variation.jpegQuality, fullPage, animations: variation.live ? 'allow' : 'disabled', caret: variation.live ? 'initial' : 'hide' });
-    if (!variation.jpegQuality) return shot;
-    // The JPEG's pixels, as a PNG: drawn 1:1 in a page of its size and captured.
-    const image = (await page.evaluate(`(async () => {
-      const img = new Image();
-      img.src = 'data:image/jpeg;base64,${shot.toString('base64')}';
-      await img.decode();
-      return { width: img.naturalWidth, height: img.naturalHeight };
-    })()`)) as { width: number; height: number };
-    const viewer = await context.newPage();
-    await viewer.setViewportSize({ width: Math.round(image.width / (variation.deviceScaleFactor ?? 1)), height: Math.round(image.height / (variation.deviceScaleFactor ?? 1)) });
-    await viewer.setContent(`<style>html,body{margin:0}img{display:block;width:100%}</style><img src="data:image/jpeg;base64,${shot.toString('base64')}">`);
-    await viewer.waitForFunction('document.images[0].complete');
-    return await viewer.screenshot({ type: 'png', fullPage: true });
-  } finally {
-    await context.close();
-  }
+  if (!browsers.has(key)) browsers.set(key, chromium.launch({ executablePath: CHROMIUM, headless: true, args: [...CHROMIUM_ARGS, ...(variation.args ?? [])] }));
+  const renderer = (async () => {
+    const browser = await browsers.get(key)!;
+    const context = await browser.newContext({ viewport: { width: variation.width ?? VIEWPORT.width, height: VIEWPORT.height }, deviceScaleFactor: variation.deviceScaleFactor ?? 1 });
+    return { context, page: await context.newPage() };
+  })();
+  renderers.set(variation, renderer);
+  return renderer;
+}
+
+/** Renders `path` of the site under one variation, as a PNG. */
+async function render(browsers: Map<string, Promise<Browser>>, renderers: Map<Variation, Promise<Renderer>>, url: string, variation: Variation, fullPage: boolean): Promise<Buffer> {
+  const renderer = await rendererOf(browsers, renderers, variation);
+  const { page } = renderer;
+  await page.goto(url, { waitUntil: 'load' });
+  if (variation.css) await page.addStyleTag({ content: variation.css });
+  if (variation.live) await page.waitForTimeout(350);
+  const shot = await page.screenshot({ type: variation.jpegQuality ? 'jpeg' : 'png', quality: variation.jpegQuality, fullPage, animations: variation.live ? 'allow' : 'disabled', caret: variation.live ? 'initial' : 'hide' });
+  if (!variation.jpegQuality) return shot;
+  // The JPEG's pixels, as a PNG: drawn 1:1 in a page of its size and captured.
+  const image = (await page.evaluate(`(async () => {
+    const img = new Image();
+    img.src = 'data:image/jpeg;base64,${shot.toString('base64')}';
+    await img.decode();
+    return { width: img.naturalWidth, height: img.naturalHeight };
+  })()`)) as { width: number; height: number };
+  renderer.viewer ??= await renderer.context.newPage();
+  const viewer = renderer.viewer;
+  await viewer.setViewportSize({ width: Math.round(image.width / (variation.deviceScaleFactor ?? 1)), height: Math.round(image.height / (variation.deviceScaleFactor ?? 1)) });
+  await viewer.setContent(`<style>html,body{margin:0}img{display:block;width:100%}</style><img src="data:image/jpeg;base64,${shot.toString('base64')}">`);
+  await viewer.waitForFunction('document.images[0].complete');
+  return await viewer.screenshot({ type: 'png', fullPage: true });
+}
+
+const RENDERS_AT_ONCE = 3;
+
+/** `work` for each item, `size` at a time, the results in the items' order. */
+async function inBatches<T, R>(items: T[], size: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = [];
+  for (let i = 0; i < items.length; i += size) results.push(...(await Promise.all(items.slice(i, i + size).map(work))));
+  return results;
 }
 
 /** Every page under every honest variation, and each cheat's answer for each page. */
@@ -199,27 +227,29 @@ export async function renderAll(variations = HONEST_VARIATIONS): Promise<Renders
   // An unrelated page: a dark, image-heavy landing page of another site.
   routes['/unrelated'] = `<!doctype html><html><body style="margin:0;background:#111;color:#eee;font:20px sans-serif"><div style="height:420px;background:linear-gradient(135deg,#345,#a63)"></div><h1 style="padding:0 40px">Welcome to the night market</h1><p style="padding:0 40px">Open every Friday.</p></body></html>`;
   const site = await serve(routes);
-  const browsers = new Map<string, Browser>();
+  const browsers = new Map<string, Promise<Browser>>();
+  const renderers = new Map<Variation, Promise<Renderer>>();
   try {
     const honest: Buffer[][] = [];
     const cheats: Record<string, Buffer[]> = { 'simple page drawing': [], 'another page of the site': [], 'its text replaced by other text of the same length': [], blank: [], 'unrelated page': [] };
     const verifier = variations[0]!;
-    const unrelated = await render(browsers, `${site.url}/unrelated`, verifier, false);
+    const unrelated = await render(browsers, renderers, `${site.url}/unrelated`, verifier, false);
     for (const [i, page] of pages.entries()) {
       const fullPage = page.fullPage === true;
-      const renders: Buffer[] = [];
-      for (const variation of variations) renders.push(await render(browsers, `${site.url}/page/${i}`, variation, fullPage));
+      // Each variation renders on its own page, so a few at once keep both cores busy.
+      const renders = await inBatches(variations, RENDERS_AT_ONCE, (variation) => render(browsers, renderers, `${site.url}/page/${i}`, variation, fullPage));
       honest.push(renders);
       const { width, height } = { width: renders[0]!.readUInt32BE(16), height: renders[0]!.readUInt32BE(20) };
       cheats['simple page drawing']!.push(pageLikeDrawing(width, Math.min(height, VIEWPORT.height)));
-      cheats['another page of the site']!.push(await render(browsers, `${site.url}/sibling/${i}`, verifier, fullPage));
-      cheats['its text replaced by other text of the same length']!.push(await render(browsers, `${site.url}/same-length/${i}`, verifier, fullPage));
+      cheats['another page of the site']!.push(await render(browsers, renderers, `${site.url}/sibling/${i}`, verifier, fullPage));
+      cheats['its text replaced by other text of the same length']!.push(await render(browsers, renderers, `${site.url}/same-length/${i}`, verifier, fullPage));
       cheats.blank!.push(encodeGrayPng(width, height, () => 255));
       cheats['unrelated page']!.push(unrelated);
     }
     return { pages, honest, cheats };
   } finally {
-    for (const browser of browsers.values()) await browser.close();
+    for (const renderer of renderers.values()) await renderer.then((made) => made.context.close(), () => undefined);
+    for (const browser of browsers.values()) await browser.then((made) => made.close(), () => undefined);
     await site.close();
   }
 }
