@@ -204,8 +204,8 @@ export async function redundantRunResults(
 
 /**
  * Records a pending run's verdict on its second result (the measure, the similarity, the threshold and
- * the evidence), concluded unless `disagreed` or `compared`, and counts the run for both solvers unless `incomparable`
- * (recordRedundantRunStep), in one statement.
+ * the evidence), concluded unless `disagreed` or `compared`, and counts the run for both solvers unless
+ * `incomparable` (recordRedundantRunStep), in one statement.
  */
 export async function recordSecondVerdictIn(
   tx: Runner,

@@ -52,8 +52,9 @@ const isWebTaskType = (taskType: string): taskType is WebTaskType =>
  * if so records the run and announces it to the workers, delivered as this transaction commits. The
  * rate is the solver's for the type (`verificationRate`: high for a newcomer, falling to
  * REDUNDANT_RUN_FRACTION with its verified passes, up again for a while after a result proven wrong; a
- * chat's raised while its test leans against it, chatVerificationRate); only a draw between that floor and the highest rate reads the solver's record (one primary-key
- * lookup: about half the tasks at the defaults).
+ * chat's raised while its test leans against it, chatVerificationRate); only a draw between that floor
+ * and the highest rate reads the solver's record (one primary-key lookup: about half the tasks at the
+ * defaults).
  * A verifier's own tasks are not drawn: it is the reference.
  */
 export async function sampleRedundantRunIn(
