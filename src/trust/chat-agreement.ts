@@ -1,5 +1,5 @@
 import type { Comparison } from './similarity';
-import { words } from './similarity';
+import { EXCERPT_CHARS, jaccard, words } from './similarity';
 import type { SprtParameters } from './sprt';
 
 /**
@@ -17,8 +17,6 @@ import type { SprtParameters } from './sprt';
 
 /** Two answers agree at or above this share of words in common (word-set Jaccard). */
 export const CHAT_AGREEMENT_THRESHOLD = 0.5;
-
-const EXCERPT_CHARS = 500;
 
 /**
  * What an answer says, as compared: its text, its refusal, and each tool call as its function's name
@@ -67,13 +65,7 @@ function argumentValues(raw: unknown): string {
 }
 
 /** Word-set Jaccard of two answers' texts; two empty answers agree. */
-export function answerSimilarity(a: string, b: string): number {
-  const [x, y] = [new Set(words(a)), new Set(words(b))];
-  if (x.size === 0 && y.size === 0) return 1;
-  let common = 0;
-  for (const word of x) if (y.has(word)) common++;
-  return common / (x.size + y.size - common);
-}
+export const answerSimilarity = (a: string, b: string) => jaccard(new Set(words(a)), new Set(words(b)));
 
 const round = (value: number) => Math.round(value * 1000) / 1000;
 

@@ -47,7 +47,7 @@ export interface Comparison {
 }
 
 // What an admin sees of each text: enough to tell a made-up page from the real one.
-const EXCERPT_CHARS = 500;
+export const EXCERPT_CHARS = 500;
 const SHINGLE_WORDS = 3;
 
 /** A web_search payload's `count` when it names none (SearchBody's default). */
@@ -233,7 +233,8 @@ function shingles(tokens: string[], size: number): Set<string> {
   return out;
 }
 
-function jaccard<T>(x: Set<T>, y: Set<T>): number {
+/** Jaccard of two sets: what they share over what either has; two empty sets are the same. */
+export function jaccard<T>(x: Set<T>, y: Set<T>): number {
   if (x.size === 0 && y.size === 0) return 1;
   let shared = 0;
   for (const item of x) if (y.has(item)) shared++;
