@@ -11,8 +11,10 @@ async function main() {
   const client = new Client({ connectionString: server.toString() });
   await client.connect();
   try {
-    // Earlier files' databases are done with: their stacks have closed, and what they left running is dropped with them.
-    const earlier = await client.query("SELECT datname FROM pg_database WHERE datname LIKE 'file\\_%'");
+    // This worker's earlier files' databases are done with: their stacks have closed, and what they left running is
+    // dropped with them. Other workers' files may still be running, so their databases stay.
+    const worker = name.slice(0, name.lastIndexOf('_') + 1).replace(/_/g, '\\_');
+    const earlier = await client.query('SELECT datname FROM pg_database WHERE datname LIKE $1', [`${worker}%`]);
     for (const { datname } of earlier.rows) await client.query(`DROP DATABASE IF EXISTS "${datname}" WITH (FORCE)`);
     await client.query(`CREATE DATABASE "${name}" TEMPLATE "${template}"`);
   } finally {
