@@ -2,6 +2,7 @@ import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import type http from 'node:http';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import type { Client } from '@temporalio/client';
 import { sql } from 'slonik';
@@ -251,6 +252,14 @@ async function main() {
     const toSolver: number[] = [];
     const overheads: number[] = [];
     const rates: number[] = [];
+    // The service's own steps before the first byte (its Server-Timing header), by step.
+    const steps = new Map<string, number[]>();
+    const collectSteps = (headers: http.IncomingHttpHeaders) => {
+      for (const part of String(headers['server-timing'] ?? '').split(',')) {
+        const [name, duration] = part.trim().split(';dur=');
+        if (name && duration !== undefined) steps.set(name, [...(steps.get(name) ?? []), Number(duration)]);
+      }
+    };
     const chatOnce = async () => {
       const started = performance.now();
       const user = crypto.randomUUID();
@@ -272,7 +281,7 @@ async function main() {
           const sent = sentAt.get(`${key}:${seq}`);
           if (sent !== undefined) relay.push(at - sent);
           sentAt.delete(`${key}:${seq++}`);
-        });
+        }, collectSteps);
       } finally {
         // Once the stream has ended the task frame has surely gone out; one not received is not counted.
         requestedAt.delete(user);
@@ -312,6 +321,7 @@ async function main() {
       toSolver.length = 0;
       overheads.length = 0;
       rates.length = 0;
+      steps.clear();
       // The clients, solvers and upstream share this process: its event-loop delay is part of every figure here.
       const LOOP_SAMPLE_MS = 5;
       const loopDelay = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
@@ -325,6 +335,9 @@ async function main() {
       await load(concurrency, total, directOnce, { rampMs });
       rows.push({ figure: `${label}: TTFT overhead (service − solver)`, concurrency, latency: summarize(overheads), perSecond: run.perSecond, extra: { errors: run.errors, ...(run.firstError ? { first_error: run.firstError } : {}), cpu_ms_per_call: run.cpu, bench_loop_delay_ms: benchLoopDelayMs } });
       rows.push({ figure: `${label}: request to task frame at the solver`, concurrency, latency: summarize(toSolver) });
+      const stepsP50 = Object.fromEntries([...steps].map(([name, values]) => [name, summarize(values).p50]));
+      rows.push({ figure: `${label}: service steps before the first byte (Server-Timing, ms p50)`, concurrency, extra: stepsP50 });
+      log(`${label} c=${concurrency}: steps p50 ${JSON.stringify(stepsP50)}`);
       rows.push({ figure: `${label}: chunk relay latency`, concurrency, latency: summarize(relay), extra: { chunks_per_second_per_stream_p50: summarize(rates).p50 } });
       rows.push({ figure: `${label} baseline: TTFT direct to upstream`, concurrency, latency: summarize(directTtft) });
       log(`${label} c=${concurrency}: overhead ${JSON.stringify(summarize(overheads))} to solver ${JSON.stringify(summarize(toSolver))} relay ${JSON.stringify(summarize(relay))} per s ${run.perSecond} errors ${run.errors} bench loop delay ${JSON.stringify(benchLoopDelayMs)} cpu ${JSON.stringify(run.cpu)}`);

@@ -169,6 +169,10 @@ describe('chat completions', () => {
       body: JSON.stringify({ model: 'strong', messages: [{ role: 'user', content: 'x' }], stream: true }),
     });
     expect(raw.headers.get('content-type')).toMatch(/text\/event-stream/);
+    // Server-Timing: the steps before the first byte, each a duration in milliseconds.
+    const steps = raw.headers.get('server-timing')!.split(', ').map((step) => step.split(';dur='));
+    expect(steps.map(([name]) => name)).toEqual(expect.arrayContaining(['auth', 'validate', 'store', 'send']));
+    for (const [, duration] of steps) expect(Number(duration)).toBeGreaterThanOrEqual(0);
     expect((await raw.text()).trim().endsWith('data: [DONE]')).toBe(true);
   });
 
@@ -525,6 +529,8 @@ describe('chat whose workflow start is slow', () => {
       // Headers that waited for the workflow start would wait for the proxy: null after 5 s.
       const response = await Promise.race([request, new Promise<null>((resolve) => setTimeout(() => resolve(null), 5000).unref())]);
       expect(response?.status).toBe(200);
+      // The first byte went out before the workflow started: its steps end with the task sent.
+      expect(response!.headers.get('server-timing')).toMatch(/^auth;dur=[\d.]+, validate;dur=[\d.]+, store;dur=[\d.]+, send;dur=[\d.]+$/);
       const reader = response!.body!.getReader();
       let text = new TextDecoder().decode((await reader.read()).value);
       expect(text).toContain('"content":"while"');

@@ -79,7 +79,11 @@ describe('web tasks through Temporal and solver WebSockets', () => {
     const created = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'ops' } } });
     await poll(client, created.json.task_id);
     const temporal = await createTemporalClient(testEndpoints().temporalAddress, 'default');
-    const description = await temporal.workflow.getHandle(`task-${created.json.task_id}`).describe();
+    // The task's row reads completed as it settles; the workflow sets its final status just after.
+    const description = await waitFor(async () => {
+      const described = await temporal.workflow.getHandle(`task-${created.json.task_id}`).describe();
+      return described.typedSearchAttributes.get(TaskStatusAttribute) === 'completed' ? described : undefined;
+    });
     expect(description.typedSearchAttributes.get(TaskTypeAttribute)).toBe('web_search');
     expect(description.typedSearchAttributes.get(AccountIdAttribute)).toBe(client.account_id);
     expect(description.typedSearchAttributes.get(TaskStatusAttribute)).toBe('completed');

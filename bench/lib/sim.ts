@@ -120,7 +120,13 @@ export async function startFakeUpstream(initial: Pacing) {
  * POSTs a JSON body and reads the SSE answer, calling `onData` with each `data:` payload and its arrival
  * time; rejects on a status other than 200 (with its body), a cut stream, or an error thrown by `onData`.
  */
-export function postSse(url: string, body: unknown, headers: Record<string, string>, onData: (data: string, at: number) => void): Promise<void> {
+export function postSse(
+  url: string,
+  body: unknown,
+  headers: Record<string, string>,
+  onData: (data: string, at: number) => void,
+  onHeaders?: (headers: http.IncomingHttpHeaders) => void,
+): Promise<void> {
   const text = JSON.stringify(body);
   return new Promise<void>((resolve, reject) => {
     const request = http.request(url, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers } }, (response) => {
@@ -131,6 +137,7 @@ export function postSse(url: string, body: unknown, headers: Record<string, stri
         response.on('end', () => reject(new Error(`${response.statusCode} ${buffer.slice(0, 300)}`)));
         return;
       }
+      onHeaders?.(response.headers);
       response.on('data', (part: string) => {
         const at = performance.now();
         buffer += part;

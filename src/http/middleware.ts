@@ -3,6 +3,7 @@ import crypto from 'node:crypto';
 import express, { type ErrorRequestHandler, type Request, type RequestHandler } from 'express';
 import { ApiError } from '../errors';
 import type { Logger } from '../logger';
+import { StepTimes } from './server-timing';
 import { declaredMethods, type Route } from './route';
 import { jsonErrorOffset, RequestValidationError } from './validation';
 
@@ -15,6 +16,7 @@ export function requestContext(logger: Logger): RequestHandler {
     res.locals.requestId = requestId;
     res.locals.log = logger.child({ request_id: requestId });
     res.setHeader('X-Request-Id', requestId);
+    res.locals.stepTimes = new StepTimes();
     const started = process.hrtime.bigint();
     res.on('finish', () => {
       const ms = Number(process.hrtime.bigint() - started) / 1e6;

@@ -140,6 +140,16 @@ function headersOf(route: Route, status: number): Record<string, Header> {
       schema: { type: 'integer' },
     };
   if (route.cost && status === 200) Object.assign(headers, COST_HEADERS);
+  if (route.serverTiming && status === 200)
+    headers['Server-Timing'] = {
+      description:
+        'How long each step before the first byte took, in milliseconds (W3C Server-Timing): auth (the ' +
+        'body read, the key and the rate limit), validate, store (the statement that holds the points and ' +
+        'matches a solver), send (the task sent to a solver connected to this node), start (the workflow ' +
+        'started); a step not ended before the first byte is left out',
+      required: false,
+      schema: { type: 'string' },
+    };
   if (route.taskHeader && [200, 502, 504].includes(status))
     headers['X-Task-Id'] = {
       description: 'The task that served the request',

@@ -1,6 +1,7 @@
 import { Router, type RequestHandler } from 'express';
 import type { ErrorType } from '../errors';
 import type { z } from '../schemas/zod';
+import { markStep } from './server-timing';
 import { validateBody, validateParams } from './validation';
 
 /**
@@ -35,6 +36,8 @@ export interface Route {
   otherAnswers?: Record<number, { description: string; schema: z.ZodTypeAny }>;
   /** The success answer when it is not JSON only. */
   success?: 'png' | 'artifact' | 'sse' | 'websocket' | 'prometheus' | 'events';
+  /** The answer tells its steps' durations in Server-Timing (src/http/server-timing.ts). */
+  serverTiming?: true;
   /** Convenience routes name their task in X-Task-Id. */
   taskHeader?: boolean;
   /** Errors in Firecrawl's shape and statuses (src/compat/firecrawl.ts). */
@@ -77,9 +80,11 @@ export function mount(
     router[entry.method](
       entry.expressPath ?? expressPathOf(entry.path),
       ...authentication[entry.auth],
+      ...(entry.serverTiming ? [markStep('auth')] : []),
       ...(entry.use ?? []),
       ...(entry.params && !entry.expressPath ? [validateParams(entry.params)] : []),
       ...(entry.body ? [validateBody(entry.body)] : []),
+      ...(entry.serverTiming ? [markStep('validate')] : []),
       ...[entry.handler].flat(),
     );
   }

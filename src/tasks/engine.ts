@@ -87,7 +87,12 @@ export interface CreateTaskInput {
    * unobserved; dropped when no task is created. Without it the account's default webhook, if any, is.
    */
   webhook?: { url: string; events?: readonly WebhookEvent[] } | null;
+  /** Told as each step of a new task's creation ends (the chat route's Server-Timing). */
+  onStep?: (step: CreationStep) => void;
 }
+
+/** The steps of a creation: its statement, its first attempt sent early (a chat), its workflow started. */
+export type CreationStep = 'store' | 'send' | 'start';
 
 // Longer than nearly every web task takes, so the long poll is rarely opened.
 const RESULT_FALLBACK_MS = 5000;
@@ -235,6 +240,7 @@ export class TaskEngine {
       figures: input.chat?.figures,
       country: input.country,
     });
+    input.onStep?.('store');
     if (outcome.kind === 'existing')
       return { kind: 'existing', task: (await this.deps.store.taskRecord(outcome.task.task_id))! };
     if (outcome.kind === 'no_solver_online')
@@ -254,12 +260,14 @@ export class TaskEngine {
       chat && firstAssignment && clientGone
         ? this.startFirstAttemptEarly(task, firstAssignment, chat, clientGone)
         : false;
-    if (!startedEarly) this.deps.payloads?.remember(task.task_id, task.payload);
+    if (startedEarly) input.onStep?.('send');
+    else this.deps.payloads?.remember(task.task_id, task.payload);
     const started = await this.start(
       task,
       { chat, firstAssignment, firstAttemptStartedEarly: startedEarly },
       outcome.handoffs,
     );
+    input.onStep?.('start');
     if (!started) {
       if (startedEarly) this.deps.earlyAttempts?.abandon(firstAssignment!.attemptId);
       return { kind: 'not_started', taskId: task.task_id };

@@ -19,6 +19,7 @@ import type { ErrorType } from '../../errors';
 import { accountOf } from '../auth';
 import type { AppDeps } from '../deps';
 import { route, type Route } from '../route';
+import { sendStepTimes, stepTimesOf } from '../server-timing';
 import { chatTaskPayload } from '../../chat/task-payload';
 import { END_GRACE_MS, newChatTaskId, noStrongSolver, relayListener, withTimeout } from '../chat-tasks';
 import { costHeaders, createdTask, failureError } from '../web-tasks';
@@ -101,6 +102,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
     // runs): the stream opens then, and a start that fails after that is reported in the stream.
     const openStream = () => {
       if (res.headersSent) return;
+      sendStepTimes(res);
       res.status(200).set({
         'Content-Type': 'text/event-stream; charset=utf-8',
         'Cache-Control': 'no-cache',
@@ -156,6 +158,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
         // Checked as the task is created (nothing is created then), before any SSE header is sent.
         requireOnline: true,
         routingSort: body.provider?.sort ?? undefined,
+        onStep: (step) => stepTimesOf(res)?.mark(step),
       });
       const task = createdTask(created, {
         noSolver: noStrongSolver,
@@ -188,6 +191,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
       // Settled with the terminal state, so the cost is final here.
       const cost = await deps.ledger.costOfTasks([task.task_id]);
       if (!stream) {
+        sendStepTimes(res);
         res.set(costHeaders(cost)).json(completionBody(meta, assembler.message(), end.finish_reason, usage));
         return;
       }
@@ -222,6 +226,7 @@ export function chatRoutes(deps: AppDeps): Route[] {
     errors: CHAT_ERRORS,
     success: 'sse',
     openai: true,
+    serverTiming: true,
     handler,
   } as const;
   return [
