@@ -106,6 +106,23 @@ describe('bounds', () => {
     expect(ms).toBeLessThan(SETTLE_MAX_MS + OVERHEAD_MS);
   });
 
+  test("a page that never settles is not taken as settled because the solver's process was too busy to read its reports", async () => {
+    const opened = await pool.withPage({ width: 800, height: 600 }, signal(), async (page) => {
+      // The process is busy for longer than the quiet window once the wait has begun: the clock's reports wait on its socket.
+      const busy = setTimeout(() => {
+        const until = Date.now() + SETTLE_QUIET_MS + 300;
+        while (Date.now() < until);
+      }, 1_000);
+      try {
+        return await timed(() => openPage(page, `${browser.server.baseUrl}/clock.html`, policy, 20_000, { settleBy: Date.now() + 20_000 }));
+      } finally {
+        clearTimeout(busy);
+      }
+    });
+    expect(opened.value.settle).toMatchObject({ settled: false });
+    expect(opened.ms).toBeGreaterThanOrEqual(SETTLE_MAX_MS - 50);
+  });
+
   test('the settle wait ends before the attempt deadline, leaving the wait asked for and the capture their time', async () => {
     const url = `${browser.server.baseUrl}/clock.html`;
     // A deadline 2.5 s away leaves 1.5 s for loading and settling; a 500 ms wait_ms leaves 1 s.

@@ -20,16 +20,22 @@ export const SETTLE_RESERVE_MS = 1_000;
 
 // Streams stay open by design and never finish: they do not keep the network busy.
 const STREAMS = new Set(['eventsource', 'websocket', 'media']);
-// The page reports DOM changes through this binding (a name no page uses).
+// The page reports DOM changes through this binding, and keeps the time of its last one in this global
+// (names no page uses).
 const CHANGED_BINDING = '__solverPageChanged';
+const CHANGED_AT = '__solverPageChangedAt';
 /**
- * Evaluated in the page: reports every change of its content. Style attributes are left out: animations
- * driven by scripts rewrite them every frame and never change what the page says or shows at rest.
+ * Evaluated in the page: reports every change of its content, and keeps its time by the page's clock.
+ * Style attributes are left out: animations driven by scripts rewrite them every frame and never change
+ * what the page says or shows at rest.
  */
 const OBSERVE_CHANGES = `(() => {
   const report = window[${JSON.stringify(CHANGED_BINDING)}];
   if (typeof report !== 'function' || !document.documentElement) return;
-  new MutationObserver(() => void report().catch(() => undefined)).observe(document.documentElement, {
+  new MutationObserver(() => {
+    window[${JSON.stringify(CHANGED_AT)}] = Date.now();
+    void report().catch(() => undefined);
+  }).observe(document.documentElement, {
     subtree: true,
     childList: true,
     characterData: true,
@@ -93,7 +99,10 @@ export class PageSettleWatch {
     }
     const settled = await new Promise<boolean>((resolve) => {
       let quiet: NodeJS.Timeout | undefined;
+      let done = false;
       const finish = (value: boolean) => {
+        if (done) return;
+        done = true;
         clearTimeout(quiet);
         clearTimeout(cap);
         this.page.off('close', closed);
@@ -104,10 +113,20 @@ export class PageSettleWatch {
       // A closed page (the attempt aborted) has nothing left to wait for.
       const closed = () => finish(false);
       this.page.once('close', closed);
+      // A quiet window seen here may only mean this process was too busy to read the page's reports (its
+      // timers run before the reports waiting on its socket): the page's own clock says when it last changed.
+      const confirm = async () => {
+        const sinceChange = await this.page
+          .evaluate(`Date.now() - (window.${CHANGED_AT} ?? -Infinity)`)
+          .catch(() => undefined);
+        if (typeof sinceChange !== 'number' || !(sinceChange < SETTLE_QUIET_MS)) return finish(true);
+        this.lastActivity = Math.max(this.lastActivity, Date.now() - Math.max(0, sinceChange));
+        this.onActivity?.();
+      };
       this.onActivity = () => {
         clearTimeout(quiet);
-        if (this.inFlight.size === 0)
-          quiet = setTimeout(() => finish(true), SETTLE_QUIET_MS - (Date.now() - this.lastActivity));
+        if (done || this.inFlight.size > 0) return;
+        quiet = setTimeout(() => void confirm(), SETTLE_QUIET_MS - (Date.now() - this.lastActivity));
       };
       this.onActivity();
     });
