@@ -670,10 +670,12 @@ describe('the default sampling: probation and escrow', () => {
     expect((await trustOf(honest.solverId)).quarantined).toBe(false);
     expect((await trustOf(verifier.solverId)).quarantined).toBe(false);
 
-    // Both were newcomers: verified at the start rate (half their tasks), far above the 2 % floor.
+    // Both were newcomers: verified at the start rate (half their tasks), far above the 2 % floor. The
+    // cheat serves about 17 tasks: at a rate of one half, a share of 0.1 or less has odds of 1 in 7,000
+    // (0.2, which 3 of 17 miss, 1 in 160).
     const cheatRuns = await runsOf(byCheat);
     const honestRuns = await runsOf(byHonest);
-    expect(cheatRuns.length / byCheat.length).toBeGreaterThan(0.2);
+    expect(cheatRuns.length / byCheat.length).toBeGreaterThan(0.1);
     expect(honestRuns.length / byHonest.length).toBeGreaterThan(0.1);
     expect(cheatRuns.every((run) => run.status === 'refuted' && run.second_solver_id === verifier.solverId)).toBe(true);
     expect(honestRuns.every((run) => run.status === 'agreed')).toBe(true);
