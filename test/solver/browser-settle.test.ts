@@ -46,6 +46,17 @@ describe('a page a script fills after load', () => {
     expect(settled.ms).toBeGreaterThanOrEqual(150 + SETTLE_QUIET_MS - 50);
   });
 
+  test("a page whose own timers stalled for longer than the quiet window is not taken as settled until they ran", async () => {
+    // Its thread is blocked while the quiet window ends (as when its browser is starved of CPU): the page
+    // did not change meanwhile only because it could not run, and what it writes after is waited for.
+    const opened = await pool.withPage({ width: 800, height: 600 }, signal(), async (page) => {
+      const result = await openPage(page, `${browser.server.baseUrl}/stall-fill.html`, policy, 20_000, { settleBy: Date.now() + 20_000 });
+      return { result, html: await page.content() };
+    });
+    expect(opened.html).toContain('Written after the stall');
+    expect(opened.result.settle).toMatchObject({ settled: true });
+  });
+
   test('page_snapshot has the text in every mode, with no wait_ms', async () => {
     const url = `${browser.server.baseUrl}/late-fill.html`;
     const html = SnapshotResult.parse(await snapshot({ url, mode: 'html' }, { signal: signal() }));

@@ -20,18 +20,32 @@ export const SETTLE_RESERVE_MS = 1_000;
 
 // Streams stay open by design and never finish: they do not keep the network busy.
 const STREAMS = new Set(['eventsource', 'websocket', 'media']);
-// The page reports DOM changes through this binding, and keeps the time of its last one in this global
-// (names no page uses).
+// The page reports DOM changes through this binding, keeps the time of its last one in this global, and
+// the time its own timers last ran in the other (names no page uses).
 const CHANGED_BINDING = '__solverPageChanged';
 const CHANGED_AT = '__solverPageChangedAt';
+const BEAT_AT = '__solverPageBeatAt';
+// How often the page's own timer beats, and the gap between beats that counts as a stall.
+const BEAT_MS = 100;
 /**
- * Evaluated in the page: reports every change of its content, and keeps its time by the page's clock.
- * Style attributes are left out: animations driven by scripts rewrite them every frame and never change
- * what the page says or shows at rest.
+ * A page whose timers did not run for this long (its browser starved of CPU, or a long script of its
+ * own) has not done yet what it would have done meanwhile: its quiet time starts again when it runs.
+ */
+const STALL_MS = 250;
+/**
+ * Evaluated in the page: reports every change of its content, and keeps its time by the page's clock;
+ * a stall of its own timers counts as a change. Style attributes are left out: animations driven by
+ * scripts rewrite them every frame and never change what the page says or shows at rest.
  */
 const OBSERVE_CHANGES = `(() => {
   const report = window[${JSON.stringify(CHANGED_BINDING)}];
   if (typeof report !== 'function' || !document.documentElement) return;
+  window[${JSON.stringify(BEAT_AT)}] = Date.now();
+  setInterval(() => {
+    const now = Date.now();
+    if (now - window[${JSON.stringify(BEAT_AT)}] > ${STALL_MS}) window[${JSON.stringify(CHANGED_AT)}] = now;
+    window[${JSON.stringify(BEAT_AT)}] = now;
+  }, ${BEAT_MS});
   new MutationObserver(() => {
     window[${JSON.stringify(CHANGED_AT)}] = Date.now();
     void report().catch(() => undefined);
@@ -42,6 +56,14 @@ const OBSERVE_CHANGES = `(() => {
     attributes: true,
     attributeFilter: ['class', 'hidden', 'src', 'srcset', 'open'],
   });
+})()`;
+
+/** Evaluated in the page: how long ago it last changed, by its clock; 0 while its timers are stalled. */
+const SINCE_CHANGE = `(() => {
+  const now = Date.now();
+  const beat = window[${JSON.stringify(BEAT_AT)}];
+  if (typeof beat === 'number' && now - beat > ${STALL_MS}) return 0;
+  return now - (window[${JSON.stringify(CHANGED_AT)}] ?? -Infinity);
 })()`;
 
 /**
@@ -115,10 +137,9 @@ export class PageSettleWatch {
       this.page.once('close', closed);
       // A quiet window seen here may only mean this process was too busy to read the page's reports (its
       // timers run before the reports waiting on its socket): the page's own clock says when it last changed.
+      // A page whose timers have not run for a stall's length is stalled now (this script ran first).
       const confirm = async () => {
-        const sinceChange = await this.page
-          .evaluate(`Date.now() - (window.${CHANGED_AT} ?? -Infinity)`)
-          .catch(() => undefined);
+        const sinceChange = await this.page.evaluate(SINCE_CHANGE).catch(() => undefined);
         if (typeof sinceChange !== 'number' || !(sinceChange < SETTLE_QUIET_MS)) return finish(true);
         this.lastActivity = Math.max(this.lastActivity, Date.now() - Math.max(0, sinceChange));
         this.onActivity?.();

@@ -94,6 +94,19 @@ function route(req: http.IncomingMessage, res: http.ServerResponse): void {
       // Never settles: a clock rewrites its text every 100 ms.
       return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Clock</title></head><body><h1>Clock</h1><p id="clock"></p>
 <script>let ticks = 0; setInterval(() => { document.getElementById('clock').textContent = 'Tick ' + (++ticks); }, 100);</script></body></html>`);
+    case '/stall-fill.html':
+      // Once the solver watches it (its binding is there), the page's own script blocks its thread for 1 s,
+      // longer than the quiet window; 100 ms after that it writes its text.
+      return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Stall fill</title></head><body><main><h1>Stall fill</h1><div id="root"></div></main>
+<script>const watched = setInterval(() => {
+  if (typeof window.__solverPageChanged !== 'function') return;
+  clearInterval(watched);
+  setTimeout(() => {
+    const until = Date.now() + 1000;
+    while (Date.now() < until);
+    setTimeout(() => { document.getElementById('root').textContent = 'Written after ' + 'the stall'; }, 100);
+  }, 100);
+}, 10);</script></body></html>`);
     case '/long-poll.html':
       // Never settles: a request that the server never answers stays in flight.
       return send(res, 200, 'text/html; charset=utf-8', `<!doctype html><html><head><title>Long poll</title></head><body><h1>Long poll</h1><p>Waiting for news.</p>
