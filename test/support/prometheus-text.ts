@@ -30,10 +30,13 @@ function parseLabels(text: string, line: string): Record<string, string> {
   return labels;
 }
 
+// A sample's value is what Go's strconv.ParseFloat reads (the text format's rule): its special values in
+// any case, as prom-client writes NaN ("Nan": an event-loop lag with no samples yet).
 function parseValue(text: string, line: string): number {
-  if (text === '+Inf') return Infinity;
-  if (text === '-Inf') return -Infinity;
-  if (text === 'NaN') return NaN;
+  const special = text.toLowerCase();
+  if (special === '+inf' || special === 'inf' || special === '+infinity' || special === 'infinity') return Infinity;
+  if (special === '-inf' || special === '-infinity') return -Infinity;
+  if (special === 'nan') return NaN;
   const value = Number(text);
   if (Number.isNaN(value)) throw new Error(`not a number in: ${line}`);
   return value;
