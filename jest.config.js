@@ -19,7 +19,7 @@ module.exports = {
   testTimeout: 60000,
   // Each integration file leaves its modules (and what they hold) on the heap, tens of MB a file: one
   // process running every file grows past 4 GB and spends its time collecting. A worker whose heap passes
-  // this after a file is replaced before the next one (files still run one at a time with --maxWorkers=1).
+  // this after a file is replaced before its next one (`npm test` runs two workers).
   workerIdleMemoryLimit: '1.5GB',
   projects: [
     {
