@@ -32,22 +32,24 @@ const BEAT_MS = 100;
  * own) has not done yet what it would have done meanwhile: its quiet time starts again when it runs.
  */
 const STALL_MS = 250;
+/** A global of the page, by name, in the scripts evaluated there. */
+const pageGlobal = (name: string) => `window[${JSON.stringify(name)}]`;
 /**
  * Evaluated in the page: reports every change of its content, and keeps its time by the page's clock;
  * a stall of its own timers counts as a change. Style attributes are left out: animations driven by
  * scripts rewrite them every frame and never change what the page says or shows at rest.
  */
 const OBSERVE_CHANGES = `(() => {
-  const report = window[${JSON.stringify(CHANGED_BINDING)}];
+  const report = ${pageGlobal(CHANGED_BINDING)};
   if (typeof report !== 'function' || !document.documentElement) return;
-  window[${JSON.stringify(BEAT_AT)}] = Date.now();
+  ${pageGlobal(BEAT_AT)} = Date.now();
   setInterval(() => {
     const now = Date.now();
-    if (now - window[${JSON.stringify(BEAT_AT)}] > ${STALL_MS}) window[${JSON.stringify(CHANGED_AT)}] = now;
-    window[${JSON.stringify(BEAT_AT)}] = now;
+    if (now - ${pageGlobal(BEAT_AT)} > ${STALL_MS}) ${pageGlobal(CHANGED_AT)} = now;
+    ${pageGlobal(BEAT_AT)} = now;
   }, ${BEAT_MS});
   new MutationObserver(() => {
-    window[${JSON.stringify(CHANGED_AT)}] = Date.now();
+    ${pageGlobal(CHANGED_AT)} = Date.now();
     void report().catch(() => undefined);
   }).observe(document.documentElement, {
     subtree: true,
@@ -61,9 +63,9 @@ const OBSERVE_CHANGES = `(() => {
 /** Evaluated in the page: how long ago it last changed, by its clock; 0 while its timers are stalled. */
 const SINCE_CHANGE = `(() => {
   const now = Date.now();
-  const beat = window[${JSON.stringify(BEAT_AT)}];
+  const beat = ${pageGlobal(BEAT_AT)};
   if (typeof beat === 'number' && now - beat > ${STALL_MS}) return 0;
-  return now - (window[${JSON.stringify(CHANGED_AT)}] ?? -Infinity);
+  return now - (${pageGlobal(CHANGED_AT)} ?? -Infinity);
 })()`;
 
 /**
@@ -137,7 +139,7 @@ export class PageSettleWatch {
       this.page.once('close', closed);
       // A quiet window seen here may only mean this process was too busy to read the page's reports (its
       // timers run before the reports waiting on its socket): the page's own clock says when it last changed.
-      // A page whose timers have not run for a stall's length is stalled now (this script ran first).
+      // A beat overdue by a stall's length means the page is stalled now (this check ran before its timer).
       const confirm = async () => {
         const sinceChange = await this.page.evaluate(SINCE_CHANGE).catch(() => undefined);
         if (typeof sinceChange !== 'number' || !(sinceChange < SETTLE_QUIET_MS)) return finish(true);
