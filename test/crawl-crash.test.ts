@@ -32,7 +32,7 @@ function crashEnv(queue: string) {
     API_RUNS_WORKFLOWS: 'false',
     // A page's task whose accepted attempt went down with its API node is taken up again once this time
     // and the drill worker's threshold are over; a page takes well under a second here.
-    DEFAULT_TASK_TIMEOUT_SECONDS: '20',
+    DEFAULT_TASK_TIMEOUT_SECONDS: '10',
   };
 }
 

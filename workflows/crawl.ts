@@ -3,10 +3,11 @@ import type { Activities } from '../activities';
 import type { CrawlWorkflowInput, CrawlWorkflowResult } from '../src/contract/workflows';
 
 // A slice crawls many pages and heartbeats every fraction of a second: a lost worker is noticed within
-// the heartbeat timeout and the slice is retried (it takes up its running pages again) elsewhere.
+// the heartbeat timeout (an attempt's dispatch allows a node the same 10 s) and the slice is retried (it
+// takes up its running pages again) elsewhere.
 const crawl = proxyActivities<Activities>({
   startToCloseTimeout: '6 hours',
-  heartbeatTimeout: '20 seconds',
+  heartbeatTimeout: '10 seconds',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds' },
 });
 
