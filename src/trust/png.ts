@@ -192,35 +192,68 @@ function decodeRows(
   return pixels;
 }
 
-/** One unfiltered row of 8-bit gray, gray+alpha, RGB or RGBA samples as luminance over white, into `out` from `at`. */
+/**
+ * One unfiltered row of 8-bit gray, gray+alpha, RGB or RGBA samples as luminance over white, into `out`
+ * from `at`. One loop per layout: a test of the layout per pixel costs more than the pixel's arithmetic.
+ */
 function grayRow8(row: Buffer, channels: number, out: Uint8Array, at: number, width: number): void {
-  const gray = channels < 3;
-  for (let x = 0, i = 0; x < width; x++, i += channels) {
-    const luminance = gray ? row[i]! : 0.299 * row[i]! + 0.587 * row[i + 1]! + 0.114 * row[i + 2]!;
-    const a = channels === 2 ? row[i + 1]! : channels === 4 ? row[i + 3]! : 255;
-    // Over white, as a browser shows a transparent page.
-    out[at + x] = round((luminance * a + 255 * (255 - a)) / 255);
+  // Over white, as a browser shows a transparent page: (luminance · a + 255 · (255 − a)) / 255.
+  if (channels === 3) {
+    for (let x = 0, i = 0; x < width; x++, i += 3) {
+      out[at + x] = round(((0.299 * row[i]! + 0.587 * row[i + 1]! + 0.114 * row[i + 2]!) * 255) / 255);
+    }
+  } else if (channels === 4) {
+    for (let x = 0, i = 0; x < width; x++, i += 4) {
+      const a = row[i + 3]!;
+      const luminance = 0.299 * row[i]! + 0.587 * row[i + 1]! + 0.114 * row[i + 2]!;
+      out[at + x] = round((luminance * a + 255 * (255 - a)) / 255);
+    }
+  } else if (channels === 2) {
+    for (let x = 0, i = 0; x < width; x++, i += 2) {
+      const a = row[i + 1]!;
+      out[at + x] = round((row[i]! * a + 255 * (255 - a)) / 255);
+    }
+  } else {
+    for (let x = 0; x < width; x++) out[at + x] = row[x]!;
   }
 }
 
-/** Undoes one scanline's filter in place (`previous` is the unfiltered row above). */
+/**
+ * Undoes one scanline's filter in place (`previous` is the unfiltered row above). One loop per filter,
+ * the first pixel's bytes (no left neighbour) apart: no test per byte.
+ */
 function unfilter(filter: number, row: Buffer, previous: Buffer, bpp: number): void {
-  for (let i = 0; i < row.length; i++) {
-    const left = i >= bpp ? row[i - bpp]! : 0;
-    const up = previous[i]!;
-    const upLeft = i >= bpp ? previous[i - bpp]! : 0;
-    let add = 0;
-    if (filter === 1) add = left;
-    else if (filter === 2) add = up;
-    else if (filter === 3) add = (left + up) >> 1;
-    else if (filter === 4) {
-      const p = left + up - upLeft;
-      const pa = abs(p - left);
-      const pb = abs(p - up);
-      const pc = abs(p - upLeft);
-      add = pa <= pb && pa <= pc ? left : pb <= pc ? up : upLeft;
-    } else if (filter !== 0) throw new Error(`PNG filter ${filter}`);
-    row[i] = (row[i]! + add) & 0xff;
+  const n = row.length;
+  const first = Math.min(bpp, n);
+  switch (filter) {
+    case 0:
+      return;
+    case 1:
+      for (let i = bpp; i < n; i++) row[i] = (row[i]! + row[i - bpp]!) & 0xff;
+      return;
+    case 2:
+      for (let i = 0; i < n; i++) row[i] = (row[i]! + previous[i]!) & 0xff;
+      return;
+    case 3:
+      for (let i = 0; i < first; i++) row[i] = (row[i]! + (previous[i]! >> 1)) & 0xff;
+      for (let i = bpp; i < n; i++) row[i] = (row[i]! + ((row[i - bpp]! + previous[i]!) >> 1)) & 0xff;
+      return;
+    case 4:
+      // Paeth with no left neighbour predicts the byte above.
+      for (let i = 0; i < first; i++) row[i] = (row[i]! + previous[i]!) & 0xff;
+      for (let i = bpp; i < n; i++) {
+        const left = row[i - bpp]!;
+        const up = previous[i]!;
+        const upLeft = previous[i - bpp]!;
+        const p = left + up - upLeft;
+        const pa = abs(p - left);
+        const pb = abs(p - up);
+        const pc = abs(p - upLeft);
+        row[i] = (row[i]! + (pa <= pb && pa <= pc ? left : pb <= pc ? up : upLeft)) & 0xff;
+      }
+      return;
+    default:
+      throw new Error(`PNG filter ${filter}`);
   }
 }
 

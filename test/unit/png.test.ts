@@ -1,4 +1,5 @@
 import zlib from 'node:zlib';
+import { seededRandom } from '../../src/trust/canary-pages';
 import { decodePng, decodePngGray, encodeGrayPng, readPng } from '../../src/trust/png';
 
 /**
@@ -40,6 +41,42 @@ describe('the PNG decoder', () => {
     expect(decoded.width).toBe(2);
     expect([...decoded.pixels.slice(0, 4)]).toEqual([10, 20, 10, 20]);
     expect(decoded.pixels.every((value) => value > 0)).toBe(true);
+  });
+
+  test('8-bit gray, gray+alpha, RGB and RGBA rows under each filter decode as the PNG standard defines them', () => {
+    const random = seededRandom('png-filters');
+    const byte = () => Math.floor(random() * 256);
+    // The standard's reconstruction, byte by byte (RFC 2083, 6.3–6.6), and luminance over white.
+    const reconstruct = (filter: number, row: number[], above: number[], bpp: number) => {
+      const out: number[] = [];
+      for (let i = 0; i < row.length; i++) {
+        const a = i >= bpp ? out[i - bpp]! : 0;
+        const b = above[i]!;
+        const c = i >= bpp ? above[i - bpp]! : 0;
+        const p = a + b - c;
+        const [pa, pb, pc] = [Math.abs(p - a), Math.abs(p - b), Math.abs(p - c)];
+        const predicted = [0, a, b, Math.floor((a + b) / 2), pa <= pb && pa <= pc ? a : pb <= pc ? b : c][filter]!;
+        out.push((row[i]! + predicted) & 0xff);
+      }
+      return out;
+    };
+    for (const [colour, channels] of [[0, 1], [4, 2], [2, 3], [6, 4]] as const) {
+      const [width, height] = [7, 10];
+      const rows = Array.from({ length: height }, (_, y) => [y % 5, ...Array.from({ length: width * channels }, byte)]);
+      const expected: number[] = [];
+      let above = new Array<number>(width * channels).fill(0);
+      for (const [filter, ...row] of rows) {
+        const line = reconstruct(filter!, row, above, channels);
+        for (let x = 0; x < width; x++) {
+          const at = x * channels;
+          const luminance = channels < 3 ? line[at]! : 0.299 * line[at]! + 0.587 * line[at + 1]! + 0.114 * line[at + 2]!;
+          const alpha = channels === 2 || channels === 4 ? line[at + channels - 1]! : 255;
+          expected.push(Math.round((luminance * alpha + 255 * (255 - alpha)) / 255));
+        }
+        above = line;
+      }
+      expect([colour, [...decodePng(png(width, height, 8, colour, rows)).pixels]]).toEqual([colour, expected]);
+    }
   });
 
   test('low bit depths and palettes are scaled to 0..255, a palette\'s transparency over white', () => {

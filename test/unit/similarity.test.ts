@@ -198,5 +198,48 @@ describe('screenshots, at two scales', () => {
     expect(inkGridSimilarity(half, all)).toBeCloseTo(0.5);
     expect(inkGridSimilarity(blank, all)).toBe(0);
   });
-});
 
+  test('the grid\'s sums are those of every pixel in its cell, at any size (a row or column narrower than the grid too)', () => {
+    // Each pixel added to its cell one by one: the definition the grid's run-by-run sums must equal.
+    const reference = (image: { width: number; height: number; pixels: Uint8Array }, columns: number, rows: number, rowOf: (y: number) => number) => {
+      const sums = new Array<number>(columns * rows).fill(0);
+      const counts = new Array<number>(columns * rows).fill(0);
+      for (let y = 0; y < image.height; y++)
+        for (let x = 0; x < image.width; x++) {
+          const cell = Math.min(rows - 1, rowOf(y)) * columns + Math.min(columns - 1, Math.floor((x * columns) / image.width));
+          sums[cell] += image.pixels[y * image.width + x]!;
+          counts[cell] += 1;
+        }
+      return { sums, counts };
+    };
+    const random = seededRandom('grid-sums');
+    for (const [width, height] of [[1, 1], [5, 3], [7, 41], [19, 8], [20, 20], [131, 77], [640, 400]] as const) {
+      const shade = Array.from({ length: width * height }, () => Math.floor(random() * 256));
+      const png = encodeGrayPng(width, height, (x, y) => shade[y * width + x]!);
+      const image = decodePng(png);
+      // The average hash, from the reference's 8 × 8 sums (an empty cell takes its nearest pixel).
+      const grid = reference(image, 8, 8, (y) => Math.floor((y * 8) / height));
+      const cells = grid.sums.map((sum, cell) => {
+        if (grid.counts[cell]! > 0) return sum / grid.counts[cell]!;
+        const x = Math.min(width - 1, Math.floor((((cell % 8) + 0.5) * width) / 8));
+        const y = Math.min(height - 1, Math.floor(((Math.floor(cell / 8) + 0.5) * height) / 8));
+        return image.pixels[y * width + x]!;
+      });
+      const mean = cells.reduce((sum, value) => sum + value, 0) / cells.length;
+      const hash = cells.reduce((bits, value, cell) => (value > mean ? bits | (1n << BigInt(cell)) : bits), 0n);
+      expect([width, height, averageHash(png.toString('base64'))]).toEqual([width, height, hash]);
+      // The ink grid against a blank image of the same size: the image's own ink over all cells.
+      const rows = Math.ceil((height * 20) / width);
+      const ink = reference(image, 20, rows, (y) => Math.floor((y * 20) / width));
+      const inkOf = ink.sums.map((sum, cell) => (ink.counts[cell]! > 0 ? 1 - sum / ink.counts[cell]! / 255 : 0));
+      const blank = decodePng(encodeGrayPng(width, height, () => 255));
+      const total = inkOf.reduce((sum, value) => sum + value, 0);
+      expect([width, height, inkGridSimilarity(blank, image)]).toEqual([width, height, total === 0 ? 1 : 0 / total]);
+      const darker = decodePng(encodeGrayPng(width, height, (x, y) => Math.floor(shade[y * width + x]! / 2)));
+      const inkDarker = reference(darker, 20, rows, (y) => Math.floor((y * 20) / width)).sums.map((sum, cell) => (ink.counts[cell]! > 0 ? 1 - sum / ink.counts[cell]! / 255 : 0));
+      const shared = inkOf.reduce((sum, value, cell) => sum + Math.min(value, inkDarker[cell]!), 0);
+      const most = inkOf.reduce((sum, value, cell) => sum + Math.max(value, inkDarker[cell]!), 0);
+      expect([width, height, inkGridSimilarity(image, darker)]).toEqual([width, height, shared / most]);
+    }
+  });
+});
