@@ -57,10 +57,17 @@ const reprice = async (solver: FakeSolver, price: string) => {
   expect(registered.status).toBe(200);
 };
 
-/** A client's fetch through POST /v1/tasks with its own cap, followed to its end. */
-async function taskAt(client: { auth: Record<string, string> }, maxPrice: string, i: number) {
+/** How long a task no solver may serve waits before it is counted unserved. */
+const UNSERVED_SECONDS = 3;
+
+/**
+ * A client's fetch through POST /v1/tasks with its own cap, followed to its end. One no solver may serve
+ * waits out its timeout: matching offers a task to an eligible solver within milliseconds, so a few
+ * seconds show that none was.
+ */
+async function taskAt(client: { auth: Record<string, string> }, maxPrice: string, i: number, timeoutSeconds = 10) {
   const created = await api(stack.url, 'POST', '/v1/tasks', {
-    body: { task_type: 'proxy_fetch', payload: { url: `${stack.url}/health?p=${i}` }, max_price_points: maxPrice, timeout_seconds: 10 },
+    body: { task_type: 'proxy_fetch', payload: { url: `${stack.url}/health?p=${i}` }, max_price_points: maxPrice, timeout_seconds: timeoutSeconds },
     headers: client.auth,
   });
   if (created.status !== 200) return { status: created.status, error: created.json.error?.type as string | undefined };
@@ -114,7 +121,7 @@ describe('default settings, canaries by count', () => {
   test('a solver priced above the ceiling (100) gets no client work, even from a client whose cap reaches it', async () => {
     const pricey = await startSolver({ taskTypes: ['proxy_fetch'], price: '150' });
     const client = await registerAccount(stack.url, '1000');
-    const answer = await taskAt(client, '200', 0);
+    const answer = await taskAt(client, '200', 0, UNSERVED_SECONDS);
     // No eligible solver: refused, or ended without a result; nothing reached the solver.
     expect(answer.task?.status ?? answer.error).not.toBe('completed');
     expect(pricey.received).toHaveLength(0);
@@ -153,7 +160,7 @@ describe('probation, with a ceiling of 5', () => {
   test('a solver priced above the ceiling is sent no canary and stays without client work', async () => {
     const pricey = await startSolver({ taskTypes: ['proxy_fetch'], price: '6', behaviour: honestFetch });
     const client = await registerAccount(stack.url, '100');
-    const answer = await taskAt(client, '50', 0);
+    const answer = await taskAt(client, '50', 0, UNSERVED_SECONDS);
     expect(answer.task?.status ?? answer.error).not.toBe('completed');
     expect(pricey.received).toHaveLength(0);
     expect(await canaryTasks(pricey.solverId)).toEqual(new Set());
@@ -171,7 +178,7 @@ describe('probation, with a ceiling of 5', () => {
     // Above the ceiling: no check could pay it, so no client may be served by it, whatever its cap.
     await reprice(cheat, '40');
     expect((await trustOf(cheat.solverId)).reputation[0]).toMatchObject({ client_work: false });
-    const refused = await taskAt(client, '50', 0);
+    const refused = await taskAt(client, '50', 0, UNSERVED_SECONDS);
     expect(refused.task?.status ?? refused.error).not.toBe('completed');
     expect(await clientFrames(cheat)).toHaveLength(0);
 
