@@ -23,9 +23,9 @@ import { ADMIN_KEY, api, capturingLogger, registerAccount, startTestStack, type 
 jest.setTimeout(240_000);
 
 const admin = { 'X-Admin-API-Key': ADMIN_KEY };
-// The worker's first canary sweep runs this long after it starts (src/runtime/worker-node.ts); the
-// deposit comes after it, so that only the deposit's announcement can start the checks.
-const FIRST_SWEEP_MS = 15_000;
+// The worker's first canary sweep runs this long after it starts (its sweeps' period, shortened here from
+// a deployment's 15 s); the deposit comes after it, so that only the deposit's announcement can start the checks.
+const FIRST_SWEEP_MS = 3_000;
 let stack: TestStack;
 let startedAt: number;
 const { logger, lines } = capturingLogger('warn');
@@ -33,7 +33,11 @@ let site: http.Server;
 let pageUrl: string;
 
 beforeAll(async () => {
-  stack = await startTestStack({ env: { TRUST_PROBATION_CANARIES: '1', CANARY_SWEEP_SECONDS: '3600' }, logger });
+  stack = await startTestStack({
+    env: { TRUST_PROBATION_CANARIES: '1', CANARY_SWEEP_SECONDS: '3600' },
+    logger,
+    sweeps: { everyMs: FIRST_SWEEP_MS, unstartedAfterSeconds: 30 },
+  });
   // The worker started before this.
   startedAt = Date.now();
   site = http.createServer((_req, res) => res.writeHead(200, { 'content-type': 'text/html' }).end('<html><head><title>Tide tables</title></head><body><p>High water at noon.</p></body></html>'));

@@ -48,7 +48,10 @@ export async function startWorkerNode(options: {
   logger: Logger;
   databaseUrl: string;
   temporalAddress: string;
-  /** The recovery sweeps' period and the stranded-task threshold; the defaults suit a deployment. Crash drills shorten them. */
+  /**
+   * The recovery sweeps' period (also when the first canary and redundant-run sweeps run) and the
+   * stranded-task threshold; the defaults suit a deployment. Crash drills shorten them.
+   */
   sweeps?: { everyMs: number; unstartedAfterSeconds: number };
 }): Promise<WorkerNode> {
   const { config, logger } = options;
@@ -148,7 +151,7 @@ export async function startWorkerNode(options: {
   const sweepCanaries = () => {
     startDueCanaries(canaryDeps).catch((error) => logger.warn({ err: error }, 'canary sweep failed'));
   };
-  const firstCanarySweep = setTimeout(sweepCanaries, SWEEP_EVERY_MS);
+  const firstCanarySweep = setTimeout(sweepCanaries, sweeps.everyMs);
   firstCanarySweep.unref();
   const canaries = setInterval(sweepCanaries, config.canarySweepSeconds * 1000);
   canaries.unref();
@@ -164,7 +167,7 @@ export async function startWorkerNode(options: {
   const sweepRedundant = () => {
     redundant.sweep().catch((error) => logger.warn({ err: error }, 'redundant run sweep failed'));
   };
-  const firstRedundantSweep = setTimeout(sweepRedundant, SWEEP_EVERY_MS);
+  const firstRedundantSweep = setTimeout(sweepRedundant, sweeps.everyMs);
   firstRedundantSweep.unref();
   const redundantRuns = setInterval(sweepRedundant, config.redundantRunSweepSeconds * 1000);
   redundantRuns.unref();

@@ -88,7 +88,16 @@ export interface TestStack {
 
 /** Real API nodes on real ports and a real worker, against the servers globalSetup started. */
 export async function startTestStack(
-  options: { apiNodes?: number; worker?: boolean; env?: Record<string, string>; logger?: pino.Logger; /** The first API node's port (any free one by default). */ port?: number } = {},
+  options: {
+    apiNodes?: number;
+    worker?: boolean;
+    env?: Record<string, string>;
+    logger?: pino.Logger;
+    /** The first API node's port (any free one by default). */
+    port?: number;
+    /** The worker's sweeps, where a test needs them sooner than a deployment's (startWorkerNode). */
+    sweeps?: Parameters<typeof startWorkerNode>[0]['sweeps'];
+  } = {},
 ): Promise<TestStack> {
   const endpoints = testEndpoints();
   const config = testConfig(options.env);
@@ -97,7 +106,7 @@ export async function startTestStack(
   for (let i = 0; i < (options.apiNodes ?? 1); i++) {
     api.push(await startApiNode({ config, logger, ...endpoints, port: i === 0 ? (options.port ?? 0) : 0 }));
   }
-  const worker = options.worker === false ? undefined : await startWorkerNode({ config, logger, ...endpoints });
+  const worker = options.worker === false ? undefined : await startWorkerNode({ config, logger, ...endpoints, sweeps: options.sweeps });
   const db = await createDb(endpoints.databaseUrl);
   return {
     api,
