@@ -8,6 +8,7 @@ import {
   evidenceOf,
   isCanaryTaskType,
   isVerifier,
+  oncePerPolicy,
   PRIOR_SCORE,
   quarantined,
   scoreOf,
@@ -136,7 +137,8 @@ const waitingCeiling = sql.fragment`COALESCE((SELECT
  * Whether capability `c` may serve the waiting task `q` (a `task_queue` row): its type, its price limits, and
  * eligibleFor.
  */
-const fitsWaiting = (policy: TrustPolicy) => sql.fragment`
+const fitsWaitingOnce = oncePerPolicy(
+  (policy) => sql.fragment`
   q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), waitingCeiling)}
   AND ${eligibleFor({
     excluded: sql.fragment`q.excluded_solver_ids`,
@@ -145,7 +147,9 @@ const fitsWaiting = (policy: TrustPolicy) => sql.fragment`
     country: sql.fragment`(SELECT qt.country FROM tasks qt WHERE qt.task_id = q.task_id)`,
     canaryFor: sql.fragment`q.canary_for`,
     policy,
-  })}`;
+  })}`,
+);
+const fitsWaiting = (policy: TrustPolicy) => fitsWaitingOnce(policy, 'q');
 
 /** Attempts still running above a lowered max_concurrent of capability `c`: it gets nothing until they end. */
 const runningAboveLimit = sql.fragment`
