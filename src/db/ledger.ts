@@ -8,6 +8,7 @@ import {
   type BalanceColumn,
   type LedgerEntryKind,
 } from '../contract/ledger';
+import { oncePerKey } from './fragments';
 import type { Db } from './pool';
 
 /**
@@ -45,13 +46,13 @@ const kindValue = (kind: LedgerEntryKind) => sql.fragment`${kind}::text`;
 export const [HOLD_OPEN, HOLD_SETTLED, HOLD_RELEASED] = HOLD_STATES;
 
 /** One entry's (columns `kind` and `amount`) signed effect on `column`. */
-function entryEffect(column: BalanceColumn) {
+const entryEffect = oncePerKey((column: BalanceColumn) => {
   const cases = ENTRY_KINDS.filter((kind) => effectOf(kind, column) !== 0).map(
     (kind) =>
       sql.fragment`WHEN ${kind} THEN ${effectOf(kind, column) > 0 ? sql.fragment`amount` : sql.fragment`-amount`}`,
   );
   return sql.fragment`CASE kind ${sql.join(cases, sql.fragment` `)} ELSE 0 END`;
-}
+});
 
 /** `SUM` over entries (with columns `kind` and `amount`) of their effect on `column`. */
 function effectSum(column: BalanceColumn) {

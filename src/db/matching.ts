@@ -3,12 +3,12 @@ import { z } from 'zod';
 import { recordAttemptReassigned } from '../metrics/metrics';
 import { ACTIVE_STATES, type Assignment, type TaskState } from '../contract/lifecycle';
 import { ROUTING_SORTS, type RoutingSort } from '../schemas/domain';
+import { oncePer, oncePerKey } from './fragments';
 import { HOLD_OPEN, isOverdraft, raiseHoldSteps } from './ledger';
 import {
   evidenceOf,
   isCanaryTaskType,
   isVerifier,
-  oncePerPolicy,
   PRIOR_SCORE,
   quarantined,
   scoreOf,
@@ -137,7 +137,7 @@ const waitingCeiling = sql.fragment`COALESCE((SELECT
  * Whether capability `c` may serve the waiting task `q` (a `task_queue` row): its type, its price limits, and
  * eligibleFor.
  */
-const fitsWaitingOnce = oncePerPolicy(
+const fitsWaitingOnce = oncePer<TrustPolicy, 'q'>(
   (policy) => sql.fragment`
   q.task_type = c.task_type AND ${withinLimits('c', figuresIn('q'), waitingCeiling)}
   AND ${eligibleFor({
@@ -188,22 +188,27 @@ export interface Figures {
   maxPriceRequest: Fragment;
 }
 
-export const figuresOf = (figures: RequestFigures = NO_FIGURES): Figures => ({
+const figureFragments = (figures: RequestFigures): Figures => ({
   promptTokens: sql.fragment`${figures.promptTokens}::int`,
   completionTokens: sql.fragment`${figures.completionTokens}::int`,
   maxPricePrompt: sql.fragment`${figures.maxPricePrompt}::numeric`,
   maxPriceCompletion: sql.fragment`${figures.maxPriceCompletion}::numeric`,
   maxPriceRequest: sql.fragment`${figures.maxPriceRequest}::numeric`,
 });
+// A web task's (none): one object, so that what is built from it is made once (estimatedPrice).
+const NULL_FIGURES = figureFragments(NO_FIGURES);
+
+export const figuresOf = (figures: RequestFigures = NO_FIGURES): Figures =>
+  figures === NO_FIGURES ? NULL_FIGURES : figureFragments(figures);
 
 /** The figures in the columns of a `tasks` or `task_queue` row, or of a CTE with the same columns. */
-export const figuresIn = (row: string): Figures => ({
+export const figuresIn = oncePerKey((row: string): Figures => ({
   promptTokens: sql.fragment`${sql.identifier([row, 'estimate_prompt_tokens'])}`,
   completionTokens: sql.fragment`${sql.identifier([row, 'estimate_completion_tokens'])}`,
   maxPricePrompt: sql.fragment`${sql.identifier([row, 'max_price_prompt'])}`,
   maxPriceCompletion: sql.fragment`${sql.identifier([row, 'max_price_completion'])}`,
   maxPriceRequest: sql.fragment`${sql.identifier([row, 'max_price_request'])}`,
-});
+}));
 
 /** The figures read from one row of `source` (a statement's CTE with the columns of `tasks`). */
 export const figuresFrom = (source: string): Figures => {
@@ -222,18 +227,20 @@ const figureValues = (f: Figures) =>
   sql.fragment`${f.promptTokens}, ${f.completionTokens}, ${f.maxPricePrompt}, ${f.maxPriceCompletion}, ${f.maxPriceRequest}`;
 export const FIGURE_COLUMNS = sql.fragment`estimate_prompt_tokens, estimate_completion_tokens, max_price_prompt, max_price_completion, max_price_request`;
 
-/**
- * What capability `c` asks for this request: a per_token offer its base + prompt rate × prompt tokens
- * + completion rate × completion tokens (rates per 1,000 tokens; unknown counts as none), a per_request
- * offer its price. Ranking, the hold and the limits all read this one figure.
- */
-export const estimatedPrice = (c: string, f: Figures) => {
+const estimateOnce = oncePer<Figures, string>((f, c) => {
   const col = (name: string) => sql.identifier([c, name]);
   return sql.fragment`(CASE WHEN ${col('billing_type')} = 'per_token'
     THEN
       ${col('min_price_points')} + (${col('prompt_cost')} * COALESCE(${f.promptTokens}, 0) + ${col('completion_cost')} * COALESCE(${f.completionTokens}, 0)) / 1000
     ELSE ${col('min_price_points')} END)`;
-};
+});
+
+/**
+ * What capability `c` asks for this request: a per_token offer its base + prompt rate × prompt tokens
+ * + completion rate × completion tokens (rates per 1,000 tokens; unknown counts as none), a per_request
+ * offer its price. Ranking, the hold and the limits all read this one figure.
+ */
+export const estimatedPrice = (c: string, f: Figures) => estimateOnce(f, c);
 
 /**
  * Whether capability `c` is within the request's limits: its estimated price within `maxPrice` (NULL: any), and

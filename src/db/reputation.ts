@@ -1,6 +1,7 @@
 import { sql, type CommonQueryMethods } from 'slonik';
 import { CANARY_TASK_TYPES, type CanaryTaskType } from '../contract/canaries';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
+import { oncePer, type Fragment } from './fragments';
 
 /**
  * Reputation per solver and task type, and the rule that keeps untrusted solvers from client work
@@ -179,24 +180,6 @@ export async function announceCanaryDueIn(
   await tx.query(sql.unsafe`SELECT ${announceCanaryDue(sql.fragment`${solverId}::text`)}`);
 }
 
-type Fragment = ReturnType<typeof sql.fragment>;
-
-/**
- * `build` made once per policy and key (a table alias): a fragment is immutable and these depend on
- * nothing else, while building one anew for every statement is much of what a statement costs to build
- * (slonik renumbers the placeholders of every nested fragment at each level).
- */
-export function oncePerPolicy<K extends string>(build: (policy: TrustPolicy, key: K) => Fragment) {
-  const made = new WeakMap<TrustPolicy, Map<K, Fragment>>();
-  return (policy: TrustPolicy, key: K): Fragment => {
-    let byKey = made.get(policy);
-    if (!byKey) made.set(policy, (byKey = new Map()));
-    let fragment = byKey.get(key);
-    if (!fragment) byKey.set(key, (fragment = build(policy, key)));
-    return fragment;
-  };
-}
-
 /** The decay factor of reputation row `r` from its `decayed_at` to now. */
 const decay = (policy: TrustPolicy, r: string) =>
   sql.fragment`power(0.5, GREATEST(extract(epoch FROM now() - ${sql.identifier([r, 'decayed_at'])}), 0) / ${policy.halfLifeSeconds}::float8)`;
@@ -205,14 +188,14 @@ const decay = (policy: TrustPolicy, r: string) =>
  * The score of reputation row `r` now: (S + 1) / (S + F + 2) over the decayed successes S (passed
  * canaries weighted CANARY_PASS_WEIGHT) and failures F. A solver with no evidence scores 0.5.
  */
-export const scoreOf = oncePerPolicy((policy, r: string) => {
+export const scoreOf = oncePer<TrustPolicy, string>((policy, r: string) => {
   const s = sql.fragment`(${sql.identifier([r, 'successes'])} * ${decay(policy, r)})`;
   const f = sql.fragment`(${sql.identifier([r, 'failures'])} * ${decay(policy, r)})`;
   return sql.fragment`((${s} + 1) / (${s} + ${f} + 2))`;
 });
 
 /** The evidence of reputation row `r` now: its decayed successes and failures together. */
-export const evidenceOf = oncePerPolicy(
+export const evidenceOf = oncePer<TrustPolicy, string>(
   (policy, r: string) =>
     sql.fragment`((${sql.identifier([r, 'successes'])} + ${sql.identifier([r, 'failures'])}) * ${decay(policy, r)})`,
 );
@@ -289,7 +272,7 @@ export function trusted(policy: TrustPolicy, c = 'c', price?: Fragment) {
   return price === undefined ? trustedAtOwnPrice(policy, c) : trustedAt(policy, c, price);
 }
 
-const trustedAtOwnPrice = oncePerPolicy((policy, c: string) =>
+const trustedAtOwnPrice = oncePer<TrustPolicy, string>((policy, c: string) =>
   trustedAt(policy, c, sql.fragment`${sql.identifier([c, 'min_price_points'])}`),
 );
 

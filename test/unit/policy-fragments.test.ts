@@ -2,8 +2,8 @@ import { sql } from 'slonik';
 import { DEFAULT_TRUST_POLICY, evidenceOf, scoreOf, trusted } from '../../src/db/reputation';
 
 /**
- * The trust rule's SQL fragments are made once per policy and table alias (src/db/reputation.ts,
- * oncePerPolicy): the same fragment whenever asked again, and another policy's values for another policy.
+ * The trust rule's SQL fragments are made once per policy and table alias (oncePer, src/db/fragments.ts):
+ * the same fragment whenever asked again, and another policy's values for another policy.
  */
 
 const policy = { ...DEFAULT_TRUST_POLICY, probationCanaries: 1, minScore: 0.3 };
