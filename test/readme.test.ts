@@ -96,6 +96,9 @@ afterAll(async () => {
   await stack?.exited;
   for (const child of groups) if (child.exitCode === null) stopGroup(child, 'SIGKILL');
   spawnSync('pkill', ['-KILL', '-f', dataDir]);
+  // The quick start leaves its page server running in the reader's terminal, a background job that
+  // SIGINT does not reach: stopped here by its port.
+  if (ports) spawnSync('pkill', ['-f', `http.server ${ports.site} `]);
   for (const dir of [workDir, dataDir]) if (dir) fs.rmSync(dir, { recursive: true, force: true });
 }, 60_000);
 
