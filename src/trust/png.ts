@@ -199,6 +199,8 @@ function decodeRows(
 function grayRow8(row: Buffer, channels: number, out: Uint8Array, at: number, width: number): void {
   // Over white, as a browser shows a transparent page: (luminance · a + 255 · (255 − a)) / 255.
   if (channels === 3) {
+    // The same formula at a = 255, not luminance alone: × 255 / 255 can move a value at .5 across the
+    // rounding, and every layout must give what the others give for an opaque pixel.
     for (let x = 0, i = 0; x < width; x++, i += 3) {
       out[at + x] = round(((0.299 * row[i]! + 0.587 * row[i + 1]! + 0.114 * row[i + 2]!) * 255) / 255);
     }
