@@ -1,6 +1,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { processEnvironment } from '../config';
 import type { Logger } from '../logger';
 import { SEARCH_ATTRIBUTES } from '../temporal/search-attributes';
 import { pickPort } from './ports';
@@ -118,7 +119,7 @@ async function startOnce(options: TemporalOptions): Promise<EmbeddedTemporalHand
   ];
   const server = spawnServer(options.cli, args, {
     stopSignal: 'SIGTERM',
-    spawn: { env: { ...GO_RUNTIME_ENV, ...process.env } },
+    spawn: { env: { ...GO_RUNTIME_ENV, ...processEnvironment() } },
   });
   const exited = server.exited.catch((error: NodeJS.ErrnoException) => {
     if (error.code)
