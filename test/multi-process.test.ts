@@ -3,6 +3,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { createDb, type Db } from '../src/db/pool';
 import { getBalance } from '../src/db/ledger';
+import { nodeSessionName } from '../src/db/node-presence';
 import { removeNode } from '../src/db/solvers';
 import { FakeSolver, SAMPLE_RESULTS, strongChat, talker, waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
@@ -39,6 +40,9 @@ describe('a deployment of several processes', () => {
   const urlOf = (node: NodeProcess) => listening(node).url;
   // As a restart under the same NODE_ID would: matching stops offering the node's solvers at once.
   const forgetNode = (node: NodeProcess) => removeNode(db, listening(node).node_id);
+  const lostBecause = (taskId: string) =>
+    db.oneFirst(sql.type(z.object({ message: z.string() }))`
+      SELECT error->>'message' AS message FROM task_attempts WHERE task_id = ${taskId} AND outcome = 'lost'`);
 
   beforeAll(async () => {
     [apiA, apiB, worker] = await Promise.all([
@@ -184,6 +188,8 @@ describe('a deployment of several processes', () => {
     expect(done.status).toBe('completed');
     expect(done.solver_id).toBe(survivor.solverId);
     expect(done.attempts[0]).toMatchObject({ solver_id: stranded.solverId, outcome: 'lost' });
+    // Lost as the worker saw the node's sessions end, not when the dispatch activity's heartbeat lapsed.
+    expect(await lostBecause(created.json.task_id)).toMatch(/holding the solver's socket is gone/);
     await survivor.close();
     // Otherwise it would look alive for a few more seconds, and its cheaper solver would get the next test's task.
     await forgetNode(doomedNode);
@@ -223,6 +229,8 @@ describe('a deployment of several processes', () => {
       [solver.solverId, 'lost'],
       [solver.solverId, 'completed'],
     ]);
+    // Killed, its sessions ended with it; shut down, it ended its own attempts first.
+    if (signal === 'SIGKILL') expect(await lostBecause(created.json.task_id)).toMatch(/holding the solver's socket is gone/);
     const auth = { Authorization: `Bearer ${solver.apiKey}` };
     const attempts = await api(urlB(), 'GET', '/v1/solver/attempts', { headers: auth });
     expect(attempts.json.data.map((attempt: { outcome: string; error: { type?: string } | null }) => [attempt.outcome, attempt.error?.type ?? null])).toEqual([
@@ -237,6 +245,42 @@ describe('a deployment of several processes', () => {
     await solver.close();
     await forgetNode(node).catch(() => undefined);
   }, 150_000);
+
+  test('a node that loses only its presence connection mid-attempt is not taken for gone: the attempt completes', async () => {
+    // The result comes 3 s after the task: the connection is cut while the attempt runs.
+    const solver = await FakeSolver.start(urlA(), {
+      price: '1',
+      taskTypes: ['proxy_fetch'],
+      behaviour: (frame, self) => {
+        self.send({ type: 'accept', attempt_id: frame.attempt_id });
+        setTimeout(() => self.send({ type: 'result', attempt_id: frame.attempt_id, result: SAMPLE_RESULTS.proxy_fetch(frame.payload) }), 3000);
+      },
+    });
+    const client = await registerAccount(urlB(), '50');
+    const created = await api(urlB(), 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/cut' } } });
+    expect(created.status).toBe(200);
+    await waitFor(() => solver.received.length === 1);
+    // Node A's presence (its one advisory lock) is held by a connection of its own; the node lives on.
+    const nodeA = listening(apiA).node_id;
+    const cut = await db.oneFirst(sql.type(z.object({ cut: z.number() }))`
+      SELECT count(pg_terminate_backend(l.pid))::int AS cut FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND s.datname = current_database() AND s.application_name = ${nodeSessionName(nodeA)}`);
+    expect(cut).toBe(1);
+    const done = await waitFor(async () => {
+      const response = await api(urlB(), 'GET', `/v1/tasks/${created.json.task_id}`, { headers: client.auth });
+      return ['completed', 'failed', 'timed_out'].includes(response.json.status) ? response.json : undefined;
+    }, 60_000);
+    expect(done).toMatchObject({ status: 'completed', solver_id: solver.solverId });
+    expect(done.attempts).toEqual([expect.objectContaining({ solver_id: solver.solverId, outcome: 'completed' })]);
+    // Still listed, and its presence held again.
+    expect(await db.exists(sql.unsafe`SELECT 1 FROM api_nodes WHERE node_id = ${nodeA}`)).toBe(true);
+    await waitFor(() =>
+      db.exists(sql.unsafe`
+        SELECT 1 FROM pg_locks l JOIN pg_stat_activity s ON s.pid = l.pid
+        WHERE l.locktype = 'advisory' AND l.granted AND s.datname = current_database() AND s.application_name = ${nodeSessionName(nodeA)}`),
+    );
+    await solver.close();
+  }, 120_000);
 
   test('an API node asked to stop finishes its requests in flight, takes no new connections and exits cleanly', async () => {
     const leaving = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-d-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);

@@ -29,6 +29,7 @@ import {
 } from '../src/contract/lifecycle';
 import {
   adminCompleteSignal,
+  attemptNodeLostSignal,
   cancelTaskSignal,
   nodeTaskQueue,
   slotHandedSignal,
@@ -138,6 +139,12 @@ async function runTask(
   const handed = new Map<number, SlotHanded>();
   setHandler(slotHandedSignal, (slot) => {
     if (!handed.has(slot.attemptNumber)) handed.set(slot.attemptNumber, slot);
+  });
+  // Attempts whose node is gone, as a worker saw its sessions end (src/tasks/node-watch.ts). Without this
+  // signal the attempt's race below reads as before, so histories without it replay unchanged.
+  const nodeLost = new Set<string>();
+  setHandler(attemptNodeLostSignal, (lost) => {
+    nodeLost.add(lost.attemptId);
   });
   // Every search-attribute upsert is a visibility write; only the final status is worth one
   // (the task record in PostgreSQL and the `status` query show the transient states).
@@ -280,6 +287,7 @@ async function runTask(
             interrupted,
             startedEarly,
             running,
+            () => nodeLost.has(assignment.attemptId),
           );
     if (outcome === 'superseded') continue;
     if (outcome.ok) {
@@ -374,6 +382,7 @@ async function runAttempt(
   superseded: () => boolean,
   startedEarly: boolean,
   running: RunningAttempt,
+  nodeLost: () => boolean,
 ): Promise<AttemptReport | 'superseded'> {
   // A chat's attempt, cancelled, is waited for until it has stopped and kept what it delivered.
   const waitsForEnd = input.stream !== undefined && patched(BILL_DELIVERED_PATCH);
@@ -426,11 +435,25 @@ async function runAttempt(
     }
   })();
   if (waitsForEnd) running.ended = dispatched;
-  const winner = await Promise.race([dispatched, condition(superseded).then(() => 'superseded' as const)]);
+  const winner = await Promise.race([
+    dispatched,
+    condition(superseded).then(() => 'superseded' as const),
+    condition(nodeLost).then(() => 'node lost' as const),
+  ]);
   if (winner === 'superseded') {
     scope.cancel();
     await dispatched;
     return 'superseded';
+  }
+  if (winner === 'node lost') {
+    // Nothing answers the cancel on a node that is gone: the activity ends by its own timeouts, unwaited.
+    // How many deltas reached the client is unknown here; a chat asks the client's node.
+    scope.cancel();
+    return attemptFailed(
+      'node_unavailable',
+      `The node ${assignment.nodeId} holding the solver's socket is gone.`,
+      UNKNOWN_CHUNKS,
+    );
   }
   return winner;
 }

@@ -28,6 +28,16 @@ export interface SlotHanded {
 }
 export const slotHandedSignal = defineSignal<[SlotHanded]>('slotHanded');
 
+/**
+ * The node holding this attempt's solver socket is gone (its process and its database sessions ended):
+ * the attempt is lost at once, rather than when its dispatch activity's heartbeat lapses.
+ */
+export interface AttemptNodeLost {
+  attemptId: string;
+  nodeId: string;
+}
+export const attemptNodeLostSignal = defineSignal<[AttemptNodeLost]>('attemptNodeLost');
+
 /** The task's client cancelled it: the workflow stops its attempt and ends it `cancelled`. */
 export const cancelTaskSignal = defineSignal('cancelTask');
 export const taskStatusQuery = defineQuery<TaskState>('status');

@@ -10,6 +10,7 @@ import type { Config } from '../config';
 import { readStrongModels } from '../config';
 import { ChatRelay } from '../chat/relay';
 import { migrate } from '../db/migrate';
+import { NODE_STARTED_CHANNEL, NodePresence, withNodeSessionName } from '../db/node-presence';
 import { NotifyBus } from '../db/notify';
 import { createDb } from '../db/pool';
 import { heartbeatNode, pruneDeadNodes, recordNodeUrl, removeNode } from '../db/solvers';
@@ -79,15 +80,20 @@ export async function startApiNode(options: {
   });
   const applied = await migrate(options.databaseUrl);
   if (applied.length) logger.info({ migrations: applied }, 'database migrated');
-  const db = await createDb(options.databaseUrl, { maximumPoolSize: 20 });
+  // Every session of the node carries its name, and one holds its presence from before the node is
+  // listed: a worker sees the node's process go as its sessions end (src/tasks/node-watch.ts).
+  const databaseUrl = withNodeSessionName(options.databaseUrl, nodeId);
+  const presence = new NodePresence(databaseUrl, nodeId, logger);
+  await presence.start();
+  const db = await createDb(databaseUrl, { maximumPoolSize: 20 });
+  const bus = new NotifyBus(databaseUrl, logger);
+  await bus.start();
   await heartbeatNode(db, nodeId);
   const nodeHeartbeat = setInterval(() => {
     heartbeatNode(db, nodeId).catch((error) => logger.warn({ err: error }, 'node heartbeat failed'));
   }, NODE_HEARTBEAT_MS);
   await pruneDeadNodes(db);
-
-  const bus = new NotifyBus(options.databaseUrl, logger);
-  await bus.start();
+  await bus.publish(NODE_STARTED_CHANNEL, { nodeId });
   await domainPolicy.listen(bus);
   // One native connection for this node's workers and its client: a client sharing a worker's
   // connection can start workflows eagerly (the first workflow task comes back with the start call).
@@ -279,6 +285,7 @@ export async function startApiNode(options: {
       await bus.close();
       await workerConnection.close();
       await db.end();
+      await presence.close();
     },
   };
 }

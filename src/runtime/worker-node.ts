@@ -20,6 +20,7 @@ import { WebhookDeliveries } from '../webhooks/sender';
 import { CrawlRunner } from '../crawl/runner';
 import { DomainGuard } from '../guard/domain-guard';
 import { TaskFinishedWatch } from '../tasks/finished';
+import { NodeWatch } from '../tasks/node-watch';
 import { workflowBundle } from '../temporal/bundle';
 import { createTemporalClient, createWorkerConnection } from '../temporal/connection';
 import { installTemporalRuntime } from '../temporal/runtime';
@@ -189,6 +190,16 @@ export async function startWorkerNode(options: {
   }, RETENTION_SWEEP_EVERY_MS);
   retention.unref();
 
+  // An API node's process that dies takes its attempts with it: their workflows are told at once.
+  const nodeWatch = new NodeWatch({
+    databaseUrl: options.databaseUrl,
+    db,
+    temporal,
+    bus,
+    logger: logger.child({ component: 'node_watch' }),
+  });
+  await nodeWatch.start();
+
   const removeMetricsSource = addMetricsSource({ db, trust: config.trust });
   const readiness = new Readiness(
     { postgres: postgresCheck(db), temporal: temporalCheck(connection), worker: workerCheck(worker) },
@@ -220,6 +231,7 @@ export async function startWorkerNode(options: {
       clearInterval(retention);
       await metrics?.close();
       removeMetricsSource();
+      nodeWatch.close();
       await bus.close();
       if (worker.getState() === 'RUNNING') worker.shutdown();
       await running.catch(() => undefined);

@@ -5,7 +5,7 @@ import { temporal } from '@temporalio/proto';
 import { bundleWorkflowCode, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import pino from 'pino';
 import { attemptFailed, solverReportedFailure, type AttemptReport } from '../../src/contract/lifecycle';
-import { adminCompleteSignal, cancelTaskSignal, slotHandedSignal, taskStatusQuery } from '../../src/contract/workflows';
+import { adminCompleteSignal, attemptNodeLostSignal, cancelTaskSignal, slotHandedSignal, taskStatusQuery } from '../../src/contract/workflows';
 import { WORKFLOWS_PATH } from '../../src/temporal/bundle';
 import { installTemporalRuntime } from '../../src/temporal/runtime';
 import { startTimeSkippingServer, type TimeSkippingServer } from '../support/time-skipping';
@@ -206,6 +206,27 @@ describe('the task workflow on workflow time', () => {
       // The attempt's activity hears of its cancellation at its next heartbeat.
       for (let waited = 0; !cancelled && waited < 5000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
       expect(cancelled).toBe(true);
+    });
+  });
+
+  describe('an attempt whose node is seen gone', () => {
+    ownServer();
+
+    test('is lost at once, its activity not waited for, and its solver kept as a last resort for the next', async () => {
+      const taskId = nextTaskId();
+      const handle = await harness.start('taskWorkflow', taskInput(taskId, { attemptTimeoutSeconds: 300 }), {
+        reserve: (input) => ({ assignment: harness.assignment(taskId, input.attemptNumber) }),
+        dispatch: async (input) => (input.attemptId.endsWith('.a1') ? untilCancelled()() : { ok: true, chunks: 0, status: 'completed' }),
+      });
+      await harness.dispatched();
+      // Another attempt's loss is not this one's.
+      await handle.signal(attemptNodeLostSignal, { attemptId: `${taskId}.a9`, nodeId: harness.nodeId });
+      await handle.signal(attemptNodeLostSignal, { attemptId: `${taskId}.a1`, nodeId: harness.nodeId });
+      expect(await handle.result()).toEqual({ taskId, status: 'completed' });
+      expect(harness.calls.closed).toEqual([
+        expect.objectContaining({ attemptId: `${taskId}.a1`, outcome: 'lost', error: expect.objectContaining({ type: 'node_unavailable', message: expect.stringMatching(/is gone/) }) }),
+      ]);
+      expect(harness.calls.reserved[1]).toMatchObject({ attemptNumber: 2, excludedSolverIds: [], lastResortSolverIds: ['solver-1'] });
     });
   });
 
