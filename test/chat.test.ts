@@ -454,8 +454,10 @@ describe('chat before its workflow runs', () => {
     try {
       await locker.query('BEGIN');
       await locker.query('SELECT 1 FROM balances WHERE account_id = $1 FOR UPDATE', [client.account_id]);
+      const lockerPid = (await locker.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0].pid;
       const request = streamChat(client, controller.signal).catch((error) => error);
-      await waitFor(async () => (await stack.db.oneFirst(sql.unsafe`SELECT count(*)::int FROM pg_stat_activity WHERE wait_event_type = 'Lock'`)) > 0);
+      // The creation waits for this lock (other sessions wait for other locks: a worker's watch of a node, other files' work).
+      await waitFor(async () => (await stack.db.oneFirst(sql.unsafe`SELECT count(*)::int FROM pg_stat_activity WHERE ${lockerPid} = ANY(pg_blocking_pids(pid))`)) > 0);
       controller.abort();
       expect(await request).toMatchObject({ name: 'AbortError' });
       await new Promise((resolve) => setTimeout(resolve, 200));

@@ -6,7 +6,7 @@ import type { NotifyBus } from '../db/notify';
 import type { Db } from '../db/pool';
 import type { Logger } from '../logger';
 
-// A node whose presence is not held now (reconnecting its notification connection, whose back-off reaches
+// A node whose presence is not held now (reconnecting its presence connection, whose back-off reaches
 // 5 s) or whose other sessions live on is looked at again after this; its heartbeat keeps it listed.
 const LOOK_AGAIN_MS = 3000;
 
