@@ -2,21 +2,21 @@ import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import type { Logger } from '../logger';
 import { NODE_LIVENESS_SECONDS } from './matching';
 import type { Db } from './pool';
 
 /**
- * An API node's presence: a session-level advisory lock that a connection of the node's own takes as the
- * node starts, before it lists itself in api_nodes, and holds until that session ends. PostgreSQL ends a
+ * An API node's presence: a session-level advisory lock that a connection of the node's own (a NotifyBus
+ * that carries nothing else) takes as the node starts, before it lists itself in api_nodes, and holds
+ * until that session ends. PostgreSQL ends a
  * session the moment its client's socket closes, so a worker waiting for the lock learns within
  * milliseconds that the node's process is gone (src/tasks/node-watch.ts).
  */
-const PRESENCE_LOCK = 'SELECT pg_advisory_lock(hashtextextended($1, 0))';
+export const PRESENCE_LOCK = 'SELECT pg_advisory_lock(hashtextextended($1, 0))';
 const TRY_PRESENCE_LOCK = 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS taken';
 const PRESENCE_UNLOCK = 'SELECT pg_advisory_unlock(hashtextextended($1, 0))';
 
-const presenceKey = (nodeId: string) => `node:${nodeId}`;
+export const presenceKey = (nodeId: string) => `node:${nodeId}`;
 
 /** Announced by a node once it is listed: workers begin to watch it. */
 export const NODE_STARTED_CHANNEL = 'api_node_started';
@@ -31,65 +31,12 @@ export function withNodeSessionName(databaseUrl: string, nodeId: string): string
   return url.toString();
 }
 
-// A session of the same node id that has not ended yet (a machine that vanished, whose socket PostgreSQL
-// has not found closed) holds the lock: the node starts without waiting longer than this, and takes the
-// lock when that session ends.
-const START_WAIT_MS = 2000;
-
 /**
- * Holds the node's presence on a connection of its own, so that a wait for the lock never holds up the
- * node's notifications or statements; taken again, with back-off, whenever that connection drops.
+ * A session of the same node id that has not ended yet (a machine that vanished, whose socket PostgreSQL
+ * has not found closed) holds the lock: the node starts without waiting longer than this for its presence,
+ * and takes it when that session ends.
  */
-export class NodePresence {
-  private client: pg.Client | undefined;
-  private closed = false;
-  private reconnectDelayMs = 250;
-
-  constructor(
-    private readonly databaseUrl: string,
-    private readonly nodeId: string,
-    private readonly logger: Logger,
-  ) {}
-
-  /** Resolves once the lock is held, or after START_WAIT_MS while another session holds it. */
-  async start(): Promise<void> {
-    const held = this.connect();
-    held.catch(() => undefined);
-    await Promise.race([held, delay(START_WAIT_MS)]);
-  }
-
-  async close(): Promise<void> {
-    this.closed = true;
-    await this.client?.end().catch(() => undefined);
-    this.client = undefined;
-  }
-
-  private async connect(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
-    this.client = client;
-    let retried = false;
-    const again = () => {
-      if (retried || this.closed || this.client !== client) return;
-      retried = true;
-      const wait = this.reconnectDelayMs;
-      this.reconnectDelayMs = Math.min(wait * 2, 5000);
-      setTimeout(() => {
-        if (!this.closed) this.connect().catch(() => undefined);
-      }, wait).unref();
-    };
-    client.on('error', (error) => this.logger.warn({ err: error }, 'presence connection error'));
-    client.on('end', again);
-    try {
-      await client.connect();
-      await client.query(PRESENCE_LOCK, [presenceKey(this.nodeId)]);
-      this.reconnectDelayMs = 250;
-    } catch (error) {
-      again();
-      await client.end().catch(() => undefined);
-      throw error;
-    }
-  }
-}
+export const PRESENCE_START_WAIT_MS = 2000;
 
 // The node's other sessions end as their backends read the closed sockets, within milliseconds of the first.
 const OTHER_SESSIONS_CHECKS = 10;

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import type { Logger } from '../logger';
 import { Batches } from './batches';
+import { PRESENCE_LOCK, presenceKey } from './node-presence';
 
 /**
  * PostgreSQL LISTEN/NOTIFY between API nodes: one dedicated connection per node (the slonik pool
@@ -15,6 +16,7 @@ const NOTIFY_MAX_BYTES = 8000;
 
 export class NotifyBus {
   private client: pg.Client | undefined;
+  private connecting: pg.Client | undefined;
   private readonly handlers = new Map<string, Set<Handler>>();
   private readonly reconnectHandlers = new Set<() => void>();
   private closed = false;
@@ -36,6 +38,11 @@ export class NotifyBus {
   constructor(
     private readonly databaseUrl: string,
     private readonly logger: Logger,
+    /**
+     * An API node's id: the connection takes the node's presence (src/db/node-presence.ts) as it connects,
+     * each time, waiting for it; a bus that does so carries nothing else.
+     */
+    private readonly presenceOf?: string,
   ) {}
 
   async start(): Promise<void> {
@@ -92,12 +99,14 @@ export class NotifyBus {
 
   async close(): Promise<void> {
     this.closed = true;
-    await this.client?.end().catch(() => undefined);
+    // Also one still connecting: a presence may be waiting for its lock.
+    await Promise.all([this.client, this.connecting].map((client) => client?.end().catch(() => undefined)));
     this.client = undefined;
   }
 
   private async connect(): Promise<void> {
     const client = new pg.Client({ connectionString: this.databaseUrl });
+    this.connecting = client;
     client.on('notification', (message) => {
       const handlers = this.handlers.get(message.channel);
       if (!handlers) return;
@@ -124,6 +133,7 @@ export class NotifyBus {
       }, delay).unref();
     });
     await client.connect();
+    if (this.presenceOf !== undefined) await client.query(PRESENCE_LOCK, [presenceKey(this.presenceOf)]);
     for (const channel of this.handlers.keys()) await client.query(`LISTEN ${channel}`);
     this.client = client;
     this.reconnectDelayMs = 250;

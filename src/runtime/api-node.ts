@@ -1,6 +1,7 @@
 import crypto from 'node:crypto';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as delay } from 'node:timers/promises';
 import { Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { createActivities, createNodeActivities } from '../../activities';
@@ -10,7 +11,7 @@ import type { Config } from '../config';
 import { readStrongModels } from '../config';
 import { ChatRelay } from '../chat/relay';
 import { migrate } from '../db/migrate';
-import { NODE_STARTED_CHANNEL, NodePresence, withNodeSessionName } from '../db/node-presence';
+import { NODE_STARTED_CHANNEL, PRESENCE_START_WAIT_MS, withNodeSessionName } from '../db/node-presence';
 import { NotifyBus } from '../db/notify';
 import { createDb } from '../db/pool';
 import { heartbeatNode, pruneDeadNodes, recordNodeUrl, removeNode } from '../db/solvers';
@@ -83,8 +84,10 @@ export async function startApiNode(options: {
   // Every session of the node carries its name, and one holds its presence from before the node is
   // listed: a worker sees the node's process go as its sessions end (src/tasks/node-watch.ts).
   const databaseUrl = withNodeSessionName(options.databaseUrl, nodeId);
-  const presence = new NodePresence(databaseUrl, nodeId, logger);
-  await presence.start();
+  const presence = new NotifyBus(databaseUrl, logger, nodeId);
+  const presenceHeld = presence.start();
+  presenceHeld.catch(() => undefined);
+  await Promise.race([presenceHeld, delay(PRESENCE_START_WAIT_MS, undefined, { ref: false })]);
   const db = await createDb(databaseUrl, { maximumPoolSize: 20 });
   const bus = new NotifyBus(databaseUrl, logger);
   await bus.start();
