@@ -8,9 +8,8 @@ import type { Db } from './pool';
 /**
  * An API node's presence: a session-level advisory lock that a connection of the node's own (a NotifyBus
  * that carries nothing else) takes as the node starts, before it lists itself in api_nodes, and holds
- * until that session ends. PostgreSQL ends a
- * session the moment its client's socket closes, so a worker waiting for the lock learns within
- * milliseconds that the node's process is gone (src/tasks/node-watch.ts).
+ * until that session ends. PostgreSQL ends a session the moment its client's socket closes, so a worker
+ * waiting for the lock learns within milliseconds that the node's process is gone (src/tasks/node-watch.ts).
  */
 export const PRESENCE_LOCK = 'SELECT pg_advisory_lock(hashtextextended($1, 0))';
 const TRY_PRESENCE_LOCK = 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS taken';
