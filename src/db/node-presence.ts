@@ -80,16 +80,18 @@ export async function awaitPresenceEnd(
   }
 }
 
+// A node that heartbeat within the liveness window, as matching counts it.
+const LISTED_LIVE = sql.fragment`last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})`;
+
 /** Nodes that heartbeat within the liveness window: those worth watching. */
 export async function liveNodeIds(db: Db): Promise<readonly string[]> {
   return db.anyFirst(sql.type(z.object({ node_id: z.string() }))`
-    SELECT node_id FROM api_nodes WHERE last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})`);
+    SELECT node_id FROM api_nodes WHERE ${LISTED_LIVE}`);
 }
 
 export async function isNodeLive(db: Db, nodeId: string): Promise<boolean> {
   return db.exists(sql.unsafe`
-    SELECT 1 FROM api_nodes
-    WHERE node_id = ${nodeId} AND last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})`);
+    SELECT 1 FROM api_nodes WHERE node_id = ${nodeId} AND ${LISTED_LIVE}`);
 }
 
 /**
@@ -105,7 +107,7 @@ export async function removeGoneNode(
   const rows = await db.any(sql.type(z.object({ attemptId: z.string().nullable(), workflowId: z.string().nullable() }))`
     WITH gone AS (
       UPDATE api_nodes SET last_seen_at = '-infinity'
-      WHERE node_id = ${nodeId} AND last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      WHERE node_id = ${nodeId} AND ${LISTED_LIVE}
       RETURNING node_id
     )
     SELECT a.attempt_id AS "attemptId", t.workflow_id AS "workflowId"
