@@ -16,13 +16,13 @@ import { ADMIN_KEY, api, registerAccount, startTestStack, type TestStack } from 
 const ROOT = path.resolve(__dirname, '..');
 const ST = path.join(ROOT, '.tools', 'bin', 'st');
 const MAX_EXAMPLES = Number(process.env.FUZZ_MAX_EXAMPLES ?? 25);
-const MAX_SECONDS = Number(process.env.FUZZ_MAX_SECONDS ?? 120);
+const MAX_SECONDS = Number(process.env.FUZZ_MAX_SECONDS ?? 60);
 const SEED = process.env.FUZZ_SEED ?? '26';
 
-function runSchemathesis(args: string[], cwd: string, timeoutMs: number): Promise<{ code: number | null; output: string }> {
+function runSchemathesis(args: string[], cwd: string, env: Record<string, string>, timeoutMs: number): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve, reject) => {
     // Its own process group, so a timeout stops it and its workers together.
-    const child = spawn(ST, args, { cwd, env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+    const child = spawn(ST, args, { cwd, env: { ...process.env, ...env, NO_COLOR: '1', SCHEMATHESIS_TELEMETRY: 'false' }, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
     const output: string[] = [];
     child.stdout.on('data', (chunk: Buffer) => output.push(chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => output.push(chunk.toString()));
@@ -60,7 +60,8 @@ describe('schemathesis against the served OpenAPI document', () => {
     const client = await registerAccount(stack.url, '1000000000');
     // Identifiers that exist, so the id-taking routes are exercised past their 404: a task of the
     // fuzzing account, and another account for the admin routes (a simulated rate limit on the
-    // fuzzing account itself would turn the rest of the run into 429s).
+    // fuzzing account itself would turn the rest of the run into 429s: the hooks send such a call to
+    // the other account, test/support/schemathesis_hooks.py).
     const task = await api(stack.url, 'POST', '/v1/tasks', { headers: client.auth, body: { task_type: 'web_search', payload: { query: 'fuzz' } } });
     const target = await registerAccount(stack.url);
     const config = path.join(reportDir, 'schemathesis.toml');
@@ -114,6 +115,7 @@ describe('schemathesis against the served OpenAPI document', () => {
       ],
       // Its replay files land beside the report, not in the repository.
       reportDir,
+      { FUZZ_OWN_ACCOUNT: client.account_id, FUZZ_OTHER_ACCOUNT: target.account_id },
       (MAX_SECONDS + 120) * 1000,
     );
     // One status_code per response in the event log: how many requests, and what they were answered.

@@ -13,11 +13,11 @@ const Sequencer = require('@jest/test-sequencer').default;
  */
 const SECONDS_IN_A_FULL_RUN = {
   'test/trust-honest.test.ts': 166,
-  'test/fuzz.test.ts': 125,
   'test/verification.test.ts': 101,
   'test/crawl-crash.test.ts': 94,
   'test/work-sharing.test.ts': 85,
   'test/multi-process.test.ts': 77,
+  'test/fuzz.test.ts': 65,
   'test/screenshot-similarity.test.ts': 63,
   'test/crawl.test.ts': 56,
   'test/webhooks.test.ts': 40,
