@@ -169,6 +169,8 @@ test('the example solver registers, passes test mode, does fetch and search task
   expect(slowAnswer.json.title).toBe('Slow');
   expect(await example.exited).toBe(0);
   await example.event('stopped');
+  // The node sees the socket close a moment after the process exits (later on a loaded machine).
+  await waitFor(async () => (await api(stack.url, 'GET', '/v1/solver/stats', { headers: solverAuth })).json.connected === false);
   expect((await api(stack.url, 'GET', '/v1/solver/stats', { headers: solverAuth })).json).toMatchObject({ connected: false, completed: 4 });
 
   // Another connection with the same key takes over (4001): the SDK stops instead of evicting it back.
