@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { CanaryVerdict } from '../contract/lifecycle';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
-import { NODE_LIVENESS_SECONDS } from './matching';
+import { LIVE_NODE_OF_CONNECTION } from './matching';
 import {
   activeCanaryTypesSql,
   announceCanaryDue,
@@ -118,7 +118,7 @@ export async function dueCanaries(
       SELECT DISTINCT c.solver_id, c.task_type
       FROM solver_capabilities c
       JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
-      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      ${LIVE_NODE_OF_CONNECTION}
       WHERE c.task_type = ANY(${activeCanaryTypesSql(policy)})
         -- Chat goes to strong-tier capabilities only: those are audited.
         AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')

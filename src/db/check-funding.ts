@@ -2,7 +2,7 @@ import { sql, type CommonQueryMethods } from 'slonik';
 import { z } from 'zod';
 import { CHAT_TASK_TYPE } from '../schemas/domain';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
-import { NODE_LIVENESS_SECONDS } from './matching';
+import { LIVE_NODE_OF_CONNECTION } from './matching';
 import {
   activeCanaryTypes,
   activeCanaryTypesSql,
@@ -63,7 +63,7 @@ function awaitingCheck(policy: TrustPolicy) {
   return sql.fragment`
     FROM solver_capabilities c
     JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
-    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+    ${LIVE_NODE_OF_CONNECTION}
     WHERE ${policy.probationCanaries > 0}
       AND c.task_type = ANY(${activeCanaryTypesSql(policy)})
       AND (c.task_type <> ${CHAT_TASK_TYPE} OR c.tier = 'strong')

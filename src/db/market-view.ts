@@ -1,6 +1,6 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { NODE_LIVENESS_SECONDS } from './matching';
+import { LIVE_NODE_OF_CONNECTION } from './matching';
 import type { Db } from './pool';
 
 /** What the admin routes behind the console read of tasks and solvers (docs/console.md); nothing here writes. */
@@ -64,7 +64,7 @@ export async function onlineSolvers(db: Db): Promise<OnlineSolver[]> {
     WITH online AS (
       SELECT sc.solver_id, sc.node_id, COALESCE(sc.draining, false) AS draining, sc.connected_at
       FROM solver_connections sc
-      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      ${LIVE_NODE_OF_CONNECTION}
       ORDER BY sc.solver_id LIMIT ${ONLINE_SOLVERS_MAX}
     )
     SELECT o.solver_id, o.node_id, o.draining, o.connected_at, c.task_type, c.model_name, c.tier,

@@ -30,6 +30,12 @@ type Fragment = ReturnType<typeof sql.fragment>;
 // A node that has not heartbeaten for this long is dead: its sockets no longer count as online.
 export const NODE_LIVENESS_SECONDS = 15;
 
+/** The api_nodes row `n` has heartbeaten within the liveness window: the one rule of which nodes are live. */
+export const NODE_LISTED_LIVE = sql.fragment`n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})`;
+
+/** The node `n` of a solver's connection `sc`, when live: a socket counts as online only through it. */
+export const LIVE_NODE_OF_CONNECTION = sql.fragment`JOIN api_nodes n ON n.node_id = sc.node_id AND ${NODE_LISTED_LIVE}`;
+
 /** A state as a statement's value (typed, so a state that does not exist does not compile). */
 export const stateValue = (state: TaskState) => sql.fragment`${state}::text`;
 /** The states in which a task still runs, as a statement's value. */
@@ -97,7 +103,7 @@ export function eligibleSolvers(
   return sql.fragment`
     FROM solver_capabilities c
     JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
-    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+    ${LIVE_NODE_OF_CONNECTION}
     LEFT JOIN solver_stats s ON s.solver_id = c.solver_id
     LEFT JOIN solver_reputation rep ON rep.solver_id = c.solver_id AND rep.task_type = c.task_type
     WHERE c.task_type = ${taskType}
@@ -665,7 +671,7 @@ async function nextHandoff(tx: Runner, pass: Pass, raise: boolean): Promise<Hand
           AND EXISTS (
             SELECT 1 FROM solver_capabilities c
             JOIN solver_connections sc ON sc.solver_id = c.solver_id AND NOT sc.draining
-            JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+            ${LIVE_NODE_OF_CONNECTION}
             JOIN solver_slots f ON (f.solver_id, f.task_type, f.model_name) = (c.solver_id, c.task_type, c.model_name)
               AND f.attempt_id IS NULL AND f.slot <= c.max_concurrent
             WHERE ${fitsWaiting(policy)} AND NOT ${runningAboveLimit})

@@ -2,8 +2,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { PLATFORM_ACCOUNT_ID } from './ledger';
 import type { Db } from './pool';
-import { stateValue } from './matching';
-import { NODE_LIVENESS_SECONDS } from './solvers';
+import { LIVE_NODE_OF_CONNECTION, stateValue } from './matching';
 
 const QueueRow = z.object({ task_type: z.string(), waiting: z.number(), assigned: z.number(), free_slots: z.number() });
 
@@ -28,7 +27,7 @@ export async function queueFigures(db: Db) {
       FROM solver_slots sl
       JOIN solver_capabilities c ON (c.solver_id, c.task_type, c.model_name) = (sl.solver_id, sl.task_type, sl.model_name)
       JOIN solver_connections sc ON sc.solver_id = sl.solver_id
-      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      ${LIVE_NODE_OF_CONNECTION}
       WHERE sl.attempt_id IS NULL AND sl.slot <= c.max_concurrent
       GROUP BY sl.task_type
     )
@@ -63,7 +62,7 @@ export async function workShareFigures(db: Db) {
       SELECT DISTINCT c.task_type, c.solver_id
       FROM solver_capabilities c
       JOIN solver_connections sc ON sc.solver_id = c.solver_id
-      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      ${LIVE_NODE_OF_CONNECTION}
     ), per_solver AS (
       SELECT task_type, COALESCE(r.n, 0) AS n FROM recent r FULL JOIN offered o USING (task_type, solver_id)
     )

@@ -2,7 +2,7 @@ import { setTimeout as delay } from 'node:timers/promises';
 import pg from 'pg';
 import { sql } from 'slonik';
 import { z } from 'zod';
-import { NODE_LIVENESS_SECONDS } from './matching';
+import { NODE_LISTED_LIVE } from './matching';
 import type { Db } from './pool';
 
 /**
@@ -80,18 +80,15 @@ export async function awaitPresenceEnd(
   }
 }
 
-// A node that heartbeat within the liveness window, as matching counts it.
-const LISTED_LIVE = sql.fragment`last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})`;
-
 /** Nodes that heartbeat within the liveness window: those worth watching. */
 export async function liveNodeIds(db: Db): Promise<readonly string[]> {
   return db.anyFirst(sql.type(z.object({ node_id: z.string() }))`
-    SELECT node_id FROM api_nodes WHERE ${LISTED_LIVE}`);
+    SELECT n.node_id FROM api_nodes n WHERE ${NODE_LISTED_LIVE}`);
 }
 
 export async function isNodeLive(db: Db, nodeId: string): Promise<boolean> {
   return db.exists(sql.unsafe`
-    SELECT 1 FROM api_nodes WHERE node_id = ${nodeId} AND ${LISTED_LIVE}`);
+    SELECT 1 FROM api_nodes n WHERE n.node_id = ${nodeId} AND ${NODE_LISTED_LIVE}`);
 }
 
 /**
@@ -106,9 +103,9 @@ export async function removeGoneNode(
 ): Promise<{ attempts: { attemptId: string; workflowId: string }[] } | null> {
   const rows = await db.any(sql.type(z.object({ attemptId: z.string().nullable(), workflowId: z.string().nullable() }))`
     WITH gone AS (
-      UPDATE api_nodes SET last_seen_at = '-infinity'
-      WHERE node_id = ${nodeId} AND ${LISTED_LIVE}
-      RETURNING node_id
+      UPDATE api_nodes n SET last_seen_at = '-infinity'
+      WHERE n.node_id = ${nodeId} AND ${NODE_LISTED_LIVE}
+      RETURNING n.node_id
     )
     SELECT a.attempt_id AS "attemptId", t.workflow_id AS "workflowId"
     FROM gone LEFT JOIN task_attempts a ON a.node_id = gone.node_id AND a.ended_at IS NULL

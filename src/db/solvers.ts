@@ -7,7 +7,8 @@ import {
   figuresOf,
   handOnSlots,
   handOnSlotsIn,
-  NODE_LIVENESS_SECONDS,
+  LIVE_NODE_OF_CONNECTION,
+  NODE_LISTED_LIVE,
   recordHandoffsCommitted,
   type Handoff,
   type RequestFigures,
@@ -17,7 +18,7 @@ import { announceCanaryDueIn, isCanaryTaskType, type TrustPolicy } from './reput
 
 /** Solver capabilities, the API nodes holding solver sockets, and solver statistics. */
 
-export { eligibleSolvers, NODE_LIVENESS_SECONDS } from './matching';
+export { eligibleSolvers } from './matching';
 
 const CapabilityRow = z.object({
   task_type: z.string(),
@@ -239,7 +240,7 @@ const StatsRow = z.object({
 export async function solverStats(db: Db, solverId: string) {
   return db.maybeOne(sql.type(StatsRow)`
     SELECT a.account_id AS solver_id,
-           (sc.solver_id IS NOT NULL AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})) AS connected,
+           (sc.solver_id IS NOT NULL AND ${NODE_LISTED_LIVE}) AS connected,
            COALESCE(sc.draining, false) AS draining, sc.node_id,
            COALESCE(s.attempts, 0) AS attempts, COALESCE(s.completed, 0) AS completed, COALESCE(s.failed, 0) AS failed,
            COALESCE(s.total_latency_ms, 0)::bigint AS total_latency_ms
@@ -253,5 +254,5 @@ export async function solverStats(db: Db, solverId: string) {
 export async function solverOnlineCounts(db: Db) {
   return db.oneFirst(sql.type(z.object({ count: z.number() }))`
     SELECT count(*)::int AS count FROM solver_connections sc
-    JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})`);
+    ${LIVE_NODE_OF_CONNECTION}`);
 }

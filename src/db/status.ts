@@ -1,7 +1,7 @@
 import { sql } from 'slonik';
 import { z } from 'zod';
 import { HOLD_OPEN } from './ledger';
-import { clientWaiting, NODE_LIVENESS_SECONDS } from './matching';
+import { clientWaiting, LIVE_NODE_OF_CONNECTION } from './matching';
 import type { Db } from './pool';
 
 /** A statement PostgreSQL answers at once when it serves: the readiness probe and the admin status. */
@@ -40,7 +40,7 @@ export async function queueStatus(db: Db): Promise<Record<string, Omit<z.infer<t
       SELECT c.task_type, count(*) FILTER (WHERE sl.attempt_id IS NULL)::int AS free_slots, count(*)::int AS slots
       FROM solver_capabilities c
       JOIN solver_connections sc ON sc.solver_id = c.solver_id
-      JOIN api_nodes n ON n.node_id = sc.node_id AND n.last_seen_at > now() - make_interval(secs => ${NODE_LIVENESS_SECONDS})
+      ${LIVE_NODE_OF_CONNECTION}
       JOIN solver_slots sl ON (sl.solver_id, sl.task_type, sl.model_name) = (c.solver_id, c.task_type, c.model_name) AND sl.slot <= c.max_concurrent
       GROUP BY c.task_type
     )
