@@ -3,7 +3,7 @@ import { sql } from 'slonik';
 import { z } from 'zod';
 import { createDb, type Db } from '../src/db/pool';
 import { getBalance } from '../src/db/ledger';
-import { nodeSessionName } from '../src/db/node-presence';
+import { nodeSessionName, presenceKey } from '../src/db/node-presence';
 import { removeNode } from '../src/db/solvers';
 import { FakeSolver, SAMPLE_RESULTS, strongChat, talker, waitFor } from './support/fake-solver';
 import { spawnNode, type NodeProcess } from './support/processes';
@@ -40,6 +40,12 @@ describe('a deployment of several processes', () => {
   const urlOf = (node: NodeProcess) => listening(node).url;
   // As a restart under the same NODE_ID would: matching stops offering the node's solvers at once.
   const forgetNode = (node: NodeProcess) => removeNode(db, listening(node).node_id);
+  // A worker waits on a node's presence from a moment after the node starts (it hears the node announce
+  // itself); a node killed before then is seen only when its heartbeat lapses, as in a deployment.
+  const watched = (node: NodeProcess) =>
+    db.exists(sql.unsafe`
+      SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND NOT granted
+        AND ((classid::bigint << 32) | objid::bigint) = hashtextextended(${presenceKey(listening(node).node_id)}, 0)`);
   const lostBecause = (taskId: string) =>
     db.oneFirst(sql.type(z.object({ message: z.string() }))`
       SELECT error->>'message' AS message FROM task_attempts WHERE task_id = ${taskId} AND outcome = 'lost'`);
@@ -175,6 +181,7 @@ describe('a deployment of several processes', () => {
 
   test('when the node holding a solver dies, its attempt is reassigned to a solver on another node', async () => {
     const doomedNode = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-c-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
+    await waitFor(() => watched(doomedNode));
     const stranded = await FakeSolver.start(urlOf(doomedNode), { price: '1', behaviour: 'accept_then_silent' });
     const survivor = await FakeSolver.start(urlA(), { price: '2' });
     const client = await registerAccount(urlB(), '50');
@@ -204,6 +211,7 @@ describe('a deployment of several processes', () => {
     ['shut down (SIGTERM)', 'SIGTERM', 'node_shutdown'],
   ] as const)('the node holding an honest solver\'s socket %s mid-attempt: the solver, reconnected to another node, completes the task and loses no score', async (_name, signal, lostAs) => {
     const node = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-${signal.toLowerCase()}-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
+    await waitFor(() => watched(node));
     // The first task is held (the attempt in flight when its node goes); every later one is answered.
     const solver = await FakeSolver.start(urlOf(node), {
       price: '2',
@@ -319,6 +327,7 @@ describe('a deployment of several processes', () => {
 
   test('a chat whose solver node dies before the first token is answered in full by a solver on another node', async () => {
     const doomedNode = await spawnNode('api', { ...env, PORT: '0', NODE_ID: `node-d-${env.TEMPORAL_TASK_QUEUE}` }, /api listening/);
+    await waitFor(() => watched(doomedNode));
     const stranded = await FakeSolver.start(urlOf(doomedNode), { behaviour: 'accept_then_silent', capabilities: strongChat({ min: '1' }) });
     const words = ['answered ', 'in ', 'full'];
     const survivor = await FakeSolver.start(urlA(), { behaviour: talker(words), capabilities: strongChat({ min: '2' }) });
