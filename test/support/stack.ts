@@ -1,21 +1,15 @@
-import net from 'node:net';
 import path from 'node:path';
 import pino from 'pino';
 import { loadConfig, type Config } from '../../src/config';
 import { createDb, type Db } from '../../src/db/pool';
+import { pickPort } from '../../src/embedded/ports';
 import { startApiNode, type ApiNode } from '../../src/runtime/api-node';
 import { startWorkerNode, type WorkerNode } from '../../src/runtime/worker-node';
 
 export const ADMIN_KEY = 'test-admin-key';
 
 /** A port free now, for a stack whose configuration must name its own port (CANARY_HOSTS). */
-export async function freePort(): Promise<number> {
-  const server = net.createServer();
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const { port } = server.address() as net.AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+export const freePort = (): Promise<number> => pickPort();
 
 export function testEndpoints() {
   const databaseUrl = process.env.TEST_DATABASE_URL;
