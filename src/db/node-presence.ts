@@ -94,9 +94,10 @@ export async function isNodeLive(db: Db, nodeId: string): Promise<boolean> {
 /**
  * A node seen gone leaves matching: its liveness lapses at once (a node only cut off from the database
  * lists itself again with its next heartbeat, its solvers' connections kept). Its open attempts are
- * returned with their tasks and workflows, to be told; `workflowStarted` false for a first attempt that
- * ran without its workflow (a crawl's page), which has none to tell yet. A node that stopped cleanly removed its own row first and
- * ended its attempts itself: `null` then, as when another worker saw it go first.
+ * returned with their tasks and workflows, to be told; `workflowStarted` is false for a first attempt
+ * that ran without its workflow (a crawl's page), which has none to tell yet. A node that stopped
+ * cleanly removed its own row first and ended its attempts itself: `null` then, as when another worker
+ * saw it go first.
  */
 export interface GoneNodeAttempt {
   attemptId: string;

@@ -13,6 +13,8 @@ const LISTEN_RANGE_START = 20_000;
 const EPHEMERAL_START_DEFAULT = 32_768;
 /** Random draws before falling back to a port the kernel picks. */
 const PICK_ATTEMPTS = 50;
+/** Below this many ports under the range (a machine whose range starts low), the kernel picks instead. */
+const LEAST_LISTEN_RANGE = 1_000;
 
 function ephemeralStart(): number {
   try {
@@ -52,7 +54,7 @@ function kernelPort(host: string): Promise<number> {
 export async function pickPort(preferred?: number, host = '127.0.0.1'): Promise<number> {
   if (preferred && (await isPortFree(preferred, host))) return preferred;
   const end = ephemeralStart();
-  if (end - LISTEN_RANGE_START >= 1_000) {
+  if (end - LISTEN_RANGE_START >= LEAST_LISTEN_RANGE) {
     for (let attempt = 0; attempt < PICK_ATTEMPTS; attempt++) {
       const port = LISTEN_RANGE_START + Math.floor(Math.random() * (end - LISTEN_RANGE_START));
       if (await isPortFree(port, host)) return port;

@@ -415,7 +415,8 @@ export async function findUnstartedTasks(
         // attempt runs without a workflow (docs/crawl.md), and a workflow started while it still runs would
         // send the page again.
         sql.fragment`created_at < now() - make_interval(secs => ${which.olderThanSeconds} + CASE WHEN EXISTS (
-          SELECT 1 FROM task_attempts a WHERE a.task_id = tasks.task_id AND a.ended_at IS NULL AND a.accepted_at IS NOT NULL
+          SELECT 1 FROM task_attempts a
+          WHERE a.task_id = tasks.task_id AND a.ended_at IS NULL AND a.accepted_at IS NOT NULL
         ) THEN timeout_seconds ELSE 0 END)`;
   return db.any(sql.type(TaskRow)`
     SELECT ${TASK_COLUMNS} FROM tasks
