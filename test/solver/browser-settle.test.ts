@@ -1,5 +1,5 @@
 import { openPage } from '../../src/solver/browser/browser-pool';
-import { SETTLE_MAX_MS, SETTLE_QUIET_MS, SETTLE_RESERVE_MS } from '../../src/solver/browser/settle';
+import { PageSettleWatch, SETTLE_MAX_MS, SETTLE_QUIET_MS, SETTLE_RESERVE_MS } from '../../src/solver/browser/settle';
 import { createScreenshotHandler } from '../../src/solver/handlers/screenshot';
 import { ScreenshotResult, SnapshotResult } from '../../src/schemas/frames';
 import { sharedBrowser } from './helpers/browser';
@@ -117,6 +117,23 @@ describe('bounds', () => {
     expect(value.snapshot).toContain(text);
     expect(ms).toBeGreaterThanOrEqual(SETTLE_MAX_MS - 50);
     expect(ms).toBeLessThan(SETTLE_MAX_MS + OVERHEAD_MS);
+  });
+
+  test('a page that never settles is not taken as settled when the wait begins a quiet window after its last request', async () => {
+    // As when the solver's process is slow to go from `load` to the wait: what the page changed before it
+    // was watched is unknown, so the quiet window starts with the watch.
+    const outcome = await pool.withPage({ width: 800, height: 600 }, signal(), async (page) => {
+      const watch = new PageSettleWatch(page);
+      try {
+        await page.goto(`${browser.server.baseUrl}/clock.html`, { waitUntil: 'load' });
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_QUIET_MS + 300));
+        return await watch.settle(SETTLE_MAX_MS);
+      } finally {
+        watch.dispose();
+      }
+    });
+    expect(outcome).toMatchObject({ settled: false });
+    expect(outcome.waitedMs).toBeGreaterThanOrEqual(SETTLE_MAX_MS - 50);
   });
 
   test("a page that never settles is not taken as settled because the solver's process was too busy to read its reports", async () => {

@@ -36,12 +36,15 @@ const STALL_MS = 250;
 const pageGlobal = (name: string) => `window[${JSON.stringify(name)}]`;
 /**
  * Evaluated in the page: reports every change of its content, and keeps its time by the page's clock;
- * a stall of its own timers counts as a change. Style attributes are left out: animations driven by
+ * a stall of its own timers counts as a change, and so does the start of the watch (a page whose last
+ * request ended a quiet window before the watch began was not seen to be quiet). Style attributes are left out: animations driven by
  * scripts rewrite them every frame and never change what the page says or shows at rest.
  */
 const OBSERVE_CHANGES = `(() => {
   const report = ${pageGlobal(CHANGED_BINDING)};
   if (typeof report !== 'function' || !document.documentElement) return;
+  // What changed before the watch began is unknown: its quiet time starts now at the earliest.
+  ${pageGlobal(CHANGED_AT)} = Date.now();
   ${pageGlobal(BEAT_AT)} = Date.now();
   setInterval(() => {
     const now = Date.now();
