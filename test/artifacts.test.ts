@@ -261,7 +261,9 @@ describe('results in object storage, their retention, and idempotency keys that 
     // The purge releases keys past their window in batches, so the index of keys stays small.
     const other = await api(stack.url, 'POST', '/v1/tasks', { headers: { ...client.auth, 'Idempotency-Key': 'aged' }, body: { task_type: 'proxy_fetch', payload: { url: 'https://example.com/aged' } } });
     await stack.db.query(sql.unsafe`UPDATE tasks SET created_at = created_at - interval '25 hours' WHERE task_id = ${other.json.task_id}`);
-    expect(await releaseIdempotencyKeys(stack.db, 100)).toBeGreaterThanOrEqual(1);
+    // The stack's worker runs the same release every minute and may have taken this key first: what
+    // counts is that the key is gone, whichever call released it.
+    await releaseIdempotencyKeys(stack.db, 100);
     expect(await stack.db.oneFirst(sql.type(z.object({ key: z.string().nullable() }))`SELECT idempotency_key AS key FROM tasks WHERE task_id = ${other.json.task_id}`)).toBeNull();
   });
 });
