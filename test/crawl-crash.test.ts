@@ -161,7 +161,7 @@ describe('a crawl whose API node, or whole stack, dies', () => {
   });
 
   /** Starts a crawl of a fresh site, waits for some pages, runs `crash`, and checks that the crawl ends exact. */
-  async function crawlThrough(crash: () => Promise<void>, check?: (client: { account_id: string }) => Promise<void>) {
+  async function crawlThrough(crash: () => Promise<void>) {
     const site = await startCrawlSite(120, { pageDelayMs: 150 });
     try {
       const client = await registerAccount(base(), '10000');
@@ -172,7 +172,6 @@ describe('a crawl whose API node, or whole stack, dies', () => {
       await crash();
       const final = await waitForJob(base, client.auth, started.json.id, (body) => body.status !== 'scraping', 300_000);
       await expectExact(db, site, client, before, final);
-      await check?.(client);
       // A page whose answer was lost with a killed process is fetched again (its task is the same one);
       // at most the solver's slots were in flight.
       const again = site.reachable.filter((page) => site.hits.get(page.replace(site.baseUrl, ''))! > 1);
@@ -184,26 +183,10 @@ describe('a crawl whose API node, or whole stack, dies', () => {
   }
 
   test('SIGKILL of the API node mid-crawl, then the node again on its address: every page once, none lost, the ledger exact', async () => {
-    let killedAt = 0;
-    await crawlThrough(
-      async () => {
-        killedAt = Date.now();
-        await apiNode.kill('SIGKILL');
-        apiNode = await startApi();
-      },
-      async (client) => {
-        // The pages running on the killed node ran without their workflows: the worker watching the node
-        // starts those and has them take the lost attempts up at once, not the stranded-task sweep after
-        // the task's time (DEFAULT_TASK_TIMEOUT_SECONDS + DRILL_SWEEPS.unstartedAfterSeconds, 15 s).
-        const open = await db.any(sql.type(z.object({ after_kill_ms: z.number() }))`
-          SELECT (extract(epoch FROM a.ended_at) * 1000 - ${killedAt})::float8 AS after_kill_ms
-          FROM task_attempts a JOIN tasks t USING (task_id)
-          WHERE t.account_id = ${client.account_id} AND a.started_at < to_timestamp(${killedAt / 1000})
-            AND a.ended_at >= to_timestamp(${killedAt / 1000})`);
-        expect(open.length).toBeGreaterThan(0);
-        expect(Math.max(...open.map((attempt) => attempt.after_kill_ms))).toBeLessThan(10_000);
-      },
-    );
+    await crawlThrough(async () => {
+      await apiNode.kill('SIGKILL');
+      apiNode = await startApi();
+    });
   }, 480_000);
 
   test('SIGKILL of the API node, the worker and the solver at once, then all again: every page once, none lost, the ledger exact', async () => {

@@ -94,42 +94,24 @@ export async function isNodeLive(db: Db, nodeId: string): Promise<boolean> {
 /**
  * A node seen gone leaves matching: its liveness lapses at once (a node only cut off from the database
  * lists itself again with its next heartbeat, its solvers' connections kept). Its open attempts are
- * returned with their tasks and workflows, to be told; `workflowStarted` is false for a first attempt
- * that ran without its workflow (a crawl's page), which has none to tell yet. A node that stopped
- * cleanly removed its own row first and ended its attempts itself: `null` then, as when another worker
- * saw it go first.
+ * returned with their workflows, to be told. A node that stopped cleanly removed its own row first and
+ * ended its attempts itself: `null` then, as when another worker saw it go first.
  */
-export interface GoneNodeAttempt {
-  attemptId: string;
-  taskId: string;
-  workflowId: string;
-  workflowStarted: boolean;
-}
-
-export async function removeGoneNode(db: Db, nodeId: string): Promise<{ attempts: GoneNodeAttempt[] } | null> {
-  const rows = await db.any(sql.type(
-    z.object({
-      attemptId: z.string().nullable(),
-      taskId: z.string().nullable(),
-      workflowId: z.string().nullable(),
-      workflowStarted: z.boolean().nullable(),
-    }),
-  )`
+export async function removeGoneNode(
+  db: Db,
+  nodeId: string,
+): Promise<{ attempts: { attemptId: string; workflowId: string }[] } | null> {
+  const rows = await db.any(sql.type(z.object({ attemptId: z.string().nullable(), workflowId: z.string().nullable() }))`
     WITH gone AS (
       UPDATE api_nodes n SET last_seen_at = '-infinity'
       WHERE n.node_id = ${nodeId} AND ${NODE_LISTED_LIVE}
       RETURNING n.node_id
     )
-    SELECT a.attempt_id AS "attemptId", t.task_id AS "taskId", t.workflow_id AS "workflowId",
-      t.workflow_started_at IS NOT NULL AS "workflowStarted"
+    SELECT a.attempt_id AS "attemptId", t.workflow_id AS "workflowId"
     FROM gone LEFT JOIN task_attempts a ON a.node_id = gone.node_id AND a.ended_at IS NULL
     LEFT JOIN tasks t ON t.task_id = a.task_id`);
   if (rows.length === 0) return null;
   return {
-    attempts: rows.flatMap(({ attemptId, taskId, workflowId, workflowStarted }) =>
-      attemptId && taskId && workflowId
-        ? [{ attemptId, taskId, workflowId, workflowStarted: workflowStarted === true }]
-        : [],
-    ),
+    attempts: rows.flatMap(({ attemptId, workflowId }) => (attemptId && workflowId ? [{ attemptId, workflowId }] : [])),
   };
 }

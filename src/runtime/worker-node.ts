@@ -197,7 +197,6 @@ export async function startWorkerNode(options: {
     temporal,
     bus,
     logger: logger.child({ component: 'node_watch' }),
-    startUnstarted: (taskIds) => engine.startUnstarted(taskIds),
   });
   await nodeWatch.start();
 

@@ -714,20 +714,7 @@ export class TaskEngine {
    * (the workflow id is the task's), so a start the mark merely missed is harmless.
    */
   async sweepUnstarted(olderThanSeconds: number): Promise<string[]> {
-    return this.startStranded(await this.deps.store.findUnstartedTasks({ olderThanSeconds }));
-  }
-
-  /**
-   * Starts the workflows of those of `taskIds` that have none: tasks whose first attempt ran without one
-   * (a crawl's page) on an API node that is gone, so that a workflow takes the lost attempt up now rather
-   * than the sweep after the attempt's time. Returns the ids it started.
-   */
-  async startUnstarted(taskIds: readonly string[]): Promise<string[]> {
-    if (taskIds.length === 0) return [];
-    return this.startStranded(await this.deps.store.findUnstartedTasks({ taskIds }));
-  }
-
-  private async startStranded(stranded: readonly TaskRow[]): Promise<string[]> {
+    const stranded = await this.deps.store.findUnstartedTasks(olderThanSeconds);
     const handled: string[] = [];
     for (const task of stranded) {
       this.deps.logger.warn({ task_id: task.task_id }, 'starting the workflow of a stranded task');

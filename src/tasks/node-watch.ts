@@ -23,15 +23,7 @@ export class NodeWatch {
   private closed = false;
 
   constructor(
-    private readonly deps: {
-      databaseUrl: string;
-      db: Db;
-      temporal: Client;
-      bus: NotifyBus;
-      logger: Logger;
-      /** Starts the workflows of those tasks that have none (TaskEngine.startUnstarted). */
-      startUnstarted: (taskIds: readonly string[]) => Promise<unknown>;
-    },
+    private readonly deps: { databaseUrl: string; db: Db; temporal: Client; bus: NotifyBus; logger: Logger },
   ) {}
 
   async start(): Promise<void> {
@@ -93,13 +85,6 @@ export class NodeWatch {
       { node_id: nodeId, attempts: removed.attempts.length },
       'API node gone: its attempts are lost',
     );
-    // A first attempt that ran without its workflow (a crawl's page) is told once its workflow runs, which
-    // finds the attempt open and takes it up; otherwise only the stranded-task sweep would, after the
-    // attempt's time.
-    const unstarted = removed.attempts.filter((attempt) => !attempt.workflowStarted).map((attempt) => attempt.taskId);
-    await this.deps
-      .startUnstarted(unstarted)
-      .catch((error: unknown) => this.deps.logger.warn({ err: error }, 'could not start the workflows of lost pages'));
     await Promise.all(
       removed.attempts.map(({ attemptId, workflowId }) =>
         this.deps.temporal.workflow

@@ -40,11 +40,8 @@ export interface TaskStore {
   /** A task with its hold, matched or queued as it is inserted; once per idempotency key. */
   createTask(task: NewTask & { claim?: undefined }): Promise<CreateTaskOutcome>;
   markWorkflowStarted(taskId: string): Promise<void>;
-  /**
-   * Active tasks whose workflow start was never recorded: `olderThanSeconds` after creation (one with an
-   * accepted attempt open, that attempt's time later), or among `taskIds`.
-   */
-  findUnstartedTasks(which: { olderThanSeconds: number } | { taskIds: readonly string[] }): Promise<readonly TaskRow[]>;
+  /** Active tasks whose workflow start was never recorded, `olderThanSeconds` after creation. */
+  findUnstartedTasks(olderThanSeconds: number): Promise<readonly TaskRow[]>;
   /** The record as stored; null when there is none (on that account). */
   taskRecord(taskId: string, accountId?: string): Promise<TaskRecord | null>;
   /** The record as its client sees it, its result's artifacts read back. */
@@ -91,7 +88,7 @@ export function pgTaskStore(deps: { db: Db; trust: TrustPolicy; artifacts: Artif
   return {
     createTask: (task) => createTaskWithHold(db, trust, task),
     markWorkflowStarted: (taskId) => markWorkflowStarted(db, taskId),
-    findUnstartedTasks: (which) => findUnstartedTasks(db, which),
+    findUnstartedTasks: (olderThanSeconds) => findUnstartedTasks(db, olderThanSeconds),
     taskRecord: (taskId, accountId) => getTaskRecord(db, taskId, accountId),
     readTaskRecord: (taskId, accountId) => readTaskRecord(deps, taskId, accountId),
     completeTask: (taskId, ending) => finishTask(db, trust, taskId, ending),

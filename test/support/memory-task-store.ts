@@ -135,15 +135,13 @@ export class MemoryTaskStore implements TaskStore {
     this.tasks.get(taskId)!.workflowStarted = true;
   }
 
-  async findUnstartedTasks(which: { olderThanSeconds: number } | { taskIds: readonly string[] }): Promise<readonly TaskRow[]> {
+  async findUnstartedTasks(olderThanSeconds: number): Promise<readonly TaskRow[]> {
     this.calls.push('findUnstartedTasks');
     const now = Date.now();
     // One whose accepted first attempt may still run waits out that attempt's time too.
-    const waitOf = (task: StoredTask, olderThanSeconds: number) => olderThanSeconds + (this.openAttempts(task.row.task_id).some((attempt) => attempt.acceptedAt) ? task.row.timeout_seconds : 0);
-    const among = (task: StoredTask) =>
-      'taskIds' in which ? which.taskIds.includes(task.row.task_id) : Date.parse(task.row.created_at) <= now - waitOf(task, which.olderThanSeconds) * 1000;
+    const waitOf = (task: StoredTask) => olderThanSeconds + (this.openAttempts(task.row.task_id).some((attempt) => attempt.acceptedAt) ? task.row.timeout_seconds : 0);
     return [...this.tasks.values()]
-      .filter((task) => !task.workflowStarted && !isTerminalState(task.row.status) && among(task))
+      .filter((task) => !task.workflowStarted && !isTerminalState(task.row.status) && Date.parse(task.row.created_at) <= now - waitOf(task) * 1000)
       .map((task) => ({ ...task.row }));
   }
 

@@ -477,22 +477,6 @@ describe('sweepUnstarted', () => {
     expect(await engine.sweepUnstarted(60)).toEqual(['task_page']);
   });
 
-  test('startUnstarted starts named tasks without a workflow at once, an accepted attempt open or not; started and ended ones are left', async () => {
-    const { store, temporal, engine } = await setup();
-    const page = await storedTask(store, 'task_page', { timeoutSeconds: 60 });
-    if (page.kind !== 'created') throw new Error(page.kind);
-    await engine.markAccepted(page.firstAssignment!.attemptId);
-    await storedTask(store, 'task_ended');
-    await engine.fail('task_ended', taskFailure('task_timeout', 'The task deadline passed.'));
-    await storedTask(store, 'task_other');
-    expect(await engine.startUnstarted([])).toEqual([]);
-    expect(await engine.startUnstarted(['task_page', 'task_ended', 'task_missing'])).toEqual(['task_page']);
-    expect(temporal.starts.map((start) => start.workflowId)).toEqual([taskWorkflowId('task_page')]);
-    await settled();
-    expect(await engine.startUnstarted(['task_page'])).toEqual([]);
-    expect(store.workflowStarted('task_other')).toBe(false);
-  });
-
   test('a stranded task whose start fails is failed, its hold released, and not reported; the others still start', async () => {
     const { store, temporal, engine } = await setup();
     await storedTask(store, 'task_a');

@@ -398,28 +398,17 @@ export async function markWorkflowStarted(db: Runner, taskId: string): Promise<v
   );
 }
 
-/**
- * Active tasks whose workflow start was never confirmed: older than `olderThanSeconds` (a node died
- * between insert and start), or among `taskIds` (their first attempt ran without a workflow on a node
- * that is gone).
- */
-export async function findUnstartedTasks(
-  db: Runner,
-  which: { olderThanSeconds: number } | { taskIds: readonly string[] },
-) {
-  const among =
-    'taskIds' in which
-      ? sql.fragment`task_id = ANY(${sql.array([...which.taskIds], 'text')})`
-      : // 'assigned' too: the first attempt may be matched with the task itself (the restarted workflow finds it).
-        // One whose solver accepted an attempt waits out that attempt's time as well: a crawl page's first
-        // attempt runs without a workflow (docs/crawl.md), and a workflow started while it still runs would
-        // send the page again.
-        sql.fragment`created_at < now() - make_interval(secs => ${which.olderThanSeconds} + CASE WHEN EXISTS (
-          SELECT 1 FROM task_attempts a
-          WHERE a.task_id = tasks.task_id AND a.ended_at IS NULL AND a.accepted_at IS NOT NULL
-        ) THEN timeout_seconds ELSE 0 END)`;
+/** Tasks whose workflow start was never confirmed, older than `seconds`: a node died between insert and start. */
+export async function findUnstartedTasks(db: Runner, seconds: number) {
   return db.any(sql.type(TaskRow)`
     SELECT ${TASK_COLUMNS} FROM tasks
-    WHERE workflow_started_at IS NULL AND status = ANY(${ACTIVE}) AND ${among}
+    -- 'assigned' too: the first attempt may be matched with the task itself (the restarted workflow finds it).
+    -- One whose solver accepted an attempt waits out that attempt's time as well: a crawl page's first
+    -- attempt runs without a workflow (docs/crawl.md), and a workflow started while it still runs would
+    -- send the page again.
+    WHERE workflow_started_at IS NULL AND status = ANY(${ACTIVE})
+      AND created_at < now() - make_interval(secs => ${seconds} + CASE WHEN EXISTS (
+        SELECT 1 FROM task_attempts a WHERE a.task_id = tasks.task_id AND a.ended_at IS NULL AND a.accepted_at IS NOT NULL
+      ) THEN timeout_seconds ELSE 0 END)
     ORDER BY created_at LIMIT 100`);
 }
